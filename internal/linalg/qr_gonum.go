@@ -1,0 +1,41 @@
+//go:build !openblas || !cgo
+
+package linalg
+
+import "gonum.org/v1/gonum/lapack/gonum"
+
+// Backend names the BLAS and LAPACK that this build uses.
+const Backend = "gonum (pure Go)"
+
+// qfBackend computes the Q factor with gonum's pure-Go LAPACK, in float64,
+// and writes sign(diag(R)) into sign.
+func qfBackend[T Float](q *QR[T], m, n int, a []T, sign []float64) {
+	var a64 []float64
+	if Is32[T]() {
+		q.a64 = grow(q.a64, m*n)
+		a64 = q.a64
+		Convert(a64, a)
+	} else {
+		a64 = As64(a)
+	}
+	q.tau64 = grow(q.tau64, n)
+	impl := gonum.Implementation{}
+	query := q.query[:] // a local array would escape to the heap
+	impl.Dgeqrf(m, n, a64, n, q.tau64, query, -1)
+	lw := int(query[0])
+	impl.Dorgqr(m, n, n, a64, n, q.tau64, query, -1)
+	lw = max(lw, int(query[0]), 1)
+	q.work64 = grow(q.work64, lw)
+	impl.Dgeqrf(m, n, a64, n, q.tau64, q.work64, lw)
+	for j := range sign {
+		if a64[j*n+j] < 0 {
+			sign[j] = -1
+		} else {
+			sign[j] = 1
+		}
+	}
+	impl.Dorgqr(m, n, n, a64, n, q.tau64, q.work64, lw)
+	if Is32[T]() {
+		Convert(a, a64)
+	}
+}

@@ -1,0 +1,90 @@
+package manifold
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/orthonet/orthonet/internal/linalg"
+)
+
+// Grassmann is the manifold Gr(n,p) of p-dimensional subspaces of R^n,
+// represented as the quotient St(n,p)/O(p): a point is any n x p matrix with
+// orthonormal columns spanning the subspace, and tangent vectors are
+// horizontal (X^T V = 0). RSDM runs on it unchanged (paper, section 5.5).
+type Grassmann[T Float] struct {
+	// Retraction used by Retract. The zero value is QR. Every Stiefel
+	// retraction, applied to a horizontal vector, is a retraction of the
+	// quotient.
+	Retraction Retraction
+
+	n, p int
+	ws   retractWork[T]
+}
+
+var _ Manifold[float64] = (*Grassmann[float64])(nil)
+
+// NewGrassmann returns Gr(n,p). It fails unless 1 <= p <= n.
+func NewGrassmann[T Float](n, p int) (*Grassmann[T], error) {
+	if err := checkDims(n, p); err != nil {
+		return nil, err
+	}
+	return &Grassmann[T]{n: n, p: p}, nil
+}
+
+// Dims returns n and p.
+func (g *Grassmann[T]) Dims() (n, p int) { return g.n, g.p }
+
+func (g *Grassmann[T]) String() string { return fmt.Sprintf("Grassmann(%d, %d)", g.n, g.p) }
+
+// Proj writes (I - X X^T) v into dst, the horizontal projection at x; applied
+// to a Euclidean gradient it gives the Riemannian gradient of the quotient.
+// dst may alias v.
+func (g *Grassmann[T]) Proj(dst, x, v []T) error {
+	for _, a := range [][]T{dst, x, v} {
+		if err := checkLen("argument", a, g.n, g.p); err != nil {
+			return err
+		}
+	}
+	n, p := g.n, g.p
+	w := &g.ws
+	w.pp = grow(w.pp, p*p)
+	linalg.Mul(true, false, p, p, n, x, v, w.pp)
+	copy(dst, v)
+	linalg.Gemm(false, false, n, p, p, -1, x, p, w.pp, p, 1, dst, p)
+	return nil
+}
+
+// Retract writes R_x(v) into dst using g.Retraction. dst may alias x or v.
+func (g *Grassmann[T]) Retract(dst, x, v []T) error {
+	for _, a := range [][]T{dst, x, v} {
+		if err := checkLen("argument", a, g.n, g.p); err != nil {
+			return err
+		}
+	}
+	return g.ws.retract(g.Retraction, g.n, g.p, dst, x, v)
+}
+
+// Random writes a uniformly distributed subspace's orthonormal basis into dst.
+func (g *Grassmann[T]) Random(dst []T, rng *rand.Rand) error {
+	if err := checkLen("dst", dst, g.n, g.p); err != nil {
+		return err
+	}
+	for i := range dst {
+		dst[i] = T(rng.NormFloat64())
+	}
+	return g.ws.qr.QF(g.n, g.p, dst)
+}
+
+// Feasibility returns ||X^T X - I||_F of the representative x.
+func (g *Grassmann[T]) Feasibility(x []T) float64 { return g.ws.feasibility(g.n, g.p, x) }
+
+// Orthonormalize replaces x by qf(x), which spans the same subspace.
+func (g *Grassmann[T]) Orthonormalize(x []T) error {
+	if err := checkLen("x", x, g.n, g.p); err != nil {
+		return err
+	}
+	if err := g.ws.qr.QF(g.n, g.p, x); err != nil {
+		return fmt.Errorf("manifold: orthonormalize: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package manifold
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/orthonet/orthonet/internal/linalg"
+)
+
+// Stiefel is the manifold St(n,p) = {X in R^(n x p) : X^T X = I_p} with the
+// Euclidean metric. Square Stiefel manifolds (n = p) are the orthogonal group
+// O(n).
+type Stiefel[T Float] struct {
+	// Retraction used by Retract. The zero value is QR.
+	Retraction Retraction
+
+	n, p int
+	ws   retractWork[T]
+}
+
+var _ Manifold[float64] = (*Stiefel[float64])(nil)
+
+// NewStiefel returns St(n,p). It fails unless 1 <= p <= n.
+func NewStiefel[T Float](n, p int) (*Stiefel[T], error) {
+	if err := checkDims(n, p); err != nil {
+		return nil, err
+	}
+	return &Stiefel[T]{n: n, p: p}, nil
+}
+
+// Dims returns n and p.
+func (s *Stiefel[T]) Dims() (n, p int) { return s.n, s.p }
+
+func (s *Stiefel[T]) String() string { return fmt.Sprintf("Stiefel(%d, %d)", s.n, s.p) }
+
+// Proj writes v - X sym(X^T v) into dst, the tangent projection at x; applied
+// to a Euclidean gradient it gives the Riemannian gradient. dst may alias v.
+func (s *Stiefel[T]) Proj(dst, x, v []T) error {
+	if err := s.check3(dst, x, v); err != nil {
+		return err
+	}
+	n, p := s.n, s.p
+	w := &s.ws
+	w.pp = grow(w.pp, p*p)
+	linalg.Mul(true, false, p, p, n, x, v, w.pp) // X^T V
+	symmetrize(p, w.pp)
+	copy(dst, v)
+	linalg.Gemm(false, false, n, p, p, -1, x, p, w.pp, p, 1, dst, p)
+	return nil
+}
+
+// Retract writes R_x(v) into dst using s.Retraction. dst may alias x or v.
+func (s *Stiefel[T]) Retract(dst, x, v []T) error {
+	if err := s.check3(dst, x, v); err != nil {
+		return err
+	}
+	return s.ws.retract(s.Retraction, s.n, s.p, dst, x, v)
+}
+
+// Random writes a Haar-distributed point into dst: the Q factor, sign-fixed,
+// of an n x p matrix of independent standard normals.
+func (s *Stiefel[T]) Random(dst []T, rng *rand.Rand) error {
+	if err := checkLen("dst", dst, s.n, s.p); err != nil {
+		return err
+	}
+	for i := range dst {
+		dst[i] = T(rng.NormFloat64())
+	}
+	return s.ws.qr.QF(s.n, s.p, dst)
+}
+
+// Feasibility returns ||X^T X - I||_F, computed in float64. It returns +Inf
+// if x has the wrong length.
+func (s *Stiefel[T]) Feasibility(x []T) float64 { return s.ws.feasibility(s.n, s.p, x) }
+
+// Orthonormalize replaces x by qf(x), the nearest-in-spirit point on the
+// manifold; it fails if x has a NaN or Inf entry.
+func (s *Stiefel[T]) Orthonormalize(x []T) error {
+	if err := checkLen("x", x, s.n, s.p); err != nil {
+		return err
+	}
+	if err := s.ws.qr.QF(s.n, s.p, x); err != nil {
+		return fmt.Errorf("manifold: orthonormalize: %w", err)
+	}
+	return nil
+}
+
+func (s *Stiefel[T]) check3(dst, x, v []T) error {
+	for _, a := range []struct {
+		name string
+		m    []T
+	}{{"dst", dst}, {"x", x}, {"v", v}} {
+		if err := checkLen(a.name, a.m, s.n, s.p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// symmetrize replaces the p x p matrix a by (a + a^T)/2.
+func symmetrize[T Float](p int, a []T) {
+	for i := 0; i < p; i++ {
+		for j := i + 1; j < p; j++ {
+			m := (a[i*p+j] + a[j*p+i]) / 2
+			a[i*p+j], a[j*p+i] = m, m
+		}
+	}
+}
+
+// grow returns s with length n, reusing its storage when it can.
+func grow[E any](s []E, n int) []E {
+	if cap(s) < n {
+		return make([]E, n)
+	}
+	return s[:n]
+}

@@ -1,0 +1,66 @@
+// Package optim updates weights that live on the Stiefel or Grassmann
+// manifold: RSDM, the Riemannian random submanifold descent method of Han,
+// Poirion and Takeda (ICML 2025), with its permutation, orthogonal and
+// covering-block samplers and its momentum variant, Riemannian coordinate
+// descent, and Riemannian gradient descent (RGD) with or without momentum.
+//
+// An optimizer is built once for one weight's manifold with its options, and
+// Step is called with the weight and its Euclidean gradient each iteration;
+// Step updates the weight in place and allocates nothing after its first
+// call. Weights are row-major slices of float32 or float64.
+package optim
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/orthonet/orthonet/internal/linalg"
+	"github.com/orthonet/orthonet/manifold"
+)
+
+// Float is the element type of weights and gradients.
+type Float = manifold.Float
+
+// Optimizer updates one constrained weight from its Euclidean gradient.
+type Optimizer[T Float] interface {
+	// Step moves x, an n x p point of the optimizer's manifold, along the
+	// Euclidean gradient grad. On error x is left unchanged.
+	Step(x, grad []T) error
+}
+
+// ErrNotFinite reports a gradient with a NaN or Inf entry.
+var ErrNotFinite = errors.New("optim: gradient has a NaN or Inf entry")
+
+func checkStep[T Float](n, p int, x, grad []T) error {
+	if len(x) != n*p {
+		return fmt.Errorf("%w: weight has %d entries, want %d x %d", manifold.ErrShape, len(x), n, p)
+	}
+	if len(grad) != n*p {
+		return fmt.Errorf("%w: gradient has %d entries, want %d x %d", manifold.ErrShape, len(grad), n, p)
+	}
+	if !linalg.Finite(grad) {
+		return ErrNotFinite
+	}
+	return nil
+}
+
+func checkLR(lr float64) error {
+	if !(lr > 0) || lr != lr || lr > 1e300 {
+		return fmt.Errorf("optim: learning rate %v, want a finite value > 0", lr)
+	}
+	return nil
+}
+
+func checkMomentum(beta float64) error {
+	if !(beta >= 0 && beta < 1) {
+		return fmt.Errorf("optim: momentum %v, want 0 <= momentum < 1", beta)
+	}
+	return nil
+}
+
+func grow[E any](s []E, n int) []E {
+	if cap(s) < n {
+		return make([]E, n)
+	}
+	return s[:n]
+}

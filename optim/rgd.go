@@ -1,0 +1,81 @@
+package optim
+
+import (
+	"fmt"
+
+	"github.com/orthonet/orthonet/manifold"
+)
+
+// RGDConfig holds the options of Riemannian gradient descent.
+type RGDConfig struct {
+	// LR is the step size eta. Required, > 0.
+	LR float64
+	// Momentum is the heavy-ball coefficient beta in [0, 1); 0 (the default)
+	// gives plain RGD. The momentum buffer is carried to each new point by
+	// tangent projection.
+	Momentum float64
+}
+
+// RGD is Riemannian gradient descent, X <- R_X(-eta m) with m the Riemannian
+// gradient, or with momentum m <- beta m + grad F(X). The retraction is the
+// manifold's own (for example manifold.Stiefel.Retraction).
+type RGD[T Float] struct {
+	cfg  RGDConfig
+	m    manifold.Manifold[T]
+	n, p int
+	rg   []T
+	next []T
+	mom  []T
+}
+
+var _ Optimizer[float64] = (*RGD[float64])(nil)
+
+// NewRGD returns RGD on m.
+func NewRGD[T Float](m manifold.Manifold[T], cfg RGDConfig) (*RGD[T], error) {
+	if m == nil {
+		return nil, fmt.Errorf("optim: RGD needs a manifold")
+	}
+	if err := checkLR(cfg.LR); err != nil {
+		return nil, err
+	}
+	if err := checkMomentum(cfg.Momentum); err != nil {
+		return nil, err
+	}
+	n, p := m.Dims()
+	return &RGD[T]{cfg: cfg, m: m, n: n, p: p}, nil
+}
+
+// Step takes one RGD step from x along the Euclidean gradient grad.
+func (o *RGD[T]) Step(x, grad []T) error {
+	if err := checkStep(o.n, o.p, x, grad); err != nil {
+		return err
+	}
+	o.rg = grow(o.rg, len(x))
+	if err := o.m.Proj(o.rg, x, grad); err != nil {
+		return err
+	}
+	dir := o.rg
+	if o.cfg.Momentum > 0 {
+		if o.mom == nil {
+			o.mom = make([]T, len(x))
+		}
+		b := T(o.cfg.Momentum)
+		for i, g := range o.rg {
+			o.mom[i] = b*o.mom[i] + g
+		}
+		dir = o.mom
+	}
+	lr := T(o.cfg.LR)
+	for i, d := range dir {
+		o.rg[i] = -lr * d
+	}
+	o.next = grow(o.next, len(x))
+	if err := o.m.Retract(o.next, x, o.rg); err != nil {
+		return fmt.Errorf("optim: RGD: %w", err)
+	}
+	copy(x, o.next)
+	if o.cfg.Momentum > 0 {
+		return o.m.Proj(o.mom, x, o.mom)
+	}
+	return nil
+}
