@@ -81,16 +81,16 @@ func TestConvergence(t *testing.T) {
 	}
 	var setups []setup
 	setups = append(setups,
-		setup{name: "procrustes-20x20", n: 20, p: 20, problem: procrustes(20, 20), methods: core(0.01, 0.02, 10), iters: 100000},
-		setup{name: "procrustes-24x8", n: 24, p: 8, problem: procrustes(24, 8), methods: core(0.02, 0.04, 12), iters: 100000},
-		setup{name: "pca-30x10", n: 30, p: 10, problem: pca(30, 10), methods: core(0.05, 0.2, 15), iters: 300000},
-		setup{name: "grassmann-pca-30x10", n: 30, p: 10, grass: true, problem: pca(30, 10), methods: core(0.05, 0.2, 15), iters: 300000},
+		setup{name: "procrustes-20x20", n: 20, p: 20, problem: procrustes(20, 20), methods: core(0.4, 0.8, 10), iters: 100000},
+		setup{name: "procrustes-24x8", n: 24, p: 8, problem: procrustes(24, 8), methods: core(0.3, 0.6, 12), iters: 100000},
+		setup{name: "pca-30x10", n: 30, p: 10, problem: pca(30, 10), methods: core(0.1, 0.4, 15), iters: 300000},
+		setup{name: "grassmann-pca-30x10", n: 30, p: 10, grass: true, problem: pca(30, 10), methods: core(0.1, 0.4, 15), iters: 300000},
 	)
 	for _, kind := range manifold.Retractions[1:] {
 		setups = append(setups, setup{name: "pca-30x10-" + kind.String(), n: 30, p: 10, retr: kind, problem: pca(30, 10),
 			methods: []method{
-				{"rgd", rgd(RGDConfig{LR: 0.05})},
-				{"rsdm-p", rsdm(RSDMConfig{LR: 0.2, SubmanifoldSize: 15, Retraction: kind, Seed: 6})},
+				{"rgd", rgd(RGDConfig{LR: 0.1})},
+				{"rsdm-p", rsdm(RSDMConfig{LR: 0.4, SubmanifoldSize: 15, Retraction: kind, Seed: 6})},
 			}, iters: 50000})
 	}
 	for _, s := range setups {
@@ -111,6 +111,9 @@ func TestConvergence(t *testing.T) {
 				x := make([]float64, s.n*s.p)
 				if err := m.Random(x, rng); err != nil {
 					t.Fatal(err)
+				}
+				if pc, ok := pr.(*problem.Procrustes[float64]); ok {
+					pc.AlignComponent(x)
 				}
 				opt, err := me.make(m)
 				if err != nil {

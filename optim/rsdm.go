@@ -85,6 +85,7 @@ type RSDM[T Float] struct {
 	perm  *manifold.Permutation
 	haar  *manifold.HaarRows[T]
 	inner *manifold.Stiefel[float64] // O(r)
+	qr    linalg.QR[float64]
 
 	steps int // steps taken
 	phase int // inner step within the current submanifold
@@ -232,7 +233,7 @@ func (o *RSDM[T]) Step(x, grad []T) error {
 			}
 		}
 	}
-	if err := o.inner.Retract(o.ynew, o.y, o.v); err != nil {
+	if err := o.retract(); err != nil {
 		return fmt.Errorf("optim: RSDM inner retraction: %w", err)
 	}
 	o.update(x)
@@ -248,6 +249,20 @@ func (o *RSDM[T]) Step(x, grad []T) error {
 		}
 	}
 	return nil
+}
+
+// retract sets Y_new = R_Y(V) on O(r). For the QR retraction it uses the
+// Cholesky route: V is tangent at the orthogonal Y, so
+// (Y + V)^T (Y + V) = I + V^T V has eigenvalues in [1, 1 + ||V||_F^2], a
+// condition bound that lets linalg.QFGram pick the fast path safely.
+func (o *RSDM[T]) retract() error {
+	if o.cfg.Retraction != manifold.QR {
+		return o.inner.Retract(o.ynew, o.y, o.v)
+	}
+	for i, v := range o.v {
+		o.ynew[i] = o.y[i] + v
+	}
+	return o.qr.QFGram(o.r, o.ynew, 1+linalg.Dot(o.v, o.v))
 }
 
 // sample draws the submanifold of the next outer iteration.

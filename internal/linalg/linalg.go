@@ -85,15 +85,22 @@ func Norm[T Float](a []T) float64 {
 	return math.Sqrt(Dot(a, a))
 }
 
-// Finite reports whether every entry of a is finite.
+// Finite reports whether every entry of a is finite. It is branch-free:
+// v - v is 0 for finite v and NaN for NaN or an infinity, and a NaN
+// survives every later addition.
 func Finite[T Float](a []T) bool {
-	for _, v := range a {
-		f := float64(v)
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return false
-		}
+	var s0, s1, s2, s3 T
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] - a[i]
+		s1 += a[i+1] - a[i+1]
+		s2 += a[i+2] - a[i+2]
+		s3 += a[i+3] - a[i+3]
 	}
-	return true
+	for ; i < len(a); i++ {
+		s0 += a[i] - a[i]
+	}
+	return s0+s1+s2+s3 == 0
 }
 
 // Convert copies src into dst, converting element types.

@@ -14,6 +14,8 @@ type QR[T Float] struct {
 	work64    []float64
 	sign      []float64
 	query     [1]float64
+	gram      []float64
+	f64       *QR[float64]
 }
 
 // QF overwrites the m x n row-major matrix a (m >= n) with the Q factor of

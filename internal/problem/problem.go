@@ -35,14 +35,40 @@ func gaussian[T linalg.Float](rng *rand.Rand, n int) []T {
 	return a
 }
 
-// Procrustes is min ||X A - B||_F^2 with A p x p and B n x p Gaussian. Its
-// optimum is X* = U V^T from the thin SVD U S V^T of B A^T, with value
-// ||A||^2 + ||B||^2 - 2 tr(S).
+// Procrustes is min ||X A - B||_F^2 / (2p) with A p x p and B n x p
+// Gaussian (the 1/(2p) scaling is the paper authors', so that their step sizes
+// carry over). Its optimum is X* = U V^T from the thin SVD U S V^T of B A^T,
+// with value (||A||^2 + ||B||^2 - 2 tr(S)) / (2p).
 type Procrustes[T linalg.Float] struct {
 	n, p  int
 	a, b  []T
 	fstar float64
+	xstar []float64
 	r     []T // n x p residual
+}
+
+// AlignComponent makes x start in the connected component of the optimum.
+// When n = p the feasible set O(n) has two components, det = +1 and det = -1,
+// and no retraction-based method crosses between them; if x lies in the other
+// one, AlignComponent flips the sign of its first column.
+func (pr *Procrustes[T]) AlignComponent(x []T) {
+	if pr.n != pr.p {
+		return
+	}
+	x64 := make([]float64, len(x))
+	linalg.Convert(x64, x)
+	if detSign(pr.n, x64) != detSign(pr.n, pr.xstar) {
+		for i := 0; i < pr.n; i++ {
+			x[i*pr.n] = -x[i*pr.n]
+		}
+	}
+}
+
+func detSign(n int, a []float64) float64 {
+	var lu mat.LU
+	lu.Factorize(mat.NewDense(n, n, append([]float64(nil), a...)))
+	_, sign := lu.LogDet()
+	return sign
 }
 
 // NewProcrustes draws a Procrustes instance of size n x p from rng.
@@ -60,7 +86,12 @@ func NewProcrustes[T linalg.Float](n, p int, rng *rand.Rand) *Procrustes[T] {
 	for _, s := range svd.Values(nil) {
 		tr += s
 	}
-	pr.fstar = linalg.Dot(pr.a, pr.a) + linalg.Dot(pr.b, pr.b) - 2*tr
+	var u, v, xs mat.Dense
+	svd.UTo(&u)
+	svd.VTo(&v)
+	xs.Mul(&u, v.T())
+	pr.xstar = xs.RawMatrix().Data
+	pr.fstar = (linalg.Dot(pr.a, pr.a) + linalg.Dot(pr.b, pr.b) - 2*tr) / float64(2*p)
 	return pr
 }
 
@@ -70,16 +101,16 @@ func (pr *Procrustes[T]) Name() string { return "procrustes" }
 // Dims returns n and p.
 func (pr *Procrustes[T]) Dims() (int, int) { return pr.n, pr.p }
 
-// Value returns ||x A - B||^2.
+// Value returns ||x A - B||^2 / (2p).
 func (pr *Procrustes[T]) Value(x []T) float64 {
 	pr.residual(x)
-	return linalg.Dot(pr.r, pr.r)
+	return linalg.Dot(pr.r, pr.r) / float64(2*pr.p)
 }
 
-// Grad writes 2 (x A - B) A^T into dst.
+// Grad writes (x A - B) A^T / p into dst.
 func (pr *Procrustes[T]) Grad(dst, x []T) {
 	pr.residual(x)
-	linalg.Gemm(false, true, pr.n, pr.p, pr.p, 2, pr.r, pr.p, pr.a, pr.p, 0, dst, pr.p)
+	linalg.Gemm(false, true, pr.n, pr.p, pr.p, 1/T(pr.p), pr.r, pr.p, pr.a, pr.p, 0, dst, pr.p)
 }
 
 // Optimum returns the closed-form optimal value.
@@ -90,9 +121,9 @@ func (pr *Procrustes[T]) residual(x []T) {
 	linalg.Gemm(false, false, pr.n, pr.p, pr.p, 1, x, pr.p, pr.a, pr.p, -1, pr.r, pr.p)
 }
 
-// PCA is min -tr(X^T A X) with A = Q D Q^T, Q Haar orthogonal and
+// PCA is min -tr(X^T A X)/2 with A = Q D Q^T, Q Haar orthogonal and
 // D = 10 logspace(-3, 0, n) (condition number 1000, the paper's section 6).
-// Its optimum is minus the sum of the p largest eigenvalues. The value is
+// Its optimum is minus half the sum of the p largest eigenvalues. The value is
 // invariant under X -> X Q, so PCA is also a problem on Gr(n,p).
 type PCA[T linalg.Float] struct {
 	n, p  int
@@ -129,7 +160,7 @@ func NewPCA[T linalg.Float](n, p int, rng *rand.Rand) *PCA[T] {
 	pc := &PCA[T]{n: n, p: p, a: make([]T, n*n), ax: make([]T, n*p)}
 	linalg.Convert(pc.a, a64)
 	for _, v := range d[n-p:] {
-		pc.fstar -= v
+		pc.fstar -= v / 2
 	}
 	return pc
 }
@@ -140,21 +171,21 @@ func (pc *PCA[T]) Name() string { return "pca" }
 // Dims returns n and p.
 func (pc *PCA[T]) Dims() (int, int) { return pc.n, pc.p }
 
-// Value returns -tr(x^T A x).
+// Value returns -tr(x^T A x)/2.
 func (pc *PCA[T]) Value(x []T) float64 {
 	linalg.Mul(false, false, pc.n, pc.p, pc.n, pc.a, x, pc.ax)
-	return -linalg.Dot(x, pc.ax)
+	return -linalg.Dot(x, pc.ax) / 2
 }
 
-// Grad writes -2 A x into dst.
+// Grad writes -A x into dst.
 func (pc *PCA[T]) Grad(dst, x []T) {
-	linalg.Gemm(false, false, pc.n, pc.p, pc.n, -2, pc.a, pc.n, x, pc.p, 0, dst, pc.p)
+	linalg.Gemm(false, false, pc.n, pc.p, pc.n, -1, pc.a, pc.n, x, pc.p, 0, dst, pc.p)
 }
 
-// Optimum returns minus the sum of the p largest eigenvalues of A.
+// Optimum returns minus half the sum of the p largest eigenvalues of A.
 func (pc *PCA[T]) Optimum() float64 { return pc.fstar }
 
-// QAP is the quadratic assignment relaxation min tr(A^T (X.X) B (X.X)^T)
+// QAP is the quadratic assignment relaxation min tr(A^T (X.X) B (X.X)^T)/2
 // over O(n) (Wen and Yin 2013), with A and B Gaussian. Its optimum is not
 // known in closed form: SetOptimum records one from a long run.
 type QAP[T linalg.Float] struct {
@@ -177,7 +208,7 @@ func (q *QAP[T]) Name() string { return "qap" }
 // Dims returns n and n.
 func (q *QAP[T]) Dims() (int, int) { return q.n, q.n }
 
-// Value returns tr(A^T Z B Z^T) with Z = x.x (entrywise square).
+// Value returns tr(A^T Z B Z^T)/2 with Z = x.x (entrywise square).
 func (q *QAP[T]) Value(x []T) float64 {
 	n := q.n
 	for i, v := range x {
@@ -185,10 +216,10 @@ func (q *QAP[T]) Value(x []T) float64 {
 	}
 	linalg.Mul(false, true, n, n, n, q.b, q.z, q.t)  // B Z^T
 	linalg.Mul(false, false, n, n, n, q.z, q.t, q.u) // Z B Z^T
-	return linalg.Dot(q.a, q.u)                      // tr(A^T M) = <A, M>
+	return linalg.Dot(q.a, q.u) / 2                  // tr(A^T M) = <A, M>
 }
 
-// Grad writes 2 x.(A Z B^T + A^T Z B) into dst.
+// Grad writes x.(A Z B^T + A^T Z B) into dst.
 func (q *QAP[T]) Grad(dst, x []T) {
 	n := q.n
 	for i, v := range x {
@@ -199,7 +230,7 @@ func (q *QAP[T]) Grad(dst, x []T) {
 	linalg.Mul(false, false, n, n, n, q.z, q.b, q.t) // Z B
 	linalg.Gemm(true, false, n, n, n, 1, q.a, n, q.t, n, 1, q.u, n)
 	for i, v := range x {
-		dst[i] = 2 * v * q.u[i]
+		dst[i] = v * q.u[i]
 	}
 }
 

@@ -1,0 +1,126 @@
+package linalg
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func randn[T Float](rng *rand.Rand, n int) []T {
+	a := make([]T, n)
+	for i := range a {
+		a[i] = T(rng.NormFloat64())
+	}
+	return a
+}
+
+// checkQF verifies that q is orthonormal, that R = Q^T a is upper
+// triangular with a positive diagonal, and that Q R reproduces a.
+func checkQF[T Float](t *testing.T, m, n int, a, q []T, tol float64) {
+	t.Helper()
+	ws := make([]float64, m*n+n*n)
+	if e := GramError(m, n, q, ws); e > tol {
+		t.Errorf("%dx%d: ||Q^T Q - I|| = %g", m, n, e)
+	}
+	r := make([]T, n*n)
+	Mul(true, false, n, n, m, q, a, r)
+	scale := Norm(a)
+	for i := 0; i < n; i++ {
+		if !(r[i*n+i] > 0) {
+			t.Errorf("%dx%d: R[%d,%d] = %g, want > 0", m, n, i, i, r[i*n+i])
+		}
+		for j := 0; j < i; j++ {
+			if math.Abs(float64(r[i*n+j])) > tol*scale {
+				t.Errorf("%dx%d: R[%d,%d] = %g below the diagonal", m, n, i, j, r[i*n+j])
+			}
+		}
+	}
+	qr := make([]T, m*n)
+	Mul(false, false, m, n, n, q, r, qr)
+	for i := range qr {
+		if math.Abs(float64(qr[i]-a[i])) > tol*scale {
+			t.Fatalf("%dx%d: Q R differs from A by %g", m, n, math.Abs(float64(qr[i]-a[i])))
+		}
+	}
+}
+
+func TestQF(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, sh := range []struct{ m, n int }{{1, 1}, {5, 5}, {40, 7}, {300, 300}, {100, 1}} {
+		a := randn[float64](rng, sh.m*sh.n)
+		q := append([]float64(nil), a...)
+		var qr QR[float64]
+		if err := qr.QF(sh.m, sh.n, q); err != nil {
+			t.Fatal(err)
+		}
+		checkQF(t, sh.m, sh.n, a, q, 1e-12)
+
+		a32 := randn[float32](rng, sh.m*sh.n)
+		q32 := append([]float32(nil), a32...)
+		var qr32 QR[float32]
+		if err := qr32.QF(sh.m, sh.n, q32); err != nil {
+			t.Fatal(err)
+		}
+		checkQF(t, sh.m, sh.n, a32, q32, 1e-4)
+	}
+	var qr QR[float64]
+	if err := qr.QF(2, 3, make([]float64, 6)); err == nil {
+		t.Error("QF accepted a wide matrix")
+	}
+	bad := []float64{1, math.NaN(), 0, 1}
+	if err := qr.QF(2, 2, bad); err == nil {
+		t.Error("QF accepted a NaN")
+	}
+}
+
+// TestQFGram checks that the Cholesky route gives the same Q as Householder
+// QR on I + S with S skew, and that it falls back when told the matrix is
+// ill-conditioned.
+func TestQFGram(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	for _, n := range []int{2, 17, 120} {
+		for _, scale := range []float64{0.01, 1, 30} {
+			s := randn[float64](rng, n*n)
+			m := make([]float64, n*n)
+			for i := 0; i < n; i++ {
+				for j := 0; j < n; j++ {
+					m[i*n+j] = scale * (s[i*n+j] - s[j*n+i]) / 2 / math.Sqrt(float64(n))
+				}
+				m[i*n+i] = 1
+			}
+			want := append([]float64(nil), m...)
+			var qr QR[float64]
+			if err := qr.QF(n, n, want); err != nil {
+				t.Fatal(err)
+			}
+			got := append([]float64(nil), m...)
+			cond := 1 + Dot(m, m) - float64(n)
+			if err := qr.QFGram(n, got, cond); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if math.Abs(got[i]-want[i]) > 1e-11 {
+					t.Fatalf("n=%d scale=%g (cond bound %.3g): QFGram differs from QF by %g", n, scale, cond, math.Abs(got[i]-want[i]))
+				}
+			}
+		}
+	}
+}
+
+func TestFinite(t *testing.T) {
+	for _, tc := range []struct {
+		a    []float32
+		want bool
+	}{
+		{[]float32{1, 2, 3, 4, 5, 6, 7}, true},
+		{[]float32{}, true},
+		{[]float32{1, 2, 3, 4, 5, 6, float32(math.NaN())}, false},
+		{[]float32{float32(math.Inf(1)), 0, 0, 0}, false},
+		{[]float32{0, 0, float32(math.Inf(-1)), 0, 1}, false},
+		{[]float32{math.MaxFloat32, -math.MaxFloat32}, true},
+	} {
+		if got := Finite(tc.a); got != tc.want {
+			t.Errorf("Finite(%v) = %v", tc.a, got)
+		}
+	}
+}
