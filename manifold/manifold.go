@@ -62,6 +62,7 @@ const (
 // Retractions lists every Retraction, for tables and tests.
 var Retractions = []Retraction{QR, Polar, Cayley, Exp}
 
+// String returns the retraction's name: qr, polar, cayley or exp.
 func (r Retraction) String() string {
 	switch r {
 	case QR:

@@ -25,6 +25,7 @@ const (
 	Blocks
 )
 
+// String returns the sampling's short name: perm, orth or blocks.
 func (s Sampling) String() string {
 	switch s {
 	case Permutation:

@@ -9,7 +9,7 @@
 //
 // Usage:
 //
-//	bench [-size small|paper] [-problems procrustes,pca,qap] [-out DIR] [-time-limit 60s]
+//	bench [-size small|paper] [-problems procrustes,pca,qap] [-methods rgd,rsdm-p,rsdm-o] [-out DIR] [-time-limit 90s]
 //	bench -kernels-only
 package main
 
@@ -33,6 +33,7 @@ func main() {
 type options struct {
 	size      string
 	problems  []string
+	methods   map[string]bool
 	out       string
 	timeLimit time.Duration
 	maxIter   int
@@ -46,9 +47,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	var problems string
+	var problems, methods string
 	fs.StringVar(&o.size, "size", "paper", "problem sizes: small (seconds, run by make test) or paper (the paper's settings)")
 	fs.StringVar(&problems, "problems", "procrustes,pca,qap", "comma-separated problems to run: procrustes, pca, qap")
+	fs.StringVar(&methods, "methods", "rgd,rsdm-p,rsdm-o", "comma-separated methods to run: rgd, rsdm-p, rsdm-o")
 	fs.StringVar(&o.out, "out", "out/bench", "folder for the CSV and PNG files")
 	fs.DurationVar(&o.timeLimit, "time-limit", 0, "wall-time budget of one method on one problem (0: 20s small, 90s paper)")
 	fs.IntVar(&o.maxIter, "max-iter", 0, "iteration cap of one method on one problem (0: 5000 small, 5000 paper)")
@@ -73,6 +75,17 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		case "":
 		default:
 			return o, fmt.Errorf("-problems: unknown problem %q (want procrustes, pca or qap)", p)
+		}
+	}
+	o.methods = map[string]bool{}
+	for _, m := range strings.Split(methods, ",") {
+		m = strings.TrimSpace(m)
+		switch m {
+		case "rgd", "rsdm-p", "rsdm-o":
+			o.methods[m] = true
+		case "":
+		default:
+			return o, fmt.Errorf("-methods: unknown method %q (want rgd, rsdm-p or rsdm-o)", m)
 		}
 	}
 	if o.timeLimit < 0 || o.maxIter < 0 {

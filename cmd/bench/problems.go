@@ -179,6 +179,9 @@ func problems[T linalg.Float](w io.Writer, o options) error {
 		}
 		var traces []*trace
 		for _, m := range methods {
+			if !o.methods[m.name] {
+				continue
+			}
 			opt, err := m.make()
 			if err != nil {
 				return err

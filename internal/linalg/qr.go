@@ -8,14 +8,10 @@ var ErrNotFinite = errors.New("matrix has a NaN or Inf entry")
 // QR computes Q factors of tall matrices. Its zero value is ready to use; it
 // keeps its workspace between calls, so a QR is not safe for concurrent use.
 type QR[T Float] struct {
-	tau, work []T
-	a64       []float64 // float32 input on the pure-Go backend
-	tau64     []float64
-	work64    []float64
-	sign      []float64
-	query     [1]float64
-	gram      []float64
-	f64       *QR[float64]
+	be   qrWork[T] // the backend's workspace
+	sign []float64
+	gram []float64
+	f64  *QR[float64]
 }
 
 // QF overwrites the m x n row-major matrix a (m >= n) with the Q factor of

@@ -7,9 +7,18 @@ import "gonum.org/v1/gonum/lapack/gonum"
 // Backend names the BLAS and LAPACK that this build uses.
 const Backend = "gonum (pure Go)"
 
+// qrWork is the workspace of the pure-Go QR.
+type qrWork[T Float] struct {
+	a64    []float64 // float32 input, converted
+	tau64  []float64
+	work64 []float64
+	query  [1]float64
+}
+
 // qfBackend computes the Q factor with gonum's pure-Go LAPACK, in float64,
 // and writes sign(diag(R)) into sign.
-func qfBackend[T Float](q *QR[T], m, n int, a []T, sign []float64) {
+func qfBackend[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
+	q := &qq.be
 	var a64 []float64
 	if Is32[T]() {
 		q.a64 = grow(q.a64, m*n)

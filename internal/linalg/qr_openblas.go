@@ -64,9 +64,15 @@ func init() {
 	blas64.Use(netlib.Implementation{})
 }
 
+// qrWork is the workspace of the LAPACK QR.
+type qrWork[T Float] struct {
+	tau, work []T
+}
+
 // qfBackend computes the Q factor with OpenBLAS's LAPACK in T's precision and
 // writes sign(diag(R)) into sign.
-func qfBackend[T Float](q *QR[T], m, n int, a []T, sign []float64) {
+func qfBackend[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
+	q := &qq.be
 	cm, cn := C.int(m), C.int(n)
 	if Is32[T]() {
 		lw := int(C.lq_work_s(cm, cn))

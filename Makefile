@@ -1,0 +1,64 @@
+# orthonet's build. `make test` and `make train` do all set-up on a fresh
+# Debian machine with Go and gcc: they install OpenBLAS when it is missing.
+# A plain `go build` / `go test` needs no C library and uses pure-Go gonum.
+
+GO          ?= go
+TAGS        ?= openblas
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+BIN         := $(CURDIR)/bin
+OUT         ?= out
+
+export CGO_ENABLED := 1
+
+.PHONY: all deps test lint unit unit-purego bench-small bench train clean
+
+all: test
+
+# deps installs Debian's OpenBLAS (headers and library) when the C compiler
+# cannot find it, through apt-get as root, or says which command to run.
+deps:
+	@if printf '#include <cblas.h>\nint main(void){return 0;}\n' | gcc -x c - -lopenblas -o /dev/null >/dev/null 2>&1; then \
+		echo "deps: OpenBLAS found"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "deps: installing libopenblas-dev"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas-dev >/dev/null; \
+	else \
+		echo "deps: OpenBLAS is missing; run: sudo apt-get install libopenblas-dev" >&2; exit 1; \
+	fi
+
+$(BIN)/staticcheck:
+	GOBIN=$(BIN) $(GO) install $(STATICCHECK)
+
+# lint: gofmt, go vet and staticcheck on both builds (OpenBLAS and pure Go).
+lint: deps $(BIN)/staticcheck
+	@fmt="$$(gofmt -l .)"; if [ -n "$$fmt" ]; then echo "gofmt would change: $$fmt" >&2; exit 1; fi
+	$(GO) vet -tags $(TAGS) ./...
+	CGO_ENABLED=0 $(GO) vet ./...
+	$(BIN)/staticcheck -tags $(TAGS) ./...
+	CGO_ENABLED=0 $(BIN)/staticcheck ./...
+
+unit: deps
+	$(GO) test -tags $(TAGS) ./...
+
+# unit-purego proves the module builds and passes without any C library.
+unit-purego:
+	CGO_ENABLED=0 $(GO) test -short ./...
+
+bench-small: deps
+	$(GO) run -tags $(TAGS) ./cmd/bench -size small -out $(OUT)/bench-small
+
+test: lint unit unit-purego bench-small
+
+# bench: step benchmarks from go test, then the paper's problems at the
+# paper's sizes (several minutes).
+bench: deps
+	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchtime 20x ./optim
+	$(GO) run -tags $(TAGS) ./cmd/bench -size paper -out $(OUT)/bench
+
+# train: until the model trainer lands (cmd/train), the main job is solving
+# the paper's problems with RSDM and RGD at small size, offline.
+train: deps
+	$(GO) run -tags $(TAGS) ./cmd/bench -size small -kernels=false -out $(OUT)/train
+
+clean:
+	rm -rf $(BIN) $(OUT)
