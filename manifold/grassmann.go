@@ -2,7 +2,6 @@ package manifold
 
 import (
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/orthonet/orthonet/internal/linalg"
 )
@@ -17,8 +16,7 @@ type Grassmann[T Float] struct {
 	// quotient.
 	Retraction Retraction
 
-	n, p int
-	ws   retractWork[T]
+	frame[T]
 }
 
 var _ Manifold[float64] = (*Grassmann[float64])(nil)
@@ -28,11 +26,8 @@ func NewGrassmann[T Float](n, p int) (*Grassmann[T], error) {
 	if err := checkDims(n, p); err != nil {
 		return nil, err
 	}
-	return &Grassmann[T]{n: n, p: p}, nil
+	return &Grassmann[T]{frame: frame[T]{n: n, p: p}}, nil
 }
-
-// Dims returns n and p.
-func (g *Grassmann[T]) Dims() (n, p int) { return g.n, g.p }
 
 func (g *Grassmann[T]) String() string { return fmt.Sprintf("Grassmann(%d, %d)", g.n, g.p) }
 
@@ -40,10 +35,8 @@ func (g *Grassmann[T]) String() string { return fmt.Sprintf("Grassmann(%d, %d)",
 // to a Euclidean gradient it gives the Riemannian gradient of the quotient.
 // dst may alias v.
 func (g *Grassmann[T]) Proj(dst, x, v []T) error {
-	for _, a := range [][]T{dst, x, v} {
-		if err := checkLen("argument", a, g.n, g.p); err != nil {
-			return err
-		}
+	if err := g.check3(dst, x, v); err != nil {
+		return err
 	}
 	n, p := g.n, g.p
 	w := &g.ws
@@ -56,35 +49,8 @@ func (g *Grassmann[T]) Proj(dst, x, v []T) error {
 
 // Retract writes R_x(v) into dst using g.Retraction. dst may alias x or v.
 func (g *Grassmann[T]) Retract(dst, x, v []T) error {
-	for _, a := range [][]T{dst, x, v} {
-		if err := checkLen("argument", a, g.n, g.p); err != nil {
-			return err
-		}
+	if err := g.check3(dst, x, v); err != nil {
+		return err
 	}
 	return g.ws.retract(g.Retraction, g.n, g.p, dst, x, v)
-}
-
-// Random writes a uniformly distributed subspace's orthonormal basis into dst.
-func (g *Grassmann[T]) Random(dst []T, rng *rand.Rand) error {
-	if err := checkLen("dst", dst, g.n, g.p); err != nil {
-		return err
-	}
-	for i := range dst {
-		dst[i] = T(rng.NormFloat64())
-	}
-	return g.ws.qr.QF(g.n, g.p, dst)
-}
-
-// Feasibility returns ||X^T X - I||_F of the representative x.
-func (g *Grassmann[T]) Feasibility(x []T) float64 { return g.ws.feasibility(g.n, g.p, x) }
-
-// Orthonormalize replaces x by qf(x), which spans the same subspace.
-func (g *Grassmann[T]) Orthonormalize(x []T) error {
-	if err := checkLen("x", x, g.n, g.p); err != nil {
-		return err
-	}
-	if err := g.ws.qr.QF(g.n, g.p, x); err != nil {
-		return fmt.Errorf("manifold: orthonormalize: %w", err)
-	}
-	return nil
 }

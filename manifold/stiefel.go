@@ -14,8 +14,7 @@ type Stiefel[T Float] struct {
 	// Retraction used by Retract. The zero value is QR.
 	Retraction Retraction
 
-	n, p int
-	ws   retractWork[T]
+	frame[T]
 }
 
 var _ Manifold[float64] = (*Stiefel[float64])(nil)
@@ -25,11 +24,8 @@ func NewStiefel[T Float](n, p int) (*Stiefel[T], error) {
 	if err := checkDims(n, p); err != nil {
 		return nil, err
 	}
-	return &Stiefel[T]{n: n, p: p}, nil
+	return &Stiefel[T]{frame: frame[T]{n: n, p: p}}, nil
 }
-
-// Dims returns n and p.
-func (s *Stiefel[T]) Dims() (n, p int) { return s.n, s.p }
 
 func (s *Stiefel[T]) String() string { return fmt.Sprintf("Stiefel(%d, %d)", s.n, s.p) }
 
@@ -57,40 +53,51 @@ func (s *Stiefel[T]) Retract(dst, x, v []T) error {
 	return s.ws.retract(s.Retraction, s.n, s.p, dst, x, v)
 }
 
+// frame holds what Stiefel and Grassmann share: the shape of an orthonormal
+// n x p frame and the workspace of the operations on it.
+type frame[T Float] struct {
+	n, p int
+	ws   retractWork[T]
+}
+
+// Dims returns n and p.
+func (f *frame[T]) Dims() (n, p int) { return f.n, f.p }
+
 // Random writes a Haar-distributed point into dst: the Q factor, sign-fixed,
 // of an n x p matrix of independent standard normals.
-func (s *Stiefel[T]) Random(dst []T, rng *rand.Rand) error {
-	if err := checkLen("dst", dst, s.n, s.p); err != nil {
+func (f *frame[T]) Random(dst []T, rng *rand.Rand) error {
+	if err := checkLen("dst", dst, f.n, f.p); err != nil {
 		return err
 	}
 	for i := range dst {
 		dst[i] = T(rng.NormFloat64())
 	}
-	return s.ws.qr.QF(s.n, s.p, dst)
+	return f.ws.qr.QF(f.n, f.p, dst)
 }
 
 // Feasibility returns ||X^T X - I||_F, computed in float64. It returns +Inf
 // if x has the wrong length.
-func (s *Stiefel[T]) Feasibility(x []T) float64 { return s.ws.feasibility(s.n, s.p, x) }
+func (f *frame[T]) Feasibility(x []T) float64 { return f.ws.feasibility(f.n, f.p, x) }
 
-// Orthonormalize replaces x by qf(x), the nearest-in-spirit point on the
-// manifold; it fails if x has a NaN or Inf entry.
-func (s *Stiefel[T]) Orthonormalize(x []T) error {
-	if err := checkLen("x", x, s.n, s.p); err != nil {
+// Orthonormalize replaces x by qf(x), the point of the manifold within
+// O(eps) of an x that has drifted by eps (and, on the Grassmann manifold, a
+// basis of the same subspace); it fails if x has a NaN or Inf entry.
+func (f *frame[T]) Orthonormalize(x []T) error {
+	if err := checkLen("x", x, f.n, f.p); err != nil {
 		return err
 	}
-	if err := s.ws.qr.QF(s.n, s.p, x); err != nil {
+	if err := f.ws.qr.QF(f.n, f.p, x); err != nil {
 		return fmt.Errorf("manifold: orthonormalize: %w", err)
 	}
 	return nil
 }
 
-func (s *Stiefel[T]) check3(dst, x, v []T) error {
+func (f *frame[T]) check3(dst, x, v []T) error {
 	for _, a := range []struct {
 		name string
 		m    []T
 	}{{"dst", dst}, {"x", x}, {"v", v}} {
-		if err := checkLen(a.name, a.m, s.n, s.p); err != nil {
+		if err := checkLen(a.name, a.m, f.n, f.p); err != nil {
 			return err
 		}
 	}
