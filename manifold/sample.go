@@ -64,9 +64,6 @@ func (s *Permutation) Sample(dst []int, rng *rand.Rand) error {
 }
 
 func (s *Permutation) slot(k int32) uint32 {
-	if s.shift == 32 {
-		return 0
-	}
 	return (uint32(k) * 0x9E3779B1) >> s.shift & s.mask
 }
 

@@ -13,6 +13,7 @@ package optim
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/manifold"
@@ -45,7 +46,7 @@ func checkStep[T Float](n, p int, x, grad []T) error {
 }
 
 func checkLR(lr float64) error {
-	if !(lr > 0) || lr != lr || lr > 1e300 {
+	if !(lr > 0) || math.IsInf(lr, 1) {
 		return fmt.Errorf("optim: learning rate %v, want a finite value > 0", lr)
 	}
 	return nil
