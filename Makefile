@@ -14,16 +14,22 @@ export CGO_ENABLED := 1
 
 all: test
 
+FASHION     := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
+
 # deps installs Debian's OpenBLAS (headers and library) when the C compiler
-# cannot find it, through apt-get as root, or says which command to run.
+# cannot find it, and Debian's Fashion-MNIST when it is missing, through
+# apt-get as root, or says which command to run.
 deps:
-	@if printf '#include <cblas.h>\nint main(void){return 0;}\n' | gcc -x c - -lopenblas -o /dev/null >/dev/null 2>&1; then \
-		echo "deps: OpenBLAS found"; \
+	@missing=""; \
+	printf '#include <cblas.h>\nint main(void){return 0;}\n' | gcc -x c - -lopenblas -o /dev/null >/dev/null 2>&1 || missing="libopenblas-dev"; \
+	[ -e $(FASHION) ] || missing="$$missing dataset-fashion-mnist"; \
+	if [ -z "$$missing" ]; then \
+		echo "deps: OpenBLAS and Fashion-MNIST found"; \
 	elif [ "$$(id -u)" = 0 ]; then \
-		echo "deps: installing libopenblas-dev"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas-dev >/dev/null; \
+		echo "deps: installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else \
-		echo "deps: OpenBLAS is missing; run: sudo apt-get install libopenblas-dev" >&2; exit 1; \
+		echo "deps: missing$$missing; run: sudo apt-get install$$missing" >&2; exit 1; \
 	fi
 
 $(BIN)/staticcheck:
@@ -37,8 +43,9 @@ lint: deps $(BIN)/staticcheck
 	$(BIN)/staticcheck -tags $(TAGS) ./...
 	CGO_ENABLED=0 $(BIN)/staticcheck ./...
 
+# ORTHONET_REQUIRE_DATA turns the real-data tests' skip into a failure.
 unit: deps
-	$(GO) test -tags $(TAGS) ./...
+	ORTHONET_REQUIRE_DATA=1 $(GO) test -tags $(TAGS) ./...
 
 # unit-purego proves the module builds and passes without any C library.
 unit-purego:
