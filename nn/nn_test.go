@@ -1,0 +1,227 @@
+package nn
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/manifold"
+	"github.com/orthonet/orthonet/optim"
+)
+
+func newRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 5)) }
+
+func input(g *G.ExprGraph, name string, rng *rand.Rand, shape ...int) *G.Node {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = rng.NormFloat64()
+	}
+	return G.NewTensor(g, tensor.Float64, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v))))
+}
+
+func scalar(n *G.Node) float64 {
+	switch v := n.Value().Data().(type) {
+	case float64:
+		return v
+	case float32:
+		return float64(v)
+	}
+	return math.NaN()
+}
+
+// checkGrad compares Gorgonia's gradient of loss with respect to each node
+// of wrt against central differences of the loss, entry by entry.
+func checkGrad(t *testing.T, g *G.ExprGraph, loss *G.Node, wrt ...*G.Node) {
+	t.Helper()
+	if _, err := G.Grad(loss, wrt...); err != nil {
+		t.Fatal(err)
+	}
+	vm := G.NewTapeMachine(g, G.BindDualValues(wrt...))
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	grads := make([][]float64, len(wrt))
+	for k, n := range wrt {
+		gv, err := n.Grad()
+		if err != nil {
+			t.Fatal(err)
+		}
+		grads[k] = append([]float64(nil), gv.Data().([]float64)...)
+	}
+	vm.Reset()
+	eval := func() float64 {
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		f := scalar(loss)
+		vm.Reset()
+		return f
+	}
+	const h = 1e-6
+	for k, n := range wrt {
+		v := n.Value().Data().([]float64)
+		for i := range v {
+			orig := v[i]
+			v[i] = orig + h
+			fp := eval()
+			v[i] = orig - h
+			fm := eval()
+			v[i] = orig
+			fd := (fp - fm) / (2 * h)
+			if math.Abs(fd-grads[k][i]) > 1e-6*max(1, math.Abs(fd)) {
+				t.Fatalf("d loss / d %s[%d]: Gorgonia %.9g, finite difference %.9g", n.Name(), i, grads[k][i], fd)
+			}
+		}
+	}
+	eval() // leave the nodes holding the unperturbed values
+}
+
+func TestLinearGradient(t *testing.T) {
+	for _, ortho := range []bool{false, true} {
+		g := G.NewGraph()
+		rng := newRNG(1)
+		x := input(g, "x", rng, 4, 6)
+		var l *Linear
+		var err error
+		if ortho {
+			l, err = NewOrthoLinear(g, "fc", 6, 3, tensor.Float64, true, rng)
+		} else {
+			l, err = NewLinear(g, "fc", 6, 3, tensor.Float64, true, rng)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Give the zero-initialised orthogonal bias a value that matters.
+		b := l.B.Value().Data().([]float64)
+		for i := range b {
+			b[i] = 0.1 * float64(i+1)
+		}
+		y := G.Must(l.Forward(x))
+		loss := G.Must(G.Sum(G.Must(G.Tanh(y))))
+		checkGrad(t, g, loss, x, l.W, l.B)
+	}
+}
+
+func TestOrthoLinear(t *testing.T) {
+	g := G.NewGraph()
+	l, err := NewOrthoLinear(g, "q", 16, 16, tensor.Float32, false, newRNG(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := manifold.NewStiefel[float32](16, 16)
+	if f := st.Feasibility(l.W.Value().Data().([]float32)); f > 1e-5 {
+		t.Errorf("initial ||W^T W - I|| = %g", f)
+	}
+	ps := l.Params()
+	if _, ok := ps[0].(optim.Constrained); !ok || len(ps) != 1 {
+		t.Errorf("orthogonal layer's params %T, want one optim.Constrained", ps)
+	}
+	plain, _ := NewLinear(g, "p", 4, 4, tensor.Float64, true, newRNG(2))
+	for _, p := range plain.Params() {
+		if _, ok := p.(optim.Constrained); ok {
+			t.Error("a plain layer's parameter is marked constrained")
+		}
+	}
+	if _, err := NewOrthoLinear(g, "up", 4, 8, tensor.Float64, false, newRNG(2)); err == nil || !strings.Contains(err.Error(), "needs in >= out") {
+		t.Errorf("4 -> 8 orthogonal layer: error %v", err)
+	}
+	if _, err := NewLinear(g, "bad", 4, 4, tensor.Int, false, newRNG(2)); err == nil {
+		t.Error("NewLinear accepted an int element type")
+	}
+}
+
+func TestGELU(t *testing.T) {
+	g := G.NewGraph()
+	rng := newRNG(3)
+	x := input(g, "x", rng, 3, 5)
+	c := input(g, "c", rng, 3, 5)
+	y := G.Must(GELU(x))
+	loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, c))))
+	checkGrad(t, g, loss, x)
+	// The tanh form stays within 1e-3 of the exact x Phi(x).
+	xs := x.Value().Data().([]float64)
+	ys := y.Value().Data().([]float64)
+	for i, v := range xs {
+		exact := v * 0.5 * (1 + math.Erf(v/math.Sqrt2))
+		if math.Abs(ys[i]-exact) > 1e-3 {
+			t.Errorf("GELU(%g) = %g, exact %g", v, ys[i], exact)
+		}
+	}
+}
+
+func TestCrossEntropy(t *testing.T) {
+	g := G.NewGraph()
+	rng := newRNG(4)
+	logits := input(g, "logits", rng, 4, 3)
+	labels := []int{2, 0, 1, 2}
+	oh := make([]float64, 12)
+	if err := OneHot(oh, labels, 3); err != nil {
+		t.Fatal(err)
+	}
+	onehot := G.NewTensor(g, tensor.Float64, 2, G.WithShape(4, 3), G.WithName("y"), G.WithValue(tensor.New(tensor.WithShape(4, 3), tensor.WithBacking(oh))))
+	loss := G.Must(CrossEntropy(logits, onehot))
+	checkGrad(t, g, loss, logits)
+	// The value is the mean of log-sum-exp minus the labelled logit.
+	z := logits.Value().Data().([]float64)
+	var want float64
+	for i, y := range labels {
+		row := z[i*3 : i*3+3]
+		m := math.Max(row[0], math.Max(row[1], row[2]))
+		lse := m + math.Log(math.Exp(row[0]-m)+math.Exp(row[1]-m)+math.Exp(row[2]-m))
+		want += (lse - row[y]) / 4
+	}
+	if got := scalar(loss); math.Abs(got-want) > 1e-12 {
+		t.Errorf("cross-entropy %g, want %g", got, want)
+	}
+	// Large logits whose row maximum is in column 0 of a later row: the
+	// result must stay finite (tensor v0.9.23's softmax takes the first
+	// element of the whole array, not of the row, as the shift).
+	g2 := G.NewGraph()
+	big := []float64{0, 1, 2, 900, -5, 3}
+	bl := G.NewMatrix(g2, tensor.Float64, G.WithShape(2, 3), G.WithName("big"), G.WithValue(tensor.New(tensor.WithShape(2, 3), tensor.WithBacking(big))))
+	by := G.NewMatrix(g2, tensor.Float64, G.WithShape(2, 3), G.WithName("y"), G.WithValue(tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float64{0, 0, 1, 1, 0, 0}))))
+	bloss := G.Must(CrossEntropy(bl, by))
+	vm := G.NewTapeMachine(g2)
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	wantBig := ((math.Log(math.Exp(0)+math.Exp(1)+math.Exp(2)) - 2) + 0) / 2 // second row: log-sum-exp = 900
+	if got := scalar(bloss); math.IsNaN(got) || math.IsInf(got, 0) || math.Abs(got-wantBig) > 1e-9 {
+		t.Errorf("cross-entropy of large logits = %g, want %g", got, wantBig)
+	}
+	vm.Close()
+
+	bad := G.NewMatrix(g, tensor.Float64, G.WithShape(4, 2), G.WithName("bad"))
+	if _, err := CrossEntropy(logits, bad); err == nil || !strings.Contains(err.Error(), "logits (4, 3) but one-hot labels (4, 2)") {
+		t.Errorf("shape mismatch: error %v", err)
+	}
+}
+
+func TestAccuracyAndOneHot(t *testing.T) {
+	logits := []float32{0.1, 0.9, 0.0, 2, 1, 0, 0, 0, 5}
+	for _, tc := range []struct {
+		labels []int
+		want   float64
+	}{{[]int{1, 0, 2}, 1}, {[]int{0, 0, 2}, 2.0 / 3}, {[]int{2, 1, 0}, 0}} {
+		got, err := Accuracy(logits, tc.labels, 3)
+		if err != nil || math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("Accuracy(%v) = %g, %v; want %g", tc.labels, got, err, tc.want)
+		}
+	}
+	if _, err := Accuracy(logits, []int{1, 2}, 3); err == nil {
+		t.Error("Accuracy accepted mismatched lengths")
+	}
+	dst := make([]float32, 6)
+	if err := OneHot(dst, []int{1, 3}, 3); err == nil || !strings.Contains(err.Error(), "label 3 of example 1") {
+		t.Errorf("OneHot out of range: error %v", err)
+	}
+}
