@@ -10,7 +10,7 @@ OUT         ?= out
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test lint unit unit-purego bench-small bench train clean
+.PHONY: all deps test lint unit unit-purego bench-small train-short bench train clean
 
 all: test
 
@@ -45,16 +45,21 @@ lint: deps $(BIN)/staticcheck
 
 # ORTHONET_REQUIRE_DATA turns the real-data tests' skip into a failure.
 unit: deps
-	ORTHONET_REQUIRE_DATA=1 $(GO) test -tags $(TAGS) ./...
+	ORTHONET_REQUIRE_DATA=1 $(GO) test -count=1 -tags $(TAGS) ./...
 
 # unit-purego proves the module builds and passes without any C library.
 unit-purego:
-	CGO_ENABLED=0 $(GO) test -short ./...
+	CGO_ENABLED=0 $(GO) test -count=1 -short ./...
 
 bench-small: deps
 	$(GO) run -tags $(TAGS) ./cmd/bench -size small -out $(OUT)/bench-small
 
-test: lint unit unit-purego bench-small
+# train-short: 400 RSDM-P steps of the orthogonal FFN on real Fashion-MNIST
+# must reach 70% test accuracy (on the first 2000 test images).
+train-short: deps
+	$(GO) run -tags $(TAGS) ./cmd/train -limit-train 6400 -limit-test 2000 -min-accuracy 70 -out $(OUT)/train-short
+
+test: lint unit unit-purego bench-small train-short
 
 # bench: step benchmarks from go test, then the paper's problems at the
 # paper's sizes (several minutes).
@@ -62,10 +67,10 @@ bench: deps
 	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchtime 20x ./optim
 	$(GO) run -tags $(TAGS) ./cmd/bench -size paper -out $(OUT)/bench
 
-# train: until the model trainer lands (cmd/train), the main job is solving
-# the paper's problems with RSDM and RGD at small size, offline.
+# train: the orthogonal FFN (5 Stiefel layers of 1024) with RSDM-P on
+# Fashion-MNIST for one epoch, offline; prints test accuracy and feasibility.
 train: deps
-	$(GO) run -tags $(TAGS) ./cmd/bench -size small -kernels=false -out $(OUT)/train
+	$(GO) run -tags $(TAGS) ./cmd/train
 
 clean:
 	rm -rf $(BIN) $(OUT)

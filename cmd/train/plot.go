@@ -1,0 +1,87 @@
+package main
+
+import (
+	"image/color"
+	"os"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// plotMetrics draws training loss and test accuracy against steps (top) and
+// seconds (bottom) into a PNG file.
+func plotMetrics(path string, metrics []metric) error {
+	panel := func(title, xlabel, ylabel, kind string, x func(metric) float64, y func(metric) float64, c color.Color) (*plot.Plot, error) {
+		p := plot.New()
+		p.Title.Text = title
+		p.X.Label.Text = xlabel
+		p.Y.Label.Text = ylabel
+		var pts plotter.XYs
+		for _, m := range metrics {
+			if m.kind == kind {
+				pts = append(pts, plotter.XY{X: x(m), Y: y(m)})
+			}
+		}
+		if len(pts) > 0 {
+			l, err := plotter.NewLine(pts)
+			if err != nil {
+				return nil, err
+			}
+			l.Color = c
+			p.Add(l)
+			if len(pts) < 30 {
+				s, err := plotter.NewScatter(pts)
+				if err != nil {
+					return nil, err
+				}
+				s.Color = c
+				p.Add(s)
+			}
+		}
+		return p, nil
+	}
+	step := func(m metric) float64 { return float64(m.step) }
+	secs := func(m metric) float64 { return m.seconds }
+	loss := func(m metric) float64 { return m.loss }
+	acc := func(m metric) float64 { return 100 * m.accuracy }
+	blue, red := color.RGBA{31, 119, 180, 255}, color.RGBA{214, 39, 40, 255}
+	specs := []struct {
+		title, xl, yl, kind string
+		x, y                func(metric) float64
+		c                   color.Color
+	}{
+		{"training loss", "step", "loss", "train", step, loss, blue},
+		{"test accuracy", "step", "%", "test", step, acc, red},
+		{"training loss", "seconds", "loss", "train", secs, loss, blue},
+		{"test accuracy", "seconds", "%", "test", secs, acc, red},
+	}
+	plots := make([][]*plot.Plot, 2)
+	for i, s := range specs {
+		p, err := panel(s.title, s.xl, s.yl, s.kind, s.x, s.y, s.c)
+		if err != nil {
+			return err
+		}
+		plots[i/2] = append(plots[i/2], p)
+	}
+	img := vgimg.New(10*vg.Inch, 7*vg.Inch)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 2, Cols: 2, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	canvases := plot.Align(plots, tiles, dc)
+	for i := range plots {
+		for j := range plots[i] {
+			plots[i][j].Draw(canvases[i][j])
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
