@@ -225,3 +225,118 @@ func TestAccuracyAndOneHot(t *testing.T) {
 		t.Errorf("OneHot out of range: error %v", err)
 	}
 }
+
+func TestLayerNorm(t *testing.T) {
+	g := G.NewGraph()
+	rng := newRNG(6)
+	x := input(g, "x", rng, 3, 5)
+	ln, err := NewLayerNorm(g, "ln", 5, tensor.Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gm := ln.Gamma.Value().Data().([]float64)
+	bt := ln.Beta.Value().Data().([]float64)
+	for i := range gm {
+		gm[i], bt[i] = 1+0.1*float64(i), 0.05*float64(i)
+	}
+	y := G.Must(ln.Forward(x))
+	c := input(g, "c", rng, 3, 5)
+	loss := G.Must(G.Sum(G.Must(G.HadamardProd(G.Must(G.Tanh(y)), c))))
+	checkGrad(t, g, loss, x, ln.Gamma, ln.Beta)
+	// Each row of (y - beta) / gamma has mean 0 and variance 1 - eps/(var+eps).
+	ys := y.Value().Data().([]float64)
+	for r := 0; r < 3; r++ {
+		var m, v float64
+		for j := 0; j < 5; j++ {
+			m += (ys[r*5+j] - bt[j]) / gm[j] / 5
+		}
+		for j := 0; j < 5; j++ {
+			d := (ys[r*5+j]-bt[j])/gm[j] - m
+			v += d * d / 5
+		}
+		if math.Abs(m) > 1e-12 || math.Abs(v-1) > 1e-4 {
+			t.Errorf("row %d: mean %g, variance %g", r, m, v)
+		}
+	}
+	if _, err := ln.Forward(input(g, "wide", rng, 3, 6)); err == nil {
+		t.Error("LayerNorm(5) accepted 6 features")
+	}
+}
+
+func TestAttentionGradient(t *testing.T) {
+	g := G.NewGraph()
+	rng := newRNG(7)
+	x := input(g, "x", rng, 2, 3, 4)
+	a, err := NewAttention(g, "attn", 4, 2, tensor.Float64, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := G.Must(a.Forward(x))
+	if !y.Shape().Eq(tensor.Shape{2, 3, 4}) {
+		t.Fatalf("output shape %v", y.Shape())
+	}
+	c := input(g, "c", rng, 2, 3, 4)
+	loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, c))))
+	checkGrad(t, g, loss, x, a.Wq, a.Wk, a.Wv, a.Out.W, a.Out.B)
+
+	// The value against plain loops: head j uses features j*dh .. j*dh+dh-1.
+	xs := x.Value().Data().([]float64)
+	mat := func(n *G.Node) []float64 { return n.Value().Data().([]float64) }
+	proj := func(w []float64) []float64 { // (6, 4) = x (6, 4) times w (4, 4)
+		o := make([]float64, 24)
+		for r := 0; r < 6; r++ {
+			for c := 0; c < 4; c++ {
+				for k := 0; k < 4; k++ {
+					o[r*4+c] += xs[r*4+k] * w[k*4+c]
+				}
+			}
+		}
+		return o
+	}
+	q, k, v := proj(mat(a.Wq)), proj(mat(a.Wk)), proj(mat(a.Wv))
+	ctx := make([]float64, 24)
+	for b := 0; b < 2; b++ {
+		for hd := 0; hd < 2; hd++ {
+			for i := 0; i < 3; i++ {
+				var sc [3]float64
+				var z float64
+				for j := 0; j < 3; j++ {
+					for f := 0; f < 2; f++ {
+						sc[j] += q[(b*3+i)*4+hd*2+f] * k[(b*3+j)*4+hd*2+f] / math.Sqrt2
+					}
+					sc[j] = math.Exp(sc[j])
+					z += sc[j]
+				}
+				for j := 0; j < 3; j++ {
+					for f := 0; f < 2; f++ {
+						ctx[(b*3+i)*4+hd*2+f] += sc[j] / z * v[(b*3+j)*4+hd*2+f]
+					}
+				}
+			}
+		}
+	}
+	wo, bo, ys := mat(a.Out.W), mat(a.Out.B), y.Value().Data().([]float64)
+	for r := 0; r < 6; r++ {
+		for c := 0; c < 4; c++ {
+			want := bo[c]
+			for kk := 0; kk < 4; kk++ {
+				want += ctx[r*4+kk] * wo[kk*4+c]
+			}
+			if math.Abs(ys[r*4+c]-want) > 1e-12 {
+				t.Fatalf("output [%d,%d] = %g, loops give %g", r, c, ys[r*4+c], want)
+			}
+		}
+	}
+	marked := 0
+	for _, p := range a.Params() {
+		if _, ok := p.(optim.Constrained); ok {
+			marked++
+		}
+	}
+	if marked != 3 {
+		t.Errorf("%d marked weights, want Wq, Wk, Wv", marked)
+	}
+	if _, err := NewAttention(g, "bad", 6, 4, tensor.Float64, rng); err == nil {
+		t.Error("4 heads over 6 features accepted")
+	}
+}
