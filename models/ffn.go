@@ -101,20 +101,3 @@ func (m *FFN) Orthogonal() G.Nodes {
 	}
 	return ns
 }
-
-// Share builds the same network on another graph (for example a
-// forward-only evaluation graph) whose parameters are the same tensors as
-// m's, so updates to m are seen there without copying.
-func (m *FFN) Share(g *G.ExprGraph) *FFN {
-	s := &FFN{Cfg: m.Cfg}
-	share := func(n *G.Node) *G.Node {
-		if n == nil {
-			return nil
-		}
-		return G.NewTensor(g, n.Dtype(), n.Dims(), G.WithShape(n.Shape()...), G.WithName(n.Name()), G.WithValue(n.Value()))
-	}
-	for _, l := range m.Layers {
-		s.Layers = append(s.Layers, &nn.Linear{W: share(l.W), B: share(l.B), Ortho: l.Ortho})
-	}
-	return s
-}

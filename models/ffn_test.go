@@ -38,7 +38,13 @@ func TestFFN(t *testing.T) {
 
 	// A shared copy sees updates to the original's tensors.
 	g2 := G.NewGraph()
-	s := m.Share(g2)
+	s, err := NewFFN(g2, m.Cfg, tensor.Float32, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Share(s.Nodes(), m.Nodes()); err != nil {
+		t.Fatal(err)
+	}
 	w := m.Layers[0].W.Value().Data().([]float32)
 	w[0] = 42
 	if s.Layers[0].W.Value().Data().([]float32)[0] != 42 {

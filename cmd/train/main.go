@@ -39,6 +39,8 @@ type config struct {
 	device                  string
 	download                bool
 	hidden, depth           int
+	dim, heads, mlp, patch  int
+	dropout                 float64
 	minAccuracy             float64
 }
 
@@ -46,7 +48,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c config
-	fs.StringVar(&c.model, "model", "ffn", "network: ffn (orthogonal feed-forward; vit is not built yet)")
+	fs.StringVar(&c.model, "model", "ffn", "network: ffn (orthogonal feed-forward) or vit (orthogonal vision transformer)")
 	fs.StringVar(&c.dataset, "dataset", "fashion-mnist", "data set: mnist, fashion-mnist or cifar10")
 	fs.StringVar(&c.dataDir, "data", "", "folder of the data set's files (default: /usr/share/datasets/fashion-mnist for fashion-mnist, data/NAME otherwise)")
 	fs.StringVar(&c.optim, "optim", "rsdm", "optimizer of the orthogonal weights: rsdm or rgd")
@@ -66,7 +68,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.device, "device", "cpu", "cpu or cuda")
 	fs.BoolVar(&c.download, "download", false, "download MNIST or CIFAR-10 into -data first (SHA-256 checked)")
 	fs.IntVar(&c.hidden, "hidden", 1024, "FFN hidden width")
-	fs.IntVar(&c.depth, "depth", 5, "number of orthogonal FFN layers")
+	fs.IntVar(&c.depth, "depth", 0, "orthogonal FFN layers or ViT blocks (0: the paper's 5 or 6)")
+	fs.IntVar(&c.dim, "dim", 1024, "ViT embedding width")
+	fs.IntVar(&c.heads, "heads", 4, "ViT attention heads (must divide -dim)")
+	fs.IntVar(&c.mlp, "mlp", 256, "ViT MLP width")
+	fs.IntVar(&c.patch, "patch", 4, "ViT patch side (must divide 32)")
+	fs.Float64Var(&c.dropout, "dropout", 0.1, "ViT dropout probability")
 	fs.Float64Var(&c.minAccuracy, "min-accuracy", 0, "exit with an error if the final test accuracy (percent) is below this")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -95,18 +102,23 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 	}
 	switch {
-	case c.model == "vit":
-		return c, errors.New("-model vit: the orthogonal ViT is not built yet; use -model ffn")
 	case c.device == "cuda":
 		return c, errors.New("-device cuda: this build has no CUDA support; use -device cpu")
 	case c.epochs < 1 || c.batch < 1:
 		return c, fmt.Errorf("-epochs %d and -batch %d must be at least 1", c.epochs, c.batch)
 	case c.limitTrain < 0 || c.limitTest < 0 || c.evalEvery < 0:
 		return c, errors.New("-limit-train, -limit-test and -eval-every must not be negative")
-	case c.hidden < 1 || c.depth < 1:
-		return c, fmt.Errorf("-hidden %d and -depth %d must be at least 1", c.hidden, c.depth)
+	case c.hidden < 1 || c.depth < 0 || c.dim < 1 || c.heads < 1 || c.mlp < 1 || c.patch < 1:
+		return c, errors.New("-hidden, -dim, -heads, -mlp and -patch must be at least 1, -depth at least 0")
+	case c.model == "vit" && (c.dim%c.heads != 0 || 32%c.patch != 0):
+		return c, fmt.Errorf("-heads %d must divide -dim %d and -patch %d must divide 32", c.heads, c.dim, c.patch)
+	case c.dropout < 0 || c.dropout >= 1:
+		return c, fmt.Errorf("-dropout %v: want 0 <= p < 1", c.dropout)
 	case c.download && c.dataset == "fashion-mnist":
 		return c, errors.New("-download: Fashion-MNIST comes from Debian's package dataset-fashion-mnist (apt-get install dataset-fashion-mnist)")
+	}
+	if c.depth == 0 {
+		c.depth = map[string]int{"ffn": 5, "vit": 6}[c.model]
 	}
 	return c, nil
 }

@@ -43,9 +43,10 @@ type metric struct {
 	feasibility    float64 // largest ||W^T W - I||_F, test rows only
 }
 
-// imageSize is the side the paper resizes each data set to.
-func imageSize(dataset string) int {
-	if dataset == "cifar10" {
+// imageSize is the side the paper resizes each data set to: 32 for the ViT,
+// and for the FFN 32 (MNIST, 1024 inputs) or 20 (CIFAR-10, 1200 inputs).
+func imageSize(model, dataset string) int {
+	if model == "ffn" && dataset == "cifar10" {
 		return 20
 	}
 	return 32
@@ -68,7 +69,7 @@ func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set
 	if test, err = data.Load(c.dataset, dir, false); err != nil {
 		return nil, nil, err
 	}
-	side := imageSize(c.dataset)
+	side := imageSize(c.model, c.dataset)
 	train = train.Limit(c.limitTrain).Resize(side, side)
 	test = test.Limit(c.limitTest).Resize(side, side)
 	return train, test, nil
@@ -120,33 +121,28 @@ func run(ctx context.Context, c config, w io.Writer) error {
 	if train.N < c.batch {
 		return fmt.Errorf("%d training examples, fewer than one batch of %d", train.N, c.batch)
 	}
-	dim := train.Dim()
 	rng := rand.New(rand.NewPCG(c.seed, 0x747261696e))
+	maskRNG := rand.New(rand.NewPCG(c.seed, 0x64726f70))
 
 	// Training graph: fixed batch, forward and backward.
 	g := G.NewGraph()
-	xb := make([]float32, c.batch*dim)
+	net, err := buildNet(c, g, c.batch, train, true, rng)
+	if err != nil {
+		return err
+	}
 	yb := make([]float32, c.batch*train.Classes)
-	x := G.NewMatrix(g, tensor.Float32, G.WithShape(c.batch, dim), G.WithName("x"), G.WithValue(tensor.New(tensor.WithShape(c.batch, dim), tensor.WithBacking(xb))))
 	y := G.NewMatrix(g, tensor.Float32, G.WithShape(c.batch, train.Classes), G.WithName("y"), G.WithValue(tensor.New(tensor.WithShape(c.batch, train.Classes), tensor.WithBacking(yb))))
-	model, err := models.NewFFN(g, models.FFNConfig{In: dim, Hidden: c.hidden, Classes: train.Classes, Depth: c.depth, Bias: true}, tensor.Float32, rng)
-	if err != nil {
-		return err
-	}
-	logits, err := model.Forward(x)
-	if err != nil {
-		return err
-	}
+	logits := net.logits
 	loss, err := nn.CrossEntropy(logits, y)
 	if err != nil {
 		return err
 	}
-	if _, err := G.Grad(loss, model.Nodes()...); err != nil {
+	if _, err := G.Grad(loss, net.Nodes()...); err != nil {
 		return fmt.Errorf("building gradients: %w", err)
 	}
-	vm := G.NewTapeMachine(g, G.BindDualValues(model.Nodes()...))
+	vm := G.NewTapeMachine(g, G.BindDualValues(net.Nodes()...))
 	defer vm.Close()
-	ev, err := newEvaluator(model, test)
+	ev, err := newEvaluator(c, net, test)
 	if err != nil {
 		return err
 	}
@@ -156,7 +152,8 @@ func run(ctx context.Context, c config, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	params := model.Params()
+	params := net.Params()
+	images := make([]float32, c.batch*train.Dim())
 	loader, err := data.NewLoader(train, c.batch, c.seed)
 	if err != nil {
 		return err
@@ -180,7 +177,7 @@ func run(ctx context.Context, c config, w io.Writer) error {
 			return m, err
 		}
 		m.kind, m.epoch, m.step, m.seconds = "test", epoch+1, step, time.Since(start).Seconds()
-		m.feasibility = maxFeasibility(model)
+		m.feasibility = maxFeasibility(net.Orthogonal())
 		metrics = append(metrics, m)
 		fmt.Fprintf(w, "epoch %d step %d: test loss %.4f, test accuracy %.2f%%, max ||W^T W - I||_F %.2e\n", epoch+1, step, m.loss, 100*m.accuracy, m.feasibility)
 		return m, nil
@@ -203,12 +200,16 @@ func run(ctx context.Context, c config, w io.Writer) error {
 				writeOutputs(dir, metrics, w)
 				return &interruptedError{epoch: epoch, step: step, dir: dir}
 			}
-			n, err := loader.Next(xb, labels)
+			n, err := loader.Next(images, labels)
 			if err != nil {
 				return err
 			}
 			if n < c.batch {
 				break
+			}
+			net.fill(images, c.batch)
+			if net.vit != nil {
+				net.vit.FillMasks(maskRNG)
 			}
 			if err := nn.OneHot(yb, labels, train.Classes); err != nil {
 				return err
@@ -266,7 +267,7 @@ func run(ctx context.Context, c config, w io.Writer) error {
 	}
 	writeOutputs(dir, metrics, w)
 	fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*final.accuracy)
-	for _, n := range model.Orthogonal() {
+	for _, n := range net.Orthogonal() {
 		fmt.Fprintf(w, "||W^T W - I||_F of %s: %.2e\n", n.Name(), feasibility(n))
 	}
 	if c.minAccuracy > 0 && 100*final.accuracy < c.minAccuracy {
@@ -284,9 +285,9 @@ func feasibility(n *G.Node) float64 {
 	return st.Feasibility(n.Value().Data().([]float32))
 }
 
-func maxFeasibility(m *models.FFN) float64 {
+func maxFeasibility(ns G.Nodes) float64 {
 	var worst float64
-	for _, n := range m.Orthogonal() {
+	for _, n := range ns {
 		worst = max(worst, feasibility(n))
 	}
 	return worst
@@ -294,27 +295,29 @@ func maxFeasibility(m *models.FFN) float64 {
 
 // evaluator runs a forward-only copy of the model over the test set.
 type evaluator struct {
-	set    *data.Set
-	batch  int
-	xb     []float32
-	logits *G.Node
-	vm     G.VM
+	set   *data.Set
+	batch int
+	net   *network
+	vm    G.VM
 }
 
-func newEvaluator(m *models.FFN, set *data.Set) (*evaluator, error) {
+func newEvaluator(c config, trained *network, set *data.Set) (*evaluator, error) {
 	if set.N == 0 {
 		return nil, fmt.Errorf("the test set is empty")
 	}
 	b := min(500, set.N)
+	if c.model == "vit" {
+		b = min(100, set.N)
+	}
 	g := G.NewGraph()
-	ev := &evaluator{set: set, batch: b, xb: make([]float32, b*set.Dim())}
-	x := G.NewMatrix(g, tensor.Float32, G.WithShape(b, set.Dim()), G.WithName("x"), G.WithValue(tensor.New(tensor.WithShape(b, set.Dim()), tensor.WithBacking(ev.xb))))
-	var err error
-	if ev.logits, err = m.Share(g).Forward(x); err != nil {
+	net, err := buildNet(c, g, b, set, false, rand.New(rand.NewPCG(0, 0)))
+	if err != nil {
 		return nil, err
 	}
-	ev.vm = G.NewTapeMachine(g)
-	return ev, nil
+	if err := models.Share(net.Nodes(), trained.Nodes()); err != nil {
+		return nil, err
+	}
+	return &evaluator{set: set, batch: b, net: net, vm: G.NewTapeMachine(g)}, nil
 }
 
 // run returns the test loss and accuracy; the last chunk is zero-padded and
@@ -326,12 +329,11 @@ func (ev *evaluator) run() (metric, error) {
 	var lossSum float64
 	for lo := 0; lo < s.N; lo += ev.batch {
 		n := min(ev.batch, s.N-lo)
-		copy(ev.xb, s.X[lo*d:(lo+n)*d])
-		clear(ev.xb[n*d:])
+		ev.net.fill(s.X[lo*d:(lo+n)*d], n)
 		if err := ev.vm.RunAll(); err != nil {
 			return metric{}, fmt.Errorf("evaluating: %w", err)
 		}
-		z := ev.logits.Value().Data().([]float32)
+		z := ev.net.logits.Value().Data().([]float32)
 		for i := 0; i < n; i++ {
 			row := z[i*k : (i+1)*k]
 			best, m := 0, float64(row[0])

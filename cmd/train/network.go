@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/models"
+)
+
+// network is a model built on one graph for a fixed batch: its input
+// buffer, its logits, and its parameters.
+type network struct {
+	ffn    *models.FFN
+	vit    *models.ViT
+	xb     []float32 // the input node's backing array
+	logits *G.Node
+	c      config
+	set    *data.Set
+}
+
+// buildNet builds the configured model on g for batches of b images of set.
+func buildNet(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rng *rand.Rand) (*network, error) {
+	n := &network{c: c, set: set}
+	var err error
+	switch c.model {
+	case "ffn":
+		d := set.Dim()
+		n.xb = make([]float32, b*d)
+		x := G.NewMatrix(g, tensor.Float32, G.WithShape(b, d), G.WithName("x"), G.WithValue(tensor.New(tensor.WithShape(b, d), tensor.WithBacking(n.xb))))
+		if n.ffn, err = models.NewFFN(g, models.FFNConfig{In: d, Hidden: c.hidden, Classes: set.Classes, Depth: c.depth, Bias: true}, tensor.Float32, rng); err != nil {
+			return nil, err
+		}
+		n.logits, err = n.ffn.Forward(x)
+	case "vit":
+		cfg := models.ViTConfig{Image: set.H, Patch: c.patch, Channels: set.C, Dim: c.dim, Depth: c.depth, Heads: c.heads, MLP: c.mlp, Classes: set.Classes, Dropout: c.dropout}
+		if set.H != set.W {
+			return nil, fmt.Errorf("the ViT needs square images, got %dx%d", set.H, set.W)
+		}
+		t, pd := cfg.Tokens(), cfg.PatchDim()
+		n.xb = make([]float32, b*t*pd)
+		x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(b, t, pd), G.WithName("x"), G.WithValue(tensor.New(tensor.WithShape(b, t, pd), tensor.WithBacking(n.xb))))
+		if n.vit, err = models.NewViT(g, cfg, tensor.Float32, rng); err != nil {
+			return nil, err
+		}
+		n.logits, err = n.vit.Forward(x, train)
+	default:
+		return nil, fmt.Errorf("unknown model %q", c.model)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// fill writes count images (row-major, Dim values each) into the input,
+// zero-padding the rest of the batch.
+func (n *network) fill(images []float32, count int) {
+	d := n.set.Dim()
+	if n.ffn != nil {
+		copy(n.xb, images[:count*d])
+		clear(n.xb[count*d:])
+		return
+	}
+	for i := 0; i < count; i++ {
+		models.Patchify(n.xb[i*d:(i+1)*d], images[i*d:(i+1)*d], n.set.C, n.set.H, n.c.patch)
+	}
+	clear(n.xb[count*d:])
+}
+
+// Params returns the parameters for the solver.
+func (n *network) Params() []G.ValueGrad {
+	if n.ffn != nil {
+		return n.ffn.Params()
+	}
+	return n.vit.Params()
+}
+
+// Nodes returns the parameter nodes.
+func (n *network) Nodes() G.Nodes {
+	if n.ffn != nil {
+		return n.ffn.Nodes()
+	}
+	return n.vit.Nodes()
+}
+
+// Orthogonal returns the Stiefel-constrained weights.
+func (n *network) Orthogonal() G.Nodes {
+	if n.ffn != nil {
+		return n.ffn.Orthogonal()
+	}
+	return n.vit.Orthogonal()
+}

@@ -1,0 +1,229 @@
+package models
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/nn"
+)
+
+// ViTConfig sizes an orthogonal vision transformer. The paper's (section 6):
+// Image 32, Patch 4, Channels 3, Dim 1024, Depth 6, Heads 4, MLP 256,
+// Dropout 0.1, Classes 10.
+type ViTConfig struct {
+	Image, Patch, Channels int
+	Dim, Depth, Heads, MLP int
+	Classes                int
+	Dropout                float64
+}
+
+// Tokens returns the number of patches, Patch^2 * Channels values each.
+func (c ViTConfig) Tokens() int { return (c.Image / c.Patch) * (c.Image / c.Patch) }
+
+// PatchDim returns the length of one flattened patch.
+func (c ViTConfig) PatchDim() int { return c.Patch * c.Patch * c.Channels }
+
+// block is one pre-LayerNorm transformer block.
+type block struct {
+	ln1, ln2 *nn.LayerNorm
+	attn     *nn.Attention
+	fc1, fc2 *nn.Linear
+}
+
+// ViT is a pre-LayerNorm vision transformer whose attention projections
+// Wq, Wk, Wv are on the Stiefel manifold. Its input is a batch of images cut
+// into patches (see Patchify): shape (batch, Tokens, PatchDim).
+type ViT struct {
+	Cfg    ViTConfig
+	embed  *nn.Linear
+	cls    *G.Node // (1, 1, Dim)
+	pos    *G.Node // (1, Tokens+1, Dim)
+	blocks []block
+	norm   *nn.LayerNorm
+	head   *nn.Linear
+	// Masks are the dropout masks of a training graph, one per dropout site,
+	// to be refilled by FillMasks before each step; nil when Dropout is 0 or
+	// the graph is for evaluation.
+	Masks []*G.Node
+}
+
+// NewViT builds a ViT for a batch of the given size on g; train adds
+// dropout masks.
+func NewViT(g *G.ExprGraph, cfg ViTConfig, dt tensor.Dtype, rng *rand.Rand) (*ViT, error) {
+	switch {
+	case cfg.Patch < 1 || cfg.Image%cfg.Patch != 0:
+		return nil, fmt.Errorf("models: ViT patch %d does not divide image %d", cfg.Patch, cfg.Image)
+	case cfg.Depth < 1 || cfg.Classes < 2 || cfg.MLP < 1 || cfg.Channels < 1:
+		return nil, fmt.Errorf("models: ViT %+v: want Depth >= 1, Classes >= 2, MLP >= 1", cfg)
+	case cfg.Dropout < 0 || cfg.Dropout >= 1:
+		return nil, fmt.Errorf("models: ViT dropout %v, want [0, 1)", cfg.Dropout)
+	}
+	m := &ViT{Cfg: cfg}
+	var err error
+	if m.embed, err = nn.NewLinear(g, "embed", cfg.PatchDim(), cfg.Dim, dt, true, rng); err != nil {
+		return nil, err
+	}
+	small := func(name string, shape ...int) *G.Node {
+		return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName(name), G.WithInit(G.Gaussian(0, 0.02)))
+	}
+	m.cls = small("cls", 1, 1, cfg.Dim)
+	m.pos = small("pos", 1, cfg.Tokens()+1, cfg.Dim)
+	for i := 0; i < cfg.Depth; i++ {
+		var b block
+		name := fmt.Sprintf("block%d", i+1)
+		if b.ln1, err = nn.NewLayerNorm(g, name+".ln1", cfg.Dim, dt); err != nil {
+			return nil, err
+		}
+		if b.attn, err = nn.NewAttention(g, name+".attn", cfg.Dim, cfg.Heads, dt, rng); err != nil {
+			return nil, err
+		}
+		if b.ln2, err = nn.NewLayerNorm(g, name+".ln2", cfg.Dim, dt); err != nil {
+			return nil, err
+		}
+		if b.fc1, err = nn.NewLinear(g, name+".fc1", cfg.Dim, cfg.MLP, dt, true, rng); err != nil {
+			return nil, err
+		}
+		if b.fc2, err = nn.NewLinear(g, name+".fc2", cfg.MLP, cfg.Dim, dt, true, rng); err != nil {
+			return nil, err
+		}
+		m.blocks = append(m.blocks, b)
+	}
+	if m.norm, err = nn.NewLayerNorm(g, "norm", cfg.Dim, dt); err != nil {
+		return nil, err
+	}
+	if m.head, err = nn.NewLinear(g, "head", cfg.Dim, cfg.Classes, dt, true, rng); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Forward returns the logits of patches of shape (batch, Tokens, PatchDim).
+// With train and Dropout > 0 it adds dropout masks to m.Masks.
+func (m *ViT) Forward(patches *G.Node, train bool) (*G.Node, error) {
+	c := m.Cfg
+	s := patches.Shape()
+	if patches.Dims() != 3 || s[1] != c.Tokens() || s[2] != c.PatchDim() {
+		return nil, fmt.Errorf("models: ViT input %v, want (batch, %d, %d)", s, c.Tokens(), c.PatchDim())
+	}
+	b, t := s[0], c.Tokens()+1
+	g := patches.Graph()
+	dt := patches.Dtype()
+	rows := func(x *G.Node) *G.Node { return G.Must(G.Reshape(x, tensor.Shape{b * t, c.Dim})) }
+	cube := func(x *G.Node) *G.Node { return G.Must(G.Reshape(x, tensor.Shape{b, t, c.Dim})) }
+	dropout := func(x *G.Node) *G.Node {
+		if !train || c.Dropout == 0 {
+			return x
+		}
+		mask := G.NewTensor(g, dt, x.Dims(), G.WithShape(x.Shape()...), G.WithName(fmt.Sprintf("mask%d", len(m.Masks))), G.WithInit(G.Ones()))
+		m.Masks = append(m.Masks, mask)
+		return G.Must(G.HadamardProd(x, mask))
+	}
+	emb := G.Must(m.embed.Forward(G.Must(G.Reshape(patches, tensor.Shape{b * c.Tokens(), c.PatchDim()}))))
+	emb = G.Must(G.Reshape(emb, tensor.Shape{b, c.Tokens(), c.Dim}))
+	zeros := G.NewTensor(g, dt, 3, G.WithShape(b, 1, c.Dim), G.WithName("cls.zeros"), G.WithInit(G.Zeroes()))
+	cls := G.Must(G.BroadcastAdd(zeros, m.cls, nil, []byte{0}))
+	x := G.Must(G.Concat(1, cls, emb))
+	x = dropout(G.Must(G.BroadcastAdd(x, m.pos, nil, []byte{0})))
+	for _, bl := range m.blocks {
+		h := cube(G.Must(bl.ln1.Forward(rows(x))))
+		x = G.Must(G.Add(x, dropout(G.Must(bl.attn.Forward(h)))))
+		h = G.Must(bl.ln2.Forward(rows(x)))
+		h = dropout(G.Must(nn.GELU(G.Must(bl.fc1.Forward(h)))))
+		h = dropout(G.Must(bl.fc2.Forward(h)))
+		x = G.Must(G.Add(x, cube(h)))
+	}
+	first := G.Must(G.Slice(x, nil, G.S(0)))
+	return m.head.Forward(G.Must(m.norm.Forward(first)))
+}
+
+// FillMasks draws fresh inverted-dropout masks from rng: each entry is 0
+// with probability Dropout and 1/(1-Dropout) otherwise.
+func (m *ViT) FillMasks(rng *rand.Rand) {
+	p := m.Cfg.Dropout
+	keep := 1 / (1 - p)
+	for _, mk := range m.Masks {
+		switch d := mk.Value().Data().(type) {
+		case []float32:
+			for i := range d {
+				d[i] = 0
+				if rng.Float64() >= p {
+					d[i] = float32(keep)
+				}
+			}
+		case []float64:
+			for i := range d {
+				d[i] = 0
+				if rng.Float64() >= p {
+					d[i] = keep
+				}
+			}
+		}
+	}
+}
+
+func (m *ViT) layers() []*nn.Linear {
+	ls := []*nn.Linear{m.embed}
+	for _, b := range m.blocks {
+		ls = append(ls, b.fc1, b.fc2)
+	}
+	return append(ls, m.head)
+}
+
+// Params returns every parameter for optim.Solver; Wq, Wk, Wv are marked.
+func (m *ViT) Params() []G.ValueGrad {
+	ps := []G.ValueGrad{m.cls, m.pos}
+	for _, l := range m.layers() {
+		ps = append(ps, l.Params()...)
+	}
+	for _, b := range m.blocks {
+		ps = append(ps, b.ln1.Params()...)
+		ps = append(ps, b.ln2.Params()...)
+		ps = append(ps, b.attn.Params()...)
+	}
+	return append(ps, m.norm.Params()...)
+}
+
+// Nodes returns every parameter node, in the order of Params.
+func (m *ViT) Nodes() G.Nodes {
+	ns := G.Nodes{m.cls, m.pos}
+	for _, l := range m.layers() {
+		ns = append(ns, l.Nodes()...)
+	}
+	for _, b := range m.blocks {
+		ns = append(ns, b.ln1.Nodes()...)
+		ns = append(ns, b.ln2.Nodes()...)
+		ns = append(ns, b.attn.Nodes()...)
+	}
+	return append(ns, m.norm.Nodes()...)
+}
+
+// Orthogonal returns the Stiefel-constrained weights (Wq, Wk, Wv of every
+// block).
+func (m *ViT) Orthogonal() G.Nodes {
+	var ns G.Nodes
+	for _, b := range m.blocks {
+		ns = append(ns, b.attn.Wq, b.attn.Wk, b.attn.Wv)
+	}
+	return ns
+}
+
+// Patchify writes image (channels, side, side), channel-major, as a
+// sequence of (side/patch)^2 patches of patch*patch*channels values, row by
+// row of patches, each patch channel-major.
+func Patchify(dst, img []float32, channels, side, patch int) {
+	per := side / patch
+	k := 0
+	for pr := 0; pr < per; pr++ {
+		for pc := 0; pc < per; pc++ {
+			for ch := 0; ch < channels; ch++ {
+				for r := 0; r < patch; r++ {
+					row := img[ch*side*side+(pr*patch+r)*side+pc*patch:]
+					k += copy(dst[k:k+patch], row[:patch])
+				}
+			}
+		}
+	}
+}

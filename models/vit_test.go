@@ -1,0 +1,75 @@
+package models
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/optim"
+)
+
+func TestPatchify(t *testing.T) {
+	// 2 channels of a 4x4 image, patches of 2: patch (0,1) of channel 1
+	// holds rows 0-1, columns 2-3 of the second plane.
+	img := make([]float32, 32)
+	for i := range img {
+		img[i] = float32(i)
+	}
+	dst := make([]float32, 32)
+	Patchify(dst, img, 2, 4, 2)
+	patch1 := dst[8:16] // second patch: channel 0 then channel 1
+	want := []float32{2, 3, 6, 7, 18, 19, 22, 23}
+	for i, v := range want {
+		if patch1[i] != v {
+			t.Fatalf("patch 1 = %v, want %v", patch1, want)
+		}
+	}
+}
+
+func TestViT(t *testing.T) {
+	cfg := ViTConfig{Image: 8, Patch: 4, Channels: 3, Dim: 16, Depth: 2, Heads: 2, MLP: 8, Classes: 10, Dropout: 0.1}
+	g := G.NewGraph()
+	rng := rand.New(rand.NewPCG(1, 1))
+	m, err := NewViT(g, cfg, tensor.Float32, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(5, cfg.Tokens(), cfg.PatchDim()), G.WithName("x"), G.WithInit(G.Gaussian(0, 1)))
+	logits, err := m.Forward(x, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !logits.Shape().Eq(tensor.Shape{5, 10}) {
+		t.Errorf("logits %v, want (5, 10)", logits.Shape())
+	}
+	if len(m.Masks) != 1+3*cfg.Depth {
+		t.Errorf("%d dropout masks, want %d", len(m.Masks), 1+3*cfg.Depth)
+	}
+	marked := 0
+	for _, p := range m.Params() {
+		if _, ok := p.(optim.Constrained); ok {
+			marked++
+		}
+	}
+	if marked != 3*cfg.Depth || len(m.Orthogonal()) != 3*cfg.Depth || len(m.Params()) != len(m.Nodes()) {
+		t.Errorf("%d marked, %d orthogonal, %d params, %d nodes", marked, len(m.Orthogonal()), len(m.Params()), len(m.Nodes()))
+	}
+	// A copy on an evaluation graph shares the parameters.
+	g2 := G.NewGraph()
+	m2, err := NewViT(g2, cfg, tensor.Float32, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Share(m2.Nodes(), m.Nodes()); err != nil {
+		t.Fatal(err)
+	}
+	m.Orthogonal()[0].Value().Data().([]float32)[3] = 7
+	if m2.Orthogonal()[0].Value().Data().([]float32)[3] != 7 {
+		t.Error("the shared ViT does not see the original's weights")
+	}
+	if _, err := NewViT(G.NewGraph(), ViTConfig{Image: 10, Patch: 4, Channels: 1, Dim: 8, Depth: 1, Heads: 1, MLP: 4, Classes: 2}, tensor.Float32, rng); err == nil {
+		t.Error("patch 4 of image 10 accepted")
+	}
+}
