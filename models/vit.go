@@ -44,10 +44,10 @@ type ViT struct {
 	blocks []block
 	norm   *nn.LayerNorm
 	head   *nn.Linear
-	// Masks are the dropout masks of a training graph, one per dropout site,
-	// to be refilled by FillMasks before each step; nil when Dropout is 0 or
-	// the graph is for evaluation.
-	Masks []*G.Node
+	// Drop holds the dropout masks of a training graph, to be redrawn by
+	// FillMasks before each step; it has none when Dropout is 0 or the graph
+	// is for evaluation.
+	Drop *nn.Dropout
 }
 
 // NewViT builds a ViT for a batch of the given size on g; train adds
@@ -58,11 +58,12 @@ func NewViT(g *G.ExprGraph, cfg ViTConfig, dt tensor.Dtype, rng *rand.Rand) (*Vi
 		return nil, fmt.Errorf("models: ViT patch %d does not divide image %d", cfg.Patch, cfg.Image)
 	case cfg.Depth < 1 || cfg.Classes < 2 || cfg.MLP < 1 || cfg.Channels < 1:
 		return nil, fmt.Errorf("models: ViT %+v: want Depth >= 1, Classes >= 2, MLP >= 1", cfg)
-	case cfg.Dropout < 0 || cfg.Dropout >= 1:
-		return nil, fmt.Errorf("models: ViT dropout %v, want [0, 1)", cfg.Dropout)
 	}
 	m := &ViT{Cfg: cfg}
 	var err error
+	if m.Drop, err = nn.NewDropout(cfg.Dropout); err != nil {
+		return nil, err
+	}
 	if m.embed, err = nn.NewLinear(g, "embed", cfg.PatchDim(), cfg.Dim, dt, true, rng); err != nil {
 		return nil, err
 	}
@@ -101,7 +102,12 @@ func NewViT(g *G.ExprGraph, cfg ViTConfig, dt tensor.Dtype, rng *rand.Rand) (*Vi
 }
 
 // Forward returns the logits of patches of shape (batch, Tokens, PatchDim).
-// With train and Dropout > 0 it adds dropout masks to m.Masks.
+// With train and Dropout > 0 it adds dropout masks to m.Drop.
+//
+// The residual stream is kept as a (batch*(Tokens+1), Dim) matrix and only
+// freshly computed tensors are reshaped: gorgonia v0.9.18's tape machine
+// writes in place through a Reshape view, so reshaping a node that is used
+// again (the residual stream) corrupts it (TestViTGradient catches this).
 func (m *ViT) Forward(patches *G.Node, train bool) (*G.Node, error) {
 	c := m.Cfg
 	s := patches.Shape()
@@ -111,58 +117,50 @@ func (m *ViT) Forward(patches *G.Node, train bool) (*G.Node, error) {
 	b, t := s[0], c.Tokens()+1
 	g := patches.Graph()
 	dt := patches.Dtype()
-	rows := func(x *G.Node) *G.Node { return G.Must(G.Reshape(x, tensor.Shape{b * t, c.Dim})) }
-	cube := func(x *G.Node) *G.Node { return G.Must(G.Reshape(x, tensor.Shape{b, t, c.Dim})) }
 	dropout := func(x *G.Node) *G.Node {
-		if !train || c.Dropout == 0 {
+		if !train {
 			return x
 		}
-		mask := G.NewTensor(g, dt, x.Dims(), G.WithShape(x.Shape()...), G.WithName(fmt.Sprintf("mask%d", len(m.Masks))), G.WithInit(G.Ones()))
-		m.Masks = append(m.Masks, mask)
-		return G.Must(G.HadamardProd(x, mask))
+		return G.Must(m.Drop.Apply(x))
 	}
 	emb := G.Must(m.embed.Forward(G.Must(G.Reshape(patches, tensor.Shape{b * c.Tokens(), c.PatchDim()}))))
 	emb = G.Must(G.Reshape(emb, tensor.Shape{b, c.Tokens(), c.Dim}))
 	zeros := G.NewTensor(g, dt, 3, G.WithShape(b, 1, c.Dim), G.WithName("cls.zeros"), G.WithInit(G.Zeroes()))
 	cls := G.Must(G.BroadcastAdd(zeros, m.cls, nil, []byte{0}))
-	x := G.Must(G.Concat(1, cls, emb))
-	x = dropout(G.Must(G.BroadcastAdd(x, m.pos, nil, []byte{0})))
+	tokens := G.Must(G.BroadcastAdd(G.Must(G.Concat(1, cls, emb)), m.pos, nil, []byte{0}))
+	x := dropout(G.Must(G.Reshape(tokens, tensor.Shape{b * t, c.Dim})))
 	for _, bl := range m.blocks {
-		h := cube(G.Must(bl.ln1.Forward(rows(x))))
-		x = G.Must(G.Add(x, dropout(G.Must(bl.attn.Forward(h)))))
-		h = G.Must(bl.ln2.Forward(rows(x)))
+		h := G.Must(bl.ln1.Forward(x))
+		x = G.Must(G.Add(x, dropout(G.Must(bl.attn.Forward(h, t)))))
+		h = G.Must(bl.ln2.Forward(x))
 		h = dropout(G.Must(nn.GELU(G.Must(bl.fc1.Forward(h)))))
-		h = dropout(G.Must(bl.fc2.Forward(h)))
-		x = G.Must(G.Add(x, cube(h)))
+		x = G.Must(G.Add(x, dropout(G.Must(bl.fc2.Forward(h)))))
 	}
-	first := G.Must(G.Slice(x, nil, G.S(0)))
+	// The class tokens' rows, picked by a product with a (batch, rows)
+	// one-hot selector.
+	sel := make([]float64, b*b*t)
+	for i := 0; i < b; i++ {
+		sel[i*b*t+i*t] = 1
+	}
+	selector := G.NewMatrix(g, dt, G.WithShape(b, b*t), G.WithName("cls.select"), G.WithValue(denseOf(dt, []int{b, b * t}, sel)))
+	first := G.Must(G.Mul(selector, x))
 	return m.head.Forward(G.Must(m.norm.Forward(first)))
 }
 
-// FillMasks draws fresh inverted-dropout masks from rng: each entry is 0
-// with probability Dropout and 1/(1-Dropout) otherwise.
-func (m *ViT) FillMasks(rng *rand.Rand) {
-	p := m.Cfg.Dropout
-	keep := 1 / (1 - p)
-	for _, mk := range m.Masks {
-		switch d := mk.Value().Data().(type) {
-		case []float32:
-			for i := range d {
-				d[i] = 0
-				if rng.Float64() >= p {
-					d[i] = float32(keep)
-				}
-			}
-		case []float64:
-			for i := range d {
-				d[i] = 0
-				if rng.Float64() >= p {
-					d[i] = keep
-				}
-			}
+// denseOf returns a tensor of element type dt holding v.
+func denseOf(dt tensor.Dtype, shape []int, v []float64) *tensor.Dense {
+	if dt == tensor.Float32 {
+		f := make([]float32, len(v))
+		for i, x := range v {
+			f[i] = float32(x)
 		}
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
 	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v))
 }
+
+// FillMasks draws fresh dropout masks from rng.
+func (m *ViT) FillMasks(rng *rand.Rand) { m.Drop.Fill(rng) }
 
 func (m *ViT) layers() []*nn.Linear {
 	ls := []*nn.Linear{m.embed}

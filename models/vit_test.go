@@ -7,6 +7,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/internal/gradcheck"
 	"github.com/orthonet/orthonet/optim"
 )
 
@@ -44,8 +45,8 @@ func TestViT(t *testing.T) {
 	if !logits.Shape().Eq(tensor.Shape{5, 10}) {
 		t.Errorf("logits %v, want (5, 10)", logits.Shape())
 	}
-	if len(m.Masks) != 1+3*cfg.Depth {
-		t.Errorf("%d dropout masks, want %d", len(m.Masks), 1+3*cfg.Depth)
+	if len(m.Drop.Masks()) != 1+3*cfg.Depth {
+		t.Errorf("%d dropout masks, want %d", len(m.Drop.Masks()), 1+3*cfg.Depth)
 	}
 	marked := 0
 	for _, p := range m.Params() {
@@ -71,5 +72,30 @@ func TestViT(t *testing.T) {
 	}
 	if _, err := NewViT(G.NewGraph(), ViTConfig{Image: 10, Patch: 4, Channels: 1, Dim: 8, Depth: 1, Heads: 1, MLP: 4, Classes: 2}, tensor.Float32, rng); err == nil {
 		t.Error("patch 4 of image 10 accepted")
+	}
+}
+
+// TestViTGradient checks the gradient of a tiny float64 ViT (patch
+// embedding, class token, position embedding, attention, MLP, norms, head)
+// against finite differences, with a fixed dropout mask.
+func TestViTGradient(t *testing.T) {
+	cfg := ViTConfig{Image: 4, Patch: 2, Channels: 1, Dim: 4, Depth: 1, Heads: 2, MLP: 3, Classes: 3, Dropout: 0.2}
+	g := G.NewGraph()
+	rng := rand.New(rand.NewPCG(3, 3))
+	m, err := NewViT(g, cfg, tensor.Float64, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, cfg.Tokens(), cfg.PatchDim()), G.WithName("x"), G.WithInit(G.Gaussian(0, 1)))
+	logits, err := m.Forward(x, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.FillMasks(rand.New(rand.NewPCG(4, 4)))
+	c := G.NewMatrix(g, tensor.Float64, G.WithShape(2, 3), G.WithName("c"), G.WithInit(G.Gaussian(0, 1)))
+	loss := G.Must(G.Sum(G.Must(G.HadamardProd(G.Must(G.Tanh(logits)), c))))
+	wrt := append(G.Nodes{x}, m.Nodes()...)
+	if err := gradcheck.Check(g, loss, 1e-6, 1e-5, wrt...); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/orthonet/orthonet/optim"
 )
 
-// Attention is multi-head self-attention over (batch, tokens, d) inputs:
+// Attention is multi-head self-attention over sequences of tokens:
 // softmax(Q K^T / sqrt(d/h)) V per head with Q = x Wq, K = x Wk, V = x Wv,
 // then the heads' outputs concatenated and multiplied by Wo. Wq, Wk and Wv
 // are d x d, bias-free and Stiefel-constrained (the paper's orthogonal ViT);
@@ -46,18 +46,23 @@ func NewAttention(g *G.ExprGraph, name string, d, heads int, dt tensor.Dtype, rn
 	return a, nil
 }
 
-// Forward returns attention applied to x of shape (batch, tokens, d).
-func (a *Attention) Forward(x *G.Node) (*G.Node, error) {
+// Forward applies attention to x of shape (batch*tokens, d): the tokens of
+// each sequence in consecutive rows. It returns the same shape. Taking rows
+// rather than a (batch, tokens, d) node keeps x from being reshaped:
+// gorgonia v0.9.18's tape machine writes in place through Reshape views,
+// which would corrupt an x that is also used elsewhere (a residual stream).
+func (a *Attention) Forward(x *G.Node, tokens int) (*G.Node, error) {
 	s := x.Shape()
-	if x.Dims() != 3 || s[2] != a.Wq.Shape()[0] {
-		return nil, fmt.Errorf("nn: attention over %d features got input %v, want (batch, tokens, %d)", a.Wq.Shape()[0], s, a.Wq.Shape()[0])
+	d := a.Wq.Shape()[0]
+	if x.Dims() != 2 || s[1] != d || tokens < 1 || s[0]%tokens != 0 {
+		return nil, fmt.Errorf("nn: attention over %d features got input %v for %d tokens, want (batch*%d, %d)", d, s, tokens, tokens, d)
 	}
-	b, t, d, h := s[0], s[1], s[2], a.Heads
+	b, t, h := s[0]/tokens, tokens, a.Heads
 	dh := d / h
-	flat := G.Must(G.Reshape(x, tensor.Shape{b * t, d}))
-	// heads maps (b*t, d) to (b*h, t, dh).
+	// heads maps (b*t, d) to (b*h, t, dh); the reshapes apply to fresh
+	// products only.
 	heads := func(w *G.Node) *G.Node {
-		p := G.Must(G.Reshape(G.Must(G.Mul(flat, w)), tensor.Shape{b, t, h, dh}))
+		p := G.Must(G.Reshape(G.Must(G.Mul(x, w)), tensor.Shape{b, t, h, dh}))
 		return G.Must(G.Reshape(G.Must(G.Transpose(p, 0, 2, 1, 3)), tensor.Shape{b * h, t, dh}))
 	}
 	q, k, v := heads(a.Wq), heads(a.Wk), heads(a.Wv)
@@ -73,14 +78,10 @@ func (a *Attention) Forward(x *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nn: attention: %w", err)
 	}
-	ctx := G.Must(G.BatchedMatMul(weights, v))              // (b*h, t, dh)
-	ctx = G.Must(G.Reshape(ctx, tensor.Shape{b, h, t, dh})) //
+	ctx := G.Must(G.BatchedMatMul(weights, v)) // (b*h, t, dh)
+	ctx = G.Must(G.Reshape(ctx, tensor.Shape{b, h, t, dh}))
 	ctx = G.Must(G.Reshape(G.Must(G.Transpose(ctx, 0, 2, 1, 3)), tensor.Shape{b * t, d}))
-	out, err := a.Out.Forward(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return G.Reshape(out, tensor.Shape{b, t, d})
+	return a.Out.Forward(ctx)
 }
 
 // Params returns Wq, Wk, Wv marked as Stiefel points, then Wo and its bias.

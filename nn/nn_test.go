@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/internal/gradcheck"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 )
@@ -41,48 +42,9 @@ func scalar(n *G.Node) float64 {
 // of wrt against central differences of the loss, entry by entry.
 func checkGrad(t *testing.T, g *G.ExprGraph, loss *G.Node, wrt ...*G.Node) {
 	t.Helper()
-	if _, err := G.Grad(loss, wrt...); err != nil {
+	if err := gradcheck.Check(g, loss, 1e-6, 1e-6, wrt...); err != nil {
 		t.Fatal(err)
 	}
-	vm := G.NewTapeMachine(g, G.BindDualValues(wrt...))
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		t.Fatal(err)
-	}
-	grads := make([][]float64, len(wrt))
-	for k, n := range wrt {
-		gv, err := n.Grad()
-		if err != nil {
-			t.Fatal(err)
-		}
-		grads[k] = append([]float64(nil), gv.Data().([]float64)...)
-	}
-	vm.Reset()
-	eval := func() float64 {
-		if err := vm.RunAll(); err != nil {
-			t.Fatal(err)
-		}
-		f := scalar(loss)
-		vm.Reset()
-		return f
-	}
-	const h = 1e-6
-	for k, n := range wrt {
-		v := n.Value().Data().([]float64)
-		for i := range v {
-			orig := v[i]
-			v[i] = orig + h
-			fp := eval()
-			v[i] = orig - h
-			fm := eval()
-			v[i] = orig
-			fd := (fp - fm) / (2 * h)
-			if math.Abs(fd-grads[k][i]) > 1e-6*max(1, math.Abs(fd)) {
-				t.Fatalf("d loss / d %s[%d]: Gorgonia %.9g, finite difference %.9g", n.Name(), i, grads[k][i], fd)
-			}
-		}
-	}
-	eval() // leave the nodes holding the unperturbed values
 }
 
 func TestLinearGradient(t *testing.T) {
@@ -266,16 +228,16 @@ func TestLayerNorm(t *testing.T) {
 func TestAttentionGradient(t *testing.T) {
 	g := G.NewGraph()
 	rng := newRNG(7)
-	x := input(g, "x", rng, 2, 3, 4)
+	x := input(g, "x", rng, 6, 4) // 2 sequences of 3 tokens
 	a, err := NewAttention(g, "attn", 4, 2, tensor.Float64, rng)
 	if err != nil {
 		t.Fatal(err)
 	}
-	y := G.Must(a.Forward(x))
-	if !y.Shape().Eq(tensor.Shape{2, 3, 4}) {
+	y := G.Must(a.Forward(x, 3))
+	if !y.Shape().Eq(tensor.Shape{6, 4}) {
 		t.Fatalf("output shape %v", y.Shape())
 	}
-	c := input(g, "c", rng, 2, 3, 4)
+	c := input(g, "c", rng, 6, 4)
 	loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, c))))
 	checkGrad(t, g, loss, x, a.Wq, a.Wk, a.Wv, a.Out.W, a.Out.B)
 
@@ -338,5 +300,49 @@ func TestAttentionGradient(t *testing.T) {
 	}
 	if _, err := NewAttention(g, "bad", 6, 4, tensor.Float64, rng); err == nil {
 		t.Error("4 heads over 6 features accepted")
+	}
+	if _, err := a.Forward(x, 4); err == nil || !strings.Contains(err.Error(), "for 4 tokens") {
+		t.Errorf("6 rows as sequences of 4 tokens: error %v", err)
+	}
+}
+
+func TestDropout(t *testing.T) {
+	g := G.NewGraph()
+	rng := newRNG(8)
+	x := input(g, "x", rng, 40, 50)
+	d, err := NewDropout(0.25)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := G.Must(d.Apply(x))
+	d.Fill(newRNG(9))
+	c := input(g, "c", rng, 40, 50)
+	loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, c))))
+	checkGrad(t, g, loss, x)
+	// About a quarter of the mask is zero, the rest 4/3; the same seed
+	// draws the same mask.
+	m := d.Masks()[0].Value().Data().([]float64)
+	zeros := 0
+	for _, v := range m {
+		switch v {
+		case 0:
+			zeros++
+		case 4.0 / 3:
+		default:
+			t.Fatalf("mask entry %g", v)
+		}
+	}
+	if f := float64(zeros) / float64(len(m)); math.Abs(f-0.25) > 0.04 {
+		t.Errorf("dropped fraction %.3f, want 0.25", f)
+	}
+	first := append([]float64(nil), m...)
+	d.Fill(newRNG(9))
+	for i := range m {
+		if m[i] != first[i] {
+			t.Fatal("the same seed drew another mask")
+		}
+	}
+	if _, err := NewDropout(1); err == nil {
+		t.Error("dropout 1 accepted")
 	}
 }
