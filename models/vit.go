@@ -136,8 +136,8 @@ func (m *ViT) Forward(patches *G.Node, train bool) (*G.Node, error) {
 		h = dropout(G.Must(nn.GELU(G.Must(bl.fc1.Forward(h)))))
 		x = G.Must(G.Add(x, dropout(G.Must(bl.fc2.Forward(h)))))
 	}
-	// The class tokens' rows, picked by a product with a (batch, rows)
-	// one-hot selector.
+	// The class tokens' rows (0, t, 2t, ...), picked by a product with a
+	// (batch, rows) one-hot selector.
 	sel := make([]float64, b*b*t)
 	for i := 0; i < b; i++ {
 		sel[i*b*t+i*t] = 1
