@@ -52,8 +52,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&problems, "problems", "procrustes,pca,qap", "comma-separated problems to run: procrustes, pca, qap")
 	fs.StringVar(&methods, "methods", "rgd,rsdm-p,rsdm-o", "comma-separated methods to run: rgd, rsdm-p, rsdm-o")
 	fs.StringVar(&o.out, "out", "out/bench", "folder for the CSV and PNG files")
-	fs.DurationVar(&o.timeLimit, "time-limit", 0, "wall-time budget of one method on one problem (0: 20s small, 240s paper)")
-	fs.IntVar(&o.maxIter, "max-iter", 0, "iteration cap of one method on one problem (0: 5000 small, 5000 paper)")
+	fs.DurationVar(&o.timeLimit, "time-limit", 0, "wall-time budget of one method on one problem (0: 120s small, a safety net behind -max-iter; 240s paper)")
+	fs.IntVar(&o.maxIter, "max-iter", 0, "iteration cap of one method on one problem (0: 4000 small, 5000 paper)")
 	fs.Uint64Var(&o.seed, "seed", 42, "seed of the problem data, the starting point and the samplers")
 	fs.BoolVar(&o.kernels, "kernels", true, "also time one RSDM-P and one RGD step on a 1024 x 1024 float32 weight against the gemm rate")
 	fs.BoolVar(&o.onlyKern, "kernels-only", false, "time the steps only, run no problem")
@@ -92,10 +92,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-time-limit and -max-iter must not be negative")
 	}
 	if o.timeLimit == 0 {
-		o.timeLimit = map[string]time.Duration{"small": 20 * time.Second, "paper": 240 * time.Second}[o.size]
+		o.timeLimit = map[string]time.Duration{"small": 120 * time.Second, "paper": 240 * time.Second}[o.size]
 	}
 	if o.maxIter == 0 {
-		o.maxIter = map[string]int{"small": 5000, "paper": 5000}[o.size]
+		o.maxIter = map[string]int{"small": 4000, "paper": 5000}[o.size]
 	}
 	return o, nil
 }

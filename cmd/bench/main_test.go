@@ -27,7 +27,7 @@ func TestParseErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.methods["rgd"] || o.methods["rsdm-p"] || len(o.problems) != 3 || o.maxIter != 5000 {
+	if !o.methods["rgd"] || o.methods["rsdm-p"] || len(o.problems) != 3 || o.maxIter != 4000 {
 		t.Errorf("parsed %+v", o)
 	}
 }
