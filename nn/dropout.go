@@ -9,7 +9,8 @@ import (
 
 // Dropout zeroes each entry with probability P and scales the rest by
 // 1/(1-P) (inverted dropout), with masks drawn from a caller's seeded
-// generator rather than Gorgonia's global one, so runs are reproducible.
+// generator, so runs are reproducible: gorgonia.Dropout seeds its generator
+// from the clock.
 // Each Apply adds a mask node; Fill redraws all of them before a step.
 type Dropout struct {
 	P     float64
