@@ -54,7 +54,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.optim, "optim", "rsdm", "optimizer of the orthogonal weights: rsdm or rgd")
 	fs.StringVar(&c.sampling, "sampling", "perm", "RSDM submanifold sampling: perm (rows) or orth (Haar rows)")
 	fs.IntVar(&c.r, "r", 300, "RSDM submanifold size r (2 <= r <= rows of every orthogonal weight)")
-	fs.Float64Var(&c.lr, "lr", 0.1, "step size of the orthogonal weights")
+	fs.Float64Var(&c.lr, "lr", 0.03, "step size of the orthogonal weights")
 	fs.Float64Var(&c.lrOther, "lr-other", 0.01, "step size of the unconstrained parameters")
 	fs.StringVar(&c.other, "other", "sgd", "optimizer of the unconstrained parameters: sgd or adam")
 	fs.Float64Var(&c.momentum, "momentum", 0.9, "SGD momentum of the unconstrained parameters, and RGD momentum")
