@@ -69,6 +69,25 @@ func fixture(t *testing.T, n int, prefix, dir string, seed byte) {
 	}
 }
 
+// runForAccuracy runs c and returns its output and the test accuracy it
+// printed, in percent.
+func runForAccuracy(t *testing.T, c config) (string, float64) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(context.Background(), c, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	m := regexp.MustCompile(`test accuracy: ([0-9.]+)%`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no accuracy line in:\n%s", out.String())
+	}
+	acc, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), acc
+}
+
 func smallConfig(t *testing.T, dir string) config {
 	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2",
 		"-r", "8", "-lr", "0.2", "-lr-other", "0.05", "-batch", "10", "-epochs", "3"}, io.Discard)
@@ -86,20 +105,12 @@ func TestTrainLearns(t *testing.T) {
 	fixture(t, 400, "train", dir, 1)
 	fixture(t, 200, "t10k", dir, 2)
 	c := smallConfig(t, dir)
-	var out bytes.Buffer
-	if err := run(context.Background(), c, &out); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	m := regexp.MustCompile(`test accuracy: ([0-9.]+)%`).FindStringSubmatch(out.String())
-	if m == nil {
-		t.Fatalf("no accuracy line in:\n%s", out.String())
-	}
-	acc, _ := strconv.ParseFloat(m[1], 64)
+	out, acc := runForAccuracy(t, c)
 	t.Logf("test accuracy on the generated set: %.2f%%", acc)
 	if acc < 80 {
 		t.Errorf("test accuracy %.2f%% on a learnable set, want >= 80%% (chance is 10%%)", acc)
 	}
-	for _, f := range regexp.MustCompile(`\|\|W\^T W - I\|\|_F of fc\d.W: ([0-9.e+-]+)`).FindAllStringSubmatch(out.String(), -1) {
+	for _, f := range regexp.MustCompile(`\|\|W\^T W - I\|\|_F of fc\d.W: ([0-9.e+-]+)`).FindAllStringSubmatch(out, -1) {
 		if v, _ := strconv.ParseFloat(f[1], 64); !(v < 1e-4) {
 			t.Errorf("feasibility %s", f[0])
 		}
@@ -180,15 +191,7 @@ func TestViTLearns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	if err := run(context.Background(), c, &out); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	m := regexp.MustCompile(`test accuracy: ([0-9.]+)%`).FindStringSubmatch(out.String())
-	if m == nil {
-		t.Fatalf("no accuracy line in:\n%s", out.String())
-	}
-	acc, _ := strconv.ParseFloat(m[1], 64)
+	_, acc := runForAccuracy(t, c)
 	t.Logf("ViT test accuracy on the generated set: %.2f%%", acc)
 	if acc < 50 {
 		t.Errorf("ViT test accuracy %.2f%%, want >= 50%% (chance is 10%%)", acc)
