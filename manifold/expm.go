@@ -36,7 +36,7 @@ func (e *expm) compute(q int, a []float64) ([]float64, error) {
 		return nil, linalg.ErrNotFinite
 	}
 	qq := q * q
-	e.buf = grow(e.buf, 8*qq)
+	e.buf = linalg.Grow(e.buf, 8*qq)
 	x, x2, x4, x6, u, vv, t, r := e.buf[:qq], e.buf[qq:2*qq], e.buf[2*qq:3*qq], e.buf[3*qq:4*qq],
 		e.buf[4*qq:5*qq], e.buf[5*qq:6*qq], e.buf[6*qq:7*qq], e.buf[7*qq:8*qq]
 	var norm float64
@@ -75,7 +75,7 @@ func (e *expm) compute(q int, a []float64) ([]float64, error) {
 		r[i] = vv[i] + u[i]
 		x[i] = vv[i] - u[i]
 	}
-	e.ipiv = grow(e.ipiv, q)
+	e.ipiv = linalg.Grow(e.ipiv, q)
 	impl := gonum.Implementation{}
 	if !impl.Dgetrf(q, q, x, q, e.ipiv) {
 		return nil, errors.New("manifold: matrix exponential: singular Padé denominator")

@@ -40,7 +40,7 @@ func (g *Grassmann[T]) Proj(dst, x, v []T) error {
 	}
 	n, p := g.n, g.p
 	w := &g.ws
-	w.pp = grow(w.pp, p*p)
+	w.pp = linalg.Grow(w.pp, p*p)
 	linalg.Mul(true, false, p, p, n, x, v, w.pp)
 	copy(dst, v)
 	linalg.Gemm(false, false, n, p, p, -1, x, p, w.pp, p, 1, dst, p)

@@ -32,7 +32,7 @@ func (w *retractWork[T]) feasibility(n, p int, x []T) float64 {
 	if len(x) != n*p {
 		return math.Inf(1)
 	}
-	w.gram = grow(w.gram, n*p+p*p)
+	w.gram = linalg.Grow(w.gram, n*p+p*p)
 	return linalg.GramError(n, p, x, w.gram)
 }
 
@@ -59,9 +59,9 @@ func (w *retractWork[T]) retract(kind Retraction, n, p int, dst, x, v []T) error
 // polar computes (X + V)(I + V^T V)^(-1/2) through the eigendecomposition of
 // the p x p symmetric positive definite I + V^T V.
 func (w *retractWork[T]) polar(n, p int, dst, x, v []T) error {
-	w.pp = grow(w.pp, p*p)
+	w.pp = linalg.Grow(w.pp, p*p)
 	linalg.Mul(true, false, p, p, n, v, v, w.pp)
-	w.m64 = grow(w.m64, p*p)
+	w.m64 = linalg.Grow(w.m64, p*p)
 	linalg.Convert(w.m64, w.pp)
 	for i := 0; i < p; i++ {
 		w.m64[i*p+i]++
@@ -70,7 +70,7 @@ func (w *retractWork[T]) polar(n, p int, dst, x, v []T) error {
 		return err
 	}
 	linalg.Convert(w.pp, w.m64)
-	w.np = grow(w.np, n*p)
+	w.np = linalg.Grow(w.np, n*p)
 	for i := range w.np {
 		w.np[i] = x[i] + v[i]
 	}
@@ -81,21 +81,21 @@ func (w *retractWork[T]) polar(n, p int, dst, x, v []T) error {
 // invSqrt replaces the symmetric positive definite p x p matrix a by a^(-1/2).
 func (w *retractWork[T]) invSqrt(p int, a []float64) error {
 	impl := gonum.Implementation{}
-	w.eig = grow(w.eig, p)
+	w.eig = linalg.Grow(w.eig, p)
 	q := w.query[:] // a local array would escape to the heap
 	impl.Dsyev(lapack.EVCompute, blas.Upper, p, a, p, w.eig, q, -1)
-	w.lwork = grow(w.lwork, max(int(q[0]), 1))
+	w.lwork = linalg.Grow(w.lwork, max(int(q[0]), 1))
 	if !impl.Dsyev(lapack.EVCompute, blas.Upper, p, a, p, w.eig, w.lwork, len(w.lwork)) {
 		return errors.New("manifold: polar retraction: eigendecomposition did not converge")
 	}
 	// a holds the eigenvectors as columns: a^(-1/2) = Q diag(e^(-1/2)) Q^T.
-	w.r64 = grow(w.r64, p*p)
+	w.r64 = linalg.Grow(w.r64, p*p)
 	for i := 0; i < p; i++ {
 		for j := 0; j < p; j++ {
 			w.r64[i*p+j] = a[i*p+j] / math.Sqrt(w.eig[j])
 		}
 	}
-	w.t64 = grow(w.t64, p*p)
+	w.t64 = linalg.Grow(w.t64, p*p)
 	linalg.Mul(false, true, p, p, p, w.r64, a, w.t64)
 	copy(a, w.t64)
 	return nil
@@ -106,17 +106,17 @@ func (w *retractWork[T]) invSqrt(p int, a []float64) error {
 // Woodbury identity the result is X + U (I - Z^T U / 2)^(-1) Z^T X, which
 // needs one 2p x 2p solve (Wen and Yin 2013, Lemma 4).
 func (w *retractWork[T]) cayley(n, p int, dst, x, v []T) error {
-	w.pp = grow(w.pp, p*p)
+	w.pp = linalg.Grow(w.pp, p*p)
 	linalg.Mul(true, false, p, p, n, x, v, w.pp) // A = X^T V
-	w.np = grow(w.np, n*p)
+	w.np = linalg.Grow(w.np, n*p)
 	copy(w.np, v)
 	linalg.Gemm(false, false, n, p, p, -0.5, x, p, w.pp, p, 1, w.np, p) // PV
-	w.pp2 = grow(w.pp2, p*p)
+	w.pp2 = linalg.Grow(w.pp2, p*p)
 	linalg.Mul(true, false, p, p, n, w.np, w.np, w.pp2) // PV^T PV
 
 	q := 2 * p
-	w.m64 = grow(w.m64, q*q)
-	w.r64 = grow(w.r64, q*p)
+	w.m64 = linalg.Grow(w.m64, q*q)
+	w.r64 = linalg.Grow(w.r64, q*p)
 	m, rhs := w.m64, w.r64
 	clear(m)
 	clear(rhs)
@@ -142,7 +142,7 @@ func (w *retractWork[T]) cayley(n, p int, dst, x, v []T) error {
 		rhs[(p+i)*p+i]++
 	}
 	linalg.Convert(w.pp2, rhs[p*p:])
-	w.np2 = grow(w.np2, n*p)
+	w.np2 = linalg.Grow(w.np2, n*p)
 	linalg.Mul(false, false, n, p, p, w.np, w.pp, w.np2)
 	linalg.Gemm(false, false, n, p, p, 1, x, p, w.pp2, p, 1, w.np2, p)
 	copy(dst, w.np2)
@@ -153,12 +153,12 @@ func (w *retractWork[T]) cayley(n, p int, dst, x, v []T) error {
 // [X V] expm([A -S; I A]) [expm(-A); 0] with A = X^T V and S = V^T V
 // (Edelman, Arias and Smith 1998; paper, section 2).
 func (w *retractWork[T]) exp(n, p int, dst, x, v []T) error {
-	w.pp = grow(w.pp, p*p)
-	w.pp2 = grow(w.pp2, p*p)
+	w.pp = linalg.Grow(w.pp, p*p)
+	w.pp2 = linalg.Grow(w.pp2, p*p)
 	linalg.Mul(true, false, p, p, n, x, v, w.pp)  // A
 	linalg.Mul(true, false, p, p, n, v, v, w.pp2) // S
 	q := 2 * p
-	w.m64 = grow(w.m64, q*q)
+	w.m64 = linalg.Grow(w.m64, q*q)
 	m := w.m64
 	clear(m)
 	for i := 0; i < p; i++ {
@@ -177,7 +177,7 @@ func (w *retractWork[T]) exp(n, p int, dst, x, v []T) error {
 	copy(m, e) // the next compute reuses e's storage
 	big := m
 	// expm(-A), then C = big[:, :p] expm(-A), a 2p x p matrix.
-	w.r64 = grow(w.r64, q*p+p*p)
+	w.r64 = linalg.Grow(w.r64, q*p+p*p)
 	na := w.r64[q*p:]
 	linalg.Convert(na, w.pp)
 	for i := range na {
@@ -191,7 +191,7 @@ func (w *retractWork[T]) exp(n, p int, dst, x, v []T) error {
 	linalg.Gemm(false, false, q, p, p, 1, big, q, small, p, 0, c, p)
 	linalg.Convert(w.pp, c[:p*p])
 	linalg.Convert(w.pp2, c[p*p:])
-	w.np2 = grow(w.np2, n*p)
+	w.np2 = linalg.Grow(w.np2, n*p)
 	linalg.Mul(false, false, n, p, p, x, w.pp, w.np2)
 	linalg.Gemm(false, false, n, p, p, 1, v, p, w.pp2, p, 1, w.np2, p)
 	copy(dst, w.np2)
@@ -200,7 +200,7 @@ func (w *retractWork[T]) exp(n, p int, dst, x, v []T) error {
 
 // solve overwrites the q x k matrix b by a^(-1) b, destroying a.
 func (w *retractWork[T]) solve(q, k int, a, b []float64) error {
-	w.ipiv = grow(w.ipiv, q)
+	w.ipiv = linalg.Grow(w.ipiv, q)
 	impl := gonum.Implementation{}
 	if !impl.Dgetrf(q, q, a, q, w.ipiv) {
 		return errors.New("singular system")

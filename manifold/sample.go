@@ -116,7 +116,7 @@ func (h *HaarRows[T]) Sample(dst []T, rng *rand.Rand) error {
 	if len(dst) != r*n {
 		return fmt.Errorf("%w: Haar rows: dst has %d entries, want %d x %d", ErrShape, len(dst), r, n)
 	}
-	h.g = grow(h.g, n*r)
+	h.g = linalg.Grow(h.g, n*r)
 	for i := range h.g {
 		h.g[i] = T(rng.NormFloat64())
 	}

@@ -37,7 +37,7 @@ func (s *Stiefel[T]) Proj(dst, x, v []T) error {
 	}
 	n, p := s.n, s.p
 	w := &s.ws
-	w.pp = grow(w.pp, p*p)
+	w.pp = linalg.Grow(w.pp, p*p)
 	linalg.Mul(true, false, p, p, n, x, v, w.pp) // X^T V
 	symmetrize(p, w.pp)
 	copy(dst, v)
@@ -112,12 +112,4 @@ func symmetrize[T Float](p int, a []T) {
 			a[i*p+j], a[j*p+i] = m, m
 		}
 	}
-}
-
-// grow returns s with length n, reusing its storage when it can.
-func grow[E any](s []E, n int) []E {
-	if cap(s) < n {
-		return make([]E, n)
-	}
-	return s[:n]
 }

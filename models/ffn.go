@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/nn"
+	"github.com/orthonet/orthonet/optim"
 )
 
 // FFNConfig sizes an orthogonal feed-forward network. The paper's network
@@ -82,14 +83,8 @@ func (m *FFN) Params() []G.ValueGrad {
 	return ps
 }
 
-// Nodes returns every parameter node.
-func (m *FFN) Nodes() G.Nodes {
-	var ns G.Nodes
-	for _, l := range m.Layers {
-		ns = append(ns, l.Nodes()...)
-	}
-	return ns
-}
+// Nodes returns every parameter node, in the order of Params.
+func (m *FFN) Nodes() G.Nodes { return optim.Nodes(m.Params()) }
 
 // Orthogonal returns the Stiefel-constrained weight nodes.
 func (m *FFN) Orthogonal() G.Nodes {

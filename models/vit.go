@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/nn"
+	"github.com/orthonet/orthonet/optim"
 )
 
 // ViTConfig sizes an orthogonal vision transformer. The paper's (section 6):
@@ -185,18 +186,7 @@ func (m *ViT) Params() []G.ValueGrad {
 }
 
 // Nodes returns every parameter node, in the order of Params.
-func (m *ViT) Nodes() G.Nodes {
-	ns := G.Nodes{m.cls, m.pos}
-	for _, l := range m.layers() {
-		ns = append(ns, l.Nodes()...)
-	}
-	for _, b := range m.blocks {
-		ns = append(ns, b.ln1.Nodes()...)
-		ns = append(ns, b.ln2.Nodes()...)
-		ns = append(ns, b.attn.Nodes()...)
-	}
-	return append(ns, m.norm.Nodes()...)
-}
+func (m *ViT) Nodes() G.Nodes { return optim.Nodes(m.Params()) }
 
 // Orthogonal returns the Stiefel-constrained weights (Wq, Wk, Wv of every
 // block).

@@ -90,6 +90,4 @@ func (a *Attention) Params() []G.ValueGrad {
 }
 
 // Nodes returns every parameter node.
-func (a *Attention) Nodes() G.Nodes {
-	return append(G.Nodes{a.Wq, a.Wk, a.Wv}, a.Out.Nodes()...)
-}
+func (a *Attention) Nodes() G.Nodes { return optim.Nodes(a.Params()) }

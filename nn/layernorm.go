@@ -5,6 +5,8 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/optim"
 )
 
 // LayerNorm normalizes each row of a (rows, d) input to zero mean and unit
@@ -55,4 +57,4 @@ func (l *LayerNorm) Forward(x *G.Node) (*G.Node, error) {
 func (l *LayerNorm) Params() []G.ValueGrad { return []G.ValueGrad{l.Gamma, l.Beta} }
 
 // Nodes returns Gamma and Beta.
-func (l *LayerNorm) Nodes() G.Nodes { return G.Nodes{l.Gamma, l.Beta} }
+func (l *LayerNorm) Nodes() G.Nodes { return optim.Nodes(l.Params()) }

@@ -101,12 +101,7 @@ func (l *Linear) Params() []G.ValueGrad {
 
 // Nodes returns the layer's parameter nodes, for gorgonia.Grad and
 // gorgonia.BindDualValues.
-func (l *Linear) Nodes() G.Nodes {
-	if l.B == nil {
-		return G.Nodes{l.W}
-	}
-	return G.Nodes{l.W, l.B}
-}
+func (l *Linear) Nodes() G.Nodes { return optim.Nodes(l.Params()) }
 
 // param creates a learnable node of the given shape and element type whose
 // entry i is init(i).

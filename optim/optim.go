@@ -58,10 +58,3 @@ func checkMomentum(beta float64) error {
 	}
 	return nil
 }
-
-func grow[E any](s []E, n int) []E {
-	if cap(s) < n {
-		return make([]E, n)
-	}
-	return s[:n]
-}

@@ -3,6 +3,7 @@ package optim
 import (
 	"fmt"
 
+	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/manifold"
 )
 
@@ -50,7 +51,7 @@ func (o *RGD[T]) Step(x, grad []T) error {
 	if err := checkStep(o.n, o.p, x, grad); err != nil {
 		return err
 	}
-	o.rg = grow(o.rg, len(x))
+	o.rg = linalg.Grow(o.rg, len(x))
 	if err := o.m.Proj(o.rg, x, grad); err != nil {
 		return err
 	}
@@ -69,7 +70,7 @@ func (o *RGD[T]) Step(x, grad []T) error {
 	for i, d := range dir {
 		o.rg[i] = -lr * d
 	}
-	o.next = grow(o.next, len(x))
+	o.next = linalg.Grow(o.next, len(x))
 	if err := o.m.Retract(o.next, x, o.rg); err != nil {
 		return fmt.Errorf("optim: RGD: %w", err)
 	}

@@ -22,6 +22,21 @@ type Constrained struct {
 	Grassmann bool
 }
 
+// Nodes returns the Gorgonia nodes behind params, unwrapping Constrained
+// weights, in the same order: what gorgonia.Grad and BindDualValues take.
+func Nodes(params []gorgonia.ValueGrad) gorgonia.Nodes {
+	ns := make(gorgonia.Nodes, 0, len(params))
+	for _, p := range params {
+		switch n := p.(type) {
+		case Constrained:
+			ns = append(ns, n.Node)
+		case *gorgonia.Node:
+			ns = append(ns, n)
+		}
+	}
+	return ns
+}
+
 // Stiefel marks an n x p weight (n >= p) as a point of St(n,p).
 func Stiefel(w *gorgonia.Node) Constrained { return Constrained{Node: w} }
 
@@ -222,7 +237,7 @@ func newState[T Float](cfg SolverConfig, index int, c Constrained, constrained b
 		return nil, err
 	}
 	tol := 1e-8
-	if _, is32 := any(T(0)).(float32); is32 {
+	if linalg.Is32[T]() {
 		tol = 1e-4
 	}
 	if f := m.Feasibility(v.Data().([]T)); !(f <= tol*math.Sqrt(float64(p))) {

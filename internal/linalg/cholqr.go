@@ -21,7 +21,7 @@ func (q *QR[T]) QFGram(n int, m []float64, gramCond float64) error {
 	if !(gramCond <= MaxGramCond) || !Finite(m[:n*n]) {
 		return q.qf64(n, m)
 	}
-	q.gram = grow(q.gram, n*n)
+	q.gram = Grow(q.gram, n*n)
 	g := q.gram
 	blas64.Implementation().Dsyrk(blas.Upper, blas.Trans, n, n, 1, m, n, 0, g, n)
 	if !(gonum.Implementation{}).Dpotrf(blas.Upper, n, g, n) {

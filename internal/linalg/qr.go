@@ -44,8 +44,8 @@ func (q *QR[T]) QF(m, n int, a []T) error {
 	return nil
 }
 
-// grow returns s with length n, reusing its storage when it is large enough.
-func grow[E any](s []E, n int) []E {
+// Grow returns s with length n, reusing its storage when it is large enough.
+func Grow[E any](s []E, n int) []E {
 	if cap(s) < n {
 		return make([]E, n)
 	}

@@ -21,20 +21,20 @@ func qfBackend[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
 	q := &qq.be
 	var a64 []float64
 	if Is32[T]() {
-		q.a64 = grow(q.a64, m*n)
+		q.a64 = Grow(q.a64, m*n)
 		a64 = q.a64
 		Convert(a64, a)
 	} else {
 		a64 = As64(a)
 	}
-	q.tau64 = grow(q.tau64, n)
+	q.tau64 = Grow(q.tau64, n)
 	impl := gonum.Implementation{}
 	query := q.query[:] // a local array would escape to the heap
 	impl.Dgeqrf(m, n, a64, n, q.tau64, query, -1)
 	lw := int(query[0])
 	impl.Dorgqr(m, n, n, a64, n, q.tau64, query, -1)
 	lw = max(lw, int(query[0]), 1)
-	q.work64 = grow(q.work64, lw)
+	q.work64 = Grow(q.work64, lw)
 	impl.Dgeqrf(m, n, a64, n, q.tau64, q.work64, lw)
 	for j := range sign {
 		if a64[j*n+j] < 0 {

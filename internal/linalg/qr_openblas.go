@@ -76,8 +76,8 @@ func qfBackend[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
 	cm, cn := C.int(m), C.int(n)
 	if Is32[T]() {
 		lw := int(C.lq_work_s(cm, cn))
-		q.tau = grow(q.tau, n)
-		q.work = grow(q.work, max(lw, 1))
+		q.tau = Grow(q.tau, n)
+		q.work = Grow(q.work, max(lw, 1))
 		a32, tau, work := As32(a), As32(q.tau), As32(q.work)
 		C.lq_factor_s(cm, cn, (*C.float)(&a32[0]), (*C.float)(&tau[0]), (*C.float)(&work[0]), C.int(len(work)))
 		for j := range sign {
@@ -87,8 +87,8 @@ func qfBackend[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
 		return
 	}
 	lw := int(C.lq_work_d(cm, cn))
-	q.tau = grow(q.tau, n)
-	q.work = grow(q.work, max(lw, 1))
+	q.tau = Grow(q.tau, n)
+	q.work = Grow(q.work, max(lw, 1))
 	a64, tau, work := As64(a), As64(q.tau), As64(q.work)
 	C.lq_factor_d(cm, cn, (*C.double)(&a64[0]), (*C.double)(&tau[0]), (*C.double)(&work[0]), C.int(len(work)))
 	for j := range sign {
