@@ -105,6 +105,8 @@ var _ gorgonia.Solver = (*Solver)(nil)
 // paramState is one parameter's optimizer, bound to its element type.
 type paramState interface {
 	step(value, grad *tensor.Dense) error
+	state() State
+	setState(State) error
 }
 
 // NewSolver returns a Solver with the given options.
@@ -184,10 +186,50 @@ func (s *Solver) Step(params []gorgonia.ValueGrad) error {
 	return nil
 }
 
+// State returns the state of every parameter's optimizer, in the order of
+// the parameters given to Step, for a checkpoint; nil before the first Step.
+func (s *Solver) State() []State {
+	if s.state == nil {
+		return nil
+	}
+	out := make([]State, len(s.state))
+	for i, st := range s.state {
+		out[i] = st.state()
+	}
+	return out
+}
+
+// SetState restores states returned by State of a solver with the same
+// configuration. params is the list that later Steps will get; the solver
+// is bound to it as by a first Step. Empty states leave a fresh solver
+// fresh. On error the solver is unchanged.
+func (s *Solver) SetState(params []gorgonia.ValueGrad, states []State) error {
+	if len(states) == 0 {
+		if s.state != nil {
+			return fmt.Errorf("optim: no states given for a solver that has taken steps")
+		}
+		return nil
+	}
+	if len(states) != len(params) {
+		return fmt.Errorf("optim: %d states for %d parameters", len(states), len(params))
+	}
+	tmp := &Solver{cfg: s.cfg}
+	if err := tmp.init(params); err != nil {
+		return err
+	}
+	for i, st := range states {
+		if err := tmp.state[i].setState(st); err != nil {
+			return fmt.Errorf("optim: %s: %w", name(params[i]), err)
+		}
+	}
+	s.params, s.state = tmp.params, tmp.state
+	return nil
+}
+
 func (s *Solver) init(params []gorgonia.ValueGrad) error {
 	state := make([]paramState, len(params))
 	for i, p := range params {
-		v, _, err := dense(p)
+		v, err := valueOf(p)
 		if err != nil {
 			return err
 		}
@@ -211,7 +253,7 @@ func (s *Solver) init(params []gorgonia.ValueGrad) error {
 
 func newState[T Float](cfg SolverConfig, index int, c Constrained, constrained bool, v *tensor.Dense) (paramState, error) {
 	if !constrained {
-		return &plainState[T]{cfg: cfg.Other}, nil
+		return &plainState[T]{cfg: cfg.Other, n: v.Len()}, nil
 	}
 	shape := v.Shape()
 	if len(shape) != 2 {
@@ -270,7 +312,16 @@ func mixSeed(seed uint64, index int) uint64 {
 	return h.Sum64()
 }
 
+// stateful is an optimizer whose state can be saved and restored.
+type stateful interface {
+	State() State
+	SetState(State) error
+}
+
 type constrainedState[T Float] struct{ opt Optimizer[T] }
+
+func (c *constrainedState[T]) state() State           { return c.opt.(stateful).State() }
+func (c *constrainedState[T]) setState(s State) error { return c.opt.(stateful).SetState(s) }
 
 func (c *constrainedState[T]) step(value, grad *tensor.Dense) error {
 	return c.opt.Step(value.Data().([]T), grad.Data().([]T))
@@ -279,8 +330,71 @@ func (c *constrainedState[T]) step(value, grad *tensor.Dense) error {
 // plainState updates an unconstrained parameter by SGD or Adam.
 type plainState[T Float] struct {
 	cfg  OtherConfig
+	n    int // entries of the parameter
 	m, v []T // momentum buffer (SGD) or first and second moments (Adam)
 	t    int
+}
+
+func (s *plainState[T]) state() State {
+	if s.cfg.Rule == Adam {
+		st := emptyState("adam")
+		st.Counters["t"] = int64(s.t)
+		if s.m != nil {
+			st.Buffers["m"] = append([]T(nil), s.m...)
+			st.Buffers["v"] = append([]T(nil), s.v...)
+		}
+		return st
+	}
+	st := emptyState("sgd")
+	if s.m != nil {
+		st.Buffers["momentum"] = append([]T(nil), s.m...)
+	}
+	return st
+}
+
+func (s *plainState[T]) setState(st State) error {
+	if s.cfg.Rule == Adam {
+		if err := st.check("adam"); err != nil {
+			return err
+		}
+		t, err := st.counter("t", 0, 1<<62)
+		if err != nil {
+			return err
+		}
+		m, v := make([]T, s.n), make([]T, s.n)
+		okm, err := buffer(st, "m", m, true)
+		if err != nil {
+			return err
+		}
+		okv, err := buffer(st, "v", v, true)
+		if err != nil {
+			return err
+		}
+		if okm != okv || okm != (t > 0) {
+			return fmt.Errorf("optim: adam state: step %d with moments m %v, v %v present", t, okm, okv)
+		}
+		s.t, s.m, s.v = t, nil, nil
+		if okm {
+			s.m, s.v = m, v
+		}
+		return nil
+	}
+	if err := st.check("sgd"); err != nil {
+		return err
+	}
+	m := make([]T, s.n)
+	ok, err := buffer(st, "momentum", m, true)
+	if err != nil {
+		return err
+	}
+	if ok && s.cfg.Momentum == 0 {
+		return fmt.Errorf("optim: sgd state has a momentum buffer but the momentum is 0")
+	}
+	s.m = nil
+	if ok {
+		s.m = m
+	}
+	return nil
 }
 
 func (s *plainState[T]) step(value, grad *tensor.Dense) error {
@@ -324,11 +438,20 @@ func (s *plainState[T]) step(value, grad *tensor.Dense) error {
 	return nil
 }
 
+// valueOf returns the value of p as a dense tensor.
+func valueOf(p gorgonia.ValueGrad) (*tensor.Dense, error) {
+	v, ok := p.Value().(*tensor.Dense)
+	if !ok || v == nil {
+		return nil, fmt.Errorf("optim: %s has no dense tensor value (is the graph run with BindDualValues?)", name(p))
+	}
+	return v, nil
+}
+
 // dense returns the value and gradient of p as dense tensors.
 func dense(p gorgonia.ValueGrad) (v, g *tensor.Dense, err error) {
-	vv, ok := p.Value().(*tensor.Dense)
-	if !ok || vv == nil {
-		return nil, nil, fmt.Errorf("optim: %s has no dense tensor value (is the graph run with BindDualValues?)", name(p))
+	vv, err := valueOf(p)
+	if err != nil {
+		return nil, nil, err
 	}
 	gv, err := p.Grad()
 	if err != nil {

@@ -1,0 +1,454 @@
+// Package checkpoint saves and loads training state in safetensors files:
+// tensors (weights, momentum buffers, Adam moments) in the safetensors
+// layout that Python's safetensors and a few lines of json + struct read,
+// everything else (step counts, random states, a run's configuration) as
+// strings in the header's __metadata__.
+//
+// A file is an 8-byte little-endian header length, a JSON header and the
+// tensors' little-endian bytes, packed in the order of their names. The
+// metadata always holds
+//
+//	format          orthonet.checkpoint
+//	format_version  1
+//	checksum        sha256:<hex>, the SHA-256 of the whole file with these
+//	                64 hex digits read as zeros
+//
+// Write replaces a file atomically: a reader sees the old file or the new
+// one, never a mix, even if the process is killed or the machine loses power
+// in between. Read verifies the checksum and the layout before it returns
+// anything, so a damaged file is an error, never a partial load.
+package checkpoint
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Format and Version identify the files this package writes.
+const (
+	Format  = "orthonet.checkpoint"
+	Version = 1
+)
+
+// Reserved metadata keys.
+const (
+	keyFormat   = "format"
+	keyVersion  = "format_version"
+	keyChecksum = "checksum"
+	metaKey     = "__metadata__"
+)
+
+// maxHeader bounds the JSON header, as the safetensors reference reader does.
+const maxHeader = 100 << 20
+
+// ErrCorrupt reports a file that is not a well-formed checkpoint: truncated,
+// damaged or not a safetensors file.
+var ErrCorrupt = errors.New("checkpoint: damaged file")
+
+// Tensor is a named array: Data is []float32, []float64 or []int64 with as
+// many entries as the product of Shape.
+type Tensor struct {
+	Shape []int
+	Data  any
+}
+
+// File is a checkpoint's content.
+type File struct {
+	// Tensors by name.
+	Tensors map[string]Tensor
+	// Meta holds strings by key; format, format_version and checksum are
+	// reserved.
+	Meta map[string]string
+}
+
+// New returns an empty File.
+func New() *File { return &File{Tensors: map[string]Tensor{}, Meta: map[string]string{}} }
+
+// SetJSON stores v as JSON under the metadata key.
+func (f *File) SetJSON(key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("checkpoint: encoding %s: %w", key, err)
+	}
+	f.Meta[key] = string(b)
+	return nil
+}
+
+// JSON decodes the JSON under the metadata key into v; unknown fields are
+// an error.
+func (f *File) JSON(key string, v any) error {
+	s, ok := f.Meta[key]
+	if !ok {
+		return fmt.Errorf("checkpoint: no %q in the metadata", key)
+	}
+	d := json.NewDecoder(strings.NewReader(s))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("checkpoint: metadata %q: %w", key, err)
+	}
+	return nil
+}
+
+type entry struct {
+	Dtype       string   `json:"dtype"`
+	Shape       []int64  `json:"shape"`
+	DataOffsets [2]int64 `json:"data_offsets"`
+}
+
+func dtypeOf(data any) (string, int, error) {
+	switch d := data.(type) {
+	case []float32:
+		return "F32", len(d), nil
+	case []float64:
+		return "F64", len(d), nil
+	case []int64:
+		return "I64", len(d), nil
+	}
+	return "", 0, fmt.Errorf("data of type %T, want []float32, []float64 or []int64", data)
+}
+
+func elemSize(dtype string) int64 {
+	switch dtype {
+	case "F32":
+		return 4
+	case "F64", "I64":
+		return 8
+	}
+	return 0
+}
+
+// Encode writes f to w in the checkpoint format.
+func Encode(w io.Writer, f *File) error {
+	names := make([]string, 0, len(f.Tensors))
+	for name := range f.Tensors {
+		if name == metaKey || name == "" {
+			return fmt.Errorf("checkpoint: tensor name %q is reserved", name)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	header := map[string]any{}
+	var off int64
+	for _, name := range names {
+		t := f.Tensors[name]
+		dt, n, err := dtypeOf(t.Data)
+		if err != nil {
+			return fmt.Errorf("checkpoint: tensor %q: %w", name, err)
+		}
+		shape := make([]int64, len(t.Shape))
+		size := 1
+		for i, d := range t.Shape {
+			if d < 0 {
+				return fmt.Errorf("checkpoint: tensor %q: negative dimension in shape %v", name, t.Shape)
+			}
+			shape[i] = int64(d)
+			size *= d
+		}
+		if size != n {
+			return fmt.Errorf("checkpoint: tensor %q: shape %v holds %d entries, data has %d", name, t.Shape, size, n)
+		}
+		end := off + int64(n)*elemSize(dt)
+		header[name] = entry{Dtype: dt, Shape: shape, DataOffsets: [2]int64{off, end}}
+		off = end
+	}
+	meta := map[string]string{}
+	for k, v := range f.Meta {
+		if k == keyFormat || k == keyVersion || k == keyChecksum {
+			return fmt.Errorf("checkpoint: metadata key %q is reserved", k)
+		}
+		meta[k] = v
+	}
+	meta[keyFormat] = Format
+	meta[keyVersion] = strconv.Itoa(Version)
+	meta[keyChecksum] = "sha256:" + strings.Repeat("0", 64)
+	header[metaKey] = meta
+	hb, err := json.Marshal(header)
+	if err != nil {
+		return fmt.Errorf("checkpoint: encoding the header: %w", err)
+	}
+	for len(hb)%8 != 0 { // the safetensors writer aligns the data to 8 bytes
+		hb = append(hb, ' ')
+	}
+	at, err := checksumAt(hb)
+	if err != nil {
+		return err
+	}
+
+	h := sha256.New()
+	var lenBuf [8]byte
+	binary.LittleEndian.PutUint64(lenBuf[:], uint64(len(hb)))
+	h.Write(lenBuf[:])
+	h.Write(hb)
+	for _, name := range names {
+		writeData(h, f.Tensors[name].Data)
+	}
+	hex.Encode(hb[at:at+64], h.Sum(nil))
+
+	bw := bufio.NewWriterSize(w, 1<<16)
+	bw.Write(lenBuf[:])
+	bw.Write(hb)
+	for _, name := range names {
+		writeData(bw, f.Tensors[name].Data)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("checkpoint: writing: %w", err)
+	}
+	return nil
+}
+
+// checksumAt returns the offset of the 64 hex digits of the checksum in a
+// header: the one place the key appears followed by a string value (a quote
+// inside a JSON string is escaped, so a value cannot imitate it).
+func checksumAt(hb []byte) (int, error) {
+	pat := []byte(`"` + keyChecksum + `":"sha256:`)
+	i := bytes.Index(hb, pat)
+	if i < 0 || bytes.Count(hb, pat) != 1 {
+		return 0, fmt.Errorf("%w: the header has no single checksum", ErrCorrupt)
+	}
+	at := i + len(pat)
+	if at+64 >= len(hb) || hb[at+64] != '"' {
+		return 0, fmt.Errorf("%w: the checksum is not 64 hex digits", ErrCorrupt)
+	}
+	return at, nil
+}
+
+// writeData writes little-endian values; errors surface at Flush or in the
+// caller's final check.
+func writeData(w io.Writer, data any) {
+	var buf [4096]byte
+	n := 0
+	flush := func() {
+		w.Write(buf[:n])
+		n = 0
+	}
+	switch d := data.(type) {
+	case []float32:
+		for _, v := range d {
+			if n+4 > len(buf) {
+				flush()
+			}
+			binary.LittleEndian.PutUint32(buf[n:], math.Float32bits(v))
+			n += 4
+		}
+	case []float64:
+		for _, v := range d {
+			if n+8 > len(buf) {
+				flush()
+			}
+			binary.LittleEndian.PutUint64(buf[n:], math.Float64bits(v))
+			n += 8
+		}
+	case []int64:
+		for _, v := range d {
+			if n+8 > len(buf) {
+				flush()
+			}
+			binary.LittleEndian.PutUint64(buf[n:], uint64(v))
+			n += 8
+		}
+	}
+	flush()
+}
+
+// Decode parses a checkpoint held in b, verifying its checksum and layout.
+// Every error wraps ErrCorrupt except a format or version this build does
+// not read.
+func Decode(b []byte) (*File, error) {
+	if len(b) < 8 {
+		return nil, fmt.Errorf("%w: %d bytes, too short for the 8-byte header length (truncated?)", ErrCorrupt, len(b))
+	}
+	hlen := binary.LittleEndian.Uint64(b)
+	if hlen > maxHeader || hlen > uint64(len(b)-8) {
+		return nil, fmt.Errorf("%w: header length %d but the file has %d bytes (truncated, or not a safetensors file)", ErrCorrupt, hlen, len(b))
+	}
+	hb := b[8 : 8+hlen]
+	data := b[8+hlen:]
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(hb, &raw); err != nil {
+		return nil, fmt.Errorf("%w: the header is not valid JSON: %v", ErrCorrupt, err)
+	}
+	var meta map[string]string
+	if m, ok := raw[metaKey]; !ok {
+		return nil, fmt.Errorf("%w: no __metadata__ in the header: not an orthonet checkpoint", ErrCorrupt)
+	} else if err := json.Unmarshal(m, &meta); err != nil {
+		return nil, fmt.Errorf("%w: __metadata__ is not a map of strings: %v", ErrCorrupt, err)
+	}
+	if meta[keyFormat] != Format {
+		return nil, fmt.Errorf("checkpoint: format %q, want %q: not an orthonet checkpoint", meta[keyFormat], Format)
+	}
+	if v := meta[keyVersion]; v != strconv.Itoa(Version) {
+		return nil, fmt.Errorf("checkpoint: format version %q; this build reads version %d", v, Version)
+	}
+	at, err := checksumAt(hb)
+	if err != nil {
+		return nil, err
+	}
+	want := meta[keyChecksum]
+	if string(hb[at-len("sha256:"):at+64]) != want {
+		return nil, fmt.Errorf("%w: the checksum in the metadata is malformed", ErrCorrupt)
+	}
+	h := sha256.New()
+	h.Write(b[:8+at])
+	h.Write([]byte(strings.Repeat("0", 64)))
+	h.Write(b[8+at+64:])
+	if got := hex.EncodeToString(h.Sum(nil)); "sha256:"+got != want {
+		return nil, fmt.Errorf("%w: checksum mismatch (file sha256:%s, content sha256:%s): the file was changed or damaged", ErrCorrupt, want[len("sha256:"):], got)
+	}
+
+	f := &File{Tensors: map[string]Tensor{}, Meta: map[string]string{}}
+	for k, v := range meta {
+		if k != keyFormat && k != keyVersion && k != keyChecksum {
+			f.Meta[k] = v
+		}
+	}
+	type span struct {
+		name       string
+		begin, end int64
+	}
+	var spans []span
+	for name, m := range raw {
+		if name == metaKey {
+			continue
+		}
+		var e entry
+		d := json.NewDecoder(bytes.NewReader(m))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&e); err != nil {
+			return nil, fmt.Errorf("%w: tensor %q: %v", ErrCorrupt, name, err)
+		}
+		size := elemSize(e.Dtype)
+		if size == 0 {
+			return nil, fmt.Errorf("%w: tensor %q has dtype %q, want F32, F64 or I64", ErrCorrupt, name, e.Dtype)
+		}
+		count := int64(1)
+		shape := make([]int, len(e.Shape))
+		for i, dim := range e.Shape {
+			if dim < 0 || (dim > 0 && count > int64(len(data))/dim) {
+				return nil, fmt.Errorf("%w: tensor %q: shape %v is negative or larger than the file", ErrCorrupt, name, e.Shape)
+			}
+			count *= dim
+			shape[i] = int(dim)
+		}
+		begin, end := e.DataOffsets[0], e.DataOffsets[1]
+		if begin < 0 || end < begin || end > int64(len(data)) || end-begin != count*size {
+			return nil, fmt.Errorf("%w: tensor %q: bytes %d to %d for %d %s values in a %d-byte data section", ErrCorrupt, name, begin, end, count, e.Dtype, len(data))
+		}
+		spans = append(spans, span{name, begin, end})
+		f.Tensors[name] = Tensor{Shape: shape, Data: readData(e.Dtype, data[begin:end])}
+	}
+	sort.Slice(spans, func(i, j int) bool {
+		return spans[i].begin < spans[j].begin || spans[i].begin == spans[j].begin && spans[i].end < spans[j].end
+	})
+	var at64 int64
+	for _, s := range spans {
+		if s.begin != at64 {
+			return nil, fmt.Errorf("%w: tensor %q starts at byte %d of the data, want %d (overlap or gap)", ErrCorrupt, s.name, s.begin, at64)
+		}
+		at64 = s.end
+	}
+	if at64 != int64(len(data)) {
+		return nil, fmt.Errorf("%w: %d bytes of data after the last tensor", ErrCorrupt, int64(len(data))-at64)
+	}
+	return f, nil
+}
+
+func readData(dtype string, b []byte) any {
+	switch dtype {
+	case "F32":
+		out := make([]float32, len(b)/4)
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		return out
+	case "F64":
+		out := make([]float64, len(b)/8)
+		for i := range out {
+			out[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+		}
+		return out
+	}
+	out := make([]int64, len(b)/8)
+	for i := range out {
+		out[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return out
+}
+
+// Read loads and verifies the checkpoint at path.
+func Read(path string) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: reading %s: %w", path, err)
+	}
+	f, err := Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Write stores f at path atomically: it writes a temporary file in the same
+// folder, syncs it, renames it over path and syncs the folder.
+func Write(path string, f *File) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("checkpoint: writing %s: %w", path, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := Encode(tmp, f); err != nil {
+		return fmt.Errorf("checkpoint: writing %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("checkpoint: syncing %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("checkpoint: writing %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	ok = true
+	return SyncDir(dir)
+}
+
+// SyncDir flushes a folder's entries (a rename or a removal) to disk.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint: syncing folder %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("checkpoint: syncing folder %s: %w", dir, err)
+	}
+	return nil
+}
+
+// IsTemp reports whether name is a temporary file that Write leaves behind
+// when the process dies before the rename.
+func IsTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
+}

@@ -1,0 +1,186 @@
+package checkpoint
+
+import (
+	"encoding/base64"
+	"fmt"
+	"sort"
+	"strings"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/optim"
+)
+
+// PutNodes stores the value of every node as the tensor prefix + its name.
+// Names must be unique.
+func (f *File) PutNodes(prefix string, nodes G.Nodes) error {
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if seen[n.Name()] {
+			return fmt.Errorf("checkpoint: two nodes are named %q", n.Name())
+		}
+		seen[n.Name()] = true
+		d, ok := n.Value().(*tensor.Dense)
+		if !ok || d == nil {
+			return fmt.Errorf("checkpoint: node %q has no dense value", n.Name())
+		}
+		var data any
+		switch v := d.Data().(type) {
+		case []float32:
+			data = append([]float32(nil), v...)
+		case []float64:
+			data = append([]float64(nil), v...)
+		default:
+			return fmt.Errorf("checkpoint: node %q holds %v, want float32 or float64", n.Name(), d.Dtype())
+		}
+		f.Tensors[prefix+n.Name()] = Tensor{Shape: append([]int(nil), d.Shape()...), Data: data}
+	}
+	return nil
+}
+
+// LoadNodes copies the tensors stored by PutNodes into the nodes' values. A
+// missing tensor, a tensor under prefix that no node takes, or a shape or
+// element type that differs is an error, and then no node is changed.
+func (f *File) LoadNodes(prefix string, nodes G.Nodes) error {
+	want := map[string]bool{}
+	type pair struct {
+		dst *tensor.Dense
+		src Tensor
+	}
+	var pairs []pair
+	for _, n := range nodes {
+		name := prefix + n.Name()
+		want[name] = true
+		t, ok := f.Tensors[name]
+		if !ok {
+			return fmt.Errorf("checkpoint: no tensor %q: the checkpoint is of another model", name)
+		}
+		d, ok := n.Value().(*tensor.Dense)
+		if !ok || d == nil {
+			return fmt.Errorf("checkpoint: node %q has no dense value to load into", n.Name())
+		}
+		if !d.Shape().Eq(tensor.Shape(t.Shape)) && !(len(t.Shape) == 0 && d.Shape().IsScalar()) {
+			return fmt.Errorf("checkpoint: tensor %q has shape %v, the model's %v", name, t.Shape, d.Shape())
+		}
+		switch t.Data.(type) {
+		case []float32:
+			if d.Dtype() != tensor.Float32 {
+				return fmt.Errorf("checkpoint: tensor %q is float32, the model's %v", name, d.Dtype())
+			}
+		case []float64:
+			if d.Dtype() != tensor.Float64 {
+				return fmt.Errorf("checkpoint: tensor %q is float64, the model's %v", name, d.Dtype())
+			}
+		default:
+			return fmt.Errorf("checkpoint: tensor %q holds %T, not weights", name, t.Data)
+		}
+		pairs = append(pairs, pair{d, t})
+	}
+	var extra []string
+	for name := range f.Tensors {
+		if strings.HasPrefix(name, prefix) && !want[name] && !strings.Contains(name[len(prefix):], "/") {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		return fmt.Errorf("checkpoint: tensors %v belong to no node: the checkpoint is of another model", extra)
+	}
+	for _, p := range pairs {
+		switch v := p.src.Data.(type) {
+		case []float32:
+			copy(p.dst.Data().([]float32), v)
+		case []float64:
+			copy(p.dst.Data().([]float64), v)
+		}
+	}
+	return nil
+}
+
+// solverParam is one parameter's optimizer state without its buffers.
+type solverParam struct {
+	Name     string            `json:"name"`
+	Kind     string            `json:"kind"`
+	Counters map[string]int64  `json:"counters,omitempty"`
+	Random   map[string]string `json:"random,omitempty"` // base64 of MarshalBinary
+	Buffers  []string          `json:"buffers,omitempty"`
+}
+
+func paramName(p G.ValueGrad) string {
+	switch n := p.(type) {
+	case optim.Constrained:
+		return n.Name()
+	case *G.Node:
+		return n.Name()
+	}
+	return fmt.Sprintf("%T", p)
+}
+
+// PutSolver stores the state of s, which steps params: each buffer as the
+// tensor prefix + parameter name + "/" + buffer name, the rest as JSON
+// under the metadata key prefix + "solver".
+func (f *File) PutSolver(prefix string, s *optim.Solver, params []G.ValueGrad) error {
+	states := s.State()
+	if states != nil && len(states) != len(params) {
+		return fmt.Errorf("checkpoint: the solver has %d parameters, %d given", len(states), len(params))
+	}
+	out := make([]solverParam, len(states))
+	for i, st := range states {
+		name := paramName(params[i])
+		sp := solverParam{Name: name, Kind: st.Kind, Counters: st.Counters, Random: map[string]string{}}
+		for k, v := range st.Random {
+			sp.Random[k] = base64.StdEncoding.EncodeToString(v)
+		}
+		for k, v := range st.Buffers {
+			_, n, err := dtypeOf(v)
+			if err != nil {
+				return fmt.Errorf("checkpoint: solver buffer %s/%s: %w", name, k, err)
+			}
+			f.Tensors[prefix+name+"/"+k] = Tensor{Shape: []int{n}, Data: v}
+			sp.Buffers = append(sp.Buffers, k)
+		}
+		sort.Strings(sp.Buffers)
+		out[i] = sp
+	}
+	return f.SetJSON(prefix+"solver", out)
+}
+
+// LoadSolver restores into s the state stored by PutSolver; params is the
+// list that s will step, in the same order as when it was saved. On error s
+// is unchanged.
+func (f *File) LoadSolver(prefix string, s *optim.Solver, params []G.ValueGrad) error {
+	var in []solverParam
+	if err := f.JSON(prefix+"solver", &in); err != nil {
+		return err
+	}
+	if len(in) != 0 && len(in) != len(params) {
+		return fmt.Errorf("checkpoint: solver state for %d parameters, the model has %d", len(in), len(params))
+	}
+	states := make([]optim.State, len(in))
+	for i, sp := range in {
+		if name := paramName(params[i]); sp.Name != name {
+			return fmt.Errorf("checkpoint: solver state %d is for %q, the model's parameter %d is %q", i, sp.Name, i, name)
+		}
+		st := optim.State{Kind: sp.Kind, Counters: sp.Counters, Random: map[string][]byte{}, Buffers: map[string]any{}}
+		for k, v := range sp.Random {
+			b, err := base64.StdEncoding.DecodeString(v)
+			if err != nil {
+				return fmt.Errorf("checkpoint: solver state of %q: random source %q: %w", sp.Name, k, err)
+			}
+			st.Random[k] = b
+		}
+		for _, k := range sp.Buffers {
+			t, ok := f.Tensors[prefix+sp.Name+"/"+k]
+			if !ok {
+				return fmt.Errorf("checkpoint: no tensor %q for the solver state", prefix+sp.Name+"/"+k)
+			}
+			st.Buffers[k] = t.Data
+		}
+		states[i] = st
+	}
+	if err := s.SetState(params, states); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}

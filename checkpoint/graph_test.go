@@ -1,0 +1,231 @@
+package checkpoint
+
+import (
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/manifold"
+	"github.com/orthonet/orthonet/optim"
+)
+
+// toy is a small custom Gorgonia model, tanh(x W1) W2 + b fitted to targets
+// by squared error, with W1 on the Stiefel manifold.
+type toy struct {
+	vm     G.VM
+	x, y   *G.Node
+	params []G.ValueGrad
+	nodes  G.Nodes
+	xs, ys []float64 // the whole data set, float64
+}
+
+const toyN, toyIn, toyHidden, toyOut, toyBatch = 40, 12, 6, 3, 8
+
+func newToy(t testing.TB, dt tensor.Dtype, hidden int) *toy {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(7, 7))
+	m := &toy{xs: make([]float64, toyN*toyIn), ys: make([]float64, toyN*toyOut)}
+	for i := range m.xs {
+		m.xs[i] = rng.NormFloat64()
+	}
+	for i := range m.ys {
+		m.ys[i] = rng.NormFloat64()
+	}
+	g := G.NewGraph()
+	mk := func(name string, shape []int, vals []float64) *G.Node {
+		var v tensor.Tensor
+		if dt == tensor.Float32 {
+			b := make([]float32, len(vals))
+			for i, x := range vals {
+				b[i] = float32(x)
+			}
+			v = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(b))
+		} else {
+			v = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(vals))
+		}
+		return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(v))
+	}
+	st, _ := manifold.NewStiefel[float64](toyIn, hidden)
+	w1 := make([]float64, toyIn*hidden)
+	_ = st.Random(w1, rng)
+	w2 := make([]float64, hidden*toyOut)
+	for i := range w2 {
+		w2[i] = rng.NormFloat64() / 3
+	}
+	W1 := mk("W1", []int{toyIn, hidden}, w1)
+	W2 := mk("W2", []int{hidden, toyOut}, w2)
+	b := mk("b", []int{toyOut}, make([]float64, toyOut))
+	m.x = mk("x", []int{toyBatch, toyIn}, make([]float64, toyBatch*toyIn))
+	m.y = mk("y", []int{toyBatch, toyOut}, make([]float64, toyBatch*toyOut))
+	h := G.Must(G.Tanh(G.Must(G.Mul(m.x, W1))))
+	out := G.Must(G.BroadcastAdd(G.Must(G.Mul(h, W2)), b, nil, []byte{0}))
+	loss := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(out, m.y))))))
+	m.params = []G.ValueGrad{optim.Stiefel(W1), W2, b}
+	m.nodes = optim.Nodes(m.params)
+	if _, err := G.Grad(loss, m.nodes...); err != nil {
+		t.Fatal(err)
+	}
+	m.vm = G.NewTapeMachine(g, G.BindDualValues(m.nodes...))
+	return m
+}
+
+// steps trains from step `from` to `to`; batch k is rows 3k, 3k+1, ... mod N.
+func (m *toy) steps(t testing.TB, s *optim.Solver, from, to int) {
+	t.Helper()
+	for k := from; k < to; k++ {
+		xb, yb := m.x.Value().Data(), m.y.Value().Data()
+		for i := 0; i < toyBatch; i++ {
+			row := (3*k + i) % toyN
+			for j := 0; j < toyIn; j++ {
+				set(xb, i*toyIn+j, m.xs[row*toyIn+j])
+			}
+			for j := 0; j < toyOut; j++ {
+				set(yb, i*toyOut+j, m.ys[row*toyOut+j])
+			}
+		}
+		if err := m.vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Step(m.params); err != nil {
+			t.Fatal(err)
+		}
+		m.vm.Reset()
+	}
+}
+
+func set(data any, i int, v float64) {
+	switch d := data.(type) {
+	case []float32:
+		d[i] = float32(v)
+	case []float64:
+		d[i] = v
+	}
+}
+
+func solverConfigs() map[string]optim.SolverConfig {
+	return map[string]optim.SolverConfig{
+		"rsdm-p+sgd-momentum": {RSDM: optim.RSDMConfig{LR: 0.2, SubmanifoldSize: 5, Seed: 3}, Other: optim.OtherConfig{LR: 0.05, Momentum: 0.9}},
+		"rsdm-o+adam":         {RSDM: optim.RSDMConfig{LR: 0.2, SubmanifoldSize: 5, Sampling: optim.Orthogonal, Seed: 3}, Other: optim.OtherConfig{Rule: optim.Adam, LR: 0.01}},
+		"rgd-momentum+adam":   {Method: optim.MethodRGD, RGD: optim.RGDConfig{LR: 0.1, Momentum: 0.9}, Other: optim.OtherConfig{Rule: optim.Adam, LR: 0.01}},
+		"rsdm-momentum+sgd":   {RSDM: optim.RSDMConfig{LR: 0.2, SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 3, Seed: 3}, Other: optim.OtherConfig{LR: 0.05}},
+	}
+}
+
+// TestResumeBitExact checks that N steps straight and k steps, Write, Read
+// into a fresh model and solver, N-k steps give weights equal bit for bit,
+// for RSDM-P, RSDM-O, RGD with momentum, RSDM-momentum, SGD with momentum
+// and Adam, in float32 and float64.
+func TestResumeBitExact(t *testing.T) {
+	const total = 25
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		for name, cfg := range solverConfigs() {
+			for _, k := range []int{0, 7, 11} {
+				straight := newToy(t, dt, toyHidden)
+				s1, _ := optim.NewSolver(cfg)
+				straight.steps(t, s1, 0, total)
+
+				first := newToy(t, dt, toyHidden)
+				s2, _ := optim.NewSolver(cfg)
+				first.steps(t, s2, 0, k)
+				f := New()
+				if err := f.PutNodes("model.", first.nodes); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.PutSolver("optim.", s2, first.params); err != nil {
+					t.Fatal(err)
+				}
+				path := filepath.Join(t.TempDir(), "c.safetensors")
+				if err := Write(path, f); err != nil {
+					t.Fatal(err)
+				}
+				g, err := Read(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				second := newToy(t, dt, toyHidden)
+				s3, _ := optim.NewSolver(cfg)
+				if err := g.LoadNodes("model.", second.nodes); err != nil {
+					t.Fatal(err)
+				}
+				if err := g.LoadSolver("optim.", s3, second.params); err != nil {
+					t.Fatal(err)
+				}
+				second.steps(t, s3, k, total)
+				for i, n := range straight.nodes {
+					if d := firstDiff(n.Value().Data(), second.nodes[i].Value().Data()); d >= 0 {
+						t.Fatalf("%v %s k=%d: %s differs at entry %d", dt, name, k, n.Name(), d)
+					}
+				}
+			}
+		}
+	}
+}
+
+// firstDiff returns the first index where two float slices differ in bits,
+// or -1.
+func firstDiff(a, b any) int {
+	switch x := a.(type) {
+	case []float32:
+		y := b.([]float32)
+		for i := range x {
+			if math.Float32bits(x[i]) != math.Float32bits(y[i]) {
+				return i
+			}
+		}
+	case []float64:
+		y := b.([]float64)
+		for i := range x {
+			if math.Float64bits(x[i]) != math.Float64bits(y[i]) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// TestLoadMismatch checks that a checkpoint of another architecture, element
+// type or optimizer is refused with an error naming the fault, and that
+// nothing is loaded.
+func TestLoadMismatch(t *testing.T) {
+	cfgs := solverConfigs()
+	src := newToy(t, tensor.Float64, toyHidden)
+	s, _ := optim.NewSolver(cfgs["rsdm-o+adam"])
+	src.steps(t, s, 0, 3)
+	f := New()
+	_ = f.PutNodes("model.", src.nodes)
+	_ = f.PutSolver("optim.", s, src.params)
+
+	wider := newToy(t, tensor.Float64, toyHidden+1)
+	before := append([]float64(nil), wider.nodes[2].Value().Data().([]float64)...)
+	if err := f.LoadNodes("model.", wider.nodes); err == nil || !strings.Contains(err.Error(), `"model.W1" has shape [12 6], the model's (12, 7)`) {
+		t.Errorf("wider model: %v", err)
+	}
+	if firstDiff(before, wider.nodes[2].Value().Data()) >= 0 {
+		t.Error("a refused load changed the bias")
+	}
+	if err := f.LoadNodes("model.", newToy(t, tensor.Float32, toyHidden).nodes); err == nil || !strings.Contains(err.Error(), "is float64, the model's float32") {
+		t.Errorf("float32 model: %v", err)
+	}
+	if err := f.LoadNodes("model.", src.nodes[:2]); err == nil || !strings.Contains(err.Error(), `[model.b] belong to no node`) {
+		t.Errorf("model without b: %v", err)
+	}
+	if err := f.LoadNodes("other.", src.nodes); err == nil || !strings.Contains(err.Error(), `no tensor "other.W1"`) {
+		t.Errorf("missing prefix: %v", err)
+	}
+	sgd, _ := optim.NewSolver(cfgs["rsdm-p+sgd-momentum"])
+	if err := f.LoadSolver("optim.", sgd, src.params); err == nil || !strings.Contains(err.Error(), `"adam" optimizer cannot restore a "sgd"`) {
+		t.Errorf("Adam state into SGD: %v", err)
+	}
+	rgd, _ := optim.NewSolver(cfgs["rgd-momentum+adam"])
+	if err := f.LoadSolver("optim.", rgd, src.params); err == nil || !strings.Contains(err.Error(), `"rsdm" optimizer cannot restore a "rgd"`) {
+		t.Errorf("RSDM state into RGD: %v", err)
+	}
+	if err := f.LoadSolver("optim.", rgd, src.params[:2]); err == nil || !strings.Contains(err.Error(), "state for 3 parameters, the model has 2") {
+		t.Errorf("fewer parameters: %v", err)
+	}
+}

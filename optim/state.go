@@ -1,0 +1,233 @@
+package optim
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// State is what an optimizer's next step depends on beyond the weight and
+// the configuration: step counters, random sources and buffers (momentum,
+// Adam moments, the sampled submanifold of an unfinished inner loop). It is
+// plain data, so that a checkpoint can store it (package checkpoint).
+type State struct {
+	// Kind names the optimizer that produced the state: rsdm, rgd, sgd or
+	// adam. Restoring it into another kind is an error.
+	Kind string
+	// Counters holds step counts and positions.
+	Counters map[string]int64
+	// Random holds random sources in their MarshalBinary form.
+	Random map[string][]byte
+	// Buffers holds flat buffers: []float32, []float64 or []int64.
+	Buffers map[string]any
+}
+
+func emptyState(kind string) State {
+	return State{Kind: kind, Counters: map[string]int64{}, Random: map[string][]byte{}, Buffers: map[string]any{}}
+}
+
+func (s State) check(kind string) error {
+	if s.Kind != kind {
+		return fmt.Errorf("optim: state of a %q optimizer cannot restore a %q one", s.Kind, kind)
+	}
+	return nil
+}
+
+func (s State) counter(name string, lo, hi int64) (int, error) {
+	v, ok := s.Counters[name]
+	if !ok {
+		return 0, fmt.Errorf("optim: %s state has no counter %q", s.Kind, name)
+	}
+	if v < lo || v > hi {
+		return 0, fmt.Errorf("optim: %s state: counter %q = %d, want %d to %d", s.Kind, name, v, lo, hi)
+	}
+	return int(v), nil
+}
+
+// buffer copies the named buffer into dst, which fixes its length and type.
+// A missing buffer is an error unless optional, in which case dst is zeroed
+// and false returned.
+func buffer[E float32 | float64 | int64](s State, name string, dst []E, optional bool) (bool, error) {
+	b, ok := s.Buffers[name]
+	if !ok {
+		if !optional {
+			return false, fmt.Errorf("optim: %s state has no buffer %q", s.Kind, name)
+		}
+		clear(dst)
+		return false, nil
+	}
+	src, ok := b.([]E)
+	if !ok {
+		return false, fmt.Errorf("optim: %s state: buffer %q is %T, want %T", s.Kind, name, b, dst)
+	}
+	if len(src) != len(dst) {
+		return false, fmt.Errorf("optim: %s state: buffer %q has %d entries, want %d", s.Kind, name, len(src), len(dst))
+	}
+	copy(dst, src)
+	return true, nil
+}
+
+func ints64(a []int) []int64 {
+	out := make([]int64, len(a))
+	for i, v := range a {
+		out[i] = int64(v)
+	}
+	return out
+}
+
+func restorePCG(s State, name string, dst *rand.PCG) error {
+	b, ok := s.Random[name]
+	if !ok {
+		return fmt.Errorf("optim: %s state has no random source %q", s.Kind, name)
+	}
+	if err := dst.UnmarshalBinary(b); err != nil {
+		return fmt.Errorf("optim: %s state: random source %q: %w", s.Kind, name, err)
+	}
+	return nil
+}
+
+// State returns a copy of the optimizer's state.
+func (o *RSDM[T]) State() State {
+	s := emptyState("rsdm")
+	s.Counters["steps"] = int64(o.steps)
+	s.Counters["phase"] = int64(o.phase)
+	s.Counters["block"] = int64(o.block)
+	b, _ := o.src.MarshalBinary() // cannot fail
+	s.Random["sampler"] = b
+	if o.phase != 0 { // an inner loop (Algorithm 3) is under way
+		s.Buffers["rows"] = ints64(o.idx)
+		s.Buffers["px0"] = append([]T(nil), o.px0...)
+		s.Buffers["y"] = append([]float64(nil), o.y...)
+		s.Buffers["yprev"] = append([]float64(nil), o.yprev...)
+		if o.pmat != nil {
+			s.Buffers["haar_rows"] = append([]T(nil), o.pmat...)
+		}
+	}
+	if o.cfg.Sampling == Blocks && o.block >= 0 {
+		s.Buffers["order"] = ints64(o.order)
+	}
+	return s
+}
+
+// SetState restores a state returned by State of an RSDM with the same
+// configuration and weight shape. On error the optimizer is unchanged.
+func (o *RSDM[T]) SetState(s State) error {
+	if err := s.check("rsdm"); err != nil {
+		return err
+	}
+	steps, err := s.counter("steps", 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	phase, err := s.counter("phase", 0, int64(o.cfg.InnerSteps-1))
+	if err != nil {
+		return err
+	}
+	nb := int64((o.n + o.r - 1) / o.r)
+	block, err := s.counter("block", -1, nb)
+	if err != nil {
+		return err
+	}
+	if o.cfg.Sampling != Blocks && block != -1 && block != 0 {
+		return fmt.Errorf("optim: rsdm state has block %d but the sampling is %v", block, o.cfg.Sampling)
+	}
+	// Restore into copies first, so that a bad state changes nothing.
+	src := new(rand.PCG)
+	if err := restorePCG(s, "sampler", src); err != nil {
+		return err
+	}
+	idx := make([]int64, o.r)
+	px0 := make([]T, len(o.px0))
+	y, yprev := make([]float64, len(o.y)), make([]float64, len(o.yprev))
+	var pmat []T
+	if phase != 0 {
+		for _, b := range []func() (bool, error){
+			func() (bool, error) { return buffer(s, "rows", idx, false) },
+			func() (bool, error) { return buffer(s, "px0", px0, false) },
+			func() (bool, error) { return buffer(s, "y", y, false) },
+			func() (bool, error) { return buffer(s, "yprev", yprev, false) },
+		} {
+			if _, err := b(); err != nil {
+				return err
+			}
+		}
+		if o.pmat != nil {
+			pmat = make([]T, len(o.pmat))
+			if _, err := buffer(s, "haar_rows", pmat, false); err != nil {
+				return err
+			}
+		}
+		for _, v := range idx {
+			if v < 0 || v >= int64(o.n) {
+				return fmt.Errorf("optim: rsdm state: sampled row %d outside 0 to %d", v, o.n-1)
+			}
+		}
+	}
+	var order []int64
+	if o.cfg.Sampling == Blocks && block >= 0 {
+		order = make([]int64, o.n)
+		if _, err := buffer(s, "order", order, false); err != nil {
+			return err
+		}
+		seen := make([]bool, o.n)
+		for _, v := range order {
+			if v < 0 || v >= int64(o.n) || seen[v] {
+				return fmt.Errorf("optim: rsdm state: block order is not a permutation of 0 to %d", o.n-1)
+			}
+			seen[v] = true
+		}
+	}
+	*o.src = *src
+	o.steps, o.phase = steps, phase
+	if o.cfg.Sampling == Blocks {
+		o.block = block
+		for i, v := range order {
+			o.order[i] = int(v)
+		}
+	}
+	if phase != 0 {
+		for i, v := range idx {
+			o.idx[i] = int(v)
+		}
+		copy(o.px0, px0)
+		copy(o.y, y)
+		copy(o.yprev, yprev)
+		if pmat != nil {
+			copy(o.pmat, pmat)
+		}
+	}
+	return nil
+}
+
+// State returns a copy of the optimizer's state.
+func (o *RGD[T]) State() State {
+	s := emptyState("rgd")
+	if o.mom != nil {
+		s.Buffers["momentum"] = append([]T(nil), o.mom...)
+	}
+	return s
+}
+
+// SetState restores a state returned by State of an RGD with the same
+// configuration and weight shape. On error the optimizer is unchanged.
+func (o *RGD[T]) SetState(s State) error {
+	if err := s.check("rgd"); err != nil {
+		return err
+	}
+	if o.cfg.Momentum == 0 {
+		if _, ok := s.Buffers["momentum"]; ok {
+			return fmt.Errorf("optim: rgd state has a momentum buffer but the momentum is 0")
+		}
+		return nil
+	}
+	mom := make([]T, o.n*o.p)
+	ok, err := buffer(s, "momentum", mom, true)
+	if err != nil {
+		return err
+	}
+	if ok {
+		o.mom = mom
+	} else {
+		o.mom = nil // no step taken yet
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package optim
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/orthonet/orthonet/internal/problem"
+	"github.com/orthonet/orthonet/manifold"
+)
+
+// stepper is an optimizer with a saveable state.
+type stepper[T Float] interface {
+	Optimizer[T]
+	stateful
+}
+
+// TestStateResume checks, for every optimizer, that k steps, State, a fresh
+// optimizer, SetState and n-k more steps give the same weight, bit for bit,
+// as n steps straight, including a state saved in the middle of an
+// RSDM-momentum inner loop and of a covering-block pass.
+func TestStateResume(t *testing.T) {
+	testStateResume[float64](t)
+	testStateResume[float32](t)
+}
+
+func testStateResume[T Float](t *testing.T) {
+	const n, p, total = 24, 6, 23
+	cases := []struct {
+		name string
+		make func(m manifold.Manifold[T]) (stepper[T], error)
+	}{
+		{"rsdm-perm", func(m manifold.Manifold[T]) (stepper[T], error) {
+			return NewRSDM(m, RSDMConfig{LR: 0.3, SubmanifoldSize: 5, Seed: 4})
+		}},
+		{"rsdm-orth", func(m manifold.Manifold[T]) (stepper[T], error) {
+			return NewRSDM(m, RSDMConfig{LR: 0.3, SubmanifoldSize: 5, Sampling: Orthogonal, Seed: 4})
+		}},
+		{"rsdm-blocks", func(m manifold.Manifold[T]) (stepper[T], error) {
+			return NewRSDM(m, RSDMConfig{LR: 0.3, SubmanifoldSize: 7, Sampling: Blocks, Seed: 4})
+		}},
+		{"rsdm-momentum-orth", func(m manifold.Manifold[T]) (stepper[T], error) {
+			return NewRSDM(m, RSDMConfig{LR: 0.3, SubmanifoldSize: 5, Sampling: Orthogonal, Momentum: 0.8, InnerSteps: 4, Seed: 4})
+		}},
+		{"rsdm-momentum-perm", func(m manifold.Manifold[T]) (stepper[T], error) {
+			return NewRSDM(m, RSDMConfig{LR: 0.3, SubmanifoldSize: 5, Momentum: 0.8, InnerSteps: 4, Seed: 4, ReorthEvery: 6})
+		}},
+		{"rgd-momentum", func(m manifold.Manifold[T]) (stepper[T], error) {
+			return NewRGD(m, RGDConfig{LR: 0.2, Momentum: 0.9})
+		}},
+	}
+	for _, tc := range cases {
+		for _, k := range []int{0, 1, 6, 10} {
+			st, _ := manifold.NewStiefel[T](n, p)
+			pr := problem.NewPCA[T](n, p, newRNG(2))
+			x0 := make([]T, n*p)
+			_ = st.Random(x0, newRNG(3))
+			g := make([]T, n*p)
+			steps := func(o stepper[T], x []T, count int) {
+				for i := 0; i < count; i++ {
+					pr.Grad(g, x)
+					if err := o.Step(x, g); err != nil {
+						t.Fatalf("%s: %v", tc.name, err)
+					}
+				}
+			}
+			straight, _ := tc.make(st)
+			want := append([]T(nil), x0...)
+			steps(straight, want, total)
+
+			first, _ := tc.make(st)
+			got := append([]T(nil), x0...)
+			steps(first, got, k)
+			saved := first.State()
+			steps(first, append([]T(nil), got...), 3) // the state must be a copy
+			second, _ := tc.make(st)
+			if err := second.SetState(saved); err != nil {
+				t.Fatalf("%s k=%d: SetState: %v", tc.name, k, err)
+			}
+			steps(second, got, total-k)
+			for i := range want {
+				if math.Float64bits(float64(want[i])) != math.Float64bits(float64(got[i])) {
+					t.Fatalf("%s (%T) k=%d: entry %d is %v resumed, %v straight", tc.name, want[0], k, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestStateErrors checks that a state of another kind or shape is refused
+// with an error naming the fault, and leaves the optimizer as it was.
+func TestStateErrors(t *testing.T) {
+	st, _ := manifold.NewStiefel[float64](12, 4)
+	rsdmCfg := RSDMConfig{LR: 0.1, SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 3, Seed: 1}
+	o, _ := NewRSDM(st, rsdmCfg)
+	x := make([]float64, 48)
+	_ = st.Random(x, newRNG(1))
+	g := make([]float64, 48)
+	pr := problem.NewPCA[float64](12, 4, newRNG(2))
+	pr.Grad(g, x)
+	_ = o.Step(x, g)
+	good := o.State()
+	mutate := func(f func(s *State)) State {
+		s := State{Kind: good.Kind, Counters: map[string]int64{}, Random: map[string][]byte{}, Buffers: map[string]any{}}
+		for k, v := range good.Counters {
+			s.Counters[k] = v
+		}
+		for k, v := range good.Random {
+			s.Random[k] = v
+		}
+		for k, v := range good.Buffers {
+			s.Buffers[k] = v
+		}
+		f(&s)
+		return s
+	}
+	rgd, _ := NewRGD(st, RGDConfig{LR: 0.1})
+	for _, tc := range []struct {
+		name  string
+		state State
+		want  string
+	}{
+		{"kind", mutate(func(s *State) { s.Kind = "adam" }), `"adam" optimizer cannot restore a "rsdm"`},
+		{"phase", mutate(func(s *State) { s.Counters["phase"] = 3 }), `counter "phase" = 3`},
+		{"missing buffer", mutate(func(s *State) { delete(s.Buffers, "y") }), `no buffer "y"`},
+		{"short buffer", mutate(func(s *State) { s.Buffers["px0"] = make([]float64, 5) }), `"px0" has 5 entries, want 16`},
+		{"buffer type", mutate(func(s *State) { s.Buffers["px0"] = make([]float32, 16) }), `"px0" is []float32`},
+		{"row", mutate(func(s *State) { s.Buffers["rows"] = []int64{0, 1, 2, 12} }), "sampled row 12"},
+		{"random", mutate(func(s *State) { s.Random["sampler"] = []byte("junk") }), `random source "sampler"`},
+	} {
+		before := o.State()
+		err := o.SetState(tc.state)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got error %v, want one containing %q", tc.name, err, tc.want)
+		}
+		if after := o.State(); after.Counters["steps"] != before.Counters["steps"] || string(after.Random["sampler"]) != string(before.Random["sampler"]) {
+			t.Errorf("%s: a refused state changed the optimizer", tc.name)
+		}
+	}
+	if err := rgd.SetState(good); err == nil {
+		t.Error("RGD accepted an RSDM state")
+	}
+}
