@@ -10,7 +10,7 @@ OUT         ?= out
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test lint unit unit-purego bench-small train-short bench train clean
+.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas bench train clean
 
 all: test
 
@@ -60,7 +60,12 @@ bench-small: deps
 train-short: deps
 	$(GO) run -tags $(TAGS) ./cmd/train -lr 0.1 -limit-train 6400 -limit-test 2000 -min-accuracy 70 -out $(OUT)/train-short
 
-test: lint unit unit-purego bench-small train-short
+# resume-cross-blas: the pure-Go build (gonum BLAS) goes on from the
+# checkpoint that train-short's OpenBLAS build saved, for one more epoch.
+resume-cross-blas: train-short
+	CGO_ENABLED=0 $(GO) run ./cmd/train -resume latest -out $(OUT)/train-short -epochs 2 -min-accuracy 70
+
+test: lint unit unit-purego bench-small train-short resume-cross-blas
 
 # bench: step benchmarks from go test, then the paper's problems at the
 # paper's sizes (several minutes).

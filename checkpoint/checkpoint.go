@@ -292,22 +292,6 @@ func Decode(b []byte) (*File, error) {
 	if v := meta[keyVersion]; v != strconv.Itoa(Version) {
 		return nil, fmt.Errorf("checkpoint: format version %q; this build reads version %d", v, Version)
 	}
-	at, err := checksumAt(hb)
-	if err != nil {
-		return nil, err
-	}
-	want := meta[keyChecksum]
-	if string(hb[at-len("sha256:"):at+64]) != want {
-		return nil, fmt.Errorf("%w: the checksum in the metadata is malformed", ErrCorrupt)
-	}
-	h := sha256.New()
-	h.Write(b[:8+at])
-	h.Write([]byte(strings.Repeat("0", 64)))
-	h.Write(b[8+at+64:])
-	if got := hex.EncodeToString(h.Sum(nil)); "sha256:"+got != want {
-		return nil, fmt.Errorf("%w: checksum mismatch (file sha256:%s, content sha256:%s): the file was changed or damaged", ErrCorrupt, want[len("sha256:"):], got)
-	}
-
 	f := &File{Tensors: map[string]Tensor{}, Meta: map[string]string{}}
 	for k, v := range meta {
 		if k != keyFormat && k != keyVersion && k != keyChecksum {
@@ -317,6 +301,8 @@ func Decode(b []byte) (*File, error) {
 	type span struct {
 		name       string
 		begin, end int64
+		dtype      string
+		shape      []int
 	}
 	var spans []span
 	for name, m := range raw {
@@ -343,11 +329,13 @@ func Decode(b []byte) (*File, error) {
 			shape[i] = int(dim)
 		}
 		begin, end := e.DataOffsets[0], e.DataOffsets[1]
-		if begin < 0 || end < begin || end > int64(len(data)) || end-begin != count*size {
-			return nil, fmt.Errorf("%w: tensor %q: bytes %d to %d for %d %s values in a %d-byte data section", ErrCorrupt, name, begin, end, count, e.Dtype, len(data))
+		if begin < 0 || end < begin || end-begin != count*size {
+			return nil, fmt.Errorf("%w: tensor %q: bytes %d to %d for %d %s values", ErrCorrupt, name, begin, end, count, e.Dtype)
 		}
-		spans = append(spans, span{name, begin, end})
-		f.Tensors[name] = Tensor{Shape: shape, Data: readData(e.Dtype, data[begin:end])}
+		if end > int64(len(data)) {
+			return nil, fmt.Errorf("%w: tensor %q ends at byte %d of the data but the file holds %d (truncated?)", ErrCorrupt, name, end, len(data))
+		}
+		spans = append(spans, span{name, begin, end, e.Dtype, shape})
 	}
 	sort.Slice(spans, func(i, j int) bool {
 		return spans[i].begin < spans[j].begin || spans[i].begin == spans[j].begin && spans[i].end < spans[j].end
@@ -361,6 +349,25 @@ func Decode(b []byte) (*File, error) {
 	}
 	if at64 != int64(len(data)) {
 		return nil, fmt.Errorf("%w: %d bytes of data after the last tensor", ErrCorrupt, int64(len(data))-at64)
+	}
+	at, err := checksumAt(hb)
+	if err != nil {
+		return nil, err
+	}
+	want := meta[keyChecksum]
+	if string(hb[at-len("sha256:"):at+64]) != want {
+		return nil, fmt.Errorf("%w: the checksum in the metadata is malformed", ErrCorrupt)
+	}
+	h := sha256.New()
+	h.Write(b[:8+at])
+	h.Write([]byte(strings.Repeat("0", 64)))
+	h.Write(b[8+at+64:])
+	if got := hex.EncodeToString(h.Sum(nil)); "sha256:"+got != want {
+		return nil, fmt.Errorf("%w: checksum mismatch (file sha256:%s, content sha256:%s): the file was changed or damaged", ErrCorrupt, want[len("sha256:"):], got)
+	}
+
+	for _, s := range spans {
+		f.Tensors[s.name] = Tensor{Shape: s.shape, Data: readData(s.dtype, data[s.begin:s.end])}
 	}
 	return f, nil
 }

@@ -107,6 +107,27 @@ type solverParam struct {
 	Buffers  []string          `json:"buffers,omitempty"`
 }
 
+func paramNode(p G.ValueGrad) *G.Node {
+	switch n := p.(type) {
+	case optim.Constrained:
+		return n.Node
+	case *G.Node:
+		return n
+	}
+	return nil
+}
+
+func prod(shape []int) int {
+	if shape == nil {
+		return -1
+	}
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
 func paramName(p G.ValueGrad) string {
 	switch n := p.(type) {
 	case optim.Constrained:
@@ -132,12 +153,20 @@ func (f *File) PutSolver(prefix string, s *optim.Solver, params []G.ValueGrad) e
 		for k, v := range st.Random {
 			sp.Random[k] = base64.StdEncoding.EncodeToString(v)
 		}
+		var shape []int
+		if n := paramNode(params[i]); n != nil {
+			shape = n.Shape().Clone()
+		}
 		for k, v := range st.Buffers {
 			_, n, err := dtypeOf(v)
 			if err != nil {
 				return fmt.Errorf("checkpoint: solver buffer %s/%s: %w", name, k, err)
 			}
-			f.Tensors[prefix+name+"/"+k] = Tensor{Shape: []int{n}, Data: v}
+			bs := []int{n}
+			if prod(shape) == n {
+				bs = shape // a moment buffer is stored in its parameter's shape
+			}
+			f.Tensors[prefix+name+"/"+k] = Tensor{Shape: bs, Data: v}
 			sp.Buffers = append(sp.Buffers, k)
 		}
 		sort.Strings(sp.Buffers)

@@ -41,6 +41,21 @@ func (l *Loader) SetEpoch(e int) {
 	rng.Shuffle(len(l.order), func(i, j int) { l.order[i], l.order[j] = l.order[j], l.order[i] })
 }
 
+// Seek positions the loader after the first pos examples of epoch e's
+// order, as SetEpoch(e) and batches covering pos examples would: a resumed
+// run goes on with the batches it would have drawn.
+func (l *Loader) Seek(e, pos int) error {
+	if e < 0 || pos < 0 || pos > l.set.N {
+		return fmt.Errorf("data: seek to epoch %d, example %d of %d", e, pos, l.set.N)
+	}
+	l.SetEpoch(e)
+	l.pos = pos
+	return nil
+}
+
+// Pos returns how many examples of the current epoch have been served.
+func (l *Loader) Pos() int { return l.pos }
+
 // Epoch returns the current epoch.
 func (l *Loader) Epoch() int { return l.epoch }
 

@@ -324,7 +324,23 @@ func TestLoader(t *testing.T) {
 	if same(a, c) || same(a, d) {
 		t.Error("another epoch or seed gave the same order")
 	}
+	// Seek to example 10 of epoch 1 serves the rest of that epoch's order.
 	l, _ := NewLoader(s, 5, 1)
+	if err := l.Seek(1, 10); err != nil || l.Pos() != 10 || l.Epoch() != 1 {
+		t.Fatalf("Seek(1, 10): %v, at %d of epoch %d", err, l.Pos(), l.Epoch())
+	}
+	x := make([]float32, 5*s.Dim())
+	for k := 10; k < 23; k += 5 {
+		n, _ := l.Next(x, make([]int, 5))
+		for i := 0; i < n; i++ {
+			if x[i*s.Dim()] != c[k+i] {
+				t.Fatalf("after Seek, example %d of epoch 1 differs", k+i)
+			}
+		}
+	}
+	if err := l.Seek(0, 24); err == nil {
+		t.Error("Seek past the end accepted")
+	}
 	if _, err := l.Next(make([]float32, 10), make([]int, 5)); err == nil {
 		t.Error("Next accepted a short buffer")
 	}

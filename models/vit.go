@@ -68,11 +68,17 @@ func NewViT(g *G.ExprGraph, cfg ViTConfig, dt tensor.Dtype, rng *rand.Rand) (*Vi
 	if m.embed, err = nn.NewLinear(g, "embed", cfg.PatchDim(), cfg.Dim, dt, true, rng); err != nil {
 		return nil, err
 	}
-	small := func(name string, shape ...int) *G.Node {
-		return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName(name), G.WithInit(G.Gaussian(0, 0.02)))
+	// Drawn from rng, not G.Gaussian, which draws from math/rand's global
+	// source: the same seed must give the same model.
+	small := func(name string, shape ...int) (*G.Node, error) {
+		return nn.Param(g, name, dt, shape, func(int) float64 { return 0.02 * rng.NormFloat64() })
 	}
-	m.cls = small("cls", 1, 1, cfg.Dim)
-	m.pos = small("pos", 1, cfg.Tokens()+1, cfg.Dim)
+	if m.cls, err = small("cls", 1, 1, cfg.Dim); err != nil {
+		return nil, err
+	}
+	if m.pos, err = small("pos", 1, cfg.Tokens()+1, cfg.Dim); err != nil {
+		return nil, err
+	}
 	for i := 0; i < cfg.Depth; i++ {
 		var b block
 		name := fmt.Sprintf("block%d", i+1)

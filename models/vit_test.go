@@ -70,6 +70,27 @@ func TestViT(t *testing.T) {
 	if m2.Orthogonal()[0].Value().Data().([]float32)[3] != 7 {
 		t.Error("the shared ViT does not see the original's weights")
 	}
+	// The same seed gives the same parameters, bit for bit; another seed not.
+	init := func(seed uint64) []float32 {
+		m, err := NewViT(G.NewGraph(), cfg, tensor.Float32, rand.New(rand.NewPCG(seed, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []float32
+		for _, n := range m.Nodes() {
+			all = append(all, n.Value().Data().([]float32)...)
+		}
+		return all
+	}
+	a, b, c := init(3), init(3), init(4)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("same seed, parameter entry %d differs", i)
+		}
+	}
+	if a[len(a)/2] == c[len(c)/2] {
+		t.Error("another seed gave the same parameters")
+	}
 	if _, err := NewViT(G.NewGraph(), ViTConfig{Image: 10, Patch: 4, Channels: 1, Dim: 8, Depth: 1, Heads: 1, MLP: 4, Classes: 2}, tensor.Float32, rng); err == nil {
 		t.Error("patch 4 of image 10 accepted")
 	}

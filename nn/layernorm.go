@@ -21,11 +21,11 @@ type LayerNorm struct {
 // NewLayerNorm returns a LayerNorm over d features with Gamma = 1, Beta = 0
 // and eps = 1e-5.
 func NewLayerNorm(g *G.ExprGraph, name string, d int, dt tensor.Dtype) (*LayerNorm, error) {
-	gamma, err := param(g, name+".gamma", dt, []int{1, d}, func(int) float64 { return 1 })
+	gamma, err := Param(g, name+".gamma", dt, []int{1, d}, func(int) float64 { return 1 })
 	if err != nil {
 		return nil, err
 	}
-	beta, err := param(g, name+".beta", dt, []int{1, d}, func(int) float64 { return 0 })
+	beta, err := Param(g, name+".beta", dt, []int{1, d}, func(int) float64 { return 0 })
 	if err != nil {
 		return nil, err
 	}

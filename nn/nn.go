@@ -32,13 +32,13 @@ func NewLinear(g *G.ExprGraph, name string, in, out int, dt tensor.Dtype, bias b
 		return nil, fmt.Errorf("nn: %s: layer %d -> %d: sizes must be positive", name, in, out)
 	}
 	bound := 1 / math.Sqrt(float64(in))
-	w, err := param(g, name+".W", dt, []int{in, out}, func(i int) float64 { return bound * (2*rng.Float64() - 1) })
+	w, err := Param(g, name+".W", dt, []int{in, out}, func(i int) float64 { return bound * (2*rng.Float64() - 1) })
 	if err != nil {
 		return nil, err
 	}
 	l := &Linear{W: w}
 	if bias {
-		if l.B, err = param(g, name+".b", dt, []int{1, out}, func(int) float64 { return bound * (2*rng.Float64() - 1) }); err != nil {
+		if l.B, err = Param(g, name+".b", dt, []int{1, out}, func(int) float64 { return bound * (2*rng.Float64() - 1) }); err != nil {
 			return nil, err
 		}
 	}
@@ -59,13 +59,13 @@ func NewOrthoLinear(g *G.ExprGraph, name string, in, out int, dt tensor.Dtype, b
 	if err := st.Random(x, rng); err != nil {
 		return nil, fmt.Errorf("nn: %s: %w", name, err)
 	}
-	w, err := param(g, name+".W", dt, []int{in, out}, func(i int) float64 { return x[i] })
+	w, err := Param(g, name+".W", dt, []int{in, out}, func(i int) float64 { return x[i] })
 	if err != nil {
 		return nil, err
 	}
 	l := &Linear{W: w, Ortho: true}
 	if bias {
-		if l.B, err = param(g, name+".b", dt, []int{1, out}, func(int) float64 { return 0 }); err != nil {
+		if l.B, err = Param(g, name+".b", dt, []int{1, out}, func(int) float64 { return 0 }); err != nil {
 			return nil, err
 		}
 	}
@@ -103,9 +103,9 @@ func (l *Linear) Params() []G.ValueGrad {
 // gorgonia.BindDualValues.
 func (l *Linear) Nodes() G.Nodes { return optim.Nodes(l.Params()) }
 
-// param creates a learnable node of the given shape and element type whose
+// Param returns a learnable node of the given shape and element type whose
 // entry i is init(i).
-func param(g *G.ExprGraph, name string, dt tensor.Dtype, shape []int, init func(int) float64) (*G.Node, error) {
+func Param(g *G.ExprGraph, name string, dt tensor.Dtype, shape []int, init func(int) float64) (*G.Node, error) {
 	n := 1
 	for _, d := range shape {
 		n *= d

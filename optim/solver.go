@@ -107,6 +107,26 @@ type paramState interface {
 	step(value, grad *tensor.Dense) error
 	state() State
 	setState(State) error
+	setLR(constrained, other float64) error
+}
+
+// SetLR changes the step sizes of the constrained weights and of the other
+// parameters, as a step-size schedule does between steps. Both must be
+// finite and > 0.
+func (s *Solver) SetLR(constrained, other float64) error {
+	if err := checkLR(constrained); err != nil {
+		return err
+	}
+	if err := checkLR(other); err != nil {
+		return err
+	}
+	s.cfg.RSDM.LR, s.cfg.RGD.LR, s.cfg.Other.LR = constrained, constrained, other
+	for _, st := range s.state {
+		if err := st.setLR(constrained, other); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // NewSolver returns a Solver with the given options.
@@ -322,6 +342,9 @@ type constrainedState[T Float] struct{ opt Optimizer[T] }
 
 func (c *constrainedState[T]) state() State           { return c.opt.(stateful).State() }
 func (c *constrainedState[T]) setState(s State) error { return c.opt.(stateful).SetState(s) }
+func (c *constrainedState[T]) setLR(lr, _ float64) error {
+	return c.opt.(interface{ SetLR(float64) error }).SetLR(lr)
+}
 
 func (c *constrainedState[T]) step(value, grad *tensor.Dense) error {
 	return c.opt.Step(value.Data().([]T), grad.Data().([]T))
@@ -333,6 +356,11 @@ type plainState[T Float] struct {
 	n    int // entries of the parameter
 	m, v []T // momentum buffer (SGD) or first and second moments (Adam)
 	t    int
+}
+
+func (s *plainState[T]) setLR(_, lr float64) error {
+	s.cfg.LR = lr
+	return nil
 }
 
 func (s *plainState[T]) state() State {

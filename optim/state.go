@@ -231,3 +231,21 @@ func (o *RGD[T]) SetState(s State) error {
 	}
 	return nil
 }
+
+// SetLR changes the step size, for a schedule; it must be finite and > 0.
+func (o *RSDM[T]) SetLR(lr float64) error {
+	if err := checkLR(lr); err != nil {
+		return err
+	}
+	o.cfg.LR = lr
+	return nil
+}
+
+// SetLR changes the step size, for a schedule; it must be finite and > 0.
+func (o *RGD[T]) SetLR(lr float64) error {
+	if err := checkLR(lr); err != nil {
+		return err
+	}
+	o.cfg.LR = lr
+	return nil
+}

@@ -141,3 +141,37 @@ func TestStateErrors(t *testing.T) {
 		t.Error("RGD accepted an RSDM state")
 	}
 }
+
+// TestSetLR checks that a changed step size takes effect: RSDM with lr set
+// from 0.1 to 0.2 takes the step a fresh RSDM with lr 0.2 takes, and a bad
+// step size is refused.
+func TestSetLR(t *testing.T) {
+	st, _ := manifold.NewStiefel[float64](10, 3)
+	pr := problem.NewPCA[float64](10, 3, newRNG(1))
+	x0 := make([]float64, 30)
+	_ = st.Random(x0, newRNG(2))
+	g := make([]float64, 30)
+	pr.Grad(g, x0)
+	a, _ := NewRSDM(st, RSDMConfig{LR: 0.1, SubmanifoldSize: 4, Seed: 1})
+	b, _ := NewRSDM(st, RSDMConfig{LR: 0.2, SubmanifoldSize: 4, Seed: 1})
+	if err := a.SetLR(0.2); err != nil {
+		t.Fatal(err)
+	}
+	xa, xb := append([]float64(nil), x0...), append([]float64(nil), x0...)
+	_ = a.Step(xa, g)
+	_ = b.Step(xb, g)
+	for i := range xa {
+		if xa[i] != xb[i] {
+			t.Fatalf("after SetLR(0.2) entry %d is %v, a fresh lr 0.2 gives %v", i, xa[i], xb[i])
+		}
+	}
+	for _, lr := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+		if a.SetLR(lr) == nil {
+			t.Errorf("SetLR(%v) accepted", lr)
+		}
+	}
+	s, _ := NewSolver(SolverConfig{RSDM: RSDMConfig{LR: 1, SubmanifoldSize: 2}, Other: OtherConfig{LR: 1}})
+	if s.SetLR(0.1, 0) == nil {
+		t.Error("Solver.SetLR accepted a zero step size")
+	}
+}

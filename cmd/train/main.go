@@ -17,9 +17,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 
+	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
 )
 
@@ -29,7 +31,7 @@ type config struct {
 	optim, sampling         string
 	r                       int
 	lr, lrOther             float64
-	other                   string
+	other, schedule         string
 	momentum                float64
 	epochs, batch           int
 	seed                    uint64
@@ -42,9 +44,84 @@ type config struct {
 	dim, heads, mlp, patch  int
 	dropout                 float64
 	minAccuracy             float64
+	saveEvery, keep         int
+	resume                  string // checkpoint path, resolved from -resume
+
+	flags     map[string]string // every flag's value but -resume, saved in checkpoints
+	resumed   *checkpoint.File  // the checkpoint at resume
+	stopAfter int               // tests: stop as if interrupted before this step
 }
 
+// parseFlags parses and checks the command line. With -resume it reads the
+// checkpoint and returns the configuration saved in it, with the flags of
+// resumable (changeable) flags given on the command line applied; any other
+// flag that differs from the saved one is an error.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
+	c, fs, err := parseArgs(args, stderr)
+	if err != nil || c.resume == "" {
+		return c, err
+	}
+	path, err := resolveResume(c.resume, c.out)
+	if err != nil {
+		return c, err
+	}
+	f, err := checkpoint.Read(path)
+	if err != nil {
+		return c, fmt.Errorf("-resume: %w", err)
+	}
+	var saved map[string]string
+	if err := f.JSON(keyFlags, &saved); err != nil {
+		return c, fmt.Errorf("-resume %s: not a checkpoint of cmd/train: %w", path, err)
+	}
+	var merged []string
+	names := make([]string, 0, len(saved))
+	for name := range saved {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if fs.Lookup(name) == nil || name == "resume" {
+			return c, fmt.Errorf("-resume %s: the checkpoint sets flag -%s, which this build does not have", path, name)
+		}
+		merged = append(merged, "-"+name+"="+saved[name])
+	}
+	var conflict error
+	fs.Visit(func(fl *flag.Flag) {
+		switch {
+		case fl.Name == "resume":
+		case resumable[fl.Name]:
+			merged = append(merged, "-"+fl.Name+"="+fl.Value.String())
+		case fl.Value.String() != saved[fl.Name] && conflict == nil:
+			conflict = fmt.Errorf("-%s %s differs from the checkpoint's %q: a resumed run keeps its configuration (it may change only %s)",
+				fl.Name, fl.Value, saved[fl.Name], resumableList())
+		}
+	})
+	if conflict != nil {
+		return c, conflict
+	}
+	rc, _, err := parseArgs(merged, stderr)
+	if err != nil {
+		return c, fmt.Errorf("-resume %s: the saved configuration: %w", path, err)
+	}
+	rc.resume, rc.resumed = path, f
+	return rc, nil
+}
+
+// resumable lists the flags a resumed run may change: none of them changes
+// the steps it takes.
+var resumable = map[string]bool{"epochs": true, "eval-every": true, "save-every": true, "keep": true, "min-accuracy": true,
+	"data": true, "download": true, "out": true, "device": true}
+
+func resumableList() string {
+	var names []string
+	for n := range resumable {
+		names = append(names, "-"+n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c config
@@ -57,6 +134,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.lr, "lr", 0.03, "step size of the orthogonal weights")
 	fs.Float64Var(&c.lrOther, "lr-other", 0.01, "step size of the unconstrained parameters")
 	fs.StringVar(&c.other, "other", "sgd", "optimizer of the unconstrained parameters: sgd or adam")
+	fs.StringVar(&c.schedule, "schedule", "const", "step-size schedule of both -lr and -lr-other: const, or cosine (decays to 0 over all -epochs)")
 	fs.Float64Var(&c.momentum, "momentum", 0.9, "SGD momentum of the unconstrained parameters, and RGD momentum")
 	fs.IntVar(&c.epochs, "epochs", 1, "passes over the training set")
 	fs.IntVar(&c.batch, "batch", 16, "mini-batch size")
@@ -75,12 +153,21 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.patch, "patch", 4, "ViT patch side (must divide 32)")
 	fs.Float64Var(&c.dropout, "dropout", 0.1, "ViT dropout probability")
 	fs.Float64Var(&c.minAccuracy, "min-accuracy", 0, "exit with an error if the final test accuracy (percent) is below this")
+	fs.IntVar(&c.saveEvery, "save-every", 1000, "save a checkpoint every N steps (0: only at the end of each epoch, on a new best test accuracy and on Ctrl-C)")
+	fs.IntVar(&c.keep, "keep", 3, "keep the newest N step checkpoints of the run (best.safetensors is kept apart)")
+	fs.StringVar(&c.resume, "resume", "", "go on from a checkpoint: a .safetensors file, a run folder (its newest), or latest (the newest under -out)")
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		return c, fs, err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return c, fs, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	c.flags = map[string]string{}
+	fs.VisitAll(func(fl *flag.Flag) {
+		if fl.Name != "resume" {
+			c.flags[fl.Name] = fl.Value.String()
+		}
+	})
 	oneOf := func(name, v string, allowed ...string) error {
 		for _, a := range allowed {
 			if v == a {
@@ -95,32 +182,35 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		oneOf("optim", c.optim, "rsdm", "rgd"),
 		oneOf("sampling", c.sampling, "perm", "orth"),
 		oneOf("other", c.other, "sgd", "adam"),
+		oneOf("schedule", c.schedule, "const", "cosine"),
 		oneOf("device", c.device, "cpu", "cuda"),
 	} {
 		if e != nil {
-			return c, e
+			return c, fs, e
 		}
 	}
 	switch {
 	case c.device == "cuda":
-		return c, errors.New("-device cuda: this build has no CUDA support; use -device cpu")
+		return c, fs, errors.New("-device cuda: this build has no CUDA support; use -device cpu")
 	case c.epochs < 1 || c.batch < 1:
-		return c, fmt.Errorf("-epochs %d and -batch %d must be at least 1", c.epochs, c.batch)
+		return c, fs, fmt.Errorf("-epochs %d and -batch %d must be at least 1", c.epochs, c.batch)
 	case c.limitTrain < 0 || c.limitTest < 0 || c.evalEvery < 0:
-		return c, errors.New("-limit-train, -limit-test and -eval-every must not be negative")
+		return c, fs, errors.New("-limit-train, -limit-test and -eval-every must not be negative")
 	case c.hidden < 1 || c.depth < 0 || c.dim < 1 || c.heads < 1 || c.mlp < 1 || c.patch < 1:
-		return c, errors.New("-hidden, -dim, -heads, -mlp and -patch must be at least 1, -depth at least 0")
+		return c, fs, errors.New("-hidden, -dim, -heads, -mlp and -patch must be at least 1, -depth at least 0")
 	case c.model == "vit" && (c.dim%c.heads != 0 || 32%c.patch != 0):
-		return c, fmt.Errorf("-heads %d must divide -dim %d and -patch %d must divide 32", c.heads, c.dim, c.patch)
+		return c, fs, fmt.Errorf("-heads %d must divide -dim %d and -patch %d must divide 32", c.heads, c.dim, c.patch)
 	case c.dropout < 0 || c.dropout >= 1:
-		return c, fmt.Errorf("-dropout %v: want 0 <= p < 1", c.dropout)
+		return c, fs, fmt.Errorf("-dropout %v: want 0 <= p < 1", c.dropout)
+	case c.saveEvery < 0 || c.keep < 1:
+		return c, fs, fmt.Errorf("-save-every %d must not be negative and -keep %d must be at least 1", c.saveEvery, c.keep)
 	case c.download && c.dataset == "fashion-mnist":
-		return c, errors.New("-download: Fashion-MNIST comes from Debian's package dataset-fashion-mnist (apt-get install dataset-fashion-mnist)")
+		return c, fs, errors.New("-download: Fashion-MNIST comes from Debian's package dataset-fashion-mnist (apt-get install dataset-fashion-mnist)")
 	}
 	if c.depth == 0 {
 		c.depth = map[string]int{"ffn": 5, "vit": 6}[c.model]
 	}
-	return c, nil
+	return c, fs, nil
 }
 
 func main() {

@@ -21,7 +21,7 @@ func plotMetrics(path string, metrics []metric) error {
 		p.Y.Label.Text = ylabel
 		var pts plotter.XYs
 		for _, m := range metrics {
-			if m.kind == kind {
+			if m.Kind == kind {
 				pts = append(pts, plotter.XY{X: x(m), Y: y(m)})
 			}
 		}
@@ -43,10 +43,10 @@ func plotMetrics(path string, metrics []metric) error {
 		}
 		return p, nil
 	}
-	step := func(m metric) float64 { return float64(m.step) }
-	secs := func(m metric) float64 { return m.seconds }
-	loss := func(m metric) float64 { return m.loss }
-	acc := func(m metric) float64 { return 100 * m.accuracy }
+	step := func(m metric) float64 { return float64(m.Step) }
+	secs := func(m metric) float64 { return m.Seconds }
+	loss := func(m metric) float64 { return m.Loss }
+	acc := func(m metric) float64 { return 100 * m.Accuracy }
 	blue, red := color.RGBA{31, 119, 180, 255}, color.RGBA{214, 39, 40, 255}
 	specs := []struct {
 		title, xl, yl, kind string

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -27,20 +28,26 @@ import (
 // interruptedError reports a run stopped by a signal at a step boundary.
 type interruptedError struct {
 	epoch, step int
-	dir         string
+	dir, saved  string
 }
 
 func (e *interruptedError) Error() string {
-	return fmt.Sprintf("interrupted at epoch %d, step %d; metrics so far are in %s", e.epoch+1, e.step, e.dir)
+	msg := fmt.Sprintf("interrupted at epoch %d, step %d; metrics so far are in %s", e.epoch+1, e.step, e.dir)
+	if e.saved != "" {
+		msg += fmt.Sprintf("; saved %s (go on with -resume %s)", e.saved, e.saved)
+	}
+	return msg
 }
 
 // metric is one row of metrics.csv.
 type metric struct {
-	kind           string // train or test
-	epoch, step    int
-	seconds        float64
-	loss, accuracy float64
-	feasibility    float64 // largest ||W^T W - I||_F, test rows only
+	Kind        string  `json:"kind"` // train or test
+	Epoch       int     `json:"epoch"`
+	Step        int     `json:"step"`
+	Seconds     float64 `json:"seconds"`
+	Loss        float64 `json:"loss"`
+	Accuracy    float64 `json:"accuracy"`
+	Feasibility float64 `json:"feasibility,omitempty"` // largest ||W^T W - I||_F, test rows only
 }
 
 // imageSize is the side the paper resizes each data set to: 32 for the ViT,
@@ -113,144 +120,275 @@ func solverConfig(c config) optim.SolverConfig {
 	return sc
 }
 
+// progress is where a run stands: everything of the next step that is not
+// in the weights, the optimizer or the configuration.
+type progress struct {
+	Epoch    int      `json:"epoch"` // epoch in progress, from 0
+	Batch    int      `json:"batch"` // batches of it done
+	Step     int      `json:"step"`  // steps done in all
+	Seconds  float64  `json:"seconds"`
+	Dropout  []byte   `json:"dropout_rng"` // the dropout masks' PCG state
+	Window   window   `json:"window"`
+	Best     float64  `json:"best_accuracy"`
+	BestStep int      `json:"best_step"`
+	Metrics  []metric `json:"metrics"`
+}
+
+// window accumulates training loss and accuracy between two log lines.
+type window struct {
+	Loss     float64 `json:"loss"`
+	Accuracy float64 `json:"accuracy"`
+	Count    int     `json:"count"`
+}
+
+// trainer holds a run: data, graphs, optimizer and progress.
+type trainer struct {
+	c           config
+	w           io.Writer
+	train, test *data.Set
+	net         *network
+	loss        *G.Node
+	yb          []float32
+	vm          G.VM
+	ev          *evaluator
+	solver      *optim.Solver
+	params      []G.ValueGrad
+	loader      *data.Loader
+	maskSrc     *rand.PCG
+	maskRNG     *rand.Rand
+	dir         string
+	last        string // newest checkpoint written or loaded
+	st          progress
+	start       time.Time // of this session
+}
+
 func run(ctx context.Context, c config, w io.Writer) error {
-	train, test, err := loadData(ctx, c, w)
+	t, err := newTrainer(ctx, c, w)
 	if err != nil {
 		return err
 	}
-	if train.N < c.batch {
-		return fmt.Errorf("%d training examples, fewer than one batch of %d", train.N, c.batch)
+	defer t.close()
+	return t.run(ctx)
+}
+
+// newTrainer loads the data, builds the model and optimizer, and restores
+// c.resumed when the run goes on from a checkpoint.
+func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
+	train, test, err := loadData(ctx, c, w)
+	if err != nil {
+		return nil, err
 	}
+	if train.N < c.batch {
+		return nil, fmt.Errorf("%d training examples, fewer than one batch of %d", train.N, c.batch)
+	}
+	t := &trainer{c: c, w: w, train: train, test: test}
 	rng := rand.New(rand.NewPCG(c.seed, 0x747261696e))
-	maskRNG := rand.New(rand.NewPCG(c.seed, 0x64726f70))
+	t.maskSrc = rand.NewPCG(c.seed, 0x64726f70)
+	t.maskRNG = rand.New(t.maskSrc)
 
 	// Training graph: fixed batch, forward and backward.
 	g := G.NewGraph()
-	net, err := buildNet(c, g, c.batch, train, true, rng)
+	if t.net, err = buildNet(c, g, c.batch, train, true, rng); err != nil {
+		return nil, err
+	}
+	t.yb = make([]float32, c.batch*train.Classes)
+	y := G.NewMatrix(g, tensor.Float32, G.WithShape(c.batch, train.Classes), G.WithName("y"), G.WithValue(tensor.New(tensor.WithShape(c.batch, train.Classes), tensor.WithBacking(t.yb))))
+	if t.loss, err = nn.CrossEntropy(t.net.logits, y); err != nil {
+		return nil, err
+	}
+	if _, err := G.Grad(t.loss, t.net.Nodes()...); err != nil {
+		return nil, fmt.Errorf("building gradients: %w", err)
+	}
+	t.vm = G.NewTapeMachine(g, G.BindDualValues(t.net.Nodes()...))
+	if t.ev, err = newEvaluator(c, t.net, test); err != nil {
+		t.vm.Close()
+		return nil, err
+	}
+	if t.solver, err = optim.NewSolver(solverConfig(c)); err != nil {
+		t.close()
+		return nil, err
+	}
+	t.params = t.net.Params()
+	if t.loader, err = data.NewLoader(train, c.batch, c.seed); err != nil {
+		t.close()
+		return nil, err
+	}
+	if c.resumed != nil {
+		err = t.restore(c.resumed)
+		t.dir, t.last = filepath.Dir(c.resume), c.resume
+	} else {
+		t.dir, err = newRunDir(c.out)
+	}
 	if err != nil {
-		return err
+		t.close()
+		return nil, err
 	}
-	yb := make([]float32, c.batch*train.Classes)
-	y := G.NewMatrix(g, tensor.Float32, G.WithShape(c.batch, train.Classes), G.WithName("y"), G.WithValue(tensor.New(tensor.WithShape(c.batch, train.Classes), tensor.WithBacking(yb))))
-	logits := net.logits
-	loss, err := nn.CrossEntropy(logits, y)
-	if err != nil {
-		return err
-	}
-	if _, err := G.Grad(loss, net.Nodes()...); err != nil {
-		return fmt.Errorf("building gradients: %w", err)
-	}
-	vm := G.NewTapeMachine(g, G.BindDualValues(net.Nodes()...))
-	defer vm.Close()
-	ev, err := newEvaluator(c, net, test)
-	if err != nil {
-		return err
-	}
-	defer ev.vm.Close()
+	return t, nil
+}
 
-	solver, err := optim.NewSolver(solverConfig(c))
-	if err != nil {
-		return err
+func (t *trainer) close() {
+	t.vm.Close()
+	if t.ev != nil {
+		t.ev.vm.Close()
 	}
-	params := net.Params()
-	images := make([]float32, c.batch*train.Dim())
-	loader, err := data.NewLoader(train, c.batch, c.seed)
-	if err != nil {
-		return err
-	}
-	dir, err := newRunDir(c.out)
-	if err != nil {
-		return err
-	}
-	steps := train.N / c.batch // the last partial batch is dropped
-	fmt.Fprintf(w, "training %s on %s (%d train, %d test images of %dx%dx%d), %s/%s r=%d lr=%g, %s lr=%g, batch %d, %d epochs, BLAS %s\nrun folder: %s\n",
-		c.model, c.dataset, train.N, test.N, train.C, train.H, train.W, c.optim, c.sampling, c.r, c.lr, c.other, c.lrOther, c.batch, c.epochs, blasName, dir)
+}
 
-	var metrics []metric
+func (t *trainer) seconds() float64 { return t.st.Seconds + time.Since(t.start).Seconds() }
+
+// evaluate measures the test loss and accuracy during epoch (from 0) and
+// records them.
+func (t *trainer) evaluate(epoch int) (metric, error) {
+	m, err := t.ev.run()
+	if err != nil {
+		return m, err
+	}
+	m.Kind, m.Epoch, m.Step, m.Seconds = "test", epoch+1, t.st.Step, t.seconds()
+	m.Feasibility = maxFeasibility(t.net.Orthogonal())
+	t.st.Metrics = append(t.st.Metrics, m)
+	fmt.Fprintf(t.w, "epoch %d step %d: test loss %.4f, test accuracy %.2f%%, max ||W^T W - I||_F %.2e\n", m.Epoch, m.Step, m.Loss, 100*m.Accuracy, m.Feasibility)
+	return m, nil
+}
+
+// noteBest records m if it is the best test accuracy so far.
+func (t *trainer) noteBest(m metric) bool {
+	if m.Accuracy > t.st.Best || t.st.BestStep == 0 {
+		t.st.Best, t.st.BestStep = m.Accuracy, t.st.Step
+		return true
+	}
+	return false
+}
+
+// evaluateAndSave evaluates mid-epoch and saves a checkpoint if the test
+// accuracy is the best so far or save is set.
+func (t *trainer) evaluateAndSave(save bool) (metric, error) {
+	m, err := t.evaluate(t.st.Epoch)
+	if err != nil {
+		return m, err
+	}
+	if best := t.noteBest(m); save || best {
+		err = t.save(best)
+	}
+	return m, err
+}
+
+func (t *trainer) interrupted() error {
+	saved := ""
+	if err := t.save(false); err != nil {
+		fmt.Fprintln(t.w, "warning: saving a checkpoint:", err)
+	} else {
+		saved = t.last
+	}
+	writeOutputs(t.dir, t.st.Metrics, t.w)
+	return &interruptedError{epoch: t.st.Epoch, step: t.st.Step, dir: t.dir, saved: saved}
+}
+
+func (t *trainer) run(ctx context.Context) error {
+	c, w := t.c, t.w
+	steps := t.train.N / c.batch // the last partial batch is dropped
+	verb := "training"
+	if c.resumed != nil {
+		verb = fmt.Sprintf("resuming from %s at epoch %d, step %d:", c.resume, t.st.Epoch+1, t.st.Step)
+	}
+	fmt.Fprintf(w, "%s %s on %s (%d train, %d test images of %dx%dx%d), %s/%s r=%d lr=%g, %s lr=%g, batch %d, %d epochs, BLAS %s\nrun folder: %s\n",
+		verb, c.model, c.dataset, t.train.N, t.test.N, t.train.C, t.train.H, t.train.W, c.optim, c.sampling, c.r, c.lr, c.other, c.lrOther, c.batch, c.epochs, blasName, t.dir)
+
 	tty := term.IsTerminal(int(os.Stdout.Fd()))
+	images := make([]float32, c.batch*t.train.Dim())
 	labels := make([]int, c.batch)
-	start := time.Now()
-	step := 0
-	evaluate := func(epoch int) (metric, error) {
-		m, err := ev.run()
-		if err != nil {
-			return m, err
-		}
-		m.kind, m.epoch, m.step, m.seconds = "test", epoch+1, step, time.Since(start).Seconds()
-		m.feasibility = maxFeasibility(net.Orthogonal())
-		metrics = append(metrics, m)
-		fmt.Fprintf(w, "epoch %d step %d: test loss %.4f, test accuracy %.2f%%, max ||W^T W - I||_F %.2e\n", epoch+1, step, m.loss, 100*m.accuracy, m.feasibility)
-		return m, nil
-	}
+	t.start = time.Now()
+	logEvery := max(1, steps/100)
 	var final metric
-	for epoch := 0; epoch < c.epochs; epoch++ {
-		loader.SetEpoch(epoch)
+	if n := len(t.st.Metrics); n > 0 && t.st.Metrics[n-1].Kind == "test" {
+		final = t.st.Metrics[n-1]
+	}
+	for t.st.Epoch < c.epochs {
+		epoch := t.st.Epoch
+		if err := t.loader.Seek(epoch, t.st.Batch*c.batch); err != nil {
+			return err
+		}
+		if t.st.Batch == 0 {
+			t.st.Window = window{}
+		}
 		var bar *progressbar.ProgressBar
 		if tty {
 			bar = progressbar.NewOptions(steps, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(),
 				progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30),
 				progressbar.OptionSetDescription(fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs)))
+			_ = bar.Set(t.st.Batch)
 		}
-		var sumLoss, sumAcc float64
-		var count int
-		logEvery := max(1, steps/100)
-		epochStart := time.Now()
-		for s := 0; s < steps; s++ {
-			if err := ctx.Err(); err != nil {
-				writeOutputs(dir, metrics, w)
-				return &interruptedError{epoch: epoch, step: step, dir: dir}
+		epochStart, firstBatch := time.Now(), t.st.Batch
+		for t.st.Batch < steps {
+			if ctx.Err() != nil || (c.stopAfter > 0 && t.st.Step == c.stopAfter) {
+				return t.interrupted()
 			}
-			n, err := loader.Next(images, labels)
+			n, err := t.loader.Next(images, labels)
 			if err != nil {
 				return err
 			}
 			if n < c.batch {
-				break
+				return fmt.Errorf("epoch %d: batch %d holds %d examples, want %d", epoch+1, t.st.Batch, n, c.batch)
 			}
-			net.fill(images, c.batch)
-			if net.vit != nil {
-				net.vit.FillMasks(maskRNG)
+			t.net.fill(images, c.batch)
+			if t.net.vit != nil {
+				t.net.vit.FillMasks(t.maskRNG)
 			}
-			if err := nn.OneHot(yb, labels, train.Classes); err != nil {
+			if err := nn.OneHot(t.yb, labels, t.train.Classes); err != nil {
 				return err
 			}
-			if err := vm.RunAll(); err != nil {
-				return fmt.Errorf("step %d: %w", step, err)
+			if err := t.vm.RunAll(); err != nil {
+				return fmt.Errorf("step %d: %w", t.st.Step, err)
 			}
-			lv := float64(loss.Value().Data().(float32))
+			lv := float64(t.loss.Value().Data().(float32))
 			if math.IsNaN(lv) || math.IsInf(lv, 0) {
-				writeOutputs(dir, metrics, w)
-				return fmt.Errorf("epoch %d, step %d: the training loss is %v; stopping rather than training on garbage (try a smaller -lr or -lr-other)", epoch+1, step, lv)
+				writeOutputs(t.dir, t.st.Metrics, w)
+				msg := fmt.Sprintf("epoch %d, step %d: the training loss is %v; stopping rather than training on garbage (try a smaller -lr or -lr-other)", epoch+1, t.st.Step, lv)
+				if t.last != "" {
+					msg += "; the last checkpoint is " + t.last
+				}
+				return errors.New(msg)
 			}
-			acc, err := nn.Accuracy(logits.Value().Data().([]float32), labels, train.Classes)
+			acc, err := nn.Accuracy(t.net.logits.Value().Data().([]float32), labels, t.train.Classes)
 			if err != nil {
 				return err
 			}
-			if err := solver.Step(params); err != nil {
-				return fmt.Errorf("step %d: %w", step, err)
+			if c.schedule == "cosine" {
+				f := 0.5 * (1 + math.Cos(math.Pi*float64(t.st.Step)/float64(c.epochs*steps)))
+				if err := t.solver.SetLR(c.lr*f, c.lrOther*f); err != nil {
+					return err
+				}
 			}
-			vm.Reset()
-			step++
-			sumLoss += lv
-			sumAcc += acc
-			count++
-			if step%logEvery == 0 {
-				secs := time.Since(start).Seconds()
-				metrics = append(metrics, metric{kind: "train", epoch: epoch + 1, step: step, seconds: secs, loss: sumLoss / float64(count), accuracy: sumAcc / float64(count)})
-				rate := float64((s+1)*c.batch) / time.Since(epochStart).Seconds()
-				desc := fmt.Sprintf("epoch %d/%d loss %.4f acc %.1f%% %.0f samples/s", epoch+1, c.epochs, sumLoss/float64(count), 100*sumAcc/float64(count), rate)
+			if err := t.solver.Step(t.params); err != nil {
+				return fmt.Errorf("step %d: %w", t.st.Step, err)
+			}
+			t.vm.Reset()
+			t.st.Batch++
+			t.st.Step++
+			win := &t.st.Window
+			win.Loss += lv
+			win.Accuracy += acc
+			win.Count++
+			if t.st.Step%logEvery == 0 {
+				t.st.Metrics = append(t.st.Metrics, metric{Kind: "train", Epoch: epoch + 1, Step: t.st.Step, Seconds: t.seconds(),
+					Loss: win.Loss / float64(win.Count), Accuracy: win.Accuracy / float64(win.Count)})
+				rate := float64((t.st.Batch-firstBatch)*c.batch) / time.Since(epochStart).Seconds()
+				desc := fmt.Sprintf("epoch %d/%d loss %.4f acc %.1f%% %.0f samples/s", epoch+1, c.epochs, win.Loss/float64(win.Count), 100*win.Accuracy/float64(win.Count), rate)
 				if bar != nil {
 					bar.Describe(desc)
-				} else if step%max(1, steps/10) < logEvery {
-					fmt.Fprintf(w, "%s (step %d/%d)\n", desc, s+1, steps)
+				} else if t.st.Step%max(1, steps/10) < logEvery {
+					fmt.Fprintf(w, "%s (step %d/%d)\n", desc, t.st.Batch, steps)
 				}
-				sumLoss, sumAcc, count = 0, 0, 0
+				*win = window{}
 			}
 			if bar != nil {
 				_ = bar.Add(1)
 			}
-			if c.evalEvery > 0 && step%c.evalEvery == 0 {
-				if final, err = evaluate(epoch); err != nil {
+			save := c.saveEvery > 0 && t.st.Step%c.saveEvery == 0
+			if c.evalEvery > 0 && t.st.Step%c.evalEvery == 0 {
+				if final, err = t.evaluateAndSave(save); err != nil {
+					return err
+				}
+			} else if save {
+				if err := t.save(false); err != nil {
 					return err
 				}
 			}
@@ -259,19 +397,27 @@ func run(ctx context.Context, c config, w io.Writer) error {
 			_ = bar.Finish()
 			fmt.Fprintln(os.Stderr)
 		}
-		if c.evalEvery == 0 || step%c.evalEvery != 0 {
-			if final, err = evaluate(epoch); err != nil {
+		best := false
+		if c.evalEvery == 0 || t.st.Step%c.evalEvery != 0 {
+			var err error
+			if final, err = t.evaluate(epoch); err != nil {
 				return err
 			}
+			best = t.noteBest(final)
+		}
+		t.st.Epoch, t.st.Batch = epoch+1, 0
+		if err := t.save(best); err != nil {
+			return err
 		}
 	}
-	writeOutputs(dir, metrics, w)
-	fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*final.accuracy)
-	for _, n := range net.Orthogonal() {
+	writeOutputs(t.dir, t.st.Metrics, w)
+	fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*final.Accuracy)
+	for _, n := range t.net.Orthogonal() {
 		fmt.Fprintf(w, "||W^T W - I||_F of %s: %.2e\n", n.Name(), feasibility(n))
 	}
-	if c.minAccuracy > 0 && 100*final.accuracy < c.minAccuracy {
-		return fmt.Errorf("test accuracy %.2f%% is below -min-accuracy %.2f%%", 100*final.accuracy, c.minAccuracy)
+	fmt.Fprintf(w, "checkpoint: %s\n", t.last)
+	if c.minAccuracy > 0 && 100*final.Accuracy < c.minAccuracy {
+		return fmt.Errorf("test accuracy %.2f%% is below -min-accuracy %.2f%%", 100*final.Accuracy, c.minAccuracy)
 	}
 	return nil
 }
@@ -354,7 +500,7 @@ func (ev *evaluator) run() (metric, error) {
 		}
 		ev.vm.Reset()
 	}
-	return metric{loss: lossSum / float64(s.N), accuracy: float64(correct) / float64(s.N)}, nil
+	return metric{Loss: lossSum / float64(s.N), Accuracy: float64(correct) / float64(s.N)}, nil
 }
 
 func writeOutputs(dir string, metrics []metric, w io.Writer) {
@@ -377,8 +523,8 @@ func writeCSV(path string, metrics []metric) error {
 	cw := csv.NewWriter(f)
 	_ = cw.Write([]string{"kind", "epoch", "step", "seconds", "loss", "accuracy", "max_feasibility"})
 	for _, m := range metrics {
-		_ = cw.Write([]string{m.kind, strconv.Itoa(m.epoch), strconv.Itoa(m.step), strconv.FormatFloat(m.seconds, 'f', 3, 64),
-			strconv.FormatFloat(m.loss, 'g', 6, 64), strconv.FormatFloat(m.accuracy, 'g', 6, 64), strconv.FormatFloat(m.feasibility, 'g', 3, 64)})
+		_ = cw.Write([]string{m.Kind, strconv.Itoa(m.Epoch), strconv.Itoa(m.Step), strconv.FormatFloat(m.Seconds, 'f', 3, 64),
+			strconv.FormatFloat(m.Loss, 'g', 6, 64), strconv.FormatFloat(m.Accuracy, 'g', 6, 64), strconv.FormatFloat(m.Feasibility, 'g', 3, 64)})
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {

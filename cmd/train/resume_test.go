@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/orthonet/orthonet/checkpoint"
+)
+
+// TestMain lets the kill test run this test binary as cmd/train.
+func TestMain(m *testing.M) {
+	if os.Getenv("ORTHONET_TRAIN_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// finalState returns the newest checkpoint of the single run folder under
+// out, minus its timings.
+func finalState(t *testing.T, out string) (*checkpoint.File, progress) {
+	t.Helper()
+	path, err := resolveResume("latest", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := checkpoint.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st progress
+	if err := f.JSON(keyProgress, &st); err != nil {
+		t.Fatal(err)
+	}
+	return f, st
+}
+
+// sameTraining compares two checkpoints' tensors bit for bit and their
+// progress but for wall-clock times.
+func sameTraining(t *testing.T, name string, a, b *checkpoint.File, pa, pb progress) {
+	t.Helper()
+	if len(a.Tensors) != len(b.Tensors) {
+		t.Fatalf("%s: %d tensors straight, %d resumed", name, len(a.Tensors), len(b.Tensors))
+	}
+	var differ []string
+	for k, ta := range a.Tensors {
+		tb, ok := b.Tensors[k]
+		if !ok || !reflect.DeepEqual(ta.Shape, tb.Shape) || !sameBits(ta.Data, tb.Data) {
+			differ = append(differ, k)
+		}
+	}
+	if len(differ) > 0 {
+		sort.Strings(differ)
+		t.Fatalf("%s: tensors %v differ between the straight and the resumed run", name, differ)
+	}
+	clean := func(p progress) progress {
+		p.Seconds = 0
+		p.Metrics = append([]metric(nil), p.Metrics...)
+		for i := range p.Metrics {
+			p.Metrics[i].Seconds = 0
+		}
+		return p
+	}
+	if ca, cb := clean(pa), clean(pb); !reflect.DeepEqual(ca, cb) {
+		t.Fatalf("%s: progress differs:\nstraight %+v\nresumed  %+v", name, ca, cb)
+	}
+}
+
+func sameBits(a, b any) bool {
+	var x, y bytes.Buffer
+	fa, fb := checkpoint.New(), checkpoint.New()
+	fa.Tensors["x"] = checkpoint.Tensor{Shape: []int{lenOf(a)}, Data: a}
+	fb.Tensors["x"] = checkpoint.Tensor{Shape: []int{lenOf(b)}, Data: b}
+	if checkpoint.Encode(&x, fa) != nil || checkpoint.Encode(&y, fb) != nil {
+		return false
+	}
+	return bytes.Equal(x.Bytes(), y.Bytes())
+}
+
+func lenOf(a any) int {
+	switch d := a.(type) {
+	case []float32:
+		return len(d)
+	case []float64:
+		return len(d)
+	case []int64:
+		return len(d)
+	}
+	return -1
+}
+
+// TestResumeBitExact trains straight, and again stopped after k steps (as by
+// Ctrl-C, which saves) and resumed from the checkpoint: the final weights,
+// optimizer states, random states and metrics agree bit for bit, for
+// RSDM-P, RSDM-O and RGD with momentum, SGD with momentum and Adam on the
+// unconstrained part, and the ViT with dropout.
+func TestResumeBitExact(t *testing.T) {
+	mnist := t.TempDir()
+	fixture(t, 200, "train", mnist, 1)
+	fixture(t, 50, "t10k", mnist, 2)
+	cifar := t.TempDir()
+	for i := 1; i <= 5; i++ {
+		cifarFixture(t, cifar, "data_batch_"+strconv.Itoa(i)+".bin", 12, uint32(i))
+	}
+	cifarFixture(t, cifar, "test_batch.bin", 20, 99)
+	ffn := []string{"-dataset", "mnist", "-data", mnist, "-hidden", "32", "-depth", "2", "-r", "8", "-lr", "0.2", "-batch", "10", "-epochs", "3", "-eval-every", "7"}
+	vit := []string{"-model", "vit", "-dataset", "cifar10", "-data", cifar, "-dim", "32", "-depth", "1", "-heads", "2", "-mlp", "16", "-patch", "8",
+		"-r", "8", "-lr", "0.1", "-other", "adam", "-lr-other", "0.002", "-batch", "10", "-epochs", "2", "-dropout", "0.2"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		k    []int
+	}{
+		{"rsdm-p+sgd-momentum", append(ffn, "-lr-other", "0.05"), []int{1, 20, 27, 33}},
+		{"rsdm-o+adam+cosine", append(ffn, "-sampling", "orth", "-other", "adam", "-lr-other", "0.002", "-schedule", "cosine"), []int{25}},
+		{"rgd-momentum+sgd-momentum", append(ffn, "-optim", "rgd", "-lr", "0.05", "-lr-other", "0.05"), []int{13}},
+		{"vit-dropout+adam", vit, []int{1, 7}},
+	} {
+		parse := func(out string, extra ...string) config {
+			c, err := parseFlags(append(append([]string{"-out", out}, tc.args...), extra...), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		straightOut := t.TempDir()
+		if err := run(context.Background(), parse(straightOut), io.Discard); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		want, wantProgress := finalState(t, straightOut)
+		for _, k := range tc.k {
+			out := t.TempDir()
+			c := parse(out)
+			c.stopAfter = k
+			var ie *interruptedError
+			if err := run(context.Background(), c, io.Discard); !errors.As(err, &ie) || ie.saved == "" {
+				t.Fatalf("%s k=%d: want an interruption with a checkpoint, got %v", tc.name, k, err)
+			}
+			if err := run(context.Background(), parse(out, "-resume", "latest"), io.Discard); err != nil {
+				t.Fatalf("%s k=%d: resume: %v", tc.name, k, err)
+			}
+			got, gotProgress := finalState(t, out)
+			sameTraining(t, fmt.Sprintf("%s k=%d", tc.name, k), want, got, wantProgress, gotProgress)
+		}
+	}
+}
+
+// TestCheckpointFiles checks what a run leaves: the newest -keep step
+// checkpoints, best.safetensors holding the best test accuracy, and no
+// temporary files.
+func TestCheckpointFiles(t *testing.T) {
+	dir := t.TempDir()
+	fixture(t, 200, "train", dir, 1)
+	fixture(t, 50, "t10k", dir, 2)
+	out := t.TempDir()
+	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8",
+		"-batch", "10", "-epochs", "3", "-save-every", "3", "-keep", "2", "-eval-every", "5"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), c, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := filepath.Glob(filepath.Join(out, "run-*"))
+	if len(runs) != 1 {
+		t.Fatalf("run folders %v", runs)
+	}
+	ents, _ := os.ReadDir(runs[0])
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	want := []string{bestName, "metrics.csv", "metrics.png", stepFile(57), stepFile(60)}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("run folder holds %v, want %v", names, want)
+	}
+	f, err := checkpoint.Read(filepath.Join(runs[0], bestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var best progress
+	_ = f.JSON(keyProgress, &best)
+	_, final := finalState(t, out)
+	top := 0.0
+	for _, m := range final.Metrics {
+		if m.Kind == "test" {
+			top = max(top, m.Accuracy)
+		}
+	}
+	if best.Best != top || best.Step != best.BestStep {
+		t.Errorf("best.safetensors is step %d with best %v (at %d); the run's best test accuracy was %v", best.Step, best.Best, best.BestStep, top)
+	}
+}
+
+// TestResumeErrors checks that a resume that cannot go on exactly says why.
+func TestResumeErrors(t *testing.T) {
+	dir := t.TempDir()
+	fixture(t, 100, "train", dir, 1)
+	fixture(t, 20, "t10k", dir, 2)
+	other := t.TempDir()
+	fixture(t, 110, "train", other, 1)
+	fixture(t, 20, "t10k", other, 2)
+	out := t.TempDir()
+	base := []string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8", "-batch", "10"}
+	c, _ := parseFlags(base, io.Discard)
+	if err := run(context.Background(), c, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	path, _ := resolveResume("latest", out)
+	good, _ := os.ReadFile(path)
+	flipped := append([]byte(nil), good...)
+	flipped[len(flipped)-100] ^= 4
+	flippedPath := filepath.Join(t.TempDir(), "flipped.safetensors")
+	_ = os.WriteFile(flippedPath, flipped, 0o644)
+	truncPath := filepath.Join(t.TempDir(), "trunc.safetensors")
+	_ = os.WriteFile(truncPath, good[:len(good)/2], 0o644)
+	foreign := checkpoint.New()
+	foreign.Tensors["w"] = checkpoint.Tensor{Shape: []int{1}, Data: []float32{1}}
+	foreignPath := filepath.Join(t.TempDir(), "foreign.safetensors")
+	_ = checkpoint.Write(foreignPath, foreign)
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-resume", path, "-lr", "0.5"}, `-lr 0.5 differs from the checkpoint's "0.03"`},
+		{[]string{"-resume", path, "-hidden", "64"}, `-hidden 64 differs from the checkpoint's "32"`},
+		{[]string{"-resume", flippedPath}, "checksum mismatch"},
+		{[]string{"-resume", truncPath}, "(truncated?)"},
+		{[]string{"-resume", foreignPath}, "not a checkpoint of cmd/train"},
+		{[]string{"-resume", filepath.Join(out, "nope.safetensors")}, "nope.safetensors: no such file"},
+		{[]string{"-resume", "latest", "-out", t.TempDir()}, "-resume latest: no checkpoint under"},
+		{[]string{"-resume", t.TempDir()}, "holds no step-*.safetensors checkpoint"},
+	} {
+		if _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one containing %q", tc.args, err, tc.want)
+		}
+	}
+	// Another data set of the same format: refused before training.
+	c, err := parseFlags([]string{"-resume", path, "-data", other}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "was trained on 100/20 examples") {
+		t.Errorf("other data: error %v", err)
+	}
+	// Allowed changes: more epochs goes on from where the run stopped.
+	c, err = parseFlags([]string{"-resume", "latest", "-out", out, "-epochs", "2"}, io.Discard)
+	if err != nil || c.epochs != 2 || c.hidden != 32 {
+		t.Fatalf("resume with -epochs 2: %v (epochs %d, hidden %d)", err, c.epochs, c.hidden)
+	}
+	var buf bytes.Buffer
+	if err := run(context.Background(), c, &buf); err != nil || !strings.Contains(buf.String(), "at epoch 2, step 10") {
+		t.Errorf("resume with more epochs: %v\n%s", err, buf.String())
+	}
+}
+
+// TestKillResume kills a training process with SIGKILL at random moments,
+// 50 times; after each kill the newest checkpoint must load, and the next
+// process resumes from it. The run then finishes and must end with the same
+// weights, bit for bit, as a run never killed.
+func TestKillResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 50 processes")
+	}
+	dir := t.TempDir()
+	fixture(t, 200, "train", dir, 1)
+	fixture(t, 50, "t10k", dir, 2)
+	out := t.TempDir()
+	args := []string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8",
+		"-lr-other", "0.05", "-batch", "10", "-epochs", "150", "-save-every", "1", "-keep", "2"}
+	rng := rand.New(rand.NewPCG(5, 5))
+	kills, lastStep := 0, -1
+	for i := 0; i < 50; i++ {
+		a := args
+		if i > 0 {
+			a = append(a, "-resume", "latest")
+		}
+		cmd := exec.Command(os.Args[0], a...)
+		cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(30+rng.IntN(250)) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		err := cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			kills++
+		} else if err != nil {
+			t.Fatalf("process %d failed on its own: %v\n%s", i, err, stderr.String())
+		} else {
+			t.Fatalf("process %d finished the run before it was killed; make the run longer", i)
+		}
+		path, err := resolveResume("latest", out)
+		if err != nil {
+			continue // killed before its first checkpoint
+		}
+		c, err := parseFlags(append(args, "-resume", path), io.Discard)
+		if err != nil {
+			t.Fatalf("after kill %d: %v", i, err)
+		}
+		tr, err := newTrainer(context.Background(), c, io.Discard)
+		if err != nil {
+			t.Fatalf("after kill %d: the newest checkpoint does not load: %v", i, err)
+		}
+		tr.close()
+		if tr.st.Step < lastStep {
+			t.Fatalf("after kill %d: the newest checkpoint is step %d, an earlier one was %d", i, tr.st.Step, lastStep)
+		}
+		lastStep = tr.st.Step
+	}
+	t.Logf("%d kills; the last resumed from step %d", kills, lastStep)
+	if lastStep < 100 {
+		t.Errorf("50 processes reached only step %d", lastStep)
+	}
+	// Finish the killed run, then the same run without kills.
+	c, err := parseFlags(append(args, "-resume", "latest", "-save-every", "0"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), c, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	got, gotProgress := finalState(t, out)
+	straightOut := t.TempDir()
+	c, _ = parseFlags(append(args[:len(args):len(args)], "-out", straightOut, "-save-every", "0"), io.Discard)
+	if err := run(context.Background(), c, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	want, wantProgress := finalState(t, straightOut)
+	sameTraining(t, "killed 50 times", want, got, wantProgress, gotProgress)
+}
