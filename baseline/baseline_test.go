@@ -96,7 +96,10 @@ func TestBadArguments(t *testing.T) {
 		{"penalty", func() error { _, err := NewPCAL[float64](4, 2, 0.1, -1); return err }, "penalty -1"},
 		{"rssm r", func() error { _, err := NewRSSM[float64](5, 3, 4, 0.1, 1); return err }, "r = 4 of 3 columns"},
 		{"obcd r", func() error { _, err := NewOBCD[float64](5, 3, 6, 0.1, 1); return err }, "r = 6 of 5 rows"},
-		{"shape", func() error { o, _ := NewTSD[float64](4, 2, 0.1); return o.Step(make([]float64, 8), make([]float64, 7)) }, "gradient 7 entries"},
+		{"shape", func() error {
+			o, _ := NewTSD[float64](4, 2, 0.1)
+			return o.Step(make([]float64, 8), make([]float64, 7))
+		}, "gradient 7 entries"},
 		{"nan", func() error {
 			o, _ := NewOBCD[float64](4, 2, 2, 0.1, 1)
 			g := make([]float64, 8)
