@@ -30,7 +30,7 @@ func TestConverges(t *testing.T) {
 			func(n, p int) (optim.Optimizer[float64], error) { return NewLanding[float64](n, p, 0.5, 1) },
 			func(n, p int) (optim.Optimizer[float64], error) { return NewLanding[float64](n, p, 0.1, 1) }, 5000},
 		{"pcal", false,
-			func(n, p int) (optim.Optimizer[float64], error) { return NewPCAL[float64](n, p, 0.5, 1) },
+			func(n, p int) (optim.Optimizer[float64], error) { return NewPCAL[float64](n, p, 0.1, 1) },
 			func(n, p int) (optim.Optimizer[float64], error) { return NewPCAL[float64](n, p, 0.1, 1) }, 5000},
 		{"rcd", true,
 			func(n, p int) (optim.Optimizer[float64], error) { return NewRCD[float64](n, p, 0.1) },

@@ -50,7 +50,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var problems, methods string
 	fs.StringVar(&o.size, "size", "paper", "problem sizes: small (seconds, run by make test) or paper (the paper's settings)")
 	fs.StringVar(&problems, "problems", "procrustes,pca,qap", "comma-separated problems to run: procrustes, pca, qap")
-	fs.StringVar(&methods, "methods", "rgd,rsdm-p,rsdm-o", "comma-separated methods to run: rgd, rsdm-p, rsdm-o")
+	fs.StringVar(&methods, "methods", "rgd,rsdm-p,rsdm-o", "comma-separated methods to run: "+strings.Join(methodNames, ", "))
 	fs.StringVar(&o.out, "out", "out/bench", "folder for the CSV and PNG files")
 	fs.DurationVar(&o.timeLimit, "time-limit", 0, "wall-time budget of one method on one problem (0: 120s small, a safety net behind -max-iter; 240s paper)")
 	fs.IntVar(&o.maxIter, "max-iter", 0, "iteration cap of one method on one problem (0: 4000 small, 5000 paper)")
@@ -80,12 +80,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	o.methods = map[string]bool{}
 	for _, m := range strings.Split(methods, ",") {
 		m = strings.TrimSpace(m)
-		switch m {
-		case "rgd", "rsdm-p", "rsdm-o":
+		switch {
+		case knownMethod(m):
 			o.methods[m] = true
-		case "":
+		case m == "":
 		default:
-			return o, fmt.Errorf("-methods: unknown method %q (want rgd, rsdm-p or rsdm-o)", m)
+			return o, fmt.Errorf("-methods: unknown method %q (want one of %s)", m, strings.Join(methodNames, ", "))
 		}
 	}
 	if o.timeLimit < 0 || o.maxIter < 0 {

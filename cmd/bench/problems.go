@@ -90,7 +90,7 @@ func newProblem[T linalg.Float](s setting, rng *rand.Rand) problem.Problem[T] {
 
 // solve runs opt on pr from x0 until the gap falls below 1e-6 (or, with
 // fstar NaN, for the whole budget), timing only gradient and step.
-func solve[T linalg.Float](name string, opt optim.Optimizer[T], m manifold.Manifold[T], pr problem.Problem[T], x0 []T, fstar float64, limit time.Duration, maxIter int) (*trace, error) {
+func solve[T linalg.Float](name string, opt optim.Optimizer[T], pr problem.Problem[T], x0 []T, fstar float64, limit time.Duration, maxIter int) (*trace, error) {
 	x := append([]T(nil), x0...)
 	g := make([]T, len(x))
 	tr := &trace{method: name}
@@ -120,7 +120,8 @@ func solve[T linalg.Float](name string, opt optim.Optimizer[T], m manifold.Manif
 			break
 		}
 	}
-	tr.feas = m.Feasibility(x)
+	n, p := pr.Dims()
+	tr.feas = linalg.GramError(n, p, x, make([]float64, n*p+p*p))
 	return tr, nil
 }
 
@@ -153,7 +154,7 @@ func problems[T linalg.Float](w io.Writer, o options) error {
 		if s.reference {
 			// No closed form: the optimum is the best value of a long RGD run.
 			opt, _ := optim.NewRGD(st, optim.RGDConfig{LR: s.lrRGD})
-			ref, err := solve("rgd-reference", optim.Optimizer[T](opt), st, pr, x0, math.NaN(), 2*o.timeLimit, 2*o.maxIter)
+			ref, err := solve("rgd-reference", optim.Optimizer[T](opt), pr, x0, math.NaN(), 2*o.timeLimit, 2*o.maxIter)
 			if err != nil {
 				return err
 			}
@@ -164,56 +165,25 @@ func problems[T linalg.Float](w io.Writer, o options) error {
 			fmt.Fprintf(w, "%s: reference optimum %.8g from %d RGD iterations (%.0f s)\n", name, fstar, ref.iters[len(ref.iters)-1], ref.seconds[len(ref.seconds)-1])
 		}
 		fmt.Fprintf(w, "%s (n = %d, p = %d, r = %d), %T, f* = %.8g\n", name, s.n, s.p, s.r, T(0), fstar)
-		fmt.Fprintf(w, "  %-7s %6s %8s | %6s %8s | %6s %8s | %9s %10s %9s\n", "method", "it@1e-2", "s", "it@1e-4", "s", "it@1e-6", "s", "ms/iter", "final gap", "||XtX-I||")
-		type mk struct {
-			name string
-			make func() (optim.Optimizer[T], error)
-		}
-		methods := []mk{
-			{"rgd", func() (optim.Optimizer[T], error) { return optim.NewRGD(st, optim.RGDConfig{LR: s.lrRGD}) }},
-			{"rsdm-p", func() (optim.Optimizer[T], error) {
-				return optim.NewRSDM(st, optim.RSDMConfig{LR: s.lrP, SubmanifoldSize: s.r, Seed: o.seed})
-			}},
-			{"rsdm-o", func() (optim.Optimizer[T], error) {
-				return optim.NewRSDM(st, optim.RSDMConfig{LR: s.lrO, SubmanifoldSize: s.r, Sampling: optim.Orthogonal, Seed: o.seed})
-			}},
-		}
+		fmt.Fprintln(w, summaryHeader)
 		var traces []*trace
-		for _, m := range methods {
-			if !o.methods[m.name] {
+		for _, name := range methodNames {
+			if !o.methods[name] {
 				continue
 			}
-			opt, err := m.make()
-			if err != nil {
-				return err
-			}
-			tr, err := solve(m.name, opt, st, pr, x0, fstar, o.timeLimit, o.maxIter)
+			m, tr, err := runMethod[T](name, s, pr, x0, fstar, 0, 0, o)
 			if err != nil {
 				return err
 			}
 			traces = append(traces, tr)
-			line := fmt.Sprintf("  %-7s", m.name)
-			for _, target := range targets {
-				if it, sec, ok := tr.hit(target); ok {
-					line += fmt.Sprintf(" %6d %8.3f |", it, sec)
-				} else {
-					line += fmt.Sprintf(" %6s %8s |", "-", "-")
-				}
-			}
-			last := len(tr.iters) - 1
-			perIter := tr.seconds[last] / float64(max(tr.iters[last], 1)) * 1e3
-			fmt.Fprintf(w, "%s %9.3f %10.2e %9.1e\n", line[:len(line)-2], perIter, tr.gaps[last], tr.feas)
-			for i := range tr.iters {
-				_ = cw.Write([]string{name, strconv.Itoa(s.n), strconv.Itoa(s.p), strconv.Itoa(s.r), m.name,
-					strconv.Itoa(tr.iters[i]), strconv.FormatFloat(tr.seconds[i], 'g', 6, 64),
-					strconv.FormatFloat(tr.values[i], 'g', 12, 64), strconv.FormatFloat(tr.gaps[i], 'g', 6, 64)})
-			}
+			fmt.Fprintln(w, summary(tr, m.lr))
+			writeTrace(cw, s, tr)
 			tol := 1e-10
 			if linalg.Is32[T]() {
 				tol = 1e-4
 			}
-			if !(tr.feas < tol) {
-				bad = append(bad, fmt.Sprintf("%s/%s: ||X^T X - I|| = %.1e", name, m.name, tr.feas))
+			if m.feasible && !(tr.feas < tol) {
+				bad = append(bad, fmt.Sprintf("%s/%s: ||X^T X - I|| = %.1e", s.name, m.name, tr.feas))
 			}
 			// At small size the convex-like problems must converge within
 			// the iteration cap (the time limit is only a safety net, so the
@@ -221,7 +191,7 @@ func problems[T linalg.Float](w io.Writer, o options) error {
 			// on this. QAP is nonconvex: its methods may settle in different
 			// local minima.
 			if _, _, ok := tr.hit(1e-4); o.size == "small" && !s.reference && !ok {
-				bad = append(bad, fmt.Sprintf("%s/%s: gap %.1e after %d iterations, want 1e-4", name, m.name, tr.gaps[len(tr.gaps)-1], tr.iters[len(tr.iters)-1]))
+				bad = append(bad, fmt.Sprintf("%s/%s: gap %.1e after %d iterations, want 1e-4", s.name, m.name, tr.gaps[len(tr.gaps)-1], tr.iters[len(tr.iters)-1]))
 			}
 		}
 		png := filepath.Join(o.out, name+".png")
@@ -244,6 +214,69 @@ func problems[T linalg.Float](w io.Writer, o options) error {
 	return nil
 }
 
+const summaryHeader = "  method         lr   it@1e-2        s |  it@1e-4        s |  it@1e-6        s |   ms/iter  final gap ||XtX-I||"
+
+// summary formats one method's line of the results table.
+func summary(tr *trace, lr float64) string {
+	line := fmt.Sprintf("  %-13s %5g", tr.method, lr)
+	for _, target := range targets {
+		if it, sec, ok := tr.hit(target); ok {
+			line += fmt.Sprintf(" %8d %8.3f |", it, sec)
+		} else {
+			line += fmt.Sprintf(" %8s %8s |", "-", "-")
+		}
+	}
+	last := len(tr.iters) - 1
+	perIter := tr.seconds[last] / float64(max(tr.iters[last], 1)) * 1e3
+	return fmt.Sprintf("%s %9.3f %10.2e %9.1e", line[:len(line)-2], perIter, tr.gaps[last], tr.feas)
+}
+
+func writeTrace(cw *csv.Writer, s setting, tr *trace) {
+	for i := range tr.iters {
+		_ = cw.Write([]string{s.name, strconv.Itoa(s.n), strconv.Itoa(s.p), strconv.Itoa(s.r), tr.method,
+			strconv.Itoa(tr.iters[i]), strconv.FormatFloat(tr.seconds[i], 'g', 6, 64),
+			strconv.FormatFloat(tr.values[i], 'g', 12, 64), strconv.FormatFloat(tr.gaps[i], 'g', 6, 64)})
+	}
+}
+
+// runMethod builds the named method (step size lr and RSDM size r, 0 for
+// the defaults; a tuned method with lr 0 gets the best of the paper's grid
+// by a short run) and solves pr from x0.
+func runMethod[T linalg.Float](name string, s setting, pr problem.Problem[T], x0 []T, fstar, lr float64, r int, o options) (*method[T], *trace, error) {
+	if lr == 0 && tuned[name] {
+		best := math.Inf(1)
+		for _, cand := range stepGrid {
+			m, err := newMethod[T](name, s, cand, r, o.seed)
+			if err != nil {
+				return nil, nil, err
+			}
+			tr, err := solve(name, m.opt, pr, x0, fstar, o.timeLimit/20, max(o.maxIter/20, 10))
+			if err != nil {
+				continue // diverged: NaN or a failed step
+			}
+			last := len(tr.gaps) - 1
+			if g := tr.gaps[last]; g < best && (m.feasible || tr.feas < 1) {
+				best, lr = g, cand
+			}
+		}
+		if lr == 0 {
+			return nil, nil, fmt.Errorf("%s on %s: no step size of the grid %v converged", name, s.name, stepGrid)
+		}
+	}
+	m, err := newMethod[T](name, s, lr, r, o.seed)
+	if err != nil {
+		return nil, nil, err
+	}
+	tr, err := solve(name, m.opt, pr, x0, fstar, o.timeLimit, o.maxIter)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h, ok := m.opt.(*optim.Hybrid[T]); ok {
+		tr.method = "hybrid (" + h.Choice() + ")"
+	}
+	return m, tr, nil
+}
+
 // plotGaps draws optimality gap against seconds, log-scaled, one line per
 // method.
 func plotGaps(path, title string, traces []*trace) error {
@@ -253,7 +286,8 @@ func plotGaps(path, title string, traces []*trace) error {
 	p.Y.Label.Text = "optimality gap"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{}
-	palette := []color.RGBA{{31, 119, 180, 255}, {148, 103, 189, 255}, {227, 119, 194, 255}, {44, 160, 44, 255}}
+	palette := []color.RGBA{{31, 119, 180, 255}, {214, 39, 40, 255}, {44, 160, 44, 255}, {148, 103, 189, 255},
+		{255, 127, 14, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255}, {188, 189, 34, 255}, {23, 190, 207, 255}}
 	for i, tr := range traces {
 		pts := make(plotter.XYs, 0, len(tr.gaps))
 		for j, g := range tr.gaps {
