@@ -10,7 +10,7 @@ OUT         ?= out
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas bench train clean
+.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas bench paper train clean
 
 all: test
 
@@ -72,6 +72,14 @@ test: lint unit unit-purego bench-small train-short resume-cross-blas
 bench: deps
 	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchtime 20x ./optim
 	$(GO) run -tags $(TAGS) ./cmd/bench -size paper -out $(OUT)/bench
+
+# paper: the RSDM paper's experiments at the paper's sizes, with every
+# baseline, into $(OUT)/paper/report.md (plots, time-to-gap tables, and which
+# of the paper's claims hold here). About an hour on 2 cores; PAPER_FLAGS
+# passes options (-scale 0.5, -time-limit 60s, -only fig1).
+PAPER_FLAGS ?=
+paper: deps
+	$(GO) run -tags $(TAGS) ./cmd/bench -paper -out $(OUT)/paper $(PAPER_FLAGS)
 
 # train: the orthogonal FFN (5 Stiefel layers of 1024) with RSDM-P on
 # Fashion-MNIST for one epoch, offline; prints test accuracy and feasibility.

@@ -41,6 +41,9 @@ type options struct {
 	kernels   bool
 	onlyKern  bool
 	float32   bool
+	paper     bool
+	scale     float64
+	only      string
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -58,6 +61,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.kernels, "kernels", true, "also time one RSDM-P and one RGD step on a 1024 x 1024 float32 weight against the gemm rate")
 	fs.BoolVar(&o.onlyKern, "kernels-only", false, "time the steps only, run no problem")
 	fs.BoolVar(&o.float32, "float32", false, "solve the problems in float32 instead of float64")
+	fs.BoolVar(&o.paper, "paper", false, "run the paper's experiments and write report.md with plots and time-to-gap tables into -out")
+	fs.Float64Var(&o.scale, "scale", 1, "with -paper: multiply the paper's n, p and r by this")
+	fs.StringVar(&o.only, "only", "", "with -paper: run only the experiments whose id contains this (fig1a, fig3, psweep, ...)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -91,10 +97,19 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.timeLimit < 0 || o.maxIter < 0 {
 		return o, errors.New("-time-limit and -max-iter must not be negative")
 	}
-	if o.timeLimit == 0 {
+	if !(o.scale > 0 && o.scale <= 1) {
+		return o, fmt.Errorf("-scale %v: want 0 < scale <= 1", o.scale)
+	}
+	switch {
+	case o.timeLimit == 0 && o.paper:
+		o.timeLimit = 30 * time.Second
+	case o.timeLimit == 0:
 		o.timeLimit = map[string]time.Duration{"small": 120 * time.Second, "paper": 240 * time.Second}[o.size]
 	}
-	if o.maxIter == 0 {
+	switch {
+	case o.maxIter == 0 && o.paper:
+		o.maxIter = 1_000_000
+	case o.maxIter == 0:
 		o.maxIter = map[string]int{"small": 4000, "paper": 5000}[o.size]
 	}
 	return o, nil
@@ -104,6 +119,13 @@ func run(args []string, w io.Writer) error {
 	o, err := parse(args, os.Stderr)
 	if err != nil {
 		return err
+	}
+	if o.paper {
+		if err := os.MkdirAll(o.out, 0o755); err != nil {
+			return fmt.Errorf("creating %s: %w", o.out, err)
+		}
+		fmt.Fprintf(w, "orthonet bench -paper: BLAS %s, scale %g, %v a method\n\n", backend, o.scale, o.timeLimit)
+		return paper(w, o)
 	}
 	fmt.Fprintf(w, "orthonet bench: BLAS %s, size %s\n\n", backend, o.size)
 	if o.kernels || o.onlyKern {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -29,5 +31,60 @@ func TestParseErrors(t *testing.T) {
 	}
 	if !o.methods["rgd"] || o.methods["rsdm-p"] || len(o.problems) != 3 || o.maxIter != 4000 {
 		t.Errorf("parsed %+v", o)
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	mk := func(secs []float64, gaps []float64) *trace {
+		tr := &trace{seconds: secs, gaps: gaps}
+		for i := range secs {
+			tr.iters = append(tr.iters, i)
+		}
+		return tr
+	}
+	fastShallow := mk([]float64{0, 1, 2}, []float64{1, 5e-2, 5e-3})
+	slowDeep := mk([]float64{0, 3, 9, 20}, []float64{1, 5e-2, 5e-3, 5e-5})
+	quickSame := mk([]float64{0, 0.5, 1}, []float64{1, 5e-2, 5e-3})
+	stuckA := mk([]float64{0, 5}, []float64{1, 0.3})
+	stuckB := mk([]float64{0, 5}, []float64{1, 0.5})
+	for _, tc := range []struct {
+		name string
+		a, b *trace
+		want bool
+		why  string
+	}{
+		{"deeper wins", slowDeep, fastShallow, true, "deepest gap reached 1e-04 vs 1e-02"},
+		{"shallower loses", fastShallow, slowDeep, false, "deepest gap reached 1e-02 vs 1e-04"},
+		{"same depth, sooner wins", quickSame, fastShallow, true, "gap 1e-02 at 1 s vs 2 s"},
+		{"same depth, later loses", fastShallow, quickSame, false, "gap 1e-02 at 2 s vs 1 s"},
+		{"neither reached 1e-1", stuckA, stuckB, true, "final gaps 3.00e-01 vs 5.00e-01"},
+	} {
+		got, why := verdict(tc.a, tc.b)
+		if got != tc.want || !strings.Contains(why, tc.why) {
+			t.Errorf("%s: %v (%s), want %v (%s)", tc.name, got, why, tc.want, tc.why)
+		}
+	}
+}
+
+// TestPaperReport runs one experiment of the paper at a tiny scale and
+// checks the report names every method and weighs every claim.
+func TestPaperReport(t *testing.T) {
+	out := t.TempDir()
+	var buf strings.Builder
+	if err := run([]string{"-paper", "-scale", "0.05", "-time-limit", "300ms", "-only", "rssm-obcd", "-out", out}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := string(b)
+	for _, want := range []string{"| RSDM-P |", "| RSDM-O |", "| RSSM |", "| OBCD |", "of 2 comparisons agree", "![rssm-obcd](rssm-obcd.png)"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "rssm-obcd.png")); err != nil {
+		t.Error(err)
 	}
 }

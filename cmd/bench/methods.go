@@ -15,6 +15,7 @@ var methodNames = []string{
 	"rgd", "rgd-polar", "rgd-cayley", "rgd-exp", "rgd-momentum",
 	"rsdm-p", "rsdm-o", "rsdm-momentum",
 	"rcd", "tsd", "pcal", "landing", "rssm", "obcd", "hybrid",
+	"rsdm-p-polar", "rsdm-p-cayley", "rsdm-p-exp",
 }
 
 func knownMethod(name string) bool {
@@ -83,14 +84,19 @@ func newMethod[T linalg.Float](name string, s setting, lr float64, r int, seed u
 		}
 		m.opt, err = optim.NewRGD(st, optim.RGDConfig{LR: lr})
 	case "rgd-momentum":
-		m.opt, err = optim.NewRGD(st, optim.RGDConfig{LR: lr, Momentum: 0.9})
+		m.opt, err = optim.NewRGD(st, optim.RGDConfig{LR: lr, Momentum: 0.5})
 	case "rsdm-p":
+		m.opt, err = optim.NewRSDM(st, rsdm)
+	case "rsdm-p-polar", "rsdm-p-cayley", "rsdm-p-exp":
+		if rsdm.Retraction, err = manifold.ParseRetraction(strings.TrimPrefix(name, "rsdm-p-")); err != nil {
+			return nil, err
+		}
 		m.opt, err = optim.NewRSDM(st, rsdm)
 	case "rsdm-o":
 		rsdm.Sampling = optim.Orthogonal
 		m.opt, err = optim.NewRSDM(st, rsdm)
 	case "rsdm-momentum":
-		rsdm.Momentum, rsdm.InnerSteps = 0.9, 5
+		rsdm.Momentum, rsdm.InnerSteps = 0.5, 5 // the paper's beta; S is not stated
 		m.opt, err = optim.NewRSDM(st, rsdm)
 	case "hybrid":
 		m.opt, err = optim.NewHybrid(st, optim.HybridConfig{RSDM: optim.RSDMConfig{LR: s.lrP, SubmanifoldSize: s.r, Seed: seed}, RGD: optim.RGDConfig{LR: s.lrRGD}})
