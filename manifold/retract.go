@@ -45,7 +45,11 @@ func (w *retractWork[T]) retract(kind Retraction, n, p int, dst, x, v []T) error
 		for i := range dst {
 			dst[i] = x[i] + v[i]
 		}
-		return w.qr.QF(n, p, dst)
+		// For X on the manifold and V tangent (or horizontal),
+		// (X + V)^T (X + V) = I + V^T V has condition number at most
+		// 1 + ||V||_F^2: Cholesky QR is safe below linalg.MaxGramCond and
+		// several times faster than Householder on large weights.
+		return w.qr.QFChol(n, p, dst, 1.01*(1+linalg.Dot(v, v)))
 	case Polar:
 		return w.polar(n, p, dst, x, v)
 	case Cayley:

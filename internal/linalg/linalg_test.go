@@ -107,6 +107,56 @@ func TestQFGram(t *testing.T) {
 	}
 }
 
+// TestQFChol checks that Cholesky QR gives QF's Q factor on tall matrices X
+// + V (X orthonormal, V of several sizes) in both float types, and that an
+// ill-conditioned matrix with a loose bound falls back to QF.
+func TestQFChol(t *testing.T) {
+	testQFChol[float64](t, 1e-11)
+	testQFChol[float32](t, 2e-5)
+}
+
+func testQFChol[T Float](t *testing.T, tol float64) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, mn := range [][2]int{{5, 2}, {40, 40}, {300, 120}} {
+		m, n := mn[0], mn[1]
+		for _, scale := range []float64{0.01, 1, 10, 1e4} {
+			x := randn[T](rng, m*n)
+			var qr QR[T]
+			if err := qr.QF(m, n, x); err != nil {
+				t.Fatal(err)
+			}
+			v := randn[T](rng, m*n)
+			a := make([]T, m*n)
+			for i := range a {
+				a[i] = x[i] + T(scale/math.Sqrt(float64(m*n)))*v[i]
+			}
+			want := append([]T(nil), a...)
+			if err := qr.QF(m, n, want); err != nil {
+				t.Fatal(err)
+			}
+			got := append([]T(nil), a...)
+			if err := qr.QFChol(m, n, got, (1+scale)*(1+scale)); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if d := math.Abs(float64(got[i] - want[i])); d > tol {
+					t.Fatalf("%T %dx%d scale %g: QFChol differs from QF by %g", got[0], m, n, scale, d)
+				}
+			}
+		}
+	}
+	// Rank deficient: the Cholesky factorisation fails and QF takes over.
+	a := make([]T, 20*3)
+	for i := 0; i < 20; i++ {
+		a[i*3], a[i*3+1], a[i*3+2] = T(i), T(i), 1
+	}
+	var qr QR[T]
+	_ = qr.QFChol(20, 3, a, 10)
+	if !Finite(a) {
+		t.Error("QFChol of a rank-deficient matrix returned NaN or Inf")
+	}
+}
+
 func TestFinite(t *testing.T) {
 	for _, tc := range []struct {
 		a    []float32

@@ -10,8 +10,9 @@ var ErrNotFinite = errors.New("matrix has a NaN or Inf entry")
 type QR[T Float] struct {
 	be   qrWork[T] // the backend's workspace
 	sign []float64
-	gram []float64
-	f64  *QR[float64]
+	gram  []float64
+	gramT []T
+	f64   *QR[float64]
 }
 
 // QF overwrites the m x n row-major matrix a (m >= n) with the Q factor of

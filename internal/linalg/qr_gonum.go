@@ -2,7 +2,10 @@
 
 package linalg
 
-import "gonum.org/v1/gonum/lapack/gonum"
+import (
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/lapack/gonum"
+)
 
 // Backend names the BLAS and LAPACK that this build uses.
 const Backend = "gonum (pure Go)"
@@ -47,4 +50,11 @@ func qfBackend[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
 	if Is32[T]() {
 		Convert(a, a64)
 	}
+}
+
+// potrfUpper overwrites the upper triangle of the row-major symmetric
+// positive definite n x n matrix g with R, g = R^T R; it reports false if g
+// is not positive definite.
+func potrfUpper(n int, g []float64) bool {
+	return gonum.Implementation{}.Dpotrf(blas.Upper, n, g, n)
 }

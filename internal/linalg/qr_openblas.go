@@ -8,6 +8,16 @@ extern void sgelqf_(const int*, const int*, float*, const int*, float*, float*, 
 extern void sorglq_(const int*, const int*, const int*, float*, const int*, float*, float*, const int*, int*);
 extern void dgelqf_(const int*, const int*, double*, const int*, double*, double*, const int*, int*);
 extern void dorglq_(const int*, const int*, const int*, double*, const int*, double*, double*, const int*, int*);
+extern void dpotrf_(const char*, const int*, double*, const int*, int*);
+
+// The upper triangle of a row-major symmetric matrix is the lower triangle of
+// its column-major view: LAPACK's lower Cholesky factor L (G = L L^T) read
+// row-major is the upper R with G = R^T R.
+static int chol_upper_d(int n, double* a) {
+	int info = 0; char uplo = 'L';
+	dpotrf_(&uplo, &n, a, &n, &info);
+	return info;
+}
 
 // A row-major m x n matrix is the column-major n x m matrix A^T, and the LQ
 // factorisation A^T = L Q' is A = Q'^T L^T: the QR factorisation we want,
@@ -52,6 +62,13 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/netlib/blas/netlib"
 )
+
+// potrfUpper overwrites the upper triangle of the row-major symmetric
+// positive definite n x n matrix g with R, g = R^T R, through LAPACK; it
+// reports false if g is not positive definite.
+func potrfUpper(n int, g []float64) bool {
+	return C.chol_upper_d(C.int(n), (*C.double)(&g[0])) == 0
+}
 
 // Backend names the BLAS and LAPACK that this build uses.
 const Backend = "OpenBLAS"
