@@ -8,8 +8,8 @@ var ErrNotFinite = errors.New("matrix has a NaN or Inf entry")
 // QR computes Q factors of tall matrices. Its zero value is ready to use; it
 // keeps its workspace between calls, so a QR is not safe for concurrent use.
 type QR[T Float] struct {
-	be   qrWork[T] // the backend's workspace
-	sign []float64
+	be    qrWork[T] // the backend's workspace
+	sign  []float64
 	gram  []float64
 	gramT []T
 	f64   *QR[float64]
