@@ -44,6 +44,7 @@ type options struct {
 	paper     bool
 	scale     float64
 	only      string
+	tunedLR   map[string]float64 // -paper: step sizes tuned per method and problem
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {

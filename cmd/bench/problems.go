@@ -243,6 +243,10 @@ func writeTrace(cw *csv.Writer, s setting, tr *trace) {
 // the defaults; a tuned method with lr 0 gets the best of the paper's grid
 // by a short run) and solves pr from x0.
 func runMethod[T linalg.Float](name string, s setting, pr problem.Problem[T], x0 []T, fstar, lr float64, r int, o options) (*method[T], *trace, error) {
+	key := name + "/" + s.name
+	if lr == 0 && tuned[name] && o.tunedLR != nil {
+		lr = o.tunedLR[key] // tuned on an earlier instance of the problem
+	}
 	if lr == 0 && tuned[name] {
 		best := math.Inf(1)
 		for _, cand := range stepGrid {
@@ -261,6 +265,9 @@ func runMethod[T linalg.Float](name string, s setting, pr problem.Problem[T], x0
 		}
 		if lr == 0 {
 			return nil, nil, fmt.Errorf("%s on %s: no step size of the grid %v converged", name, s.name, stepGrid)
+		}
+		if o.tunedLR != nil {
+			o.tunedLR[key] = lr
 		}
 	}
 	m, err := newMethod[T](name, s, lr, r, o.seed)
