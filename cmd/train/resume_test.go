@@ -287,8 +287,8 @@ func TestKillResume(t *testing.T) {
 	kills, lastStep := 0, -1
 	for i := 0; i < 50; i++ {
 		a := args
-		if i > 0 {
-			a = append(a, "-resume", "latest")
+		if _, err := resolveResume("latest", out); err == nil {
+			a = append(a[:len(a):len(a)], "-resume", "latest")
 		}
 		cmd := exec.Command(os.Args[0], a...)
 		cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
