@@ -240,7 +240,9 @@ func paper(w io.Writer, o options) error {
 		"budget, as the paper tuned them, on the first experiment of each problem (Procrustes 200, PCA (2000, 1500), "+
 		"QAP), kept for the later ones; PCAL and Landing use penalty %g. The hybrid (not in the paper) times a few "+
 		"steps of RGD and of RSDM-P at r in {n/8, n/4, n/2, 3n/4, the experiment's r} and keeps the method with the "+
-		"largest expected decrease per second; its choice is in its name.\n\n",
+		"largest expected decrease per second; its choice is in its name. PCAL and Landing do not keep X on the "+
+		"manifold: the gap of an infeasible point is not comparable with a feasible one's, so read their rows "+
+		"together with the last column (‖XᵀX − I‖_F at the end).\n\n",
 		o.scale, o.timeLimit, o.maxIter, stepGrid, penalty)
 	fmt.Fprintf(bw, "## The paper's claims against this run\n\n%d of %d comparisons agree with the paper.\n\n| experiment | claim | holds here | evidence |\n| --- | --- | --- | --- |\n%s\n\n",
 		agree, total, strings.Join(verdicts, "\n"))

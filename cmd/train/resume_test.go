@@ -237,7 +237,7 @@ func TestResumeErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-resume", path, "-lr", "0.5"}, `-lr 0.5 differs from the checkpoint's "0.03"`},
+		{[]string{"-resume", path, "-lr", "0.5"}, `-lr 0.5 differs from the checkpoint's "0.1"`},
 		{[]string{"-resume", path, "-hidden", "64"}, `-hidden 64 differs from the checkpoint's "32"`},
 		{[]string{"-resume", flippedPath}, "checksum mismatch"},
 		{[]string{"-resume", truncPath}, "(truncated?)"},
