@@ -2,20 +2,16 @@ package main
 
 import (
 	"bufio"
-	"encoding/csv"
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
-	"github.com/orthonet/orthonet/internal/problem"
 	"github.com/orthonet/orthonet/manifold"
-	"github.com/orthonet/orthonet/optim"
 )
 
 // paperRun is one curve of an experiment.
@@ -154,13 +150,11 @@ func verdict(a, b *trace) (bool, string) {
 func paper(w io.Writer, o options) error {
 	start := time.Now()
 	csvPath := filepath.Join(o.out, "paper.csv")
-	f, err := os.Create(csvPath)
+	f, cw, err := newCSV(csvPath)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	cw := csv.NewWriter(f)
-	_ = cw.Write([]string{"problem", "n", "p", "r", "method", "iter", "seconds", "value", "gap"})
 	o.tunedLR = map[string]float64{}
 	var body strings.Builder
 	var verdicts []string
@@ -260,30 +254,12 @@ func paper(w io.Writer, o options) error {
 // runExperiment runs every curve of e from one problem instance and start.
 func runExperiment[T float32 | float64](w io.Writer, e paperExp, o options) ([]*trace, []float64, string, error) {
 	s := e.s
-	rng := rand.New(rand.NewPCG(o.seed, 7))
-	pr := newProblem[T](s, rng)
-	st, err := manifold.NewStiefel[T](s.n, s.p)
+	pr, x0, fstar, ref, err := instance[T](s, o)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	x0 := make([]T, s.n*s.p)
-	if err := st.Random(x0, rng); err != nil {
-		return nil, nil, "", err
-	}
-	if pc, ok := pr.(*problem.Procrustes[T]); ok {
-		pc.AlignComponent(x0)
-	}
-	fstar, note := pr.Optimum(), ""
-	if s.reference {
-		opt, _ := optim.NewRGD(st, optim.RGDConfig{LR: s.lrRGD})
-		ref, err := solve("rgd-reference", optim.Optimizer[T](opt), pr, x0, math.NaN(), 2*o.timeLimit, 2*o.maxIter)
-		if err != nil {
-			return nil, nil, "", err
-		}
-		fstar = math.Inf(1)
-		for _, v := range ref.values {
-			fstar = min(fstar, v)
-		}
+	note := ""
+	if ref != nil {
 		note = fmt.Sprintf("; no closed-form optimum: f* is the best value of an RGD run of %d iterations (%.0f s), so gaps are relative to it", ref.iters[len(ref.iters)-1], ref.seconds[len(ref.seconds)-1])
 	}
 	var traces []*trace

@@ -125,43 +125,67 @@ func solve[T linalg.Float](name string, opt optim.Optimizer[T], pr problem.Probl
 	return tr, nil
 }
 
+// instance draws the problem of s and a Haar-random start from o.seed, and
+// returns its optimal value: the closed form, or where there is none (QAP)
+// the best value of an RGD run of twice the budget, whose trace it returns.
+func instance[T linalg.Float](s setting, o options) (problem.Problem[T], []T, float64, *trace, error) {
+	rng := rand.New(rand.NewPCG(o.seed, 7))
+	pr := newProblem[T](s, rng)
+	st, err := manifold.NewStiefel[T](s.n, s.p)
+	if err != nil {
+		return nil, nil, 0, nil, err
+	}
+	x0 := make([]T, s.n*s.p)
+	if err := st.Random(x0, rng); err != nil {
+		return nil, nil, 0, nil, err
+	}
+	if pc, ok := pr.(*problem.Procrustes[T]); ok {
+		pc.AlignComponent(x0)
+	}
+	if !s.reference {
+		return pr, x0, pr.Optimum(), nil, nil
+	}
+	opt, err := optim.NewRGD(st, optim.RGDConfig{LR: s.lrRGD})
+	if err != nil {
+		return nil, nil, 0, nil, err
+	}
+	ref, err := solve("rgd-reference", optim.Optimizer[T](opt), pr, x0, math.NaN(), 2*o.timeLimit, 2*o.maxIter)
+	if err != nil {
+		return nil, nil, 0, nil, err
+	}
+	fstar := math.Inf(1)
+	for _, v := range ref.values {
+		fstar = min(fstar, v)
+	}
+	return pr, x0, fstar, ref, nil
+}
+
+// newCSV creates path with the header of the per-iteration CSV files.
+func newCSV(path string) (*os.File, *csv.Writer, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	cw := csv.NewWriter(f)
+	_ = cw.Write([]string{"problem", "n", "p", "r", "method", "iter", "seconds", "value", "gap"})
+	return f, cw, nil
+}
+
 func problems[T linalg.Float](w io.Writer, o options) error {
 	csvPath := filepath.Join(o.out, "bench.csv")
-	f, err := os.Create(csvPath)
+	f, cw, err := newCSV(csvPath)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	cw := csv.NewWriter(f)
-	_ = cw.Write([]string{"problem", "n", "p", "r", "method", "iter", "seconds", "value", "gap"})
 	var bad []string
 	for _, name := range o.problems {
 		s := settings(o.size, name)
-		rng := rand.New(rand.NewPCG(o.seed, 7))
-		pr := newProblem[T](s, rng)
-		st, err := manifold.NewStiefel[T](s.n, s.p)
+		pr, x0, fstar, ref, err := instance[T](s, o)
 		if err != nil {
 			return err
 		}
-		x0 := make([]T, s.n*s.p)
-		if err := st.Random(x0, rng); err != nil {
-			return err
-		}
-		if pc, ok := pr.(*problem.Procrustes[T]); ok {
-			pc.AlignComponent(x0)
-		}
-		fstar := pr.Optimum()
-		if s.reference {
-			// No closed form: the optimum is the best value of a long RGD run.
-			opt, _ := optim.NewRGD(st, optim.RGDConfig{LR: s.lrRGD})
-			ref, err := solve("rgd-reference", optim.Optimizer[T](opt), pr, x0, math.NaN(), 2*o.timeLimit, 2*o.maxIter)
-			if err != nil {
-				return err
-			}
-			fstar = math.Inf(1)
-			for _, v := range ref.values {
-				fstar = min(fstar, v)
-			}
+		if ref != nil {
 			fmt.Fprintf(w, "%s: reference optimum %.8g from %d RGD iterations (%.0f s)\n", name, fstar, ref.iters[len(ref.iters)-1], ref.seconds[len(ref.seconds)-1])
 		}
 		fmt.Fprintf(w, "%s (n = %d, p = %d, r = %d), %T, f* = %.8g\n", name, s.n, s.p, s.r, T(0), fstar)
