@@ -10,7 +10,7 @@ OUT         ?= out
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas bench paper train clean
+.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas bench paper train cuda cuda-test cuda-pack clean
 
 all: test
 
@@ -87,5 +87,16 @@ paper: deps
 train: deps
 	$(GO) run -tags $(TAGS) ./cmd/train
 
+# cuda: the CUDA build into build/cuda/bin (train, train-cpu, bench and the
+# cuda test binaries) on a machine with a CUDA 12/13 toolkit and cuDNN 9; see
+# README "CUDA". cuda-test runs its tests on the GPU; cuda-pack writes .cuda/,
+# what cuda needs on a GPU machine without Go or network.
+cuda:
+	bash scripts/cuda.sh build
+cuda-test:
+	bash scripts/cuda.sh test
+cuda-pack:
+	bash scripts/cuda.sh pack
+
 clean:
-	rm -rf $(BIN) $(OUT)
+	rm -rf $(BIN) $(OUT) build

@@ -32,25 +32,47 @@ func NewLayerNorm(g *G.ExprGraph, name string, d int, dt tensor.Dtype) (*LayerNo
 	return &LayerNorm{Gamma: gamma, Beta: beta, Eps: 1e-5}, nil
 }
 
-// Forward normalizes the rows of x.
+// Forward normalizes the rows of x. Row means, the spreading of a column
+// over the row and of Gamma and Beta over the rows are products with
+// constant vectors, so that on a GPU every op is a cuBLAS product or a
+// same-shape elementwise kernel: built from Gorgonia's reductions and
+// broadcasting ops, a ViT's loss on the CUDA machine was wrong and its
+// gradients NaN.
 func (l *LayerNorm) Forward(x *G.Node) (*G.Node, error) {
 	if x.Dims() != 2 || x.Shape()[1] != l.Gamma.Shape()[1] {
 		return nil, fmt.Errorf("nn: layer norm over %d features got input %v", l.Gamma.Shape()[1], x.Shape())
 	}
-	eps := G.NewConstant(l.Eps)
-	if x.Dtype() == tensor.Float32 {
-		eps = G.NewConstant(float32(l.Eps))
+	b, d := x.Shape()[0], x.Shape()[1]
+	g, dt := x.Graph(), x.Dtype()
+	filled := func(name string, r, c int, v float64) *G.Node {
+		vals := make([]float64, r*c)
+		for i := range vals {
+			vals[i] = v
+		}
+		return G.NewMatrix(g, dt, G.WithShape(r, c), G.WithName(name), G.WithValue(filledDense(dt, r, c, vals)))
 	}
-	mean, err := G.Mean(x, 1)
-	if err != nil {
-		return nil, fmt.Errorf("nn: layer norm: %w", err)
+	avg := filled(fmt.Sprintf("ln.avg%d", d), d, 1, 1/float64(d)) // x avg = row means
+	spread := filled(fmt.Sprintf("ln.spread%d", d), 1, d, 1)      // (b,1) spread = (b,d)
+	rows := filled(fmt.Sprintf("ln.rows%d", b), b, 1, 1)          // rows (1,d) = (b,d)
+	eps := filled(fmt.Sprintf("ln.eps%d", b), b, 1, l.Eps)
+	mean := G.Must(G.Mul(x, avg))
+	centered := G.Must(G.Sub(x, G.Must(G.Mul(mean, spread))))
+	variance := G.Must(G.Mul(G.Must(G.Square(centered)), avg))
+	std := G.Must(G.Sqrt(G.Must(G.Add(variance, eps))))
+	normed := G.Must(G.HadamardDiv(centered, G.Must(G.Mul(std, spread))))
+	scaled := G.Must(G.HadamardProd(normed, G.Must(G.Mul(rows, l.Gamma))))
+	return G.Add(scaled, G.Must(G.Mul(rows, l.Beta)))
+}
+
+func filledDense(dt tensor.Dtype, r, c int, v []float64) *tensor.Dense {
+	if dt == tensor.Float32 {
+		f := make([]float32, len(v))
+		for i, x := range v {
+			f[i] = float32(x)
+		}
+		return tensor.New(tensor.WithShape(r, c), tensor.WithBacking(f))
 	}
-	centered := G.Must(G.BroadcastSub(x, mean, nil, []byte{1}))
-	variance := G.Must(G.Mean(G.Must(G.Square(centered)), 1))
-	inv := G.Must(G.Inverse(G.Must(G.Sqrt(G.Must(G.Add(variance, eps))))))
-	normed := G.Must(G.BroadcastHadamardProd(centered, inv, nil, []byte{1}))
-	scaled := G.Must(G.BroadcastHadamardProd(normed, l.Gamma, nil, []byte{0}))
-	return G.BroadcastAdd(scaled, l.Beta, nil, []byte{0})
+	return tensor.New(tensor.WithShape(r, c), tensor.WithBacking(v))
 }
 
 // Params returns Gamma and Beta.

@@ -3,7 +3,7 @@
 RSDM-P done the efficient way (gather r rows, QR of an r x r matrix, scatter)
 and SGD with momentum 0.9 on the rest. Prints samples/s over timed steps.
 
-Run: /usr/bin/python3 scripts/torch_ffn.py [--steps 300] [--r 300] [--threads 2]
+Run: /usr/bin/python3 scripts/torch_ffn.py [--steps 300] [--r 300] [--threads 2] [--device cuda]
 """
 import argparse
 import time
@@ -14,13 +14,14 @@ import torch
 def rsdm_p_(x, g, r, lr):
     """One RSDM-P step on x (n x p, orthonormal columns) in place."""
     n = x.shape[0]
-    idx = torch.randperm(n)[:r]
+    idx = torch.randperm(n, device=x.device)[:r]
     xs, gs = x[idx], g[idx]
     b = gs @ xs.T
     a = (b - b.T) / 2
-    q, rr = torch.linalg.qr(torch.eye(r) - lr * a)
+    eye = torch.eye(r, device=x.device)
+    q, rr = torch.linalg.qr(eye - lr * a)
     q = q * torch.sign(torch.diagonal(rr))
-    x[idx] = xs + (q - torch.eye(r)) @ xs
+    x[idx] = xs + (q - eye) @ xs
 
 
 def main():
@@ -30,17 +31,20 @@ def main():
     ap.add_argument("--r", type=int, default=300)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
+    dev = torch.device(args.device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
     width, depth, classes = 1024, 5, 10
-    ortho = [torch.linalg.qr(torch.randn(width, width))[0].requires_grad_() for _ in range(depth)]
-    biases = [torch.zeros(width, requires_grad=True) for _ in range(depth)]
-    out = torch.nn.Linear(width, classes)
+    ortho = [torch.linalg.qr(torch.randn(width, width))[0].to(dev).requires_grad_() for _ in range(depth)]
+    biases = [torch.zeros(width, device=dev, requires_grad=True) for _ in range(depth)]
+    out = torch.nn.Linear(width, classes).to(dev)
     plain = biases + list(out.parameters())
     sgd = torch.optim.SGD(plain, lr=0.01, momentum=0.9)
-    x = torch.randn(args.batch, width)
-    y = torch.randint(0, classes, (args.batch,))
+    x = torch.randn(args.batch, width, device=dev)
+    y = torch.randint(0, classes, (args.batch,), device=dev)
 
     def step():
         h = x
@@ -58,11 +62,13 @@ def main():
 
     for _ in range(args.warmup):
         step()
+    sync()
     t = time.perf_counter()
     for _ in range(args.steps):
         step()
+    sync()
     dt = time.perf_counter() - t
-    print(f"pytorch {torch.__version__} ({args.threads} threads): {args.steps * args.batch / dt:.0f} samples/s, "
+    print(f"pytorch {torch.__version__} on {args.device} ({args.threads} threads): {args.steps * args.batch / dt:.0f} samples/s, "
           f"{1e3 * dt / args.steps:.2f} ms/step (batch {args.batch}, r {args.r})")
 
 

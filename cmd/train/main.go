@@ -17,12 +17,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/internal/gpu"
 )
 
 // config is everything the flags set.
@@ -46,6 +48,7 @@ type config struct {
 	minAccuracy             float64
 	saveEvery, keep         int
 	resume                  string // checkpoint path, resolved from -resume
+	cpuProfile              string
 
 	flags     map[string]string // every flag's value but -resume, saved in checkpoints
 	resumed   *checkpoint.File  // the checkpoint at resume
@@ -110,7 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 // resumable lists the flags a resumed run may change: none of them changes
 // the steps it takes.
 var resumable = map[string]bool{"epochs": true, "eval-every": true, "save-every": true, "keep": true, "min-accuracy": true,
-	"data": true, "download": true, "out": true, "device": true}
+	"data": true, "download": true, "out": true, "device": true, "cpuprofile": true}
 
 func resumableList() string {
 	var names []string
@@ -143,7 +146,8 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.StringVar(&c.out, "out", "checkpoints", "folder under which the run's folder is created")
 	fs.IntVar(&c.limitTrain, "limit-train", 0, "use only the first N training examples (0: all)")
 	fs.IntVar(&c.limitTest, "limit-test", 0, "use only the first N test examples (0: all)")
-	fs.StringVar(&c.device, "device", "cpu", "cpu or cuda")
+	fs.StringVar(&c.device, "device", defaultDevice(), "cpu or cuda (cuda needs the binary make cuda builds)")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
 	fs.BoolVar(&c.download, "download", false, "download MNIST or CIFAR-10 into -data first (SHA-256 checked)")
 	fs.IntVar(&c.hidden, "hidden", 1024, "FFN hidden width")
 	fs.IntVar(&c.depth, "depth", 0, "orthogonal FFN layers or ViT blocks (0: the paper's 5 or 6)")
@@ -190,8 +194,8 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		}
 	}
 	switch {
-	case c.device == "cuda":
-		return c, fs, errors.New("-device cuda: this build has no CUDA support; use -device cpu")
+	case c.device == "cuda" && !gpu.Built:
+		return c, fs, errors.New("-device cuda: this build has no CUDA support (build it with make cuda); use -device cpu")
 	case c.epochs < 1 || c.batch < 1:
 		return c, fs, fmt.Errorf("-epochs %d and -batch %d must be at least 1", c.epochs, c.batch)
 	case c.limitTrain < 0 || c.limitTest < 0 || c.evalEvery < 0:
@@ -221,6 +225,21 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "train:", err)
 		os.Exit(2)
+	}
+	if err := selectDevice(&c, os.Args, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "train:", err)
+		os.Exit(1)
+	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "train: -cpuprofile:", err)
+			os.Exit(1)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

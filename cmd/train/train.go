@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/internal/gpu"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/models"
 	"github.com/orthonet/orthonet/nn"
@@ -148,6 +150,7 @@ type trainer struct {
 	train, test *data.Set
 	net         *network
 	loss        *G.Node
+	logits      G.Value // copied out by the tape: on a GPU the node's own buffer is reused by the backward pass
 	yb          []float32
 	vm          G.VM
 	ev          *evaluator
@@ -163,6 +166,10 @@ type trainer struct {
 }
 
 func run(ctx context.Context, c config, w io.Writer) error {
+	// Gorgonia's CUDA engine makes its context current on the calling OS
+	// thread and expects it there on every later call.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	t, err := newTrainer(ctx, c, w)
 	if err != nil {
 		return err
@@ -196,10 +203,11 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 	if t.loss, err = nn.CrossEntropy(t.net.logits, y); err != nil {
 		return nil, err
 	}
+	G.Read(t.net.logits, &t.logits)
 	if _, err := G.Grad(t.loss, t.net.Nodes()...); err != nil {
 		return nil, fmt.Errorf("building gradients: %w", err)
 	}
-	t.vm = G.NewTapeMachine(g, G.BindDualValues(t.net.Nodes()...))
+	t.vm = G.NewTapeMachine(g, gpu.GradOptions(t.net.Nodes()...)...)
 	if t.ev, err = newEvaluator(c, t.net, test); err != nil {
 		t.vm.Close()
 		return nil, err
@@ -347,7 +355,7 @@ func (t *trainer) run(ctx context.Context) error {
 				}
 				return errors.New(msg)
 			}
-			acc, err := nn.Accuracy(t.net.logits.Value().Data().([]float32), labels, t.train.Classes)
+			acc, err := nn.Accuracy(t.logits.Data().([]float32), labels, t.train.Classes)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,304 @@
+package models
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sort"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/gpu"
+	"github.com/orthonet/orthonet/nn"
+	"github.com/orthonet/orthonet/optim"
+)
+
+// deviceModels are the graphs whose numbers must not depend on where they
+// run: the paper's FFN, a small ViT and a model of a user's own.
+var deviceModels = []string{"ffn", "vit", "custom"}
+
+// deviceRun builds one model in dtype dt from a fixed seed, runs forward and
+// backward on a fixed batch and takes one solver step with RSDM-P (or RGD).
+// It returns the loss, logits, gradients and updated weights by name.
+func deviceRun(model string, dt tensor.Dtype, method optim.Method) (map[string][]float64, error) {
+	runtime.LockOSThread() // a CUDA context is current on one OS thread
+	defer runtime.UnlockOSThread()
+	rng := rand.New(rand.NewPCG(11, 12))
+	g := G.NewGraph()
+	var (
+		logits *G.Node
+		params []G.ValueGrad
+		x      *G.Node
+		err    error
+		batch  = 8
+	)
+	input := func(shape ...int) *G.Node {
+		n := 1
+		for _, s := range shape {
+			n *= s
+		}
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = rng.NormFloat64()
+		}
+		return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName("x"), G.WithValue(denseOf(dt, shape, v)))
+	}
+	switch model {
+	case "ffn":
+		m, err := NewFFN(g, FFNConfig{In: 64, Hidden: 32, Classes: 10, Depth: 3, Bias: true}, dt, rng)
+		if err != nil {
+			return nil, err
+		}
+		x = input(batch, 64)
+		if logits, err = m.Forward(x); err != nil {
+			return nil, err
+		}
+		params = m.Params()
+	case "vit":
+		cfg := ViTConfig{Image: 16, Patch: 4, Channels: 3, Dim: 32, Depth: 2, Heads: 4, MLP: 64, Classes: 10}
+		m, err := NewViT(g, cfg, dt, rng)
+		if err != nil {
+			return nil, err
+		}
+		batch = 4
+		x = input(batch, cfg.Tokens(), cfg.PatchDim())
+		if logits, err = m.Forward(x, true); err != nil {
+			return nil, err
+		}
+		params = m.Params()
+	case "custom":
+		// tanh(x W) V with W on the Stiefel manifold, built from Gorgonia's ops.
+		w, err := nn.Param(g, "W", dt, []int{20, 6}, func(int) float64 { return rng.NormFloat64() })
+		if err != nil {
+			return nil, err
+		}
+		if err := orthonormalize(w); err != nil {
+			return nil, err
+		}
+		v, err := nn.Param(g, "V", dt, []int{6, 10}, func(int) float64 { return rng.NormFloat64() / 3 })
+		if err != nil {
+			return nil, err
+		}
+		x = input(batch, 20)
+		h, err := G.Mul(x, w)
+		if err != nil {
+			return nil, err
+		}
+		if h, err = G.Tanh(h); err != nil {
+			return nil, err
+		}
+		if logits, err = G.Mul(h, v); err != nil {
+			return nil, err
+		}
+		params = []G.ValueGrad{optim.Stiefel(w), v}
+	default:
+		return nil, fmt.Errorf("unknown model %q", model)
+	}
+	labels := make([]float64, batch*10)
+	for i := 0; i < batch; i++ {
+		labels[i*10+rng.IntN(10)] = 1
+	}
+	y := G.NewMatrix(g, dt, G.WithShape(batch, 10), G.WithName("y"), G.WithValue(denseOf(dt, []int{batch, 10}, labels)))
+	loss, err := nn.CrossEntropy(logits, y)
+	if err != nil {
+		return nil, err
+	}
+	nodes := optim.Nodes(params)
+	if _, err := G.Grad(loss, nodes...); err != nil {
+		return nil, err
+	}
+	var lossV, logitV G.Value
+	G.Read(loss, &lossV)
+	G.Read(logits, &logitV)
+	vm := G.NewTapeMachine(g, gpu.GradOptions(nodes...)...)
+	if !gpu.Built {
+		// Closing a CUDA tape machine leaves the next one's cuBLAS calls
+		// failing with NotInitialized (Gorgonia 0.9.18); the GPU one stays open.
+		defer vm.Close()
+	}
+	if err := vm.RunAll(); err != nil {
+		return nil, err
+	}
+	out := map[string][]float64{"loss": floats(lossV), "logits": floats(logitV)}
+	for _, n := range nodes {
+		gr, err := n.Grad()
+		if err != nil {
+			return nil, err
+		}
+		out["grad."+n.Name()] = floats(gr)
+	}
+	s, err := optim.NewSolver(optim.SolverConfig{
+		Method: method,
+		RSDM:   optim.RSDMConfig{LR: 0.5, SubmanifoldSize: 6, Seed: 3},
+		RGD:    optim.RGDConfig{LR: 0.5},
+		Other:  optim.OtherConfig{LR: 0.1, Momentum: 0.9},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Step(params); err != nil {
+		return out, err // what was computed, to show where it went wrong
+	}
+	for _, n := range nodes {
+		out["step."+n.Name()] = floats(n.Value())
+	}
+	return out, nil
+}
+
+// orthonormalize replaces a weight by the Q factor of its thin QR.
+func orthonormalize(w *G.Node) error {
+	d := w.Value().(*tensor.Dense)
+	r, c := d.Shape()[0], d.Shape()[1]
+	v := floats(d)
+	for j := 0; j < c; j++ { // modified Gram-Schmidt on the columns
+		for k := 0; k < j; k++ {
+			var dot float64
+			for i := 0; i < r; i++ {
+				dot += v[i*c+j] * v[i*c+k]
+			}
+			for i := 0; i < r; i++ {
+				v[i*c+j] -= dot * v[i*c+k]
+			}
+		}
+		var nrm float64
+		for i := 0; i < r; i++ {
+			nrm += v[i*c+j] * v[i*c+j]
+		}
+		nrm = math.Sqrt(nrm)
+		for i := 0; i < r; i++ {
+			v[i*c+j] /= nrm
+		}
+	}
+	return G.Let(w, denseOf(d.Dtype(), []int{r, c}, v))
+}
+
+func floats(v G.Value) []float64 {
+	switch d := v.Data().(type) {
+	case []float32:
+		out := make([]float64, len(d))
+		for i, x := range d {
+			out[i] = float64(x)
+		}
+		return out
+	case []float64:
+		return append([]float64(nil), d...)
+	case float32:
+		return []float64{float64(d)}
+	case float64:
+		return []float64{d}
+	}
+	panic(fmt.Sprintf("unexpected value %T", v.Data()))
+}
+
+// relErr is ||a - b|| / max(||b||, tiny).
+func relErr(a, b []float64) float64 {
+	var d, n float64
+	for i := range a {
+		d += (a[i] - b[i]) * (a[i] - b[i])
+		n += b[i] * b[i]
+	}
+	return math.Sqrt(d) / math.Max(math.Sqrt(n), 1e-30)
+}
+
+// deviceTol is the float32 tolerance on each kind of result: values and
+// weights carry rounding of one pass, gradients of a forward and a backward
+// pass summed in another order.
+func deviceTol(name string) float64 {
+	switch {
+	case name == "loss" || name == "logits":
+		return 1e-4
+	case len(name) > 5 && name[:5] == "grad.":
+		return 1e-3
+	}
+	return 1e-4
+}
+
+// compareDevice checks got against want, name by name.
+func compareDevice(t *testing.T, label string, got, want map[string][]float64) {
+	t.Helper()
+	var names []string
+	for k := range want {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	if len(got) != len(want) {
+		t.Errorf("%s: %d results, want %d", label, len(got), len(want))
+	}
+	worst := 0.0
+	for _, k := range names {
+		g, ok := got[k]
+		if !ok || len(g) != len(want[k]) {
+			t.Errorf("%s: %s: missing or %d values, want %d", label, k, len(g), len(want[k]))
+			continue
+		}
+		e := relErr(g, want[k])
+		worst = math.Max(worst, e)
+		if !(e <= deviceTol(k)) {
+			t.Errorf("%s: %s differs by %.3g (relative), tolerance %.0g", label, k, e, deviceTol(k))
+		}
+	}
+	t.Logf("%s: %d results, largest relative difference %.3g", label, len(names), worst)
+}
+
+// TestDeviceAgreement holds one graph's numbers fixed across builds. Alone,
+// it checks float32 against float64 on this build. With
+// ORTHONET_DEVICE_REF_OUT it writes this build's float32 results; with
+// ORTHONET_DEVICE_REF it checks them against a file another build wrote:
+// make cuda writes one with the CPU build and checks the cuda build (GPU
+// forward, backward and steps) against it.
+func TestDeviceAgreement(t *testing.T) {
+	refIn, refOut := os.Getenv("ORTHONET_DEVICE_REF"), os.Getenv("ORTHONET_DEVICE_REF_OUT")
+	if gpu.Built && refIn == "" {
+		t.Skip("cuda build: needs ORTHONET_DEVICE_REF, the CPU build's results")
+	}
+	var ref *checkpoint.File
+	if refIn != "" {
+		var err error
+		if ref, err = checkpoint.Read(refIn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := checkpoint.New()
+	for _, model := range deviceModels {
+		for _, method := range []optim.Method{optim.MethodRSDM, optim.MethodRGD} {
+			label := fmt.Sprintf("%s/%s", model, map[optim.Method]string{optim.MethodRSDM: "rsdm", optim.MethodRGD: "rgd"}[method])
+			got, err := deviceRun(model, tensor.Float32, method)
+			if err != nil {
+				if got == nil {
+					t.Fatalf("%s: %v", label, err)
+				}
+				t.Errorf("%s: %v", label, err)
+			}
+			for k, v := range got {
+				file.Tensors[label+"/"+k] = checkpoint.Tensor{Shape: []int{len(v)}, Data: v}
+			}
+			var want map[string][]float64
+			switch {
+			case ref != nil:
+				want = map[string][]float64{}
+				for k, v := range ref.Tensors {
+					if len(k) > len(label) && k[:len(label)+1] == label+"/" {
+						want[k[len(label)+1:]] = v.Data.([]float64)
+					}
+				}
+				label += " vs " + refIn
+			default:
+				if want, err = deviceRun(model, tensor.Float64, method); err != nil {
+					t.Fatalf("%s float64: %v", label, err)
+				}
+				label += " float32 vs float64"
+			}
+			compareDevice(t, label, got, want)
+		}
+	}
+	if refOut != "" {
+		if err := checkpoint.Write(refOut, file); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
