@@ -102,6 +102,8 @@ sources() {
       --exclude=./out --exclude=./bin --exclude='*.test' -cf - .) | tar -C "$B/src" -xf -
   fi
   if [ -f "$PACK/vendor.tar.xz" ]; then
+    [ "$(cat "$PACK/vendor.sum" 2>/dev/null)" = "$(modsum)" ] ||
+      die "$PACK/vendor.tar.xz was packed for another go.mod/go.sum: run make cuda-pack again (or delete $PACK to vendor from the network)"
     tar -C "$B/src" -xJf "$PACK/vendor.tar.xz"
     say "modules from $PACK/vendor.tar.xz"
   else
@@ -110,6 +112,9 @@ sources() {
   fi
   [ -d "$B/src/kernels" ] || die "no Gorgonia kernel sources in $B/src/kernels"
 }
+
+# modsum identifies the module requirements a vendor pack was made for.
+modsum() { cat "$root/go.mod" "$root/go.sum" | sha256sum | cut -d' ' -f1; }
 
 kernels_from_cache() {
   local dir
@@ -165,6 +170,7 @@ pack() {
   (cd "$root" && GOFLAGS=-mod=mod go mod vendor -o "$stage/vendor")
   kernels_from_cache "$stage/kernels"
   tar -C "$stage" -cJf "$PACK/vendor.tar.xz" vendor kernels
+  modsum > "$PACK/vendor.sum"
   # A Go toolchain that builds a vendored module: the go command, the compiler tools and the standard
   # library's sources.
   local groot arch
