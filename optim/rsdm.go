@@ -105,8 +105,9 @@ type RSDM[T Float] struct {
 	ynew  []float64
 	v     []float64
 	tmp   []float64
-	yt    []T // r x r in T
-	upd   []T // r x p
+	yt    []T       // r x r in T
+	upd   []T       // r x p
+	wide  []float64 // AddMul's workspace
 }
 
 var _ Optimizer[float64] = (*RSDM[float64])(nil)
@@ -318,7 +319,7 @@ func (o *RSDM[T]) update(x []T) {
 			o.yt[i*r+i] = T(o.ynew[i*r+i] - 1)
 		}
 		copy(o.upd, o.px0)
-		linalg.Gemm(false, false, r, p, r, 1, o.yt, r, o.px0, p, 1, o.upd, p)
+		linalg.AddMul(r, p, r, o.yt, o.px0, o.upd, &o.wide)
 		for i, row := range o.idx {
 			copy(x[row*p:row*p+p], o.upd[i*p:i*p+p])
 		}

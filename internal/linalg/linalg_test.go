@@ -174,3 +174,80 @@ func TestFinite(t *testing.T) {
 		}
 	}
 }
+
+func TestAddMul(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const m, n, k = 7, 40, 300
+	a, b, c := make([]float64, m*k), make([]float64, k*n), make([]float64, m*n)
+	for _, s := range [][]float64{a, b, c} {
+		for i := range s {
+			s[i] = rng.NormFloat64()
+		}
+	}
+	want := append([]float64(nil), c...)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			for l := 0; l < k; l++ {
+				want[i*n+j] += a[i*k+l] * b[l*n+j]
+			}
+		}
+	}
+	worst := func(got func(int) float64) float64 {
+		e, s := 0.0, 0.0
+		for i, w := range want {
+			e, s = math.Max(e, math.Abs(got(i)-w)), math.Max(s, math.Abs(w))
+		}
+		return e / s
+	}
+
+	c64 := append([]float64(nil), c...)
+	var ws []float64
+	AddMul(m, n, k, a, b, c64, &ws)
+	if e := worst(func(i int) float64 { return c64[i] }); e > 1e-13 {
+		t.Errorf("float64: relative error %.3g", e)
+	}
+
+	a32, b32, c32 := to32(a), to32(b), to32(c)
+	// Inputs rounded to float32 are the reference's too, so that only the
+	// product's own rounding is measured.
+	a, b, c = to64(a32), to64(b32), to64(c32)
+	want = append(want[:0], c...)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			for l := 0; l < k; l++ {
+				want[i*n+j] += a[i*k+l] * b[l*n+j]
+			}
+		}
+	}
+	AddMul(m, n, k, a32, b32, c32, &ws)
+	tol := 1e-5 // float32 terms, k of them
+	if wideFloat32 {
+		tol = 1.2e-7 // one rounding of the float64 result
+	}
+	if e := worst(func(i int) float64 { return float64(c32[i]) }); e > tol {
+		t.Errorf("float32 (%s): relative error %.3g, want below %.1g", Backend, e, tol)
+	}
+	if wideFloat32 {
+		before := &ws[0]
+		AddMul(m, n, k, a32, b32, c32, &ws)
+		if &ws[0] != before {
+			t.Error("AddMul grew a workspace that was large enough")
+		}
+	}
+}
+
+func to32(s []float64) []float32 {
+	out := make([]float32, len(s))
+	for i, v := range s {
+		out[i] = float32(v)
+	}
+	return out
+}
+
+func to64(s []float32) []float64 {
+	out := make([]float64, len(s))
+	for i, v := range s {
+		out[i] = float64(v)
+	}
+	return out
+}

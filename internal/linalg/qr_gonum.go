@@ -10,6 +10,9 @@ import (
 // Backend names the BLAS and LAPACK that this build uses.
 const Backend = "gonum (pure Go)"
 
+// wideFloat32 says AddMul forms float32 products in float64 (see AddMul).
+const wideFloat32 = true
+
 // qrWork is the workspace of the pure-Go QR.
 type qrWork[T Float] struct {
 	a64    []float64 // float32 input, converted

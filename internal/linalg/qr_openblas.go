@@ -73,6 +73,10 @@ func potrfUpper(n int, g []float64) bool {
 // Backend names the BLAS and LAPACK that this build uses.
 const Backend = "OpenBLAS"
 
+// wideFloat32 says AddMul forms float32 products in float64 (see AddMul):
+// not needed here, OpenBLAS's sgemm keeps RSDM's rows on the manifold.
+const wideFloat32 = false
+
 // The openblas build routes gonum's BLAS interfaces, and with them every
 // product in orthonet, to OpenBLAS. This is the one process-wide choice the
 // package makes.
