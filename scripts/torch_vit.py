@@ -14,18 +14,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-
-def rsdm_p_(x, g, r, lr):
-    """One RSDM-P step on x (n x p, orthonormal columns) in place."""
-    n = x.shape[0]
-    idx = torch.randperm(n, device=x.device)[:r]
-    xs, gs = x[idx], g[idx]
-    b = gs @ xs.T
-    a = (b - b.T) / 2
-    eye = torch.eye(r, device=x.device)
-    q, rr = torch.linalg.qr(eye - lr * a)
-    q = q * torch.sign(torch.diagonal(rr))
-    x[idx] = xs + (q - eye) @ xs
+from torch_ffn import rsdm_p_  # the same RSDM-P step, beside this script
 
 
 def main():
