@@ -14,6 +14,7 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/internal/gpu"
+	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 )
@@ -38,15 +39,7 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Method) (map[string][
 		batch  = 8
 	)
 	input := func(shape ...int) *G.Node {
-		n := 1
-		for _, s := range shape {
-			n *= s
-		}
-		v := make([]float64, n)
-		for i := range v {
-			v[i] = rng.NormFloat64()
-		}
-		return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName("x"), G.WithValue(denseOf(dt, shape, v)))
+		return G.Must(nn.Param(g, "x", dt, shape, func(int) float64 { return rng.NormFloat64() }))
 	}
 	switch model {
 	case "ffn":
@@ -150,29 +143,18 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Method) (map[string][
 	return out, nil
 }
 
-// orthonormalize replaces a weight by the Q factor of its thin QR.
+// orthonormalize replaces a weight by the Q factor of its thin QR, taken
+// in float64 whatever the weight's element type.
 func orthonormalize(w *G.Node) error {
 	d := w.Value().(*tensor.Dense)
 	r, c := d.Shape()[0], d.Shape()[1]
 	v := floats(d)
-	for j := 0; j < c; j++ { // modified Gram-Schmidt on the columns
-		for k := 0; k < j; k++ {
-			var dot float64
-			for i := 0; i < r; i++ {
-				dot += v[i*c+j] * v[i*c+k]
-			}
-			for i := 0; i < r; i++ {
-				v[i*c+j] -= dot * v[i*c+k]
-			}
-		}
-		var nrm float64
-		for i := 0; i < r; i++ {
-			nrm += v[i*c+j] * v[i*c+j]
-		}
-		nrm = math.Sqrt(nrm)
-		for i := 0; i < r; i++ {
-			v[i*c+j] /= nrm
-		}
+	st, err := manifold.NewStiefel[float64](r, c)
+	if err != nil {
+		return err
+	}
+	if err := st.Orthonormalize(v); err != nil {
+		return err
 	}
 	return G.Let(w, denseOf(d.Dtype(), []int{r, c}, v))
 }

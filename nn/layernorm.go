@@ -45,11 +45,7 @@ func (l *LayerNorm) Forward(x *G.Node) (*G.Node, error) {
 	b, d := x.Shape()[0], x.Shape()[1]
 	g, dt := x.Graph(), x.Dtype()
 	filled := func(name string, r, c int, v float64) *G.Node {
-		vals := make([]float64, r*c)
-		for i := range vals {
-			vals[i] = v
-		}
-		return G.NewMatrix(g, dt, G.WithShape(r, c), G.WithName(name), G.WithValue(filledDense(dt, r, c, vals)))
+		return G.Must(Param(g, name, dt, []int{r, c}, func(int) float64 { return v }))
 	}
 	avg := filled(fmt.Sprintf("ln.avg%d", d), d, 1, 1/float64(d)) // x avg = row means
 	spread := filled(fmt.Sprintf("ln.spread%d", d), 1, d, 1)      // (b,1) spread = (b,d)
@@ -62,17 +58,6 @@ func (l *LayerNorm) Forward(x *G.Node) (*G.Node, error) {
 	normed := G.Must(G.HadamardDiv(centered, G.Must(G.Mul(std, spread))))
 	scaled := G.Must(G.HadamardProd(normed, G.Must(G.Mul(rows, l.Gamma))))
 	return G.Add(scaled, G.Must(G.Mul(rows, l.Beta)))
-}
-
-func filledDense(dt tensor.Dtype, r, c int, v []float64) *tensor.Dense {
-	if dt == tensor.Float32 {
-		f := make([]float32, len(v))
-		for i, x := range v {
-			f[i] = float32(x)
-		}
-		return tensor.New(tensor.WithShape(r, c), tensor.WithBacking(f))
-	}
-	return tensor.New(tensor.WithShape(r, c), tensor.WithBacking(v))
 }
 
 // Params returns Gamma and Beta.

@@ -206,11 +206,17 @@ var cPrefix = regexp.MustCompile(`^(cu[A-Z]|CU[A-Z_]|cudnn[A-Z]|CUDNN_|cublas[A-
 // the name of a function defined or declared at the start of a line.
 var cDefRE = regexp.MustCompile(`(?m)(?:}\s*(\w+)\s*;|^typedef\s+[^;{}()]*?\b(\w+)\s*;|^(?:extern\s+)?\w[\w\s\*]*?\b(\w+)\s*\()`)
 
+var (
+	blockCommentRE = regexp.MustCompile(`(?s)/\*.*?\*/`)
+	lineCommentRE  = regexp.MustCompile(`//[^\n]*`)
+	includeRE      = regexp.MustCompile(`(?m)^\s*#\s*include[^\n]*`)
+)
+
 // cCode is C source without comments and #include lines.
 func cCode(b []byte) []byte {
-	b = regexp.MustCompile(`(?s)/\*.*?\*/`).ReplaceAll(b, nil)
-	b = regexp.MustCompile(`//[^\n]*`).ReplaceAll(b, nil)
-	return regexp.MustCompile(`(?m)^\s*#\s*include[^\n]*`).ReplaceAll(b, nil)
+	b = blockCommentRE.ReplaceAll(b, nil)
+	b = lineCommentRE.ReplaceAll(b, nil)
+	return includeRE.ReplaceAll(b, nil)
 }
 
 // changedIn13 are driver functions whose CUDA 13 prototypes take other
