@@ -48,7 +48,7 @@ func (m *model) train(s *optim.Solver, steps int) {
 		if err := m.vm.RunAll(); err != nil {
 			log.Fatal(err)
 		}
-		if err := s.Step(m.params); err != nil {
+		if err := s.Step(); err != nil {
 			log.Fatal(err)
 		}
 		m.vm.Reset()
@@ -61,7 +61,7 @@ func (m *model) train(s *optim.Solver, steps int) {
 func Example() {
 	cfg := optim.SolverConfig{
 		RSDM:  optim.RSDMConfig{LR: 0.1, SubmanifoldSize: 4, Seed: 1},
-		Other: optim.OtherConfig{Rule: optim.Adam, LR: 0.05},
+		Other: optim.OtherConfig{Rule: optim.RuleAdam, LR: 0.05},
 	}
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
@@ -69,13 +69,13 @@ func Example() {
 
 	// Train 10 steps and save.
 	m := build()
-	s, _ := optim.NewSolver(cfg)
+	s, _ := optim.NewSolver(m.params, cfg)
 	m.train(s, 10)
 	f := checkpoint.New()
 	if err := f.PutNodes("model.", optim.Nodes(m.params)); err != nil {
 		log.Fatal(err)
 	}
-	if err := f.PutSolver("optim.", s, m.params); err != nil {
+	if err := f.PutSolver("optim.", s); err != nil {
 		log.Fatal(err)
 	}
 	_ = f.SetJSON("step", 10)
@@ -92,11 +92,11 @@ func Example() {
 	var step int
 	_ = g.JSON("step", &step)
 	r := build()
-	rs, _ := optim.NewSolver(cfg)
+	rs, _ := optim.NewSolver(r.params, cfg)
 	if err := g.LoadNodes("model.", optim.Nodes(r.params)); err != nil {
 		log.Fatal(err)
 	}
-	if err := g.LoadSolver("optim.", rs, r.params); err != nil {
+	if err := g.LoadSolver("optim.", rs); err != nil {
 		log.Fatal(err)
 	}
 	r.train(rs, 20-step)

@@ -107,20 +107,15 @@ type solverParam struct {
 	Buffers  []string          `json:"buffers,omitempty"`
 }
 
-func paramNode(p G.ValueGrad) *G.Node {
-	switch n := p.(type) {
-	case optim.Constrained:
-		return n.Node
-	case *G.Node:
-		return n
-	}
-	return nil
+// Solver is what PutSolver and LoadSolver need of an optimizer over named
+// parameters; *optim.Solver implements it.
+type Solver interface {
+	Params() []optim.ParamInfo
+	State() []optim.State
+	SetState([]optim.State) error
 }
 
 func prod(shape []int) int {
-	if shape == nil {
-		return -1
-	}
 	n := 1
 	for _, d := range shape {
 		n *= d
@@ -128,35 +123,23 @@ func prod(shape []int) int {
 	return n
 }
 
-func paramName(p G.ValueGrad) string {
-	switch n := p.(type) {
-	case optim.Constrained:
-		return n.Name()
-	case *G.Node:
-		return n.Name()
-	}
-	return fmt.Sprintf("%T", p)
-}
-
-// PutSolver stores the state of s, which steps params: each buffer as the
-// tensor prefix + parameter name + "/" + buffer name, the rest as JSON
-// under the metadata key prefix + "solver".
-func (f *File) PutSolver(prefix string, s *optim.Solver, params []G.ValueGrad) error {
+// PutSolver stores the state of s: each buffer as the tensor prefix +
+// parameter name + "/" + buffer name, the rest as JSON under the metadata
+// key prefix + "solver".
+func (f *File) PutSolver(prefix string, s Solver) error {
 	states := s.State()
-	if states != nil && len(states) != len(params) {
-		return fmt.Errorf("checkpoint: the solver has %d parameters, %d given", len(states), len(params))
+	params := s.Params()
+	if len(states) != len(params) {
+		return fmt.Errorf("checkpoint: the solver has %d parameters but %d states", len(params), len(states))
 	}
 	out := make([]solverParam, len(states))
 	for i, st := range states {
-		name := paramName(params[i])
+		name := params[i].Name
 		sp := solverParam{Name: name, Kind: st.Kind, Counters: st.Counters, Random: map[string]string{}}
 		for k, v := range st.Random {
 			sp.Random[k] = base64.StdEncoding.EncodeToString(v)
 		}
-		var shape []int
-		if n := paramNode(params[i]); n != nil {
-			shape = n.Shape().Clone()
-		}
+		shape := params[i].Shape
 		for k, v := range st.Buffers {
 			_, n, err := dtypeOf(v)
 			if err != nil {
@@ -175,20 +158,21 @@ func (f *File) PutSolver(prefix string, s *optim.Solver, params []G.ValueGrad) e
 	return f.SetJSON(prefix+"solver", out)
 }
 
-// LoadSolver restores into s the state stored by PutSolver; params is the
-// list that s will step, in the same order as when it was saved. On error s
-// is unchanged.
-func (f *File) LoadSolver(prefix string, s *optim.Solver, params []G.ValueGrad) error {
+// LoadSolver restores into s the state stored by PutSolver from a solver
+// over parameters of the same names, in the same order. On error s is
+// unchanged.
+func (f *File) LoadSolver(prefix string, s Solver) error {
 	var in []solverParam
 	if err := f.JSON(prefix+"solver", &in); err != nil {
 		return err
 	}
+	params := s.Params()
 	if len(in) != 0 && len(in) != len(params) {
 		return fmt.Errorf("checkpoint: solver state for %d parameters, the model has %d", len(in), len(params))
 	}
 	states := make([]optim.State, len(in))
 	for i, sp := range in {
-		if name := paramName(params[i]); sp.Name != name {
+		if name := params[i].Name; sp.Name != name {
 			return fmt.Errorf("checkpoint: solver state %d is for %q, the model's parameter %d is %q", i, sp.Name, i, name)
 		}
 		st := optim.State{Kind: sp.Kind, Counters: sp.Counters, Random: map[string][]byte{}, Buffers: map[string]any{}}
@@ -208,7 +192,7 @@ func (f *File) LoadSolver(prefix string, s *optim.Solver, params []G.ValueGrad) 
 		}
 		states[i] = st
 	}
-	if err := s.SetState(params, states); err != nil {
+	if err := s.SetState(states); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil

@@ -91,7 +91,7 @@ func (m *toy) steps(t testing.TB, s *optim.Solver, from, to int) {
 		if err := m.vm.RunAll(); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Step(m.params); err != nil {
+		if err := s.Step(); err != nil {
 			t.Fatal(err)
 		}
 		m.vm.Reset()
@@ -110,8 +110,8 @@ func set(data any, i int, v float64) {
 func solverConfigs() map[string]optim.SolverConfig {
 	return map[string]optim.SolverConfig{
 		"rsdm-p+sgd-momentum": {RSDM: optim.RSDMConfig{LR: 0.2, SubmanifoldSize: 5, Seed: 3}, Other: optim.OtherConfig{LR: 0.05, Momentum: 0.9}},
-		"rsdm-o+adam":         {RSDM: optim.RSDMConfig{LR: 0.2, SubmanifoldSize: 5, Sampling: optim.Orthogonal, Seed: 3}, Other: optim.OtherConfig{Rule: optim.Adam, LR: 0.01}},
-		"rgd-momentum+adam":   {Method: optim.MethodRGD, RGD: optim.RGDConfig{LR: 0.1, Momentum: 0.9}, Other: optim.OtherConfig{Rule: optim.Adam, LR: 0.01}},
+		"rsdm-o+adam":         {RSDM: optim.RSDMConfig{LR: 0.2, SubmanifoldSize: 5, Sampling: optim.Orthogonal, Seed: 3}, Other: optim.OtherConfig{Rule: optim.RuleAdam, LR: 0.01}},
+		"rgd-momentum+adam":   {Method: optim.MethodRGD, RGD: optim.RGDConfig{LR: 0.1, Momentum: 0.9}, Other: optim.OtherConfig{Rule: optim.RuleAdam, LR: 0.01}},
 		"rsdm-momentum+sgd":   {RSDM: optim.RSDMConfig{LR: 0.2, SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 3, Seed: 3}, Other: optim.OtherConfig{LR: 0.05}},
 	}
 }
@@ -126,17 +126,17 @@ func TestResumeBitExact(t *testing.T) {
 		for name, cfg := range solverConfigs() {
 			for _, k := range []int{0, 7, 11} {
 				straight := newToy(t, dt, toyHidden)
-				s1, _ := optim.NewSolver(cfg)
+				s1, _ := optim.NewSolver(straight.params, cfg)
 				straight.steps(t, s1, 0, total)
 
 				first := newToy(t, dt, toyHidden)
-				s2, _ := optim.NewSolver(cfg)
+				s2, _ := optim.NewSolver(first.params, cfg)
 				first.steps(t, s2, 0, k)
 				f := New()
 				if err := f.PutNodes("model.", first.nodes); err != nil {
 					t.Fatal(err)
 				}
-				if err := f.PutSolver("optim.", s2, first.params); err != nil {
+				if err := f.PutSolver("optim.", s2); err != nil {
 					t.Fatal(err)
 				}
 				path := filepath.Join(t.TempDir(), "c.safetensors")
@@ -148,11 +148,11 @@ func TestResumeBitExact(t *testing.T) {
 					t.Fatal(err)
 				}
 				second := newToy(t, dt, toyHidden)
-				s3, _ := optim.NewSolver(cfg)
+				s3, _ := optim.NewSolver(second.params, cfg)
 				if err := g.LoadNodes("model.", second.nodes); err != nil {
 					t.Fatal(err)
 				}
-				if err := g.LoadSolver("optim.", s3, second.params); err != nil {
+				if err := g.LoadSolver("optim.", s3); err != nil {
 					t.Fatal(err)
 				}
 				second.steps(t, s3, k, total)
@@ -194,11 +194,11 @@ func firstDiff(a, b any) int {
 func TestLoadMismatch(t *testing.T) {
 	cfgs := solverConfigs()
 	src := newToy(t, tensor.Float64, toyHidden)
-	s, _ := optim.NewSolver(cfgs["rsdm-o+adam"])
+	s, _ := optim.NewSolver(src.params, cfgs["rsdm-o+adam"])
 	src.steps(t, s, 0, 3)
 	f := New()
 	_ = f.PutNodes("model.", src.nodes)
-	_ = f.PutSolver("optim.", s, src.params)
+	_ = f.PutSolver("optim.", s)
 
 	wider := newToy(t, tensor.Float64, toyHidden+1)
 	before := append([]float64(nil), wider.nodes[2].Value().Data().([]float64)...)
@@ -217,15 +217,16 @@ func TestLoadMismatch(t *testing.T) {
 	if err := f.LoadNodes("other.", src.nodes); err == nil || !strings.Contains(err.Error(), `no tensor "other.W1"`) {
 		t.Errorf("missing prefix: %v", err)
 	}
-	sgd, _ := optim.NewSolver(cfgs["rsdm-p+sgd-momentum"])
-	if err := f.LoadSolver("optim.", sgd, src.params); err == nil || !strings.Contains(err.Error(), `"adam" optimizer cannot restore a "sgd"`) {
+	sgd, _ := optim.NewSolver(src.params, cfgs["rsdm-p+sgd-momentum"])
+	if err := f.LoadSolver("optim.", sgd); err == nil || !strings.Contains(err.Error(), `"adam" optimizer cannot restore a "sgd"`) {
 		t.Errorf("Adam state into SGD: %v", err)
 	}
-	rgd, _ := optim.NewSolver(cfgs["rgd-momentum+adam"])
-	if err := f.LoadSolver("optim.", rgd, src.params); err == nil || !strings.Contains(err.Error(), `"rsdm" optimizer cannot restore a "rgd"`) {
+	rgd, _ := optim.NewSolver(src.params, cfgs["rgd-momentum+adam"])
+	if err := f.LoadSolver("optim.", rgd); err == nil || !strings.Contains(err.Error(), `"rsdm" optimizer cannot restore a "rgd"`) {
 		t.Errorf("RSDM state into RGD: %v", err)
 	}
-	if err := f.LoadSolver("optim.", rgd, src.params[:2]); err == nil || !strings.Contains(err.Error(), "state for 3 parameters, the model has 2") {
+	fewer, _ := optim.NewSolver(src.params[:2], cfgs["rgd-momentum+adam"])
+	if err := f.LoadSolver("optim.", fewer); err == nil || !strings.Contains(err.Error(), "state for 3 parameters, the model has 2") {
 		t.Errorf("fewer parameters: %v", err)
 	}
 }

@@ -125,7 +125,7 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Method) (map[string][
 		}
 		out["grad."+n.Name()] = floats(gr)
 	}
-	s, err := optim.NewSolver(optim.SolverConfig{
+	s, err := optim.NewSolver(params, optim.SolverConfig{
 		Method: method,
 		RSDM:   optim.RSDMConfig{LR: 0.5, SubmanifoldSize: 6, Seed: 3},
 		RGD:    optim.RGDConfig{LR: 0.5},
@@ -134,7 +134,7 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Method) (map[string][
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Step(params); err != nil {
+	if err := s.Step(); err != nil {
 		return out, err // what was computed, to show where it went wrong
 	}
 	for _, n := range nodes {

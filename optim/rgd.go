@@ -26,7 +26,9 @@ type RGD[T Float] struct {
 	n, p int
 	rg   []T
 	next []T
-	mom  []T
+	mom  []T // nil before the first step
+	// momNext is the momentum prepare computed.
+	momNext []T
 }
 
 var _ Optimizer[float64] = (*RGD[float64])(nil)
@@ -46,25 +48,37 @@ func NewRGD[T Float](m manifold.Manifold[T], cfg RGDConfig) (*RGD[T], error) {
 	return &RGD[T]{cfg: cfg, m: m, n: n, p: p}, nil
 }
 
-// Step takes one RGD step from x along the Euclidean gradient grad.
+// Step takes one RGD step from x along the Euclidean gradient grad. On
+// error neither x nor the momentum has changed.
 func (o *RGD[T]) Step(x, grad []T) error {
 	if err := checkStep(o.n, o.p, x, grad); err != nil {
 		return err
 	}
+	if err := o.prepare(x, grad); err != nil {
+		return err
+	}
+	o.commit(x, grad)
+	return nil
+}
+
+// prepare computes the next point (and momentum) into workspaces.
+func (o *RGD[T]) prepare(x, grad []T) error {
 	o.rg = linalg.Grow(o.rg, len(x))
 	if err := o.m.Proj(o.rg, x, grad); err != nil {
 		return err
 	}
 	dir := o.rg
 	if o.cfg.Momentum > 0 {
-		if o.mom == nil {
-			o.mom = make([]T, len(x))
-		}
+		o.momNext = linalg.Grow(o.momNext, len(x))
 		b := T(o.cfg.Momentum)
 		for i, g := range o.rg {
-			o.mom[i] = b*o.mom[i] + g
+			var prev T // the momentum is zero before the first step
+			if o.mom != nil {
+				prev = o.mom[i]
+			}
+			o.momNext[i] = b*prev + g
 		}
-		dir = o.mom
+		dir = o.momNext
 	}
 	lr := T(o.cfg.LR)
 	for i, d := range dir {
@@ -74,9 +88,19 @@ func (o *RGD[T]) Step(x, grad []T) error {
 	if err := o.m.Retract(o.next, x, o.rg); err != nil {
 		return fmt.Errorf("optim: RGD: %w", err)
 	}
-	copy(x, o.next)
 	if o.cfg.Momentum > 0 {
-		return o.m.Proj(o.mom, x, o.mom)
+		// The momentum travels to the new point by tangent projection.
+		return o.m.Proj(o.momNext, o.next, o.momNext)
 	}
 	return nil
 }
+
+// commit moves x to the point prepare computed.
+func (o *RGD[T]) commit(x, _ []T) {
+	copy(x, o.next)
+	if o.cfg.Momentum > 0 {
+		o.mom, o.momNext = o.momNext, o.mom
+	}
+}
+
+func (o *RGD[T]) abort() {}

@@ -91,6 +91,11 @@ type RSDM[T Float] struct {
 	steps int // steps taken
 	phase int // inner step within the current submanifold
 
+	saved     rsdmSaved // the sampler before the step under way
+	orderPrev []int     // the Blocks order before a reshuffle
+	reorthNow bool      // the step under way re-orthonormalizes
+	scratch   []T       // n x p: the re-orthonormalized point
+
 	idx   []int // sampled rows (Permutation, Blocks)
 	order []int // current pass's row order (Blocks)
 	block int   // next block in order (Blocks)
@@ -111,6 +116,13 @@ type RSDM[T Float] struct {
 }
 
 var _ Optimizer[float64] = (*RSDM[float64])(nil)
+
+// rsdmSaved is what abort restores.
+type rsdmSaved struct {
+	src   rand.PCG
+	block int
+	order bool // orderPrev holds the order before this step's reshuffle
+}
 
 // NewRSDM returns RSDM for weights on m (a Stiefel or Grassmann manifold).
 func NewRSDM[T Float](m manifold.Manifold[T], cfg RSDMConfig) (*RSDM[T], error) {
@@ -163,7 +175,7 @@ func NewRSDM[T Float](m manifold.Manifold[T], cfg RSDMConfig) (*RSDM[T], error) 
 		}
 		o.pmat = make([]T, r*n)
 	case Blocks:
-		o.order = make([]int, n)
+		o.order, o.orderPrev = make([]int, n), make([]int, n)
 		o.block = -1
 	default:
 		return nil, fmt.Errorf("optim: unknown sampling %v", cfg.Sampling)
@@ -189,11 +201,26 @@ func (o *RSDM[T]) Steps() int { return o.steps }
 
 // Step takes one RSDM step from x along the Euclidean gradient grad. It reads
 // only the sampled rows of grad under Permutation and Blocks sampling, but
-// checks all of grad for NaN and Inf.
+// checks all of grad for NaN and Inf. On error neither x nor the optimizer's
+// state (sampler, counters, inner loop) has changed.
 func (o *RSDM[T]) Step(x, grad []T) error {
 	if err := checkStep(o.n, o.p, x, grad); err != nil {
 		return err
 	}
+	if err := o.prepare(x, grad); err != nil {
+		o.abort()
+		return err
+	}
+	o.commit(x, grad)
+	return nil
+}
+
+// prepare computes the step from x along grad into the optimizer's
+// workspaces, leaving x untouched; commit applies it and abort undoes the
+// sampler's advance. Splitting the step lets a Solver update every
+// parameter or none.
+func (o *RSDM[T]) prepare(x, grad []T) error {
+	o.saved = rsdmSaved{src: *o.src, block: o.block, order: false}
 	r, p := o.r, o.p
 	if o.phase == 0 {
 		if err := o.sample(); err != nil {
@@ -238,19 +265,44 @@ func (o *RSDM[T]) Step(x, grad []T) error {
 	if err := o.retract(); err != nil {
 		return fmt.Errorf("optim: RSDM inner retraction: %w", err)
 	}
-	o.update(x)
-	o.yprev, o.y, o.ynew = o.y, o.ynew, o.yprev
-
-	o.steps++
-	if o.phase++; o.phase == o.cfg.InnerSteps {
-		o.phase = 0
-	}
-	if o.reorth > 0 && o.steps%o.reorth == 0 {
-		if err := o.m.Orthonormalize(x); err != nil {
+	o.correction()
+	o.reorthNow = o.reorth > 0 && (o.steps+1)%o.reorth == 0
+	if o.reorthNow {
+		// The re-orthonormalized point is formed aside, so that a failure
+		// leaves x as it was.
+		o.scratch = linalg.Grow(o.scratch, len(x))
+		copy(o.scratch, x)
+		o.apply(o.scratch)
+		if err := o.m.Orthonormalize(o.scratch); err != nil {
 			return fmt.Errorf("optim: RSDM: %w", err)
 		}
 	}
 	return nil
+}
+
+// commit applies the step that prepare computed.
+func (o *RSDM[T]) commit(x, _ []T) {
+	if o.reorthNow {
+		copy(x, o.scratch)
+	} else {
+		o.apply(x)
+	}
+	o.yprev, o.y, o.ynew = o.y, o.ynew, o.yprev
+	o.steps++
+	if o.phase++; o.phase == o.cfg.InnerSteps {
+		o.phase = 0
+	}
+}
+
+// abort restores the sampler to where it was before prepare. Everything
+// else prepare wrote is either recomputed by the next step or, at the first
+// inner step, reset by it.
+func (o *RSDM[T]) abort() {
+	*o.src = o.saved.src
+	o.block = o.saved.block
+	if o.saved.order {
+		copy(o.order, o.orderPrev)
+	}
 }
 
 // retract sets Y_new = R_Y(V) on O(r). For the QR retraction it uses the
@@ -278,6 +330,8 @@ func (o *RSDM[T]) sample() error {
 	// Blocks: a fresh random order of all rows at the start of each pass.
 	nb := (o.n + o.r - 1) / o.r
 	if o.block < 0 || o.block == nb {
+		copy(o.orderPrev, o.order)
+		o.saved.order = true
 		for i := range o.order {
 			o.order[i] = i
 		}
@@ -303,13 +357,14 @@ func (o *RSDM[T]) project(dst, a []T) {
 	}
 }
 
-// update sets x to U(Y_new) X_0 = X_0 + P^T (Y_new - I) P X_0, where X_0 is
-// the point at the first inner step; with the current point X = U(Y) X_0
-// this is X + P^T (Y_new - Y) P X_0. Both forms add a small correction
-// instead of multiplying by Y_new itself: in float32 the rounding of the
-// correction is relative to its own small size, which keeps ||X^T X - I||
-// from drifting by eps * ||Y|| a step.
-func (o *RSDM[T]) update(x []T) {
+// correction forms the change of the sampled rows: for Permutation and
+// Blocks the new rows U(Y_new) X_0 = X_0 + (Y_new - I) P X_0 (in upd), for
+// Orthogonal (Y_new - Y) P X_0, which apply adds to X through P^T. X_0 is the
+// point at the first inner step; with the current point X = U(Y) X_0 both
+// forms add a small correction instead of multiplying by Y_new itself: in
+// float32 the rounding of the correction is relative to its own small size,
+// which keeps ||X^T X - I|| from drifting by eps * ||Y|| a step.
+func (o *RSDM[T]) correction() {
 	r, p := o.r, o.p
 	if o.cfg.Sampling != Orthogonal {
 		for i := range o.yt {
@@ -320,14 +375,22 @@ func (o *RSDM[T]) update(x []T) {
 		}
 		copy(o.upd, o.px0)
 		linalg.AddMul(r, p, r, o.yt, o.px0, o.upd, &o.wide)
-		for i, row := range o.idx {
-			copy(x[row*p:row*p+p], o.upd[i*p:i*p+p])
-		}
 		return
 	}
 	for i := range o.yt {
 		o.yt[i] = T(o.ynew[i] - o.y[i])
 	}
 	linalg.Mul(false, false, r, p, r, o.yt, o.px0, o.upd)
-	linalg.Gemm(true, false, o.n, p, r, 1, o.pmat, o.n, o.upd, p, 1, x, p)
+}
+
+// apply writes the step that correction formed into x.
+func (o *RSDM[T]) apply(x []T) {
+	p := o.p
+	if o.cfg.Sampling != Orthogonal {
+		for i, row := range o.idx {
+			copy(x[row*p:row*p+p], o.upd[i*p:i*p+p])
+		}
+		return
+	}
+	linalg.Gemm(true, false, o.n, p, o.r, 1, o.pmat, o.n, o.upd, p, 1, x, p)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"reflect"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -57,11 +56,11 @@ const (
 type Rule int
 
 const (
-	// SGD is stochastic gradient descent with optional heavy-ball momentum
-	// (PyTorch's SGD: v = mu v + g, w -= lr v). The default.
-	SGD Rule = iota
-	// Adam is Adam with bias correction (Kingma and Ba 2015).
-	Adam
+	// RuleSGD is SGD with optional heavy-ball momentum (PyTorch's SGD:
+	// v = mu v + g, w -= lr v). The default.
+	RuleSGD Rule = iota
+	// RuleAdam is Adam with bias correction (Kingma and Ba 2015).
+	RuleAdam
 )
 
 // OtherConfig holds the update of unconstrained parameters.
@@ -90,207 +89,313 @@ type SolverConfig struct {
 	Other OtherConfig
 }
 
-// Solver is a gorgonia.Solver that moves Constrained weights on their
-// manifold and every other parameter by SGD or Adam. Parameters are matched
-// to their optimizer state by position: pass the same list, in the same
-// order, to every Step.
-type Solver struct {
-	cfg    SolverConfig
-	params []gorgonia.ValueGrad
-	state  []paramState
+// Constraint says which manifold a Param lives on.
+type Constraint int
+
+const (
+	// Euclidean is an unconstrained parameter (SGD or Adam).
+	Euclidean Constraint = iota
+	// OnStiefel is an n x p weight on St(n,p).
+	OnStiefel
+	// OnGrassmann is an n x p weight on Gr(n,p).
+	OnGrassmann
+)
+
+// Param is a parameter held in host memory, for NewSliceSolver: the solver
+// updates Value in place from Grad, both []float32 or []float64 with as many
+// entries as Shape holds.
+type Param struct {
+	Name       string
+	Shape      []int
+	Constraint Constraint
+	Value      any
+	Grad       any
 }
 
-var _ gorgonia.Solver = (*Solver)(nil)
+// ParamInfo names a parameter of a Solver and gives its shape.
+type ParamInfo struct {
+	Name  string
+	Shape []int
+}
 
-// paramState is one parameter's optimizer, bound to its element type.
-type paramState interface {
-	step(value, grad *tensor.Dense) error
+// Solver moves constrained weights on their manifold (RSDM or RGD) and
+// every other parameter by SGD or Adam. It is built once over its
+// parameters, as torch.optim's optimizers are; Step updates all of them.
+// Every Step is all-or-nothing: on error no parameter, buffer or counter
+// has moved.
+type Solver struct {
+	cfg    SolverConfig
+	params []binding
+	opts   []paramOpt
+	// zero clears the gradients after each Step: Gorgonia's tape machine
+	// adds each run's gradients to the bound ones.
+	zero bool
+	// values and grads are the slices of the Step under way.
+	values, grads []any
+}
+
+// binding is how a Solver reaches one parameter's value and gradient.
+type binding struct {
+	info       ParamInfo
+	constraint Constraint
+	node       gorgonia.ValueGrad // nil for a Param
+	value      any                // a Param's slices
+	grad       any
+}
+
+func (b *binding) name() string {
+	if b.constraint == Euclidean {
+		return fmt.Sprintf("parameter %q", b.info.Name)
+	}
+	return fmt.Sprintf("weight %q", b.info.Name)
+}
+
+// resolve returns the parameter's value and gradient slices.
+func (b *binding) resolve() (value, grad any, err error) {
+	if b.node == nil {
+		return b.value, b.grad, nil
+	}
+	v, g, err := dense(b.node)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v.Data(), g.Data(), nil
+}
+
+// paramOpt is one parameter's optimizer, bound to its element type.
+type paramOpt interface {
+	prepare(value, grad any) error
+	commit(value, grad any)
+	abort()
 	state() State
 	setState(State) error
 	setLR(constrained, other float64) error
 }
 
-// SetLR changes the step sizes of the constrained weights and of the other
-// parameters, as a step-size schedule does between steps. Both must be
-// finite and > 0.
-func (s *Solver) SetLR(constrained, other float64) error {
-	if err := checkLR(constrained); err != nil {
-		return err
-	}
-	if err := checkLR(other); err != nil {
-		return err
-	}
-	s.cfg.RSDM.LR, s.cfg.RGD.LR, s.cfg.Other.LR = constrained, constrained, other
-	for _, st := range s.state {
-		if err := st.setLR(constrained, other); err != nil {
-			return err
-		}
-	}
-	return nil
+// twoPhase is an optimizer whose step is split so that a Solver can update
+// every parameter or none: prepare computes the step into workspaces and
+// may fail, commit applies it and cannot, abort undoes what prepare
+// advanced (a sampler).
+type twoPhase[T Float] interface {
+	prepare(x, grad []T) error
+	commit(x, grad []T)
+	abort()
+	State() State
+	SetState(State) error
+	SetLR(float64) error
 }
 
-// NewSolver returns a Solver with the given options.
-func NewSolver(cfg SolverConfig) (*Solver, error) {
-	o := cfg.Other
-	if err := checkLR(o.LR); err != nil {
-		return nil, fmt.Errorf("%w (unconstrained parameters)", err)
+var (
+	_ twoPhase[float32] = (*RSDM[float32])(nil)
+	_ twoPhase[float32] = (*RGD[float32])(nil)
+	_ twoPhase[float32] = (*SGD[float32])(nil)
+	_ twoPhase[float32] = (*Adam[float32])(nil)
+)
+
+type typedOpt[T Float] struct {
+	o           twoPhase[T]
+	constrained bool
+}
+
+func (t *typedOpt[T]) prepare(v, g any) error { return t.o.prepare(v.([]T), g.([]T)) }
+func (t *typedOpt[T]) commit(v, g any)        { t.o.commit(v.([]T), g.([]T)) }
+func (t *typedOpt[T]) abort()                 { t.o.abort() }
+func (t *typedOpt[T]) state() State           { return t.o.State() }
+func (t *typedOpt[T]) setState(s State) error { return t.o.SetState(s) }
+func (t *typedOpt[T]) setLR(constrained, other float64) error {
+	if t.constrained {
+		return t.o.SetLR(constrained)
 	}
-	if err := checkMomentum(o.Momentum); err != nil {
+	return t.o.SetLR(other)
+}
+
+// NewSolver returns a Solver over Gorgonia parameters: Constrained weights
+// (marked by Stiefel or Grassmann) and plain nodes, whose values and
+// gradients it reads through the nodes at every Step (run the graph with
+// BindDualValues). It zeroes the gradients after every Step, failed or not,
+// as Gorgonia's own solvers do: a tape machine adds each run's gradients to
+// the bound ones. Every constrained weight must be a 2-D n x p matrix with
+// n >= p (and n >= r for RSDM) that lies on its manifold.
+func NewSolver(params []gorgonia.ValueGrad, cfg SolverConfig) (*Solver, error) {
+	bs := make([]binding, len(params))
+	for i, p := range params {
+		var n *gorgonia.Node
+		c := Euclidean
+		switch q := p.(type) {
+		case Constrained:
+			n, c = q.Node, OnStiefel
+			if q.Grassmann {
+				c = OnGrassmann
+			}
+		case *gorgonia.Node:
+			n = q
+		default:
+			return nil, fmt.Errorf("optim: parameter %d is a %T, want a *gorgonia.Node or a Constrained weight", i, p)
+		}
+		if n == nil {
+			return nil, fmt.Errorf("optim: parameter %d is a nil node", i)
+		}
+		bs[i] = binding{info: ParamInfo{Name: n.Name(), Shape: n.Shape().Clone()}, constraint: c, node: p}
+	}
+	return newSolver(bs, cfg, true)
+}
+
+// NewSliceSolver returns a Solver over parameters held in host slices, such
+// as a compiled program's buffers. It never clears the gradients: their
+// producer writes them afresh each run.
+func NewSliceSolver(params []Param, cfg SolverConfig) (*Solver, error) {
+	bs := make([]binding, len(params))
+	for i, p := range params {
+		size := 1
+		for _, d := range p.Shape {
+			size *= d
+		}
+		vn, vok := sliceLen(p.Value)
+		gn, gok := sliceLen(p.Grad)
+		switch {
+		case !vok || !gok:
+			return nil, fmt.Errorf("optim: parameter %q: value %T and gradient %T, want []float32 or []float64", p.Name, p.Value, p.Grad)
+		case fmt.Sprintf("%T", p.Value) != fmt.Sprintf("%T", p.Grad):
+			return nil, fmt.Errorf("optim: parameter %q: value %T but gradient %T", p.Name, p.Value, p.Grad)
+		case vn != size || gn != size:
+			return nil, fmt.Errorf("optim: parameter %q of shape %v: value has %d entries, gradient %d", p.Name, p.Shape, vn, gn)
+		case p.Constraint < Euclidean || p.Constraint > OnGrassmann:
+			return nil, fmt.Errorf("optim: parameter %q: unknown constraint %d", p.Name, p.Constraint)
+		}
+		bs[i] = binding{info: ParamInfo{Name: p.Name, Shape: append([]int(nil), p.Shape...)}, constraint: p.Constraint, value: p.Value, grad: p.Grad}
+	}
+	return newSolver(bs, cfg, false)
+}
+
+func sliceLen(a any) (int, bool) {
+	switch v := a.(type) {
+	case []float32:
+		return len(v), true
+	case []float64:
+		return len(v), true
+	}
+	return 0, false
+}
+
+func newSolver(params []binding, cfg SolverConfig, zero bool) (*Solver, error) {
+	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	if o.Rule != SGD && o.Rule != Adam {
-		return nil, fmt.Errorf("optim: unknown update rule %d for unconstrained parameters", o.Rule)
+	seen := map[string]bool{}
+	for _, p := range params {
+		if seen[p.info.Name] {
+			return nil, fmt.Errorf("optim: two parameters are named %q", p.info.Name)
+		}
+		seen[p.info.Name] = true
 	}
-	if cfg.Other.Beta1 == 0 {
-		cfg.Other.Beta1 = 0.9
+	s := &Solver{cfg: cfg, params: params, zero: zero,
+		values: make([]any, len(params)), grads: make([]any, len(params))}
+	opts, err := s.build(true)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Other.Beta2 == 0 {
-		cfg.Other.Beta2 = 0.999
+	s.opts = opts
+	return s, nil
+}
+
+func (cfg *SolverConfig) check() error {
+	o := &cfg.Other
+	if err := checkLR(o.LR); err != nil {
+		return fmt.Errorf("%w (unconstrained parameters)", err)
 	}
-	if cfg.Other.Eps == 0 {
-		cfg.Other.Eps = 1e-8
+	if err := checkMomentum(o.Momentum); err != nil {
+		return err
 	}
-	if !(cfg.Other.Beta1 < 1 && cfg.Other.Beta2 < 1 && cfg.Other.Beta1 >= 0 && cfg.Other.Beta2 >= 0 && cfg.Other.Eps > 0) {
-		return nil, fmt.Errorf("optim: Adam betas %v, %v and eps %v: want betas in [0, 1) and eps > 0", cfg.Other.Beta1, cfg.Other.Beta2, cfg.Other.Eps)
+	switch o.Rule {
+	case RuleSGD:
+	case RuleAdam:
+		ac := AdamConfig{LR: o.LR, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps}
+		if err := ac.defaults(); err != nil {
+			return err
+		}
+		o.Beta1, o.Beta2, o.Eps = ac.Beta1, ac.Beta2, ac.Eps
+	default:
+		return fmt.Errorf("optim: unknown update rule %d for unconstrained parameters", o.Rule)
 	}
 	switch cfg.Method {
 	case MethodRSDM:
 		if err := checkLR(cfg.RSDM.LR); err != nil {
-			return nil, fmt.Errorf("%w (RSDM)", err)
+			return fmt.Errorf("%w (RSDM)", err)
 		}
 	case MethodRGD:
 		if err := checkLR(cfg.RGD.LR); err != nil {
-			return nil, fmt.Errorf("%w (RGD)", err)
+			return fmt.Errorf("%w (RGD)", err)
 		}
 	default:
-		return nil, fmt.Errorf("optim: unknown method %d for constrained weights", cfg.Method)
-	}
-	return &Solver{cfg: cfg}, nil
-}
-
-// Step updates every parameter from its gradient, then zeroes the gradient,
-// as Gorgonia's own solvers do: a tape machine adds each run's gradients to
-// the bound ones. On the first call it
-// builds each parameter's optimizer and checks that every Constrained weight
-// is a 2-D n x p matrix with n >= p that lies on its manifold. A NaN or Inf
-// gradient fails the step before any parameter changes.
-func (s *Solver) Step(params []gorgonia.ValueGrad) error {
-	if s.state == nil {
-		if err := s.init(params); err != nil {
-			return err
-		}
-	} else if len(params) != len(s.params) {
-		return fmt.Errorf("optim: solver built for %d parameters, Step got %d", len(s.params), len(params))
-	}
-	values := make([]*tensor.Dense, len(params))
-	grads := make([]*tensor.Dense, len(params))
-	for i, p := range params {
-		if !same(p, s.params[i]) {
-			return fmt.Errorf("optim: parameter %d (%s) is not the one the solver was built with", i, name(p))
-		}
-		v, g, err := dense(p)
-		if err != nil {
-			return err
-		}
-		if !finite(g) {
-			return fmt.Errorf("optim: gradient of %s has a NaN or Inf entry; no parameter was updated", name(p))
-		}
-		values[i], grads[i] = v, g
-	}
-	for i := range params {
-		if err := s.state[i].step(values[i], grads[i]); err != nil {
-			return fmt.Errorf("optim: %s: %w", name(params[i]), err)
-		}
-		grads[i].Zero() // Gorgonia accumulates into bound gradients
+		return fmt.Errorf("optim: unknown method %d for constrained weights", cfg.Method)
 	}
 	return nil
 }
 
-// State returns the state of every parameter's optimizer, in the order of
-// the parameters given to Step, for a checkpoint; nil before the first Step.
-func (s *Solver) State() []State {
-	if s.state == nil {
-		return nil
-	}
-	out := make([]State, len(s.state))
-	for i, st := range s.state {
-		out[i] = st.state()
-	}
-	return out
-}
-
-// SetState restores states returned by State of a solver with the same
-// configuration. params is the list that later Steps will get; the solver
-// is bound to it as by a first Step. Empty states leave a fresh solver
-// fresh. On error the solver is unchanged.
-func (s *Solver) SetState(params []gorgonia.ValueGrad, states []State) error {
-	if len(states) == 0 {
-		if s.state != nil {
-			return fmt.Errorf("optim: no states given for a solver that has taken steps")
+// build makes every parameter's optimizer from the configuration; with
+// check it also requires every constrained weight to lie on its manifold.
+func (s *Solver) build(check bool) ([]paramOpt, error) {
+	opts := make([]paramOpt, len(s.params))
+	for i := range s.params {
+		p := &s.params[i]
+		v := p.value
+		if p.node != nil {
+			d, err := valueOf(p.node)
+			if err != nil {
+				return nil, err
+			}
+			v = d.Data()
 		}
-		return nil
-	}
-	if len(states) != len(params) {
-		return fmt.Errorf("optim: %d states for %d parameters", len(states), len(params))
-	}
-	tmp := &Solver{cfg: s.cfg}
-	if err := tmp.init(params); err != nil {
-		return err
-	}
-	for i, st := range states {
-		if err := tmp.state[i].setState(st); err != nil {
-			return fmt.Errorf("optim: %s: %w", name(params[i]), err)
-		}
-	}
-	s.params, s.state = tmp.params, tmp.state
-	return nil
-}
-
-func (s *Solver) init(params []gorgonia.ValueGrad) error {
-	state := make([]paramState, len(params))
-	for i, p := range params {
-		v, err := valueOf(p)
-		if err != nil {
-			return err
-		}
-		c, constrained := p.(Constrained)
-		switch v.Dtype() {
-		case tensor.Float32:
-			state[i], err = newState[float32](s.cfg, i, c, constrained, v)
-		case tensor.Float64:
-			state[i], err = newState[float64](s.cfg, i, c, constrained, v)
+		var err error
+		switch val := v.(type) {
+		case []float32:
+			opts[i], err = newParamOpt(s.cfg, i, p, val, check)
+		case []float64:
+			opts[i], err = newParamOpt(s.cfg, i, p, val, check)
 		default:
-			err = fmt.Errorf("element type %v, want float32 or float64", v.Dtype())
+			err = fmt.Errorf("element type %T, want float32 or float64", v)
 		}
 		if err != nil {
-			return fmt.Errorf("optim: %s: %w", name(p), err)
+			return nil, fmt.Errorf("optim: %s: %w", p.name(), err)
 		}
 	}
-	s.params = append([]gorgonia.ValueGrad(nil), params...)
-	s.state = state
-	return nil
+	return opts, nil
 }
 
-func newState[T Float](cfg SolverConfig, index int, c Constrained, constrained bool, v *tensor.Dense) (paramState, error) {
-	if !constrained {
-		return &plainState[T]{cfg: cfg.Other, n: v.Len()}, nil
+func newParamOpt[T Float](cfg SolverConfig, index int, p *binding, v []T, check bool) (paramOpt, error) {
+	if p.constraint == Euclidean {
+		o := cfg.Other
+		var opt twoPhase[T]
+		var err error
+		if o.Rule == RuleAdam {
+			opt, err = NewAdam[T](len(v), AdamConfig{LR: o.LR, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps})
+		} else {
+			opt, err = NewSGD[T](len(v), SGDConfig{LR: o.LR, Momentum: o.Momentum})
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &typedOpt[T]{o: opt}, nil
 	}
-	shape := v.Shape()
+	shape := p.info.Shape
 	if len(shape) != 2 {
-		return nil, fmt.Errorf("marked as constrained but has shape %v, want a matrix", shape)
+		return nil, fmt.Errorf("marked as constrained but has shape %v, want a matrix", tensor.Shape(shape))
 	}
-	n, p := shape[0], shape[1]
+	n, k := shape[0], shape[1]
+	if n < k {
+		return nil, fmt.Errorf("marked as constrained but is %d x %d: n = %d < p = %d (a column-orthonormal matrix needs n >= p)", n, k, n, k)
+	}
 	var m manifold.Manifold[T]
 	var err error
-	if c.Grassmann {
+	if p.constraint == OnGrassmann {
 		var g *manifold.Grassmann[T]
-		if g, err = manifold.NewGrassmann[T](n, p); err == nil {
+		if g, err = manifold.NewGrassmann[T](n, k); err == nil {
 			g.Retraction = cfg.RGDRetraction
 			m = g
 		}
 	} else {
 		var st *manifold.Stiefel[T]
-		if st, err = manifold.NewStiefel[T](n, p); err == nil {
+		if st, err = manifold.NewStiefel[T](n, k); err == nil {
 			st.Retraction = cfg.RGDRetraction
 			m = st
 		}
@@ -298,14 +403,16 @@ func newState[T Float](cfg SolverConfig, index int, c Constrained, constrained b
 	if err != nil {
 		return nil, err
 	}
-	tol := 1e-8
-	if linalg.Is32[T]() {
-		tol = 1e-4
+	if check {
+		tol := 1e-8
+		if linalg.Is32[T]() {
+			tol = 1e-4
+		}
+		if f := m.Feasibility(v); !(f <= tol*math.Sqrt(float64(k))) {
+			return nil, fmt.Errorf("marked as constrained but ||W^T W - I||_F = %.3g: initialize it on the manifold (manifold.Stiefel.Random)", f)
+		}
 	}
-	if f := m.Feasibility(v.Data().([]T)); !(f <= tol*math.Sqrt(float64(p))) {
-		return nil, fmt.Errorf("marked as constrained but ||W^T W - I||_F = %.3g: initialize it on the manifold (manifold.Stiefel.Random)", f)
-	}
-	var opt Optimizer[T]
+	var opt twoPhase[T]
 	if cfg.Method == MethodRGD {
 		opt, err = NewRGD(m, cfg.RGD)
 	} else {
@@ -316,7 +423,131 @@ func newState[T Float](cfg SolverConfig, index int, c Constrained, constrained b
 	if err != nil {
 		return nil, err
 	}
-	return &constrainedState[T]{opt: opt}, nil
+	return &typedOpt[T]{o: opt, constrained: true}, nil
+}
+
+// SetLR changes the step sizes of the constrained weights and of the other
+// parameters, as a step-size schedule does between steps. Both must be
+// finite and > 0. On error nothing changes.
+func (s *Solver) SetLR(constrained, other float64) error {
+	if err := checkLR(constrained); err != nil {
+		return err
+	}
+	if err := checkLR(other); err != nil {
+		return err
+	}
+	s.cfg.RSDM.LR, s.cfg.RGD.LR, s.cfg.Other.LR = constrained, constrained, other
+	for _, o := range s.opts {
+		if err := o.setLR(constrained, other); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Params returns the name and shape of every parameter, in order.
+func (s *Solver) Params() []ParamInfo {
+	out := make([]ParamInfo, len(s.params))
+	for i, p := range s.params {
+		out[i] = ParamInfo{Name: p.info.Name, Shape: append([]int(nil), p.info.Shape...)}
+	}
+	return out
+}
+
+// Step updates every parameter from its gradient. A NaN or Inf gradient
+// fails the step, with an error wrapping ErrNotFinite, before any parameter
+// moves; any other failure also leaves every parameter and every
+// optimizer's state as they were. A Solver from NewSolver zeroes the
+// gradients afterwards, failed or not.
+func (s *Solver) Step() error { return s.step(true) }
+
+// StepChecked is Step for a caller that has already checked every gradient
+// for NaN and Inf (a compiled program checks while it computes them): it
+// skips the scan.
+func (s *Solver) StepChecked() error { return s.step(false) }
+
+func (s *Solver) step(scan bool) (err error) {
+	if s.zero {
+		defer func() {
+			if zerr := s.ZeroGrad(); zerr != nil && err == nil {
+				err = zerr
+			}
+		}()
+	}
+	for i := range s.params {
+		p := &s.params[i]
+		v, g, err := p.resolve()
+		if err != nil {
+			return err
+		}
+		if scan && !finiteAny(g) {
+			return fmt.Errorf("optim: gradient of %s: %w; no parameter was updated", p.name(), ErrNotFinite)
+		}
+		s.values[i], s.grads[i] = v, g
+	}
+	for i, o := range s.opts {
+		if err := o.prepare(s.values[i], s.grads[i]); err != nil {
+			for k := i; k >= 0; k-- {
+				s.opts[k].abort()
+			}
+			return fmt.Errorf("optim: %s: %w; no parameter was updated", s.params[i].name(), err)
+		}
+	}
+	for i, o := range s.opts {
+		o.commit(s.values[i], s.grads[i])
+	}
+	return nil
+}
+
+// ZeroGrad sets every gradient to zero.
+func (s *Solver) ZeroGrad() error {
+	for i := range s.params {
+		_, g, err := s.params[i].resolve()
+		if err != nil {
+			return err
+		}
+		switch d := g.(type) {
+		case []float32:
+			clear(d)
+		case []float64:
+			clear(d)
+		}
+	}
+	return nil
+}
+
+// State returns the state of every parameter's optimizer, in the order of
+// the parameters, for a checkpoint.
+func (s *Solver) State() []State {
+	out := make([]State, len(s.opts))
+	for i, o := range s.opts {
+		out[i] = o.state()
+	}
+	return out
+}
+
+// SetState restores states returned by State of a solver with the same
+// configuration over the same parameters. Empty states reset every
+// optimizer to its fresh state. On error the solver is unchanged.
+func (s *Solver) SetState(states []State) error {
+	opts, err := s.build(false)
+	if err != nil {
+		return err
+	}
+	if len(states) == 0 {
+		s.opts = opts
+		return nil
+	}
+	if len(states) != len(s.params) {
+		return fmt.Errorf("optim: %d states for %d parameters", len(states), len(s.params))
+	}
+	for i, st := range states {
+		if err := opts[i].setState(st); err != nil {
+			return fmt.Errorf("optim: %s: %w", s.params[i].name(), err)
+		}
+	}
+	s.opts = opts
+	return nil
 }
 
 // mixSeed derives a weight's sampler seed from the run's seed and the
@@ -330,140 +561,6 @@ func mixSeed(seed uint64, index int) uint64 {
 	}
 	_, _ = h.Write(b[:])
 	return h.Sum64()
-}
-
-// stateful is an optimizer whose state can be saved and restored.
-type stateful interface {
-	State() State
-	SetState(State) error
-}
-
-type constrainedState[T Float] struct{ opt Optimizer[T] }
-
-func (c *constrainedState[T]) state() State           { return c.opt.(stateful).State() }
-func (c *constrainedState[T]) setState(s State) error { return c.opt.(stateful).SetState(s) }
-func (c *constrainedState[T]) setLR(lr, _ float64) error {
-	return c.opt.(interface{ SetLR(float64) error }).SetLR(lr)
-}
-
-func (c *constrainedState[T]) step(value, grad *tensor.Dense) error {
-	return c.opt.Step(value.Data().([]T), grad.Data().([]T))
-}
-
-// plainState updates an unconstrained parameter by SGD or Adam.
-type plainState[T Float] struct {
-	cfg  OtherConfig
-	n    int // entries of the parameter
-	m, v []T // momentum buffer (SGD) or first and second moments (Adam)
-	t    int
-}
-
-func (s *plainState[T]) setLR(_, lr float64) error {
-	s.cfg.LR = lr
-	return nil
-}
-
-func (s *plainState[T]) state() State {
-	if s.cfg.Rule == Adam {
-		st := emptyState("adam")
-		st.Counters["t"] = int64(s.t)
-		if s.m != nil {
-			st.Buffers["m"] = append([]T(nil), s.m...)
-			st.Buffers["v"] = append([]T(nil), s.v...)
-		}
-		return st
-	}
-	st := emptyState("sgd")
-	if s.m != nil {
-		st.Buffers["momentum"] = append([]T(nil), s.m...)
-	}
-	return st
-}
-
-func (s *plainState[T]) setState(st State) error {
-	if s.cfg.Rule == Adam {
-		if err := st.check("adam"); err != nil {
-			return err
-		}
-		t, err := st.counter("t", 0, 1<<62)
-		if err != nil {
-			return err
-		}
-		m, v := make([]T, s.n), make([]T, s.n)
-		okm, err := buffer(st, "m", m, true)
-		if err != nil {
-			return err
-		}
-		okv, err := buffer(st, "v", v, true)
-		if err != nil {
-			return err
-		}
-		if okm != okv || okm != (t > 0) {
-			return fmt.Errorf("optim: adam state: step %d with moments m %v, v %v present", t, okm, okv)
-		}
-		s.t, s.m, s.v = t, nil, nil
-		if okm {
-			s.m, s.v = m, v
-		}
-		return nil
-	}
-	if err := st.check("sgd"); err != nil {
-		return err
-	}
-	m := make([]T, s.n)
-	ok, err := buffer(st, "momentum", m, true)
-	if err != nil {
-		return err
-	}
-	if ok && s.cfg.Momentum == 0 {
-		return fmt.Errorf("optim: sgd state has a momentum buffer but the momentum is 0")
-	}
-	s.m = nil
-	if ok {
-		s.m = m
-	}
-	return nil
-}
-
-func (s *plainState[T]) step(value, grad *tensor.Dense) error {
-	w, g := value.Data().([]T), grad.Data().([]T)
-	if len(w) != len(g) {
-		return fmt.Errorf("value has %d entries but gradient %d", len(w), len(g))
-	}
-	lr := s.cfg.LR
-	switch s.cfg.Rule {
-	case SGD:
-		if s.cfg.Momentum == 0 {
-			for i := range w {
-				w[i] -= T(lr) * g[i]
-			}
-			return nil
-		}
-		if s.m == nil {
-			s.m = make([]T, len(w))
-		}
-		mu := T(s.cfg.Momentum)
-		for i := range w {
-			s.m[i] = mu*s.m[i] + g[i]
-			w[i] -= T(lr) * s.m[i]
-		}
-	case Adam:
-		if s.m == nil {
-			s.m, s.v = make([]T, len(w)), make([]T, len(w))
-		}
-		s.t++
-		b1, b2 := s.cfg.Beta1, s.cfg.Beta2
-		c1 := 1 - math.Pow(b1, float64(s.t))
-		c2 := 1 - math.Pow(b2, float64(s.t))
-		for i := range w {
-			gi := float64(g[i])
-			m := b1*float64(s.m[i]) + (1-b1)*gi
-			v := b2*float64(s.v[i]) + (1-b2)*gi*gi
-			s.m[i], s.v[i] = T(m), T(v)
-			w[i] -= T(lr * (m / c1) / (math.Sqrt(v/c2) + s.cfg.Eps))
-		}
-	}
-	return nil
 }
 
 // valueOf returns the value of p as a dense tensor.
@@ -495,27 +592,14 @@ func dense(p gorgonia.ValueGrad) (v, g *tensor.Dense, err error) {
 	return vv, gd, nil
 }
 
-func finite(t *tensor.Dense) bool {
-	switch d := t.Data().(type) {
+func finiteAny(a any) bool {
+	switch d := a.(type) {
 	case []float32:
 		return linalg.Finite(d)
 	case []float64:
 		return linalg.Finite(d)
 	}
 	return true
-}
-
-// same reports whether a and b are the same parameter, without comparing
-// values of an incomparable type (which would panic).
-func same(a, b gorgonia.ValueGrad) bool {
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	if ta != tb {
-		return false
-	}
-	if !ta.Comparable() {
-		return true // cannot tell; shapes are checked by the update
-	}
-	return a == b
 }
 
 func name(p gorgonia.ValueGrad) string {

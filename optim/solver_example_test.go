@@ -60,14 +60,14 @@ func ExampleSolver() {
 	vm := G.NewTapeMachine(g, G.BindDualValues(W1, W2))
 	defer vm.Close()
 
-	solver, err := optim.NewSolver(optim.SolverConfig{
+	params := []G.ValueGrad{optim.Stiefel(W1), W2} // one line marks W1
+	solver, err := optim.NewSolver(params, optim.SolverConfig{
 		RSDM:  optim.RSDMConfig{LR: 0.5, SubmanifoldSize: 4, Seed: 1},
-		Other: optim.OtherConfig{Rule: optim.SGD, LR: 0.1, Momentum: 0.9},
+		Other: optim.OtherConfig{Rule: optim.RuleSGD, LR: 0.1, Momentum: 0.9},
 	})
 	if err != nil {
 		panic(err)
 	}
-	params := []G.ValueGrad{optim.Stiefel(W1), W2} // one line marks W1
 	var first, last float64
 	for step := 0; step < 500; step++ {
 		if err := vm.RunAll(); err != nil {
@@ -77,7 +77,7 @@ func ExampleSolver() {
 		if step == 0 {
 			first = last
 		}
-		if err := solver.Step(params); err != nil {
+		if err := solver.Step(); err != nil {
 			panic(err)
 		}
 		vm.Reset()

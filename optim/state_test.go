@@ -12,7 +12,8 @@ import (
 // stepper is an optimizer with a saveable state.
 type stepper[T Float] interface {
 	Optimizer[T]
-	stateful
+	State() State
+	SetState(State) error
 }
 
 // TestStateResume checks, for every optimizer, that k steps, State, a fresh
@@ -170,7 +171,7 @@ func TestSetLR(t *testing.T) {
 			t.Errorf("SetLR(%v) accepted", lr)
 		}
 	}
-	s, _ := NewSolver(SolverConfig{RSDM: RSDMConfig{LR: 1, SubmanifoldSize: 2}, Other: OtherConfig{LR: 1}})
+	s, _ := NewSliceSolver([]Param{{Name: "b", Shape: []int{2}, Value: []float64{1, 2}, Grad: []float64{0, 0}}}, SolverConfig{RSDM: RSDMConfig{LR: 1, SubmanifoldSize: 2}, Other: OtherConfig{LR: 1}})
 	if s.SetLR(0.1, 0) == nil {
 		t.Error("Solver.SetLR accepted a zero step size")
 	}

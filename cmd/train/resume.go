@@ -70,7 +70,7 @@ func (t *trainer) save(best bool) error {
 	if err := f.PutNodes(prefixModel, t.net.Nodes()); err != nil {
 		return err
 	}
-	if err := f.PutSolver(prefixOptim, t.solver, t.params); err != nil {
+	if err := f.PutSolver(prefixOptim, t.solver); err != nil {
 		return err
 	}
 	for k, v := range map[string]any{keyFlags: t.c.flags, keyProgress: st, keyData: t.dataInfo()} {
@@ -154,7 +154,7 @@ func (t *trainer) restore(f *checkpoint.File) error {
 	if err := f.LoadNodes(prefixModel, t.net.Nodes()); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	if err := f.LoadSolver(prefixOptim, t.solver, t.params); err != nil {
+	if err := f.LoadSolver(prefixOptim, t.solver); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	if err := t.maskSrc.UnmarshalBinary(st.Dropout); err != nil {

@@ -116,7 +116,7 @@ func solverConfig(c config) optim.SolverConfig {
 		sc.RSDM.Sampling = optim.Orthogonal
 	}
 	if c.other == "adam" {
-		sc.Other.Rule = optim.Adam
+		sc.Other.Rule = optim.RuleAdam
 		sc.Other.Momentum = 0
 	}
 	return sc
@@ -212,11 +212,11 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 		t.vm.Close()
 		return nil, err
 	}
-	if t.solver, err = optim.NewSolver(solverConfig(c)); err != nil {
+	t.params = t.net.Params()
+	if t.solver, err = optim.NewSolver(t.params, solverConfig(c)); err != nil {
 		t.close()
 		return nil, err
 	}
-	t.params = t.net.Params()
 	if t.loader, err = data.NewLoader(train, c.batch, c.seed); err != nil {
 		t.close()
 		return nil, err
@@ -365,7 +365,7 @@ func (t *trainer) run(ctx context.Context) error {
 					return err
 				}
 			}
-			if err := t.solver.Step(t.params); err != nil {
+			if err := t.solver.Step(); err != nil {
 				return fmt.Errorf("step %d: %w", t.st.Step, err)
 			}
 			t.vm.Reset()
