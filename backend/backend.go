@@ -1,0 +1,137 @@
+// Package backend says what a device must provide to run orthonet's
+// compiled programs: memory (Alloc, Free, copies in and out) and a catalog
+// of kernels, each a plain struct describing one operation on buffers
+// (GEMM, elementwise maps, reductions, softmax, strided copies, orthonet's
+// fused layers, and the row gathers, scatters and small factorizations that
+// RSDM and RGD need).
+//
+// A program is built once: every kernel is handed to Prepare, which checks
+// it and returns a Func that runs it; a training step then calls the Funcs
+// in order. Prepare is where a backend refuses what it cannot do, so a
+// program never fails half-way for want of a kernel. On a device backend a
+// Func only enqueues its work; CopyOut and Sync wait for it.
+//
+// Buffers hold float32, float64 or int32 elements. An Operand is a buffer
+// and an element offset into it; the kernel's sizes say how many elements
+// it covers. Matrices are row-major.
+package backend
+
+import (
+	"errors"
+	"fmt"
+)
+
+// DType is the element type of a buffer.
+type DType uint8
+
+const (
+	Float32 DType = iota + 1
+	Float64
+	Int32
+)
+
+// String returns the type's name: float32, float64 or int32.
+func (d DType) String() string {
+	switch d {
+	case Float32:
+		return "float32"
+	case Float64:
+		return "float64"
+	case Int32:
+		return "int32"
+	}
+	return fmt.Sprintf("DType(%d)", int(d))
+}
+
+// Size returns the bytes of one element.
+func (d DType) Size() int {
+	if d == Float64 {
+		return 8
+	}
+	return 4
+}
+
+// Buffer is memory owned by a backend.
+type Buffer interface {
+	DType() DType
+	Len() int
+}
+
+// Operand is a buffer and an element offset into it.
+type Operand struct {
+	Buf Buffer
+	Off int
+}
+
+// At returns the operand of buf at element offset off.
+func At(buf Buffer, off int) Operand { return Operand{Buf: buf, Off: off} }
+
+// Func runs one prepared kernel.
+type Func func() error
+
+// Backend is a device that runs kernels on its own memory.
+type Backend interface {
+	// Name says which backend and device this is, for logs.
+	Name() string
+	// Alloc returns a zeroed buffer of n elements.
+	Alloc(dt DType, n int) (Buffer, error)
+	// Free releases a buffer; it must not be used afterwards.
+	Free(Buffer) error
+	// CopyIn copies src ([]float32, []float64 or []int32 of the buffer's
+	// type) into dst starting at element off.
+	CopyIn(dst Buffer, off int, src any) error
+	// CopyOut copies len(dst) elements of src starting at element off into
+	// dst, after every Func run before it has finished.
+	CopyOut(dst any, src Buffer, off int) error
+	// Prepare checks a kernel (one of this package's kernel types) against
+	// its buffers and returns a Func that runs it. A kernel the backend
+	// does not implement is an error wrapping ErrUnsupported.
+	Prepare(k Kernel) (Func, error)
+	// Sync waits until every Func run so far has finished.
+	Sync() error
+	// Close releases the backend's resources; its buffers must not be used
+	// afterwards.
+	Close() error
+}
+
+// HostBuffer is a buffer whose elements live in host memory (the CPU
+// backend's): Host returns them as a []float32, []float64 or []int32 that
+// aliases the buffer.
+type HostBuffer interface {
+	Buffer
+	Host() any
+}
+
+// ErrUnsupported reports a kernel a backend does not implement.
+var ErrUnsupported = errors.New("backend: kernel not supported")
+
+// Kernel is one of the kernel types of this package.
+type Kernel interface {
+	// Name returns the kernel's name, for errors and profiles.
+	Name() string
+	// Operands returns every operand the kernel reads or writes.
+	Operands() []Operand
+}
+
+// DTypeOf returns the element type of op's buffer, or 0 when it has none.
+func DTypeOf(op Operand) DType {
+	if op.Buf == nil {
+		return 0
+	}
+	return op.Buf.DType()
+}
+
+// CheckOperand reports an error unless op has n elements from its offset
+// in a buffer of type dt (any type when dt is 0).
+func CheckOperand(what string, op Operand, dt DType, n int) error {
+	if op.Buf == nil {
+		return fmt.Errorf("backend: %s: no buffer", what)
+	}
+	if dt != 0 && op.Buf.DType() != dt {
+		return fmt.Errorf("backend: %s: buffer of %v, want %v", what, op.Buf.DType(), dt)
+	}
+	if op.Off < 0 || n < 0 || op.Off+n > op.Buf.Len() {
+		return fmt.Errorf("backend: %s: elements %d to %d of a buffer of %d", what, op.Off, op.Off+n, op.Buf.Len())
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+// Package cpu is the backend that runs orthonet's compiled programs on the
+// host: matrix products through gonum's BLAS interfaces (OpenBLAS in the
+// openblas build, pure Go otherwise), everything else as Go loops, large
+// loops split across the machine's cores.
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/orthonet/orthonet/backend"
+)
+
+// Options configure a Backend.
+type Options struct {
+	// Threads is how many goroutines share a large elementwise kernel. Zero
+	// selects runtime.GOMAXPROCS(0).
+	Threads int
+	// Grain is the fewest elements worth handing to another goroutine;
+	// zero selects 32768.
+	Grain int
+}
+
+// Backend runs kernels on the host. Its buffers implement
+// backend.HostBuffer. It is not safe for concurrent use.
+type Backend struct {
+	threads, grain int
+	work           chan task
+	closeOnce      sync.Once
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns a CPU backend.
+func New(o Options) *Backend {
+	if o.Threads <= 0 {
+		o.Threads = runtime.GOMAXPROCS(0)
+	}
+	if o.Grain <= 0 {
+		o.Grain = 1 << 15
+	}
+	b := &Backend{threads: o.Threads, grain: o.Grain}
+	if b.threads > 1 {
+		b.work = make(chan task, b.threads)
+		for i := 1; i < b.threads; i++ {
+			go worker(b.work)
+		}
+	}
+	return b
+}
+
+// Name returns "cpu" and the thread count.
+func (b *Backend) Name() string { return fmt.Sprintf("cpu (%d threads)", b.threads) }
+
+// Close stops the backend's worker goroutines.
+func (b *Backend) Close() error {
+	b.closeOnce.Do(func() {
+		if b.work != nil {
+			close(b.work)
+		}
+	})
+	return nil
+}
+
+// Sync returns at once: every Func has finished when it returns.
+func (b *Backend) Sync() error { return nil }
+
+// buffer is host memory of one element type.
+type buffer struct {
+	dt  backend.DType
+	f32 []float32
+	f64 []float64
+	i32 []int32
+}
+
+func (b *buffer) DType() backend.DType { return b.dt }
+
+func (b *buffer) Len() int {
+	switch b.dt {
+	case backend.Float32:
+		return len(b.f32)
+	case backend.Float64:
+		return len(b.f64)
+	}
+	return len(b.i32)
+}
+
+// Host returns the buffer's elements.
+func (b *buffer) Host() any {
+	switch b.dt {
+	case backend.Float32:
+		return b.f32
+	case backend.Float64:
+		return b.f64
+	}
+	return b.i32
+}
+
+// Alloc returns a zeroed buffer.
+func (b *Backend) Alloc(dt backend.DType, n int) (backend.Buffer, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("cpu: buffer of %d elements", n)
+	}
+	buf := &buffer{dt: dt}
+	switch dt {
+	case backend.Float32:
+		buf.f32 = make([]float32, n)
+	case backend.Float64:
+		buf.f64 = make([]float64, n)
+	case backend.Int32:
+		buf.i32 = make([]int32, n)
+	default:
+		return nil, fmt.Errorf("cpu: unknown element type %v", dt)
+	}
+	return buf, nil
+}
+
+// Free drops the buffer; the garbage collector reclaims it.
+func (b *Backend) Free(buf backend.Buffer) error {
+	if _, ok := buf.(*buffer); !ok {
+		return fmt.Errorf("cpu: freeing a %T, not a buffer of this backend", buf)
+	}
+	return nil
+}
+
+func own(buf backend.Buffer) (*buffer, error) {
+	h, ok := buf.(*buffer)
+	if !ok {
+		return nil, fmt.Errorf("cpu: a %T is not a buffer of this backend", buf)
+	}
+	return h, nil
+}
+
+// CopyIn copies src into dst from element off.
+func (b *Backend) CopyIn(dst backend.Buffer, off int, src any) error {
+	h, err := own(dst)
+	if err != nil {
+		return err
+	}
+	switch s := src.(type) {
+	case []float32:
+		return copyInto(h.f32, off, s, h.dt, backend.Float32)
+	case []float64:
+		return copyInto(h.f64, off, s, h.dt, backend.Float64)
+	case []int32:
+		return copyInto(h.i32, off, s, h.dt, backend.Int32)
+	}
+	return fmt.Errorf("cpu: copying in a %T, want []float32, []float64 or []int32", src)
+}
+
+func copyInto[E any](dst []E, off int, src []E, have, want backend.DType) error {
+	if have != want {
+		return fmt.Errorf("cpu: copying %v into a buffer of %v", want, have)
+	}
+	if off < 0 || off+len(src) > len(dst) {
+		return fmt.Errorf("cpu: copying %d elements at %d into a buffer of %d", len(src), off, len(dst))
+	}
+	copy(dst[off:], src)
+	return nil
+}
+
+// CopyOut copies len(dst) elements of src from element off into dst.
+func (b *Backend) CopyOut(dst any, src backend.Buffer, off int) error {
+	h, err := own(src)
+	if err != nil {
+		return err
+	}
+	switch d := dst.(type) {
+	case []float32:
+		return copyInto(d, 0, sub(h.f32, off, len(d)), backend.Float32, h.dt)
+	case []float64:
+		return copyInto(d, 0, sub(h.f64, off, len(d)), backend.Float64, h.dt)
+	case []int32:
+		return copyInto(d, 0, sub(h.i32, off, len(d)), backend.Int32, h.dt)
+	}
+	return fmt.Errorf("cpu: copying out into a %T, want []float32, []float64 or []int32", dst)
+}
+
+// sub returns a[off:off+n], or a shorter slice when that is out of range
+// (copyInto then reports the mismatch).
+func sub[E any](a []E, off, n int) []E {
+	if off < 0 || off > len(a) {
+		return nil
+	}
+	return a[off:min(len(a), off+n)]
+}
+
+// Host returns the elements of a CPU buffer from op's offset: the slice
+// aliases the buffer.
+func Host[T float32 | float64 | int32](op backend.Operand) []T {
+	h := op.Buf.(*buffer)
+	var out any
+	switch h.dt {
+	case backend.Float32:
+		out = h.f32[op.Off:]
+	case backend.Float64:
+		out = h.f64[op.Off:]
+	default:
+		out = h.i32[op.Off:]
+	}
+	return out.([]T)
+}
+
+// task is a chunk [lo, hi) of a parallel loop.
+type task struct {
+	fn     func(lo, hi int)
+	lo, hi int
+	wg     *sync.WaitGroup
+}
+
+func worker(work <-chan task) {
+	for t := range work {
+		t.fn(t.lo, t.hi)
+		t.wg.Done()
+	}
+}
+
+// splitter runs a loop over [0, n) on the backend's threads. It is built
+// once per kernel so that running it does not allocate.
+type splitter struct {
+	b     *Backend
+	n     int
+	parts int
+	fn    func(lo, hi int)
+	wg    sync.WaitGroup
+}
+
+// split returns a splitter over [0, n) in pieces of at least grain units
+// (grain elements per unit of cost; cost is the work of one unit).
+func (b *Backend) split(n, cost int, fn func(lo, hi int)) *splitter {
+	parts := 1
+	if b.threads > 1 && n > 1 {
+		parts = min(b.threads, n, max(1, n*max(cost, 1)/b.grain))
+	}
+	return &splitter{b: b, n: n, parts: parts, fn: fn}
+}
+
+func (s *splitter) run() {
+	if s.parts <= 1 {
+		s.fn(0, s.n)
+		return
+	}
+	s.wg.Add(s.parts - 1)
+	for p := 1; p < s.parts; p++ {
+		s.b.work <- task{fn: s.fn, lo: p * s.n / s.parts, hi: (p + 1) * s.n / s.parts, wg: &s.wg}
+	}
+	s.fn(0, s.n/s.parts)
+	s.wg.Wait()
+}

@@ -1,0 +1,243 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/internal/linalg"
+)
+
+// Float is the element type of the float kernels.
+type Float interface{ float32 | float64 }
+
+// Prepare checks k and returns a Func that runs it.
+func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
+	if c, ok := k.(backend.Checker); ok {
+		if err := c.Check(); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.owns(k); err != nil {
+		return nil, err
+	}
+	var f backend.Func
+	var err error
+	if is64(k) {
+		f, err = prepare[float64](b, k)
+	} else {
+		f, err = prepare[float32](b, k)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %s: %w", k.Name(), err)
+	}
+	return f, nil
+}
+
+// owns checks that every operand of k is a buffer of this backend.
+func (b *Backend) owns(k backend.Kernel) error {
+	for _, op := range k.Operands() {
+		if op.Buf == nil {
+			continue
+		}
+		if _, err := own(op.Buf); err != nil {
+			return fmt.Errorf("%s: %w", k.Name(), err)
+		}
+	}
+	return nil
+}
+
+// is64 reports whether k works on float64 data.
+func is64(k backend.Kernel) bool {
+	for _, op := range k.Operands() {
+		if dt := backend.DTypeOf(op); dt == backend.Float64 {
+			return true
+		} else if dt == backend.Float32 {
+			return false
+		}
+	}
+	return false
+}
+
+func prepare[T Float](b *Backend, k backend.Kernel) (backend.Func, error) {
+	switch k := k.(type) {
+	case backend.Gemm:
+		return prepareGemm[T](k), nil
+	case backend.Map:
+		return prepareMap[T](b, k)
+	case backend.Zip:
+		return prepareZip[T](b, k)
+	case backend.Reduce:
+		return prepareReduce[T](b, k), nil
+	case backend.Softmax:
+		return prepareSoftmax[T](b, k), nil
+	case backend.SoftmaxGrad:
+		return prepareSoftmaxGrad[T](b, k), nil
+	case backend.Copy:
+		return prepareCopy[T](b, k), nil
+	case backend.Fill:
+		return prepareFill(k), nil
+	case backend.CheckFinite:
+		return prepareCheckFinite(k), nil
+	case backend.CheckProduct:
+		return prepareCheckProduct[T](k), nil
+	case backend.GatherRows:
+		return prepareRows[T](k.N, k.Width, k.Rows, k.Src, k.Dst, true), nil
+	case backend.ScatterRows:
+		return prepareRows[T](k.N, k.Width, k.Rows, k.Src, k.Dst, false), nil
+	case backend.QF:
+		return prepareQF[T](k), nil
+	}
+	if f, ok, err := prepareFused[T](b, k); ok {
+		return f, err
+	}
+	return nil, fmt.Errorf("%w: %T", backend.ErrUnsupported, k)
+}
+
+func prepareGemm[T Float](k backend.Gemm) backend.Func {
+	a, bb, c := Host[T](k.A), Host[T](k.B), Host[T](k.C)
+	batches := k.Batches()
+	alpha, beta := T(k.Alpha), T(k.Beta)
+	return func() error {
+		for i := 0; i < batches; i++ {
+			linalg.Gemm(k.TransA, k.TransB, k.M, k.N, k.K, alpha, a[i*k.StrideA:], k.LDA, bb[i*k.StrideB:], k.LDB, beta, c[i*k.StrideC:], k.LDC)
+		}
+		return nil
+	}
+}
+
+func prepareFill(k backend.Fill) backend.Func {
+	h := k.Dst.Buf.(*buffer)
+	return func() error {
+		switch h.dt {
+		case backend.Float32:
+			d := h.f32[k.Dst.Off : k.Dst.Off+k.N]
+			for i := range d {
+				d[i] = float32(k.Value)
+			}
+		case backend.Float64:
+			d := h.f64[k.Dst.Off : k.Dst.Off+k.N]
+			for i := range d {
+				d[i] = k.Value
+			}
+		default:
+			d := h.i32[k.Dst.Off : k.Dst.Off+k.N]
+			for i := range d {
+				d[i] = int32(k.Value)
+			}
+		}
+		return nil
+	}
+}
+
+func prepareCheckFinite(k backend.CheckFinite) backend.Func {
+	flag := Host[int32](k.Flag)
+	h := k.Src.Buf.(*buffer)
+	return func() error {
+		var ok bool
+		if h.dt == backend.Float32 {
+			ok = linalg.Finite(h.f32[k.Src.Off : k.Src.Off+k.N])
+		} else {
+			ok = linalg.Finite(h.f64[k.Src.Off : k.Src.Off+k.N])
+		}
+		if !ok {
+			flag[0] = 1
+		}
+		return nil
+	}
+}
+
+func prepareCheckProduct[T Float](k backend.CheckProduct) backend.Func {
+	a := Host[T](k.A)[:k.RA*k.CA]
+	bb := Host[T](k.B)[:k.RA*k.CB]
+	flag := Host[int32](k.Flag)
+	limit := math.MaxFloat64 / 2
+	if linalg.Is32[T]() {
+		limit = math.MaxFloat32 / 2
+	}
+	return func() error {
+		ma, mb := maxAbs(a), maxAbs(bb)
+		// NaN fails the comparison, as does an infinite maximum.
+		if !(float64(k.RA)*ma*mb < limit) || math.IsInf(ma, 0) || math.IsInf(mb, 0) {
+			flag[0] = 1
+		}
+		return nil
+	}
+}
+
+// maxAbs returns the largest |a[i]| in float64; NaN if any entry is NaN.
+func maxAbs[T Float](a []T) float64 {
+	var m0, m1 T
+	nan := false
+	i := 0
+	for ; i+2 <= len(a); i += 2 {
+		x, y := a[i], a[i+1]
+		if x < 0 {
+			x = -x
+		}
+		if y < 0 {
+			y = -y
+		}
+		if x > m0 {
+			m0 = x
+		}
+		if y > m1 {
+			m1 = y
+		}
+		nan = nan || x != x || y != y
+	}
+	for ; i < len(a); i++ {
+		x := a[i]
+		if x < 0 {
+			x = -x
+		}
+		if x > m0 {
+			m0 = x
+		}
+		nan = nan || x != x
+	}
+	if nan {
+		return math.NaN()
+	}
+	return float64(max(m0, m1))
+}
+
+func prepareRows[T Float](n, width int, rows, src, dst backend.Operand, gather bool) backend.Func {
+	idx := Host[int32](rows)[:n]
+	s, d := Host[T](src), Host[T](dst)
+	limit := len(s) / width // rows of the indexed matrix
+	if !gather {
+		limit = len(d) / width
+	}
+	return func() error {
+		for i, r := range idx {
+			if r < 0 || int(r) >= limit {
+				return fmt.Errorf("cpu: row index %d of %d outside 0 to %d", r, i, limit-1)
+			}
+		}
+		for i, r := range idx {
+			if gather {
+				copy(d[i*width:(i+1)*width], s[int(r)*width:(int(r)+1)*width])
+			} else {
+				copy(d[int(r)*width:(int(r)+1)*width], s[i*width:(i+1)*width])
+			}
+		}
+		return nil
+	}
+}
+
+func prepareQF[T Float](k backend.QF) backend.Func {
+	a := Host[T](k.A)[:k.M*k.N]
+	var q linalg.QR[T]
+	var q64 linalg.QR[float64]
+	return func() error {
+		if k.GramBound > 0 && k.M == k.N && !linalg.Is32[T]() {
+			return q64.QFGram(k.N, linalg.As64(a), k.GramBound)
+		}
+		if err := q.QF(k.M, k.N, a); err != nil {
+			return errors.Join(errors.New("QR factorization failed"), err)
+		}
+		return nil
+	}
+}
