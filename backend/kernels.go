@@ -112,11 +112,15 @@ const (
 	ReLU     // max(x, 0)
 	Softplus // log(1 + exp(x))
 	Identity
+	Sin
+	Cos
+	Log2
 )
 
 var unaryNames = [...]string{Neg: "neg", Abs: "abs", Sign: "sign", Exp: "exp", Log: "log", Log1p: "log1p", Expm1: "expm1",
 	Sqrt: "sqrt", Square: "square", Cube: "cube", Tanh: "tanh", Sigmoid: "sigmoid", Inverse: "inverse",
-	InverseSqrt: "inversesqrt", Ceil: "ceil", Floor: "floor", ReLU: "relu", Softplus: "softplus", Identity: "identity"}
+	InverseSqrt: "inversesqrt", Ceil: "ceil", Floor: "floor", ReLU: "relu", Softplus: "softplus", Identity: "identity",
+	Sin: "sin", Cos: "cos", Log2: "log2"}
 
 // String returns the function's name.
 func (o UnaryOp) String() string {

@@ -98,6 +98,12 @@ func unaryFunc[T Float](op backend.UnaryOp) (func(dst, src []T), error) {
 		}), nil
 	case backend.Identity:
 		return func(dst, src []T) { copy(dst, src) }, nil
+	case backend.Sin:
+		return f(math.Sin), nil
+	case backend.Cos:
+		return f(math.Cos), nil
+	case backend.Log2:
+		return f(math.Log2), nil
 	}
 	return nil, fmt.Errorf("%w: function %v", backend.ErrUnsupported, op)
 }

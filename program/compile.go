@@ -1,0 +1,481 @@
+package program
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/optim"
+)
+
+// compiler holds the state of one Compile.
+type compiler struct {
+	cfg     Config
+	g       *G.ExprGraph
+	vals    map[*G.Node]*val
+	kernels []backend.Kernel
+	vbufs   []*vbuf
+	inputs  map[*G.Node]bool
+	params  map[*G.Node]int
+	grads   map[*G.Node][]int // gradient node -> parameters it is the gradient of
+	flags   *vbuf
+	pvals   []paramVal
+}
+
+// Compile compiles the part of g that computes cfg.Outputs and, unless
+// cfg.NoGrad, the gradients of cfg.Params.
+func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("program: Config.Backend is nil")
+	}
+	if cfg.Share != nil && cfg.Share.be != cfg.Backend {
+		return nil, errors.New("program: Config.Share is a program on another backend")
+	}
+	c := &compiler{cfg: cfg, g: g, vals: map[*G.Node]*val{}, inputs: map[*G.Node]bool{},
+		params: map[*G.Node]int{}, grads: map[*G.Node][]int{}}
+	for _, n := range cfg.Inputs {
+		if n == nil || n.Op() != nil {
+			return nil, fmt.Errorf("program: input %v is not a leaf node", n)
+		}
+		c.inputs[n] = true
+	}
+	var targets []*G.Node
+	for i, p := range cfg.Params {
+		n, cons, err := paramNode(p)
+		if err != nil {
+			return nil, fmt.Errorf("program: parameter %d: %w", i, err)
+		}
+		if n.Op() != nil {
+			return nil, fmt.Errorf("program: parameter %q is not a leaf node", n.Name())
+		}
+		if _, dup := c.params[n]; dup {
+			return nil, fmt.Errorf("program: parameter %q is listed twice", n.Name())
+		}
+		if c.inputs[n] {
+			return nil, fmt.Errorf("program: %q is listed both as a parameter and as an input", n.Name())
+		}
+		c.params[n] = i
+		c.pvals = append(c.pvals, paramVal{Param: Param{Node: n, Constraint: cons}})
+		targets = append(targets, n)
+		if cfg.NoGrad {
+			continue
+		}
+		d := n.Deriv()
+		if d == nil {
+			return nil, fmt.Errorf("program: parameter %q has no gradient node: call gorgonia.Grad(cost, params...) before Compile, or set NoGrad", n.Name())
+		}
+		c.grads[d] = append(c.grads[d], i)
+		targets = append(targets, d)
+	}
+	for _, n := range cfg.Outputs {
+		if n == nil {
+			return nil, errors.New("program: an output is nil")
+		}
+		targets = append(targets, n)
+	}
+	if len(targets) == 0 {
+		return nil, errors.New("program: nothing to compute: no outputs and no parameters")
+	}
+	order, err := c.order(targets)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.NoGrad && len(c.pvals) > 0 {
+		c.flags = c.newBuf(backend.Int32, 2*len(c.pvals), true, "finite flags")
+		c.emit(backend.Fill{N: 2 * len(c.pvals), Dst: backend.At(c.flags, 0)})
+	}
+	for _, n := range order {
+		if err := c.node(n); err != nil {
+			return nil, err
+		}
+		for _, i := range c.grads[n] {
+			c.checkGrad(i, n)
+		}
+	}
+	reads := map[*G.Node]*val{}
+	for _, n := range cfg.Outputs {
+		reads[n] = c.vals[n]
+		c.vals[n].vb.persistent = true
+	}
+	for i := range c.pvals {
+		pv := &c.pvals[i]
+		pv.v = c.vals[pv.Node]
+		reads[pv.Node] = pv.v
+		if !cfg.NoGrad {
+			pv.g = c.vals[pv.Node.Deriv()]
+			pv.g.vb.persistent = true
+		}
+	}
+	p := &Program{be: cfg.Backend, vals: c.vals, inputs: map[*G.Node]*val{}, reads: reads}
+	for n := range c.inputs {
+		v, ok := c.vals[n]
+		if !ok {
+			continue // an input the outputs do not need
+		}
+		p.inputs[n] = v
+		reads[n] = v
+	}
+	if err := c.plan(p); err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	for i := range c.pvals {
+		pv := &c.pvals[i]
+		pv.Value = backend.At(pv.v.vb.phys, pv.v.vb.physOff+pv.v.off)
+		pv.Size = pv.v.size
+		if pv.g != nil {
+			pv.Grad = backend.At(pv.g.vb.phys, pv.g.vb.physOff+pv.g.off)
+		}
+	}
+	p.params = c.pvals
+	if c.flags != nil {
+		p.flags = c.flags.phys
+		p.flagsHost = make([]int32, c.flags.n)
+	}
+	return p, nil
+}
+
+// paramNode returns the node behind a parameter and its constraint.
+func paramNode(p G.ValueGrad) (*G.Node, optim.Constraint, error) {
+	switch q := p.(type) {
+	case optim.Constrained:
+		if q.Node == nil {
+			return nil, 0, errors.New("nil node")
+		}
+		if q.Grassmann {
+			return q.Node, optim.OnGrassmann, nil
+		}
+		return q.Node, optim.OnStiefel, nil
+	case *G.Node:
+		if q == nil {
+			return nil, 0, errors.New("nil node")
+		}
+		return q, optim.Euclidean, nil
+	}
+	return nil, 0, fmt.Errorf("a %T, want a *gorgonia.Node or an optim.Constrained weight", p)
+}
+
+// order returns the nodes the targets depend on, children before parents.
+func (c *compiler) order(targets []*G.Node) ([]*G.Node, error) {
+	const (
+		unseen = iota
+		active
+		done
+	)
+	state := map[*G.Node]int{}
+	var out []*G.Node
+	var visit func(n *G.Node) error
+	visit = func(n *G.Node) error {
+		switch state[n] {
+		case active:
+			return fmt.Errorf("program: the graph has a cycle through node %q", n.Name())
+		case done:
+			return nil
+		}
+		state[n] = active
+		for _, ch := range c.children(n) {
+			if err := visit(ch); err != nil {
+				return err
+			}
+		}
+		state[n] = done
+		out = append(out, n)
+		return nil
+	}
+	for _, t := range targets {
+		if t.Graph() != c.g {
+			return nil, fmt.Errorf("program: node %q belongs to another graph", t.Name())
+		}
+		if err := visit(t); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// children returns n's arguments in order.
+func (c *compiler) children(n *G.Node) []*G.Node {
+	it := c.g.From(n.ID())
+	var out []*G.Node
+	for it.Next() {
+		out = append(out, it.Node().(*G.Node))
+	}
+	return out
+}
+
+// newBuf registers a virtual buffer.
+func (c *compiler) newBuf(dt backend.DType, n int, persistent bool, name string) *vbuf {
+	b := &vbuf{dt: dt, n: max(n, 1), persistent: persistent, def: -1, last: -1, name: name}
+	c.vbufs = append(c.vbufs, b)
+	return b
+}
+
+// emit appends a kernel to the program.
+func (c *compiler) emit(k backend.Kernel) { c.kernels = append(c.kernels, k) }
+
+// newVal gives n a fresh temporary buffer of its shape and type.
+func (c *compiler) newVal(n *G.Node) (*val, error) {
+	dt, err := dtypeOf(n)
+	if err != nil {
+		return nil, err
+	}
+	shape := []int(n.Shape().Clone())
+	size := tensor.Shape(shape).TotalSize()
+	v := &val{node: n, shape: shape, size: size, vb: c.newBuf(dt, size, false, n.Name())}
+	c.vals[n] = v
+	return v, nil
+}
+
+// view makes n's value a window of base's buffer at element offset off.
+func (c *compiler) view(n *G.Node, base *val, off int) *val {
+	shape := []int(n.Shape().Clone())
+	v := &val{node: n, shape: shape, size: tensor.Shape(shape).TotalSize(), vb: base.vb, off: base.off + off}
+	c.vals[n] = v
+	return v
+}
+
+func dtypeOf(n *G.Node) (backend.DType, error) {
+	switch n.Dtype() {
+	case tensor.Float32:
+		return backend.Float32, nil
+	case tensor.Float64:
+		return backend.Float64, nil
+	}
+	return 0, fmt.Errorf("program: node %q holds %v: only float32 and float64 are supported", n.Name(), n.Dtype())
+}
+
+// node lowers one node: a leaf becomes a resident buffer, an op its kernels.
+func (c *compiler) node(n *G.Node) error {
+	if n.Op() == nil {
+		return c.leaf(n)
+	}
+	ch := c.children(n)
+	in := make([]*val, len(ch))
+	for i, x := range ch {
+		in[i] = c.vals[x]
+	}
+	if err := c.lower(n, in); err != nil {
+		if errors.Is(err, ErrUnknownOp) {
+			return err
+		}
+		return fmt.Errorf("program: node %q (op %v, %T): %w", n.Name(), n.Op(), n.Op(), err)
+	}
+	if c.vals[n] == nil {
+		return fmt.Errorf("program: node %q (op %v): lowering produced no value", n.Name(), n.Op())
+	}
+	return nil
+}
+
+func (c *compiler) leaf(n *G.Node) error {
+	dt, err := dtypeOf(n)
+	if err != nil {
+		return err
+	}
+	shape := []int(n.Shape().Clone())
+	size := tensor.Shape(shape).TotalSize()
+	v := &val{node: n, shape: shape, size: size}
+	switch _, isParam := c.params[n]; {
+	case isParam && c.cfg.Share != nil:
+		other := c.cfg.Share.paramNamed(n.Name())
+		if other == nil {
+			return fmt.Errorf("program: parameter %q is not a parameter of the shared program", n.Name())
+		}
+		if other.v.vb.dt != dt || other.v.size != size {
+			return fmt.Errorf("program: parameter %q has %d values of %v, the shared program's %d of %v", n.Name(), size, dt, other.v.size, other.v.vb.dt)
+		}
+		v.vb = c.newBuf(dt, size, true, n.Name())
+		v.vb.phys, v.vb.physOff = other.v.vb.phys, other.v.vb.physOff+other.v.off
+	case isParam:
+		data, err := hostData(n)
+		if err != nil {
+			return err
+		}
+		v.vb = c.newBuf(dt, size, true, n.Name())
+		v.vb.init = data
+	case c.inputs[n]:
+		v.vb = c.newBuf(dt, size, true, n.Name())
+		if d, err := hostData(n); err == nil {
+			v.vb.init = d // its value at Compile, until SetInput
+		}
+	default:
+		data, err := hostData(n)
+		if err != nil {
+			return fmt.Errorf("%w (a leaf that is neither a parameter nor an input is a constant)", err)
+		}
+		v.vb = c.newBuf(dt, size, true, n.Name())
+		v.vb.init = data
+	}
+	c.vals[n] = v
+	return nil
+}
+
+// hostData returns a copy of a leaf's value as a host slice.
+func hostData(n *G.Node) (any, error) {
+	val := n.Value()
+	if val == nil {
+		return nil, fmt.Errorf("program: leaf %q has no value", n.Name())
+	}
+	switch d := val.Data().(type) {
+	case []float32:
+		return append([]float32(nil), d...), nil
+	case []float64:
+		return append([]float64(nil), d...), nil
+	case float32:
+		return []float32{d}, nil
+	case float64:
+		return []float64{d}, nil
+	}
+	return nil, fmt.Errorf("program: leaf %q holds %T, want float32 or float64 values", n.Name(), val.Data())
+}
+
+func (p *Program) paramNamed(name string) *paramVal {
+	for i := range p.params {
+		if p.params[i].Node.Name() == name {
+			return &p.params[i]
+		}
+	}
+	return nil
+}
+
+// checkGrad adds the kernels that flag a non-finite gradient of parameter
+// i, whose gradient node g has just been lowered. A gradient that is the
+// product A^T B of two thin matrices (a linear layer's batch) is checked
+// through its factors, at a fraction of the cost of scanning it.
+func (c *compiler) checkGrad(i int, g *G.Node) {
+	v := c.vals[g]
+	suspect := backend.At(c.flags, 2*i)
+	if a, b, ok := c.thinProduct(g); ok && a.shape[0]*(a.shape[1]+b.shape[1]) < v.size {
+		c.emit(backend.CheckProduct{RA: a.shape[0], CA: a.shape[1], CB: b.shape[1], A: a.operand(), B: b.operand(), Flag: suspect})
+		c.pvals[i].suspectOnly = true
+		return
+	}
+	c.emit(backend.CheckFinite{N: v.size, Src: v.operand(), Flag: backend.At(c.flags, 2*i+1)})
+}
+
+// plan maps every virtual buffer onto a physical one, prepares the
+// kernels and copies the constants in.
+func (c *compiler) plan(p *Program) error {
+	for k, kern := range c.kernels {
+		for _, op := range kern.Operands() {
+			vb, ok := op.Buf.(*vbuf)
+			if !ok {
+				continue
+			}
+			if vb.def < 0 {
+				vb.def = k
+			}
+			vb.last = k
+		}
+	}
+	be := c.cfg.Backend
+	alloc := func(dt backend.DType, n int) (backend.Buffer, error) {
+		b, err := be.Alloc(dt, n)
+		if err != nil {
+			return nil, fmt.Errorf("program: allocating %d values of %v: %w", n, dt, err)
+		}
+		p.owned = append(p.owned, b)
+		return b, nil
+	}
+	var temps []*vbuf
+	for _, vb := range c.vbufs {
+		switch {
+		case vb.phys != nil: // shared
+		case vb.persistent:
+			b, err := alloc(vb.dt, vb.n)
+			if err != nil {
+				return err
+			}
+			vb.phys = b
+		case vb.def >= 0:
+			temps = append(temps, vb)
+		}
+	}
+	// Linear scan: a temporary takes the smallest free physical buffer of
+	// its type that is large enough, else a new one; buffers are sized to
+	// their largest tenant and allocated at the end.
+	sort.SliceStable(temps, func(i, j int) bool { return temps[i].def < temps[j].def })
+	type slot struct {
+		dt      backend.DType
+		n       int
+		freeAt  int // kernel index after which the slot is free
+		tenants []*vbuf
+	}
+	var slots []*slot
+	for _, vb := range temps {
+		var best *slot
+		for _, s := range slots {
+			if s.dt == vb.dt && s.freeAt < vb.def && (best == nil || fit(s.n, vb.n) < fit(best.n, vb.n)) {
+				best = s
+			}
+		}
+		if best == nil {
+			best = &slot{dt: vb.dt}
+			slots = append(slots, best)
+		}
+		best.n = max(best.n, vb.n)
+		best.freeAt = vb.last
+		best.tenants = append(best.tenants, vb)
+	}
+	for _, s := range slots {
+		b, err := alloc(s.dt, s.n)
+		if err != nil {
+			return err
+		}
+		for _, vb := range s.tenants {
+			vb.phys = b
+		}
+	}
+	for _, vb := range c.vbufs {
+		if vb.init != nil && vb.phys != nil {
+			if err := be.CopyIn(vb.phys, vb.physOff, vb.init); err != nil {
+				return fmt.Errorf("program: copying %q in: %w", vb.name, err)
+			}
+		}
+	}
+	p.funcs = make([]backend.Func, 0, len(c.kernels))
+	p.kinds = make([]string, 0, len(c.kernels))
+	for _, k := range c.kernels {
+		bound := rebind(k)
+		f, err := be.Prepare(bound)
+		if err != nil {
+			return fmt.Errorf("program: preparing %s: %w", k.Name(), err)
+		}
+		p.funcs = append(p.funcs, f)
+		p.kinds = append(p.kinds, k.Name())
+	}
+	return nil
+}
+
+// fit scores how well a slot of n elements holds a tenant of m: a slot
+// that needs no growth and wastes least comes first.
+func fit(n, m int) int {
+	if n >= m {
+		return n - m
+	}
+	return 1<<40 + m - n
+}
+
+var operandType = reflect.TypeOf(backend.Operand{})
+
+// rebind returns a copy of k whose operands point at the physical buffers
+// of their virtual ones.
+func rebind(k backend.Kernel) backend.Kernel {
+	v := reflect.New(reflect.TypeOf(k)).Elem()
+	v.Set(reflect.ValueOf(k))
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Field(i)
+		if f.Type() != operandType {
+			continue
+		}
+		op := f.Interface().(backend.Operand)
+		if vb, ok := op.Buf.(*vbuf); ok {
+			f.Set(reflect.ValueOf(backend.Operand{Buf: vb.phys, Off: vb.physOff + op.Off}))
+		}
+	}
+	return v.Interface().(backend.Kernel)
+}

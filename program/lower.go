@@ -1,0 +1,666 @@
+package program
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/backend"
+)
+
+// The op types of gorgonia v0.9.18 are unexported; the compiler tells them
+// by their type names and reads their parameters by reflection, once, at
+// compile time. The tests lower every op against the tape machine, so a
+// change of Gorgonia's internals fails there, not silently.
+func opName(op G.Op) string {
+	t := reflect.TypeOf(op)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Name()
+}
+
+// field returns the named field of op's struct (following embedded
+// pointers), or an invalid Value.
+func field(op G.Op, name string) reflect.Value {
+	v := reflect.ValueOf(op)
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return reflect.Value{}
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return reflect.Value{}
+	}
+	return v.FieldByName(name)
+}
+
+func intField(op G.Op, name string) (int, error) {
+	f := field(op, name)
+	switch f.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return int(f.Int()), nil
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uint:
+		return int(f.Uint()), nil
+	}
+	return 0, fmt.Errorf("op %T has no integer field %q (gorgonia's internals changed?)", op, name)
+}
+
+func boolField(op G.Op, name string) (bool, error) {
+	f := field(op, name)
+	if f.Kind() != reflect.Bool {
+		return false, fmt.Errorf("op %T has no bool field %q (gorgonia's internals changed?)", op, name)
+	}
+	return f.Bool(), nil
+}
+
+func intsField(op G.Op, name string) ([]int, error) {
+	f := field(op, name)
+	if f.Kind() != reflect.Slice {
+		return nil, fmt.Errorf("op %T has no slice field %q (gorgonia's internals changed?)", op, name)
+	}
+	out := make([]int, f.Len())
+	for i := range out {
+		e := f.Index(i)
+		switch e.Kind() {
+		case reflect.Int, reflect.Int64, reflect.Int32:
+			out[i] = int(e.Int())
+		default:
+			return nil, fmt.Errorf("op %T: field %q holds %v", op, name, e.Kind())
+		}
+	}
+	return out, nil
+}
+
+// lower emits the kernels of op node n, whose arguments' values are in.
+func (c *compiler) lower(n *G.Node, in []*val) error {
+	op := n.Op()
+	if ok, err := c.lowerFused(n, in); ok {
+		return err
+	}
+	switch opName(op) {
+	case "constantScalar", "constantTensor":
+		return c.constant(n)
+	case "sizeOp":
+		return c.size(n, in)
+	case "reshapeOp":
+		if in[0].size != size(n.Shape()) {
+			return fmt.Errorf("reshape of %d values to %v", in[0].size, n.Shape())
+		}
+		c.view(n, in[0], 0)
+		return nil
+	case "elemUnaryOp":
+		return c.unary(n, in)
+	case "elemBinOp":
+		return c.binary(n, in)
+	case "linAlgBinOp":
+		return c.linAlg(n, in)
+	case "sumOp":
+		return c.reduce(n, in, backend.Sum)
+	case "maxOp":
+		return c.reduce(n, in, backend.Max)
+	case "softmaxOp", "softmaxDiffOp":
+		return c.softmax(n, in)
+	case "repeatOp":
+		return c.repeat(n, in)
+	case "transposeOp":
+		return c.transpose(n, in)
+	case "sliceOp":
+		return c.slice(n, in)
+	case "sliceIncrOp":
+		return c.sliceIncr(n, in)
+	case "concatOp":
+		return c.concat(n, in)
+	}
+	return fmt.Errorf("%w %v (%T) at node %q: see the README for the ops the compiler knows", ErrUnknownOp, op, op, n.Name())
+}
+
+func size(s tensor.Shape) int { return s.TotalSize() }
+
+// constant makes n's compile-time value a resident constant.
+func (c *compiler) constant(n *G.Node) error {
+	data, err := hostData(n)
+	if err != nil {
+		return err
+	}
+	dt, err := dtypeOf(n)
+	if err != nil {
+		return err
+	}
+	shape := []int(n.Shape().Clone())
+	v := &val{node: n, shape: shape, size: tensor.Shape(shape).TotalSize()}
+	v.vb = c.newBuf(dt, v.size, true, n.Name())
+	v.vb.init = data
+	c.vals[n] = v
+	return nil
+}
+
+// size lowers gorgonia.SizeOf: the length of an axis of its argument, known
+// at compile time.
+func (c *compiler) size(n *G.Node, in []*val) error {
+	axis, err := intField(n.Op(), "axis")
+	if err != nil {
+		return err
+	}
+	v := 1.0
+	if s := in[0].shape; len(s) > 0 {
+		if axis < 0 || axis >= len(s) {
+			return fmt.Errorf("size of axis %d of shape %v", axis, s)
+		}
+		v = float64(s[axis])
+	}
+	dt, err := dtypeOf(n)
+	if err != nil {
+		return err
+	}
+	out := &val{node: n, shape: nil, size: 1}
+	out.vb = c.newBuf(dt, 1, true, n.Name())
+	if dt == backend.Float32 {
+		out.vb.init = []float32{float32(v)}
+	} else {
+		out.vb.init = []float64{v}
+	}
+	c.vals[n] = out
+	return nil
+}
+
+var unaryOps = map[string]backend.UnaryOp{
+	"abs": backend.Abs, "sign": backend.Sign, "ceil": backend.Ceil, "floor": backend.Floor,
+	"sin": backend.Sin, "cos": backend.Cos, "exp": backend.Exp, "ln": backend.Log, "log2": backend.Log2,
+	"neg": backend.Neg, "square": backend.Square, "sqrt": backend.Sqrt, "inv": backend.Inverse,
+	"invSqrt": backend.InverseSqrt, "cube": backend.Cube, "tanh": backend.Tanh, "sigmoid": backend.Sigmoid,
+	"log1p": backend.Log1p, "expm1": backend.Expm1, "softplus": backend.Softplus,
+}
+
+func (c *compiler) unary(n *G.Node, in []*val) error {
+	name := fmt.Sprint(n.Op())
+	uop, ok := unaryOps[name]
+	if !ok {
+		return fmt.Errorf("%w: unary function %q at node %q", ErrUnknownOp, name, n.Name())
+	}
+	out, err := c.newVal(n)
+	if err != nil {
+		return err
+	}
+	if out.size != in[0].size {
+		return fmt.Errorf("unary %s of %d values gives %d", name, in[0].size, out.size)
+	}
+	c.emit(backend.Map{Op: uop, N: out.size, Src: in[0].operand(), Dst: out.operand()})
+	return nil
+}
+
+var binaryOps = map[string]backend.BinaryOp{
+	"+": backend.Add, "-": backend.Sub, "⊙": backend.Mul, "÷": backend.Div, "^": backend.Pow,
+	"<": backend.Lt, ">": backend.Gt, "<=": backend.Le, ">=": backend.Ge, "==": backend.Eq, "!=": backend.Ne,
+}
+
+func (c *compiler) binary(n *G.Node, in []*val) error {
+	sym, _, _ := strings.Cut(fmt.Sprint(n.Op()), " ")
+	bop, ok := binaryOps[sym]
+	if !ok {
+		return fmt.Errorf("%w: binary function %q at node %q", ErrUnknownOp, sym, n.Name())
+	}
+	out, err := c.newVal(n)
+	if err != nil {
+		return err
+	}
+	a, b := in[0], in[1]
+	k := backend.Zip{Op: bop, N: out.size, A: a.operand(), B: b.operand(), Dst: out.operand()}
+	switch {
+	case a.size == out.size && b.size == out.size:
+	case a.size == 1 && b.size == out.size:
+		k.AScalar = true
+	case b.size == 1 && a.size == out.size:
+		k.BScalar = true
+	default:
+		return fmt.Errorf("elementwise %s of shapes %v and %v into %v", sym, a.shape, b.shape, out.shape)
+	}
+	c.emit(k)
+	return nil
+}
+
+// The kinds of gorgonia's linAlgBinOp (its āBinaryOperator).
+const (
+	matMul = iota
+	matVecMul
+	vecDot
+	outerProd
+	batchedMatMul
+)
+
+func (c *compiler) linAlg(n *G.Node, in []*val) error {
+	op := n.Op()
+	kind, err := intField(op, "āBinaryOperator")
+	if err != nil {
+		return err
+	}
+	tA, err := boolField(op, "transA")
+	if err != nil {
+		return err
+	}
+	tB, err := boolField(op, "transB")
+	if err != nil {
+		return err
+	}
+	out, err := c.newVal(n)
+	if err != nil {
+		return err
+	}
+	a, b := in[0], in[1]
+	g := backend.Gemm{TransA: tA, TransB: tB, Alpha: 1, A: a.operand(), B: b.operand(), C: out.operand()}
+	dims := func(v *val, want int) error {
+		if len(v.shape) != want {
+			return fmt.Errorf("%v: operand of shape %v, want %d axes", op, v.shape, want)
+		}
+		return nil
+	}
+	switch kind {
+	case matMul:
+		if err := errors.Join(dims(a, 2), dims(b, 2)); err != nil {
+			return err
+		}
+		g.M, g.K = a.shape[0], a.shape[1]
+		if tA {
+			g.M, g.K = g.K, g.M
+		}
+		g.N = b.shape[1]
+		if tB {
+			g.N = b.shape[0]
+		}
+		g.LDA, g.LDB, g.LDC = a.shape[1], b.shape[1], g.N
+	case matVecMul:
+		// A (m, k) times a vector (k): a GEMM with one column.
+		if err := errors.Join(dims(a, 2), dims(b, 1)); err != nil {
+			return err
+		}
+		g.M, g.K = a.shape[0], a.shape[1]
+		if tA {
+			g.M, g.K = g.K, g.M
+		}
+		g.N, g.TransB = 1, false
+		g.LDA, g.LDB, g.LDC = a.shape[1], 1, 1
+	case vecDot:
+		if err := errors.Join(dims(a, 1), dims(b, 1)); err != nil {
+			return err
+		}
+		g.M, g.N, g.K = 1, 1, a.shape[0]
+		g.TransA, g.TransB = false, false
+		g.LDA, g.LDB, g.LDC = a.shape[0], 1, 1
+	case outerProd:
+		if err := errors.Join(dims(a, 1), dims(b, 1)); err != nil {
+			return err
+		}
+		g.M, g.N, g.K = a.shape[0], b.shape[0], 1
+		g.TransA, g.TransB = false, false
+		g.LDA, g.LDB, g.LDC = 1, b.shape[0], b.shape[0]
+	case batchedMatMul:
+		if len(a.shape) < 3 || len(b.shape) != len(a.shape) {
+			return fmt.Errorf("%v: operands of shapes %v and %v, want batches of matrices", op, a.shape, b.shape)
+		}
+		d := len(a.shape)
+		batch := size(tensor.Shape(a.shape[:d-2]))
+		if size(tensor.Shape(b.shape[:d-2])) != batch {
+			return fmt.Errorf("%v: batches of shapes %v and %v", op, a.shape, b.shape)
+		}
+		ar, ac, br, bc := a.shape[d-2], a.shape[d-1], b.shape[d-2], b.shape[d-1]
+		g.M, g.K = ar, ac
+		if tA {
+			g.M, g.K = ac, ar
+		}
+		g.N = bc
+		if tB {
+			g.N = br
+		}
+		g.LDA, g.LDB, g.LDC = ac, bc, g.N
+		g.Batch, g.StrideA, g.StrideB, g.StrideC = batch, ar*ac, br*bc, g.M*g.N
+	default:
+		return fmt.Errorf("%w: linear algebra op kind %d (%v)", ErrUnknownOp, kind, op)
+	}
+	if g.Batches()*g.M*g.N != out.size {
+		return fmt.Errorf("%v: product of %v and %v has %d values, the node %v", op, a.shape, b.shape, g.Batches()*g.M*g.N, out.shape)
+	}
+	c.emit(g)
+	return nil
+}
+
+// thinProduct reports whether g is the matrix product A^T B, and returns
+// A's and B's values.
+func (c *compiler) thinProduct(g *G.Node) (a, b *val, ok bool) {
+	op := g.Op()
+	if op == nil || opName(op) != "linAlgBinOp" {
+		return nil, nil, false
+	}
+	kind, err1 := intField(op, "āBinaryOperator")
+	tA, err2 := boolField(op, "transA")
+	tB, err3 := boolField(op, "transB")
+	if err1 != nil || err2 != nil || err3 != nil || kind != matMul || !tA || tB {
+		return nil, nil, false
+	}
+	ch := c.children(g)
+	a, b = c.vals[ch[0]], c.vals[ch[1]]
+	if a == nil || b == nil || len(a.shape) != 2 || len(b.shape) != 2 {
+		return nil, nil, false
+	}
+	return a, b, true
+}
+
+// reduce lowers Sum and Max along axes: runs of adjacent axes are reduced
+// at once, from the last run to the first.
+func (c *compiler) reduce(n *G.Node, in []*val, rop backend.ReduceOp) error {
+	along, err := intsField(n.Op(), "along")
+	if err != nil {
+		return err
+	}
+	src := in[0]
+	shape := append([]int(nil), src.shape...)
+	if len(along) == 0 { // every axis
+		for i := range shape {
+			along = append(along, i)
+		}
+	}
+	sort.Ints(along)
+	for i, a := range along {
+		if a < 0 || a >= len(shape) || (i > 0 && along[i-1] == a) {
+			return fmt.Errorf("reduction along %v of shape %v", along, src.shape)
+		}
+	}
+	out, err := c.newVal(n)
+	if err != nil {
+		return err
+	}
+	// Runs of adjacent axes, last first.
+	type run struct{ lo, hi int }
+	var runs []run
+	for _, a := range along {
+		if l := len(runs) - 1; l >= 0 && runs[l].hi == a {
+			runs[l].hi = a + 1
+		} else {
+			runs = append(runs, run{a, a + 1})
+		}
+	}
+	cur := src.operand()
+	for i := len(runs) - 1; i >= 0; i-- {
+		r := runs[i]
+		outer := size(tensor.Shape(shape[:r.lo]))
+		mid := size(tensor.Shape(shape[r.lo:r.hi]))
+		inner := size(tensor.Shape(shape[r.hi:]))
+		dst := out.operand()
+		if i > 0 {
+			dst = backend.At(c.newBuf(out.vb.dt, outer*inner, false, n.Name()+".partial"), 0)
+		}
+		c.emit(backend.Reduce{Op: rop, Outer: outer, Mid: mid, Inner: inner, Src: cur, Dst: dst})
+		shape = append(shape[:r.lo:r.lo], shape[r.hi:]...)
+		cur = dst
+	}
+	if size(tensor.Shape(shape)) != out.size {
+		return fmt.Errorf("reduction of %v along %v gives %d values, the node %v", src.shape, along, size(tensor.Shape(shape)), out.shape)
+	}
+	return nil
+}
+
+// softmaxAxis returns the axis gorgonia's softmaxOp works along for shape.
+func softmaxAxis(op G.Op, shape tensor.Shape) (int, error) {
+	axis, err := intField(op, "axis")
+	if err != nil {
+		return 0, err
+	}
+	if axis == -1 {
+		axis = shape.Dims() - 1
+		if shape.IsColVec() || (shape.IsVector() && !shape.IsRowVec()) {
+			axis = 0
+		}
+	}
+	if axis < 0 || axis >= shape.Dims() {
+		return 0, fmt.Errorf("softmax along axis %d of shape %v", axis, shape)
+	}
+	return axis, nil
+}
+
+// softmax lowers SoftMax / LogSoftMax, and their gradient softmaxDiffOp
+// (arguments x, y = softmax(x), dy).
+func (c *compiler) softmax(n *G.Node, in []*val) error {
+	op := n.Op()
+	isLog, err := boolField(op, "isLog")
+	if err != nil {
+		return err
+	}
+	x := in[0]
+	axis, err := softmaxAxis(op, tensor.Shape(x.shape))
+	if err != nil {
+		return err
+	}
+	out, err := c.newVal(n)
+	if err != nil {
+		return err
+	}
+	outer := size(tensor.Shape(x.shape[:axis]))
+	inner := size(tensor.Shape(x.shape[axis+1:]))
+	if opName(op) == "softmaxOp" {
+		c.emit(backend.Softmax{Log: isLog, Outer: outer, Axis: x.shape[axis], Inner: inner, Src: x.operand(), Dst: out.operand()})
+		return nil
+	}
+	if len(in) != 3 || in[1].size != x.size || in[2].size != x.size {
+		return fmt.Errorf("softmax gradient of %d arguments", len(in))
+	}
+	c.emit(backend.SoftmaxGrad{Log: isLog, Outer: outer, Axis: x.shape[axis], Inner: inner, Y: in[1].operand(), DY: in[2].operand(), DX: out.operand()})
+	return nil
+}
+
+// strides returns the row-major strides of shape.
+func strides(shape []int) []int {
+	s := make([]int, len(shape))
+	acc := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		s[i] = acc
+		acc *= shape[i]
+	}
+	return s
+}
+
+// repeat lowers gorgonia's repeatOp (broadcasting): every element of the
+// argument is repeated along one axis, as tensor.Repeat does.
+func (c *compiler) repeat(n *G.Node, in []*val) error {
+	along, err := intField(n.Op(), "along")
+	if err != nil {
+		return err
+	}
+	out, err := c.newVal(n)
+	if err != nil {
+		return err
+	}
+	x := in[0]
+	os := out.shape
+	if along < 0 || along >= len(os) {
+		return fmt.Errorf("repeat along axis %d into shape %v", along, os)
+	}
+	// The argument's shape, padded with unit axes to the output's rank.
+	xs := make([]int, len(os))
+	for i := range xs {
+		xs[i] = 1
+	}
+	copy(xs, x.shape)
+	if size(tensor.Shape(xs)) != x.size {
+		return fmt.Errorf("repeat of shape %v into %v", x.shape, os)
+	}
+	rep := os[along] / xs[along]
+	if rep*xs[along] != os[along] {
+		return fmt.Errorf("repeat of shape %v into %v along %d", x.shape, os, along)
+	}
+	for i := range os {
+		if i != along && os[i] != xs[i] {
+			return fmt.Errorf("repeat of shape %v into %v along %d", x.shape, os, along)
+		}
+	}
+	// Split the repeated axis into (xs[along], rep): the copy reads the
+	// same element rep times (source stride 0).
+	xst := strides(xs)
+	var shape, ss, ds []int
+	ost := strides(os)
+	for i := range os {
+		if i == along {
+			shape = append(shape, xs[i], rep)
+			ss = append(ss, xst[i], 0)
+			ds = append(ds, ost[i]*rep, ost[i])
+			continue
+		}
+		shape = append(shape, os[i])
+		ss = append(ss, xst[i])
+		ds = append(ds, ost[i])
+	}
+	c.emit(backend.Copy{Shape: shape, Src: x.operand(), SrcStrides: ss, Dst: out.operand(), DstStrides: ds})
+	return nil
+}
+
+func (c *compiler) transpose(n *G.Node, in []*val) error {
+	pattern, err := intsField(n.Op(), "pattern")
+	if err != nil {
+		return err
+	}
+	x := in[0]
+	if len(pattern) != len(x.shape) {
+		return fmt.Errorf("transpose %v of shape %v", pattern, x.shape)
+	}
+	out, err := c.newVal(n)
+	if err != nil {
+		return err
+	}
+	xst := strides(x.shape)
+	ss := make([]int, len(pattern))
+	for i, p := range pattern {
+		if p < 0 || p >= len(x.shape) || out.shape[i] != x.shape[p] {
+			return fmt.Errorf("transpose %v of shape %v into %v", pattern, x.shape, out.shape)
+		}
+		ss[i] = xst[p]
+	}
+	c.emit(backend.Copy{Shape: out.shape, Src: x.operand(), SrcStrides: ss, Dst: out.operand(), DstStrides: strides(out.shape)})
+	return nil
+}
+
+// sliceOf returns the axis, start, end and step of a sliceOp (or the slice
+// inside a sliceIncrOp) on a tensor of shape, and whether the axis is
+// dropped (a single index).
+func sliceOf(op G.Op, shape []int) (axis, start, end, step int, err error) {
+	axis, err = intField(op, "along")
+	if err != nil {
+		return
+	}
+	if axis < 0 || axis >= len(shape) {
+		return 0, 0, 0, 0, fmt.Errorf("slice along axis %d of shape %v", axis, shape)
+	}
+	start, end, step = 0, shape[axis], 1
+	f := field(op, "Slice")
+	if !f.IsValid() {
+		return 0, 0, 0, 0, fmt.Errorf("op %T has no Slice (gorgonia's internals changed?)", op)
+	}
+	if s, ok := op.(interface{ IsSlice() tensor.Slice }); ok && s.IsSlice() != nil {
+		sl := s.IsSlice()
+		start, end, step = sl.Start(), sl.End(), max(sl.Step(), 1)
+	} else if !f.IsNil() {
+		return 0, 0, 0, 0, fmt.Errorf("op %T: cannot read its slice", op)
+	}
+	if start < 0 || end > shape[axis] || start >= end {
+		return 0, 0, 0, 0, fmt.Errorf("slice %d:%d of axis %d of shape %v", start, end, axis, shape)
+	}
+	return axis, start, end, step, nil
+}
+
+// sliceCopy returns the Copy between a tensor of shape and its slice (the
+// slice's view of the tensor).
+func sliceView(shape []int, axis, start, end, step int) (vshape, vstrides []int, off int) {
+	st := strides(shape)
+	for i, d := range shape {
+		if i == axis {
+			// tensor v0.9.23 takes (end - start) / step elements, rounded
+			// down (tensor.Shape.S), where Python would round up.
+			cnt := (end - start) / step
+			vshape = append(vshape, cnt)
+			vstrides = append(vstrides, st[i]*step)
+			continue
+		}
+		vshape = append(vshape, d)
+		vstrides = append(vstrides, st[i])
+	}
+	return vshape, vstrides, start * st[axis]
+}
+
+func (c *compiler) slice(n *G.Node, in []*val) error {
+	x := in[0]
+	axis, start, end, step, err := sliceOf(n.Op(), x.shape)
+	if err != nil {
+		return err
+	}
+	vshape, vstrides, off := sliceView(x.shape, axis, start, end, step)
+	if size(tensor.Shape(vshape)) != size(n.Shape()) {
+		return fmt.Errorf("slice of %v gives %v, the node %v", x.shape, vshape, n.Shape())
+	}
+	// A slice of leading rows (every axis before the sliced one of length
+	// 1, step 1) is contiguous: a view.
+	lead := 1
+	for _, d := range x.shape[:axis] {
+		lead *= d
+	}
+	if lead == 1 && step == 1 {
+		c.view(n, x, off)
+		return nil
+	}
+	out, err := c.newVal(n)
+	if err != nil {
+		return err
+	}
+	c.emit(backend.Copy{Shape: vshape, Src: backend.At(x.vb, x.off+off), SrcStrides: vstrides, Dst: out.operand(), DstStrides: strides(vshape)})
+	return nil
+}
+
+// sliceIncr lowers the gradient of a slice: zeros of the sliced tensor's
+// shape with the slice's window set to the incoming gradient.
+func (c *compiler) sliceIncr(n *G.Node, in []*val) error {
+	x, g := in[0], in[1]
+	axis, start, end, step, err := sliceOf(n.Op(), x.shape)
+	if err != nil {
+		return err
+	}
+	out, err := c.newVal(n)
+	if err != nil {
+		return err
+	}
+	vshape, vstrides, off := sliceView(x.shape, axis, start, end, step)
+	if size(tensor.Shape(vshape)) != g.size {
+		return fmt.Errorf("slice gradient of %d values into a window of %v", g.size, vshape)
+	}
+	c.emit(backend.Fill{N: out.size, Dst: out.operand()})
+	c.emit(backend.Copy{Shape: vshape, Src: g.operand(), SrcStrides: strides(vshape), Dst: backend.At(out.vb, out.off+off), DstStrides: vstrides})
+	return nil
+}
+
+func (c *compiler) concat(n *G.Node, in []*val) error {
+	axis, err := intField(n.Op(), "axis")
+	if err != nil {
+		return err
+	}
+	out, err := c.newVal(n)
+	if err != nil {
+		return err
+	}
+	if axis < 0 || axis >= len(out.shape) {
+		return fmt.Errorf("concatenation along axis %d into %v", axis, out.shape)
+	}
+	ost := strides(out.shape)
+	at := 0
+	for _, x := range in {
+		if len(x.shape) != len(out.shape) {
+			return fmt.Errorf("concatenating shape %v into %v", x.shape, out.shape)
+		}
+		c.emit(backend.Copy{Shape: x.shape, Src: x.operand(), SrcStrides: strides(x.shape), Dst: backend.At(out.vb, out.off+at*ost[axis]), DstStrides: ost})
+		at += x.shape[axis]
+	}
+	if at != out.shape[axis] {
+		return fmt.Errorf("concatenation of %d along axis %d into %v", at, axis, out.shape)
+	}
+	return nil
+}

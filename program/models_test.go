@@ -1,0 +1,250 @@
+package program
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/manifold"
+	"github.com/orthonet/orthonet/models"
+	"github.com/orthonet/orthonet/nn"
+	"github.com/orthonet/orthonet/optim"
+)
+
+// model is a network built on its own graph with its inputs, loss and
+// parameters, for comparing the tape machine with a compiled program.
+type model struct {
+	g       *G.ExprGraph
+	inputs  []*G.Node
+	logits  *G.Node
+	loss    *G.Node
+	params  []G.ValueGrad
+	masks   func(rng *rand.Rand) // redraws dropout masks into the nodes
+	logitsV G.Value
+}
+
+type modelCase struct {
+	name  string
+	build func(dt tensor.Dtype) (*model, error)
+}
+
+func fill(dt tensor.Dtype, shape []int, seed uint64) tensor.Tensor {
+	rng := rand.New(rand.NewPCG(seed, 5))
+	v := make([]float64, numel(shape))
+	for i := range v {
+		v[i] = rng.NormFloat64()
+	}
+	return leafValue(dt, shape, v)
+}
+
+func onehotValue(dt tensor.Dtype, batch, classes int, seed uint64) tensor.Tensor {
+	v := make([]float64, batch*classes)
+	for i := 0; i < batch; i++ {
+		v[i*classes+int((seed+uint64(7*i))%uint64(classes))] = 1
+	}
+	return leafValue(dt, []int{batch, classes}, v)
+}
+
+func modelCases() []modelCase {
+	return []modelCase{
+		{"ffn", func(dt tensor.Dtype) (*model, error) {
+			g := G.NewGraph()
+			const batch, in = 5, 24
+			x := G.NewMatrix(g, dt, G.WithShape(batch, in), G.WithName("x"), G.WithValue(fill(dt, []int{batch, in}, 1)))
+			y := G.NewMatrix(g, dt, G.WithShape(batch, 10), G.WithName("y"), G.WithValue(onehotValue(dt, batch, 10, 2)))
+			m, err := models.NewFFN(g, models.FFNConfig{In: in, Hidden: 16, Classes: 10, Depth: 3, Bias: true}, dt, rand.New(rand.NewPCG(3, 3)))
+			if err != nil {
+				return nil, err
+			}
+			logits, err := m.Forward(x)
+			if err != nil {
+				return nil, err
+			}
+			loss, err := nn.CrossEntropy(logits, y)
+			if err != nil {
+				return nil, err
+			}
+			return &model{g: g, inputs: []*G.Node{x, y}, logits: logits, loss: loss, params: m.Params()}, nil
+		}},
+		{"vit", func(dt tensor.Dtype) (*model, error) {
+			g := G.NewGraph()
+			cfg := models.ViTConfig{Image: 8, Patch: 4, Channels: 1, Dim: 16, Depth: 2, Heads: 2, MLP: 12, Classes: 10, Dropout: 0.2}
+			const batch = 3
+			x := G.NewTensor(g, dt, 3, G.WithShape(batch, cfg.Tokens(), cfg.PatchDim()), G.WithName("x"), G.WithValue(fill(dt, []int{batch, cfg.Tokens(), cfg.PatchDim()}, 4)))
+			y := G.NewMatrix(g, dt, G.WithShape(batch, 10), G.WithName("y"), G.WithValue(onehotValue(dt, batch, 10, 5)))
+			m, err := models.NewViT(g, cfg, dt, rand.New(rand.NewPCG(6, 6)))
+			if err != nil {
+				return nil, err
+			}
+			logits, err := m.Forward(x, true)
+			if err != nil {
+				return nil, err
+			}
+			loss, err := nn.CrossEntropy(logits, y)
+			if err != nil {
+				return nil, err
+			}
+			inputs := append([]*G.Node{x, y}, m.Drop.Masks()...)
+			return &model{g: g, inputs: inputs, logits: logits, loss: loss, params: m.Params(), masks: m.FillMasks}, nil
+		}},
+		{"custom", func(dt tensor.Dtype) (*model, error) {
+			// Only Gorgonia ops: a Stiefel weight, a softmax attention-like
+			// mixing, a broadcast bias, a mean squared loss through LogSoftMax.
+			g := G.NewGraph()
+			const batch, in, hid = 4, 9, 6
+			x := G.NewMatrix(g, dt, G.WithShape(batch, in), G.WithName("x"), G.WithValue(fill(dt, []int{batch, in}, 7)))
+			y := G.NewMatrix(g, dt, G.WithShape(batch, hid), G.WithName("y"), G.WithValue(onehotValue(dt, batch, hid, 8)))
+			st, _ := manifold.NewStiefel[float64](in, hid)
+			w0 := make([]float64, in*hid)
+			_ = st.Random(w0, rand.New(rand.NewPCG(9, 9)))
+			w := G.NewMatrix(g, dt, G.WithShape(in, hid), G.WithName("W"), G.WithValue(leafValue(dt, []int{in, hid}, w0)))
+			b := G.NewMatrix(g, dt, G.WithShape(1, hid), G.WithName("b"), G.WithValue(fill(dt, []int{1, hid}, 10)))
+			v := G.NewMatrix(g, dt, G.WithShape(hid, hid), G.WithName("V"), G.WithValue(fill(dt, []int{hid, hid}, 11)))
+			h := G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), b, nil, []byte{0}))
+			a := G.Must(G.SoftMax(G.Must(G.Mul(h, G.Must(G.Transpose(h))))))
+			z := G.Must(G.Tanh(G.Must(G.Mul(G.Must(G.Mul(a, h)), v))))
+			ls := G.Must(G.LogSoftMax(z))
+			loss := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(ls, y))))))
+			return &model{g: g, inputs: []*G.Node{x, y}, logits: z, loss: loss, params: []G.ValueGrad{optim.Stiefel(w), b, v}}, nil
+		}},
+	}
+}
+
+func solverConfigs() map[string]optim.SolverConfig {
+	return map[string]optim.SolverConfig{
+		"rsdm-p+sgd":        {RSDM: optim.RSDMConfig{LR: 0.3, SubmanifoldSize: 5, Seed: 1}, Other: optim.OtherConfig{LR: 0.1, Momentum: 0.9}},
+		"rsdm-o+adam":       {RSDM: optim.RSDMConfig{LR: 0.3, SubmanifoldSize: 5, Sampling: optim.Orthogonal, Seed: 1}, Other: optim.OtherConfig{Rule: optim.RuleAdam, LR: 0.01}},
+		"rsdm-blocks":       {RSDM: optim.RSDMConfig{LR: 0.3, SubmanifoldSize: 4, Sampling: optim.Blocks, Seed: 1}, Other: optim.OtherConfig{LR: 0.1}},
+		"rsdm-momentum":     {RSDM: optim.RSDMConfig{LR: 0.3, SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 2, Seed: 1}, Other: optim.OtherConfig{LR: 0.1}},
+		"rgd-momentum+adam": {Method: optim.MethodRGD, RGD: optim.RGDConfig{LR: 0.2, Momentum: 0.9}, Other: optim.OtherConfig{Rule: optim.RuleAdam, LR: 0.01}},
+	}
+}
+
+func nodesOf(ps []G.ValueGrad) []*G.Node {
+	out := make([]*G.Node, len(ps))
+	for i, p := range ps {
+		n, _, _ := paramNode(p)
+		out[i] = n
+	}
+	return out
+}
+
+// TestModelsAgree checks the FFN, a small ViT with dropout and a custom
+// model: the loss, the logits, every gradient and every parameter after two
+// steps of each optimizer agree between the tape machine with optim.Solver
+// and a compiled program with its Solver (float64 to 1e-10, float32 to
+// 1e-5, relative).
+func TestModelsAgree(t *testing.T) {
+	be := testBackends(t)[1] // the backend that splits every loop
+	for _, mc := range modelCases() {
+		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+			for name, cfg := range solverConfigs() {
+				t.Run(fmt.Sprintf("%s/%v/%s", mc.name, dt, name), func(t *testing.T) {
+					compareModel(t, be, mc, dt, cfg)
+				})
+			}
+		}
+	}
+}
+
+func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtype, cfg optim.SolverConfig) {
+	ref, err := mc.build(dt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := mc.build(dt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	G.Read(ref.logits, &ref.logitsV)
+	var lossV G.Value
+	G.Read(ref.loss, &lossV)
+	for _, m := range []*model{ref, got} {
+		if _, err := G.Grad(m.loss, nodesOf(m.params)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vm := G.NewTapeMachine(ref.g, G.BindDualValues(nodesOf(ref.params)...))
+	defer vm.Close()
+	rs, err := optim.NewSolver(ref.params, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := Compile(got.g, Config{Backend: be, Outputs: []*G.Node{got.logits, got.loss}, Params: got.params, Inputs: got.inputs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	ps, err := NewSolver(prog, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tol := tolerance(dt)
+	check := func(what string, a, b []float64) {
+		t.Helper()
+		if d := relDiff(a, b); !(d <= tol) {
+			t.Errorf("%s differs by %.3g (relative), tolerance %g", what, d, tol)
+		}
+	}
+	host := func(n int) any {
+		if dt == tensor.Float32 {
+			return make([]float32, n)
+		}
+		return make([]float64, n)
+	}
+	read := func(n *G.Node) []float64 {
+		h := host(numel(n.Shape()))
+		if err := prog.Read(n, h); err != nil {
+			t.Fatal(err)
+		}
+		return floats(h)
+	}
+	rngRef, rngGot := rand.New(rand.NewPCG(1, 2)), rand.New(rand.NewPCG(1, 2))
+	for step := 0; step < 2; step++ {
+		if ref.masks != nil {
+			ref.masks(rngRef)
+			got.masks(rngGot)
+		}
+		for _, in := range got.inputs {
+			if err := prog.SetInput(in, in.Value().Data()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		if err := prog.Run(); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("step %d loss", step), read(got.loss), floats(lossV.Data()))
+		check(fmt.Sprintf("step %d logits", step), read(got.logits), floats(ref.logitsV.Data()))
+		for i, p := range prog.Params() {
+			h := host(p.Size)
+			if err := be.CopyOut(h, p.Grad.Buf, p.Grad.Off); err != nil {
+				t.Fatal(err)
+			}
+			gr, err := nodesOf(ref.params)[i].Grad()
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(fmt.Sprintf("step %d gradient of %s", step, p.Node.Name()), floats(h), floats(gr.Data()))
+		}
+		if err := rs.Step(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ps.Step(); err != nil {
+			t.Fatal(err)
+		}
+		vm.Reset()
+		if err := prog.StoreParams(); err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range nodesOf(got.params) {
+			check(fmt.Sprintf("step %d %s after the step", step, n.Name()), floats(n.Value().Data()), floats(nodesOf(ref.params)[i].Value().Data()))
+		}
+	}
+}

@@ -1,0 +1,267 @@
+// Package program compiles a Gorgonia graph, with the gradient nodes that
+// gorgonia.Grad wrote into it, into a program for a backend (package
+// backend) and runs it: orthonet's replacement for Gorgonia's tape machine.
+//
+// Compile walks the graph once: it orders the nodes that the requested
+// outputs and gradients need, lowers each Gorgonia op to backend kernels
+// with its parameters read at compile time, makes Reshapes views, plans the
+// temporary buffers with reuse by liveness, and keeps parameters, their
+// gradients, inputs and constants resident in the backend. An op it does
+// not know fails Compile with an error naming the op and the node; a
+// compiled program never fails for want of a kernel.
+//
+// A training step is SetInput for each input, Run (forward and backward:
+// gradients are written afresh, never accumulated), then a Solver's Step,
+// which updates the parameters where they live. Read copies any output to
+// the host. Parameters move between the backend and their Gorgonia nodes
+// only by StoreParams and LoadParams (for checkpoints).
+package program
+
+import (
+	"errors"
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+
+	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/internal/linalg"
+	"github.com/orthonet/orthonet/optim"
+)
+
+// Config says what to compile.
+type Config struct {
+	// Backend runs the program. Required.
+	Backend backend.Backend
+	// Outputs are the nodes Read may read after Run (a loss, logits).
+	Outputs []*G.Node
+	// Params are the trainable leaves, plain or marked by optim.Stiefel or
+	// optim.Grassmann. Run computes the gradient of each (the node
+	// gorgonia.Grad made for it) unless NoGrad is set. Their values are
+	// copied from the nodes at Compile.
+	Params []G.ValueGrad
+	// NoGrad compiles the forward pass only (an evaluation program).
+	NoGrad bool
+	// Inputs are leaves whose values SetInput sets before each Run (data,
+	// labels, dropout masks). Every other leaf is a constant: its value is
+	// copied into the backend once, at Compile.
+	Inputs []*G.Node
+	// Share, when set, is a compiled program on the same backend whose
+	// parameter buffers this program uses for its parameters of the same
+	// names (a forward-only evaluation program of a model being trained).
+	Share *Program
+}
+
+// ErrUnknownOp reports a graph with an op the compiler cannot lower.
+var ErrUnknownOp = errors.New("program: unknown op")
+
+// Param is one trainable parameter of a compiled program.
+type Param struct {
+	// Node is the parameter's leaf in the graph.
+	Node *G.Node
+	// Constraint says which manifold the parameter lives on.
+	Constraint optim.Constraint
+	// Value and Grad are where its value and gradient live in the
+	// backend, Size elements from each; Grad has no buffer in a program
+	// compiled with NoGrad.
+	Value, Grad backend.Operand
+	Size        int
+}
+
+// Program is a compiled graph. It is not safe for concurrent use.
+type Program struct {
+	be     backend.Backend
+	funcs  []backend.Func
+	kinds  []string // each Func's kernel name
+	vals   map[*G.Node]*val
+	inputs map[*G.Node]*val
+	reads  map[*G.Node]*val
+	params []paramVal
+	// flags holds, per parameter, whether its gradient may be non-finite
+	// (suspect, from a product bound) and whether it is (scanned).
+	flags     backend.Buffer
+	flagsHost []int32
+	owned     []backend.Buffer // buffers this program allocated
+	kernels   int
+}
+
+// paramVal is a parameter with the values of its node and gradient.
+type paramVal struct {
+	Param
+	v, g *val
+	// suspectOnly means only a product bound checks the gradient: when it
+	// fails, the gradient is scanned on the host.
+	suspectOnly bool
+}
+
+// val is where one node's value lives: a slice of a (virtual, until
+// planned) buffer.
+type val struct {
+	node  *G.Node
+	shape []int
+	size  int
+	vb    *vbuf
+	off   int
+}
+
+func (v *val) operand() backend.Operand { return backend.Operand{Buf: v.vb, Off: v.off} }
+
+// vbuf is a buffer before planning: the kernels are lowered against vbufs,
+// which the planner then maps onto physical buffers, sharing one among
+// temporaries whose lifetimes do not overlap.
+type vbuf struct {
+	dt         backend.DType
+	n          int
+	persistent bool
+	def, last  int // first and last kernel that touches it; -1 if none
+	phys       backend.Buffer
+	physOff    int
+	init       any // host data copied in after allocation (constants)
+	name       string
+}
+
+func (b *vbuf) DType() backend.DType { return b.dt }
+func (b *vbuf) Len() int             { return b.n }
+
+// Kernels returns how many kernels a Run launches.
+func (p *Program) Kernels() int { return len(p.funcs) }
+
+// Backend returns the backend the program runs on.
+func (p *Program) Backend() backend.Backend { return p.be }
+
+// Run runs the program once: the forward pass and, unless compiled with
+// NoGrad, the backward pass, writing every parameter's gradient afresh.
+func (p *Program) Run() error {
+	for i, f := range p.funcs {
+		if err := f(); err != nil {
+			return fmt.Errorf("program: kernel %d (%s): %w", i, p.kinds[i], err)
+		}
+	}
+	return nil
+}
+
+// CheckGrads reports whether every gradient of the last Run is finite:
+// nil if so, else an error that names the first parameter with a NaN or
+// Inf in its gradient and wraps optim.ErrNotFinite. The check was made
+// while the gradients were computed; a gradient flagged only by the bound
+// on its factors is scanned here to be sure.
+func (p *Program) CheckGrads() error {
+	if p.flags == nil {
+		return errors.New("program: compiled with NoGrad or without parameters: there are no gradients")
+	}
+	if err := p.be.CopyOut(p.flagsHost, p.flags, 0); err != nil {
+		return err
+	}
+	for i := range p.params {
+		pv := &p.params[i]
+		bad := p.flagsHost[2*i+1] != 0
+		if !bad && p.flagsHost[2*i] != 0 {
+			ok, err := p.scan(pv.g)
+			if err != nil {
+				return err
+			}
+			bad = !ok
+		}
+		if bad {
+			return fmt.Errorf("program: gradient of %q: %w", pv.Node.Name(), optim.ErrNotFinite)
+		}
+	}
+	return nil
+}
+
+// scan reports whether every element of v is finite, reading it on the
+// host.
+func (p *Program) scan(v *val) (bool, error) {
+	var host any
+	if v.vb.dt == backend.Float32 {
+		host = make([]float32, v.size)
+	} else {
+		host = make([]float64, v.size)
+	}
+	if err := p.be.CopyOut(host, v.vb.phys, v.vb.physOff+v.off); err != nil {
+		return false, err
+	}
+	switch h := host.(type) {
+	case []float32:
+		return linalg.Finite(h), nil
+	case []float64:
+		return linalg.Finite(h), nil
+	}
+	return false, nil
+}
+
+// SetInput copies data ([]float32 or []float64 of n's type and size) into
+// the input n.
+func (p *Program) SetInput(n *G.Node, data any) error {
+	v, ok := p.inputs[n]
+	if !ok {
+		return fmt.Errorf("program: node %q is not an input of the program", n.Name())
+	}
+	if l, ok := hostLen(data); !ok || l != v.size {
+		return fmt.Errorf("program: input %q takes %d values of %v, got %T of %d", n.Name(), v.size, v.vb.dt, data, l)
+	}
+	return p.be.CopyIn(v.vb.phys, v.vb.physOff+v.off, data)
+}
+
+// Read copies the value of n, an output, parameter or input of the program,
+// into dst ([]float32 or []float64 of n's type and size).
+func (p *Program) Read(n *G.Node, dst any) error {
+	v, ok := p.reads[n]
+	if !ok {
+		return fmt.Errorf("program: node %q is not an output, parameter or input of the program", n.Name())
+	}
+	if l, ok := hostLen(dst); !ok || l != v.size {
+		return fmt.Errorf("program: node %q has %d values of %v, reading into %T of %d", n.Name(), v.size, v.vb.dt, dst, l)
+	}
+	return p.be.CopyOut(dst, v.vb.phys, v.vb.physOff+v.off)
+}
+
+func hostLen(a any) (int, bool) {
+	switch d := a.(type) {
+	case []float32:
+		return len(d), true
+	case []float64:
+		return len(d), true
+	}
+	return 0, false
+}
+
+// Params returns the program's parameters in the order of Config.Params.
+func (p *Program) Params() []Param {
+	out := make([]Param, len(p.params))
+	for i, pv := range p.params {
+		out[i] = pv.Param
+	}
+	return out
+}
+
+// StoreParams copies every parameter's value from the backend into its
+// Gorgonia node (before a checkpoint is written, or the nodes read).
+func (p *Program) StoreParams() error {
+	for _, pv := range p.params {
+		if err := p.be.CopyOut(pv.Node.Value().Data(), pv.v.vb.phys, pv.v.vb.physOff+pv.v.off); err != nil {
+			return fmt.Errorf("program: storing %q: %w", pv.Node.Name(), err)
+		}
+	}
+	return nil
+}
+
+// LoadParams copies every parameter's value from its Gorgonia node into the
+// backend (after a checkpoint was loaded into the nodes).
+func (p *Program) LoadParams() error {
+	for _, pv := range p.params {
+		if err := p.be.CopyIn(pv.v.vb.phys, pv.v.vb.physOff+pv.v.off, pv.Node.Value().Data()); err != nil {
+			return fmt.Errorf("program: loading %q: %w", pv.Node.Name(), err)
+		}
+	}
+	return nil
+}
+
+// Close frees the buffers the program allocated (not those it shares).
+func (p *Program) Close() error {
+	var errs []error
+	for _, b := range p.owned {
+		errs = append(errs, p.be.Free(b))
+	}
+	p.owned = nil
+	return errors.Join(errs...)
+}
