@@ -136,6 +136,7 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 	if c.flags != nil {
 		p.flags = c.flags.phys
 		p.flagsHost = make([]int32, c.flags.n)
+		p.flagsAny = p.flagsHost
 	}
 	return p, nil
 }

@@ -80,6 +80,7 @@ type Program struct {
 	// (suspect, from a product bound) and whether it is (scanned).
 	flags     backend.Buffer
 	flagsHost []int32
+	flagsAny  any // flagsHost, boxed once so that CheckGrads does not allocate
 	owned     []backend.Buffer // buffers this program allocated
 	kernels   int
 }
@@ -148,7 +149,7 @@ func (p *Program) CheckGrads() error {
 	if p.flags == nil {
 		return errors.New("program: compiled with NoGrad or without parameters: there are no gradients")
 	}
-	if err := p.be.CopyOut(p.flagsHost, p.flags, 0); err != nil {
+	if err := p.be.CopyOut(p.flagsAny, p.flags, 0); err != nil {
 		return err
 	}
 	for i := range p.params {
@@ -190,7 +191,8 @@ func (p *Program) scan(v *val) (bool, error) {
 }
 
 // SetInput copies data ([]float32 or []float64 of n's type and size) into
-// the input n.
+// the input n. (Converting a slice to an interface allocates: a caller
+// that reuses one slice can convert it once and pass the same value.)
 func (p *Program) SetInput(n *G.Node, data any) error {
 	v, ok := p.inputs[n]
 	if !ok {

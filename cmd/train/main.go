@@ -49,6 +49,7 @@ type config struct {
 	saveEvery, keep         int
 	resume                  string // checkpoint path, resolved from -resume
 	cpuProfile              string
+	engine                  string
 
 	flags     map[string]string // every flag's value but -resume, saved in checkpoints
 	resumed   *checkpoint.File  // the checkpoint at resume
@@ -113,7 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 // resumable lists the flags a resumed run may change: none of them changes
 // the steps it takes.
 var resumable = map[string]bool{"epochs": true, "eval-every": true, "save-every": true, "keep": true, "min-accuracy": true,
-	"data": true, "download": true, "out": true, "device": true, "cpuprofile": true}
+	"data": true, "download": true, "out": true, "device": true, "cpuprofile": true, "engine": true}
 
 func resumableList() string {
 	var names []string
@@ -147,6 +148,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.IntVar(&c.limitTrain, "limit-train", 0, "use only the first N training examples (0: all)")
 	fs.IntVar(&c.limitTest, "limit-test", 0, "use only the first N test examples (0: all)")
 	fs.StringVar(&c.device, "device", defaultDevice(), "cpu or cuda (cuda needs the binary make cuda builds)")
+	fs.StringVar(&c.engine, "engine", defaultEngine(), "what runs the graphs: program (orthonet's compiled executor) or tape (Gorgonia's tape machine, the reference)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
 	fs.BoolVar(&c.download, "download", false, "download MNIST or CIFAR-10 into -data first (SHA-256 checked)")
 	fs.IntVar(&c.hidden, "hidden", 1024, "FFN hidden width")
@@ -188,6 +190,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		oneOf("other", c.other, "sgd", "adam"),
 		oneOf("schedule", c.schedule, "const", "cosine"),
 		oneOf("device", c.device, "cpu", "cuda"),
+		oneOf("engine", c.engine, engines...),
 	} {
 		if e != nil {
 			return c, fs, e
@@ -196,6 +199,8 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	switch {
 	case c.device == "cuda" && !gpu.Built:
 		return c, fs, errors.New("-device cuda: this build has no CUDA support (build it with make cuda); use -device cpu")
+	case c.device == "cuda" && c.engine == "program":
+		return c, fs, errors.New("-device cuda runs on Gorgonia's tape machine (-engine tape) until package program has a CUDA backend")
 	case c.epochs < 1 || c.batch < 1:
 		return c, fs, fmt.Errorf("-epochs %d and -batch %d must be at least 1", c.epochs, c.batch)
 	case c.limitTrain < 0 || c.limitTest < 0 || c.evalEvery < 0:

@@ -17,6 +17,7 @@ type network struct {
 	ffn    *models.FFN
 	vit    *models.ViT
 	xb     []float32 // the input node's backing array
+	x      *G.Node   // the input node
 	logits *G.Node
 	c      config
 	set    *data.Set
@@ -31,6 +32,7 @@ func buildNet(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rng *r
 		d := set.Dim()
 		n.xb = make([]float32, b*d)
 		x := G.NewMatrix(g, tensor.Float32, G.WithShape(b, d), G.WithName("x"), G.WithValue(tensor.New(tensor.WithShape(b, d), tensor.WithBacking(n.xb))))
+		n.x = x
 		if n.ffn, err = models.NewFFN(g, models.FFNConfig{In: d, Hidden: c.hidden, Classes: set.Classes, Depth: c.depth, Bias: true}, tensor.Float32, rng); err != nil {
 			return nil, err
 		}
@@ -43,6 +45,7 @@ func buildNet(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rng *r
 		t, pd := cfg.Tokens(), cfg.PatchDim()
 		n.xb = make([]float32, b*t*pd)
 		x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(b, t, pd), G.WithName("x"), G.WithValue(tensor.New(tensor.WithShape(b, t, pd), tensor.WithBacking(n.xb))))
+		n.x = x
 		if n.vit, err = models.NewViT(g, cfg, tensor.Float32, rng); err != nil {
 			return nil, err
 		}
@@ -69,6 +72,14 @@ func (n *network) fill(images []float32, count int) {
 		models.Patchify(n.xb[i*d:(i+1)*d], images[i*d:(i+1)*d], n.set.C, n.set.H, n.c.patch)
 	}
 	clear(n.xb[count*d:])
+}
+
+// masks returns the dropout mask nodes of a ViT training graph.
+func (n *network) masks() []*G.Node {
+	if n.vit == nil {
+		return nil
+	}
+	return n.vit.Drop.Masks()
 }
 
 // Params returns the parameters for the solver.

@@ -66,6 +66,9 @@ func (t *trainer) save(best bool) error {
 		return err
 	}
 	st.Dropout = b
+	if err := t.eng.store(); err != nil {
+		return err
+	}
 	f := checkpoint.New()
 	if err := f.PutNodes(prefixModel, t.net.Nodes()); err != nil {
 		return err
@@ -152,6 +155,9 @@ func (t *trainer) restore(f *checkpoint.File) error {
 		return fmt.Errorf("%s: progress epoch %d, batch %d of %d, step %d is impossible", where, st.Epoch, st.Batch, steps, st.Step)
 	}
 	if err := f.LoadNodes(prefixModel, t.net.Nodes()); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if err := t.eng.load(); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	if err := f.LoadSolver(prefixOptim, t.solver); err != nil {

@@ -17,12 +17,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/data"
-	"github.com/orthonet/orthonet/internal/gpu"
 	"github.com/orthonet/orthonet/manifold"
-	"github.com/orthonet/orthonet/models"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 )
@@ -148,14 +145,10 @@ type trainer struct {
 	c           config
 	w           io.Writer
 	train, test *data.Set
-	net         *network
-	loss        *G.Node
-	logits      G.Value // copied out by the tape: on a GPU the node's own buffer is reused by the backward pass
+	net, evNet  *network
 	yb          []float32
-	vm          G.VM
-	ev          *evaluator
-	solver      *optim.Solver
-	params      []G.ValueGrad
+	eng         engine
+	solver      solver
 	loader      *data.Loader
 	maskSrc     *rand.PCG
 	maskRNG     *rand.Rand
@@ -189,34 +182,17 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 		return nil, fmt.Errorf("%d training examples, fewer than one batch of %d", train.N, c.batch)
 	}
 	t := &trainer{c: c, w: w, train: train, test: test}
-	rng := rand.New(rand.NewPCG(c.seed, 0x747261696e))
 	t.maskSrc = rand.NewPCG(c.seed, 0x64726f70)
 	t.maskRNG = rand.New(t.maskSrc)
-
-	// Training graph: fixed batch, forward and backward.
-	g := G.NewGraph()
-	if t.net, err = buildNet(c, g, c.batch, train, true, rng); err != nil {
+	net, loss, y, yb, ev, err := buildNetworks(c, train, test)
+	if err != nil {
 		return nil, err
 	}
-	t.yb = make([]float32, c.batch*train.Classes)
-	y := G.NewMatrix(g, tensor.Float32, G.WithShape(c.batch, train.Classes), G.WithName("y"), G.WithValue(tensor.New(tensor.WithShape(c.batch, train.Classes), tensor.WithBacking(t.yb))))
-	if t.loss, err = nn.CrossEntropy(t.net.logits, y); err != nil {
+	t.net, t.yb, t.evNet = net, yb, ev
+	if t.eng, err = newEngine(c, net, loss, y, ev); err != nil {
 		return nil, err
 	}
-	G.Read(t.net.logits, &t.logits)
-	if _, err := G.Grad(t.loss, t.net.Nodes()...); err != nil {
-		return nil, fmt.Errorf("building gradients: %w", err)
-	}
-	t.vm = G.NewTapeMachine(g, gpu.GradOptions(t.net.Nodes()...)...)
-	if t.ev, err = newEvaluator(c, t.net, test); err != nil {
-		t.vm.Close()
-		return nil, err
-	}
-	t.params = t.net.Params()
-	if t.solver, err = optim.NewSolver(t.params, solverConfig(c)); err != nil {
-		t.close()
-		return nil, err
-	}
+	t.solver = t.eng.solver()
 	if t.loader, err = data.NewLoader(train, c.batch, c.seed); err != nil {
 		t.close()
 		return nil, err
@@ -234,19 +210,17 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 	return t, nil
 }
 
-func (t *trainer) close() {
-	t.vm.Close()
-	if t.ev != nil {
-		t.ev.vm.Close()
-	}
-}
+func (t *trainer) close() { t.eng.close() }
 
 func (t *trainer) seconds() float64 { return t.st.Seconds + time.Since(t.start).Seconds() }
 
 // evaluate measures the test loss and accuracy during epoch (from 0) and
 // records them.
 func (t *trainer) evaluate(epoch int) (metric, error) {
-	m, err := t.ev.run()
+	if err := t.eng.store(); err != nil { // the feasibility reads the nodes
+		return metric{}, err
+	}
+	m, err := evaluateOn(t.eng, t.evNet, t.test)
 	if err != nil {
 		return m, err
 	}
@@ -343,10 +317,10 @@ func (t *trainer) run(ctx context.Context) error {
 			if err := nn.OneHot(t.yb, labels, t.train.Classes); err != nil {
 				return err
 			}
-			if err := t.vm.RunAll(); err != nil {
+			lv, logits, err := t.eng.run()
+			if err != nil {
 				return fmt.Errorf("step %d: %w", t.st.Step, err)
 			}
-			lv := float64(t.loss.Value().Data().(float32))
 			if math.IsNaN(lv) || math.IsInf(lv, 0) {
 				writeOutputs(t.dir, t.st.Metrics, w)
 				msg := fmt.Sprintf("epoch %d, step %d: the training loss is %v; stopping rather than training on garbage (try a smaller -lr or -lr-other)", epoch+1, t.st.Step, lv)
@@ -355,7 +329,7 @@ func (t *trainer) run(ctx context.Context) error {
 				}
 				return errors.New(msg)
 			}
-			acc, err := nn.Accuracy(t.logits.Data().([]float32), labels, t.train.Classes)
+			acc, err := nn.Accuracy(logits, labels, t.train.Classes)
 			if err != nil {
 				return err
 			}
@@ -368,7 +342,6 @@ func (t *trainer) run(ctx context.Context) error {
 			if err := t.solver.Step(); err != nil {
 				return fmt.Errorf("step %d: %w", t.st.Step, err)
 			}
-			t.vm.Reset()
 			t.st.Batch++
 			t.st.Step++
 			win := &t.st.Window
@@ -447,47 +420,21 @@ func maxFeasibility(ns G.Nodes) float64 {
 	return worst
 }
 
-// evaluator runs a forward-only copy of the model over the test set.
-type evaluator struct {
-	set   *data.Set
-	batch int
-	net   *network
-	vm    G.VM
-}
-
-func newEvaluator(c config, trained *network, set *data.Set) (*evaluator, error) {
-	if set.N == 0 {
-		return nil, fmt.Errorf("the test set is empty")
-	}
-	b := min(500, set.N)
-	if c.model == "vit" {
-		b = min(100, set.N)
-	}
-	g := G.NewGraph()
-	net, err := buildNet(c, g, b, set, false, rand.New(rand.NewPCG(0, 0)))
-	if err != nil {
-		return nil, err
-	}
-	if err := models.Share(net.Nodes(), trained.Nodes()); err != nil {
-		return nil, err
-	}
-	return &evaluator{set: set, batch: b, net: net, vm: G.NewTapeMachine(g)}, nil
-}
-
-// run returns the test loss and accuracy; the last chunk is zero-padded and
-// its padding ignored.
-func (ev *evaluator) run() (metric, error) {
-	s := ev.set
+// evaluateOn returns the test loss and accuracy of the engine's evaluation
+// network ev over set; the last chunk is zero-padded and its padding
+// ignored.
+func evaluateOn(e engine, ev *network, s *data.Set) (metric, error) {
 	d, k := s.Dim(), s.Classes
+	batch := len(ev.xb) / d
 	var correct int
 	var lossSum float64
-	for lo := 0; lo < s.N; lo += ev.batch {
-		n := min(ev.batch, s.N-lo)
-		ev.net.fill(s.X[lo*d:(lo+n)*d], n)
-		if err := ev.vm.RunAll(); err != nil {
+	for lo := 0; lo < s.N; lo += batch {
+		n := min(batch, s.N-lo)
+		ev.fill(s.X[lo*d:(lo+n)*d], n)
+		z, err := e.evaluate()
+		if err != nil {
 			return metric{}, fmt.Errorf("evaluating: %w", err)
 		}
-		z := ev.net.logits.Value().Data().([]float32)
 		for i := 0; i < n; i++ {
 			row := z[i*k : (i+1)*k]
 			best, m := 0, float64(row[0])
@@ -506,7 +453,6 @@ func (ev *evaluator) run() (metric, error) {
 				correct++
 			}
 		}
-		ev.vm.Reset()
 	}
 	return metric{Loss: lossSum / float64(s.N), Accuracy: float64(correct) / float64(s.N)}, nil
 }

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/internal/gpu"
+	"github.com/orthonet/orthonet/models"
+	"github.com/orthonet/orthonet/nn"
+	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/program"
+)
+
+// solver is what a run needs of its optimizer: a step, a schedule's step
+// sizes, and its state for checkpoints.
+type solver interface {
+	Step() error
+	SetLR(constrained, other float64) error
+	checkpoint.Solver
+}
+
+// engine runs a model's training graph (forward and backward) and its
+// optimizer, and a forward-only copy for evaluation: orthonet's compiled
+// program, or Gorgonia's tape machine.
+type engine interface {
+	// run runs the forward and backward pass on the batch in the training
+	// network's input buffers (and the labels in yb) and returns the loss
+	// and the logits (batch x classes, valid until the next run).
+	run() (loss float64, logits []float32, err error)
+	// solver returns the optimizer of the parameters.
+	solver() solver
+	// store copies the parameters into their Gorgonia nodes, load the other
+	// way (around checkpoints and reads of the node values).
+	store() error
+	load() error
+	// evaluate runs the evaluation network on its input buffer and returns
+	// its logits.
+	evaluate() ([]float32, error)
+	close()
+}
+
+// engines lists the values of -engine.
+var engines = []string{"program", "tape"}
+
+// defaultEngine is the compiled program, except in the cuda build, where
+// Gorgonia's CUDA tape machine runs the graph until the CUDA backend of
+// package program exists.
+func defaultEngine() string {
+	if gpu.Built {
+		return "tape"
+	}
+	return "program"
+}
+
+// newEngine builds the engine for the training network net (whose loss is
+// loss against the labels node y) and the evaluation network ev.
+func newEngine(c config, net *network, loss, y *G.Node, ev *network) (engine, error) {
+	if c.engine == "tape" {
+		return newTapeEngine(c, net, loss, ev)
+	}
+	return newProgramEngine(c, net, loss, y, ev)
+}
+
+// tapeEngine runs the graphs on Gorgonia's tape machines.
+type tapeEngine struct {
+	net, ev *network
+	loss    *G.Node
+	logits  G.Value // copied out by the tape: on a GPU the node's own buffer is reused by the backward pass
+	vm, evm G.VM
+	s       *optim.Solver
+}
+
+func newTapeEngine(c config, net *network, loss *G.Node, ev *network) (*tapeEngine, error) {
+	e := &tapeEngine{net: net, ev: ev, loss: loss}
+	G.Read(net.logits, &e.logits)
+	e.vm = G.NewTapeMachine(net.logits.Graph(), gpu.GradOptions(net.Nodes()...)...)
+	if err := models.Share(ev.Nodes(), net.Nodes()); err != nil {
+		e.close()
+		return nil, err
+	}
+	e.evm = G.NewTapeMachine(ev.logits.Graph())
+	var err error
+	if e.s, err = optim.NewSolver(net.Params(), solverConfig(c)); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *tapeEngine) run() (float64, []float32, error) {
+	e.vm.Reset()
+	if err := e.vm.RunAll(); err != nil {
+		return 0, nil, err
+	}
+	return float64(e.loss.Value().Data().(float32)), e.logits.Data().([]float32), nil
+}
+
+func (e *tapeEngine) solver() solver { return e.s }
+func (e *tapeEngine) store() error   { return nil } // the nodes hold the parameters
+func (e *tapeEngine) load() error    { return nil }
+
+func (e *tapeEngine) evaluate() ([]float32, error) {
+	e.evm.Reset()
+	if err := e.evm.RunAll(); err != nil {
+		return nil, err
+	}
+	return e.ev.logits.Value().Data().([]float32), nil
+}
+
+func (e *tapeEngine) close() {
+	if e.vm != nil {
+		e.vm.Close()
+	}
+	if e.evm != nil {
+		e.evm.Close()
+	}
+}
+
+// programEngine runs the graphs as compiled programs on the CPU backend.
+type programEngine struct {
+	be          backend.Backend
+	prog, eprog *program.Program
+	s           *program.Solver
+	net, ev     *network
+	loss        *G.Node
+	// The inputs, each converted to an interface once so that setting
+	// them does not allocate.
+	inputs       []*G.Node
+	inputData    []any
+	lossHost     []float32
+	lossAny      any
+	logits       []float32
+	logitsAny    any
+	evLogits     []float32
+	evLogitsAny  any
+	evInputAny   any
+	trainClasses int
+}
+
+func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network) (*programEngine, error) {
+	e := &programEngine{be: cpu.New(cpu.Options{}), net: net, ev: ev, loss: loss}
+	inputs := append([]*G.Node{net.x, y}, net.masks()...)
+	var err error
+	e.prog, err = program.Compile(net.logits.Graph(), program.Config{Backend: e.be, Outputs: []*G.Node{loss, net.logits},
+		Params: net.Params(), Inputs: inputs})
+	if err != nil {
+		e.close()
+		return nil, fmt.Errorf("compiling the training graph: %w", err)
+	}
+	e.eprog, err = program.Compile(ev.logits.Graph(), program.Config{Backend: e.be, Outputs: []*G.Node{ev.logits},
+		Params: ev.Params(), NoGrad: true, Inputs: []*G.Node{ev.x}, Share: e.prog})
+	if err != nil {
+		e.close()
+		return nil, fmt.Errorf("compiling the evaluation graph: %w", err)
+	}
+	if e.s, err = program.NewSolver(e.prog, solverConfig(c)); err != nil {
+		e.close()
+		return nil, err
+	}
+	e.inputs = inputs
+	for _, n := range inputs {
+		e.inputData = append(e.inputData, n.Value().Data())
+	}
+	e.lossHost = make([]float32, 1)
+	e.lossAny = e.lossHost
+	e.logits = make([]float32, tensor.Shape(net.logits.Shape()).TotalSize())
+	e.logitsAny = e.logits
+	e.evLogits = make([]float32, tensor.Shape(ev.logits.Shape()).TotalSize())
+	e.evLogitsAny = e.evLogits
+	e.evInputAny = ev.xb
+	return e, nil
+}
+
+func (e *programEngine) run() (float64, []float32, error) {
+	for i, n := range e.inputs {
+		if err := e.prog.SetInput(n, e.inputData[i]); err != nil {
+			return 0, nil, err
+		}
+	}
+	if err := e.prog.Run(); err != nil {
+		return 0, nil, err
+	}
+	if err := e.prog.Read(e.loss, e.lossAny); err != nil {
+		return 0, nil, err
+	}
+	if err := e.prog.Read(e.net.logits, e.logitsAny); err != nil {
+		return 0, nil, err
+	}
+	return float64(e.lossHost[0]), e.logits, nil
+}
+
+func (e *programEngine) solver() solver { return e.s }
+func (e *programEngine) store() error   { return e.prog.StoreParams() }
+func (e *programEngine) load() error    { return e.prog.LoadParams() }
+
+func (e *programEngine) evaluate() ([]float32, error) {
+	if err := e.eprog.SetInput(e.ev.x, e.evInputAny); err != nil {
+		return nil, err
+	}
+	if err := e.eprog.Run(); err != nil {
+		return nil, err
+	}
+	if err := e.eprog.Read(e.ev.logits, e.evLogitsAny); err != nil {
+		return nil, err
+	}
+	return e.evLogits, nil
+}
+
+func (e *programEngine) close() {
+	if e.eprog != nil {
+		e.eprog.Close()
+	}
+	if e.prog != nil {
+		e.prog.Close()
+	}
+	e.be.Close()
+}
+
+// buildNetworks builds the training network with its loss and labels, and
+// the evaluation network for batches of evalBatch test images.
+func buildNetworks(c config, train, test *data.Set) (net *network, loss, y *G.Node, yb []float32, ev *network, err error) {
+	rng := rand.New(rand.NewPCG(c.seed, 0x747261696e))
+	g := G.NewGraph()
+	if net, err = buildNet(c, g, c.batch, train, true, rng); err != nil {
+		return
+	}
+	yb = make([]float32, c.batch*train.Classes)
+	y = G.NewMatrix(g, tensor.Float32, G.WithShape(c.batch, train.Classes), G.WithName("y"), G.WithValue(tensor.New(tensor.WithShape(c.batch, train.Classes), tensor.WithBacking(yb))))
+	if loss, err = nn.CrossEntropy(net.logits, y); err != nil {
+		return
+	}
+	if _, err = G.Grad(loss, net.Nodes()...); err != nil {
+		err = fmt.Errorf("building gradients: %w", err)
+		return
+	}
+	if test.N == 0 {
+		err = fmt.Errorf("the test set is empty")
+		return
+	}
+	ev, err = buildNet(c, G.NewGraph(), evalBatch(c, test), test, false, rand.New(rand.NewPCG(0, 0)))
+	return
+}
+
+// evalBatch is how many test images one evaluation run takes.
+func evalBatch(c config, test *data.Set) int {
+	if c.model == "vit" {
+		return min(100, test.N)
+	}
+	return min(500, test.N)
+}
