@@ -80,7 +80,7 @@ type Program struct {
 	// (suspect, from a product bound) and whether it is (scanned).
 	flags     backend.Buffer
 	flagsHost []int32
-	flagsAny  any // flagsHost, boxed once so that CheckGrads does not allocate
+	flagsAny  any              // flagsHost, boxed once so that CheckGrads does not allocate
 	owned     []backend.Buffer // buffers this program allocated
 	kernels   int
 }
