@@ -45,6 +45,28 @@ func checkStep[T Float](n, p int, x, grad []T) error {
 	return nil
 }
 
+// Factored is a Euclidean gradient given as the product A^T B of a K x n
+// matrix A and a K x p matrix B, both row-major: the gradient of a linear
+// layer's n x p weight over a batch of K examples (A the layer's inputs, B
+// the gradients of its outputs). RSDM steps along it without forming it.
+type Factored[T Float] struct {
+	K    int
+	A, B []T
+}
+
+func checkFactored[T Float](n, p int, x []T, g Factored[T]) error {
+	if len(x) != n*p {
+		return fmt.Errorf("%w: weight has %d entries, want %d x %d", manifold.ErrShape, len(x), n, p)
+	}
+	if g.K < 1 || len(g.A) != g.K*n || len(g.B) != g.K*p {
+		return fmt.Errorf("%w: gradient factors of %d and %d entries for K = %d, want K x %d and K x %d", manifold.ErrShape, len(g.A), len(g.B), g.K, n, p)
+	}
+	if !linalg.Finite(g.A) || !linalg.Finite(g.B) {
+		return ErrNotFinite
+	}
+	return nil
+}
+
 func checkLR(lr float64) error {
 	if !(lr > 0) || math.IsInf(lr, 1) {
 		return fmt.Errorf("optim: learning rate %v, want a finite value > 0", lr)

@@ -95,6 +95,7 @@ type RSDM[T Float] struct {
 	orderPrev []int     // the Blocks order before a reshuffle
 	reorthNow bool      // the step under way re-orthonormalizes
 	scratch   []T       // n x p: the re-orthonormalized point
+	fa, fc    []T       // K x r: A P^T and B (PX)^T of a factored gradient
 
 	idx   []int // sampled rows (Permutation, Blocks)
 	order []int // current pass's row order (Blocks)
@@ -219,7 +220,13 @@ func (o *RSDM[T]) Step(x, grad []T) error {
 // workspaces, leaving x untouched; commit applies it and abort undoes the
 // sampler's advance. Splitting the step lets a Solver update every
 // parameter or none.
-func (o *RSDM[T]) prepare(x, grad []T) error {
+func (o *RSDM[T]) prepare(x, grad []T) error { return o.prepareFrom(x, grad, Factored[T]{}) }
+
+// prepareFactored is prepare for a gradient given by its factors.
+func (o *RSDM[T]) prepareFactored(x []T, g Factored[T]) error { return o.prepareFrom(x, nil, g) }
+
+// prepareFrom is prepare from grad, or from fg when grad is nil.
+func (o *RSDM[T]) prepareFrom(x, grad []T, fg Factored[T]) error {
 	o.saved = rsdmSaved{src: *o.src, block: o.block, order: false}
 	r, p := o.r, o.p
 	if o.phase == 0 {
@@ -233,15 +240,21 @@ func (o *RSDM[T]) prepare(x, grad []T) error {
 	} else {
 		o.project(o.pxc, x)
 	}
-	o.project(o.pg, grad)
-
 	// Omega = skew(PG (PX)^T): the Riemannian gradient of F~ on O(r),
 	// translated to the identity (equation (2); Algorithm 3 for Y != I).
-	linalg.Mul(false, true, r, r, p, o.pg, o.pxc, o.b)
+	if grad != nil {
+		o.project(o.pg, grad)
+		linalg.Mul(false, true, r, r, p, o.pg, o.pxc, o.b)
+	} else {
+		o.factoredProduct(fg)
+	}
 	for i := 0; i < r; i++ {
 		for j := 0; j < r; j++ {
 			o.omega[i*r+j] = (float64(o.b[i*r+j]) - float64(o.b[j*r+i])) / 2
 		}
+	}
+	if !linalg.Finite(o.omega) { // overflow in the product of finite factors
+		return ErrNotFinite
 	}
 	// V = -eta Omega Y + beta P_Y(Y - Y_prev).
 	if o.phase == 0 {
@@ -303,6 +316,45 @@ func (o *RSDM[T]) abort() {
 	if o.saved.order {
 		copy(o.order, o.orderPrev)
 	}
+}
+
+// StepFactored takes one RSDM step from x along the Euclidean gradient
+// g.A^T g.B, without forming it: the gradient of a linear layer's weight
+// over a batch of K examples is such a product, and a step needs only
+// P G (PX)^T = (A P^T)^T (B (PX)^T), two products of K x r matrices instead
+// of one of r x p by p x r. On error x and the state are unchanged.
+func (o *RSDM[T]) StepFactored(x []T, g Factored[T]) error {
+	if err := checkFactored(o.n, o.p, x, g); err != nil {
+		return err
+	}
+	if err := o.prepareFactored(x, g); err != nil {
+		o.abort()
+		return err
+	}
+	o.commit(x, nil)
+	return nil
+}
+
+// factoredProduct sets b = P G (PX)^T for G = A^T B.
+func (o *RSDM[T]) factoredProduct(g Factored[T]) {
+	r, p, n, k := o.r, o.p, o.n, g.K
+	o.fc = linalg.Grow(o.fc, k*r)
+	o.fa = linalg.Grow(o.fa, k*r)
+	// C = B (PX)^T, K x r.
+	linalg.Gemm(false, true, k, r, p, 1, g.B, p, o.pxc, p, 0, o.fc, r)
+	// A P^T, K x r: the sampled columns of A, or its product with the Haar
+	// rows.
+	if o.cfg.Sampling == Orthogonal {
+		linalg.Gemm(false, true, k, r, n, 1, g.A, n, o.pmat, n, 0, o.fa, r)
+	} else {
+		for j := 0; j < k; j++ {
+			row, dst := g.A[j*n:(j+1)*n], o.fa[j*r:(j+1)*r]
+			for i, c := range o.idx {
+				dst[i] = row[c]
+			}
+		}
+	}
+	linalg.Gemm(true, false, r, r, k, 1, o.fa, r, o.fc, r, 0, o.b, r)
 }
 
 // retract sets Y_new = R_Y(V) on O(r). For the QR retraction it uses the

@@ -110,6 +110,17 @@ type Param struct {
 	Constraint Constraint
 	Value      any
 	Grad       any
+	// GradA and GradB, when set, give the gradient of an n x p weight as
+	// the product GradA^T GradB of a GradK x n and a GradK x p matrix (see
+	// Factored); Grad is then ignored. Only RSDM steps such a weight.
+	GradA, GradB any
+	GradK        int
+}
+
+// factored is a Factored gradient of either element type.
+type factored struct {
+	a, b any
+	k    int
 }
 
 // ParamInfo names a parameter of a Solver and gives its shape.
@@ -197,8 +208,23 @@ type typedOpt[T Float] struct {
 	constrained bool
 }
 
-func (t *typedOpt[T]) prepare(v, g any) error { return t.o.prepare(v.([]T), g.([]T)) }
-func (t *typedOpt[T]) commit(v, g any)        { t.o.commit(v.([]T), g.([]T)) }
+func (t *typedOpt[T]) prepare(v, g any) error {
+	if f, ok := g.(factored); ok {
+		fs, ok := t.o.(interface {
+			prepareFactored(x []T, g Factored[T]) error
+		})
+		if !ok {
+			return fmt.Errorf("a factored gradient, which only RSDM steps")
+		}
+		return fs.prepareFactored(v.([]T), Factored[T]{K: f.k, A: f.a.([]T), B: f.b.([]T)})
+	}
+	return t.o.prepare(v.([]T), g.([]T))
+}
+
+func (t *typedOpt[T]) commit(v, g any) {
+	gs, _ := g.([]T) // nil for a factored gradient: RSDM's commit does not read it
+	t.o.commit(v.([]T), gs)
+}
 func (t *typedOpt[T]) abort()                 { t.o.abort() }
 func (t *typedOpt[T]) state() State           { return t.o.State() }
 func (t *typedOpt[T]) setState(s State) error { return t.o.SetState(s) }
@@ -252,11 +278,21 @@ func NewSliceSolver(params []Param, cfg SolverConfig) (*Solver, error) {
 		}
 		vn, vok := sliceLen(p.Value)
 		gn, gok := sliceLen(p.Grad)
+		if p.GradA != nil {
+			gn, gok = sliceLen(p.GradA)
+		}
 		switch {
 		case !vok || !gok:
 			return nil, fmt.Errorf("optim: parameter %q: value %T and gradient %T, want []float32 or []float64", p.Name, p.Value, p.Grad)
-		case fmt.Sprintf("%T", p.Value) != fmt.Sprintf("%T", p.Grad):
+		case p.GradA == nil && fmt.Sprintf("%T", p.Value) != fmt.Sprintf("%T", p.Grad):
 			return nil, fmt.Errorf("optim: parameter %q: value %T but gradient %T", p.Name, p.Value, p.Grad)
+		case p.GradA != nil:
+			if err := checkFactoredParam(p, vn, size); err != nil {
+				return nil, err
+			}
+			bs[i] = binding{info: ParamInfo{Name: p.Name, Shape: append([]int(nil), p.Shape...)}, constraint: p.Constraint, value: p.Value,
+				grad: factored{a: p.GradA, b: p.GradB, k: p.GradK}}
+			continue
 		case vn != size || gn != size:
 			return nil, fmt.Errorf("optim: parameter %q of shape %v: value has %d entries, gradient %d", p.Name, p.Shape, vn, gn)
 		case p.Constraint < Euclidean || p.Constraint > OnGrassmann:
@@ -265,6 +301,25 @@ func NewSliceSolver(params []Param, cfg SolverConfig) (*Solver, error) {
 		bs[i] = binding{info: ParamInfo{Name: p.Name, Shape: append([]int(nil), p.Shape...)}, constraint: p.Constraint, value: p.Value, grad: p.Grad}
 	}
 	return newSolver(bs, cfg, false)
+}
+
+// checkFactoredParam checks the factors of a weight's gradient.
+func checkFactoredParam(p Param, vn, size int) error {
+	if p.Constraint == Euclidean || len(p.Shape) != 2 {
+		return fmt.Errorf("optim: parameter %q of shape %v has a factored gradient; only a constrained matrix may", p.Name, p.Shape)
+	}
+	an, aok := sliceLen(p.GradA)
+	bn, bok := sliceLen(p.GradB)
+	n, k := p.Shape[0], p.Shape[1]
+	switch {
+	case !aok || !bok || fmt.Sprintf("%T", p.Value) != fmt.Sprintf("%T", p.GradA) || fmt.Sprintf("%T", p.GradA) != fmt.Sprintf("%T", p.GradB):
+		return fmt.Errorf("optim: parameter %q: value %T with gradient factors %T and %T", p.Name, p.Value, p.GradA, p.GradB)
+	case vn != size:
+		return fmt.Errorf("optim: parameter %q of shape %v: value has %d entries", p.Name, p.Shape, vn)
+	case p.GradK < 1 || an != p.GradK*n || bn != p.GradK*k:
+		return fmt.Errorf("optim: parameter %q of shape %v: gradient factors of %d and %d entries for K = %d", p.Name, p.Shape, an, bn, p.GradK)
+	}
+	return nil
 }
 
 func sliceLen(a any) (int, bool) {
@@ -413,6 +468,9 @@ func newParamOpt[T Float](cfg SolverConfig, index int, p *binding, v []T, check 
 		}
 	}
 	var opt twoPhase[T]
+	if _, ok := p.grad.(factored); ok && cfg.Method != MethodRSDM {
+		return nil, fmt.Errorf("has a factored gradient, which only RSDM steps (compile the program without factored gradients for RGD)")
+	}
 	if cfg.Method == MethodRGD {
 		opt, err = NewRGD(m, cfg.RGD)
 	} else {
@@ -594,6 +652,8 @@ func dense(p gorgonia.ValueGrad) (v, g *tensor.Dense, err error) {
 
 func finiteAny(a any) bool {
 	switch d := a.(type) {
+	case factored:
+		return finiteAny(d.a) && finiteAny(d.b)
 	case []float32:
 		return linalg.Finite(d)
 	case []float64:

@@ -25,6 +25,9 @@ type compiler struct {
 	grads   map[*G.Node][]int // gradient node -> parameters it is the gradient of
 	flags   *vbuf
 	pvals   []paramVal
+	// users counts, for every needed node, the needed nodes that take it
+	// as an argument.
+	users map[*G.Node]int
 }
 
 // Compile compiles the part of g that computes cfg.Outputs and, unless
@@ -89,7 +92,19 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		c.flags = c.newBuf(backend.Int32, 2*len(c.pvals), true, "finite flags")
 		c.emit(backend.Fill{N: 2 * len(c.pvals), Dst: backend.At(c.flags, 0)})
 	}
+	c.users = map[*G.Node]int{}
 	for _, n := range order {
+		for _, ch := range c.children(n) {
+			c.users[ch]++
+		}
+	}
+	for _, n := range cfg.Outputs {
+		c.users[n]++
+	}
+	for _, n := range order {
+		if ps := c.grads[n]; len(ps) == 1 && c.factor(ps[0], n) {
+			continue
+		}
 		if err := c.node(n); err != nil {
 			return nil, err
 		}
@@ -106,7 +121,7 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		pv := &c.pvals[i]
 		pv.v = c.vals[pv.Node]
 		reads[pv.Node] = pv.v
-		if !cfg.NoGrad {
+		if !cfg.NoGrad && pv.fa == nil {
 			pv.g = c.vals[pv.Node.Deriv()]
 			pv.g.vb.persistent = true
 		}
@@ -130,6 +145,11 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		pv.Size = pv.v.size
 		if pv.g != nil {
 			pv.Grad = backend.At(pv.g.vb.phys, pv.g.vb.physOff+pv.g.off)
+		}
+		if pv.fa != nil {
+			pv.GradA = backend.At(pv.fa.vb.phys, pv.fa.vb.physOff+pv.fa.off)
+			pv.GradB = backend.At(pv.fb.vb.phys, pv.fb.vb.physOff+pv.fb.off)
+			pv.GradK = pv.fa.shape[0]
 		}
 	}
 	p.params = c.pvals
@@ -341,6 +361,25 @@ func (p *Program) paramNamed(name string) *paramVal {
 		}
 	}
 	return nil
+}
+
+// factor leaves the gradient g of parameter i as its factors when
+// Config.FactorGrads asks for it and g is a thin product that nothing else
+// uses: the factors' buffers are kept to the end of the run.
+func (c *compiler) factor(i int, g *G.Node) bool {
+	pv := &c.pvals[i]
+	if !c.cfg.FactorGrads || pv.Constraint == optim.Euclidean || c.users[g] > 0 {
+		return false
+	}
+	a, b, ok := c.thinProduct(g)
+	if !ok || a.shape[0]*(a.shape[1]+b.shape[1]) >= a.shape[1]*b.shape[1] {
+		return false
+	}
+	a.vb.persistent, b.vb.persistent = true, true
+	pv.fa, pv.fb = a, b
+	c.emit(backend.CheckProduct{RA: a.shape[0], CA: a.shape[1], CB: b.shape[1], A: a.operand(), B: b.operand(), Flag: backend.At(c.flags, 2*i)})
+	pv.suspectOnly = true
+	return true
 }
 
 // checkGrad adds the kernels that flag a non-finite gradient of parameter

@@ -144,14 +144,21 @@ func TestModelsAgree(t *testing.T) {
 		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 			for name, cfg := range solverConfigs() {
 				t.Run(fmt.Sprintf("%s/%v/%s", mc.name, dt, name), func(t *testing.T) {
-					compareModel(t, be, mc, dt, cfg)
+					compareModel(t, be, mc, dt, cfg, false)
 				})
+				if cfg.Method == optim.MethodRSDM {
+					t.Run(fmt.Sprintf("%s/%v/%s/factored", mc.name, dt, name), func(t *testing.T) {
+						compareModel(t, be, mc, dt, cfg, true)
+					})
+				}
 			}
 		}
 	}
 }
 
-func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtype, cfg optim.SolverConfig) {
+// compareModel runs mc on both; with factor the program leaves the
+// gradients of thin-product weights factored (Config.FactorGrads).
+func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtype, cfg optim.SolverConfig, factor bool) {
 	ref, err := mc.build(dt)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +181,7 @@ func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtyp
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog, err := Compile(got.g, Config{Backend: be, Outputs: []*G.Node{got.logits, got.loss}, Params: got.params, Inputs: got.inputs})
+	prog, err := Compile(got.g, Config{Backend: be, Outputs: []*G.Node{got.logits, got.loss}, Params: got.params, Inputs: got.inputs, FactorGrads: factor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +229,12 @@ func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtyp
 		}
 		check(fmt.Sprintf("step %d loss", step), read(got.loss), floats(lossV.Data()))
 		check(fmt.Sprintf("step %d logits", step), read(got.logits), floats(ref.logitsV.Data()))
+		factored := 0
 		for i, p := range prog.Params() {
+			if p.GradK > 0 {
+				factored++
+				continue // no gradient formed; the step below checks the factors' use
+			}
 			h := host(p.Size)
 			if err := be.CopyOut(h, p.Grad.Buf, p.Grad.Off); err != nil {
 				t.Fatal(err)
@@ -232,6 +244,9 @@ func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtyp
 				t.Fatal(err)
 			}
 			check(fmt.Sprintf("step %d gradient of %s", step, p.Node.Name()), floats(h), floats(gr.Data()))
+		}
+		if factor && mc.name == "ffn" && factored == 0 {
+			t.Error("FactorGrads left no FFN gradient factored")
 		}
 		if err := rs.Step(); err != nil {
 			t.Fatal(err)

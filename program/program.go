@@ -45,6 +45,13 @@ type Config struct {
 	// labels, dropout masks). Every other leaf is a constant: its value is
 	// copied into the backend once, at Compile.
 	Inputs []*G.Node
+	// FactorGrads leaves the gradient of every constrained weight that is
+	// a thin product A^T B (a linear layer's weight over a batch smaller
+	// than its sides) as its two factors instead of forming it: RSDM steps
+	// along the factors for a fraction of the work (optim.Factored).
+	// Param.Grad of such a weight has no buffer; GradA and GradB hold the
+	// factors. Only RSDM steps them.
+	FactorGrads bool
 	// Share, when set, is a compiled program on the same backend whose
 	// parameter buffers this program uses for its parameters of the same
 	// names (a forward-only evaluation program of a model being trained).
@@ -65,6 +72,11 @@ type Param struct {
 	// compiled with NoGrad.
 	Value, Grad backend.Operand
 	Size        int
+	// GradA and GradB, for a weight whose gradient the program leaves
+	// factored (Config.FactorGrads), are the K x n and K x p factors of its
+	// gradient A^T B, with K = GradK.
+	GradA, GradB backend.Operand
+	GradK        int
 }
 
 // Program is a compiled graph. It is not safe for concurrent use.
@@ -88,7 +100,8 @@ type Program struct {
 // paramVal is a parameter with the values of its node and gradient.
 type paramVal struct {
 	Param
-	v, g *val
+	v, g   *val
+	fa, fb *val // the factors of a factored gradient
 	// suspectOnly means only a product bound checks the gradient: when it
 	// fails, the gradient is scanned on the host.
 	suspectOnly bool
@@ -156,11 +169,20 @@ func (p *Program) CheckGrads() error {
 		pv := &p.params[i]
 		bad := p.flagsHost[2*i+1] != 0
 		if !bad && p.flagsHost[2*i] != 0 {
-			ok, err := p.scan(pv.g)
-			if err != nil {
-				return err
+			// A bound on the factors failed: scan the gradient, or for a
+			// factored one its factors (an overflow of their product is
+			// then caught by RSDM itself).
+			scans := []*val{pv.g}
+			if pv.fa != nil {
+				scans = []*val{pv.fa, pv.fb}
 			}
-			bad = !ok
+			for _, v := range scans {
+				ok, err := p.scan(v)
+				if err != nil {
+					return err
+				}
+				bad = bad || !ok
+			}
 		}
 		if bad {
 			return fmt.Errorf("program: gradient of %q: %w", pv.Node.Name(), optim.ErrNotFinite)

@@ -24,12 +24,24 @@ func NewSolver(p *Program, cfg optim.SolverConfig) (*Solver, error) {
 	}
 	params := make([]optim.Param, len(p.params))
 	for i, pv := range p.params {
-		value, ok1 := hostSlice(pv.Value, pv.Size)
-		grad, ok2 := hostSlice(pv.Grad, pv.Size)
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("program: the %s backend keeps parameter %q off the host, and has no optimizer of its own", p.be.Name(), pv.Node.Name())
+		off := fmt.Errorf("program: the %s backend keeps parameter %q off the host, and has no optimizer of its own", p.be.Name(), pv.Node.Name())
+		value, ok := hostSlice(pv.Value, pv.Size)
+		if !ok {
+			return nil, off
 		}
-		params[i] = optim.Param{Name: pv.Node.Name(), Shape: pv.v.shape, Constraint: pv.Constraint, Value: value, Grad: grad}
+		params[i] = optim.Param{Name: pv.Node.Name(), Shape: pv.v.shape, Constraint: pv.Constraint, Value: value}
+		if pv.fa != nil {
+			a, ok1 := hostSlice(pv.GradA, pv.fa.size)
+			b, ok2 := hostSlice(pv.GradB, pv.fb.size)
+			if !ok1 || !ok2 {
+				return nil, off
+			}
+			params[i].GradA, params[i].GradB, params[i].GradK = a, b, pv.GradK
+			continue
+		}
+		if params[i].Grad, ok = hostSlice(pv.Grad, pv.Size); !ok {
+			return nil, off
+		}
 	}
 	s, err := optim.NewSliceSolver(params, cfg)
 	if err != nil {

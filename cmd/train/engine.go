@@ -149,7 +149,7 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network) (*pr
 	inputs := append([]*G.Node{net.x, y}, net.masks()...)
 	var err error
 	e.prog, err = program.Compile(net.logits.Graph(), program.Config{Backend: e.be, Outputs: []*G.Node{loss, net.logits},
-		Params: net.Params(), Inputs: inputs})
+		Params: net.Params(), Inputs: inputs, FactorGrads: c.optim == "rsdm"})
 	if err != nil {
 		e.close()
 		return nil, fmt.Errorf("compiling the training graph: %w", err)
