@@ -115,12 +115,13 @@ const (
 	Sin
 	Cos
 	Log2
+	GELU // the tanh form, x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 )
 
 var unaryNames = [...]string{Neg: "neg", Abs: "abs", Sign: "sign", Exp: "exp", Log: "log", Log1p: "log1p", Expm1: "expm1",
 	Sqrt: "sqrt", Square: "square", Cube: "cube", Tanh: "tanh", Sigmoid: "sigmoid", Inverse: "inverse",
 	InverseSqrt: "inversesqrt", Ceil: "ceil", Floor: "floor", ReLU: "relu", Softplus: "softplus", Identity: "identity",
-	Sin: "sin", Cos: "cos", Log2: "log2"}
+	Sin: "sin", Cos: "cos", Log2: "log2", GELU: "gelu"}
 
 // String returns the function's name.
 func (o UnaryOp) String() string {
@@ -169,12 +170,13 @@ const (
 	Ge
 	Eq
 	Ne
-	Max2 // max(a, b)
-	Min2 // min(a, b)
+	Max2     // max(a, b)
+	Min2     // min(a, b)
+	GELUGrad // b GELU'(a): the gradient of GELU at a times b
 )
 
 var binaryNames = [...]string{Add: "add", Sub: "sub", Mul: "mul", Div: "div", Pow: "pow", Lt: "lt", Gt: "gt",
-	Le: "le", Ge: "ge", Eq: "eq", Ne: "ne", Max2: "max", Min2: "min"}
+	Le: "le", Ge: "ge", Eq: "eq", Ne: "ne", Max2: "max", Min2: "min", GELUGrad: "gelu-grad"}
 
 // String returns the function's name.
 func (o BinaryOp) String() string {

@@ -8,6 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/fused"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 )
@@ -61,14 +62,13 @@ func NewFFN(g *G.ExprGraph, cfg FFNConfig, dt tensor.Dtype, rng *rand.Rand) (*FF
 func (m *FFN) Forward(x *G.Node) (*G.Node, error) {
 	h := x
 	for i, l := range m.Layers {
-		var err error
-		if h, err = l.Forward(h); err != nil {
-			return nil, err
+		act := fused.ReLU // each hidden layer's bias and ReLU are one fused op
+		if i == len(m.Layers)-1 {
+			act = fused.Identity
 		}
-		if i < len(m.Layers)-1 {
-			if h, err = G.Rectify(h); err != nil {
-				return nil, err
-			}
+		var err error
+		if h, err = l.ForwardAct(h, act); err != nil {
+			return nil, err
 		}
 	}
 	return h, nil

@@ -7,6 +7,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/fused"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 )
@@ -140,7 +141,7 @@ func (m *ViT) Forward(patches *G.Node, train bool) (*G.Node, error) {
 		h := G.Must(bl.ln1.Forward(x))
 		x = G.Must(G.Add(x, dropout(G.Must(bl.attn.Forward(h, t)))))
 		h = G.Must(bl.ln2.Forward(x))
-		h = dropout(G.Must(nn.GELU(G.Must(bl.fc1.Forward(h)))))
+		h = dropout(G.Must(bl.fc1.ForwardAct(h, fused.GELUTanh)))
 		x = G.Must(G.Add(x, dropout(G.Must(bl.fc2.Forward(h)))))
 	}
 	// The class tokens' rows (0, t, 2t, ...), picked by a product with a

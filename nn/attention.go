@@ -2,12 +2,12 @@ package nn
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/fused"
 	"github.com/orthonet/orthonet/optim"
 )
 
@@ -47,40 +47,32 @@ func NewAttention(g *G.ExprGraph, name string, d, heads int, dt tensor.Dtype, rn
 }
 
 // Forward applies attention to x of shape (batch*tokens, d): the tokens of
-// each sequence in consecutive rows. It returns the same shape. Taking rows
-// rather than a (batch, tokens, d) node keeps x from being reshaped:
-// gorgonia v0.9.18's tape machine writes in place through Reshape views,
-// which would corrupt an x that is also used elsewhere (a residual stream).
+// each sequence in consecutive rows. It returns the same shape. The
+// products with Wq, Wk and Wv are Gorgonia products; the rest (per head
+// scores, softmax and weighted sum) is one fused op (fused.Attention), so
+// no Reshape or Transpose is needed.
 func (a *Attention) Forward(x *G.Node, tokens int) (*G.Node, error) {
 	s := x.Shape()
 	d := a.Wq.Shape()[0]
 	if x.Dims() != 2 || s[1] != d || tokens < 1 || s[0]%tokens != 0 {
 		return nil, fmt.Errorf("nn: attention over %d features got input %v for %d tokens, want (batch*%d, %d)", d, s, tokens, tokens, d)
 	}
-	b, t, h := s[0]/tokens, tokens, a.Heads
-	dh := d / h
-	// heads maps (b*t, d) to (b*h, t, dh); the reshapes apply to fresh
-	// products only.
-	heads := func(w *G.Node) *G.Node {
-		p := G.Must(G.Reshape(G.Must(G.Mul(x, w)), tensor.Shape{b, t, h, dh}))
-		return G.Must(G.Reshape(G.Must(G.Transpose(p, 0, 2, 1, 3)), tensor.Shape{b * h, t, dh}))
-	}
-	q, k, v := heads(a.Wq), heads(a.Wk), heads(a.Wv)
-	scores := G.Must(G.BatchedMatMul(q, k, false, true))
-	scale := G.NewConstant(1 / math.Sqrt(float64(dh)))
-	if x.Dtype() == tensor.Float32 {
-		scale = G.NewConstant(float32(1 / math.Sqrt(float64(dh))))
-	}
-	scores = G.Must(G.Mul(scores, scale))
-	// Shift by the row maximum before SoftMax (see CrossEntropy).
-	shifted := G.Must(G.BroadcastSub(scores, G.Must(G.Max(scores, 2)), nil, []byte{2}))
-	weights, err := G.SoftMax(shifted, 2)
+	q, err := G.Mul(x, a.Wq)
 	if err != nil {
 		return nil, fmt.Errorf("nn: attention: %w", err)
 	}
-	ctx := G.Must(G.BatchedMatMul(weights, v)) // (b*h, t, dh)
-	ctx = G.Must(G.Reshape(ctx, tensor.Shape{b, h, t, dh}))
-	ctx = G.Must(G.Reshape(G.Must(G.Transpose(ctx, 0, 2, 1, 3)), tensor.Shape{b * t, d}))
+	k, err := G.Mul(x, a.Wk)
+	if err != nil {
+		return nil, fmt.Errorf("nn: attention: %w", err)
+	}
+	v, err := G.Mul(x, a.Wv)
+	if err != nil {
+		return nil, fmt.Errorf("nn: attention: %w", err)
+	}
+	ctx, err := fused.Attention(q, k, v, a.Heads, tokens)
+	if err != nil {
+		return nil, fmt.Errorf("nn: attention: %w", err)
+	}
 	return a.Out.Forward(ctx)
 }
 

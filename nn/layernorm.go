@@ -6,6 +6,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/fused"
 	"github.com/orthonet/orthonet/optim"
 )
 
@@ -32,32 +33,12 @@ func NewLayerNorm(g *G.ExprGraph, name string, d int, dt tensor.Dtype) (*LayerNo
 	return &LayerNorm{Gamma: gamma, Beta: beta, Eps: 1e-5}, nil
 }
 
-// Forward normalizes the rows of x. Row means, the spreading of a column
-// over the row and of Gamma and Beta over the rows are products with
-// constant vectors, so that on a GPU every op is a cuBLAS product or a
-// same-shape elementwise kernel: built from Gorgonia's reductions and
-// broadcasting ops, a ViT's loss on the CUDA machine was wrong and its
-// gradients NaN.
+// Forward normalizes the rows of x, as one fused op (fused.LayerNorm).
 func (l *LayerNorm) Forward(x *G.Node) (*G.Node, error) {
 	if x.Dims() != 2 || x.Shape()[1] != l.Gamma.Shape()[1] {
 		return nil, fmt.Errorf("nn: layer norm over %d features got input %v", l.Gamma.Shape()[1], x.Shape())
 	}
-	b, d := x.Shape()[0], x.Shape()[1]
-	g, dt := x.Graph(), x.Dtype()
-	filled := func(name string, r, c int, v float64) *G.Node {
-		return G.Must(Param(g, name, dt, []int{r, c}, func(int) float64 { return v }))
-	}
-	avg := filled(fmt.Sprintf("ln.avg%d", d), d, 1, 1/float64(d)) // x avg = row means
-	spread := filled(fmt.Sprintf("ln.spread%d", d), 1, d, 1)      // (b,1) spread = (b,d)
-	rows := filled(fmt.Sprintf("ln.rows%d", b), b, 1, 1)          // rows (1,d) = (b,d)
-	eps := filled(fmt.Sprintf("ln.eps%d", b), b, 1, l.Eps)
-	mean := G.Must(G.Mul(x, avg))
-	centered := G.Must(G.Sub(x, G.Must(G.Mul(mean, spread))))
-	variance := G.Must(G.Mul(G.Must(G.Square(centered)), avg))
-	std := G.Must(G.Sqrt(G.Must(G.Add(variance, eps))))
-	normed := G.Must(G.HadamardDiv(centered, G.Must(G.Mul(std, spread))))
-	scaled := G.Must(G.HadamardProd(normed, G.Must(G.Mul(rows, l.Gamma))))
-	return G.Add(scaled, G.Must(G.Mul(rows, l.Beta)))
+	return fused.LayerNorm(x, l.Gamma, l.Beta, l.Eps)
 }
 
 // Params returns Gamma and Beta.

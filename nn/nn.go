@@ -12,6 +12,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/fused"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 )
@@ -73,15 +74,25 @@ func NewOrthoLinear(g *G.ExprGraph, name string, in, out int, dt tensor.Dtype, b
 }
 
 // Forward returns x W + b.
-func (l *Linear) Forward(x *G.Node) (*G.Node, error) {
+func (l *Linear) Forward(x *G.Node) (*G.Node, error) { return l.ForwardAct(x, fused.Identity) }
+
+// ForwardAct returns act(x W + b), the bias and the activation in one fused
+// op (fused.BiasAct); without a bias, act(x W).
+func (l *Linear) ForwardAct(x *G.Node, act fused.Activation) (*G.Node, error) {
 	y, err := G.Mul(x, l.W)
 	if err != nil {
 		return nil, fmt.Errorf("nn: %s: %w", l.W.Name(), err)
 	}
-	if l.B == nil {
-		return y, nil
+	if l.B != nil {
+		return fused.BiasAct(y, l.B, act)
 	}
-	return G.BroadcastAdd(y, l.B, nil, []byte{0})
+	switch act {
+	case fused.ReLU:
+		return G.Rectify(y)
+	case fused.GELUTanh:
+		return fused.GELU(y)
+	}
+	return y, nil
 }
 
 // Params returns the layer's parameters for optim.Solver, W marked as a
@@ -131,49 +142,17 @@ func Param(g *G.ExprGraph, name string, dt tensor.Dtype, shape []int, init func(
 }
 
 // GELU is x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh form of the
-// Gaussian error linear unit (PyTorch's approximate="tanh").
-func GELU(x *G.Node) (*G.Node, error) {
-	dt := x.Dtype()
-	c := func(v float64) *G.Node {
-		if dt == tensor.Float32 {
-			return G.NewConstant(float32(v))
-		}
-		return G.NewConstant(v)
-	}
-	inner, err := G.Add(x, G.Must(G.Mul(c(0.044715), G.Must(G.Cube(x)))))
-	if err != nil {
-		return nil, fmt.Errorf("nn: GELU: %w", err)
-	}
-	t := G.Must(G.Tanh(G.Must(G.Mul(c(math.Sqrt(2/math.Pi)), inner))))
-	return G.HadamardProd(G.Must(G.Mul(c(0.5), x)), G.Must(G.Add(c(1), t)))
-}
+// Gaussian error linear unit (PyTorch's approximate="tanh"), as one fused op.
+func GELU(x *G.Node) (*G.Node, error) { return fused.GELU(x) }
 
 // CrossEntropy returns the mean over the batch of -log softmax(logits)[y],
-// with the labels given as a one-hot (batch, classes) node.
-//
-// The logits are shifted by their row maximum before Gorgonia's LogSoftMax:
-// tensor v0.9.23 shifts every row by a maximum that ignores the row's first
-// entry and includes the array's first, so a large logit in column 0 of a
-// later row overflows to NaN. The shift changes neither the value nor the
-// gradient (rows of softmax - onehot sum to zero).
+// with the labels given as a one-hot (batch, classes) node, as one fused op
+// (fused.SoftmaxCrossEntropy), stable for large logits.
 func CrossEntropy(logits, onehot *G.Node) (*G.Node, error) {
 	if !logits.Shape().Eq(onehot.Shape()) || logits.Dims() != 2 {
 		return nil, fmt.Errorf("nn: cross-entropy: logits %v but one-hot labels %v", logits.Shape(), onehot.Shape())
 	}
-	rowMax, err := G.Max(logits, 1)
-	if err != nil {
-		return nil, fmt.Errorf("nn: cross-entropy: %w", err)
-	}
-	shifted, err := G.BroadcastSub(logits, rowMax, nil, []byte{1})
-	if err != nil {
-		return nil, fmt.Errorf("nn: cross-entropy: %w", err)
-	}
-	ls, err := G.LogSoftMax(shifted)
-	if err != nil {
-		return nil, fmt.Errorf("nn: cross-entropy: %w", err)
-	}
-	picked := G.Must(G.Sum(G.Must(G.HadamardProd(ls, onehot)), 1))
-	return G.Neg(G.Must(G.Mean(picked)))
+	return fused.SoftmaxCrossEntropy(logits, onehot)
 }
 
 // OneHot writes the (len(labels), classes) one-hot encoding of labels into

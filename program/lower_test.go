@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/fused"
 )
 
 func one(f func(*G.Node) (*G.Node, error)) func([]*G.Node) (*G.Node, error) {
@@ -126,6 +127,15 @@ func TestLowerings(t *testing.T) {
 			h := G.Must(G.Tanh(G.Must(G.Mul(x, w))))
 			return G.Add(G.Must(G.Mul(h, w)), h)
 		})},
+		// orthonet's fused ops.
+		{name: "fused-cross-entropy", shapes: [][]int{{5, 7}, {5, 7}}, constant: []bool{false, true}, build: two(fused.SoftmaxCrossEntropy)},
+		{name: "fused-layer-norm", shapes: [][]int{{6, 5}, {1, 5}, {1, 5}}, build: func(l []*G.Node) (*G.Node, error) { return fused.LayerNorm(l[0], l[1], l[2], 1e-5) }},
+		{name: "fused-attention", shapes: [][]int{{6, 4}, {6, 4}, {6, 4}}, build: func(l []*G.Node) (*G.Node, error) { return fused.Attention(l[0], l[1], l[2], 2, 3) }},
+		{name: "fused-attention-odd", shapes: [][]int{{14, 6}, {14, 6}, {14, 6}}, build: func(l []*G.Node) (*G.Node, error) { return fused.Attention(l[0], l[1], l[2], 3, 7) }},
+		{name: "fused-gelu", shapes: [][]int{{3, 7}}, build: one(fused.GELU)},
+		{name: "fused-bias-identity", shapes: [][]int{{4, 5}, {1, 5}}, build: two(func(a, b *G.Node) (*G.Node, error) { return fused.BiasAct(a, b, fused.Identity) })},
+		{name: "fused-bias-relu", shapes: [][]int{{4, 5}, {1, 5}}, build: two(func(a, b *G.Node) (*G.Node, error) { return fused.BiasAct(a, b, fused.ReLU) })},
+		{name: "fused-bias-gelu", shapes: [][]int{{3, 6}, {1, 6}}, build: two(func(a, b *G.Node) (*G.Node, error) { return fused.BiasAct(a, b, fused.GELUTanh) })},
 		// A constant matrix leaf (not a parameter).
 		{name: "constant-leaf", shapes: [][]int{{3, 4}, {4, 2}}, constant: []bool{false, true}, build: two(G.Mul)},
 	}

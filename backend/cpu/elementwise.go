@@ -104,6 +104,8 @@ func unaryFunc[T Float](op backend.UnaryOp) (func(dst, src []T), error) {
 		return f(math.Cos), nil
 	case backend.Log2:
 		return f(math.Log2), nil
+	case backend.GELU:
+		return f(gelu), nil
 	}
 	return nil, fmt.Errorf("%w: function %v", backend.ErrUnsupported, op)
 }
@@ -186,6 +188,8 @@ func binaryFunc[T Float](op backend.BinaryOp) (func(dst, a, b []T), error) {
 			}
 			return y
 		}), nil
+	case backend.GELUGrad:
+		return gen(func(x, y T) T { return T(float64(y) * geluDeriv(float64(x))) }), nil
 	case backend.Min2:
 		return gen(func(x, y T) T {
 			if x < y || x != x {
@@ -206,7 +210,7 @@ func prepareZip[T Float](b *Backend, k backend.Zip) (backend.Func, error) {
 	fast := fastZip[T](k.Op)
 	av, bv, dst := Host[T](k.A), Host[T](k.B), Host[T](k.Dst)[:k.N]
 	cost := 1
-	if k.Op == backend.Pow {
+	if k.Op == backend.Pow || k.Op == backend.GELUGrad {
 		cost = 16
 	}
 	s := b.split(k.N, cost, func(lo, hi int) {
