@@ -34,7 +34,9 @@ func paperFFN(tb testing.TB, batch, width int) *model {
 
 // BenchmarkFFN times one forward and backward pass of the paper's FFN
 // (batch 16, float32) on Gorgonia's tape machine and as a compiled program
-// on the CPU backend.
+// on the CPU backend: with the default threads, with one (no loop split
+// across goroutines), and leaving the Stiefel weights' gradients factored
+// as cmd/train does for RSDM (Config.FactorGrads).
 func BenchmarkFFN(b *testing.B) {
 	b.Run("tape", func(b *testing.B) {
 		m := paperFFN(b, 16, 1024)
@@ -48,22 +50,28 @@ func BenchmarkFFN(b *testing.B) {
 			vm.Reset()
 		}
 	})
-	b.Run("program", func(b *testing.B) {
-		m := paperFFN(b, 16, 1024)
-		be := cpu.New(cpu.Options{})
-		defer be.Close()
-		p, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.loss, m.logits}, Params: m.params, Inputs: m.inputs})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer p.Close()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if err := p.Run(); err != nil {
+	for _, v := range []struct {
+		name    string
+		threads int
+		factor  bool
+	}{{"program", 0, false}, {"program-1thread", 1, false}, {"program-factored", 0, true}} {
+		b.Run(v.name, func(b *testing.B) {
+			m := paperFFN(b, 16, 1024)
+			be := cpu.New(cpu.Options{Threads: v.threads})
+			defer be.Close()
+			p, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.loss, m.logits}, Params: m.params, Inputs: m.inputs, FactorGrads: v.factor})
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-	})
+			defer p.Close()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := p.Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 // TestStepAllocs checks that a training step on a compiled program (inputs

@@ -13,6 +13,10 @@ const Backend = "gonum (pure Go)"
 // wideFloat32 says AddMul forms float32 products in float64 (see AddMul).
 const wideFloat32 = true
 
+// SetBLASThreads does nothing in the pure-Go build (gonum's products manage
+// their own goroutines) and returns 0.
+func SetBLASThreads(int) int { return 0 }
+
 // qrWork is the workspace of the pure-Go QR.
 type qrWork[T Float] struct {
 	a64    []float64 // float32 input, converted

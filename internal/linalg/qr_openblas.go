@@ -9,6 +9,23 @@ extern void sorglq_(const int*, const int*, const int*, float*, const int*, floa
 extern void dgelqf_(const int*, const int*, double*, const int*, double*, double*, const int*, int*);
 extern void dorglq_(const int*, const int*, const int*, double*, const int*, double*, double*, const int*, int*);
 extern void dpotrf_(const char*, const int*, double*, const int*, int*);
+extern void openblas_set_num_threads(int);
+extern int openblas_get_num_threads(void);
+extern void openblas_read_env(void);
+extern int blas_thread_shutdown_(void);
+extern int blas_thread_init(void);
+
+#include <stdlib.h>
+
+// short_spin restarts OpenBLAS's thread pool with idle threads that spin for
+// 2^timeout cycles before they sleep, instead of the default 2^28 (about
+// 0.1 s), unless OPENBLAS_THREAD_TIMEOUT says otherwise.
+static void short_spin(const char* timeout) {
+	setenv("OPENBLAS_THREAD_TIMEOUT", timeout, 0);
+	openblas_read_env();
+	blas_thread_shutdown_();
+	blas_thread_init();
+}
 
 // The upper triangle of a row-major symmetric matrix is the lower triangle of
 // its column-major view: LAPACK's lower Cholesky factor L (G = L L^T) read
@@ -58,6 +75,8 @@ static int lq_q_d(int m, int n, double* a, double* tau, double* work, int lw) {
 import "C"
 
 import (
+	"unsafe"
+
 	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/netlib/blas/netlib"
@@ -80,9 +99,31 @@ const wideFloat32 = false
 // The openblas build routes gonum's BLAS interfaces, and with them every
 // product in orthonet, to OpenBLAS. This is the one process-wide choice the
 // package makes.
+//
+// It also shortens how long OpenBLAS's idle threads spin: by default each
+// spins about 0.1 s after every multithreaded call, which takes a core
+// from the Go goroutines that run orthonet's other kernels in between (a
+// training step is ~25 ms of alternating products and loops). With 2^16
+// cycles they sleep within microseconds and wake in a few.
+// OPENBLAS_THREAD_TIMEOUT, when set, keeps its meaning.
 func init() {
 	blas32.Use(netlib.Implementation{})
 	blas64.Use(netlib.Implementation{})
+	timeout := C.CString("16")
+	C.short_spin(timeout)
+	C.free(unsafe.Pointer(timeout))
+}
+
+// SetBLASThreads sets how many threads one OpenBLAS call may use and
+// returns the previous count. The count is process-wide: callers that
+// split a product across goroutines themselves set it to 1 for the time
+// the pieces run, and back afterwards.
+func SetBLASThreads(n int) int {
+	prev := int(C.openblas_get_num_threads())
+	if n != prev {
+		C.openblas_set_num_threads(C.int(n))
+	}
+	return prev
 }
 
 // qrWork is the workspace of the LAPACK QR.
