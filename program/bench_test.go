@@ -36,7 +36,7 @@ func paperFFN(tb testing.TB, batch, width int) *model {
 // (batch 16, float32) on Gorgonia's tape machine and as a compiled program
 // on the CPU backend: with the default threads, with one (no loop split
 // across goroutines), and leaving the Stiefel weights' gradients factored
-// as cmd/train does for RSDM (Config.FactorGrads).
+// as cmd/train does for RSDM (Config.FactorForRSDM).
 func BenchmarkFFN(b *testing.B) {
 	b.Run("tape", func(b *testing.B) {
 		m := paperFFN(b, 16, 1024)
@@ -59,7 +59,7 @@ func BenchmarkFFN(b *testing.B) {
 			m := paperFFN(b, 16, 1024)
 			be := cpu.New(cpu.Options{Threads: v.threads})
 			defer be.Close()
-			p, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.loss, m.logits}, Params: m.params, Inputs: m.inputs, FactorGrads: v.factor})
+			p, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.loss, m.logits}, Params: m.params, Inputs: m.inputs, FactorForRSDM: map[bool]int{true: 300}[v.factor]})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -364,15 +366,20 @@ func (p *Program) paramNamed(name string) *paramVal {
 }
 
 // factor leaves the gradient g of parameter i as its factors when
-// Config.FactorGrads asks for it and g is a thin product that nothing else
-// uses: the factors' buffers are kept to the end of the run.
+// Config.FactorForRSDM asks for it, g is a product A^T B that nothing else
+// uses, and an RSDM step costs less from the factors (see FactorForRSDM):
+// the factors' buffers are kept to the end of the run.
 func (c *compiler) factor(i int, g *G.Node) bool {
 	pv := &c.pvals[i]
-	if !c.cfg.FactorGrads || pv.Constraint == optim.Euclidean || c.users[g] > 0 {
+	r := c.cfg.FactorForRSDM
+	if r <= 0 || pv.Constraint == optim.Euclidean || c.users[g] > 0 {
 		return false
 	}
 	a, b, ok := c.thinProduct(g)
-	if !ok || a.shape[0]*(a.shape[1]+b.shape[1]) >= a.shape[1]*b.shape[1] {
+	if !ok {
+		return false
+	}
+	if n, p := a.shape[1], b.shape[1]; r*(p+r) >= n*p {
 		return false
 	}
 	a.vb.persistent, b.vb.persistent = true, true
@@ -479,6 +486,12 @@ func (c *compiler) plan(p *Program) error {
 	}
 	p.funcs = make([]backend.Func, 0, len(c.kernels))
 	p.kinds = make([]string, 0, len(c.kernels))
+	if c.cfg.Profile {
+		p.profile = make([]time.Duration, len(c.kernels))
+		for _, k := range c.kernels {
+			p.descs = append(p.descs, describe(k))
+		}
+	}
 	for _, k := range c.kernels {
 		bound := rebind(k)
 		f, err := be.Prepare(bound)
@@ -501,6 +514,22 @@ func fit(n, m int) int {
 }
 
 var operandType = reflect.TypeOf(backend.Operand{})
+
+// describe names a kernel and its sizes (every field but the operands),
+// for profiles.
+func describe(k backend.Kernel) string {
+	v := reflect.ValueOf(k)
+	var b strings.Builder
+	b.WriteString(k.Name())
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Field(i)
+		if f.Type() == operandType {
+			continue
+		}
+		fmt.Fprintf(&b, " %s=%v", v.Type().Field(i).Name, f.Interface())
+	}
+	return b.String()
+}
 
 // rebind returns a copy of k whose operands point at the physical buffers
 // of their virtual ones.

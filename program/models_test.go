@@ -156,8 +156,16 @@ func TestModelsAgree(t *testing.T) {
 	}
 }
 
+// factorR returns Config.FactorForRSDM for cfg's RSDM, or 0.
+func factorR(factor bool, cfg optim.SolverConfig) int {
+	if !factor {
+		return 0
+	}
+	return cfg.RSDM.SubmanifoldSize
+}
+
 // compareModel runs mc on both; with factor the program leaves the
-// gradients of thin-product weights factored (Config.FactorGrads).
+// gradients of thin-product weights factored (Config.FactorForRSDM).
 func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtype, cfg optim.SolverConfig, factor bool) {
 	ref, err := mc.build(dt)
 	if err != nil {
@@ -181,7 +189,7 @@ func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtyp
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog, err := Compile(got.g, Config{Backend: be, Outputs: []*G.Node{got.logits, got.loss}, Params: got.params, Inputs: got.inputs, FactorGrads: factor})
+	prog, err := Compile(got.g, Config{Backend: be, Outputs: []*G.Node{got.logits, got.loss}, Params: got.params, Inputs: got.inputs, FactorForRSDM: factorR(factor, cfg)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +254,7 @@ func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtyp
 			check(fmt.Sprintf("step %d gradient of %s", step, p.Node.Name()), floats(h), floats(gr.Data()))
 		}
 		if factor && mc.name == "ffn" && factored == 0 {
-			t.Error("FactorGrads left no FFN gradient factored")
+			t.Error("FactorForRSDM left no FFN gradient factored")
 		}
 		if err := rs.Step(); err != nil {
 			t.Fatal(err)

@@ -20,6 +20,8 @@ package program
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 
@@ -45,13 +47,18 @@ type Config struct {
 	// labels, dropout masks). Every other leaf is a constant: its value is
 	// copied into the backend once, at Compile.
 	Inputs []*G.Node
-	// FactorGrads leaves the gradient of every constrained weight that is
-	// a thin product A^T B (a linear layer's weight over a batch smaller
-	// than its sides) as its two factors instead of forming it: RSDM steps
-	// along the factors for a fraction of the work (optim.Factored).
-	// Param.Grad of such a weight has no buffer; GradA and GradB hold the
-	// factors. Only RSDM steps them.
-	FactorGrads bool
+	// Profile times every kernel of every Run (see Profile); it costs two
+	// clock readings per kernel.
+	Profile bool
+	// FactorForRSDM, when above 0, is the submanifold size r of the RSDM
+	// steps that will take the gradients. The gradient of a constrained n x p
+	// weight that is a product A^T B (a linear layer's, over a batch of K
+	// rows) is then left as its two factors wherever a step costs less from
+	// them: RSDM needs only P G (PX)^T = (A P^T)^T (B (PX)^T), O(K r (p + r))
+	// work against O(K n p) to form G, so wherever r (p + r) < n p. Such a
+	// weight's Param.Grad has no buffer; GradA and GradB hold the factors
+	// (optim.Factored), and only RSDM steps it.
+	FactorForRSDM int
 	// Share, when set, is a compiled program on the same backend whose
 	// parameter buffers this program uses for its parameters of the same
 	// names (a forward-only evaluation program of a model being trained).
@@ -73,7 +80,7 @@ type Param struct {
 	Value, Grad backend.Operand
 	Size        int
 	// GradA and GradB, for a weight whose gradient the program leaves
-	// factored (Config.FactorGrads), are the K x n and K x p factors of its
+	// factored (Config.FactorForRSDM), are the K x n and K x p factors of its
 	// gradient A^T B, with K = GradK.
 	GradA, GradB backend.Operand
 	GradK        int
@@ -94,7 +101,51 @@ type Program struct {
 	flagsHost []int32
 	flagsAny  any              // flagsHost, boxed once so that CheckGrads does not allocate
 	owned     []backend.Buffer // buffers this program allocated
-	kernels   int
+	// profile holds each kernel's total time and runs, when profiling.
+	profile []time.Duration
+	runs    int
+	descs   []string // each kernel's description, for the profile
+}
+
+// KernelTime is the time a Run spends in one kind of kernel.
+type KernelTime struct {
+	// Kernel describes the kernels: their name and shape.
+	Kernel string
+	// Count is how many such kernels one Run launches.
+	Count int
+	// PerRun is their total time per Run.
+	PerRun time.Duration
+}
+
+// Profile returns, for a program compiled with Config.Profile, the time per
+// Run spent in each kind of kernel (the same name and sizes), most first,
+// and the number of Runs measured. On a backend that runs kernels
+// asynchronously the times are those of launching them.
+func (p *Program) Profile() ([]KernelTime, int) {
+	if p.profile == nil || p.runs == 0 {
+		return nil, p.runs
+	}
+	byDesc := map[string]*KernelTime{}
+	for i, d := range p.profile {
+		kt := byDesc[p.descs[i]]
+		if kt == nil {
+			kt = &KernelTime{Kernel: p.descs[i]}
+			byDesc[p.descs[i]] = kt
+		}
+		kt.Count++
+		kt.PerRun += d / time.Duration(p.runs)
+	}
+	res := make([]KernelTime, 0, len(byDesc))
+	for _, kt := range byDesc {
+		res = append(res, *kt)
+	}
+	sort.Slice(res, func(i, j int) bool {
+		if res[i].PerRun != res[j].PerRun {
+			return res[i].PerRun > res[j].PerRun
+		}
+		return res[i].Kernel < res[j].Kernel
+	})
+	return res, p.runs
 }
 
 // paramVal is a parameter with the values of its node and gradient.
@@ -145,11 +196,27 @@ func (p *Program) Backend() backend.Backend { return p.be }
 // Run runs the program once: the forward pass and, unless compiled with
 // NoGrad, the backward pass, writing every parameter's gradient afresh.
 func (p *Program) Run() error {
+	if p.profile != nil {
+		return p.runProfiled()
+	}
 	for i, f := range p.funcs {
 		if err := f(); err != nil {
 			return fmt.Errorf("program: kernel %d (%s): %w", i, p.kinds[i], err)
 		}
 	}
+	return nil
+}
+
+func (p *Program) runProfiled() error {
+	for i, f := range p.funcs {
+		t0 := time.Now()
+		err := f()
+		p.profile[i] += time.Since(t0)
+		if err != nil {
+			return fmt.Errorf("program: kernel %d (%s): %w", i, p.kinds[i], err)
+		}
+	}
+	p.runs++
 	return nil
 }
 

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -43,6 +45,8 @@ type engine interface {
 	// evaluate runs the evaluation network on its input buffer and returns
 	// its logits.
 	evaluate() ([]float32, error)
+	// report writes what the engine measured of its runs, if anything.
+	report(w io.Writer)
 	close()
 }
 
@@ -114,6 +118,8 @@ func (e *tapeEngine) evaluate() ([]float32, error) {
 	return e.ev.logits.Value().Data().([]float32), nil
 }
 
+func (e *tapeEngine) report(io.Writer) {}
+
 func (e *tapeEngine) close() {
 	if e.vm != nil {
 		e.vm.Close()
@@ -121,6 +127,15 @@ func (e *tapeEngine) close() {
 	if e.evm != nil {
 		e.evm.Close()
 	}
+}
+
+// factorFor returns program.Config.FactorForRSDM for the run: RSDM's r, or
+// 0 for RGD, which needs the formed gradients.
+func factorFor(c config) int {
+	if c.optim == "rsdm" {
+		return c.r
+	}
+	return 0
 }
 
 // programEngine runs the graphs as compiled programs on the CPU backend.
@@ -149,7 +164,7 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network) (*pr
 	inputs := append([]*G.Node{net.x, y}, net.masks()...)
 	var err error
 	e.prog, err = program.Compile(net.logits.Graph(), program.Config{Backend: e.be, Outputs: []*G.Node{loss, net.logits},
-		Params: net.Params(), Inputs: inputs, FactorGrads: c.optim == "rsdm"})
+		Params: net.Params(), Inputs: inputs, FactorForRSDM: factorFor(c), Profile: c.kernelProfile})
 	if err != nil {
 		e.close()
 		return nil, fmt.Errorf("compiling the training graph: %w", err)
@@ -211,6 +226,27 @@ func (e *programEngine) evaluate() ([]float32, error) {
 		return nil, err
 	}
 	return e.evLogits, nil
+}
+
+// report prints the kernel profile of the training program: the kinds of
+// kernel that took the most time per step.
+func (e *programEngine) report(w io.Writer) {
+	prof, runs := e.prog.Profile()
+	if runs == 0 {
+		return
+	}
+	var total time.Duration
+	for _, k := range prof {
+		total += k.PerRun
+	}
+	fmt.Fprintf(w, "kernel profile over %d steps: %.2f ms a step in %d kernels (forward and backward)\n", runs, total.Seconds()*1e3, e.prog.Kernels())
+	for i, k := range prof {
+		if i == 20 {
+			fmt.Fprintf(w, "  ... %d more kinds\n", len(prof)-i)
+			break
+		}
+		fmt.Fprintf(w, "  %7.3f ms %5.1f%% %4dx %s\n", k.PerRun.Seconds()*1e3, 100*k.PerRun.Seconds()/total.Seconds(), k.Count, k.Kernel)
+	}
 }
 
 func (e *programEngine) close() {

@@ -49,6 +49,7 @@ type config struct {
 	saveEvery, keep         int
 	resume                  string // checkpoint path, resolved from -resume
 	cpuProfile              string
+	kernelProfile           bool
 	engine                  string
 
 	flags     map[string]string // every flag's value but -resume, saved in checkpoints
@@ -114,7 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 // resumable lists the flags a resumed run may change: none of them changes
 // the steps it takes.
 var resumable = map[string]bool{"epochs": true, "eval-every": true, "save-every": true, "keep": true, "min-accuracy": true,
-	"data": true, "download": true, "out": true, "device": true, "cpuprofile": true, "engine": true}
+	"data": true, "download": true, "out": true, "device": true, "cpuprofile": true, "engine": true, "kernel-profile": true}
 
 func resumableList() string {
 	var names []string
@@ -149,6 +150,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.IntVar(&c.limitTest, "limit-test", 0, "use only the first N test examples (0: all)")
 	fs.StringVar(&c.device, "device", defaultDevice(), "cpu or cuda (cuda needs the binary make cuda builds)")
 	fs.StringVar(&c.engine, "engine", defaultEngine(), "what runs the graphs: program (orthonet's compiled executor) or tape (Gorgonia's tape machine, the reference)")
+	fs.BoolVar(&c.kernelProfile, "kernel-profile", false, "time every kernel of the compiled training program and print where a step's time goes at the end (-engine program)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
 	fs.BoolVar(&c.download, "download", false, "download MNIST or CIFAR-10 into -data first (SHA-256 checked)")
 	fs.IntVar(&c.hidden, "hidden", 1024, "FFN hidden width")

@@ -392,6 +392,7 @@ func (t *trainer) run(ctx context.Context) error {
 		}
 	}
 	writeOutputs(t.dir, t.st.Metrics, w)
+	t.eng.report(w)
 	fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*final.Accuracy)
 	for _, n := range t.net.Orthogonal() {
 		fmt.Fprintf(w, "||W^T W - I||_F of %s: %.2e\n", n.Name(), feasibility(n))
