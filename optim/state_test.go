@@ -49,6 +49,9 @@ func testStateResume[T Float](t *testing.T) {
 		{"rgd-momentum", func(m manifold.Manifold[T]) (stepper[T], error) {
 			return NewRGD(m, RGDConfig{LR: 0.2, Momentum: 0.9})
 		}},
+		{"riemannian-adam", func(m manifold.Manifold[T]) (stepper[T], error) {
+			return NewRiemannianAdam(m, RiemannianAdamConfig{LR: 0.05})
+		}},
 	}
 	for _, tc := range cases {
 		for _, k := range []int{0, 1, 6, 10} {
