@@ -17,6 +17,11 @@
 // one, never a mix, even if the process is killed or the machine loses power
 // in between. Read verifies the checksum and the layout before it returns
 // anything, so a damaged file is an error, never a partial load.
+//
+// A Run keeps one training run's checkpoints in a folder: it saves step
+// checkpoints, finds the newest, marks the best and prunes old ones, and
+// records in a manifest what it wrote so that it never replaces or removes
+// a file it did not write.
 package checkpoint
 
 import (
