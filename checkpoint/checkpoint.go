@@ -17,11 +17,17 @@
 // one, never a mix, even if the process is killed or the machine loses power
 // in between. Read verifies the checksum and the layout before it returns
 // anything, so a damaged file is an error, never a partial load.
+//
+// A Run keeps one training run's checkpoints in a folder: it saves step
+// checkpoints, finds the newest, marks the best and prunes old ones, and
+// records in a manifest what it wrote so that it never replaces or removes
+// a file it did not write.
 package checkpoint
 
 import (
 	"bufio"
 	"bytes"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -29,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -267,15 +274,78 @@ func writeData(w io.Writer, data any) {
 // Every error wraps ErrCorrupt except a format or version this build does
 // not read.
 func Decode(b []byte) (*File, error) {
-	if len(b) < 8 {
-		return nil, fmt.Errorf("%w: %d bytes, too short for the 8-byte header length (truncated?)", ErrCorrupt, len(b))
+	return decode(bytes.NewReader(b), int64(len(b)))
+}
+
+// Read loads and verifies the checkpoint at path. It checks the header and
+// the sizes it declares against the file's size before it reads any tensor,
+// so a damaged or foreign file fails without being read whole.
+func Read(path string) (*File, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: reading %s: %w", path, err)
 	}
-	hlen := binary.LittleEndian.Uint64(b)
-	if hlen > maxHeader || hlen > uint64(len(b)-8) {
-		return nil, fmt.Errorf("%w: header length %d but the file has %d bytes (truncated, or not a safetensors file)", ErrCorrupt, hlen, len(b))
+	defer fd.Close()
+	fi, err := fd.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: reading %s: %w", path, err)
 	}
-	hb := b[8 : 8+hlen]
-	data := b[8+hlen:]
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("checkpoint: reading %s: not a regular file", path)
+	}
+	f, err := decode(fd, fi.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// span is where one tensor lies in the data section.
+type span struct {
+	name       string
+	begin, end int64
+	dtype      string
+	shape      []int
+}
+
+// header is a parsed header whose layout fits a data section of known size.
+type header struct {
+	meta  map[string]string
+	spans []span // by offset, covering the data section exactly
+	sumAt int    // offset of the checksum's 64 hex digits in the header
+}
+
+// readHeader reads the 8-byte length and the JSON header from r, a file of
+// size bytes, checking the length against size; it reads no tensor data.
+func readHeader(r io.Reader, size int64) (lenBuf [8]byte, hb []byte, dataLen int64, err error) {
+	if size < 8 {
+		return lenBuf, nil, 0, fmt.Errorf("%w: %d bytes, too short for the 8-byte header length (truncated?)", ErrCorrupt, size)
+	}
+	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+		return lenBuf, nil, 0, readErr(err)
+	}
+	hlen := binary.LittleEndian.Uint64(lenBuf[:])
+	if hlen > maxHeader || hlen > uint64(size-8) {
+		return lenBuf, nil, 0, fmt.Errorf("%w: header length %d but the file has %d bytes (truncated, or not a safetensors file)", ErrCorrupt, hlen, size)
+	}
+	hb = make([]byte, hlen)
+	if _, err := io.ReadFull(r, hb); err != nil {
+		return lenBuf, nil, 0, readErr(err)
+	}
+	return lenBuf, hb, size - 8 - int64(hlen), nil
+}
+
+// readErr reports a read that ended early (the file shrank while it was
+// read) or failed.
+func readErr(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: the file ended early (truncated?)", ErrCorrupt)
+	}
+	return fmt.Errorf("checkpoint: reading: %w", err)
+}
+
+// parseHeader checks a header against a data section of dataLen bytes.
+func parseHeader(hb []byte, dataLen int64) (*header, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(hb, &raw); err != nil {
 		return nil, fmt.Errorf("%w: the header is not valid JSON: %v", ErrCorrupt, err)
@@ -291,18 +361,6 @@ func Decode(b []byte) (*File, error) {
 	}
 	if v := meta[keyVersion]; v != strconv.Itoa(Version) {
 		return nil, fmt.Errorf("checkpoint: format version %q; this build reads version %d", v, Version)
-	}
-	f := &File{Tensors: map[string]Tensor{}, Meta: map[string]string{}}
-	for k, v := range meta {
-		if k != keyFormat && k != keyVersion && k != keyChecksum {
-			f.Meta[k] = v
-		}
-	}
-	type span struct {
-		name       string
-		begin, end int64
-		dtype      string
-		shape      []int
 	}
 	var spans []span
 	for name, m := range raw {
@@ -322,7 +380,7 @@ func Decode(b []byte) (*File, error) {
 		count := int64(1)
 		shape := make([]int, len(e.Shape))
 		for i, dim := range e.Shape {
-			if dim < 0 || (dim > 0 && count > int64(len(data))/dim) {
+			if dim < 0 || (dim > 0 && count > dataLen/dim) {
 				return nil, fmt.Errorf("%w: tensor %q: shape %v is negative or larger than the file", ErrCorrupt, name, e.Shape)
 			}
 			count *= dim
@@ -332,8 +390,8 @@ func Decode(b []byte) (*File, error) {
 		if begin < 0 || end < begin || end-begin != count*size {
 			return nil, fmt.Errorf("%w: tensor %q: bytes %d to %d for %d %s values", ErrCorrupt, name, begin, end, count, e.Dtype)
 		}
-		if end > int64(len(data)) {
-			return nil, fmt.Errorf("%w: tensor %q ends at byte %d of the data but the file holds %d (truncated?)", ErrCorrupt, name, end, len(data))
+		if end > dataLen {
+			return nil, fmt.Errorf("%w: tensor %q ends at byte %d of the data but the file holds %d (truncated?)", ErrCorrupt, name, end, dataLen)
 		}
 		spans = append(spans, span{name, begin, end, e.Dtype, shape})
 	}
@@ -347,76 +405,124 @@ func Decode(b []byte) (*File, error) {
 		}
 		at64 = s.end
 	}
-	if at64 != int64(len(data)) {
-		return nil, fmt.Errorf("%w: %d bytes of data after the last tensor", ErrCorrupt, int64(len(data))-at64)
+	if at64 != dataLen {
+		return nil, fmt.Errorf("%w: %d bytes of data after the last tensor", ErrCorrupt, dataLen-at64)
 	}
 	at, err := checksumAt(hb)
 	if err != nil {
 		return nil, err
 	}
-	want := meta[keyChecksum]
-	if string(hb[at-len("sha256:"):at+64]) != want {
+	if string(hb[at-len("sha256:"):at+64]) != meta[keyChecksum] {
 		return nil, fmt.Errorf("%w: the checksum in the metadata is malformed", ErrCorrupt)
 	}
+	return &header{meta: meta, spans: spans, sumAt: at}, nil
+}
+
+// decode reads a checkpoint of size bytes from r: the header first, checked
+// against size, then the tensors, streamed through the checksum. Nothing is
+// returned unless the checksum matches.
+func decode(r io.Reader, size int64) (*File, error) {
+	lenBuf, hb, dataLen, err := readHeader(r, size)
+	if err != nil {
+		return nil, err
+	}
+	hd, err := parseHeader(hb, dataLen)
+	if err != nil {
+		return nil, err
+	}
 	h := sha256.New()
-	h.Write(b[:8+at])
+	h.Write(lenBuf[:])
+	h.Write(hb[:hd.sumAt])
 	h.Write([]byte(strings.Repeat("0", 64)))
-	h.Write(b[8+at+64:])
+	h.Write(hb[hd.sumAt+64:])
+	br := bufio.NewReaderSize(io.TeeReader(io.LimitReader(r, dataLen), h), 1<<16)
+	tensors := make(map[string]Tensor, len(hd.spans))
+	for _, s := range hd.spans {
+		data, err := readData(br, s.dtype, s.end-s.begin)
+		if err != nil {
+			return nil, readErr(err)
+		}
+		tensors[s.name] = Tensor{Shape: s.shape, Data: data}
+	}
+	var one [1]byte
+	if n, _ := io.ReadFull(r, one[:]); n != 0 {
+		return nil, fmt.Errorf("%w: the file grew while it was read", ErrCorrupt)
+	}
+	want := hd.meta[keyChecksum]
 	if got := hex.EncodeToString(h.Sum(nil)); "sha256:"+got != want {
 		return nil, fmt.Errorf("%w: checksum mismatch (file sha256:%s, content sha256:%s): the file was changed or damaged", ErrCorrupt, want[len("sha256:"):], got)
 	}
-
-	for _, s := range spans {
-		f.Tensors[s.name] = Tensor{Shape: s.shape, Data: readData(s.dtype, data[s.begin:s.end])}
+	f := &File{Tensors: tensors, Meta: map[string]string{}}
+	for k, v := range hd.meta {
+		if k != keyFormat && k != keyVersion && k != keyChecksum {
+			f.Meta[k] = v
+		}
 	}
 	return f, nil
 }
 
-func readData(dtype string, b []byte) any {
+// readData reads n bytes of little-endian values of dtype from r.
+func readData(r io.Reader, dtype string, n int64) (any, error) {
+	var buf [1 << 12]byte
+	size := elemSize(dtype)
+	count := n / size
+	var out any
 	switch dtype {
 	case "F32":
-		out := make([]float32, len(b)/4)
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		return out
+		out = make([]float32, count)
 	case "F64":
-		out := make([]float64, len(b)/8)
-		for i := range out {
-			out[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+		out = make([]float64, count)
+	default:
+		out = make([]int64, count)
+	}
+	for i := int64(0); i < count; {
+		k := min(int64(len(buf))/size, count-i)
+		b := buf[:k*size]
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, err
 		}
-		return out
+		switch d := out.(type) {
+		case []float32:
+			for j := range k {
+				d[i+j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+			}
+		case []float64:
+			for j := range k {
+				d[i+j] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*j:]))
+			}
+		case []int64:
+			for j := range k {
+				d[i+j] = int64(binary.LittleEndian.Uint64(b[8*j:]))
+			}
+		}
+		i += k
 	}
-	out := make([]int64, len(b)/8)
-	for i := range out {
-		out[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
-	}
-	return out
-}
-
-// Read loads and verifies the checkpoint at path.
-func Read(path string) (*File, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: reading %s: %w", path, err)
-	}
-	f, err := Decode(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return f, nil
+	return out, nil
 }
 
 // Write stores f at path atomically: it writes a temporary file in the same
-// folder, syncs it, renames it over path and syncs the folder.
+// folder, syncs it, renames it over path and syncs the folder. A symbolic
+// link at path is replaced, never written through.
 func Write(path string, f *File) error {
 	dir, base := filepath.Split(path)
+	return writeAtomic(dir, base, 0o600, func(w io.Writer) error { return Encode(w, f) })
+}
+
+// writeAtomic makes dir/base hold what write writes, atomically: write fills
+// a new temporary file dir/.base.tmp-<16 hex digits> (created exclusively,
+// so never through a link), which is synced and renamed over dir/base.
+func writeAtomic(dir, base string, perm os.FileMode, write func(io.Writer) error) error {
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("checkpoint: writing %s: %w", path, err)
+	path := filepath.Join(dir, base)
+	var tmp *os.File
+	for tmp == nil {
+		var err error
+		tmp, err = os.OpenFile(filepath.Join(dir, tempName(base)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("checkpoint: writing %s: %w", path, err)
+		}
 	}
 	ok := false
 	defer func() {
@@ -425,7 +531,7 @@ func Write(path string, f *File) error {
 			os.Remove(tmp.Name())
 		}
 	}()
-	if err := Encode(tmp, f); err != nil {
+	if err := write(tmp); err != nil {
 		return fmt.Errorf("checkpoint: writing %s: %w", path, err)
 	}
 	if err := tmp.Sync(); err != nil {
@@ -441,6 +547,34 @@ func Write(path string, f *File) error {
 	return SyncDir(dir)
 }
 
+// tempSuffix precedes the random part of a temporary file's name.
+const tempSuffix = ".tmp-"
+
+// tempName returns a fresh temporary name for base: "." + base + ".tmp-"
+// and 16 random lowercase hex digits.
+func tempName(base string) string {
+	var b [8]byte
+	_, _ = crand.Read(b[:]) // never fails
+	return "." + base + tempSuffix + hex.EncodeToString(b[:])
+}
+
+// tempBase returns the name a temporary file of Write stands in for, and
+// whether name is such a file: exactly "." + base + ".tmp-" and 16
+// lowercase hex digits.
+func tempBase(name string) (string, bool) {
+	const n = 16
+	i := len(name) - n - len(tempSuffix)
+	if i < 2 || name[0] != '.' || name[i:i+len(tempSuffix)] != tempSuffix {
+		return "", false
+	}
+	for _, c := range name[i+len(tempSuffix):] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", false
+		}
+	}
+	return name[1:i], true
+}
+
 // SyncDir flushes a folder's entries (a rename or a removal) to disk.
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)
@@ -454,8 +588,10 @@ func SyncDir(dir string) error {
 	return nil
 }
 
-// IsTemp reports whether name is a temporary file that Write leaves behind
-// when the process dies before the rename.
+// IsTemp reports whether name is a temporary file of Write's making (which
+// a process killed before the rename leaves behind): "." + the file's name
+// + ".tmp-" + 16 lowercase hex digits, nothing else.
 func IsTemp(name string) bool {
-	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
+	_, ok := tempBase(name)
+	return ok
 }

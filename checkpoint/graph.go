@@ -13,10 +13,13 @@ import (
 )
 
 // PutNodes stores the value of every node as the tensor prefix + its name.
-// Names must be unique.
+// Every node must have a name (gorgonia.WithName), unique among nodes.
 func (f *File) PutNodes(prefix string, nodes G.Nodes) error {
 	seen := map[string]bool{}
-	for _, n := range nodes {
+	for i, n := range nodes {
+		if unnamed(n) {
+			return fmt.Errorf("checkpoint: node %d of %d has no name (Gorgonia calls it %q); give every parameter a unique name with gorgonia.WithName", i+1, len(nodes), n.Name())
+		}
 		if seen[n.Name()] {
 			return fmt.Errorf("checkpoint: two nodes are named %q", n.Name())
 		}
@@ -37,6 +40,30 @@ func (f *File) PutNodes(prefix string, nodes G.Nodes) error {
 		f.Tensors[prefix+n.Name()] = Tensor{Shape: append([]int(nil), d.Shape()...), Data: data}
 	}
 	return nil
+}
+
+// unnamed reports whether n has the name Gorgonia makes up for a node
+// created without one: its op and its children's ids, "%!s(<nil>)()" for
+// an input node.
+func unnamed(n *G.Node) bool {
+	s, ok := strings.CutPrefix(n.Name(), fmt.Sprintf("%s(", n.Op()))
+	if !ok {
+		return false
+	}
+	s, ok = strings.CutSuffix(s, ")")
+	if !ok {
+		return false
+	}
+	if s == "" {
+		return true
+	}
+	for _, c := range strings.Split(s, ", ") {
+		id, ok := strings.CutPrefix(c, "%")
+		if !ok || id == "" || strings.Trim(id, "0123456789abcdef") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // LoadNodes copies the tensors stored by PutNodes into the nodes' values. A

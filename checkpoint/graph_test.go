@@ -230,3 +230,31 @@ func TestLoadMismatch(t *testing.T) {
 		t.Errorf("fewer parameters: %v", err)
 	}
 }
+
+// TestPutNodesNames checks that a node without a name, input or operation,
+// and two nodes of one name are errors that say which and what to do.
+func TestPutNodesNames(t *testing.T) {
+	g := G.NewGraph()
+	v := func() tensor.Tensor { return tensor.New(tensor.WithShape(2), tensor.WithBacking([]float64{1, 2})) }
+	a := G.NewVector(g, tensor.Float64, G.WithShape(2), G.WithName("a"), G.WithValue(v()))
+	a2 := G.NewVector(g, tensor.Float64, G.WithShape(2), G.WithName("a"), G.WithValue(v()))
+	anon := G.NewVector(g, tensor.Float64, G.WithShape(2), G.WithValue(v()))
+	sum := G.Must(G.Add(a, anon))
+	for _, tc := range []struct {
+		nodes G.Nodes
+		want  string
+	}{
+		{G.Nodes{a, anon}, "node 2 of 2 has no name"},
+		{G.Nodes{sum}, "node 1 of 1 has no name"},
+		{G.Nodes{a, a2}, `two nodes are named "a"`},
+	} {
+		err := New().PutNodes("model.", tc.nodes)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || (strings.Contains(tc.want, "no name") && !strings.Contains(err.Error(), "gorgonia.WithName")) {
+			t.Errorf("%v: error %v, want %q", tc.nodes, err, tc.want)
+		}
+	}
+	named := G.NewVector(g, tensor.Float64, G.WithShape(2), G.WithName("add(%1)"), G.WithValue(v()))
+	if err := New().PutNodes("model.", G.Nodes{a, named}); err != nil {
+		t.Errorf("a node named like an operation: %v", err)
+	}
+}

@@ -145,7 +145,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.IntVar(&c.batch, "batch", 16, "mini-batch size")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of initialisation, shuffling and sampling")
 	fs.IntVar(&c.evalEvery, "eval-every", 0, "evaluate on the test set every N steps (0: at the end of each epoch)")
-	fs.StringVar(&c.out, "out", "checkpoints", "folder under which the run's folder is created")
+	fs.StringVar(&c.out, "out", "checkpoints", "folder under which the run's folder is created (also by -resume from a checkpoint that is not its run's newest)")
 	fs.IntVar(&c.limitTrain, "limit-train", 0, "use only the first N training examples (0: all)")
 	fs.IntVar(&c.limitTest, "limit-test", 0, "use only the first N test examples (0: all)")
 	fs.StringVar(&c.device, "device", defaultDevice(), "cpu or cuda (cuda needs the binary make cuda builds)")
@@ -163,7 +163,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.Float64Var(&c.minAccuracy, "min-accuracy", 0, "exit with an error if the final test accuracy (percent) is below this")
 	fs.IntVar(&c.saveEvery, "save-every", 1000, "save a checkpoint every N steps (0: only at the end of each epoch, on a new best test accuracy and on Ctrl-C)")
 	fs.IntVar(&c.keep, "keep", 3, "keep the newest N step checkpoints of the run (best.safetensors is kept apart)")
-	fs.StringVar(&c.resume, "resume", "", "go on from a checkpoint: a .safetensors file, a run folder (its newest), or latest (the newest under -out)")
+	fs.StringVar(&c.resume, "resume", "", "go on from a checkpoint: a .safetensors file, a run folder (its newest), or latest (the newest under -out); a run's newest checkpoint goes on in its folder, any other in a new run folder under -out")
 	if err := fs.Parse(args); err != nil {
 		return c, fs, err
 	}

@@ -2,7 +2,7 @@ package main
 
 import (
 	"image/color"
-	"os"
+	"io"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -12,8 +12,8 @@ import (
 )
 
 // plotMetrics draws training loss and test accuracy against steps (top) and
-// seconds (bottom) into a PNG file.
-func plotMetrics(path string, metrics []metric) error {
+// seconds (bottom) as a PNG image into w.
+func plotMetrics(w io.Writer, metrics []metric) error {
 	panel := func(title, xlabel, ylabel, kind string, x func(metric) float64, y func(metric) float64, c color.Color) (*plot.Plot, error) {
 		p := plot.New()
 		p.Title.Text = title
@@ -75,13 +75,6 @@ func plotMetrics(path string, metrics []metric) error {
 			plots[i][j].Draw(canvases[i][j])
 		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
+	return err
 }

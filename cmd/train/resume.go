@@ -3,9 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -19,7 +19,6 @@ const (
 	keyData     = "train.data"     // dataInfo
 	prefixModel = "model."
 	prefixOptim = "optim."
-	bestName    = "best.safetensors"
 )
 
 // dataInfo identifies the data a run trains on, so that a resumed run can
@@ -34,9 +33,6 @@ type dataInfo struct {
 func (t *trainer) dataInfo() dataInfo {
 	return dataInfo{Train: t.train.N, Test: t.test.N, Shape: [3]int{t.train.C, t.train.H, t.train.W}, Classes: t.train.Classes}
 }
-
-// stepFile names the checkpoint after step.
-func stepFile(step int) string { return fmt.Sprintf("step-%09d.safetensors", step) }
 
 // stepOf returns the step of a checkpoint file name, or -1.
 func stepOf(name string) int {
@@ -55,9 +51,10 @@ func stepOf(name string) int {
 	return n
 }
 
-// save writes the run's checkpoint for the current step, links it as
-// best.safetensors when best is set, and removes step checkpoints beyond
-// the newest -keep and temporary files of killed writes.
+// save writes the run's checkpoint for the current step, marks it best
+// when best is set, and removes the run's step checkpoints beyond the
+// newest -keep and its own leftover temporary files (checkpoint.Run.Prune:
+// nothing the run did not write).
 func (t *trainer) save(best bool) error {
 	st := t.st
 	st.Seconds = t.seconds()
@@ -81,56 +78,67 @@ func (t *trainer) save(best bool) error {
 			return err
 		}
 	}
-	path := filepath.Join(t.dir, stepFile(t.st.Step))
-	if err := checkpoint.Write(path, f); err != nil {
+	path, err := t.dir.Save(t.st.Step, f)
+	if err != nil {
 		return err
 	}
 	t.last = path
 	if best {
-		if err := linkBest(path, filepath.Join(t.dir, bestName), f); err != nil {
+		if err := t.dir.MarkBest(t.st.Step); err != nil {
 			return err
 		}
 	}
-	return prune(t.dir, t.c.keep)
+	return t.dir.Prune(t.c.keep)
 }
 
-// linkBest makes best a hard link to path, atomically; where links are not
-// supported it writes f there.
-func linkBest(path, best string, f *checkpoint.File) error {
-	tmp := filepath.Join(filepath.Dir(best), "."+bestName+".tmp-link")
-	os.Remove(tmp)
-	if err := os.Link(path, tmp); err != nil {
-		return checkpoint.Write(best, f)
+// resumeRun returns the run folder a resumed run writes to. The newest
+// checkpoint of a run goes on in that run's folder. Any other checkpoint
+// (an older one, one copied elsewhere, one of a folder without a run
+// manifest) starts a new run folder under -out that records it as its
+// parent and carries its metrics; the checkpoint's folder is not touched.
+func resumeRun(c config, step int, w io.Writer) (*checkpoint.Run, error) {
+	dir := filepath.Dir(c.resume)
+	var why string
+	if r, err := checkpoint.OpenRun(dir); err != nil {
+		why = fmt.Sprintf("%s holds no run manifest %s", dir, checkpoint.ManifestName)
+	} else if latest, s, ok := r.Latest(); ok && sameFile(latest, c.resume) {
+		return r, nil
+	} else if ok {
+		why = fmt.Sprintf("the newest checkpoint of its run is %s", filepath.Base(latest))
+		if s == step {
+			why = fmt.Sprintf("it is not the run's own %s", filepath.Base(latest))
+		}
+	} else {
+		why = fmt.Sprintf("the run in %s wrote no such checkpoint", dir)
 	}
-	if err := os.Rename(tmp, best); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("saving the best checkpoint: %w", err)
-	}
-	return checkpoint.SyncDir(filepath.Dir(best))
-}
-
-// prune removes all but the newest keep step checkpoints in dir, and the
-// temporary files that writes killed before their rename leave.
-func prune(dir string, keep int) error {
-	ents, err := os.ReadDir(dir)
+	r, err := newRunDir(c.out, &checkpoint.Origin{Path: c.resume, Step: step, Run: c.resumed.Meta[checkpoint.KeyRun]})
 	if err != nil {
-		return fmt.Errorf("pruning checkpoints: %w", err)
+		return nil, err
 	}
-	var steps []int
-	for _, e := range ents {
-		if checkpoint.IsTemp(e.Name()) {
-			os.Remove(filepath.Join(dir, e.Name()))
-		} else if s := stepOf(e.Name()); s >= 0 {
-			steps = append(steps, s)
+	fmt.Fprintf(w, "%s is not the newest checkpoint of its run (%s): going on in a new run folder %s, leaving %s as it is\n", c.resume, why, r.Dir(), dir)
+	return r, nil
+}
+
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
+
+// finished reports a resumed run that has trained all its epochs.
+func (t *trainer) finished() {
+	acc := ""
+	for i := len(t.st.Metrics) - 1; i >= 0; i-- {
+		if m := t.st.Metrics[i]; m.Kind == "test" {
+			acc = fmt.Sprintf(", test accuracy %.2f%% (best %.2f%% at step %d)", 100*m.Accuracy, 100*t.st.Best, t.st.BestStep)
+			break
 		}
 	}
-	sort.Ints(steps)
-	for _, s := range steps[:max(0, len(steps)-keep)] {
-		if err := os.Remove(filepath.Join(dir, stepFile(s))); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("pruning checkpoints: %w", err)
-		}
-	}
-	return checkpoint.SyncDir(dir)
+	fmt.Fprintf(t.w, "%s: the run is finished: %d epochs done, step %d%s; nothing to do.\nTo train it further, resume with -epochs N, N larger than %d: train -resume %s -epochs %d\n",
+		t.c.resume, t.st.Epoch, t.st.Step, acc, t.st.Epoch, t.c.resume, t.st.Epoch+1)
 }
 
 // restore loads the weights, the optimizer state and the progress of f.
@@ -174,8 +182,8 @@ func (t *trainer) restore(f *checkpoint.File) error {
 }
 
 // resolveResume turns -resume's value into a checkpoint file: a file as it
-// is, a run folder's newest step checkpoint, or for "latest" the newest
-// step checkpoint of the run folder under out that saved last.
+// is, a run folder's newest checkpoint, or for "latest" the newest
+// checkpoint of the run folder under out that saved last.
 func resolveResume(arg, out string) (string, error) {
 	if arg != "latest" {
 		fi, err := os.Stat(arg)
@@ -215,19 +223,29 @@ func resolveResume(arg, out string) (string, error) {
 	return best, nil
 }
 
-// newestIn returns the step checkpoint of dir with the highest step and its
-// modification time, or "" when there is none.
+// newestIn returns the newest checkpoint of the run in dir and its
+// modification time, or "" when there is none: the newest its manifest
+// lists, or in a folder of an earlier version without one the
+// step-*.safetensors file of the highest step. It only reads.
 func newestIn(dir string) (string, int64, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return "", 0, fmt.Errorf("-resume: %w", err)
-	}
-	bestStep := -1
 	var path string
-	for _, e := range ents {
-		if s := stepOf(e.Name()); s > bestStep && e.Type().IsRegular() {
-			bestStep, path = s, filepath.Join(dir, e.Name())
+	r, err := checkpoint.OpenRun(dir)
+	switch {
+	case err == nil:
+		path, _, _ = r.Latest()
+	case errors.Is(err, checkpoint.ErrNotRun):
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return "", 0, fmt.Errorf("-resume: %w", err)
 		}
+		bestStep := -1
+		for _, e := range ents {
+			if s := stepOf(e.Name()); s > bestStep && e.Type().IsRegular() {
+				bestStep, path = s, filepath.Join(dir, e.Name())
+			}
+		}
+	default:
+		return "", 0, fmt.Errorf("-resume: %w", err)
 	}
 	if path == "" {
 		return "", 0, nil

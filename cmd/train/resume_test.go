@@ -184,11 +184,11 @@ func TestCheckpointFiles(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	want := []string{bestName, "metrics.csv", "metrics.png", stepFile(57), stepFile(60)}
+	want := []string{checkpoint.BestName, "metrics.csv", "metrics.png", checkpoint.ManifestName, checkpoint.StepName(57), checkpoint.StepName(60)}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("run folder holds %v, want %v", names, want)
 	}
-	f, err := checkpoint.Read(filepath.Join(runs[0], bestName))
+	f, err := checkpoint.Read(filepath.Join(runs[0], checkpoint.BestName))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/term"
 	G "gorgonia.org/gorgonia"
 
+	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/nn"
@@ -40,13 +42,13 @@ func (e *interruptedError) Error() string {
 
 // metric is one row of metrics.csv.
 type metric struct {
-	Kind        string  `json:"kind"` // train or test
-	Epoch       int     `json:"epoch"`
-	Step        int     `json:"step"`
-	Seconds     float64 `json:"seconds"`
-	Loss        float64 `json:"loss"`
-	Accuracy    float64 `json:"accuracy"`
-	Feasibility float64 `json:"feasibility,omitempty"` // largest ||W^T W - I||_F, test rows only
+	Kind        string   `json:"kind"` // train or test
+	Epoch       int      `json:"epoch"`
+	Step        int      `json:"step"`
+	Seconds     float64  `json:"seconds"`
+	Loss        float64  `json:"loss"`
+	Accuracy    float64  `json:"accuracy"`
+	Feasibility *float64 `json:"feasibility,omitempty"` // largest ||W^T W - I||_F where measured (test rows)
 }
 
 // imageSize is the side the paper resizes each data set to: 32 for the ViT,
@@ -81,20 +83,18 @@ func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set
 	return train, test, nil
 }
 
-// newRunDir creates a fresh folder under out, never reusing an earlier run's.
-func newRunDir(out string) (string, error) {
+// newRunDir creates a run in a fresh folder under out, never reusing an
+// earlier run's; parent is the checkpoint it goes on from, or nil.
+func newRunDir(out string, parent *checkpoint.Origin) (*checkpoint.Run, error) {
 	base := filepath.Join(out, "run-"+time.Now().Format("20060102-150405"))
 	dir := base
 	for k := 2; ; k++ {
-		err := os.MkdirAll(filepath.Dir(dir), 0o755)
+		r, err := checkpoint.CreateRun(dir, parent)
 		if err == nil {
-			err = os.Mkdir(dir, 0o755)
+			return r, nil
 		}
-		if err == nil {
-			return dir, nil
-		}
-		if !os.IsExist(err) {
-			return "", fmt.Errorf("creating run folder: %w", err)
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, err
 		}
 		dir = fmt.Sprintf("%s-%d", base, k)
 	}
@@ -152,8 +152,8 @@ type trainer struct {
 	loader      *data.Loader
 	maskSrc     *rand.PCG
 	maskRNG     *rand.Rand
-	dir         string
-	last        string // newest checkpoint written or loaded
+	dir         *checkpoint.Run // the run folder; nil for a finished run resumed
+	last        string          // newest checkpoint written or loaded
 	st          progress
 	start       time.Time // of this session
 }
@@ -198,10 +198,12 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 		return nil, err
 	}
 	if c.resumed != nil {
-		err = t.restore(c.resumed)
-		t.dir, t.last = filepath.Dir(c.resume), c.resume
+		t.last = c.resume
+		if err = t.restore(c.resumed); err == nil && t.st.Epoch < c.epochs {
+			t.dir, err = resumeRun(c, t.st.Step, w)
+		}
 	} else {
-		t.dir, err = newRunDir(c.out)
+		t.dir, err = newRunDir(c.out, nil)
 	}
 	if err != nil {
 		t.close()
@@ -225,9 +227,10 @@ func (t *trainer) evaluate(epoch int) (metric, error) {
 		return m, err
 	}
 	m.Kind, m.Epoch, m.Step, m.Seconds = "test", epoch+1, t.st.Step, t.seconds()
-	m.Feasibility = maxFeasibility(t.net.Orthogonal())
+	feas := maxFeasibility(t.net.Orthogonal())
+	m.Feasibility = &feas
 	t.st.Metrics = append(t.st.Metrics, m)
-	fmt.Fprintf(t.w, "epoch %d step %d: test loss %.4f, test accuracy %.2f%%, max ||W^T W - I||_F %.2e\n", m.Epoch, m.Step, m.Loss, 100*m.Accuracy, m.Feasibility)
+	fmt.Fprintf(t.w, "epoch %d step %d: test loss %.4f, test accuracy %.2f%%, max ||W^T W - I||_F %.2e\n", m.Epoch, m.Step, m.Loss, 100*m.Accuracy, feas)
 	return m, nil
 }
 
@@ -261,18 +264,22 @@ func (t *trainer) interrupted() error {
 		saved = t.last
 	}
 	writeOutputs(t.dir, t.st.Metrics, t.w)
-	return &interruptedError{epoch: t.st.Epoch, step: t.st.Step, dir: t.dir, saved: saved}
+	return &interruptedError{epoch: t.st.Epoch, step: t.st.Step, dir: t.dir.Dir(), saved: saved}
 }
 
 func (t *trainer) run(ctx context.Context) error {
 	c, w := t.c, t.w
+	if t.dir == nil {
+		t.finished()
+		return nil
+	}
 	steps := t.train.N / c.batch // the last partial batch is dropped
 	verb := "training"
 	if c.resumed != nil {
 		verb = fmt.Sprintf("resuming from %s at epoch %d, step %d:", c.resume, t.st.Epoch+1, t.st.Step)
 	}
 	fmt.Fprintf(w, "%s %s on %s (%d train, %d test images of %dx%dx%d), %s/%s r=%d lr=%g, %s lr=%g, batch %d, %d epochs, BLAS %s\nrun folder: %s\n",
-		verb, c.model, c.dataset, t.train.N, t.test.N, t.train.C, t.train.H, t.train.W, c.optim, c.sampling, c.r, c.lr, c.other, c.lrOther, c.batch, c.epochs, blasName, t.dir)
+		verb, c.model, c.dataset, t.train.N, t.test.N, t.train.C, t.train.H, t.train.W, c.optim, c.sampling, c.r, c.lr, c.other, c.lrOther, c.batch, c.epochs, blasName, t.dir.Dir())
 
 	tty := term.IsTerminal(int(os.Stdout.Fd()))
 	images := make([]float32, c.batch*t.train.Dim())
@@ -458,33 +465,31 @@ func evaluateOn(e engine, ev *network, s *data.Set) (metric, error) {
 	return metric{Loss: lossSum / float64(s.N), Accuracy: float64(correct) / float64(s.N)}, nil
 }
 
-func writeOutputs(dir string, metrics []metric, w io.Writer) {
-	path := filepath.Join(dir, "metrics.csv")
-	if err := writeCSV(path, metrics); err != nil {
+// writeOutputs writes metrics.csv and metrics.png into the run folder,
+// each replaced atomically; a failure is a warning on w.
+func writeOutputs(run *checkpoint.Run, metrics []metric, w io.Writer) {
+	if err := run.WriteFile("metrics.csv", func(f io.Writer) error { return writeCSV(f, metrics) }); err != nil {
 		fmt.Fprintln(w, "warning: writing metrics:", err)
 	}
-	png := filepath.Join(dir, "metrics.png")
-	if err := plotMetrics(png, metrics); err != nil {
+	if err := run.WriteFile("metrics.png", func(f io.Writer) error { return plotMetrics(f, metrics) }); err != nil {
 		fmt.Fprintln(w, "warning: plotting metrics:", err)
 	}
-	fmt.Fprintf(w, "metrics: %s, %s\n", path, png)
+	fmt.Fprintf(w, "metrics: %s, %s\n", filepath.Join(run.Dir(), "metrics.csv"), filepath.Join(run.Dir(), "metrics.png"))
 }
 
-func writeCSV(path string, metrics []metric) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
+// writeCSV writes metrics as CSV; max_feasibility is empty where it was not
+// measured.
+func writeCSV(f io.Writer, metrics []metric) error {
 	cw := csv.NewWriter(f)
 	_ = cw.Write([]string{"kind", "epoch", "step", "seconds", "loss", "accuracy", "max_feasibility"})
 	for _, m := range metrics {
+		feas := ""
+		if m.Feasibility != nil {
+			feas = strconv.FormatFloat(*m.Feasibility, 'g', 3, 64)
+		}
 		_ = cw.Write([]string{m.Kind, strconv.Itoa(m.Epoch), strconv.Itoa(m.Step), strconv.FormatFloat(m.Seconds, 'f', 3, 64),
-			strconv.FormatFloat(m.Loss, 'g', 6, 64), strconv.FormatFloat(m.Accuracy, 'g', 6, 64), strconv.FormatFloat(m.Feasibility, 'g', 3, 64)})
+			strconv.FormatFloat(m.Loss, 'g', 6, 64), strconv.FormatFloat(m.Accuracy, 'g', 6, 64), feas})
 	}
 	cw.Flush()
-	if err := cw.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return cw.Error()
 }

@@ -1,0 +1,419 @@
+package checkpoint
+
+import (
+	"bytes"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Names of the files a run folder holds besides its step checkpoints.
+const (
+	ManifestName = "run.json"         // the run's record of what it wrote
+	BestName     = "best.safetensors" // the checkpoint MarkBest chose
+)
+
+// Metadata keys that Run.Save sets in every checkpoint it writes: the id of
+// the run and the step. A file counts as the run's only if both match.
+const (
+	KeyRun  = "run.id"
+	KeyStep = "run.step"
+)
+
+const (
+	runFormat  = "orthonet.run"
+	runVersion = 1
+	maxRunFile = 16 << 20 // bound on a manifest's size
+)
+
+// ErrNotRun reports a folder that holds no run manifest.
+var ErrNotRun = errors.New("checkpoint: not a run folder")
+
+// Origin is the checkpoint a run started from.
+type Origin struct {
+	Path string `json:"path"`          // absolute path when the run was created
+	Step int    `json:"step"`          // the step it was saved at
+	Run  string `json:"run,omitempty"` // the id of the run that wrote it, if a Run did
+}
+
+// manifest is the content of run.json.
+type manifest struct {
+	Format      string   `json:"format"`
+	Version     int      `json:"format_version"`
+	ID          string   `json:"id"`
+	Parent      *Origin  `json:"parent,omitempty"`
+	Checkpoints []int    `json:"checkpoints"`    // steps, ascending
+	Best        *int     `json:"best,omitempty"` // step that best.safetensors holds
+	Files       []string `json:"files,omitempty"`
+}
+
+// Run is a folder holding one training run: step checkpoints
+// (step-NNNNNNNNN.safetensors), best.safetensors, other files written with
+// WriteFile, and the manifest run.json that records them. A Run replaces
+// or removes only files it recorded and whose content is its own (a
+// checkpoint must carry the run's id and step in its metadata); every
+// write replaces a file atomically and never follows a symbolic link.
+//
+// The manifest lists a file before the file is written, so after a crash
+// it may name a checkpoint that was never completed; Latest and Prune skip
+// such entries. A Run is not safe for use by several processes at once.
+type Run struct {
+	dir string
+	m   manifest
+}
+
+// CreateRun creates the folder dir, which must not exist yet, for a new run
+// started from parent (nil for a run from scratch).
+func CreateRun(dir string, parent *Origin) (*Run, error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, fmt.Errorf("checkpoint: creating run folder: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("checkpoint: creating run folder: %w", err)
+	}
+	var id [8]byte
+	_, _ = crand.Read(id[:]) // never fails
+	r := &Run{dir: dir, m: manifest{Format: runFormat, Version: runVersion, ID: hex.EncodeToString(id[:]), Checkpoints: []int{}}}
+	if parent != nil {
+		p := *parent
+		if abs, err := filepath.Abs(p.Path); err == nil {
+			p.Path = abs
+		}
+		r.m.Parent = &p
+	}
+	if err := r.writeManifest(); err != nil {
+		return nil, err
+	}
+	if err := SyncDir(filepath.Dir(dir)); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// OpenRun opens the run in dir. A folder without a manifest, or whose
+// manifest is not a regular file of this format, is an error wrapping
+// ErrNotRun.
+func OpenRun(dir string) (*Run, error) {
+	path := filepath.Join(dir, ManifestName)
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s has no %s", ErrNotRun, dir, ManifestName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: opening run %s: %w", dir, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > maxRunFile {
+		return nil, fmt.Errorf("%w: %s is not a regular file of a run manifest's size", ErrNotRun, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: opening run %s: %w", dir, err)
+	}
+	var m manifest
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&m); err != nil || m.Format != runFormat {
+		return nil, fmt.Errorf("%w: %s is not an %s manifest", ErrNotRun, path, runFormat)
+	}
+	if m.Version != runVersion {
+		return nil, fmt.Errorf("checkpoint: %s has format version %d; this build reads version %d", path, m.Version, runVersion)
+	}
+	if !isHexID(m.ID) || !slices.IsSorted(m.Checkpoints) {
+		return nil, fmt.Errorf("%w: %s has a malformed id or checkpoint list", ErrNotRun, path)
+	}
+	for _, name := range m.Files {
+		if reservedName(name) != nil {
+			return nil, fmt.Errorf("%w: %s lists the file %q", ErrNotRun, path, name)
+		}
+	}
+	return &Run{dir: dir, m: m}, nil
+}
+
+func isHexID(s string) bool {
+	_, err := hex.DecodeString(s)
+	return len(s) == 16 && err == nil && strings.ToLower(s) == s
+}
+
+// Dir returns the run's folder.
+func (r *Run) Dir() string { return r.dir }
+
+// ID returns the run's id, which every checkpoint it saves carries.
+func (r *Run) ID() string { return r.m.ID }
+
+// Parent returns the checkpoint the run started from, or nil.
+func (r *Run) Parent() *Origin {
+	if r.m.Parent == nil {
+		return nil
+	}
+	p := *r.m.Parent
+	return &p
+}
+
+// StepName returns the name of the checkpoint of step:
+// step-NNNNNNNNN.safetensors.
+func StepName(step int) string { return fmt.Sprintf("step-%09d.safetensors", step) }
+
+// Save writes f as the checkpoint of step, atomically, and returns its
+// path. The file's metadata gets the run's id and the step (f itself is
+// not changed). A file already at that name is replaced only if it is this
+// run's checkpoint of step.
+func (r *Run) Save(step int, f *File) (string, error) {
+	if step < 0 {
+		return "", fmt.Errorf("checkpoint: saving step %d: negative step", step)
+	}
+	path := filepath.Join(r.dir, StepName(step))
+	if err := r.replaceable(path, step); err != nil {
+		return "", err
+	}
+	g := &File{Tensors: f.Tensors, Meta: make(map[string]string, len(f.Meta)+2)}
+	for k, v := range f.Meta {
+		g.Meta[k] = v
+	}
+	g.Meta[KeyRun], g.Meta[KeyStep] = r.m.ID, strconv.Itoa(step)
+	if i, found := slices.BinarySearch(r.m.Checkpoints, step); !found {
+		r.m.Checkpoints = slices.Insert(r.m.Checkpoints, i, step)
+		if err := r.writeManifest(); err != nil {
+			return "", err
+		}
+	}
+	if err := Write(path, g); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// replaceable returns nil if nothing is at path or it is this run's
+// checkpoint of step (any step if step < 0).
+func (r *Run) replaceable(path string, step int) error {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if !r.owns(path, step) {
+		return fmt.Errorf("checkpoint: refusing to replace %s: it is not a checkpoint this run (%s) wrote", path, r.m.ID)
+	}
+	return nil
+}
+
+// owns reports whether path is a regular file holding a checkpoint this run
+// saved at step (at any step if step < 0). It reads the header only.
+func (r *Run) owns(path string, step int) bool {
+	meta, err := readMeta(path)
+	if err != nil || meta[KeyRun] != r.m.ID {
+		return false
+	}
+	return step < 0 || meta[KeyStep] == strconv.Itoa(step)
+}
+
+// readMeta returns the metadata of the checkpoint at path, a regular file,
+// reading only its header.
+func readMeta(path string) (map[string]string, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("checkpoint: %s is not a regular file", path)
+	}
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fd.Close()
+	_, hb, _, err := readHeader(fd, fi.Size())
+	if err != nil {
+		return nil, err
+	}
+	var h struct {
+		Meta map[string]string `json:"__metadata__"`
+	}
+	if err := json.Unmarshal(hb, &h); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if h.Meta[keyFormat] != Format {
+		return nil, fmt.Errorf("checkpoint: %s is not an orthonet checkpoint", path)
+	}
+	return h.Meta, nil
+}
+
+// Checkpoints returns the steps of the run's checkpoints that are on disk,
+// ascending.
+func (r *Run) Checkpoints() []int {
+	var steps []int
+	for _, s := range r.m.Checkpoints {
+		if r.owns(filepath.Join(r.dir, StepName(s)), s) {
+			steps = append(steps, s)
+		}
+	}
+	return steps
+}
+
+// Latest returns the path and step of the run's newest checkpoint on disk;
+// ok is false when there is none.
+func (r *Run) Latest() (path string, step int, ok bool) {
+	for i := len(r.m.Checkpoints) - 1; i >= 0; i-- {
+		s := r.m.Checkpoints[i]
+		if p := filepath.Join(r.dir, StepName(s)); r.owns(p, s) {
+			return p, s, true
+		}
+	}
+	return "", 0, false
+}
+
+// MarkBest makes best.safetensors the run's checkpoint of step: a hard
+// link to it, or where links are not supported a copy, put in place
+// atomically. A best.safetensors that the run did not write is an error.
+func (r *Run) MarkBest(step int) error {
+	src := filepath.Join(r.dir, StepName(step))
+	if !r.owns(src, step) {
+		return fmt.Errorf("checkpoint: marking step %d best: %s is not a checkpoint of run %s", step, src, r.m.ID)
+	}
+	dst := filepath.Join(r.dir, BestName)
+	if err := r.replaceable(dst, -1); err != nil {
+		return err
+	}
+	r.m.Best = &step
+	if err := r.writeManifest(); err != nil {
+		return err
+	}
+	for {
+		tmp := filepath.Join(r.dir, tempName(BestName))
+		err := os.Link(src, tmp)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil { // no hard links here: copy
+			return writeAtomic(r.dir, BestName, 0o600, func(w io.Writer) error {
+				in, err := os.Open(src)
+				if err != nil {
+					return err
+				}
+				defer in.Close()
+				_, err = io.Copy(w, in)
+				return err
+			})
+		}
+		if err := os.Rename(tmp, dst); err != nil {
+			os.Remove(tmp)
+			return fmt.Errorf("checkpoint: marking step %d best: %w", step, err)
+		}
+		return SyncDir(r.dir)
+	}
+}
+
+// Best returns the path and step of best.safetensors; ok is false when the
+// run has not marked one or it is gone.
+func (r *Run) Best() (path string, step int, ok bool) {
+	path = filepath.Join(r.dir, BestName)
+	if r.m.Best == nil || !r.owns(path, *r.m.Best) {
+		return "", 0, false
+	}
+	return path, *r.m.Best, true
+}
+
+// Prune removes all but the newest keep of the run's step checkpoints
+// (best.safetensors is apart and stays), and the temporary files that
+// writes of this run killed before their rename left: exactly
+// "." + a name the run records + ".tmp-" + 16 hex digits. It touches
+// nothing else; a listed checkpoint whose file is gone or no longer the
+// run's is dropped from the manifest and its file, if any, left alone.
+func (r *Run) Prune(keep int) error {
+	if keep < 0 {
+		return fmt.Errorf("checkpoint: pruning to %d checkpoints", keep)
+	}
+	names := map[string]bool{ManifestName: true, BestName: true}
+	for _, s := range r.m.Checkpoints {
+		names[StepName(s)] = true
+	}
+	for _, n := range r.m.Files {
+		names[n] = true
+	}
+	steps := r.Checkpoints()
+	for _, s := range steps[:max(0, len(steps)-keep)] {
+		if err := os.Remove(filepath.Join(r.dir, StepName(s))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("checkpoint: pruning: %w", err)
+		}
+	}
+	ents, err := os.ReadDir(r.dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint: pruning: %w", err)
+	}
+	for _, e := range ents {
+		if base, ok := tempBase(e.Name()); ok && names[base] && e.Type().IsRegular() {
+			if err := os.Remove(filepath.Join(r.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("checkpoint: pruning: %w", err)
+			}
+		}
+	}
+	kept := append([]int{}, steps[max(0, len(steps)-keep):]...)
+	if !slices.Equal(kept, r.m.Checkpoints) {
+		r.m.Checkpoints = kept
+		if err := r.writeManifest(); err != nil {
+			return err
+		}
+	}
+	return SyncDir(r.dir)
+}
+
+// WriteFile replaces the file name in the run's folder, atomically, with
+// what write writes; it records name in the manifest first. A file of that
+// name that the run did not write is an error and stays as it is. Names of
+// checkpoints, best.safetensors, run.json, temporary files and names with
+// a path separator or a leading dot are refused.
+func (r *Run) WriteFile(name string, write func(io.Writer) error) error {
+	if err := reservedName(name); err != nil {
+		return err
+	}
+	path := filepath.Join(r.dir, name)
+	if !slices.Contains(r.m.Files, name) {
+		if _, err := os.Lstat(path); err == nil {
+			return fmt.Errorf("checkpoint: refusing to replace %s: run %s did not write it", path, r.m.ID)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		r.m.Files = append(r.m.Files, name)
+		if err := r.writeManifest(); err != nil {
+			return err
+		}
+	}
+	return writeAtomic(r.dir, name, 0o644, write)
+}
+
+// Files returns the names written with WriteFile, in the order first
+// written.
+func (r *Run) Files() []string { return slices.Clone(r.m.Files) }
+
+// reservedName returns an error if a file of WriteFile may not be called
+// name.
+func reservedName(name string) error {
+	switch {
+	case name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, "."):
+		return fmt.Errorf("checkpoint: file name %q: want a plain name without a leading dot", name)
+	case name == ManifestName || name == BestName ||
+		strings.HasPrefix(name, "step-") && strings.HasSuffix(name, ".safetensors"):
+		return fmt.Errorf("checkpoint: file name %q is reserved for the run's checkpoints", name)
+	}
+	return nil
+}
+
+func (r *Run) writeManifest() error {
+	b, err := json.MarshalIndent(r.m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("checkpoint: encoding the run manifest: %w", err)
+	}
+	b = append(b, '\n')
+	return writeAtomic(r.dir, ManifestName, 0o644, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
