@@ -1,7 +1,8 @@
 package data
 
 import (
-	"bytes"
+	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,63 +12,150 @@ import (
 // pixel bytes, red plane, green plane, blue plane.
 const (
 	cifarSide   = 32
-	cifarRecord = 1 + 3*cifarSide*cifarSide
+	cifarPixels = 3 * cifarSide * cifarSide
+	cifarRecord = 1 + cifarPixels
 	maxCIFAR    = 1 << 30 // bytes accepted from one batch file
+	cifarFolder = "cifar-10-batches-bin"
 )
 
+// cifarBlock is how many records DecodeCIFAR10 reads into one block while
+// the length of its input is unknown.
+const cifarBlock = 256
+
 // DecodeCIFAR10 reads one CIFAR-10 binary batch from r and returns its labels
-// and pixels (channel-major per image). name is used in errors.
+// and pixels (channel-major per image). name is used in errors. The batch
+// may be at most 1 GiB.
 func DecodeCIFAR10(r io.Reader, name string) (labels, pixels []byte, err error) {
-	var buf bytes.Buffer
-	got, err := buf.ReadFrom(io.LimitReader(r, maxCIFAR+1))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %v", ErrFormat, name, err)
-	}
-	switch {
-	case got == 0:
-		return nil, nil, fmt.Errorf("%w: %s: empty CIFAR-10 batch", ErrFormat, name)
-	case got > maxCIFAR:
-		return nil, nil, fmt.Errorf("%w: %s: larger than %d bytes", ErrFormat, name, maxCIFAR)
-	case got%cifarRecord != 0:
-		return nil, nil, fmt.Errorf("%w: %s: %d bytes is not a whole number of %d-byte CIFAR-10 records (truncated?)", ErrFormat, name, got, cifarRecord)
-	}
-	b := buf.Bytes()
-	n := len(b) / cifarRecord
-	labels = make([]byte, n)
-	pixels = make([]byte, 0, n*(cifarRecord-1))
-	for i := 0; i < n; i++ {
-		rec := b[i*cifarRecord : (i+1)*cifarRecord]
-		if rec[0] >= 10 {
-			return nil, nil, fmt.Errorf("%w: %s: record %d has label %d, want 0 to 9", ErrFormat, name, i, rec[0])
+	// Read blocks of records until the input ends, then copy them into
+	// slices of the exact size: memory follows the data, and a large batch
+	// is held at most twice, never in a buffer grown by doubling.
+	br := bufio.NewReader(r)
+	var blocks [][]byte
+	var total int64
+	for {
+		blk := make([]byte, cifarBlock*cifarRecord)
+		n, err := io.ReadFull(br, blk)
+		total += int64(n)
+		if total > maxCIFAR {
+			return nil, nil, fmt.Errorf("%w: %s: larger than %d bytes", ErrFormat, name, maxCIFAR)
 		}
-		labels[i] = rec[0]
-		pixels = append(pixels, rec[1:]...)
+		if n > 0 {
+			blocks = append(blocks, blk[:n])
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %s: %v", ErrFormat, name, err)
+		}
+	}
+	if err := checkCIFARSize(name, total); err != nil {
+		return nil, nil, err
+	}
+	n := int(total / cifarRecord)
+	labels = make([]byte, n)
+	pixels = make([]byte, n*cifarPixels)
+	i := 0
+	for b, blk := range blocks {
+		for k := 0; k < len(blk); k += cifarRecord {
+			if err := takeRecord(name, i, blk[k:k+cifarRecord], labels, pixels); err != nil {
+				return nil, nil, err
+			}
+			i++
+		}
+		blocks[b] = nil
 	}
 	return labels, pixels, nil
 }
 
-// ReadCIFAR10 reads and concatenates CIFAR-10 binary batch files.
+// checkCIFARSize checks that a batch of size bytes holds whole records and
+// is neither empty nor larger than maxCIFAR.
+func checkCIFARSize(name string, size int64) error {
+	switch {
+	case size == 0:
+		return fmt.Errorf("%w: %s: empty CIFAR-10 batch", ErrFormat, name)
+	case size > maxCIFAR:
+		return fmt.Errorf("%w: %s: larger than %d bytes", ErrFormat, name, maxCIFAR)
+	case size%cifarRecord != 0:
+		return fmt.Errorf("%w: %s: %d bytes is not a whole number of %d-byte CIFAR-10 records (truncated?)", ErrFormat, name, size, cifarRecord)
+	}
+	return nil
+}
+
+// takeRecord stores record i (label byte and pixels) in labels[i] and the
+// i-th image of pixels.
+func takeRecord(name string, i int, rec, labels, pixels []byte) error {
+	if rec[0] >= 10 {
+		return fmt.Errorf("%w: %s: record %d has label %d, want 0 to 9", ErrFormat, name, i, rec[0])
+	}
+	labels[i] = rec[0]
+	copy(pixels[i*cifarPixels:(i+1)*cifarPixels], rec[1:])
+	return nil
+}
+
+// ReadCIFAR10 reads and concatenates CIFAR-10 binary batch files. It
+// checks their sizes first and refuses batches whose float32 pixels would
+// take more than DefaultMaxBytes in all, before reading them.
 func ReadCIFAR10(paths ...string) (*Set, error) {
-	var labels, pixels []byte
-	for _, p := range paths {
-		f, err := os.Open(p)
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("data: no CIFAR-10 batch given")
+	}
+	counts := make([]int, len(paths))
+	total := 0
+	for i, p := range paths {
+		fi, err := os.Stat(p)
 		if err != nil {
 			return nil, fmt.Errorf("data: %w", err)
 		}
-		l, px, err := DecodeCIFAR10(f, p)
-		f.Close()
-		if err != nil {
+		if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("%w: %s: not a regular file", ErrFormat, p)
+		}
+		if err := checkCIFARSize(p, fi.Size()); err != nil {
 			return nil, err
 		}
-		labels = append(labels, l...)
-		pixels = append(pixels, px...)
-	}
-	if len(labels) == 0 {
-		return nil, fmt.Errorf("data: no CIFAR-10 batch given")
+		counts[i] = int(fi.Size() / cifarRecord)
+		total += counts[i]
 	}
 	name := paths[0]
 	if len(paths) > 1 {
 		name = fmt.Sprintf("%s and %d more", paths[0], len(paths)-1)
 	}
-	return newSet(name, len(labels), 3, cifarSide, cifarSide, pixels, labels, 10)
+	if b := PixelBytes(total, 3, cifarSide, cifarSide); b > DefaultMaxBytes {
+		return nil, fmt.Errorf("%w: %s: %d images of 3x%dx%d take %d bytes as float32, more than the %d of data.DefaultMaxBytes", ErrFormat, name, total, cifarSide, cifarSide, b, DefaultMaxBytes)
+	}
+	labels := make([]byte, total)
+	pixels := make([]byte, total*cifarPixels)
+	at := 0
+	for i, p := range paths {
+		n := counts[i]
+		if err := readCIFARFile(p, labels[at:at+n], pixels[at*cifarPixels:(at+n)*cifarPixels]); err != nil {
+			return nil, err
+		}
+		at += n
+	}
+	return newSet(name, append([]string(nil), paths...), total, 3, cifarSide, cifarSide, pixels, labels, name, 10)
+}
+
+// readCIFARFile reads exactly len(labels) records from the batch at path
+// into labels and pixels, and checks that nothing follows them.
+func readCIFARFile(path string, labels, pixels []byte) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64*cifarRecord)
+	rec := make([]byte, cifarRecord)
+	for i := range labels {
+		if _, err := io.ReadFull(br, rec); err != nil {
+			return fmt.Errorf("%w: %s: record %d of %d: %v (did the file change while read?)", ErrFormat, path, i, len(labels), err)
+		}
+		if err := takeRecord(path, i, rec, labels, pixels); err != nil {
+			return err
+		}
+	}
+	if n, _ := io.ReadFull(br, rec[:1]); n > 0 {
+		return fmt.Errorf("%w: %s: more than the %d records it held when opened (did the file change while read?)", ErrFormat, path, len(labels))
+	}
+	return nil
 }

@@ -2,11 +2,12 @@ package data
 
 import (
 	"bufio"
-	"bytes"
 	"compress/gzip"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 )
 
@@ -14,90 +15,202 @@ import (
 // above MNIST's 47 MB, far below what a corrupt header could claim.
 const maxIDXBytes = 1 << 30
 
-// DecodeIDX reads an IDX file of unsigned bytes (type code 0x08) from r and
-// returns its dimensions and data. name is used in errors. gzip-compressed
-// input is detected by its magic number and decompressed.
-func DecodeIDX(r io.Reader, name string) (dims []int, payload []byte, err error) {
+// idxMagic is the magic number of an IDX file of unsigned bytes with nd
+// dimensions.
+func idxMagic(nd int) uint32 { return 0x0800 | uint32(nd) }
+
+// idxStream is an IDX file whose header has been read and whose payload
+// has not.
+type idxStream struct {
+	name  string
+	br    *bufio.Reader
+	dims  []int
+	size  int64 // payload bytes the header announces
+	avail int64 // payload bytes the file holds, or -1 if unknown (gzip)
+}
+
+// openIDX reads the header of the IDX file in r, gzip-compressed or not.
+// fileSize is the size of the file on disk, or -1 if unknown. wantDims > 0
+// asks for that many dimensions, described by what in errors. The payload
+// may announce at most maxIDXBytes.
+func openIDX(r io.Reader, name string, fileSize int64, wantDims int, what string) (*idxStream, error) {
+	if l, ok := r.(interface{ Len() int }); ok && fileSize < 0 {
+		fileSize = int64(l.Len()) // bytes.Reader and the like
+	}
 	br := bufio.NewReader(r)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %s: gzip: %v", ErrFormat, name, err)
+			return nil, fmt.Errorf("%w: %s: gzip: %v", ErrFormat, name, err)
 		}
-		defer zr.Close()
 		br = bufio.NewReader(zr)
+		fileSize = -1
+	}
+	want := "0x000008NN, NN = 01 to 04 dimensions"
+	if wantDims > 0 {
+		want = fmt.Sprintf("0x%08x for %s", idxMagic(wantDims), what)
 	}
 	var head [4]byte
 	if _, err := io.ReadFull(br, head[:]); err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: truncated IDX header: %v", ErrFormat, name, err)
+		return nil, fmt.Errorf("%w: %s: truncated IDX header: %v", ErrFormat, name, err)
 	}
-	if head[0] != 0 || head[1] != 0 {
-		return nil, nil, fmt.Errorf("%w: %s: not an IDX file (magic %x)", ErrFormat, name, head)
-	}
-	if head[2] != 0x08 {
-		return nil, nil, fmt.Errorf("%w: %s: IDX element type 0x%02x, want unsigned bytes (0x08)", ErrFormat, name, head[2])
-	}
+	magic := binary.BigEndian.Uint32(head[:])
 	nd := int(head[3])
-	if nd < 1 || nd > 4 {
-		return nil, nil, fmt.Errorf("%w: %s: IDX with %d dimensions, want 1 to 4", ErrFormat, name, nd)
-	}
-	dims = make([]int, nd)
-	size := 1
-	for i := range dims {
-		var d uint32
-		if err := binary.Read(br, binary.BigEndian, &d); err != nil {
-			return nil, nil, fmt.Errorf("%w: %s: truncated IDX header: %v", ErrFormat, name, err)
-		}
-		dims[i] = int(d)
-		if d == 0 || size > maxIDXBytes/int(d) {
-			return nil, nil, fmt.Errorf("%w: %s: IDX dimensions %v: empty or larger than %d bytes", ErrFormat, name, dims[:i+1], maxIDXBytes)
-		}
-		size *= int(d)
-	}
-	// Read what is there, up to one byte more than announced: the allocation
-	// follows the data, not the header.
-	var buf bytes.Buffer
-	got, err := buf.ReadFrom(io.LimitReader(br, int64(size)+1))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: reading IDX data: %v", ErrFormat, name, err)
-	}
 	switch {
-	case got < int64(size):
-		return nil, nil, fmt.Errorf("%w: %s: truncated: header %v announces %d bytes, file has %d", ErrFormat, name, dims, size, got)
-	case got > int64(size):
-		return nil, nil, fmt.Errorf("%w: %s: trailing data after the %d bytes that header %v announces", ErrFormat, name, size, dims)
+	case head[0] != 0 || head[1] != 0:
+		return nil, fmt.Errorf("%w: %s: not an IDX file: magic number 0x%08x, want %s", ErrFormat, name, magic, want)
+	case head[2] != 0x08:
+		return nil, fmt.Errorf("%w: %s: IDX element type 0x%02x (magic number 0x%08x), want unsigned bytes (0x08, magic number %s)", ErrFormat, name, head[2], magic, want)
+	case wantDims > 0 && nd != wantDims:
+		return nil, fmt.Errorf("%w: %s: magic number 0x%08x announces %d dimensions, want %s", ErrFormat, name, magic, nd, want)
+	case nd < 1 || nd > 4:
+		return nil, fmt.Errorf("%w: %s: magic number 0x%08x announces %d dimensions, want %s", ErrFormat, name, magic, nd, want)
 	}
-	return dims, buf.Bytes(), nil
+	raw := make([]byte, 4*nd)
+	if _, err := io.ReadFull(br, raw); err != nil {
+		return nil, fmt.Errorf("%w: %s: truncated IDX header: %v", ErrFormat, name, err)
+	}
+	dims := make([]int, nd)
+	size := int64(1) // saturates at math.MaxInt64
+	for i := range dims {
+		d := binary.BigEndian.Uint32(raw[4*i:])
+		dims[i] = int(d)
+		switch {
+		case d == 0:
+			size = 0
+		case size > math.MaxInt64/int64(d):
+			size = math.MaxInt64
+		default:
+			size *= int64(d)
+		}
+	}
+	for i, d := range dims {
+		if d == 0 {
+			return nil, fmt.Errorf("%w: %s: IDX dimensions %v: dimension %d is 0 (an empty file)", ErrFormat, name, dims, i)
+		}
+	}
+	if size > maxIDXBytes {
+		return nil, fmt.Errorf("%w: %s: IDX dimensions %v announce %d bytes, larger than the %d this reader takes", ErrFormat, name, dims, size, maxIDXBytes)
+	}
+	avail := int64(-1)
+	if fileSize >= 0 {
+		avail = fileSize - int64(len(head)+len(raw))
+	}
+	return &idxStream{name: name, br: br, dims: dims, size: size, avail: avail}, nil
 }
 
-// ReadIDX reads a pair of IDX files, images (N x H x W) and labels (N), as a
-// Set with one channel and labels below 10.
+// payload reads exactly the bytes the header announces and checks that
+// nothing follows them.
+func (s *idxStream) payload() ([]byte, error) {
+	if s.avail >= 0 && s.avail < s.size {
+		return nil, fmt.Errorf("%w: %s: truncated: header %v announces %d bytes, file has %d", ErrFormat, s.name, s.dims, s.size, s.avail)
+	}
+	b, got, err := readN(s.br, s.size, s.avail >= 0)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("%w: %s: truncated: header %v announces %d bytes, file has %d", ErrFormat, s.name, s.dims, s.size, got)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: reading IDX data: %v", ErrFormat, s.name, err)
+	}
+	var one [1]byte
+	switch n, err := io.ReadFull(s.br, one[:]); {
+	case n > 0:
+		return nil, fmt.Errorf("%w: %s: trailing data after the %d bytes that header %v announces", ErrFormat, s.name, s.size, s.dims)
+	case !errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("%w: %s: reading IDX data: %v", ErrFormat, s.name, err)
+	}
+	return b, nil
+}
+
+// readN reads exactly n bytes from r and returns them, or how many it got
+// and why it stopped. If known is set, r is known to hold n bytes and the
+// result is allocated at once. Otherwise memory follows the data: the
+// buffer starts at 1 MiB and doubles while it holds at most n/4 bytes, then
+// takes its final size n. So a short input costs at most five times what it
+// holds (or 1 MiB), and the peak stays below 1.5 n.
+func readN(r io.Reader, n int64, known bool) ([]byte, int64, error) {
+	c := int64(1 << 20)
+	if known || n <= c {
+		c = n
+	}
+	b := make([]byte, c)
+	got, err := io.ReadFull(r, b)
+	for int64(got) == c && c < n && err == nil {
+		next := 2 * c
+		if next > n/2 {
+			next = n
+		}
+		nb := make([]byte, next)
+		copy(nb, b)
+		b, c = nb, next
+		var m int
+		m, err = io.ReadFull(r, b[got:])
+		got += m
+	}
+	return b, int64(got), err
+}
+
+// DecodeIDX reads an IDX file of unsigned bytes (type code 0x08) from r and
+// returns its dimensions and data. name is used in errors. gzip-compressed
+// input is detected by its magic number and decompressed. The data may be
+// at most 1 GiB.
+func DecodeIDX(r io.Reader, name string) (dims []int, payload []byte, err error) {
+	s, err := openIDX(r, name, -1, 0, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	if payload, err = s.payload(); err != nil {
+		return nil, nil, err
+	}
+	return s.dims, payload, nil
+}
+
+// ReadIDX reads a pair of IDX files, images (N x H x W, magic number
+// 0x00000803) and labels (N, magic number 0x00000801), as a Set with one
+// channel and labels below 10. It refuses images whose float32 pixels would
+// take more than DefaultMaxBytes, before reading them.
 func ReadIDX(imagesPath, labelsPath string) (*Set, error) {
-	imDims, pixels, err := decodeIDXFile(imagesPath)
+	imf, err := os.Open(imagesPath)
+	if err != nil {
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	defer imf.Close()
+	im, err := openIDX(imf, imagesPath, regularSize(imf), 3, "images, N x H x W")
 	if err != nil {
 		return nil, err
 	}
-	if len(imDims) != 3 {
-		return nil, fmt.Errorf("%w: %s: images have %d dimensions, want 3 (N x H x W)", ErrFormat, imagesPath, len(imDims))
+	lbf, err := os.Open(labelsPath)
+	if err != nil {
+		return nil, fmt.Errorf("data: %w", err)
 	}
-	lbDims, labels, err := decodeIDXFile(labelsPath)
+	defer lbf.Close()
+	lb, err := openIDX(lbf, labelsPath, regularSize(lbf), 1, "labels, N")
 	if err != nil {
 		return nil, err
 	}
-	if len(lbDims) != 1 {
-		return nil, fmt.Errorf("%w: %s: labels have %d dimensions, want 1", ErrFormat, labelsPath, len(lbDims))
+	n, h, w := im.dims[0], im.dims[1], im.dims[2]
+	if lb.dims[0] != n {
+		return nil, fmt.Errorf("%w: %s has %d images but %s has %d labels", ErrFormat, imagesPath, n, labelsPath, lb.dims[0])
 	}
-	if lbDims[0] != imDims[0] {
-		return nil, fmt.Errorf("%w: %s has %d images but %s has %d labels", ErrFormat, imagesPath, imDims[0], labelsPath, lbDims[0])
+	if b := PixelBytes(n, 1, h, w); b > DefaultMaxBytes {
+		return nil, fmt.Errorf("%w: %s: %d images of %dx%d take %d bytes as float32, more than the %d of data.DefaultMaxBytes", ErrFormat, imagesPath, n, h, w, b, DefaultMaxBytes)
 	}
-	return newSet(imagesPath, imDims[0], 1, imDims[1], imDims[2], pixels, labels, 10)
+	pixels, err := im.payload()
+	if err != nil {
+		return nil, err
+	}
+	labels, err := lb.payload()
+	if err != nil {
+		return nil, err
+	}
+	return newSet(imagesPath, []string{imagesPath, labelsPath}, n, 1, h, w, pixels, labels, labelsPath, 10)
 }
 
-func decodeIDXFile(path string) ([]int, []byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("data: %w", err)
+// regularSize returns the size of f if it is a regular file, else -1.
+func regularSize(f *os.File) int64 {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return -1
 	}
-	defer f.Close()
-	return DecodeIDX(f, path)
+	return fi.Size()
 }

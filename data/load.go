@@ -1,8 +1,12 @@
 package data
 
 import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,7 +30,13 @@ func DefaultDir(dataset string) string {
 
 // Load reads the training set (train true) or the test set of a dataset
 // from dir ("" for DefaultDir). MNIST-format files may be raw or gzip;
-// CIFAR-10 batches may sit in dir or in dir/cifar-10-batches-bin.
+// CIFAR-10 batches may sit in dir or in dir/cifar-10-batches-bin. The
+// Set's Files are the files read.
+//
+// When a file is present in both forms (raw and .gz, or in dir and in
+// dir/cifar-10-batches-bin), Load reads a .gz whose SHA-256 is the one
+// Sources[dataset] publishes; otherwise it refuses, naming both, unless
+// both hold the same data. Errors for missing files match fs.ErrNotExist.
 func Load(dataset, dir string, train bool) (*Set, error) {
 	if dir == "" {
 		dir = DefaultDir(dataset)
@@ -37,13 +47,13 @@ func Load(dataset, dir string, train bool) (*Set, error) {
 		if train {
 			prefix = "train"
 		}
-		im, err := findFile(dir, prefix+"-images-idx3-ubyte", prefix+"-images-idx3-ubyte.gz")
+		im, err := pickIDX(dataset, dir, prefix+"-images-idx3-ubyte")
 		if err != nil {
-			return nil, fmt.Errorf("data: %s: %w", dataset, err)
+			return nil, err
 		}
-		lb, err := findFile(dir, prefix+"-labels-idx1-ubyte", prefix+"-labels-idx1-ubyte.gz")
+		lb, err := pickIDX(dataset, dir, prefix+"-labels-idx1-ubyte")
 		if err != nil {
-			return nil, fmt.Errorf("data: %s: %w", dataset, err)
+			return nil, err
 		}
 		s, err := ReadIDX(im, lb)
 		if err != nil {
@@ -58,9 +68,9 @@ func Load(dataset, dir string, train bool) (*Set, error) {
 		}
 		paths := make([]string, len(names))
 		for i, n := range names {
-			p, err := findFile(dir, n, filepath.Join("cifar-10-batches-bin", n))
+			p, err := pickCIFAR(dir, n)
 			if err != nil {
-				return nil, fmt.Errorf("data: cifar10: %w", err)
+				return nil, err
 			}
 			paths[i] = p
 		}
@@ -74,15 +84,153 @@ func Load(dataset, dir string, train bool) (*Set, error) {
 	return nil, fmt.Errorf("data: unknown dataset %q (want mnist, fashion-mnist or cifar10)", dataset)
 }
 
-// findFile returns the first of names that exists in dir.
-func findFile(dir string, names ...string) (string, error) {
-	for _, n := range names {
-		p := filepath.Join(dir, n)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return "", err
+// LoadSplit reads the training and the test set of a dataset from dir, as
+// Load does, and checks that their images have the same shape and their
+// labels the same range: a model trained on one must take the other.
+func LoadSplit(dataset, dir string) (train, test *Set, err error) {
+	if train, err = Load(dataset, dir, true); err != nil {
+		return nil, nil, err
+	}
+	if test, err = Load(dataset, dir, false); err != nil {
+		return nil, nil, err
+	}
+	if train.C != test.C || train.H != test.H || train.W != test.W || train.Classes != test.Classes {
+		return nil, nil, fmt.Errorf("%w: %s: the training images (%s) are %dx%dx%d with %d classes but the test images (%s) are %dx%dx%d with %d classes",
+			ErrFormat, dataset, train.source(), train.C, train.H, train.W, train.Classes, test.source(), test.C, test.H, test.W, test.Classes)
+	}
+	return train, test, nil
+}
+
+// exists reports whether path exists, following symlinks.
+func exists(path string) (bool, error) {
+	_, err := os.Stat(path)
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return false, fmt.Errorf("data: %w", err)
+}
+
+// pickIDX returns the path of IDX file name in dir, raw or gzip (name.gz).
+func pickIDX(dataset, dir, name string) (string, error) {
+	raw, gz := filepath.Join(dir, name), filepath.Join(dir, name+".gz")
+	hasRaw, err := exists(raw)
+	if err != nil {
+		return "", err
+	}
+	hasGz, err := exists(gz)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case !hasRaw && !hasGz:
+		return "", fmt.Errorf("data: %s: neither %s nor %s exists: %w", dataset, raw, gz, fs.ErrNotExist)
+	case !hasGz:
+		return raw, nil
+	case !hasRaw:
+		return gz, nil
+	}
+	if published(dataset, name+".gz", gz) {
+		return gz, nil
+	}
+	same, err := sameData(raw, gz, true)
+	if err != nil {
+		return "", err
+	}
+	if !same {
+		return "", fmt.Errorf("data: %s: both %s and %s exist and hold different data, and %s is not the published download; remove the stale one", dataset, raw, gz, gz)
+	}
+	return gz, nil
+}
+
+// pickCIFAR returns the path of CIFAR-10 batch name, in dir or in
+// dir/cifar-10-batches-bin.
+func pickCIFAR(dir, name string) (string, error) {
+	top, sub := filepath.Join(dir, name), filepath.Join(dir, cifarFolder, name)
+	hasTop, err := exists(top)
+	if err != nil {
+		return "", err
+	}
+	hasSub, err := exists(sub)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case !hasTop && !hasSub:
+		return "", fmt.Errorf("data: cifar10: neither %s nor %s exists: %w", top, sub, fs.ErrNotExist)
+	case !hasSub:
+		return top, nil
+	case !hasTop:
+		return sub, nil
+	}
+	same, err := sameData(top, sub, false)
+	if err != nil {
+		return "", err
+	}
+	if !same {
+		return "", fmt.Errorf("data: cifar10: both %s and %s exist and hold different data; remove the stale one", top, sub)
+	}
+	return sub, nil
+}
+
+// published reports whether the file at path has the SHA-256 that
+// Sources publishes for dataset's file of that name.
+func published(dataset, name, path string) bool {
+	for _, f := range Sources[dataset].Files {
+		if f.Name == name {
+			sum, err := fileSHA256(path)
+			return err == nil && sum == f.SHA256
 		}
 	}
-	return "", fmt.Errorf("none of %v in %s: %w", names, dir, fs.ErrNotExist)
+	return false
+}
+
+// sameData reports whether the files at a and b hold the same bytes, b
+// decompressed first if gunzip is set. It reads no more of b than a holds,
+// plus one byte.
+func sameData(a, b string, gunzip bool) (bool, error) {
+	fa, err := os.Open(a)
+	if err != nil {
+		return false, fmt.Errorf("data: %w", err)
+	}
+	defer fa.Close()
+	fb, err := os.Open(b)
+	if err != nil {
+		return false, fmt.Errorf("data: %w", err)
+	}
+	defer fb.Close()
+	var rb io.Reader = bufio.NewReader(fb)
+	if gunzip {
+		zr, err := gzip.NewReader(rb)
+		if err != nil {
+			return false, fmt.Errorf("%w: %s: gzip: %v", ErrFormat, b, err)
+		}
+		rb = zr
+	}
+	ra := bufio.NewReader(fa)
+	bufA, bufB := make([]byte, 64<<10), make([]byte, 64<<10)
+	for {
+		na, errA := io.ReadFull(ra, bufA)
+		endA := errors.Is(errA, io.EOF) || errors.Is(errA, io.ErrUnexpectedEOF)
+		if errA != nil && !endA {
+			return false, fmt.Errorf("data: reading %s: %w", a, errA)
+		}
+		nb, errB := io.ReadFull(rb, bufB[:na])
+		if errB != nil && !errors.Is(errB, io.EOF) && !errors.Is(errB, io.ErrUnexpectedEOF) {
+			return false, fmt.Errorf("%w: reading %s: %v", ErrFormat, b, errB)
+		}
+		if nb != na || !bytes.Equal(bufA[:na], bufB[:nb]) {
+			return false, nil
+		}
+		if endA {
+			// a has ended: b must end too.
+			n, err := io.ReadFull(rb, bufB[:1])
+			if n == 0 && err != nil && !errors.Is(err, io.EOF) {
+				return false, fmt.Errorf("%w: reading %s: %v", ErrFormat, b, err)
+			}
+			return n == 0, nil
+		}
+	}
 }

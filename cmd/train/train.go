@@ -60,6 +60,8 @@ func imageSize(model, dataset string) int {
 	return 32
 }
 
+// loadData downloads the data set if asked, reads its training and test
+// sets and resizes them to the model's side.
 func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set, err error) {
 	dir := c.dataDir
 	if dir == "" {
@@ -67,19 +69,26 @@ func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set
 	}
 	if c.download {
 		fmt.Fprintf(w, "downloading %s into %s\n", c.dataset, dir)
-		if err := data.Download(ctx, nil, c.dataset, dir); err != nil {
+		// The zero Downloader bounds each request (connect, idle, overall)
+		// and goes on to the next mirror when one stalls.
+		var dl data.Downloader
+		if err := dl.Download(ctx, c.dataset, dir); err != nil {
 			return nil, nil, err
 		}
 	}
-	if train, err = data.Load(c.dataset, dir, true); err != nil {
-		return nil, nil, fmt.Errorf("%w (use -data DIR, or -download for mnist and cifar10)", err)
-	}
-	if test, err = data.Load(c.dataset, dir, false); err != nil {
+	if train, test, err = data.LoadSplit(c.dataset, dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w (use -data DIR, or -download for mnist and cifar10)", err)
+		}
 		return nil, nil, err
 	}
 	side := imageSize(c.model, c.dataset)
-	train = train.Limit(c.limitTrain).Resize(side, side)
-	test = test.Limit(c.limitTest).Resize(side, side)
+	if train, err = train.Limit(c.limitTrain).Resize(side, side, 0); err != nil {
+		return nil, nil, err
+	}
+	if test, err = test.Limit(c.limitTest).Resize(side, side, 0); err != nil {
+		return nil, nil, err
+	}
 	return train, test, nil
 }
 
