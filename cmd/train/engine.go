@@ -38,6 +38,8 @@ type engine interface {
 	run() (loss float64, logits []float32, err error)
 	// solver returns the optimizer of the parameters.
 	solver() solver
+	// discard drops the gradients of the last run without a step.
+	discard()
 	// store copies the parameters into their Gorgonia nodes, load the other
 	// way (around checkpoints and reads of the node values).
 	store() error
@@ -107,6 +109,9 @@ func (e *tapeEngine) run() (float64, []float32, error) {
 }
 
 func (e *tapeEngine) solver() solver { return e.s }
+
+// discard clears the gradients: the tape machine adds the next run's to them.
+func (e *tapeEngine) discard() { _ = e.s.ZeroGrad() }
 func (e *tapeEngine) store() error   { return nil } // the nodes hold the parameters
 func (e *tapeEngine) load() error    { return nil }
 
@@ -212,6 +217,9 @@ func (e *programEngine) run() (float64, []float32, error) {
 }
 
 func (e *programEngine) solver() solver { return e.s }
+
+// discard does nothing: a program writes its gradients afresh each run.
+func (e *programEngine) discard() {}
 func (e *programEngine) store() error   { return e.prog.StoreParams() }
 func (e *programEngine) load() error    { return e.prog.LoadParams() }
 

@@ -37,7 +37,9 @@ type config struct {
 	momentum                float64
 	epochs, batch           int
 	seed                    uint64
-	evalEvery               int
+	evalEvery, evalSubset   int
+	nonFinite               string
+	rgdMomentum             float64
 	out                     string
 	limitTrain, limitTest   int
 	device                  string
@@ -55,6 +57,7 @@ type config struct {
 	flags     map[string]string // every flag's value but -resume, saved in checkpoints
 	resumed   *checkpoint.File  // the checkpoint at resume
 	stopAfter int               // tests: stop as if interrupted before this step
+	nanSteps  map[int]bool      // tests: put a NaN into the batch of these steps
 }
 
 // parseFlags parses and checks the command line. With -resume it reads the
@@ -84,6 +87,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	if _, ok := saved["rgd-momentum"]; !ok && saved["momentum"] != "" {
+		// Checkpoints from before -rgd-momentum: -momentum set RGD's too.
+		saved["rgd-momentum"] = saved["momentum"]
+		names = append(names, "rgd-momentum")
+	}
 	for _, name := range names {
 		if fs.Lookup(name) == nil || name == "resume" {
 			return c, fmt.Errorf("-resume %s: the checkpoint sets flag -%s, which this build does not have", path, name)
@@ -114,7 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 // resumable lists the flags a resumed run may change: none of them changes
 // the steps it takes.
-var resumable = map[string]bool{"epochs": true, "eval-every": true, "save-every": true, "keep": true, "min-accuracy": true,
+var resumable = map[string]bool{"epochs": true, "eval-every": true, "eval-subset": true, "nonfinite": true, "save-every": true, "keep": true, "min-accuracy": true,
 	"data": true, "download": true, "out": true, "device": true, "cpuprofile": true, "engine": true, "kernel-profile": true}
 
 func resumableList() string {
@@ -140,11 +148,14 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.Float64Var(&c.lrOther, "lr-other", 0.05, "step size of the unconstrained parameters")
 	fs.StringVar(&c.other, "other", "sgd", "optimizer of the unconstrained parameters: sgd or adam")
 	fs.StringVar(&c.schedule, "schedule", "cosine", "step-size schedule of both -lr and -lr-other: const, or cosine (decays to 0 over all -epochs)")
-	fs.Float64Var(&c.momentum, "momentum", 0.9, "SGD momentum of the unconstrained parameters, and RGD momentum")
+	fs.Float64Var(&c.momentum, "momentum", 0.9, "SGD momentum of the unconstrained parameters")
+	fs.Float64Var(&c.rgdMomentum, "rgd-momentum", 0.9, "momentum of RGD on the orthogonal weights (-optim rgd)")
 	fs.IntVar(&c.epochs, "epochs", 1, "passes over the training set")
 	fs.IntVar(&c.batch, "batch", 16, "mini-batch size")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of initialisation, shuffling and sampling")
-	fs.IntVar(&c.evalEvery, "eval-every", 0, "evaluate on the test set every N steps (0: at the end of each epoch)")
+	fs.IntVar(&c.evalEvery, "eval-every", 0, "evaluate every N steps on the first -eval-subset test images, besides the whole test set at the end of each epoch (0: about ten times an epoch, so that metrics.png's accuracy panel is a curve; -1: only at the ends of epochs)")
+	fs.IntVar(&c.evalSubset, "eval-subset", 2000, "test images of the evaluations within an epoch (0: all)")
+	fs.StringVar(&c.nonFinite, "nonfinite", "stop", "on a NaN or Inf loss or gradient: stop, or skip the batch (counted in metrics.csv and the summary; the run stops after 10 in a row)")
 	fs.StringVar(&c.out, "out", "checkpoints", "folder under which the run's folder is created (also by -resume from a checkpoint that is not its run's newest)")
 	fs.IntVar(&c.limitTrain, "limit-train", 0, "use only the first N training examples (0: all)")
 	fs.IntVar(&c.limitTest, "limit-test", 0, "use only the first N test examples (0: all)")
@@ -193,6 +204,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		oneOf("schedule", c.schedule, "const", "cosine"),
 		oneOf("device", c.device, "cpu", "cuda"),
 		oneOf("engine", c.engine, engines...),
+		oneOf("nonfinite", c.nonFinite, "stop", "skip"),
 	} {
 		if e != nil {
 			return c, fs, e
@@ -205,8 +217,14 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		return c, fs, errors.New("-device cuda runs on Gorgonia's tape machine (-engine tape) until package program has a CUDA backend")
 	case c.epochs < 1 || c.batch < 1:
 		return c, fs, fmt.Errorf("-epochs %d and -batch %d must be at least 1", c.epochs, c.batch)
-	case c.limitTrain < 0 || c.limitTest < 0 || c.evalEvery < 0:
-		return c, fs, errors.New("-limit-train, -limit-test and -eval-every must not be negative")
+	case c.limitTrain < 0 || c.limitTest < 0 || c.evalSubset < 0:
+		return c, fs, errors.New("-limit-train, -limit-test and -eval-subset must not be negative")
+	case c.evalEvery < -1:
+		return c, fs, fmt.Errorf("-eval-every %d: want N > 0, 0 (about ten times an epoch) or -1 (at the ends of epochs)", c.evalEvery)
+	case c.r < 2:
+		return c, fs, fmt.Errorf("-r %d: RSDM's submanifold size must be at least 2 (and at most the rows of every orthogonal weight)", c.r)
+	case c.momentum < 0 || c.momentum >= 1 || c.rgdMomentum < 0 || c.rgdMomentum >= 1:
+		return c, fs, fmt.Errorf("-momentum %v and -rgd-momentum %v: want 0 <= momentum < 1", c.momentum, c.rgdMomentum)
 	case c.hidden < 1 || c.depth < 0 || c.dim < 1 || c.heads < 1 || c.mlp < 1 || c.patch < 1:
 		return c, fs, errors.New("-hidden, -dim, -heads, -mlp and -patch must be at least 1, -depth at least 0")
 	case c.model == "vit" && (c.dim%c.heads != 0 || 32%c.patch != 0):
@@ -224,18 +242,22 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	return c, fs, nil
 }
 
-func main() {
+func main() { os.Exit(mainCode()) }
+
+// mainCode runs the command and returns its exit code, after its deferred
+// work (the CPU profile's flush) has run on every path.
+func mainCode() int {
 	c, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
+		return 0
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "train:", err)
-		os.Exit(2)
+		return 2
 	}
 	if err := selectDevice(&c, os.Args, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "train:", err)
-		os.Exit(1)
+		return 1
 	}
 	if c.cpuProfile != "" {
 		f, err := os.Create(c.cpuProfile)
@@ -244,9 +266,14 @@ func main() {
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "train: -cpuprofile:", err)
-			os.Exit(1)
+			return 1
 		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "train: -cpuprofile:", err)
+			}
+		}()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -255,9 +282,10 @@ func main() {
 	switch {
 	case errors.As(err, &interrupted):
 		fmt.Fprintln(os.Stderr, "train:", err)
-		os.Exit(130)
+		return 130
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "train:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

@@ -24,8 +24,7 @@ import (
 // TestMain lets the kill test run this test binary as cmd/train.
 func TestMain(m *testing.M) {
 	if os.Getenv("ORTHONET_TRAIN_MAIN") == "1" {
-		main()
-		os.Exit(0)
+		os.Exit(mainCode())
 	}
 	os.Exit(m.Run())
 }
@@ -282,7 +281,7 @@ func TestKillResume(t *testing.T) {
 	fixture(t, 50, "t10k", dir, 2)
 	out := t.TempDir()
 	args := []string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8",
-		"-lr-other", "0.05", "-batch", "10", "-epochs", "150", "-save-every", "1", "-keep", "2"}
+		"-lr-other", "0.05", "-batch", "10", "-epochs", "150", "-save-every", "1", "-keep", "2", "-eval-every", "-1"}
 	rng := rand.New(rand.NewPCG(5, 5))
 	kills, lastStep := 0, -1
 	for i := 0; i < 50; i++ {

@@ -119,7 +119,7 @@ func TestResumeElsewhere(t *testing.T) {
 	fixture(t, 50, "t10k", data, 2)
 	out := t.TempDir()
 	base := []string{"-dataset", "mnist", "-data", data, "-hidden", "32", "-depth", "2", "-r", "8", "-batch", "10",
-		"-epochs", "2", "-save-every", "10", "-keep", "10"}
+		"-epochs", "2", "-save-every", "10", "-keep", "10", "-eval-every", "-1"}
 	train := func(args ...string) string {
 		t.Helper()
 		c, err := parseFlags(args, io.Discard)

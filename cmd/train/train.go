@@ -49,6 +49,8 @@ type metric struct {
 	Loss        float64  `json:"loss"`
 	Accuracy    float64  `json:"accuracy"`
 	Feasibility *float64 `json:"feasibility,omitempty"` // largest ||W^T W - I||_F where measured (test rows)
+	Examples    int      `json:"examples,omitempty"`    // test images evaluated (test rows)
+	Skipped     int      `json:"skipped,omitempty"`     // batches skipped for a non-finite loss or gradient (train rows)
 }
 
 // imageSize is the side the paper resizes each data set to: 32 for the ViT,
@@ -112,7 +114,7 @@ func newRunDir(out string, parent *checkpoint.Origin) (*checkpoint.Run, error) {
 func solverConfig(c config) optim.SolverConfig {
 	sc := optim.SolverConfig{
 		RSDM:  optim.RSDMConfig{LR: c.lr, SubmanifoldSize: c.r, Seed: c.seed},
-		RGD:   optim.RGDConfig{LR: c.lr, Momentum: c.momentum},
+		RGD:   optim.RGDConfig{LR: c.lr, Momentum: c.rgdMomentum},
 		Other: optim.OtherConfig{LR: c.lrOther, Momentum: c.momentum},
 	}
 	if c.optim == "rgd" {
@@ -140,6 +142,8 @@ type progress struct {
 	Best     float64  `json:"best_accuracy"`
 	BestStep int      `json:"best_step"`
 	Metrics  []metric `json:"metrics"`
+	Skipped  int      `json:"skipped,omitempty"`  // batches skipped in all (-nonfinite skip)
+	SkipRun  int      `json:"skip_run,omitempty"` // of them, in a row up to now
 }
 
 // window accumulates training loss and accuracy between two log lines.
@@ -147,6 +151,7 @@ type window struct {
 	Loss     float64 `json:"loss"`
 	Accuracy float64 `json:"accuracy"`
 	Count    int     `json:"count"`
+	Skipped  int     `json:"skipped,omitempty"`
 }
 
 // trainer holds a run: data, graphs, optimizer and progress.
@@ -227,19 +232,30 @@ func (t *trainer) seconds() float64 { return t.st.Seconds + time.Since(t.start).
 
 // evaluate measures the test loss and accuracy during epoch (from 0) and
 // records them.
-func (t *trainer) evaluate(epoch int) (metric, error) {
+func (t *trainer) evaluate(epoch int) (metric, error) { return t.evaluateFirst(epoch, t.test.N) }
+
+// evaluateFirst evaluates on the first n test images.
+func (t *trainer) evaluateFirst(epoch, n int) (metric, error) {
 	if err := t.eng.store(); err != nil { // the feasibility reads the nodes
 		return metric{}, err
 	}
-	m, err := evaluateOn(t.eng, t.evNet, t.test)
+	m, err := evaluateOn(t.eng, t.evNet, t.test, n)
 	if err != nil {
 		return m, err
 	}
-	m.Kind, m.Epoch, m.Step, m.Seconds = "test", epoch+1, t.st.Step, t.seconds()
+	if math.IsNaN(m.Loss) || math.IsInf(m.Loss, 0) {
+		writeOutputs(t.dir, t.st.Metrics, t.w)
+		return m, fmt.Errorf("epoch %d, step %d: the test loss is %v: the weights diverged; stopping (try a smaller -lr or -lr-other)", epoch+1, t.st.Step, m.Loss)
+	}
+	m.Kind, m.Epoch, m.Step, m.Seconds, m.Examples = "test", epoch+1, t.st.Step, t.seconds(), n
 	feas := maxFeasibility(t.net.Orthogonal())
 	m.Feasibility = &feas
 	t.st.Metrics = append(t.st.Metrics, m)
-	fmt.Fprintf(t.w, "epoch %d step %d: test loss %.4f, test accuracy %.2f%%, max ||W^T W - I||_F %.2e\n", m.Epoch, m.Step, m.Loss, 100*m.Accuracy, feas)
+	on := ""
+	if n < t.test.N {
+		on = fmt.Sprintf(" (first %d test images)", n)
+	}
+	fmt.Fprintf(t.w, "epoch %d step %d: test loss %.4f, test accuracy %.2f%%%s, max ||W^T W - I||_F %.2e\n", m.Epoch, m.Step, m.Loss, 100*m.Accuracy, on, feas)
 	return m, nil
 }
 
@@ -252,14 +268,20 @@ func (t *trainer) noteBest(m metric) bool {
 	return false
 }
 
-// evaluateAndSave evaluates mid-epoch and saves a checkpoint if the test
-// accuracy is the best so far or save is set.
+// evaluateAndSave evaluates mid-epoch, on the first -eval-subset test
+// images, and saves a checkpoint if save is set or the accuracy on the whole
+// test set is the best so far (a subset's is not compared with it).
 func (t *trainer) evaluateAndSave(save bool) (metric, error) {
-	m, err := t.evaluate(t.st.Epoch)
+	n := t.test.N
+	if t.c.evalSubset > 0 {
+		n = min(n, t.c.evalSubset)
+	}
+	m, err := t.evaluateFirst(t.st.Epoch, n)
 	if err != nil {
 		return m, err
 	}
-	if best := t.noteBest(m); save || best {
+	best := n == t.test.N && t.noteBest(m)
+	if save || best {
 		err = t.save(best)
 	}
 	return m, err
@@ -295,6 +317,10 @@ func (t *trainer) run(ctx context.Context) error {
 	labels := make([]int, c.batch)
 	t.start = time.Now()
 	logEvery := max(1, steps/100)
+	evalEvery := c.evalEvery
+	if evalEvery == 0 { // auto: ten evaluations an epoch, so that the accuracy panel is a curve
+		evalEvery = max(1, steps/10)
+	}
 	var final metric
 	if n := len(t.st.Metrics); n > 0 && t.st.Metrics[n-1].Kind == "test" {
 		final = t.st.Metrics[n-1]
@@ -326,6 +352,9 @@ func (t *trainer) run(ctx context.Context) error {
 			if n < c.batch {
 				return fmt.Errorf("epoch %d: batch %d holds %d examples, want %d", epoch+1, t.st.Batch, n, c.batch)
 			}
+			if c.nanSteps[t.st.Step] {
+				images[0] = float32(math.NaN())
+			}
 			t.net.fill(images, c.batch)
 			if t.net.vit != nil {
 				t.net.vit.FillMasks(t.maskRNG)
@@ -337,36 +366,45 @@ func (t *trainer) run(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("step %d: %w", t.st.Step, err)
 			}
-			if math.IsNaN(lv) || math.IsInf(lv, 0) {
-				writeOutputs(t.dir, t.st.Metrics, w)
-				msg := fmt.Sprintf("epoch %d, step %d: the training loss is %v; stopping rather than training on garbage (try a smaller -lr or -lr-other)", epoch+1, t.st.Step, lv)
-				if t.last != "" {
-					msg += "; the last checkpoint is " + t.last
-				}
-				return errors.New(msg)
-			}
-			acc, err := nn.Accuracy(logits, labels, t.train.Classes)
-			if err != nil {
-				return err
-			}
 			if c.schedule == "cosine" {
 				f := 0.5 * (1 + math.Cos(math.Pi*float64(t.st.Step)/float64(c.epochs*steps)))
 				if err := t.solver.SetLR(c.lr*f, c.lrOther*f); err != nil {
 					return err
 				}
 			}
-			if err := t.solver.Step(); err != nil {
+			var bad error // a non-finite loss or gradient: the step is not taken
+			if math.IsNaN(lv) || math.IsInf(lv, 0) {
+				bad = fmt.Errorf("the training loss is %v", lv)
+				t.eng.discard()
+			} else if err := t.solver.Step(); errors.Is(err, optim.ErrNotFinite) {
+				bad = err
+			} else if err != nil {
 				return fmt.Errorf("step %d: %w", t.st.Step, err)
+			}
+			var acc float64
+			if bad != nil {
+				if err := t.skip(bad, epoch); err != nil {
+					return err
+				}
+			} else {
+				t.st.SkipRun = 0
+				if acc, err = nn.Accuracy(logits, labels, t.train.Classes); err != nil {
+					return err
+				}
 			}
 			t.st.Batch++
 			t.st.Step++
 			win := &t.st.Window
-			win.Loss += lv
-			win.Accuracy += acc
-			win.Count++
-			if t.st.Step%logEvery == 0 {
+			if bad != nil {
+				win.Skipped++
+			} else {
+				win.Loss += lv
+				win.Accuracy += acc
+				win.Count++
+			}
+			if t.st.Step%logEvery == 0 && win.Count > 0 {
 				t.st.Metrics = append(t.st.Metrics, metric{Kind: "train", Epoch: epoch + 1, Step: t.st.Step, Seconds: t.seconds(),
-					Loss: win.Loss / float64(win.Count), Accuracy: win.Accuracy / float64(win.Count)})
+					Loss: win.Loss / float64(win.Count), Accuracy: win.Accuracy / float64(win.Count), Skipped: win.Skipped})
 				rate := float64((t.st.Batch-firstBatch)*c.batch) / time.Since(epochStart).Seconds()
 				desc := fmt.Sprintf("epoch %d/%d loss %.4f acc %.1f%% %.0f samples/s", epoch+1, c.epochs, win.Loss/float64(win.Count), 100*win.Accuracy/float64(win.Count), rate)
 				if bar != nil {
@@ -380,11 +418,11 @@ func (t *trainer) run(ctx context.Context) error {
 				_ = bar.Add(1)
 			}
 			save := c.saveEvery > 0 && t.st.Step%c.saveEvery == 0
-			if c.evalEvery > 0 && t.st.Step%c.evalEvery == 0 {
-				if final, err = t.evaluateAndSave(save); err != nil {
+			if evalEvery > 0 && t.st.Step%evalEvery == 0 && t.st.Batch < steps {
+				if _, err = t.evaluateAndSave(save); err != nil {
 					return err
 				}
-			} else if save {
+			} else if save && t.st.Batch < steps {
 				if err := t.save(false); err != nil {
 					return err
 				}
@@ -394,14 +432,12 @@ func (t *trainer) run(ctx context.Context) error {
 			_ = bar.Finish()
 			fmt.Fprintln(os.Stderr)
 		}
-		best := false
-		if c.evalEvery == 0 || t.st.Step%c.evalEvery != 0 {
-			var err error
-			if final, err = t.evaluate(epoch); err != nil {
-				return err
-			}
-			best = t.noteBest(final)
+		// Every epoch ends with an evaluation on the whole test set.
+		var err error
+		if final, err = t.evaluate(epoch); err != nil {
+			return err
 		}
+		best := t.noteBest(final)
 		t.st.Epoch, t.st.Batch = epoch+1, 0
 		if err := t.save(best); err != nil {
 			return err
@@ -409,6 +445,9 @@ func (t *trainer) run(ctx context.Context) error {
 	}
 	writeOutputs(t.dir, t.st.Metrics, w)
 	t.eng.report(w)
+	if t.st.Skipped > 0 {
+		fmt.Fprintf(w, "skipped %d batches with a non-finite loss or gradient (-nonfinite skip)\n", t.st.Skipped)
+	}
 	fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*final.Accuracy)
 	for _, n := range t.net.Orthogonal() {
 		fmt.Fprintf(w, "||W^T W - I||_F of %s: %.2e\n", n.Name(), feasibility(n))
@@ -416,6 +455,34 @@ func (t *trainer) run(ctx context.Context) error {
 	fmt.Fprintf(w, "checkpoint: %s\n", t.last)
 	if c.minAccuracy > 0 && 100*final.Accuracy < c.minAccuracy {
 		return fmt.Errorf("test accuracy %.2f%% is below -min-accuracy %.2f%%", 100*final.Accuracy, c.minAccuracy)
+	}
+	return nil
+}
+
+// maxSkipRun is how many batches in a row -nonfinite skip drops before it
+// stops the run.
+const maxSkipRun = 10
+
+// skip handles a step whose loss or gradient was not finite (why): with
+// -nonfinite stop it ends the run, with skip it counts the batch, which
+// moved nothing, and goes on unless maxSkipRun batches in a row were
+// skipped.
+func (t *trainer) skip(why error, epoch int) error {
+	where := fmt.Sprintf("epoch %d, step %d", epoch+1, t.st.Step)
+	if t.c.nonFinite == "stop" {
+		writeOutputs(t.dir, t.st.Metrics, t.w)
+		msg := fmt.Sprintf("%s: %v; stopping rather than training on garbage (try a smaller -lr or -lr-other, or -nonfinite skip to drop such batches)", where, why)
+		if t.last != "" {
+			msg += "; the last checkpoint is " + t.last
+		}
+		return errors.New(msg)
+	}
+	t.st.Skipped++
+	t.st.SkipRun++
+	fmt.Fprintf(t.w, "%s: %v; skipping the batch (nothing was updated)\n", where, why)
+	if t.st.SkipRun >= maxSkipRun {
+		writeOutputs(t.dir, t.st.Metrics, t.w)
+		return fmt.Errorf("%s: %d batches in a row had a non-finite loss or gradient; stopping (try a smaller -lr or -lr-other)", where, t.st.SkipRun)
 	}
 	return nil
 }
@@ -440,13 +507,13 @@ func maxFeasibility(ns G.Nodes) float64 {
 // evaluateOn returns the test loss and accuracy of the engine's evaluation
 // network ev over set; the last chunk is zero-padded and its padding
 // ignored.
-func evaluateOn(e engine, ev *network, s *data.Set) (metric, error) {
+func evaluateOn(e engine, ev *network, s *data.Set, count int) (metric, error) {
 	d, k := s.Dim(), s.Classes
 	batch := len(ev.xb) / d
 	var correct int
 	var lossSum float64
-	for lo := 0; lo < s.N; lo += batch {
-		n := min(batch, s.N-lo)
+	for lo := 0; lo < count; lo += batch {
+		n := min(batch, count-lo)
 		ev.fill(s.X[lo*d:(lo+n)*d], n)
 		z, err := e.evaluate()
 		if err != nil {
@@ -471,7 +538,7 @@ func evaluateOn(e engine, ev *network, s *data.Set) (metric, error) {
 			}
 		}
 	}
-	return metric{Loss: lossSum / float64(s.N), Accuracy: float64(correct) / float64(s.N)}, nil
+	return metric{Loss: lossSum / float64(count), Accuracy: float64(correct) / float64(count)}, nil
 }
 
 // writeOutputs writes metrics.csv and metrics.png into the run folder,
@@ -490,14 +557,21 @@ func writeOutputs(run *checkpoint.Run, metrics []metric, w io.Writer) {
 // measured.
 func writeCSV(f io.Writer, metrics []metric) error {
 	cw := csv.NewWriter(f)
-	_ = cw.Write([]string{"kind", "epoch", "step", "seconds", "loss", "accuracy", "max_feasibility"})
+	_ = cw.Write([]string{"kind", "epoch", "step", "seconds", "loss", "accuracy", "max_feasibility", "test_examples", "skipped"})
 	for _, m := range metrics {
 		feas := ""
 		if m.Feasibility != nil {
 			feas = strconv.FormatFloat(*m.Feasibility, 'g', 3, 64)
 		}
+		examples, skipped := "", ""
+		if m.Kind == "test" && m.Examples > 0 {
+			examples = strconv.Itoa(m.Examples)
+		}
+		if m.Kind == "train" {
+			skipped = strconv.Itoa(m.Skipped)
+		}
 		_ = cw.Write([]string{m.Kind, strconv.Itoa(m.Epoch), strconv.Itoa(m.Step), strconv.FormatFloat(m.Seconds, 'f', 3, 64),
-			strconv.FormatFloat(m.Loss, 'g', 6, 64), strconv.FormatFloat(m.Accuracy, 'g', 6, 64), feas})
+			strconv.FormatFloat(m.Loss, 'g', 6, 64), strconv.FormatFloat(m.Accuracy, 'g', 6, 64), feas, examples, skipped})
 	}
 	cw.Flush()
 	return cw.Error()
