@@ -97,4 +97,3 @@ func Example() {
 	// loss fell below a fifth of its start: true
 	// W1 on the manifold: true
 }
-

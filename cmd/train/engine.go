@@ -111,9 +111,9 @@ func (e *tapeEngine) run() (float64, []float32, error) {
 func (e *tapeEngine) solver() solver { return e.s }
 
 // discard clears the gradients: the tape machine adds the next run's to them.
-func (e *tapeEngine) discard() { _ = e.s.ZeroGrad() }
-func (e *tapeEngine) store() error   { return nil } // the nodes hold the parameters
-func (e *tapeEngine) load() error    { return nil }
+func (e *tapeEngine) discard()     { _ = e.s.ZeroGrad() }
+func (e *tapeEngine) store() error { return nil } // the nodes hold the parameters
+func (e *tapeEngine) load() error  { return nil }
 
 func (e *tapeEngine) evaluate() ([]float32, error) {
 	e.evm.Reset()
@@ -219,9 +219,9 @@ func (e *programEngine) run() (float64, []float32, error) {
 func (e *programEngine) solver() solver { return e.s }
 
 // discard does nothing: a program writes its gradients afresh each run.
-func (e *programEngine) discard() {}
-func (e *programEngine) store() error   { return e.prog.StoreParams() }
-func (e *programEngine) load() error    { return e.prog.LoadParams() }
+func (e *programEngine) discard()     {}
+func (e *programEngine) store() error { return e.prog.StoreParams() }
+func (e *programEngine) load() error  { return e.prog.LoadParams() }
 
 func (e *programEngine) evaluate() ([]float32, error) {
 	if err := e.eprog.SetInput(e.ev.x, e.evInputAny); err != nil {
