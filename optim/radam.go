@@ -46,7 +46,7 @@ func NewRiemannianAdam[T Float](m manifold.Manifold[T], cfg RiemannianAdamConfig
 	if err := checkLR(cfg.LR); err != nil {
 		return nil, err
 	}
-	ac := AdamConfig{LR: cfg.LR, Beta1: cfg.Beta1, Beta2: cfg.Beta2, Eps: cfg.Eps}
+	ac := AdamConfig(cfg)
 	if err := ac.defaults(); err != nil {
 		return nil, err
 	}

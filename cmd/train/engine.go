@@ -152,16 +152,15 @@ type programEngine struct {
 	loss        *G.Node
 	// The inputs, each converted to an interface once so that setting
 	// them does not allocate.
-	inputs       []*G.Node
-	inputData    []any
-	lossHost     []float32
-	lossAny      any
-	logits       []float32
-	logitsAny    any
-	evLogits     []float32
-	evLogitsAny  any
-	evInputAny   any
-	trainClasses int
+	inputs      []*G.Node
+	inputData   []any
+	lossHost    []float32
+	lossAny     any
+	logits      []float32
+	logitsAny   any
+	evLogits    []float32
+	evLogitsAny any
+	evInputAny  any
 }
 
 func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network) (*programEngine, error) {
