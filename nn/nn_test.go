@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/fused"
 	"github.com/orthonet/orthonet/internal/gradcheck"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
@@ -48,28 +50,59 @@ func checkGrad(t *testing.T, g *G.ExprGraph, loss *G.Node, wrt ...*G.Node) {
 }
 
 func TestLinearGradient(t *testing.T) {
-	for _, ortho := range []bool{false, true} {
-		g := G.NewGraph()
-		rng := newRNG(1)
-		x := input(g, "x", rng, 4, 6)
-		var l *Linear
-		var err error
-		if ortho {
-			l, err = NewOrthoLinear(g, "fc", 6, 3, tensor.Float64, true, rng)
-		} else {
-			l, err = NewLinear(g, "fc", 6, 3, tensor.Float64, true, rng)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Give the zero-initialised orthogonal bias a value that matters.
-		b := l.B.Value().Data().([]float64)
-		for i := range b {
-			b[i] = 0.1 * float64(i+1)
-		}
-		y := G.Must(l.Forward(x))
-		loss := G.Must(G.Sum(G.Must(G.Tanh(y))))
-		checkGrad(t, g, loss, x, l.W, l.B)
+	for _, c := range []struct {
+		ortho, bias bool
+		act         fused.Activation
+	}{
+		{false, true, fused.Identity}, {true, true, fused.Identity}, {false, false, fused.Identity},
+		{true, true, fused.ReLU}, {false, false, fused.ReLU},
+		{false, true, fused.GELUTanh}, {true, false, fused.GELUTanh},
+	} {
+		t.Run(fmt.Sprintf("ortho=%v,bias=%v,%v", c.ortho, c.bias, c.act), func(t *testing.T) {
+			g := G.NewGraph()
+			rng := newRNG(1)
+			x := input(g, "x", rng, 4, 6)
+			var l *Linear
+			var err error
+			if c.ortho {
+				l, err = NewOrthoLinear(g, "fc", 6, 3, tensor.Float64, c.bias, rng)
+			} else {
+				l, err = NewLinear(g, "fc", 6, 3, tensor.Float64, c.bias, rng)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			wrt := G.Nodes{x, l.W}
+			if c.bias {
+				// Give the zero-initialised orthogonal bias a value that matters.
+				b := l.B.Value().Data().([]float64)
+				for i := range b {
+					b[i] = 0.1 * float64(i+1)
+				}
+				wrt = append(wrt, l.B)
+			}
+			y := G.Must(l.ForwardAct(x, c.act))
+			lin := G.Must(l.Forward(x))
+			loss := G.Must(G.Sum(G.Must(G.Tanh(y))))
+			var yv, linv G.Value
+			G.Read(y, &yv)
+			G.Read(lin, &linv)
+			checkGrad(t, g, loss, wrt...)
+			// y is the activation of the plain layer's output.
+			f := map[fused.Activation]func(float64) float64{
+				fused.Identity: func(z float64) float64 { return z },
+				fused.ReLU:     func(z float64) float64 { return math.Max(z, 0) },
+				fused.GELUTanh: func(z float64) float64 {
+					return z / 2 * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(z+0.044715*z*z*z)))
+				},
+			}[c.act]
+			ys, zs := yv.Data().([]float64), linv.Data().([]float64)
+			for i, z := range zs {
+				if math.Abs(ys[i]-f(z)) > 1e-12 {
+					t.Fatalf("entry %d: %g, want %v(%g) = %g", i, ys[i], c.act, z, f(z))
+				}
+			}
+		})
 	}
 }
 
