@@ -99,6 +99,25 @@ func prepareGemm[T Float](b *Backend, k backend.Gemm) backend.Func {
 	a, bb, c := Host[T](k.A), Host[T](k.B), Host[T](k.C)
 	batches := k.Batches()
 	alpha, beta := T(k.Alpha), T(k.Beta)
+	if k.K == 0 && k.M > 0 && k.N > 0 {
+		// An empty sum: C = Beta C. BLAS would refuse the leading
+		// dimensions of A and B, which Check does not constrain here.
+		return func() error {
+			for i := 0; i < batches; i++ {
+				for r := 0; r < k.M; r++ {
+					row := c[i*k.StrideC+r*k.LDC:][:k.N]
+					for j := range row {
+						if beta == 0 {
+							row[j] = 0
+						} else {
+							row[j] *= beta
+						}
+					}
+				}
+			}
+			return nil
+		}
+	}
 	if batches == 1 && k.K <= 64 && k.M >= 128 && k.N >= 128 && b.threads > 1 {
 		// A product over a short inner dimension (a weight's gradient over
 		// a batch) is bound by memory, and OpenBLAS's threads share it
