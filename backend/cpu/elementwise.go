@@ -130,6 +130,11 @@ func binaryFunc[T Float](op backend.BinaryOp) (func(dst, a, b []T), error) {
 	gen := func(fn func(x, y T) T) func(dst, a, b []T) {
 		return func(dst, a, b []T) {
 			switch {
+			case len(a) == 1 && len(b) == 1 && len(dst) != 1:
+				v := fn(a[0], b[0])
+				for i := range dst {
+					dst[i] = v
+				}
 			case len(a) == 1 && len(dst) != 1:
 				x := a[0]
 				b = b[:len(dst)]
