@@ -91,7 +91,7 @@ func unaryFunc[T Float](op backend.UnaryOp) (func(dst, src []T), error) {
 		}, nil
 	case backend.Softplus:
 		return f(func(x float64) float64 {
-			if x > 30 {
+			if x > 36 { // exp(-x) is below half an ulp of x in float64
 				return x
 			}
 			return math.Log1p(math.Exp(x))
