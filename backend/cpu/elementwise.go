@@ -419,6 +419,11 @@ func prepareCopy[T Float](b *Backend, k backend.Copy) backend.Func {
 	// Drop axes of length 1 and merge axes that are contiguous in both
 	// views, so that the innermost loop is as long as possible.
 	shape, ss, ds := simplify(k.Shape, k.SrcStrides, k.DstStrides)
+	for _, n := range shape {
+		if n < 1 {
+			return func() error { return nil } // nothing to copy
+		}
+	}
 	src, dst := Host[T](k.Src), Host[T](k.Dst)
 	d := len(shape)
 	if d == 0 {
