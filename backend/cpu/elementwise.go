@@ -424,7 +424,15 @@ func prepareCopy[T Float](b *Backend, k backend.Copy) backend.Func {
 			return func() error { return nil } // nothing to copy
 		}
 	}
-	src, dst := Host[T](k.Src), Host[T](k.Dst)
+	// Negative strides reach below the operand's offset: index from the
+	// lowest element each view reaches (Check keeps it in the buffer).
+	var s0, d0 int
+	for i, n := range shape {
+		s0 -= min(ss[i], 0) * (n - 1)
+		d0 -= min(ds[i], 0) * (n - 1)
+	}
+	src := Host[T](backend.At(k.Src.Buf, k.Src.Off-s0))
+	dst := Host[T](backend.At(k.Dst.Buf, k.Dst.Off-d0))
 	d := len(shape)
 	if d == 0 {
 		return func() error {
@@ -451,28 +459,26 @@ func prepareCopy[T Float](b *Backend, k backend.Copy) backend.Func {
 			r /= shape[ax]
 		}
 		for row := lo; row < hi; row++ {
-			so, do := 0, 0
+			so, do := s0, d0
 			for ax := 0; ax < d-1; ax++ {
 				so += idx[ax] * ss[ax]
 				do += idx[ax] * ds[ax]
 			}
-			sv := src[so:]
-			dv := dst[do:]
 			switch {
 			case sIn == 1 && dIn == 1 && !k.Add:
-				copy(dv[:inner], sv[:inner])
+				copy(dst[do:do+inner], src[so:so+inner])
 			case sIn == 1 && dIn == 1:
-				dv, sv := dv[:inner], sv[:inner]
+				dv, sv := dst[do:do+inner], src[so:so+inner]
 				for i := range dv {
 					dv[i] += sv[i]
 				}
 			case k.Add:
 				for i := 0; i < inner; i++ {
-					dv[i*dIn] += sv[i*sIn]
+					dst[do+i*dIn] += src[so+i*sIn]
 				}
 			default:
 				for i := 0; i < inner; i++ {
-					dv[i*dIn] = sv[i*sIn]
+					dst[do+i*dIn] = src[so+i*sIn]
 				}
 			}
 			for ax := d - 2; ax >= 0; ax-- {
