@@ -244,6 +244,9 @@ func maxAbs[T Float](a []T) float64 {
 }
 
 func prepareRows[T Float](n, width int, rows, src, dst backend.Operand, gather bool) backend.Func {
+	if width == 0 {
+		return func() error { return nil } // rows of no elements
+	}
 	idx := Host[int32](rows)[:n]
 	s, d := Host[T](src), Host[T](dst)
 	limit := len(s) / width // rows of the indexed matrix
