@@ -22,6 +22,9 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 	if err := b.owns(k); err != nil {
 		return nil, err
 	}
+	if err := floatData(k); err != nil {
+		return nil, err
+	}
 	var f backend.Func
 	var err error
 	if is64(k) {
@@ -46,6 +49,21 @@ func (b *Backend) owns(k backend.Kernel) error {
 		}
 	}
 	return nil
+}
+
+// floatData refuses int32 data, which Check lets through, in the kernels
+// that compute on floats: all but Fill and CheckFinite.
+func floatData(k backend.Kernel) error {
+	switch k.(type) {
+	case backend.Fill, backend.CheckFinite:
+		return nil
+	}
+	for _, op := range k.Operands() {
+		if dt := backend.DTypeOf(op); dt == backend.Float32 || dt == backend.Float64 {
+			return nil
+		}
+	}
+	return fmt.Errorf("cpu: %s: %w: int32 data", k.Name(), backend.ErrUnsupported)
 }
 
 // is64 reports whether k works on float64 data.
