@@ -418,6 +418,9 @@ func (CheckProduct) Name() string { return "check-product" }
 
 // Check checks the operands.
 func (k CheckProduct) Check() error {
+	if k.RA < 0 || k.CA < 0 || k.CB < 0 {
+		return fmt.Errorf("backend: check-product: negative size %d x %d, %d x %d", k.RA, k.CA, k.RA, k.CB)
+	}
 	dt := DTypeOf(k.A)
 	if err := CheckOperand("check-product A", k.A, dt, k.RA*k.CA); err != nil {
 		return err
