@@ -33,27 +33,31 @@ func TestDType(t *testing.T) {
 }
 
 func TestOpNames(t *testing.T) {
+	// The named functions are numbered from 1 without gaps, each with its
+	// own name; Check refuses exactly the unnamed ones.
+	one := backend.At(buf{backend.Float32, 1}, 0)
 	seen := map[string]bool{}
-	for op := backend.UnaryOp(1); op <= backend.Identity; op++ {
-		if s := op.String(); strings.HasPrefix(s, "UnaryOp") || seen[s] {
-			t.Errorf("UnaryOp %d named %q", op, s)
-		} else {
-			seen[s] = true
+	last := true // whether op-1 is named
+	for op := backend.UnaryOp(0); op < 255; op++ {
+		s, err := op.String(), (backend.Map{Op: op, N: 1, Src: one, Dst: one}).Check()
+		named := s != fmt.Sprintf("UnaryOp(%d)", op)
+		if named == (err != nil) || seen[s] || named && (op == 0 || !last) {
+			t.Errorf("UnaryOp %d: named %q, Check: %v", op, s, err)
 		}
-	}
-	if s := (backend.Identity + 1).String(); s != fmt.Sprintf("UnaryOp(%d)", backend.Identity+1) {
-		t.Errorf("the UnaryOp after Identity is named %q", s)
+		seen[s], last = true, named || op == 0
 	}
 	clear(seen)
-	for op := backend.BinaryOp(1); op <= backend.Min2; op++ {
-		if s := op.String(); strings.HasPrefix(s, "BinaryOp") || seen[s] {
-			t.Errorf("BinaryOp %d named %q", op, s)
-		} else {
-			seen[s] = true
+	last = true
+	for op := backend.BinaryOp(0); op < 255; op++ {
+		s, err := op.String(), (backend.Zip{Op: op, N: 1, A: one, B: one, Dst: one}).Check()
+		named := s != fmt.Sprintf("BinaryOp(%d)", op)
+		if named == (err != nil) || seen[s] || named && (op == 0 || !last) {
+			t.Errorf("BinaryOp %d: named %q, Check: %v", op, s, err)
 		}
+		seen[s], last = true, named || op == 0
 	}
-	if s := backend.BinaryOp(0).String(); s != "BinaryOp(0)" {
-		t.Errorf("BinaryOp(0) is named %q", s)
+	if backend.Identity.String() != "identity" || backend.Min2.String() != "min" {
+		t.Errorf("Identity and Min2 are named %q and %q", backend.Identity, backend.Min2)
 	}
 }
 
@@ -298,9 +302,9 @@ func TestChecks(t *testing.T) {
 		backend.CheckProduct{RA: 2, CA: 3, CB: 3, A: f12, B: f12, Flag: f12},
 		backend.CheckProduct{RA: -1, CA: -2, CB: -3, A: f12, B: f12, Flag: flag},
 		backend.Map{Op: 0, N: 3, Src: f12, Dst: f12},
-		backend.Map{Op: backend.Identity + 1, N: 3, Src: f12, Dst: f12},
-		backend.Zip{Op: backend.Min2 + 1, N: 3, A: f12, B: f12, Dst: f12},
-		backend.Reduce{Op: backend.Max + 1, Outer: 1, Mid: 1, Inner: 1, Src: f12, Dst: f12},
+		backend.Map{Op: 255, N: 3, Src: f12, Dst: f12},
+		backend.Zip{Op: 255, N: 3, A: f12, B: f12, Dst: f12},
+		backend.Reduce{Op: 255, Outer: 1, Mid: 1, Inner: 1, Src: f12, Dst: f12},
 		backend.Reduce{Op: backend.Sum, Outer: 1, Mid: 0, Inner: 1, Src: f12, Dst: f12},
 		backend.Softmax{Outer: 1, Axis: 1, Inner: 0, Src: f12, Dst: f12},
 		backend.SoftmaxGrad{Outer: 0, Axis: 1, Inner: 1, Y: f12, DY: f12, DX: f12},

@@ -146,6 +146,7 @@ func TestAllocsPerRun(t *testing.T) {
 	for _, k := range []backend.Kernel{
 		backend.Gemm{M: 17, N: 9, K: 13, A: f32(17 * 13), B: f32(13 * 9), C: f32(17 * 9), LDA: 13, LDB: 9, LDC: 9, Alpha: 1, Batch: 2},
 		backend.Gemm{TransA: true, M: 17, N: 9, K: 13, A: f64(17 * 13), B: f64(13 * 9), C: f64(17 * 9), LDA: 17, LDB: 9, LDC: 9, Alpha: 1, Beta: 1},
+		backend.Gemm{M: 130, N: 128, K: 9, A: f32(130 * 9), B: f32(9 * 128), C: f32(130 * 128), LDA: 9, LDB: 128, LDC: 128, Alpha: 1},
 		backend.Gemm{M: 3, N: 4, K: 0, A: f64(1), B: f64(4), C: f64(12), LDA: 1, LDB: 4, LDC: 4, Alpha: 1},
 		backend.Map{Op: backend.Tanh, N: 257, Src: f32(257), Dst: f32(257)},
 		backend.Map{Op: backend.Square, N: 257, Src: f64(257), Dst: f64(257)},

@@ -23,11 +23,27 @@ func elementwiseInput[T num](seed uint64, n int) []T {
 	return v
 }
 
+// geluRef is GELU's tanh form as x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+func geluRef(x float64) float64 {
+	return x / (1 + math.Exp(-2*math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
+}
+
+// geluDerivRef is the derivative of geluRef.
+func geluDerivRef(x float64) float64 {
+	c := math.Sqrt(2 / math.Pi)
+	s := 1 / (1 + math.Exp(-2*c*(x+0.044715*x*x*x)))
+	return s + x*2*c*(1+3*0.044715*x*x)*s*(1-s)
+}
+
 // unaryRefs are the unary functions, written independently of the kernels.
 var unaryRefs = []struct {
 	op      backend.UnaryOp
 	f       func(float64) float64
 	skipNaN bool // the docs leave f(NaN) open
+	// Functions computed with cancellation (math.Log2 near 1, GELU's
+	// 1 + tanh, Sin and Cos's reference) are accurate to eps (1 + |x|),
+	// not eps |f(x)|, and are not compared at the infinities.
+	absolute bool
 }{
 	{op: backend.Neg, f: func(x float64) float64 { return -x }},
 	{op: backend.Abs, f: func(x float64) float64 { return math.Sqrt(x * x) }},
@@ -63,6 +79,10 @@ var unaryRefs = []struct {
 		return math.Max(x, 0) + math.Log1p(math.Exp(-math.Abs(x)))
 	}},
 	{op: backend.Identity, f: func(x float64) float64 { return x }},
+	{op: backend.Sin, f: func(x float64) float64 { return math.Cos(x - math.Pi/2) }, absolute: true},
+	{op: backend.Cos, f: func(x float64) float64 { return math.Sin(x + math.Pi/2) }, absolute: true},
+	{op: backend.Log2, f: func(x float64) float64 { return math.Log(x) / math.Ln2 }, absolute: true},
+	{op: backend.GELU, f: geluRef, absolute: true},
 }
 
 func TestMapCoversEveryFunction(t *testing.T) {
@@ -102,12 +122,17 @@ func testMap[T num](t *testing.T) {
 				}
 				for i := c.off; i < c.off+n; i++ {
 					want[i] = round[T](u.f(float64(buf[i])))
-					if u.skipNaN && math.IsNaN(float64(buf[i])) {
+					if u.skipNaN && math.IsNaN(float64(buf[i])) || u.absolute && math.IsInf(float64(buf[i]), 0) {
 						want[i] = math.NaN()
 					}
 				}
 				// Square and Cube round after each product in T.
 				tol := relTol[T](want, 2)
+				if u.absolute {
+					for i := c.off; i < c.off+n; i++ {
+						tol[i] += 4 * eps[T]() * (1 + math.Abs(float64(buf[i])))
+					}
+				}
 				onEach(t, func(t *testing.T, b *cpu.Backend) []T {
 					sb := load(t, b, buf)
 					db := sb
@@ -116,9 +141,9 @@ func testMap[T num](t *testing.T) {
 					}
 					run(t, b, backend.Map{Op: u.op, N: n, Src: backend.At(sb, c.off), Dst: backend.At(db, c.off)})
 					got := read[T](t, b, db)
-					if u.skipNaN {
+					if u.skipNaN || u.absolute {
 						for i := c.off; i < c.off+n; i++ {
-							if math.IsNaN(float64(buf[i])) {
+							if math.IsNaN(want[i]) {
 								got[i] = T(math.NaN())
 							}
 						}
@@ -136,20 +161,26 @@ func testMap[T num](t *testing.T) {
 var binaryRefs = []struct {
 	op backend.BinaryOp
 	f  func(x, y float64) float64
+	// scale, where set, makes the tolerance 8 eps scale(x, y), for
+	// functions computed with cancellation; they are not compared at
+	// infinite x.
+	scale func(x, y float64) float64
 }{
-	{backend.Add, func(x, y float64) float64 { return x + y }},
-	{backend.Sub, func(x, y float64) float64 { return x + -y }},
-	{backend.Mul, func(x, y float64) float64 { return x * y }},
-	{backend.Div, func(x, y float64) float64 { return x / y }},
-	{backend.Pow, math.Pow},
-	{backend.Lt, func(x, y float64) float64 { return b2f(x < y) }},
-	{backend.Gt, func(x, y float64) float64 { return b2f(y < x) }},
-	{backend.Le, func(x, y float64) float64 { return b2f(x < y || x == y) }},
-	{backend.Ge, func(x, y float64) float64 { return b2f(x > y || x == y) }},
-	{backend.Eq, func(x, y float64) float64 { return b2f(x == y) }},
-	{backend.Ne, func(x, y float64) float64 { return b2f(!(x == y)) }},
-	{backend.Max2, func(x, y float64) float64 { return max(x, y) }},
-	{backend.Min2, func(x, y float64) float64 { return min(x, y) }},
+	{backend.Add, func(x, y float64) float64 { return x + y }, nil},
+	{backend.Sub, func(x, y float64) float64 { return x + -y }, nil},
+	{backend.Mul, func(x, y float64) float64 { return x * y }, nil},
+	{backend.Div, func(x, y float64) float64 { return x / y }, nil},
+	{backend.Pow, math.Pow, nil},
+	{backend.Lt, func(x, y float64) float64 { return b2f(x < y) }, nil},
+	{backend.Gt, func(x, y float64) float64 { return b2f(y < x) }, nil},
+	{backend.Le, func(x, y float64) float64 { return b2f(x < y || x == y) }, nil},
+	{backend.Ge, func(x, y float64) float64 { return b2f(x > y || x == y) }, nil},
+	{backend.Eq, func(x, y float64) float64 { return b2f(x == y) }, nil},
+	{backend.Ne, func(x, y float64) float64 { return b2f(!(x == y)) }, nil},
+	{backend.Max2, func(x, y float64) float64 { return max(x, y) }, nil},
+	{backend.Min2, func(x, y float64) float64 { return min(x, y) }, nil},
+	{backend.GELUGrad, func(x, y float64) float64 { return y * geluDerivRef(x) },
+		func(x, y float64) float64 { return math.Abs(y) * (1 + x*x) }},
 }
 
 func b2f(b bool) float64 {
@@ -229,9 +260,17 @@ func testZip[T num](t *testing.T) {
 				want := make([]float64, off+c.n+1)
 				for i := 0; i < c.n; i++ {
 					want[off+i] = round[T](f.f(at(i), bt(i)))
+					if f.scale != nil && math.IsInf(at(i), 0) {
+						want[off+i] = math.NaN()
+					}
 				}
 				pad := func(v []T) []T { return append(append(make([]T, off), v...), 0) }
 				tol := relTol[T](want, 1)
+				if f.scale != nil {
+					for i := 0; i < c.n; i++ {
+						tol[off+i] += 8 * eps[T]() * f.scale(at(i), bt(i))
+					}
+				}
 				onEach(t, func(t *testing.T, be *cpu.Backend) []T {
 					ab, bb := load(t, be, pad(a)), load(t, be, pad(b))
 					var db backend.Buffer
@@ -246,6 +285,13 @@ func testZip[T num](t *testing.T) {
 					run(t, be, backend.Zip{Op: f.op, N: c.n, A: backend.At(ab, off), B: backend.At(bb, off), Dst: backend.At(db, off),
 						AScalar: c.aScalar, BScalar: c.bScalar})
 					got := read[T](t, be, db)
+					if f.scale != nil {
+						for i := 0; i < c.n; i++ {
+							if math.IsInf(at(i), 0) {
+								got[off+i] = T(math.NaN())
+							}
+						}
+					}
 					near(t, "Dst", got, want, tol)
 					return got
 				})
@@ -488,6 +534,29 @@ func TestSoftmaxGradFiniteDifferences(t *testing.T) {
 			if math.Abs(fd-grad[i]) > 1e-8 {
 				t.Errorf("log %v: dL/dx[%d] = %.10g, finite difference %.10g", log, i, grad[i], fd)
 			}
+		}
+	}
+}
+
+// TestGELUGradFiniteDifferences checks that Zip's GELUGrad is the
+// derivative of Map's GELU, by central differences of the backend's GELU.
+func TestGELUGradFiniteDifferences(t *testing.T) {
+	b := cpu.New(cpu.Options{})
+	defer b.Close()
+	const n, h = 81, 1e-5
+	x := make([]float64, 3*n)
+	for i := 0; i < n; i++ {
+		v := -8 + 16*float64(i)/(n-1)
+		x[i], x[n+i], x[2*n+i] = v, v+h, v-h
+	}
+	xb, yb := load(t, b, x), load(t, b, make([]float64, 3*n))
+	run(t, b, backend.Map{Op: backend.GELU, N: 3 * n, Src: backend.At(xb, 0), Dst: backend.At(yb, 0)})
+	y := read[float64](t, b, yb)
+	ones, gb := load(t, b, []float64{1}), load(t, b, make([]float64, n))
+	run(t, b, backend.Zip{Op: backend.GELUGrad, N: n, A: backend.At(xb, 0), B: backend.At(ones, 0), Dst: backend.At(gb, 0), BScalar: true})
+	for i, g := range read[float64](t, b, gb) {
+		if fd := (y[n+i] - y[2*n+i]) / (2 * h); math.Abs(fd-g) > 1e-8 {
+			t.Errorf("GELU'(%g) = %.10g, finite difference %.10g", x[i], g, fd)
 		}
 	}
 }

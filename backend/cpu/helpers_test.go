@@ -1,7 +1,6 @@
 package cpu_test
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -33,10 +32,14 @@ func eps[T num]() float64 {
 // round returns v rounded to T, in float64.
 func round[T num](v float64) float64 { return float64(T(v)) }
 
-// backends returns the default backend and one that splits every loop
-// into as many pieces as it can across three goroutines.
+// backendNames name the backends of backends.
+var backendNames = []string{"threads1", "default", "threads3"}
+
+// backends returns a backend on one thread, the default backend, and one
+// that splits every loop into as many pieces as it can across three
+// goroutines.
 func backends(t testing.TB) []*cpu.Backend {
-	bs := []*cpu.Backend{cpu.New(cpu.Options{}), cpu.New(cpu.Options{Threads: 3, Grain: 1})}
+	bs := []*cpu.Backend{cpu.New(cpu.Options{Threads: 1}), cpu.New(cpu.Options{}), cpu.New(cpu.Options{Threads: 3, Grain: 1})}
 	t.Cleanup(func() {
 		for _, b := range bs {
 			if err := b.Close(); err != nil {
@@ -53,26 +56,33 @@ func backends(t testing.TB) []*cpu.Backend {
 // order depends on the thread count.
 func onEach[T num](t *testing.T, fn func(t *testing.T, b *cpu.Backend) []T) {
 	t.Helper()
+	onEachBits(t, true, fn)
+}
+
+// onEachBits is onEach, comparing bits only when bits is set.
+func onEachBits[T num](t *testing.T, bits bool, fn func(t *testing.T, b *cpu.Backend) []T) {
+	t.Helper()
 	var outs [][]T
 	for i, b := range backends(t) {
-		t.Run(fmt.Sprintf("threads%d", i*2+1), func(t *testing.T) {
+		t.Run(backendNames[i], func(t *testing.T) {
 			outs = append(outs, fn(t, b))
 		})
 	}
-	if len(outs) == 2 {
-		sameBits(t, outs[0], outs[1])
+	for i := 1; bits && i < len(outs); i++ {
+		sameBits(t, backendNames[i], outs[0], outs[i])
 	}
 }
 
-// sameBits reports an error where a and b differ in any bit.
-func sameBits[T num](t *testing.T, a, b []T) {
+// sameBits reports an error where a and b, the outputs on one thread and
+// on the backend named name, differ in any bit.
+func sameBits[T num](t *testing.T, name string, a, b []T) {
 	t.Helper()
 	if len(a) != len(b) {
-		t.Fatalf("threads: %d outputs, then %d", len(a), len(b))
+		t.Fatalf("%d outputs on one thread, %d on %s", len(a), len(b), name)
 	}
 	for i := range a {
 		if math.Float64bits(float64(a[i])) != math.Float64bits(float64(b[i])) {
-			t.Errorf("output %d is %v with one thread, %v with three", i, a[i], b[i])
+			t.Errorf("output %d is %v on one thread, %v on %s", i, a[i], b[i], name)
 			return
 		}
 	}
