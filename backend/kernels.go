@@ -337,6 +337,7 @@ func (k Copy) Check() error {
 		return fmt.Errorf("backend: copy: shape %v with strides %v and %v (at most %d axes)", k.Shape, k.SrcStrides, k.DstStrides, MaxDims)
 	}
 	dt := DTypeOf(k.Dst)
+views:
 	for _, v := range []struct {
 		name    string
 		op      Operand
@@ -344,11 +345,14 @@ func (k Copy) Check() error {
 	}{{"source", k.Src, k.SrcStrides}, {"destination", k.Dst, k.DstStrides}} {
 		lo, hi := 0, 0
 		for i, n := range k.Shape {
-			if n < 1 {
+			if n < 0 {
+				return fmt.Errorf("backend: copy: shape %v has a negative axis", k.Shape)
+			}
+			if n == 0 {
 				if err := CheckOperand("copy "+v.name, v.op, dt, 0); err != nil {
 					return err
 				}
-				return nil
+				continue views
 			}
 			s := v.strides[i] * (n - 1)
 			if s < 0 {
@@ -414,6 +418,9 @@ func (CheckProduct) Name() string { return "check-product" }
 
 // Check checks the operands.
 func (k CheckProduct) Check() error {
+	if k.RA < 0 || k.CA < 0 || k.CB < 0 {
+		return fmt.Errorf("backend: check-product: negative size %d x %d, %d x %d", k.RA, k.CA, k.RA, k.CB)
+	}
 	dt := DTypeOf(k.A)
 	if err := CheckOperand("check-product A", k.A, dt, k.RA*k.CA); err != nil {
 		return err

@@ -168,22 +168,24 @@ func (b *Backend) CopyOut(dst any, src backend.Buffer, off int) error {
 	}
 	switch d := dst.(type) {
 	case []float32:
-		return copyInto(d, 0, sub(h.f32, off, len(d)), backend.Float32, h.dt)
+		return copyOut(d, h.f32, off, backend.Float32, h.dt)
 	case []float64:
-		return copyInto(d, 0, sub(h.f64, off, len(d)), backend.Float64, h.dt)
+		return copyOut(d, h.f64, off, backend.Float64, h.dt)
 	case []int32:
-		return copyInto(d, 0, sub(h.i32, off, len(d)), backend.Int32, h.dt)
+		return copyOut(d, h.i32, off, backend.Int32, h.dt)
 	}
 	return fmt.Errorf("cpu: copying out into a %T, want []float32, []float64 or []int32", dst)
 }
 
-// sub returns a[off:off+n], or a shorter slice when that is out of range
-// (copyInto then reports the mismatch).
-func sub[E any](a []E, off, n int) []E {
-	if off < 0 || off > len(a) {
-		return nil
+func copyOut[E any](dst, src []E, off int, want, have backend.DType) error {
+	if have != want {
+		return fmt.Errorf("cpu: copying %v out of a buffer of %v", want, have)
 	}
-	return a[off:min(len(a), off+n)]
+	if off < 0 || off+len(dst) > len(src) {
+		return fmt.Errorf("cpu: copying %d elements at %d out of a buffer of %d", len(dst), off, len(src))
+	}
+	copy(dst, src[off:])
+	return nil
 }
 
 // Host returns the elements of a CPU buffer from op's offset: the slice

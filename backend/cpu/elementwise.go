@@ -91,7 +91,7 @@ func unaryFunc[T Float](op backend.UnaryOp) (func(dst, src []T), error) {
 		}, nil
 	case backend.Softplus:
 		return f(func(x float64) float64 {
-			if x > 30 {
+			if x > 36 { // exp(-x) is below half an ulp of x in float64
 				return x
 			}
 			return math.Log1p(math.Exp(x))
@@ -130,6 +130,11 @@ func binaryFunc[T Float](op backend.BinaryOp) (func(dst, a, b []T), error) {
 	gen := func(fn func(x, y T) T) func(dst, a, b []T) {
 		return func(dst, a, b []T) {
 			switch {
+			case len(a) == 1 && len(b) == 1 && len(dst) != 1:
+				v := fn(a[0], b[0])
+				for i := range dst {
+					dst[i] = v
+				}
 			case len(a) == 1 && len(dst) != 1:
 				x := a[0]
 				b = b[:len(dst)]
@@ -414,7 +419,20 @@ func prepareCopy[T Float](b *Backend, k backend.Copy) backend.Func {
 	// Drop axes of length 1 and merge axes that are contiguous in both
 	// views, so that the innermost loop is as long as possible.
 	shape, ss, ds := simplify(k.Shape, k.SrcStrides, k.DstStrides)
-	src, dst := Host[T](k.Src), Host[T](k.Dst)
+	for _, n := range shape {
+		if n < 1 {
+			return func() error { return nil } // nothing to copy
+		}
+	}
+	// Negative strides reach below the operand's offset: index from the
+	// lowest element each view reaches (Check keeps it in the buffer).
+	var s0, d0 int
+	for i, n := range shape {
+		s0 -= min(ss[i], 0) * (n - 1)
+		d0 -= min(ds[i], 0) * (n - 1)
+	}
+	src := Host[T](backend.At(k.Src.Buf, k.Src.Off-s0))
+	dst := Host[T](backend.At(k.Dst.Buf, k.Dst.Off-d0))
 	d := len(shape)
 	if d == 0 {
 		return func() error {
@@ -441,28 +459,26 @@ func prepareCopy[T Float](b *Backend, k backend.Copy) backend.Func {
 			r /= shape[ax]
 		}
 		for row := lo; row < hi; row++ {
-			so, do := 0, 0
+			so, do := s0, d0
 			for ax := 0; ax < d-1; ax++ {
 				so += idx[ax] * ss[ax]
 				do += idx[ax] * ds[ax]
 			}
-			sv := src[so:]
-			dv := dst[do:]
 			switch {
 			case sIn == 1 && dIn == 1 && !k.Add:
-				copy(dv[:inner], sv[:inner])
+				copy(dst[do:do+inner], src[so:so+inner])
 			case sIn == 1 && dIn == 1:
-				dv, sv := dv[:inner], sv[:inner]
+				dv, sv := dst[do:do+inner], src[so:so+inner]
 				for i := range dv {
 					dv[i] += sv[i]
 				}
 			case k.Add:
 				for i := 0; i < inner; i++ {
-					dv[i*dIn] += sv[i*sIn]
+					dst[do+i*dIn] += src[so+i*sIn]
 				}
 			default:
 				for i := 0; i < inner; i++ {
-					dv[i*dIn] = sv[i*sIn]
+					dst[do+i*dIn] = src[so+i*sIn]
 				}
 			}
 			for ax := d - 2; ax >= 0; ax-- {

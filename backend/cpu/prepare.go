@@ -22,6 +22,9 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 	if err := b.owns(k); err != nil {
 		return nil, err
 	}
+	if err := floatData(k); err != nil {
+		return nil, err
+	}
 	var f backend.Func
 	var err error
 	if is64(k) {
@@ -46,6 +49,21 @@ func (b *Backend) owns(k backend.Kernel) error {
 		}
 	}
 	return nil
+}
+
+// floatData refuses int32 data, which Check lets through, in the kernels
+// that compute on floats: all but Fill and CheckFinite.
+func floatData(k backend.Kernel) error {
+	switch k.(type) {
+	case backend.Fill, backend.CheckFinite:
+		return nil
+	}
+	for _, op := range k.Operands() {
+		if dt := backend.DTypeOf(op); dt == backend.Float32 || dt == backend.Float64 {
+			return nil
+		}
+	}
+	return fmt.Errorf("cpu: %s: %w: int32 data", k.Name(), backend.ErrUnsupported)
 }
 
 // is64 reports whether k works on float64 data.
@@ -99,6 +117,25 @@ func prepareGemm[T Float](b *Backend, k backend.Gemm) backend.Func {
 	a, bb, c := Host[T](k.A), Host[T](k.B), Host[T](k.C)
 	batches := k.Batches()
 	alpha, beta := T(k.Alpha), T(k.Beta)
+	if k.K == 0 && k.M > 0 && k.N > 0 {
+		// An empty sum: C = Beta C. BLAS would refuse the leading
+		// dimensions of A and B, which Check does not constrain here.
+		return func() error {
+			for i := 0; i < batches; i++ {
+				for r := 0; r < k.M; r++ {
+					row := c[i*k.StrideC+r*k.LDC:][:k.N]
+					for j := range row {
+						if beta == 0 {
+							row[j] = 0
+						} else {
+							row[j] *= beta
+						}
+					}
+				}
+			}
+			return nil
+		}
+	}
 	if batches == 1 && k.K <= 64 && k.M >= 128 && k.N >= 128 && b.threads > 1 {
 		// A product over a short inner dimension (a weight's gradient over
 		// a batch) is bound by memory, and OpenBLAS's threads share it
@@ -155,6 +192,9 @@ func prepareFill(k backend.Fill) backend.Func {
 func prepareCheckFinite(k backend.CheckFinite) backend.Func {
 	flag := Host[int32](k.Flag)
 	h := k.Src.Buf.(*buffer)
+	if h.dt == backend.Int32 {
+		return func() error { return nil } // integers are finite
+	}
 	return func() error {
 		var ok bool
 		if h.dt == backend.Float32 {
@@ -225,6 +265,9 @@ func maxAbs[T Float](a []T) float64 {
 }
 
 func prepareRows[T Float](n, width int, rows, src, dst backend.Operand, gather bool) backend.Func {
+	if width == 0 {
+		return func() error { return nil } // rows of no elements
+	}
 	idx := Host[int32](rows)[:n]
 	s, d := Host[T](src), Host[T](dst)
 	limit := len(s) / width // rows of the indexed matrix

@@ -1,0 +1,349 @@
+package backend_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/orthonet/orthonet/backend"
+)
+
+// buf is a buffer with no memory, for checking extents.
+type buf struct {
+	dt backend.DType
+	n  int
+}
+
+func (b buf) DType() backend.DType { return b.dt }
+func (b buf) Len() int             { return b.n }
+
+func TestDType(t *testing.T) {
+	for _, c := range []struct {
+		dt   backend.DType
+		name string
+		size int
+	}{{backend.Float32, "float32", 4}, {backend.Float64, "float64", 8}, {backend.Int32, "int32", 4}} {
+		if c.dt.String() != c.name || c.dt.Size() != c.size {
+			t.Errorf("%v: name %q, size %d; want %q, %d", c.dt, c.dt.String(), c.dt.Size(), c.name, c.size)
+		}
+	}
+	if s := backend.DType(0).String(); s != "DType(0)" {
+		t.Errorf("DType(0) is %q", s)
+	}
+}
+
+func TestOpNames(t *testing.T) {
+	// The named functions are numbered from 1 without gaps, each with its
+	// own name; Check refuses exactly the unnamed ones.
+	one := backend.At(buf{backend.Float32, 1}, 0)
+	seen := map[string]bool{}
+	last := true // whether op-1 is named
+	for op := backend.UnaryOp(0); op < 255; op++ {
+		s, err := op.String(), (backend.Map{Op: op, N: 1, Src: one, Dst: one}).Check()
+		named := s != fmt.Sprintf("UnaryOp(%d)", op)
+		if named == (err != nil) || seen[s] || named && (op == 0 || !last) {
+			t.Errorf("UnaryOp %d: named %q, Check: %v", op, s, err)
+		}
+		seen[s], last = true, named || op == 0
+	}
+	clear(seen)
+	last = true
+	for op := backend.BinaryOp(0); op < 255; op++ {
+		s, err := op.String(), (backend.Zip{Op: op, N: 1, A: one, B: one, Dst: one}).Check()
+		named := s != fmt.Sprintf("BinaryOp(%d)", op)
+		if named == (err != nil) || seen[s] || named && (op == 0 || !last) {
+			t.Errorf("BinaryOp %d: named %q, Check: %v", op, s, err)
+		}
+		seen[s], last = true, named || op == 0
+	}
+	if backend.Identity.String() != "identity" || backend.Min2.String() != "min" {
+		t.Errorf("Identity and Min2 are named %q and %q", backend.Identity, backend.Min2)
+	}
+}
+
+func TestCheckOperand(t *testing.T) {
+	b := buf{backend.Float32, 10}
+	for _, c := range []struct {
+		op   backend.Operand
+		dt   backend.DType
+		n    int
+		want string // "" for no error
+	}{
+		{backend.At(b, 0), backend.Float32, 10, ""},
+		{backend.At(b, 4), 0, 6, ""},
+		{backend.At(b, 10), backend.Float32, 0, ""},
+		{backend.At(b, 5), backend.Float32, 6, "x: elements 5 to 11 of a buffer of 10"},
+		{backend.At(b, -1), backend.Float32, 1, "elements -1 to 0"},
+		{backend.At(b, 0), backend.Float32, -1, "elements 0 to -1"},
+		{backend.At(b, 11), backend.Float32, 0, "elements 11 to 11"},
+		{backend.At(b, 0), backend.Float64, 1, "x: buffer of float32, want float64"},
+		{backend.Operand{}, 0, 0, "x: no buffer"},
+	} {
+		err := backend.CheckOperand("x", c.op, c.dt, c.n)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("CheckOperand(%v, %v, %d): %v, want %q", c.op, c.dt, c.n, err, c.want)
+		}
+	}
+}
+
+// reach returns the lowest and highest element a strided view of shape
+// reaches, by visiting every element.
+func reach(shape, strides []int) (lo, hi int) {
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	lo, hi = 1<<62, -1<<62
+	for e := 0; e < n; e++ {
+		r, at := e, 0
+		for ax := len(shape) - 1; ax >= 0; ax-- {
+			at += r % shape[ax] * strides[ax]
+			r /= shape[ax]
+		}
+		lo, hi = min(lo, at), max(hi, at)
+	}
+	return lo, hi
+}
+
+// exact checks that k built with each operand at exactly the extent the
+// kernel reaches passes Check, and that each operand one element short,
+// either end, fails naming it. build returns the kernel given its
+// operands; extents gives each operand's lowest and highest element
+// relative to its offset, and its name in errors.
+func exact(t *testing.T, name string, dts []backend.DType, extents [][2]int, names []string, build func(ops []backend.Operand) backend.Checker) {
+	t.Helper()
+	ops := make([]backend.Operand, len(extents))
+	for i, e := range extents {
+		ops[i] = backend.At(buf{dts[i], e[1] - e[0] + 1}, -e[0])
+		if e[1] < e[0] { // reaches nothing
+			ops[i] = backend.At(buf{dts[i], 0}, 0)
+		}
+	}
+	if err := build(ops).Check(); err != nil {
+		t.Fatalf("%s with exact operands: %v", name, err)
+	}
+	for i := range ops {
+		if extents[i][1] < extents[i][0] {
+			continue
+		}
+		short := append([]backend.Operand(nil), ops...)
+		short[i].Buf = buf{dts[i], ops[i].Buf.Len() - 1} // the top element missing
+		if err := build(short).Check(); err == nil || !strings.Contains(err.Error(), names[i]) {
+			t.Errorf("%s with %s short at the end: %v", name, names[i], err)
+		}
+		short[i] = backend.At(ops[i].Buf, ops[i].Off-1) // the bottom element missing
+		if err := build(short).Check(); err == nil || !strings.Contains(err.Error(), names[i]) {
+			t.Errorf("%s with %s short at the start: %v", name, names[i], err)
+		}
+		other := append([]backend.Operand(nil), ops...)
+		wrong := backend.Float64
+		if dts[i] == backend.Float64 {
+			wrong = backend.Int32
+		}
+		other[i].Buf = buf{wrong, ops[i].Buf.Len()}
+		if err := build(other).Check(); err == nil || !strings.Contains(err.Error(), "buffer of") {
+			t.Errorf("%s with %s of %v: %v", name, names[i], wrong, err)
+		}
+	}
+}
+
+func TestGemmCheck(t *testing.T) {
+	f := backend.Float32
+	for tr := 0; tr < 4; tr++ {
+		for _, batch := range []int{0, 1, 3} {
+			tA, tB := tr&1 != 0, tr&2 != 0
+			m, n, k := 3, 5, 7
+			ra, ca, rb, cb := m, k, k, n
+			if tA {
+				ra, ca = k, m
+			}
+			if tB {
+				rb, cb = n, k
+			}
+			lda, ldb, ldc := ca+1, cb+2, n
+			sa, sb, sc := ra*lda+3, rb*ldb, m*ldc+1
+			ext := func(rows, cols, ld, stride int) [2]int {
+				return [2]int{0, (max(batch, 1)-1)*stride + (rows-1)*ld + cols - 1}
+			}
+			exact(t, fmt.Sprintf("gemm %v %v batch %d", tA, tB, batch), []backend.DType{f, f, f},
+				[][2]int{ext(ra, ca, lda, sa), ext(rb, cb, ldb, sb), ext(m, n, ldc, sc)},
+				[]string{"gemm A", "gemm B", "gemm C"},
+				func(ops []backend.Operand) backend.Checker {
+					return backend.Gemm{TransA: tA, TransB: tB, M: m, N: n, K: k, A: ops[0], B: ops[1], C: ops[2],
+						LDA: lda, LDB: ldb, LDC: ldc, Batch: batch, StrideA: sa, StrideB: sb, StrideC: sc}
+				})
+			// A leading dimension below the columns is refused.
+			g := backend.Gemm{TransA: tA, TransB: tB, M: m, N: n, K: k, A: backend.At(buf{f, 1000}, 0), B: backend.At(buf{f, 1000}, 0),
+				C: backend.At(buf{f, 1000}, 0), LDA: ca - 1, LDB: ldb, LDC: ldc}
+			if err := g.Check(); err == nil || !strings.Contains(err.Error(), "leading dimension of A") {
+				t.Errorf("LDA %d of %d columns: %v", ca-1, ca, err)
+			}
+		}
+	}
+	if b := (backend.Gemm{}).Batches(); b != 1 {
+		t.Errorf("Batch 0 gives %d batches", b)
+	}
+}
+
+func TestCopyCheck(t *testing.T) {
+	f := backend.Float64
+	for _, c := range []struct {
+		shape    []int
+		ss, ds   []int
+		dstShort bool
+	}{
+		{[]int{2, 3, 4}, []int{12, 4, 1}, []int{1, 2, 6}, false},
+		{[]int{5, 7}, []int{0, 1}, []int{7, 1}, false},
+		{[]int{5, 7}, []int{-7, 1}, []int{1, -5}, false},
+		{[]int{4, 1, 3}, []int{-1, 0, -4}, []int{3, 0, 1}, false},
+		{[]int{}, []int{}, []int{}, false},
+	} {
+		slo, shi := reach(c.shape, c.ss)
+		dlo, dhi := reach(c.shape, c.ds)
+		exact(t, fmt.Sprintf("copy %v %v %v", c.shape, c.ss, c.ds), []backend.DType{f, f},
+			[][2]int{{slo, shi}, {dlo, dhi}}, []string{"copy source", "copy destination"},
+			func(ops []backend.Operand) backend.Checker {
+				return backend.Copy{Shape: c.shape, Src: ops[0], Dst: ops[1], SrcStrides: c.ss, DstStrides: c.ds}
+			})
+	}
+	ok := backend.At(buf{f, 100}, 50)
+	for _, c := range []struct {
+		k    backend.Copy
+		want string
+	}{
+		{backend.Copy{Shape: []int{3, 2}, Src: ok, Dst: ok, SrcStrides: []int{2, 1}, DstStrides: []int{0, 1}}, "destination stride 0 on axis 0"},
+		{backend.Copy{Shape: []int{3, 2}, Src: ok, Dst: ok, SrcStrides: []int{2, 1}, DstStrides: []int{2}}, "strides"},
+		{backend.Copy{Shape: []int{3, -1}, Src: ok, Dst: ok, SrcStrides: []int{2, 1}, DstStrides: []int{2, 1}}, "negative axis"},
+		{backend.Copy{Shape: []int{3, 0}, Src: ok, Dst: backend.Operand{}, SrcStrides: []int{2, 1}, DstStrides: []int{2, 1}}, "copy destination: no buffer"},
+		{backend.Copy{Shape: []int{0}, Src: ok, Dst: backend.At(buf{f, 3}, 4), SrcStrides: []int{1}, DstStrides: []int{1}}, "copy destination"},
+		{backend.Copy{Shape: []int{0}, Src: ok, Dst: backend.At(buf{backend.Float32, 3}, 0), SrcStrides: []int{1}, DstStrides: []int{1}}, "buffer of float64, want float32"},
+		{backend.Copy{Shape: make([]int, backend.MaxDims+1), Src: ok, Dst: ok, SrcStrides: make([]int, backend.MaxDims+1), DstStrides: make([]int, backend.MaxDims+1)}, "at most"},
+	} {
+		if err := c.k.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error containing %q", c.k, err, c.want)
+		}
+	}
+	// A zero destination stride on an axis of one element repeats nothing.
+	if err := (backend.Copy{Shape: []int{1, 2}, Src: ok, Dst: ok, SrcStrides: []int{0, 1}, DstStrides: []int{0, 1}}).Check(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestChecks checks every other kernel with exact operands, then one short.
+func TestChecks(t *testing.T) {
+	f, i := backend.Float32, backend.Int32
+	type kase struct {
+		name    string
+		dts     []backend.DType
+		extents [][2]int
+		names   []string
+		build   func(ops []backend.Operand) backend.Checker
+	}
+	for _, c := range []kase{
+		{"map", []backend.DType{f, f}, [][2]int{{0, 6}, {0, 6}}, []string{"map source", "map destination"},
+			func(o []backend.Operand) backend.Checker {
+				return backend.Map{Op: backend.Exp, N: 7, Src: o[0], Dst: o[1]}
+			}},
+		{"zip", []backend.DType{f, f, f}, [][2]int{{0, 6}, {0, 6}, {0, 6}}, []string{"zip A", "zip B", "zip destination"},
+			func(o []backend.Operand) backend.Checker {
+				return backend.Zip{Op: backend.Pow, N: 7, A: o[0], B: o[1], Dst: o[2]}
+			}},
+		{"zip scalars", []backend.DType{f, f, f}, [][2]int{{0, 0}, {0, 0}, {0, 6}}, []string{"zip A", "zip B", "zip destination"},
+			func(o []backend.Operand) backend.Checker {
+				return backend.Zip{Op: backend.Ne, N: 7, A: o[0], B: o[1], Dst: o[2], AScalar: true, BScalar: true}
+			}},
+		{"reduce", []backend.DType{f, f}, [][2]int{{0, 3*5*7 - 1}, {0, 3*7 - 1}}, []string{"reduce source", "reduce destination"},
+			func(o []backend.Operand) backend.Checker {
+				return backend.Reduce{Op: backend.Sum, Outer: 3, Mid: 5, Inner: 7, Src: o[0], Dst: o[1]}
+			}},
+		{"softmax", []backend.DType{f, f}, [][2]int{{0, 104}, {0, 104}}, []string{"softmax source", "softmax destination"},
+			func(o []backend.Operand) backend.Checker {
+				return backend.Softmax{Outer: 3, Axis: 5, Inner: 7, Src: o[0], Dst: o[1]}
+			}},
+		{"softmax-grad", []backend.DType{f, f, f}, [][2]int{{0, 104}, {0, 104}, {0, 104}}, []string{"softmax-grad Y", "softmax-grad DY", "softmax-grad DX"},
+			func(o []backend.Operand) backend.Checker {
+				return backend.SoftmaxGrad{Log: true, Outer: 3, Axis: 5, Inner: 7, Y: o[0], DY: o[1], DX: o[2]}
+			}},
+		{"check-product", []backend.DType{f, f, i}, [][2]int{{0, 3*5 - 1}, {0, 3*7 - 1}, {0, 0}}, []string{"check-product A", "check-product B", "check-product flag"},
+			func(o []backend.Operand) backend.Checker {
+				return backend.CheckProduct{RA: 3, CA: 5, CB: 7, A: o[0], B: o[1], Flag: o[2]}
+			}},
+		{"gather-rows", []backend.DType{i, f, f}, [][2]int{{0, 3}, {0, 4}, {0, 19}}, []string{"gather-rows indices", "gather-rows source", "gather-rows destination"},
+			func(o []backend.Operand) backend.Checker {
+				return backend.GatherRows{N: 4, Width: 5, Rows: o[0], Src: o[1], Dst: o[2]}
+			}},
+		{"scatter-rows", []backend.DType{i, f, f}, [][2]int{{0, 3}, {0, 19}, {0, 4}}, []string{"scatter-rows indices", "scatter-rows source", "scatter-rows destination"},
+			func(o []backend.Operand) backend.Checker {
+				return backend.ScatterRows{N: 4, Width: 5, Rows: o[0], Src: o[1], Dst: o[2]}
+			}},
+	} {
+		exact(t, c.name, c.dts, c.extents, c.names, c.build)
+	}
+	// Fill, CheckFinite's source and QF take any type.
+	for _, dt := range []backend.DType{backend.Float32, backend.Float64, backend.Int32} {
+		b := backend.At(buf{dt, 12}, 0)
+		flag := backend.At(buf{i, 1}, 0)
+		for _, k := range []backend.Checker{backend.Fill{N: 12, Dst: b}, backend.CheckFinite{N: 12, Src: b, Flag: flag}, backend.QF{M: 4, N: 3, A: b}} {
+			if err := k.Check(); err != nil {
+				t.Errorf("%s of %v: %v", k.Name(), dt, err)
+			}
+		}
+		for _, k := range []backend.Checker{backend.Fill{N: 13, Dst: b}, backend.CheckFinite{N: 13, Src: b, Flag: flag}, backend.QF{M: 13, N: 1, A: b}} {
+			if err := k.Check(); err == nil {
+				t.Errorf("%s of 13 elements of %v: no error", k.Name(), dt)
+			}
+		}
+	}
+	f12, flag := backend.At(buf{f, 12}, 0), backend.At(buf{i, 1}, 0)
+	for _, k := range []backend.Checker{
+		backend.CheckFinite{N: 3, Src: f12, Flag: f12},
+		backend.GatherRows{N: 2, Width: 3, Rows: f12, Src: f12, Dst: f12},
+		backend.ScatterRows{N: 2, Width: 3, Rows: f12, Src: f12, Dst: f12},
+		backend.CheckProduct{RA: 2, CA: 3, CB: 3, A: f12, B: f12, Flag: f12},
+		backend.CheckProduct{RA: -1, CA: -2, CB: -3, A: f12, B: f12, Flag: flag},
+		backend.Map{Op: 0, N: 3, Src: f12, Dst: f12},
+		backend.Map{Op: 255, N: 3, Src: f12, Dst: f12},
+		backend.Zip{Op: 255, N: 3, A: f12, B: f12, Dst: f12},
+		backend.Reduce{Op: 255, Outer: 1, Mid: 1, Inner: 1, Src: f12, Dst: f12},
+		backend.Reduce{Op: backend.Sum, Outer: 1, Mid: 0, Inner: 1, Src: f12, Dst: f12},
+		backend.Softmax{Outer: 1, Axis: 1, Inner: 0, Src: f12, Dst: f12},
+		backend.SoftmaxGrad{Outer: 0, Axis: 1, Inner: 1, Y: f12, DY: f12, DX: f12},
+		backend.Gemm{M: 1, N: 1, K: -1, A: f12, B: f12, C: f12, LDA: 1, LDB: 1, LDC: 1},
+		backend.QF{M: 2, N: 3, A: f12},
+		backend.QF{M: 2, N: 0, A: f12},
+	} {
+		if err := k.Check(); err == nil {
+			t.Errorf("%+v: no error", k)
+		}
+	}
+}
+
+// TestOperands checks that every kernel lists each of its Operand fields.
+func TestOperands(t *testing.T) {
+	bufs := make([]backend.Operand, 3)
+	for i := range bufs {
+		bufs[i] = backend.At(buf{backend.Float32, 1}, i+1)
+	}
+	for _, c := range []struct {
+		k    backend.Kernel
+		want []backend.Operand
+	}{
+		{backend.Gemm{A: bufs[0], B: bufs[1], C: bufs[2]}, bufs},
+		{backend.Map{Src: bufs[0], Dst: bufs[1]}, bufs[:2]},
+		{backend.Zip{A: bufs[0], B: bufs[1], Dst: bufs[2]}, bufs},
+		{backend.Reduce{Src: bufs[0], Dst: bufs[1]}, bufs[:2]},
+		{backend.Softmax{Src: bufs[0], Dst: bufs[1]}, bufs[:2]},
+		{backend.SoftmaxGrad{Y: bufs[0], DY: bufs[1], DX: bufs[2]}, bufs},
+		{backend.Copy{Src: bufs[0], Dst: bufs[1]}, bufs[:2]},
+		{backend.Fill{Dst: bufs[0]}, bufs[:1]},
+		{backend.CheckFinite{Src: bufs[0], Flag: bufs[1]}, bufs[:2]},
+		{backend.CheckProduct{A: bufs[0], B: bufs[1], Flag: bufs[2]}, bufs},
+		{backend.GatherRows{Src: bufs[0], Dst: bufs[1], Rows: bufs[2]}, bufs},
+		{backend.ScatterRows{Src: bufs[0], Dst: bufs[1], Rows: bufs[2]}, bufs},
+		{backend.QF{A: bufs[0]}, bufs[:1]},
+	} {
+		if got := fmt.Sprint(c.k.Operands()); got != fmt.Sprint(c.want) {
+			t.Errorf("%s: operands %s, want %s", c.k.Name(), got, fmt.Sprint(c.want))
+		}
+	}
+}
