@@ -187,7 +187,8 @@ func (o BinaryOp) String() string {
 }
 
 // Zip is Dst[i] = A[i] Op B[i] for N elements. An operand whose Scalar flag
-// is set is one element, used for every i. Dst may be A or B.
+// is set is one element, used for every i. Dst may be A or B, unless that
+// operand is a scalar.
 type Zip struct {
 	Op               BinaryOp
 	N                int

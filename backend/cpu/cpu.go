@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/orthonet/orthonet/backend"
 )
@@ -28,6 +29,7 @@ type Backend struct {
 	threads, grain int
 	work           chan task
 	closeOnce      sync.Once
+	closed         atomic.Bool // after Close, kernels run on the calling goroutine alone
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -56,6 +58,7 @@ func (b *Backend) Name() string { return fmt.Sprintf("cpu (%d threads)", b.threa
 // Close stops the backend's worker goroutines.
 func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
+		b.closed.Store(true)
 		if b.work != nil {
 			close(b.work)
 		}
@@ -239,7 +242,7 @@ func (b *Backend) split(n, cost int, fn func(lo, hi int)) *splitter {
 }
 
 func (s *splitter) run() {
-	if s.parts <= 1 {
+	if s.parts <= 1 || s.b.closed.Load() {
 		s.fn(0, s.n)
 		return
 	}

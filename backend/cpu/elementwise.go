@@ -83,7 +83,7 @@ func unaryFunc[T Float](op backend.UnaryOp) (func(dst, src []T), error) {
 		return func(dst, src []T) {
 			src = src[:len(dst)]
 			for i, x := range src {
-				if !(x > 0) {
+				if x < 0 { // NaN stays NaN, as max(x, 0) in IEEE arithmetic
 					x = 0
 				}
 				dst[i] = x

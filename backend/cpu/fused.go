@@ -318,7 +318,7 @@ func prepareBiasAct[T Float](b *Backend, k backend.BiasAct) backend.Func {
 			case backend.ActReLU:
 				for j, v := range xr {
 					v += bias[j]
-					if !(v > 0) {
+					if v < 0 { // NaN stays NaN
 						v = 0
 					}
 					yr[j] = v

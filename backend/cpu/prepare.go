@@ -277,7 +277,7 @@ func prepareRows[T Float](n, width int, rows, src, dst backend.Operand, gather b
 	return func() error {
 		for i, r := range idx {
 			if r < 0 || int(r) >= limit {
-				return fmt.Errorf("cpu: row index %d of %d outside 0 to %d", r, i, limit-1)
+				return fmt.Errorf("cpu: row index %d (entry %d of the indices) outside 0 to %d", r, i, limit-1)
 			}
 		}
 		for i, r := range idx {
