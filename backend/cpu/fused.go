@@ -217,91 +217,88 @@ type attention[T Float] struct {
 	scale             T
 	q, k, v           []T
 	p                 []T // seqs*h blocks of t x t weights
-	smax              *splitter
 }
 
-func newAttention[T Float](b *Backend, seqs, tokens, heads, d int, scale float64, q, k, v backend.Operand) *attention[T] {
+func newAttention[T Float](seqs, tokens, heads, d int, scale float64, q, k, v backend.Operand) *attention[T] {
 	n := seqs * tokens * d
-	a := &attention[T]{seqs: seqs, t: tokens, h: heads, d: d, dh: d / heads, scale: T(scale),
+	return &attention[T]{seqs: seqs, t: tokens, h: heads, d: d, dh: d / heads, scale: T(scale),
 		q: Host[T](q)[:n], k: Host[T](k)[:n], v: Host[T](v)[:n], p: make([]T, seqs*heads*tokens*tokens)}
-	tt := tokens * tokens
-	a.smax = b.split(seqs*heads, 4*tt, func(lo, hi int) { softmaxRows(a.p[lo*tt:hi*tt], tokens) })
-	return a
 }
 
-// block returns the offset of sequence s, head h in a (rows, d) matrix.
-func (a *attention[T]) block(s, h int) int { return s*a.t*a.d + h*a.dh }
-
-// weights fills p with the softmax weights of every sequence and head.
-func (a *attention[T]) weights() {
-	tt := a.t * a.t
-	for s := 0; s < a.seqs; s++ {
-		for h := 0; h < a.h; h++ {
-			o := a.block(s, h)
-			linalg.Gemm(false, true, a.t, a.t, a.dh, a.scale, a.q[o:], a.d, a.k[o:], a.d, 0, a.p[(s*a.h+h)*tt:], a.t)
-		}
-	}
-	a.smax.run()
+// block returns the offset of pair i (sequence i / h, head i % h) in a
+// (rows, d) matrix, and of its weights in p.
+func (a *attention[T]) block(i int) (o, w int) {
+	s, h := i/a.h, i%a.h
+	return s*a.t*a.d + h*a.dh, i * a.t * a.t
 }
 
-func prepareAttention[T Float](b *Backend, k backend.Attention) backend.Func {
-	a := newAttention[T](b, k.Seqs, k.Tokens, k.Heads, k.D, k.Scale, k.Q, k.K, k.V)
-	out := Host[T](k.Out)[:k.Seqs*k.Tokens*k.D]
-	tt := a.t * a.t
+// weights fills the softmax weights of pair i.
+func (a *attention[T]) weights(i int) {
+	o, w := a.block(i)
+	linalg.Gemm(false, true, a.t, a.t, a.dh, a.scale, a.q[o:], a.d, a.k[o:], a.d, 0, a.p[w:], a.t)
+	softmaxRows(a.p[w:w+a.t*a.t], a.t)
+}
+
+// parallel runs the pairs split across the backend's threads, each product
+// on one OpenBLAS thread: the per-head products are small (65 x 65 x 256 in
+// the paper's ViT) and OpenBLAS's own threads share them badly.
+func parallel(b *Backend, pairs, cost int, fn func(lo, hi int)) backend.Func {
+	s := b.split(pairs, cost, fn)
 	return func() error {
-		a.weights()
-		for s := 0; s < a.seqs; s++ {
-			for h := 0; h < a.h; h++ {
-				o := a.block(s, h)
-				linalg.Gemm(false, false, a.t, a.dh, a.t, 1, a.p[(s*a.h+h)*tt:], a.t, a.v[o:], a.d, 0, out[o:], a.d)
-			}
+		if s.parts <= 1 {
+			s.run()
+			return nil
 		}
+		prev := linalg.SetBLASThreads(1)
+		s.run()
+		linalg.SetBLASThreads(prev)
 		return nil
 	}
 }
 
+func prepareAttention[T Float](b *Backend, k backend.Attention) backend.Func {
+	a := newAttention[T](k.Seqs, k.Tokens, k.Heads, k.D, k.Scale, k.Q, k.K, k.V)
+	out := Host[T](k.Out)[:k.Seqs*k.Tokens*k.D]
+	return parallel(b, a.seqs*a.h, 4*a.t*a.t*a.dh, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a.weights(i)
+			o, w := a.block(i)
+			linalg.Gemm(false, false, a.t, a.dh, a.t, 1, a.p[w:], a.t, a.v[o:], a.d, 0, out[o:], a.d)
+		}
+	})
+}
+
 func prepareAttentionGrad[T Float](b *Backend, k backend.AttentionGrad) backend.Func {
-	a := newAttention[T](b, k.Seqs, k.Tokens, k.Heads, k.D, k.Scale, k.Q, k.K, k.V)
+	a := newAttention[T](k.Seqs, k.Tokens, k.Heads, k.D, k.Scale, k.Q, k.K, k.V)
 	n := k.Seqs * k.Tokens * k.D
 	dout := Host[T](k.DOut)[:n]
 	dqkv := Host[T](k.DQKV)[:3*n]
 	dq, dk, dv := dqkv[:n], dqkv[n:2*n], dqkv[2*n:]
-	tt := a.t * a.t
 	ds := make([]T, len(a.p))
-	// dS = P (dP - rowsum(dP P)), row by row.
-	rows := b.split(a.seqs*a.h*a.t, 3*a.t, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			pr, dr := a.p[r*a.t:(r+1)*a.t], ds[r*a.t:(r+1)*a.t]
-			var dot float64
-			for j, pv := range pr {
-				dot += float64(dr[j]) * float64(pv)
+	return parallel(b, a.seqs*a.h, 12*a.t*a.t*a.dh, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a.weights(i)
+			o, w := a.block(i)
+			p, d := a.p[w:w+a.t*a.t], ds[w:w+a.t*a.t]
+			// dV = P^T dO, dP = dO V^T.
+			linalg.Gemm(true, false, a.t, a.dh, a.t, 1, p, a.t, dout[o:], a.d, 0, dv[o:], a.d)
+			linalg.Gemm(false, true, a.t, a.t, a.dh, 1, dout[o:], a.d, a.v[o:], a.d, 0, d, a.t)
+			// dS = P (dP - rowsum(dP P)), row by row.
+			for r := 0; r < a.t; r++ {
+				pr, dr := p[r*a.t:(r+1)*a.t], d[r*a.t:(r+1)*a.t]
+				var dot float64
+				for j, pv := range pr {
+					dot += float64(dr[j]) * float64(pv)
+				}
+				for j, pv := range pr {
+					dr[j] = T(float64(pv) * (float64(dr[j]) - dot))
+				}
 			}
-			for j, pv := range pr {
-				dr[j] = T(float64(pv) * (float64(dr[j]) - dot))
-			}
+			// dQ = Scale dS K, dK = Scale dS^T Q.
+			linalg.Gemm(false, false, a.t, a.dh, a.t, a.scale, d, a.t, a.k[o:], a.d, 0, dq[o:], a.d)
+			linalg.Gemm(true, false, a.t, a.dh, a.t, a.scale, d, a.t, a.q[o:], a.d, 0, dk[o:], a.d)
 		}
 	})
-	return func() error {
-		a.weights()
-		for s := 0; s < a.seqs; s++ {
-			for h := 0; h < a.h; h++ {
-				o, w := a.block(s, h), (s*a.h+h)*tt
-				// dV = P^T dO, dP = dO V^T.
-				linalg.Gemm(true, false, a.t, a.dh, a.t, 1, a.p[w:], a.t, dout[o:], a.d, 0, dv[o:], a.d)
-				linalg.Gemm(false, true, a.t, a.t, a.dh, 1, dout[o:], a.d, a.v[o:], a.d, 0, ds[w:], a.t)
-			}
-		}
-		rows.run()
-		for s := 0; s < a.seqs; s++ {
-			for h := 0; h < a.h; h++ {
-				o, w := a.block(s, h), (s*a.h+h)*tt
-				// dQ = Scale dS K, dK = Scale dS^T Q.
-				linalg.Gemm(false, false, a.t, a.dh, a.t, a.scale, ds[w:], a.t, a.k[o:], a.d, 0, dq[o:], a.d)
-				linalg.Gemm(true, false, a.t, a.dh, a.t, a.scale, ds[w:], a.t, a.q[o:], a.d, 0, dk[o:], a.d)
-			}
-		}
-		return nil
-	}
 }
 
 func prepareBiasAct[T Float](b *Backend, k backend.BiasAct) backend.Func {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/internal/linalg"
@@ -99,7 +100,7 @@ func prepare[T Float](b *Backend, k backend.Kernel) (backend.Func, error) {
 	case backend.CheckFinite:
 		return prepareCheckFinite(k), nil
 	case backend.CheckProduct:
-		return prepareCheckProduct[T](k), nil
+		return prepareCheckProduct[T](b, k), nil
 	case backend.GatherRows:
 		return prepareRows[T](k.N, k.Width, k.Rows, k.Src, k.Dst, true), nil
 	case backend.ScatterRows:
@@ -209,7 +210,7 @@ func prepareCheckFinite(k backend.CheckFinite) backend.Func {
 	}
 }
 
-func prepareCheckProduct[T Float](k backend.CheckProduct) backend.Func {
+func prepareCheckProduct[T Float](b *Backend, k backend.CheckProduct) backend.Func {
 	a := Host[T](k.A)[:k.RA*k.CA]
 	bb := Host[T](k.B)[:k.RA*k.CB]
 	flag := Host[int32](k.Flag)
@@ -217,51 +218,71 @@ func prepareCheckProduct[T Float](k backend.CheckProduct) backend.Func {
 	if linalg.Is32[T]() {
 		limit = math.MaxFloat32 / 2
 	}
+	// The largest magnitudes of A and B, in parts across the threads: each
+	// part folds its maximum's bits into the shared one.
+	var ma, mb atomic.Uint64
+	sa := b.split(len(a), 1, func(lo, hi int) { foldMax(&ma, absMaxBits(a[lo:hi])) })
+	sb := b.split(len(bb), 1, func(lo, hi int) { foldMax(&mb, absMaxBits(bb[lo:hi])) })
 	return func() error {
-		ma, mb := maxAbs(a), maxAbs(bb)
+		ma.Store(0)
+		mb.Store(0)
+		sa.run()
+		sb.run()
+		x, y := bitsFloat[T](ma.Load()), bitsFloat[T](mb.Load())
 		// NaN fails the comparison, as does an infinite maximum.
-		if !(float64(k.RA)*ma*mb < limit) || math.IsInf(ma, 0) || math.IsInf(mb, 0) {
+		if !(float64(k.RA)*x*y < limit) || math.IsInf(x, 0) || math.IsInf(y, 0) {
 			flag[0] = 1
 		}
 		return nil
 	}
 }
 
-// maxAbs returns the largest |a[i]| in float64; NaN if any entry is NaN.
-func maxAbs[T Float](a []T) float64 {
-	var m0, m1 T
-	nan := false
+// absMaxBits returns the bits of the largest |a[i]|: for IEEE floats
+// without their sign, integer order is magnitude order, with +Inf above
+// every finite value and NaN above +Inf.
+func absMaxBits[T Float](a []T) uint64 {
+	var m0, m1 uint64
+	if linalg.Is32[T]() {
+		f := linalg.As32(a)
+		i := 0
+		for ; i+2 <= len(f); i += 2 {
+			m0 = max(m0, uint64(math.Float32bits(f[i])&0x7fffffff))
+			m1 = max(m1, uint64(math.Float32bits(f[i+1])&0x7fffffff))
+		}
+		if i < len(f) {
+			m0 = max(m0, uint64(math.Float32bits(f[i])&0x7fffffff))
+		}
+		return max(m0, m1)
+	}
+	f := linalg.As64(a)
 	i := 0
-	for ; i+2 <= len(a); i += 2 {
-		x, y := a[i], a[i+1]
-		if x < 0 {
-			x = -x
-		}
-		if y < 0 {
-			y = -y
-		}
-		if x > m0 {
-			m0 = x
-		}
-		if y > m1 {
-			m1 = y
-		}
-		nan = nan || x != x || y != y
+	for ; i+2 <= len(f); i += 2 {
+		m0 = max(m0, math.Float64bits(f[i])&^(1<<63))
+		m1 = max(m1, math.Float64bits(f[i+1])&^(1<<63))
 	}
-	for ; i < len(a); i++ {
-		x := a[i]
-		if x < 0 {
-			x = -x
-		}
-		if x > m0 {
-			m0 = x
-		}
-		nan = nan || x != x
+	if i < len(f) {
+		m0 = max(m0, math.Float64bits(f[i])&^(1<<63))
 	}
-	if nan {
-		return math.NaN()
+	return max(m0, m1)
+}
+
+// foldMax sets m to the larger of m and v.
+func foldMax(m *atomic.Uint64, v uint64) {
+	for {
+		old := m.Load()
+		if v <= old || m.CompareAndSwap(old, v) {
+			return
+		}
 	}
-	return float64(max(m0, m1))
+}
+
+// bitsFloat returns the float of T whose bits absMaxBits returned, in
+// float64.
+func bitsFloat[T Float](b uint64) float64 {
+	if linalg.Is32[T]() {
+		return float64(math.Float32frombits(uint32(b)))
+	}
+	return math.Float64frombits(b)
 }
 
 func prepareRows[T Float](n, width int, rows, src, dst backend.Operand, gather bool) backend.Func {
