@@ -7,6 +7,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/internal/linalg"
 )
 
 // AttentionOp is the core of multi-head self-attention: arguments q, k and
@@ -71,18 +73,14 @@ type head struct{ lo, t, c0, dh, d int }
 
 func (h head) at(m []float64, i, j int) float64 { return m[(h.lo+i)*h.d+h.c0+j] }
 
-// weights returns the t x t softmax weights of a head.
+// weights returns the t x t softmax weights of a head: the scores by a
+// float64 product, then a stable softmax of each row.
 func (o *AttentionOp) weights(h head, q, k []float64) []float64 {
 	p := make([]float64, h.t*h.t)
+	off := h.lo*h.d + h.c0
+	linalg.Gemm(false, true, h.t, h.t, h.dh, o.Scale, q[off:], h.d, k[off:], h.d, 0, p, h.t)
 	for i := 0; i < h.t; i++ {
 		row := p[i*h.t : (i+1)*h.t]
-		for j := range row {
-			var s float64
-			for c := 0; c < h.dh; c++ {
-				s += h.at(q, i, c) * h.at(k, j, c)
-			}
-			row[j] = s * o.Scale
-		}
 		lse := logSumExp(row)
 		for j := range row {
 			row[j] = math.Exp(row[j] - lse)
@@ -102,7 +100,7 @@ func (o *AttentionOp) heads(rows, d int) []head {
 	return hs
 }
 
-// Do computes the attention.
+// Do computes the attention, in float64.
 func (o *AttentionOp) Do(vals ...G.Value) (G.Value, error) {
 	a, is32, err := args(o, 3, vals)
 	if err != nil {
@@ -112,15 +110,8 @@ func (o *AttentionOp) Do(vals ...G.Value) (G.Value, error) {
 	out := make([]float64, s[0]*s[1])
 	for _, h := range o.heads(s[0], s[1]) {
 		p := o.weights(h, a[0], a[1])
-		for i := 0; i < h.t; i++ {
-			for c := 0; c < h.dh; c++ {
-				var acc float64
-				for j := 0; j < h.t; j++ {
-					acc += p[i*h.t+j] * h.at(a[2], j, c)
-				}
-				out[(h.lo+i)*h.d+h.c0+c] = acc
-			}
-		}
+		off := h.lo*h.d + h.c0
+		linalg.Gemm(false, false, h.t, h.dh, h.t, 1, p, h.t, a[2][off:], h.d, 0, out[off:], h.d)
 	}
 	return tensorOf(out, is32, s[0], s[1]), nil
 }
@@ -171,7 +162,7 @@ func (*AttentionGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	return tensor.Shape{3 * s[0][0], s[0][1]}, nil
 }
 
-// Do computes the gradients.
+// Do computes the gradients, in float64.
 func (o *AttentionGradOp) Do(vals ...G.Value) (G.Value, error) {
 	a, is32, err := args(o, 4, vals)
 	if err != nil {
@@ -184,44 +175,25 @@ func (o *AttentionGradOp) Do(vals ...G.Value) (G.Value, error) {
 	dq, dk, dv := out[:n*d], out[n*d:2*n*d], out[2*n*d:]
 	fwd := &AttentionOp{Heads: o.Heads, Tokens: o.Tokens, Scale: o.Scale}
 	for _, h := range fwd.heads(n, d) {
-		t := h.t
+		t, off := h.t, h.lo*d+h.c0
 		p := fwd.weights(h, q, k)
-		set := func(m []float64, i, c int, v float64) { m[(h.lo+i)*d+h.c0+c] += v }
-		for j := 0; j < t; j++ { // dV = P^T dY
-			for c := 0; c < h.dh; c++ {
-				var acc float64
-				for i := 0; i < t; i++ {
-					acc += p[i*t+j] * h.at(dy, i, c)
-				}
-				set(dv, j, c, acc)
-			}
-		}
+		// dV = P^T dY, dP = dY V^T.
+		linalg.Gemm(true, false, t, h.dh, t, 1, p, t, dy[off:], d, 0, dv[off:], d)
 		ds := make([]float64, t*t)
+		linalg.Gemm(false, true, t, t, h.dh, 1, dy[off:], d, v[off:], d, 0, ds, t)
+		// dS = P (dP - rowsum(dP P)).
 		for i := 0; i < t; i++ {
 			var dot float64
-			for j := 0; j < t; j++ { // dP = dY V^T
-				var acc float64
-				for c := 0; c < h.dh; c++ {
-					acc += h.at(dy, i, c) * h.at(v, j, c)
-				}
-				ds[i*t+j] = acc
-				dot += acc * p[i*t+j]
+			for j := 0; j < t; j++ {
+				dot += ds[i*t+j] * p[i*t+j]
 			}
 			for j := 0; j < t; j++ {
 				ds[i*t+j] = p[i*t+j] * (ds[i*t+j] - dot)
 			}
 		}
-		for i := 0; i < t; i++ { // dQ = Scale dS K, dK = Scale dS^T Q
-			for c := 0; c < h.dh; c++ {
-				var aq, ak float64
-				for j := 0; j < t; j++ {
-					aq += ds[i*t+j] * h.at(k, j, c)
-					ak += ds[j*t+i] * h.at(q, j, c)
-				}
-				set(dq, i, c, o.Scale*aq)
-				set(dk, i, c, o.Scale*ak)
-			}
-		}
+		// dQ = Scale dS K, dK = Scale dS^T Q.
+		linalg.Gemm(false, false, t, h.dh, t, o.Scale, ds, t, k[off:], d, 0, dq[off:], d)
+		linalg.Gemm(true, false, t, h.dh, t, o.Scale, ds, t, q[off:], d, 0, dk[off:], d)
 	}
 	return tensorOf(out, is32, 3*n, d), nil
 }

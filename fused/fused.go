@@ -5,8 +5,9 @@
 // a compiled program (package program) runs one kernel for it instead of
 // many. gorgonia.Grad differentiates through them (their backward passes
 // are ops of this package too), and Gorgonia's tape machine runs them: the
-// Do methods are plain reference loops, accumulating in float64, against
-// which the backends' kernels are tested.
+// Do methods are plain reference implementations in float64 (loops, and
+// float64 products for attention's heads), against which the backends'
+// kernels are tested.
 //
 // Every op has one output. Where a backward pass yields several gradients
 // (attention, layer norm's scale and shift) they come packed in one tensor
