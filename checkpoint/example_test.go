@@ -13,13 +13,14 @@ import (
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // model is a user's own Gorgonia model: an orthonormal 6 x 3 frame W pulled
 // towards a target, plus a plain bias.
 type model struct {
 	vm     G.VM
-	params []G.ValueGrad
+	params []param.Param
 }
 
 func build() *model {
@@ -36,14 +37,14 @@ func build() *model {
 	b := G.NewVector(g, tensor.Float64, G.WithShape(3), G.WithName("b"), G.WithValue(tensor.New(tensor.WithShape(3), tensor.WithBacking([]float64{0, 0, 0}))))
 	t := G.NewConstant(tensor.New(tensor.WithShape(6, 3), tensor.WithBacking(target)))
 	loss := G.Must(G.Sum(G.Must(G.Square(G.Must(G.Sub(G.Must(G.BroadcastAdd(w, b, nil, []byte{0})), t))))))
-	params := []G.ValueGrad{optim.Stiefel(w), b}
-	if _, err := G.Grad(loss, optim.Nodes(params)...); err != nil {
+	params := []param.Param{param.OnStiefel(w), param.Plain(b)}
+	if _, err := G.Grad(loss, param.Nodes(params)...); err != nil {
 		log.Fatal(err)
 	}
-	return &model{vm: G.NewTapeMachine(g, G.BindDualValues(optim.Nodes(params)...)), params: params}
+	return &model{vm: G.NewTapeMachine(g, G.BindDualValues(param.Nodes(params)...)), params: params}
 }
 
-func (m *model) train(s *optim.Solver, steps int) {
+func (m *model) train(s *param.Solver, steps int) {
 	for i := 0; i < steps; i++ {
 		if err := m.vm.RunAll(); err != nil {
 			log.Fatal(err)
@@ -59,9 +60,11 @@ func (m *model) train(s *optim.Solver, steps int) {
 // into a fresh copy and shows that 10 more steps from there end where 20
 // steps straight do.
 func Example() {
-	cfg := optim.SolverConfig{
-		RSDM:  optim.RSDMConfig{LR: 0.1, SubmanifoldSize: 4, Seed: 1},
-		Other: optim.OtherConfig{Rule: optim.RuleAdam, LR: 0.05},
+	// Two groups, each with a schedule: RSDM on W, Adam with a warmup on b.
+	groups := []optim.Group{
+		{Select: optim.Param.Constrained, LR: 0.1, Schedule: optim.Cosine{Steps: 20, Final: 0.2},
+			RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
+		{Rule: optim.RuleAdam, LR: 0.05, Schedule: optim.WarmupCosine{Warmup: 5, Steps: 20}},
 	}
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
@@ -69,10 +72,10 @@ func Example() {
 
 	// Train 10 steps and save.
 	m := build()
-	s, _ := optim.NewSolver(m.params, cfg)
+	s, _ := param.NewSolver(m.params, groups, optim.Options{})
 	m.train(s, 10)
 	f := checkpoint.New()
-	if err := f.PutNodes("model.", optim.Nodes(m.params)); err != nil {
+	if err := f.PutNodes("model.", param.Nodes(m.params)); err != nil {
 		log.Fatal(err)
 	}
 	if err := f.PutSolver("optim.", s); err != nil {
@@ -92,8 +95,8 @@ func Example() {
 	var step int
 	_ = g.JSON("step", &step)
 	r := build()
-	rs, _ := optim.NewSolver(r.params, cfg)
-	if err := g.LoadNodes("model.", optim.Nodes(r.params)); err != nil {
+	rs, _ := param.NewSolver(r.params, groups, optim.Options{})
+	if err := g.LoadNodes("model.", param.Nodes(r.params)); err != nil {
 		log.Fatal(err)
 	}
 	if err := g.LoadSolver("optim.", rs); err != nil {
@@ -101,8 +104,8 @@ func Example() {
 	}
 	r.train(rs, 20-step)
 
-	a := optim.Nodes(m.params)[0].Value().Data().([]float64)
-	b := optim.Nodes(r.params)[0].Value().Data().([]float64)
+	a := param.Nodes(m.params)[0].Value().Data().([]float64)
+	b := param.Nodes(r.params)[0].Value().Data().([]float64)
 	same := true
 	for i := range a {
 		same = same && a[i] == b[i]

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	G "gorgonia.org/gorgonia"
@@ -66,10 +67,51 @@ func unnamed(n *G.Node) bool {
 	return true
 }
 
+// LoadOptions change how LoadNodes and LoadSolver read a checkpoint.
+type LoadOptions struct {
+	// ConvertTypes loads float64 tensors into float32 nodes and optimizer
+	// buffers (rounding to nearest) and float32 into float64. Without it a
+	// tensor of another element type than the model's is an error.
+	ConvertTypes bool
+}
+
+func loadOptions(opts []LoadOptions) LoadOptions {
+	if len(opts) > 0 {
+		return opts[0]
+	}
+	return LoadOptions{}
+}
+
+// convert returns data as the element type of like ([]float32 or
+// []float64), converting when they differ.
+func convert(data any, float32s bool) any {
+	switch d := data.(type) {
+	case []float64:
+		if float32s {
+			out := make([]float32, len(d))
+			for i, v := range d {
+				out[i] = float32(v)
+			}
+			return out
+		}
+	case []float32:
+		if !float32s {
+			out := make([]float64, len(d))
+			for i, v := range d {
+				out[i] = float64(v)
+			}
+			return out
+		}
+	}
+	return data
+}
+
 // LoadNodes copies the tensors stored by PutNodes into the nodes' values. A
 // missing tensor, a tensor under prefix that no node takes, or a shape or
-// element type that differs is an error, and then no node is changed.
-func (f *File) LoadNodes(prefix string, nodes G.Nodes) error {
+// element type that differs (unless the options convert types) is an
+// error, and then no node is changed.
+func (f *File) LoadNodes(prefix string, nodes G.Nodes, opts ...LoadOptions) error {
+	o := loadOptions(opts)
 	want := map[string]bool{}
 	type pair struct {
 		dst *tensor.Dense
@@ -91,13 +133,16 @@ func (f *File) LoadNodes(prefix string, nodes G.Nodes) error {
 			return fmt.Errorf("checkpoint: tensor %q has shape %v, the model's %v", name, t.Shape, d.Shape())
 		}
 		switch t.Data.(type) {
-		case []float32:
-			if d.Dtype() != tensor.Float32 {
-				return fmt.Errorf("checkpoint: tensor %q is float32, the model's %v", name, d.Dtype())
+		case []float32, []float64:
+			if d.Dtype() != tensor.Float32 && d.Dtype() != tensor.Float64 {
+				return fmt.Errorf("checkpoint: node %q holds %v, not float32 or float64 weights", n.Name(), d.Dtype())
 			}
-		case []float64:
-			if d.Dtype() != tensor.Float64 {
-				return fmt.Errorf("checkpoint: tensor %q is float64, the model's %v", name, d.Dtype())
+			_, is32 := t.Data.([]float32)
+			if is32 != (d.Dtype() == tensor.Float32) {
+				if !o.ConvertTypes {
+					return fmt.Errorf("checkpoint: tensor %q is %v, the model's %v (load with LoadOptions{ConvertTypes: true} to convert)", name, map[bool]string{true: "float32", false: "float64"}[is32], d.Dtype())
+				}
+				t.Data = convert(t.Data, d.Dtype() == tensor.Float32)
 			}
 		default:
 			return fmt.Errorf("checkpoint: tensor %q holds %T, not weights", name, t.Data)
@@ -135,12 +180,18 @@ type solverParam struct {
 }
 
 // Solver is what PutSolver and LoadSolver need of an optimizer over named
-// parameters; *optim.Solver implements it.
+// parameters: *optim.Solver, *param.Solver and *program.Solver implement it.
 type Solver interface {
 	Params() []optim.ParamInfo
 	State() []optim.State
 	SetState([]optim.State) error
+	// Steps is the step count that drives the schedules.
+	Steps() int
+	SetSteps(int) error
 }
+
+// stepsKey is the metadata key, after the prefix, of a solver's steps.
+const stepsKey = "solver.steps"
 
 func prod(shape []int) int {
 	n := 1
@@ -182,13 +233,36 @@ func (f *File) PutSolver(prefix string, s Solver) error {
 		sort.Strings(sp.Buffers)
 		out[i] = sp
 	}
+	f.Meta[prefix+stepsKey] = strconv.Itoa(s.Steps())
 	return f.SetJSON(prefix+"solver", out)
 }
 
+// SolverSteps returns the step count PutSolver stored under prefix, and
+// whether there is one (checkpoints written before solvers counted steps
+// have none).
+func (f *File) SolverSteps(prefix string) (int, bool, error) {
+	v, ok := f.Meta[prefix+stepsKey]
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, true, fmt.Errorf("checkpoint: %s is %q, want a step count", prefix+stepsKey, v)
+	}
+	return n, true, nil
+}
+
 // LoadSolver restores into s the state stored by PutSolver from a solver
-// over parameters of the same names, in the same order. On error s is
+// over parameters of the same names, in the same order, and its step count
+// when the checkpoint has one. With the options' ConvertTypes, buffers of
+// the other float type are converted to the parameters'. On error s is
 // unchanged.
-func (f *File) LoadSolver(prefix string, s Solver) error {
+func (f *File) LoadSolver(prefix string, s Solver, opts ...LoadOptions) error {
+	o := loadOptions(opts)
+	steps, hasSteps, err := f.SolverSteps(prefix)
+	if err != nil {
+		return err
+	}
 	var in []solverParam
 	if err := f.JSON(prefix+"solver", &in); err != nil {
 		return err
@@ -216,11 +290,17 @@ func (f *File) LoadSolver(prefix string, s Solver) error {
 				return fmt.Errorf("checkpoint: no tensor %q for the solver state", prefix+sp.Name+"/"+k)
 			}
 			st.Buffers[k] = t.Data
+			if o.ConvertTypes && params[i].Float32 != nil {
+				st.Buffers[k] = convert(t.Data, *params[i].Float32)
+			}
 		}
 		states[i] = st
 	}
 	if err := s.SetState(states); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if hasSteps {
+		return s.SetSteps(steps)
 	}
 	return nil
 }

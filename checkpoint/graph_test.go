@@ -12,6 +12,7 @@ import (
 
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // toy is a small custom Gorgonia model, tanh(x W1) W2 + b fitted to targets
@@ -19,7 +20,7 @@ import (
 type toy struct {
 	vm     G.VM
 	x, y   *G.Node
-	params []G.ValueGrad
+	params []param.Param
 	nodes  G.Nodes
 	xs, ys []float64 // the whole data set, float64
 }
@@ -65,8 +66,8 @@ func newToy(t testing.TB, dt tensor.Dtype, hidden int) *toy {
 	h := G.Must(G.Tanh(G.Must(G.Mul(m.x, W1))))
 	out := G.Must(G.BroadcastAdd(G.Must(G.Mul(h, W2)), b, nil, []byte{0}))
 	loss := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(out, m.y))))))
-	m.params = []G.ValueGrad{optim.Stiefel(W1), W2, b}
-	m.nodes = optim.Nodes(m.params)
+	m.params = []param.Param{param.OnStiefel(W1), param.Plain(W2), param.Plain(b)}
+	m.nodes = param.Nodes(m.params)
 	if _, err := G.Grad(loss, m.nodes...); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func newToy(t testing.TB, dt tensor.Dtype, hidden int) *toy {
 }
 
 // steps trains from step `from` to `to`; batch k is rows 3k, 3k+1, ... mod N.
-func (m *toy) steps(t testing.TB, s *optim.Solver, from, to int) {
+func (m *toy) steps(t testing.TB, s *param.Solver, from, to int) {
 	t.Helper()
 	for k := from; k < to; k++ {
 		xb, yb := m.x.Value().Data(), m.y.Value().Data()
@@ -107,12 +108,19 @@ func set(data any, i int, v float64) {
 	}
 }
 
-func solverConfigs() map[string]optim.SolverConfig {
-	return map[string]optim.SolverConfig{
-		"rsdm-p+sgd-momentum": {RSDM: optim.RSDMConfig{LR: 0.2, SubmanifoldSize: 5, Seed: 3}, Other: optim.OtherConfig{LR: 0.05, Momentum: 0.9}},
-		"rsdm-o+adam":         {RSDM: optim.RSDMConfig{LR: 0.2, SubmanifoldSize: 5, Sampling: optim.Orthogonal, Seed: 3}, Other: optim.OtherConfig{Rule: optim.RuleAdam, LR: 0.01}},
-		"rgd-momentum+adam":   {Method: optim.MethodRGD, RGD: optim.RGDConfig{LR: 0.1, Momentum: 0.9}, Other: optim.OtherConfig{Rule: optim.RuleAdam, LR: 0.01}},
-		"rsdm-momentum+sgd":   {RSDM: optim.RSDMConfig{LR: 0.2, SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 3, Seed: 3}, Other: optim.OtherConfig{LR: 0.05}},
+// groups returns a constrained group c and the rest r.
+func groups(c, r optim.Group) []optim.Group {
+	c.Select = optim.Param.Constrained
+	return []optim.Group{c, r}
+}
+
+func solverConfigs() map[string][]optim.Group {
+	return map[string][]optim.Group{
+		"rsdm-p+sgd-momentum":  groups(optim.Group{LR: 0.2, RSDM: optim.RSDMConfig{SubmanifoldSize: 5, Seed: 3}}, optim.Group{LR: 0.05, Momentum: 0.9}),
+		"rsdm-o+adam":          groups(optim.Group{LR: 0.2, RSDM: optim.RSDMConfig{SubmanifoldSize: 5, Sampling: optim.Orthogonal, Seed: 3}}, optim.Group{Rule: optim.RuleAdam, LR: 0.01}),
+		"rgd-momentum+adam":    groups(optim.Group{Method: optim.MethodRGD, LR: 0.1, Momentum: 0.9}, optim.Group{Rule: optim.RuleAdam, LR: 0.01}),
+		"rsdm-momentum+sgd":    groups(optim.Group{LR: 0.2, RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 3, Seed: 3}}, optim.Group{LR: 0.05}),
+		"radam+adamw+schedule": groups(optim.Group{Method: optim.MethodRiemannianAdam, LR: 0.05, Schedule: optim.Cosine{Steps: 25}}, optim.Group{Rule: optim.RuleAdamW, LR: 0.01, Schedule: optim.WarmupCosine{Warmup: 5, Steps: 25}}),
 	}
 }
 
@@ -126,11 +134,11 @@ func TestResumeBitExact(t *testing.T) {
 		for name, cfg := range solverConfigs() {
 			for _, k := range []int{0, 7, 11} {
 				straight := newToy(t, dt, toyHidden)
-				s1, _ := optim.NewSolver(straight.params, cfg)
+				s1, _ := param.NewSolver(straight.params, cfg, optim.Options{})
 				straight.steps(t, s1, 0, total)
 
 				first := newToy(t, dt, toyHidden)
-				s2, _ := optim.NewSolver(first.params, cfg)
+				s2, _ := param.NewSolver(first.params, cfg, optim.Options{})
 				first.steps(t, s2, 0, k)
 				f := New()
 				if err := f.PutNodes("model.", first.nodes); err != nil {
@@ -148,7 +156,7 @@ func TestResumeBitExact(t *testing.T) {
 					t.Fatal(err)
 				}
 				second := newToy(t, dt, toyHidden)
-				s3, _ := optim.NewSolver(second.params, cfg)
+				s3, _ := param.NewSolver(second.params, cfg, optim.Options{})
 				if err := g.LoadNodes("model.", second.nodes); err != nil {
 					t.Fatal(err)
 				}
@@ -194,7 +202,7 @@ func firstDiff(a, b any) int {
 func TestLoadMismatch(t *testing.T) {
 	cfgs := solverConfigs()
 	src := newToy(t, tensor.Float64, toyHidden)
-	s, _ := optim.NewSolver(src.params, cfgs["rsdm-o+adam"])
+	s, _ := param.NewSolver(src.params, cfgs["rsdm-o+adam"], optim.Options{})
 	src.steps(t, s, 0, 3)
 	f := New()
 	_ = f.PutNodes("model.", src.nodes)
@@ -217,15 +225,15 @@ func TestLoadMismatch(t *testing.T) {
 	if err := f.LoadNodes("other.", src.nodes); err == nil || !strings.Contains(err.Error(), `no tensor "other.W1"`) {
 		t.Errorf("missing prefix: %v", err)
 	}
-	sgd, _ := optim.NewSolver(src.params, cfgs["rsdm-p+sgd-momentum"])
+	sgd, _ := param.NewSolver(src.params, cfgs["rsdm-p+sgd-momentum"], optim.Options{})
 	if err := f.LoadSolver("optim.", sgd); err == nil || !strings.Contains(err.Error(), `"adam" optimizer cannot restore a "sgd"`) {
 		t.Errorf("Adam state into SGD: %v", err)
 	}
-	rgd, _ := optim.NewSolver(src.params, cfgs["rgd-momentum+adam"])
+	rgd, _ := param.NewSolver(src.params, cfgs["rgd-momentum+adam"], optim.Options{})
 	if err := f.LoadSolver("optim.", rgd); err == nil || !strings.Contains(err.Error(), `"rsdm" optimizer cannot restore a "rgd"`) {
 		t.Errorf("RSDM state into RGD: %v", err)
 	}
-	fewer, _ := optim.NewSolver(src.params[:2], cfgs["rgd-momentum+adam"])
+	fewer, _ := param.NewSolver(src.params[:2], cfgs["rgd-momentum+adam"], optim.Options{})
 	if err := f.LoadSolver("optim.", fewer); err == nil || !strings.Contains(err.Error(), "state for 3 parameters, the model has 2") {
 		t.Errorf("fewer parameters: %v", err)
 	}

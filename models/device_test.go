@@ -17,6 +17,7 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // deviceModels are the graphs whose numbers must not depend on where they
@@ -33,13 +34,13 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Method) (map[string][
 	g := G.NewGraph()
 	var (
 		logits *G.Node
-		params []G.ValueGrad
+		params []param.Param
 		x      *G.Node
 		err    error
 		batch  = 8
 	)
 	input := func(shape ...int) *G.Node {
-		return G.Must(nn.Param(g, "x", dt, shape, func(int) float64 { return rng.NormFloat64() }))
+		return G.Must(nn.NewTensor(g, "x", dt, shape, func(int) float64 { return rng.NormFloat64() }))
 	}
 	switch model {
 	case "ffn":
@@ -66,14 +67,14 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Method) (map[string][
 		params = m.Params()
 	case "custom":
 		// tanh(x W) V with W on the Stiefel manifold, built from Gorgonia's ops.
-		w, err := nn.Param(g, "W", dt, []int{20, 6}, func(int) float64 { return rng.NormFloat64() })
+		w, err := nn.NewTensor(g, "W", dt, []int{20, 6}, func(int) float64 { return rng.NormFloat64() })
 		if err != nil {
 			return nil, err
 		}
 		if err := orthonormalize(w); err != nil {
 			return nil, err
 		}
-		v, err := nn.Param(g, "V", dt, []int{6, 10}, func(int) float64 { return rng.NormFloat64() / 3 })
+		v, err := nn.NewTensor(g, "V", dt, []int{6, 10}, func(int) float64 { return rng.NormFloat64() / 3 })
 		if err != nil {
 			return nil, err
 		}
@@ -88,7 +89,7 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Method) (map[string][
 		if logits, err = G.Mul(h, v); err != nil {
 			return nil, err
 		}
-		params = []G.ValueGrad{optim.Stiefel(w), v}
+		params = []param.Param{param.OnStiefel(w), param.Plain(v)}
 	default:
 		return nil, fmt.Errorf("unknown model %q", model)
 	}
@@ -101,7 +102,7 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Method) (map[string][
 	if err != nil {
 		return nil, err
 	}
-	nodes := optim.Nodes(params)
+	nodes := param.Nodes(params)
 	if _, err := G.Grad(loss, nodes...); err != nil {
 		return nil, err
 	}
@@ -125,12 +126,12 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Method) (map[string][
 		}
 		out["grad."+n.Name()] = floats(gr)
 	}
-	s, err := optim.NewSolver(params, optim.SolverConfig{
-		Method: method,
-		RSDM:   optim.RSDMConfig{LR: 0.5, SubmanifoldSize: 6, Seed: 3},
-		RGD:    optim.RGDConfig{LR: 0.5},
-		Other:  optim.OtherConfig{LR: 0.1, Momentum: 0.9},
-	})
+	// Gorgonia's CUDA machine writes the gradients into the gradient nodes'
+	// own values (gpu.GradOptions), which Node.Grad falls back to.
+	s, err := param.NewSolver(params, []optim.Group{
+		{Select: optim.Param.Constrained, Method: method, LR: 0.5, RSDM: optim.RSDMConfig{SubmanifoldSize: 6, Seed: 3}},
+		{LR: 0.1, Momentum: 0.9},
+	}, optim.Options{})
 	if err != nil {
 		return nil, err
 	}

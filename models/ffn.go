@@ -10,7 +10,7 @@ import (
 
 	"github.com/orthonet/orthonet/fused"
 	"github.com/orthonet/orthonet/nn"
-	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // FFNConfig sizes an orthogonal feed-forward network. The paper's network
@@ -74,9 +74,10 @@ func (m *FFN) Forward(x *G.Node) (*G.Node, error) {
 	return h, nil
 }
 
-// Params returns every parameter for optim.Solver, orthogonal weights marked.
-func (m *FFN) Params() []G.ValueGrad {
-	var ps []G.ValueGrad
+// Params returns every parameter, the orthogonal layers' weights marked as
+// points of the Stiefel manifold.
+func (m *FFN) Params() []param.Param {
+	var ps []param.Param
 	for _, l := range m.Layers {
 		ps = append(ps, l.Params()...)
 	}
@@ -84,15 +85,4 @@ func (m *FFN) Params() []G.ValueGrad {
 }
 
 // Nodes returns every parameter node, in the order of Params.
-func (m *FFN) Nodes() G.Nodes { return optim.Nodes(m.Params()) }
-
-// Orthogonal returns the Stiefel-constrained weight nodes.
-func (m *FFN) Orthogonal() G.Nodes {
-	var ns G.Nodes
-	for _, l := range m.Layers {
-		if l.Ortho {
-			ns = append(ns, l.W)
-		}
-	}
-	return ns
-}
+func (m *FFN) Nodes() G.Nodes { return param.Nodes(m.Params()) }

@@ -8,7 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 func TestFFN(t *testing.T) {
@@ -20,12 +20,12 @@ func TestFFN(t *testing.T) {
 	}
 	marked := 0
 	for _, p := range m.Params() {
-		if _, ok := p.(optim.Constrained); ok {
+		if p.Constrained() {
 			marked++
 		}
 	}
-	if marked != 3 || len(m.Orthogonal()) != 3 || len(m.Nodes()) != 8 {
-		t.Errorf("%d marked weights, %d orthogonal, %d nodes; want 3, 3, 8", marked, len(m.Orthogonal()), len(m.Nodes()))
+	if marked != 3 || len(param.Constrained(m.Params())) != 3 || len(m.Nodes()) != 8 {
+		t.Errorf("%d marked weights, %d orthogonal, %d nodes; want 3, 3, 8", marked, len(param.Constrained(m.Params())), len(m.Nodes()))
 	}
 	x := G.NewMatrix(g, tensor.Float32, G.WithShape(5, 12), G.WithName("x"), G.WithInit(G.Gaussian(0, 1)))
 	out, err := m.Forward(x)
@@ -45,9 +45,9 @@ func TestFFN(t *testing.T) {
 	if err := Share(s.Nodes(), m.Nodes()); err != nil {
 		t.Fatal(err)
 	}
-	w := m.Layers[0].W.Value().Data().([]float32)
+	w := m.Layers[0].W.Node.Value().Data().([]float32)
 	w[0] = 42
-	if s.Layers[0].W.Value().Data().([]float32)[0] != 42 {
+	if s.Layers[0].W.Node.Value().Data().([]float32)[0] != 42 {
 		t.Error("the shared network does not see the original's weights")
 	}
 	if _, err := NewFFN(G.NewGraph(), FFNConfig{In: 4, Hidden: 8, Classes: 3, Depth: 1}, tensor.Float32, rng); err == nil || !strings.Contains(err.Error(), "input 4 < hidden 8") {

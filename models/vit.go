@@ -9,7 +9,7 @@ import (
 
 	"github.com/orthonet/orthonet/fused"
 	"github.com/orthonet/orthonet/nn"
-	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // ViTConfig sizes an orthogonal vision transformer. The paper's (section 6):
@@ -41,8 +41,8 @@ type block struct {
 type ViT struct {
 	Cfg    ViTConfig
 	embed  *nn.Linear
-	cls    *G.Node // (1, 1, Dim)
-	pos    *G.Node // (1, Tokens+1, Dim)
+	cls    param.Param // (1, 1, Dim)
+	pos    param.Param // (1, Tokens+1, Dim)
 	blocks []block
 	norm   *nn.LayerNorm
 	head   *nn.Linear
@@ -71,8 +71,9 @@ func NewViT(g *G.ExprGraph, cfg ViTConfig, dt tensor.Dtype, rng *rand.Rand) (*Vi
 	}
 	// Drawn from rng, not G.Gaussian, which draws from math/rand's global
 	// source: the same seed must give the same model.
-	small := func(name string, shape ...int) (*G.Node, error) {
-		return nn.Param(g, name, dt, shape, func(int) float64 { return 0.02 * rng.NormFloat64() })
+	small := func(name string, shape ...int) (param.Param, error) {
+		n, err := nn.NewTensor(g, name, dt, shape, func(int) float64 { return 0.02 * rng.NormFloat64() })
+		return param.Plain(n), err
 	}
 	if m.cls, err = small("cls", 1, 1, cfg.Dim); err != nil {
 		return nil, err
@@ -134,8 +135,8 @@ func (m *ViT) Forward(patches *G.Node, train bool) (*G.Node, error) {
 	emb := G.Must(m.embed.Forward(G.Must(G.Reshape(patches, tensor.Shape{b * c.Tokens(), c.PatchDim()}))))
 	emb = G.Must(G.Reshape(emb, tensor.Shape{b, c.Tokens(), c.Dim}))
 	zeros := G.NewTensor(g, dt, 3, G.WithShape(b, 1, c.Dim), G.WithName("cls.zeros"), G.WithInit(G.Zeroes()))
-	cls := G.Must(G.BroadcastAdd(zeros, m.cls, nil, []byte{0}))
-	tokens := G.Must(G.BroadcastAdd(G.Must(G.Concat(1, cls, emb)), m.pos, nil, []byte{0}))
+	cls := G.Must(G.BroadcastAdd(zeros, m.cls.Node, nil, []byte{0}))
+	tokens := G.Must(G.BroadcastAdd(G.Must(G.Concat(1, cls, emb)), m.pos.Node, nil, []byte{0}))
 	x := dropout(G.Must(G.Reshape(tokens, tensor.Shape{b * t, c.Dim})))
 	for _, bl := range m.blocks {
 		h := G.Must(bl.ln1.Forward(x))
@@ -178,9 +179,10 @@ func (m *ViT) layers() []*nn.Linear {
 	return append(ls, m.head)
 }
 
-// Params returns every parameter for optim.Solver; Wq, Wk, Wv are marked.
-func (m *ViT) Params() []G.ValueGrad {
-	ps := []G.ValueGrad{m.cls, m.pos}
+// Params returns every parameter; Wq, Wk, Wv are marked as points of the
+// Stiefel manifold.
+func (m *ViT) Params() []param.Param {
+	ps := []param.Param{m.cls, m.pos}
 	for _, l := range m.layers() {
 		ps = append(ps, l.Params()...)
 	}
@@ -193,17 +195,7 @@ func (m *ViT) Params() []G.ValueGrad {
 }
 
 // Nodes returns every parameter node, in the order of Params.
-func (m *ViT) Nodes() G.Nodes { return optim.Nodes(m.Params()) }
-
-// Orthogonal returns the Stiefel-constrained weights (Wq, Wk, Wv of every
-// block).
-func (m *ViT) Orthogonal() G.Nodes {
-	var ns G.Nodes
-	for _, b := range m.blocks {
-		ns = append(ns, b.attn.Wq, b.attn.Wk, b.attn.Wv)
-	}
-	return ns
-}
+func (m *ViT) Nodes() G.Nodes { return param.Nodes(m.Params()) }
 
 // Patchify writes image (channels, side, side), channel-major, as a
 // sequence of (side/patch)^2 patches of patch*patch*channels values, row by

@@ -8,7 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/internal/gradcheck"
-	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 func TestPatchify(t *testing.T) {
@@ -50,12 +50,12 @@ func TestViT(t *testing.T) {
 	}
 	marked := 0
 	for _, p := range m.Params() {
-		if _, ok := p.(optim.Constrained); ok {
+		if p.Constrained() {
 			marked++
 		}
 	}
-	if marked != 3*cfg.Depth || len(m.Orthogonal()) != 3*cfg.Depth || len(m.Params()) != len(m.Nodes()) {
-		t.Errorf("%d marked, %d orthogonal, %d params, %d nodes", marked, len(m.Orthogonal()), len(m.Params()), len(m.Nodes()))
+	if marked != 3*cfg.Depth || len(param.Constrained(m.Params())) != 3*cfg.Depth || len(m.Params()) != len(m.Nodes()) {
+		t.Errorf("%d marked, %d orthogonal, %d params, %d nodes", marked, len(param.Constrained(m.Params())), len(m.Params()), len(m.Nodes()))
 	}
 	// A copy on an evaluation graph shares the parameters.
 	g2 := G.NewGraph()
@@ -66,8 +66,8 @@ func TestViT(t *testing.T) {
 	if err := Share(m2.Nodes(), m.Nodes()); err != nil {
 		t.Fatal(err)
 	}
-	m.Orthogonal()[0].Value().Data().([]float32)[3] = 7
-	if m2.Orthogonal()[0].Value().Data().([]float32)[3] != 7 {
+	param.Nodes(param.Constrained(m.Params()))[0].Value().Data().([]float32)[3] = 7
+	if param.Nodes(param.Constrained(m2.Params()))[0].Value().Data().([]float32)[3] != 7 {
 		t.Error("the shared ViT does not see the original's weights")
 	}
 	// The same seed gives the same parameters, bit for bit; another seed not.

@@ -8,7 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/fused"
-	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // Attention is multi-head self-attention over sequences of tokens:
@@ -17,7 +17,7 @@ import (
 // are d x d, bias-free and Stiefel-constrained (the paper's orthogonal ViT);
 // Wo is an unconstrained Linear with bias.
 type Attention struct {
-	Wq, Wk, Wv *G.Node
+	Wq, Wk, Wv param.Param
 	Out        *Linear
 	Heads      int
 }
@@ -30,7 +30,7 @@ func NewAttention(g *G.ExprGraph, name string, d, heads int, dt tensor.Dtype, rn
 	}
 	a := &Attention{Heads: heads}
 	for _, w := range []struct {
-		dst  **G.Node
+		dst  *param.Param
 		name string
 	}{{&a.Wq, ".Wq"}, {&a.Wk, ".Wk"}, {&a.Wv, ".Wv"}} {
 		l, err := NewOrthoLinear(g, name+w.name, d, d, dt, false, rng)
@@ -53,19 +53,19 @@ func NewAttention(g *G.ExprGraph, name string, d, heads int, dt tensor.Dtype, rn
 // no Reshape or Transpose is needed.
 func (a *Attention) Forward(x *G.Node, tokens int) (*G.Node, error) {
 	s := x.Shape()
-	d := a.Wq.Shape()[0]
+	d := a.Wq.Node.Shape()[0]
 	if x.Dims() != 2 || s[1] != d || tokens < 1 || s[0]%tokens != 0 {
 		return nil, fmt.Errorf("nn: attention over %d features got input %v for %d tokens, want (batch*%d, %d)", d, s, tokens, tokens, d)
 	}
-	q, err := G.Mul(x, a.Wq)
+	q, err := G.Mul(x, a.Wq.Node)
 	if err != nil {
 		return nil, fmt.Errorf("nn: attention: %w", err)
 	}
-	k, err := G.Mul(x, a.Wk)
+	k, err := G.Mul(x, a.Wk.Node)
 	if err != nil {
 		return nil, fmt.Errorf("nn: attention: %w", err)
 	}
-	v, err := G.Mul(x, a.Wv)
+	v, err := G.Mul(x, a.Wv.Node)
 	if err != nil {
 		return nil, fmt.Errorf("nn: attention: %w", err)
 	}
@@ -76,10 +76,7 @@ func (a *Attention) Forward(x *G.Node, tokens int) (*G.Node, error) {
 	return a.Out.Forward(ctx)
 }
 
-// Params returns Wq, Wk, Wv marked as Stiefel points, then Wo and its bias.
-func (a *Attention) Params() []G.ValueGrad {
-	return append([]G.ValueGrad{optim.Stiefel(a.Wq), optim.Stiefel(a.Wk), optim.Stiefel(a.Wv)}, a.Out.Params()...)
+// Params returns Wq, Wk, Wv (on the Stiefel manifold), then Wo and its bias.
+func (a *Attention) Params() []param.Param {
+	return append([]param.Param{a.Wq, a.Wk, a.Wv}, a.Out.Params()...)
 }
-
-// Nodes returns every parameter node.
-func (a *Attention) Nodes() G.Nodes { return optim.Nodes(a.Params()) }

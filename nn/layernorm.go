@@ -7,7 +7,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/fused"
-	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // LayerNorm normalizes each row of a (rows, d) input to zero mean and unit
@@ -15,34 +15,32 @@ import (
 // shifts by Beta, both (1, d). Inputs with more axes are reshaped to
 // (rows, d) by the caller.
 type LayerNorm struct {
-	Gamma, Beta *G.Node
+	Gamma, Beta param.Param
 	Eps         float64
 }
 
 // NewLayerNorm returns a LayerNorm over d features with Gamma = 1, Beta = 0
 // and eps = 1e-5.
 func NewLayerNorm(g *G.ExprGraph, name string, d int, dt tensor.Dtype) (*LayerNorm, error) {
-	gamma, err := Param(g, name+".gamma", dt, []int{1, d}, func(int) float64 { return 1 })
+	gamma, err := NewTensor(g, name+".gamma", dt, []int{1, d}, func(int) float64 { return 1 })
 	if err != nil {
 		return nil, err
 	}
-	beta, err := Param(g, name+".beta", dt, []int{1, d}, func(int) float64 { return 0 })
+	beta, err := NewTensor(g, name+".beta", dt, []int{1, d}, func(int) float64 { return 0 })
 	if err != nil {
 		return nil, err
 	}
-	return &LayerNorm{Gamma: gamma, Beta: beta, Eps: 1e-5}, nil
+	return &LayerNorm{Gamma: param.Plain(gamma), Beta: param.Plain(beta), Eps: 1e-5}, nil
 }
 
 // Forward normalizes the rows of x, as one fused op (fused.LayerNorm).
 func (l *LayerNorm) Forward(x *G.Node) (*G.Node, error) {
-	if x.Dims() != 2 || x.Shape()[1] != l.Gamma.Shape()[1] {
-		return nil, fmt.Errorf("nn: layer norm over %d features got input %v", l.Gamma.Shape()[1], x.Shape())
+	d := l.Gamma.Node.Shape()[1]
+	if x.Dims() != 2 || x.Shape()[1] != d {
+		return nil, fmt.Errorf("nn: layer norm over %d features got input %v", d, x.Shape())
 	}
-	return fused.LayerNorm(x, l.Gamma, l.Beta, l.Eps)
+	return fused.LayerNorm(x, l.Gamma.Node, l.Beta.Node, l.Eps)
 }
 
 // Params returns Gamma and Beta.
-func (l *LayerNorm) Params() []G.ValueGrad { return []G.ValueGrad{l.Gamma, l.Beta} }
-
-// Nodes returns Gamma and Beta.
-func (l *LayerNorm) Nodes() G.Nodes { return optim.Nodes(l.Params()) }
+func (l *LayerNorm) Params() []param.Param { return []param.Param{l.Gamma, l.Beta} }

@@ -1,7 +1,7 @@
 // Package nn holds Gorgonia building blocks for orthogonal networks: dense
-// layers (plain, and column-orthonormal with a Haar initialisation and the
-// Stiefel marking that optim.Solver reads), GELU, softmax cross-entropy and
-// accuracy.
+// layers (plain, and orthogonal with a Haar initialisation and their weight
+// marked as a point of the Stiefel manifold, see package param), layer
+// norm, attention, dropout, GELU, softmax cross-entropy and accuracy.
 package nn
 
 import (
@@ -14,16 +14,15 @@ import (
 
 	"github.com/orthonet/orthonet/fused"
 	"github.com/orthonet/orthonet/manifold"
-	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // Linear is the dense layer y = x W + b, x of shape (batch, in), W (in, out),
-// b (1, out) broadcast over the batch.
+// b (1, out) broadcast over the batch. An orthogonal layer's W is marked
+// as a point of the Stiefel manifold (param.OnStiefel).
 type Linear struct {
-	W, B *G.Node // B is nil without bias
-	// Ortho is true when W is column-orthonormal (in >= out) and optimized on
-	// the Stiefel manifold.
-	Ortho bool
+	W param.Param
+	B param.Param // B.Node is nil without bias
 }
 
 // NewLinear returns a plain layer initialised as PyTorch's nn.Linear does:
@@ -33,42 +32,53 @@ func NewLinear(g *G.ExprGraph, name string, in, out int, dt tensor.Dtype, bias b
 		return nil, fmt.Errorf("nn: %s: layer %d -> %d: sizes must be positive", name, in, out)
 	}
 	bound := 1 / math.Sqrt(float64(in))
-	w, err := Param(g, name+".W", dt, []int{in, out}, func(i int) float64 { return bound * (2*rng.Float64() - 1) })
+	w, err := NewTensor(g, name+".W", dt, []int{in, out}, func(i int) float64 { return bound * (2*rng.Float64() - 1) })
 	if err != nil {
 		return nil, err
 	}
-	l := &Linear{W: w}
+	l := &Linear{W: param.Plain(w)}
 	if bias {
-		if l.B, err = Param(g, name+".b", dt, []int{1, out}, func(int) float64 { return bound * (2*rng.Float64() - 1) }); err != nil {
+		b, err := NewTensor(g, name+".b", dt, []int{1, out}, func(int) float64 { return bound * (2*rng.Float64() - 1) })
+		if err != nil {
 			return nil, err
 		}
+		l.B = param.Plain(b)
 	}
 	return l, nil
 }
 
-// NewOrthoLinear returns a layer whose in x out weight (in >= out) starts at
-// a Haar-random point of St(in, out); the bias starts at zero.
+// NewOrthoLinear returns a layer whose in x out weight starts at a
+// Haar-random point of the Stiefel manifold: orthonormal columns when
+// in >= out, orthonormal rows (the transpose of a point of St(out, in))
+// when in < out. The bias starts at zero.
 func NewOrthoLinear(g *G.ExprGraph, name string, in, out int, dt tensor.Dtype, bias bool, rng *rand.Rand) (*Linear, error) {
-	if in < out {
-		return nil, fmt.Errorf("nn: %s: an orthogonal layer needs in >= out (column-orthonormal W), got %d -> %d", name, in, out)
+	if in < 1 || out < 1 {
+		return nil, fmt.Errorf("nn: %s: layer %d -> %d: sizes must be positive", name, in, out)
 	}
-	st, err := manifold.NewStiefel[float64](in, out)
+	n, p := max(in, out), min(in, out)
+	st, err := manifold.NewStiefel[float64](n, p)
 	if err != nil {
 		return nil, fmt.Errorf("nn: %s: %w", name, err)
 	}
-	x := make([]float64, in*out)
+	x := make([]float64, n*p)
 	if err := st.Random(x, rng); err != nil {
 		return nil, fmt.Errorf("nn: %s: %w", name, err)
 	}
-	w, err := Param(g, name+".W", dt, []int{in, out}, func(i int) float64 { return x[i] })
+	at := func(i int) float64 { return x[i] }
+	if in < out { // entry (r, c) of the in x out weight is (c, r) of the sample
+		at = func(i int) float64 { return x[(i%out)*p+i/out] }
+	}
+	w, err := NewTensor(g, name+".W", dt, []int{in, out}, at)
 	if err != nil {
 		return nil, err
 	}
-	l := &Linear{W: w, Ortho: true}
+	l := &Linear{W: param.OnStiefel(w)}
 	if bias {
-		if l.B, err = Param(g, name+".b", dt, []int{1, out}, func(int) float64 { return 0 }); err != nil {
+		b, err := NewTensor(g, name+".b", dt, []int{1, out}, func(int) float64 { return 0 })
+		if err != nil {
 			return nil, err
 		}
+		l.B = param.Plain(b)
 	}
 	return l, nil
 }
@@ -79,12 +89,12 @@ func (l *Linear) Forward(x *G.Node) (*G.Node, error) { return l.ForwardAct(x, fu
 // ForwardAct returns act(x W + b), the bias and the activation in one fused
 // op (fused.BiasAct); without a bias, act(x W).
 func (l *Linear) ForwardAct(x *G.Node, act fused.Activation) (*G.Node, error) {
-	y, err := G.Mul(x, l.W)
+	y, err := G.Mul(x, l.W.Node)
 	if err != nil {
 		return nil, fmt.Errorf("nn: %s: %w", l.W.Name(), err)
 	}
-	if l.B != nil {
-		return fused.BiasAct(y, l.B, act)
+	if l.B.Node != nil {
+		return fused.BiasAct(y, l.B.Node, act)
 	}
 	switch act {
 	case fused.ReLU:
@@ -95,28 +105,17 @@ func (l *Linear) ForwardAct(x *G.Node, act fused.Activation) (*G.Node, error) {
 	return y, nil
 }
 
-// Params returns the layer's parameters for optim.Solver, W marked as a
-// Stiefel point when the layer is orthogonal.
-func (l *Linear) Params() []G.ValueGrad {
-	var ps []G.ValueGrad
-	if l.Ortho {
-		ps = append(ps, optim.Stiefel(l.W))
-	} else {
-		ps = append(ps, l.W)
+// Params returns the layer's parameters: W, then b if there is one.
+func (l *Linear) Params() []param.Param {
+	if l.B.Node == nil {
+		return []param.Param{l.W}
 	}
-	if l.B != nil {
-		ps = append(ps, l.B)
-	}
-	return ps
+	return []param.Param{l.W, l.B}
 }
 
-// Nodes returns the layer's parameter nodes, for gorgonia.Grad and
-// gorgonia.BindDualValues.
-func (l *Linear) Nodes() G.Nodes { return optim.Nodes(l.Params()) }
-
-// Param returns a learnable node of the given shape and element type whose
-// entry i is init(i).
-func Param(g *G.ExprGraph, name string, dt tensor.Dtype, shape []int, init func(int) float64) (*G.Node, error) {
+// NewTensor returns a node of the given shape and element type whose entry
+// i is init(i): a layer's weight, or a constant input.
+func NewTensor(g *G.ExprGraph, name string, dt tensor.Dtype, shape []int, init func(int) float64) (*G.Node, error) {
 	n := 1
 	for _, d := range shape {
 		n *= d

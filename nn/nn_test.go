@@ -72,14 +72,14 @@ func TestLinearGradient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wrt := G.Nodes{x, l.W}
+			wrt := G.Nodes{x, l.W.Node}
 			if c.bias {
 				// Give the zero-initialised orthogonal bias a value that matters.
-				b := l.B.Value().Data().([]float64)
+				b := l.B.Node.Value().Data().([]float64)
 				for i := range b {
 					b[i] = 0.1 * float64(i+1)
 				}
-				wrt = append(wrt, l.B)
+				wrt = append(wrt, l.B.Node)
 			}
 			y := G.Must(l.ForwardAct(x, c.act))
 			lin := G.Must(l.Forward(x))
@@ -113,21 +113,37 @@ func TestOrthoLinear(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := manifold.NewStiefel[float32](16, 16)
-	if f := st.Feasibility(l.W.Value().Data().([]float32)); f > 1e-5 {
+	if f := st.Feasibility(l.W.Node.Value().Data().([]float32)); f > 1e-5 {
 		t.Errorf("initial ||W^T W - I|| = %g", f)
 	}
 	ps := l.Params()
-	if _, ok := ps[0].(optim.Constrained); !ok || len(ps) != 1 {
-		t.Errorf("orthogonal layer's params %T, want one optim.Constrained", ps)
+	if len(ps) != 1 || ps[0].Constraint != optim.OnStiefel {
+		t.Errorf("orthogonal layer's params %+v, want one on the Stiefel manifold", ps)
 	}
 	plain, _ := NewLinear(g, "p", 4, 4, tensor.Float64, true, newRNG(2))
 	for _, p := range plain.Params() {
-		if _, ok := p.(optim.Constrained); ok {
+		if p.Constrained() {
 			t.Error("a plain layer's parameter is marked constrained")
 		}
 	}
-	if _, err := NewOrthoLinear(g, "up", 4, 8, tensor.Float64, false, newRNG(2)); err == nil || !strings.Contains(err.Error(), "needs in >= out") {
-		t.Errorf("4 -> 8 orthogonal layer: error %v", err)
+	// A wide orthogonal layer (4 -> 8) starts with orthonormal rows.
+	up, err := NewOrthoLinear(g, "up", 4, 8, tensor.Float64, false, newRNG(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := up.W.Node.Value().Data().([]float64)
+	wt := make([]float64, 32)
+	for r := 0; r < 4; r++ {
+		for c := 0; c < 8; c++ {
+			wt[c*4+r] = w[r*8+c]
+		}
+	}
+	st8, _ := manifold.NewStiefel[float64](8, 4)
+	if f := st8.Feasibility(wt); f > 1e-12 || up.W.Constraint != optim.OnStiefel {
+		t.Errorf("wide orthogonal layer: ||W W^T - I|| = %g, constraint %v", f, up.W.Constraint)
+	}
+	if _, err := NewOrthoLinear(g, "zero", 0, 8, tensor.Float64, false, newRNG(2)); err == nil || !strings.Contains(err.Error(), "sizes must be positive") {
+		t.Errorf("0 -> 8 orthogonal layer: error %v", err)
 	}
 	if _, err := NewLinear(g, "bad", 4, 4, tensor.Int, false, newRNG(2)); err == nil {
 		t.Error("NewLinear accepted an int element type")
@@ -229,8 +245,8 @@ func TestLayerNorm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gm := ln.Gamma.Value().Data().([]float64)
-	bt := ln.Beta.Value().Data().([]float64)
+	gm := ln.Gamma.Node.Value().Data().([]float64)
+	bt := ln.Beta.Node.Value().Data().([]float64)
 	for i := range gm {
 		gm[i], bt[i] = 1+0.1*float64(i), 0.05*float64(i)
 	}
@@ -239,7 +255,7 @@ func TestLayerNorm(t *testing.T) {
 	loss := G.Must(G.Sum(G.Must(G.HadamardProd(G.Must(G.Tanh(y)), c))))
 	var yv G.Value
 	G.Read(y, &yv) // a copy: a GPU run reuses y's own buffer in the backward pass
-	checkGrad(t, g, loss, x, ln.Gamma, ln.Beta)
+	checkGrad(t, g, loss, x, ln.Gamma.Node, ln.Beta.Node)
 	// Each row of (y - beta) / gamma has mean 0 and variance 1 - eps/(var+eps).
 	ys := yv.Data().([]float64)
 	for r := 0; r < 3; r++ {
@@ -274,7 +290,7 @@ func TestAttentionGradient(t *testing.T) {
 	}
 	c := input(g, "c", rng, 6, 4)
 	loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, c))))
-	checkGrad(t, g, loss, x, a.Wq, a.Wk, a.Wv, a.Out.W, a.Out.B)
+	checkGrad(t, g, loss, x, a.Wq.Node, a.Wk.Node, a.Wv.Node, a.Out.W.Node, a.Out.B.Node)
 
 	// The value against plain loops: head j uses features j*dh .. j*dh+dh-1.
 	xs := x.Value().Data().([]float64)
@@ -290,7 +306,7 @@ func TestAttentionGradient(t *testing.T) {
 		}
 		return o
 	}
-	q, k, v := proj(mat(a.Wq)), proj(mat(a.Wk)), proj(mat(a.Wv))
+	q, k, v := proj(mat(a.Wq.Node)), proj(mat(a.Wk.Node)), proj(mat(a.Wv.Node))
 	ctx := make([]float64, 24)
 	for b := 0; b < 2; b++ {
 		for hd := 0; hd < 2; hd++ {
@@ -312,7 +328,7 @@ func TestAttentionGradient(t *testing.T) {
 			}
 		}
 	}
-	wo, bo, ys := mat(a.Out.W), mat(a.Out.B), y.Value().Data().([]float64)
+	wo, bo, ys := mat(a.Out.W.Node), mat(a.Out.B.Node), y.Value().Data().([]float64)
 	for r := 0; r < 6; r++ {
 		for c := 0; c < 4; c++ {
 			want := bo[c]
@@ -326,7 +342,7 @@ func TestAttentionGradient(t *testing.T) {
 	}
 	marked := 0
 	for _, p := range a.Params() {
-		if _, ok := p.(optim.Constrained); ok {
+		if p.Constrained() {
 			marked++
 		}
 	}

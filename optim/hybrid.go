@@ -2,6 +2,7 @@ package optim
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/orthonet/orthonet/manifold"
@@ -44,11 +45,13 @@ func NewHybrid[T Float](m manifold.Manifold[T], cfg HybridConfig) (*Hybrid[T], e
 	if m == nil {
 		return nil, fmt.Errorf("optim: Hybrid needs a manifold")
 	}
-	if err := checkLR(cfg.RSDM.LR); err != nil {
-		return nil, fmt.Errorf("%w (RSDM)", err)
+	// The choice weighs each candidate's expected decrease by its step
+	// size: both must move.
+	if !(cfg.RSDM.LR > 0) || math.IsInf(cfg.RSDM.LR, 0) {
+		return nil, fmt.Errorf("optim: Hybrid RSDM learning rate %v, want a finite value > 0", cfg.RSDM.LR)
 	}
-	if err := checkLR(cfg.RGD.LR); err != nil {
-		return nil, fmt.Errorf("%w (RGD)", err)
+	if !(cfg.RGD.LR > 0) || math.IsInf(cfg.RGD.LR, 0) {
+		return nil, fmt.Errorf("optim: Hybrid RGD learning rate %v, want a finite value > 0", cfg.RGD.LR)
 	}
 	n, _ := m.Dims()
 	if r0 := cfg.RSDM.SubmanifoldSize; r0 < 2 || r0 > n {

@@ -68,8 +68,8 @@ func checkFactored[T Float](n, p int, x []T, g Factored[T]) error {
 }
 
 func checkLR(lr float64) error {
-	if !(lr > 0) || math.IsInf(lr, 1) {
-		return fmt.Errorf("optim: learning rate %v, want a finite value > 0", lr)
+	if !(lr >= 0) || math.IsInf(lr, 1) {
+		return fmt.Errorf("optim: learning rate %v, want a finite value >= 0", lr)
 	}
 	return nil
 }

@@ -345,7 +345,7 @@ func TestBadArguments(t *testing.T) {
 	}{
 		{"r<2", RSDMConfig{LR: 0.1, SubmanifoldSize: 1}, "r = 1, want r >= 2"},
 		{"r>n", RSDMConfig{LR: 0.1, SubmanifoldSize: 11}, "r = 11 exceeds the 10 rows"},
-		{"lr=0", RSDMConfig{LR: 0, SubmanifoldSize: 3}, "learning rate 0"},
+		{"lr<0", RSDMConfig{LR: -0.5, SubmanifoldSize: 3}, "learning rate -0.5"},
 		{"lr=NaN", RSDMConfig{LR: math.NaN(), SubmanifoldSize: 3}, "learning rate NaN"},
 		{"momentum", RSDMConfig{LR: 0.1, SubmanifoldSize: 3, Momentum: 1.5, InnerSteps: 2}, "momentum 1.5"},
 		{"momentum-without-inner", RSDMConfig{LR: 0.1, SubmanifoldSize: 3, Momentum: 0.5}, "InnerSteps > 1"},

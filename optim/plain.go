@@ -9,7 +9,7 @@ import (
 
 // SGDConfig holds the options of SGD.
 type SGDConfig struct {
-	// LR is the step size. Required, > 0.
+	// LR is the step size, finite and >= 0.
 	LR float64
 	// Momentum is the heavy-ball coefficient mu in [0, 1); the default 0
 	// gives plain gradient descent.
@@ -71,7 +71,8 @@ func (o *SGD[T]) commit(w, g []T) {
 	}
 }
 
-// SetLR changes the step size, for a schedule; it must be finite and > 0.
+// SetLR changes the step size, for a schedule; it must be finite and >= 0
+// (0 freezes the weight).
 func (o *SGD[T]) SetLR(lr float64) error {
 	if err := checkLR(lr); err != nil {
 		return err
@@ -113,7 +114,7 @@ func (o *SGD[T]) SetState(st State) error {
 
 // AdamConfig holds the options of Adam.
 type AdamConfig struct {
-	// LR is the step size. Required, > 0.
+	// LR is the step size, finite and >= 0.
 	LR float64
 	// Beta1 and Beta2 are the decay rates of the moments, in [0, 1); zero
 	// values select 0.9 and 0.999.
@@ -192,7 +193,8 @@ func (o *Adam[T]) commit(w, g []T) {
 	}
 }
 
-// SetLR changes the step size, for a schedule; it must be finite and > 0.
+// SetLR changes the step size, for a schedule; it must be finite and >= 0
+// (0 freezes the weight).
 func (o *Adam[T]) SetLR(lr float64) error {
 	if err := checkLR(lr); err != nil {
 		return err

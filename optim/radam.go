@@ -10,7 +10,7 @@ import (
 
 // RiemannianAdamConfig holds the options of RiemannianAdam.
 type RiemannianAdamConfig struct {
-	// LR is the step size. Required, > 0.
+	// LR is the step size, finite and >= 0.
 	LR float64
 	// Beta1 and Beta2 are the decay rates of the moments, in [0, 1); zero
 	// values select 0.9 and 0.999.
@@ -113,7 +113,8 @@ func (o *RiemannianAdam[T]) commit(x, _ []T) {
 
 func (o *RiemannianAdam[T]) abort() {}
 
-// SetLR changes the step size, for a schedule; it must be finite and > 0.
+// SetLR changes the step size, for a schedule; it must be finite and >= 0
+// (0 freezes the weight).
 func (o *RiemannianAdam[T]) SetLR(lr float64) error {
 	if err := checkLR(lr); err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 
 // RGDConfig holds the options of Riemannian gradient descent.
 type RGDConfig struct {
-	// LR is the step size eta. Required, > 0.
+	// LR is the step size eta, finite and >= 0.
 	LR float64
 	// Momentum is the heavy-ball coefficient beta in [0, 1); 0 (the default)
 	// gives plain RGD. The momentum buffer is carried to each new point by

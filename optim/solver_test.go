@@ -7,267 +7,338 @@ import (
 	"strings"
 	"testing"
 
-	"gonum.org/v1/gonum/mat"
-	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
-
 	"github.com/orthonet/orthonet/internal/linalg"
+	"github.com/orthonet/orthonet/internal/problem"
 	"github.com/orthonet/orthonet/manifold"
 )
 
-// procrustesGraph builds loss = ||W C - D||^2 / 2 in Gorgonia for an n x p
-// weight W started at w0; its optimum over St(n,p) is U V^T from the SVD of
-// D C^T, with the value returned as fstar.
-type procrustesGraph struct {
-	g    *G.ExprGraph
-	w    *G.Node
-	loss *G.Node
-	vm   G.VM
+// stiefelParam returns a Haar-random n x p weight (orthonormal rows when
+// n < p) named name, with a zero gradient.
+func stiefelParam(name string, n, p int, seed uint64) Param {
+	a, b := max(n, p), min(n, p)
+	st, _ := manifold.NewStiefel[float64](a, b)
+	x := make([]float64, a*b)
+	_ = st.Random(x, newRNG(seed))
+	w := x
+	if n < p {
+		w = make([]float64, n*p)
+		transpose(w, x, a, b)
+	}
+	return Param{Name: name, Shape: []int{n, p}, Constraint: OnStiefel, Value: w, Grad: make([]float64, n*p)}
 }
 
-func newProcrustesGraph[T Float](t *testing.T, n, p int, seed uint64) (*procrustesGraph, float64) {
-	t.Helper()
+func plainParam(name string, n int, seed uint64) Param {
+	v := make([]float64, n)
 	rng := newRNG(seed)
-	c := make([]float64, p*p)
-	d := make([]float64, n*p)
-	for i := range c {
-		c[i] = rng.NormFloat64()
+	for i := range v {
+		v[i] = rng.NormFloat64()
 	}
-	for i := range d {
-		d[i] = rng.NormFloat64()
+	return Param{Name: name, Shape: []int{n}, Value: v, Grad: make([]float64, n)}
+}
+
+// TestSolverErrors checks that NewSolver refuses every bad weight, group
+// and setting with an error naming it, before any step.
+func TestSolverErrors(t *testing.T) {
+	good := Group{LR: 0.1, RSDM: RSDMConfig{SubmanifoldSize: 3}}
+	off := stiefelParam("w", 5, 2, 1)
+	for i := range off.Value.([]float64) {
+		off.Value.([]float64)[i] = 1
 	}
-	dc := mat.NewDense(n, p, nil)
-	dc.Mul(mat.NewDense(n, p, d), mat.NewDense(p, p, c).T())
-	var svd mat.SVD
-	svd.Factorize(dc, mat.SVDThin)
-	var tr float64
-	for _, s := range svd.Values(nil) {
-		tr += s
+	threeD := stiefelParam("w", 5, 2, 1)
+	threeD.Shape = []int{5, 2, 1}
+	grassWide := stiefelParam("w", 2, 5, 1)
+	grassWide.Constraint = OnGrassmann
+	for _, tc := range []struct {
+		name   string
+		params []Param
+		groups []Group
+		o      Options
+		want   string
+	}{
+		{"no-groups", []Param{stiefelParam("w", 5, 2, 1)}, nil, Options{}, "at least one group"},
+		{"negative-lr", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: -1}}, Options{}, "learning rate -1, want a finite value >= 0 (group 0)"},
+		{"rule", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Rule: 7}}, Options{}, "unknown rule 7"},
+		{"method", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Method: 9}}, Options{}, "unknown method 9"},
+		{"adam", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Rule: RuleAdam, Adam: AdamConfig{Beta1: 1.5}}}, Options{}, "Adam betas"},
+		{"decay", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, WeightDecay: -1}}, Options{}, "weight decay -1"},
+		{"schedule", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Schedule: Cosine{}}}, Options{}, "cosine schedule over 0 steps"},
+		{"clip", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1}}, Options{ClipNorm: -1}, "clip norm -1"},
+		{"no-group", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Select: Param.Constrained}}, Options{}, `parameter "b" belongs to no group`},
+		{"off-manifold", []Param{off}, []Group{good}, Options{}, `weight "w": marked as constrained but ||W^T W - I||_F`},
+		{"3-d", []Param{threeD}, []Group{good}, Options{}, `weight "w": marked as constrained but has shape [5 2 1], want a matrix`},
+		{"grassmann-wide", []Param{grassWide}, []Group{good}, Options{}, `weight "w": marked Grassmann but is 2 x 5`},
+		{"r>n", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 0.1, RSDM: RSDMConfig{SubmanifoldSize: 6}}}, Options{}, `weight "w": optim: RSDM submanifold size r = 6 exceeds the 5 rows`},
+		{"r=1", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 0.1, RSDM: RSDMConfig{SubmanifoldSize: 1}}}, Options{}, `weight "w": optim: RSDM submanifold size r = 1, want r >= 2`},
+		{"duplicate", []Param{plainParam("b", 3, 1), plainParam("b", 3, 2)}, []Group{good}, Options{}, `two parameters are named "b"`},
+		{"gradient", []Param{{Name: "b", Shape: []int{3}, Value: []float64{1, 2, 3}, Grad: []float32{1, 2, 3}}}, []Group{good}, Options{}, `parameter "b": value []float64 but gradient []float32`},
+	} {
+		if _, err := NewSolver(tc.params, tc.groups, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
 	}
-	fstar := (linalg.Dot(c, c) + linalg.Dot(d, d) - 2*tr) / 2
-	if n == p {
-		t.Fatal("use n > p: O(n) has two components")
+}
+
+// TestSolverGroups checks that each parameter steps by its group: a
+// 1024-row-like and a 32-row-like weight in one solver with r = 12 and
+// r = 3, an RGD group and a Riemannian Adam group, and plain parameters by
+// SGD and AdamW, each equal bit for bit to its slice optimizer run alone.
+func TestSolverGroups(t *testing.T) {
+	big, small := stiefelParam("big", 40, 6, 1), stiefelParam("small", 8, 3, 2)
+	rgdW, radamW := stiefelParam("rgd", 12, 4, 3), stiefelParam("radam", 12, 4, 4)
+	sgdB, adamB := plainParam("sgd", 7, 5), plainParam("adamw", 7, 6)
+	params := []Param{big, small, rgdW, radamW, sgdB, adamB}
+	groups := []Group{
+		{Select: func(p Param) bool { return p.Constrained() && p.Rows() >= 32 }, LR: 0.2, RSDM: RSDMConfig{SubmanifoldSize: 12, Seed: 3}},
+		{Select: func(p Param) bool { return p.Name == "small" }, LR: 0.3, RSDM: RSDMConfig{SubmanifoldSize: 3, Seed: 3}},
+		{Select: func(p Param) bool { return p.Name == "rgd" }, Method: MethodRGD, LR: 0.1, Momentum: 0.5},
+		{Select: func(p Param) bool { return p.Name == "radam" }, Method: MethodRiemannianAdam, LR: 0.05},
+		{Select: func(p Param) bool { return p.Name == "sgd" }, LR: 0.1, Momentum: 0.9},
+		{Rule: RuleAdamW, LR: 0.01, WeightDecay: 0.5},
 	}
-	st, _ := manifold.NewStiefel[T](n, p)
-	w0 := make([]T, n*p)
-	_ = st.Random(w0, rng)
-	dt := tensor.Float64
-	if linalg.Is32[T]() {
-		dt = tensor.Float32
+	// References: the slice optimizers, each on a copy.
+	copyOf := func(p Param) []float64 { return append([]float64(nil), p.Value.([]float64)...) }
+	stOf := func(p Param) *manifold.Stiefel[float64] {
+		st, _ := manifold.NewStiefel[float64](p.Shape[0], p.Shape[1])
+		return st
 	}
-	conv := func(a []float64) []T { b := make([]T, len(a)); linalg.Convert(b, a); return b }
-	g := G.NewGraph()
-	w := G.NewMatrix(g, dt, G.WithShape(n, p), G.WithName("W"), G.WithValue(tensor.New(tensor.WithShape(n, p), tensor.WithBacking(w0))))
-	cn := G.NewMatrix(g, dt, G.WithShape(p, p), G.WithName("C"), G.WithValue(tensor.New(tensor.WithShape(p, p), tensor.WithBacking(conv(c)))))
-	dn := G.NewMatrix(g, dt, G.WithShape(n, p), G.WithName("D"), G.WithValue(tensor.New(tensor.WithShape(n, p), tensor.WithBacking(conv(d)))))
-	half := G.NewConstant(T(0.5))
-	loss := G.Must(G.Mul(half, G.Must(G.Sum(G.Must(G.Square(G.Must(G.Sub(G.Must(G.Mul(w, cn)), dn))))))))
-	if _, err := G.Grad(loss, w); err != nil {
+	rBig, _ := NewRSDM(stOf(big), RSDMConfig{LR: 0.2, SubmanifoldSize: 12, Seed: mixSeed(3, 0)})
+	rSmall, _ := NewRSDM(stOf(small), RSDMConfig{LR: 0.3, SubmanifoldSize: 3, Seed: mixSeed(3, 1)})
+	rRGD, _ := NewRGD(stOf(rgdW), RGDConfig{LR: 0.1, Momentum: 0.5})
+	rRAdam, _ := NewRiemannianAdam(stOf(radamW), RiemannianAdamConfig{LR: 0.05})
+	rSGD, _ := NewSGD[float64](7, SGDConfig{LR: 0.1, Momentum: 0.9})
+	rAdam, _ := NewAdam[float64](7, AdamConfig{LR: 0.01})
+	refs := []Optimizer[float64]{rBig, rSmall, rRGD, rRAdam, rSGD, rAdam}
+	refX := make([][]float64, len(params))
+	for i, p := range params {
+		refX[i] = copyOf(p)
+	}
+	s, err := NewSolver(params, groups, Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &procrustesGraph{g: g, w: w, loss: loss, vm: G.NewTapeMachine(g, G.BindDualValues(w))}, fstar
-}
-
-func (pg *procrustesGraph) lossValue() float64 {
-	switch v := pg.loss.Value().Data().(type) {
-	case float32:
-		return float64(v)
-	case float64:
-		return v
-	}
-	return math.NaN()
-}
-
-// TestSolverConverges trains a Gorgonia graph to the closed-form Procrustes
-// optimum with RSDM-P and RGD, in float64 and float32.
-func TestSolverConverges(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		f32  bool
-		cfg  SolverConfig
-		tol  float64
-	}{
-		{"rsdm-f64", false, SolverConfig{RSDM: RSDMConfig{LR: 0.05, SubmanifoldSize: 8, Seed: 1}, Other: OtherConfig{LR: 0.1}}, 1e-8},
-		{"rsdm-o-f64", false, SolverConfig{RSDM: RSDMConfig{LR: 0.05, SubmanifoldSize: 8, Sampling: Orthogonal, Seed: 1}, Other: OtherConfig{LR: 0.1}}, 1e-8},
-		{"rgd-f64", false, SolverConfig{Method: MethodRGD, RGD: RGDConfig{LR: 0.02, Momentum: 0.5}, RGDRetraction: manifold.Cayley, Other: OtherConfig{LR: 0.1}}, 1e-8},
-		{"rsdm-f32", true, SolverConfig{RSDM: RSDMConfig{LR: 0.05, SubmanifoldSize: 8, Seed: 1}, Other: OtherConfig{LR: 0.1}}, 1e-5},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var pg *procrustesGraph
-			var fstar float64
-			if tc.f32 {
-				pg, fstar = newProcrustesGraph[float32](t, 12, 5, 3)
-			} else {
-				pg, fstar = newProcrustesGraph[float64](t, 12, 5, 3)
+	rng := newRNG(11)
+	for step := 0; step < 5; step++ {
+		for i, p := range params {
+			g := p.Grad.([]float64)
+			for k := range g {
+				g[k] = rng.NormFloat64()
 			}
-			defer pg.vm.Close()
-			s, err := NewSolver([]G.ValueGrad{Stiefel(pg.w)}, tc.cfg)
-			if err != nil {
+			if i == 5 { // AdamW: decoupled decay before the Adam step
+				for k := range refX[i] {
+					refX[i][k] *= 1 - 0.01*0.5
+				}
+			}
+			if err := refs[i].Step(refX[i], g); err != nil {
 				t.Fatal(err)
-			}
-			var gap float64
-			for step := 0; step < 6000; step++ {
-				if err := pg.vm.RunAll(); err != nil {
-					t.Fatal(err)
-				}
-				if gap = math.Abs(pg.lossValue()-fstar) / math.Abs(fstar); gap < tc.tol {
-					break
-				}
-				if err := s.Step(); err != nil {
-					t.Fatal(err)
-				}
-				pg.vm.Reset()
-			}
-			if gap >= tc.tol {
-				t.Errorf("gap %.3g, want < %g", gap, tc.tol)
-			}
-		})
-	}
-}
-
-// TestSolverPlainAndConstrained checks that an unmarked parameter gets
-// exactly w - lr g (SGD), that a marked one stays on the manifold, and that
-// Adam's first step is lr * g / (|g| + eps) per entry.
-func TestSolverPlainAndConstrained(t *testing.T) {
-	for _, rule := range []Rule{RuleSGD, RuleAdam} {
-		g := G.NewGraph()
-		rng := newRNG(4)
-		st, _ := manifold.NewStiefel[float64](6, 3)
-		w0 := make([]float64, 18)
-		_ = st.Random(w0, rng)
-		b0 := make([]float64, 18)
-		for i := range b0 {
-			b0[i] = rng.NormFloat64()
-		}
-		w := G.NewMatrix(g, tensor.Float64, G.WithShape(6, 3), G.WithName("w"), G.WithValue(tensor.New(tensor.WithShape(6, 3), tensor.WithBacking(append([]float64(nil), w0...)))))
-		b := G.NewMatrix(g, tensor.Float64, G.WithShape(6, 3), G.WithName("b"), G.WithValue(tensor.New(tensor.WithShape(6, 3), tensor.WithBacking(b0))))
-		// loss = sum(w * b * 3) + sum(b^2): gradients 3b and 3w + 2b.
-		three := G.NewConstant(3.0)
-		loss := G.Must(G.Add(G.Must(G.Sum(G.Must(G.Mul(three, G.Must(G.HadamardProd(w, b)))))), G.Must(G.Sum(G.Must(G.Square(b))))))
-		if _, err := G.Grad(loss, w, b); err != nil {
-			t.Fatal(err)
-		}
-		vm := G.NewTapeMachine(g, G.BindDualValues(w, b))
-		s, err := NewSolver([]G.ValueGrad{Stiefel(w), b}, SolverConfig{RSDM: RSDMConfig{LR: 0.1, SubmanifoldSize: 4}, Other: OtherConfig{Rule: rule, LR: 0.01}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := vm.RunAll(); err != nil {
-			t.Fatal(err)
-		}
-		gb, _ := b.Grad()
-		wantB := append([]float64(nil), b.Value().Data().([]float64)...)
-		for i, gi := range gb.Data().([]float64) {
-			if rule == RuleSGD {
-				wantB[i] -= 0.01 * gi
-			} else {
-				wantB[i] -= 0.01 * gi / (math.Abs(gi) + 1e-8)
 			}
 		}
 		if err := s.Step(); err != nil {
 			t.Fatal(err)
 		}
-		for i, v := range b.Value().Data().([]float64) {
-			if math.Abs(v-wantB[i]) > 1e-12 {
-				t.Fatalf("rule %v: plain parameter entry %d = %g, want %g", rule, i, v, wantB[i])
+	}
+	for i, p := range params {
+		if d := firstDiff(p.Value.([]float64), refX[i]); d >= 0 {
+			t.Errorf("%s differs from its optimizer run alone at entry %d", p.Name, d)
+		}
+	}
+	if s.Steps() != 5 {
+		t.Errorf("Steps() = %d after 5 steps", s.Steps())
+	}
+}
+
+// TestSolverSchedules checks the schedules' factors, that a group's step
+// size follows its schedule with the Solver's step count, that a step size
+// of 0 freezes a group, and that SetSteps moves the schedule.
+func TestSolverSchedules(t *testing.T) {
+	for _, tc := range []struct {
+		s    Schedule
+		t    int
+		want float64
+	}{
+		{Constant{}, 7, 1},
+		{Cosine{Steps: 10}, 0, 1},
+		{Cosine{Steps: 10}, 5, 0.5},
+		{Cosine{Steps: 10}, 10, 0},
+		{Cosine{Steps: 10, Final: 0.1}, 20, 0.1},
+		{WarmupCosine{Warmup: 4, Steps: 14}, 0, 0},
+		{WarmupCosine{Warmup: 4, Steps: 14}, 2, 0.5},
+		{WarmupCosine{Warmup: 4, Steps: 14}, 4, 1},
+		{WarmupCosine{Warmup: 4, Steps: 14}, 9, 0.5},
+		{StepDecay{Every: 3, Gamma: 0.5}, 7, 0.25},
+	} {
+		if got := tc.s.Factor(tc.t); math.Abs(got-tc.want) > 1e-15 {
+			t.Errorf("%#v at %d: %v, want %v", tc.s, tc.t, got, tc.want)
+		}
+	}
+	b := plainParam("b", 4, 1)
+	frozen := plainParam("frozen", 4, 2)
+	s, err := NewSolver([]Param{b, frozen}, []Group{
+		{Select: func(p Param) bool { return p.Name == "b" }, LR: 0.5, Schedule: StepDecay{Every: 1, Gamma: 0.5}},
+		{LR: 0},
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f0 := append([]float64(nil), frozen.Value.([]float64)...)
+	for step := 0; step < 3; step++ {
+		want := append([]float64(nil), b.Value.([]float64)...)
+		g := b.Grad.([]float64)
+		for i := range g {
+			g[i] = float64(i + 1)
+			want[i] -= 0.5 * math.Pow(0.5, float64(step)) * g[i]
+		}
+		if got := s.LR(0); got != 0.5*math.Pow(0.5, float64(step)) {
+			t.Errorf("step %d: LR %v", step, got)
+		}
+		if err := s.Step(); err != nil {
+			t.Fatal(err)
+		}
+		if d := firstDiff(b.Value.([]float64), want); d >= 0 {
+			t.Errorf("step %d: entry %d %v, want %v", step, d, b.Value.([]float64)[d], want[d])
+		}
+	}
+	if firstDiff(frozen.Value.([]float64), f0) >= 0 {
+		t.Error("a group with step size 0 moved")
+	}
+	if err := s.SetSteps(10); err != nil || s.LR(0) != 0.5*math.Pow(0.5, 10) {
+		t.Errorf("after SetSteps(10): LR %v, error %v", s.LR(0), err)
+	}
+}
+
+// TestClipNorm checks that the global norm is the Riemannian one for a
+// constrained weight (||P_X(G)||, formed or factored, tall or wide) and the
+// Euclidean one for the rest, and that clipping scales every gradient by
+// ClipNorm / norm: the clipped step equals a step along the scaled
+// gradients.
+func TestClipNorm(t *testing.T) {
+	rng := newRNG(3)
+	w := stiefelParam("w", 9, 4, 1)
+	wide := stiefelParam("wide", 3, 7, 2)
+	b := plainParam("b", 5, 3)
+	fact := stiefelParam("f", 10, 4, 4)
+	const k = 3
+	fa, fb := make([]float64, k*10), make([]float64, k*4)
+	for i := range fa {
+		fa[i] = rng.NormFloat64()
+	}
+	for i := range fb {
+		fb[i] = rng.NormFloat64()
+	}
+	fact.Grad, fact.GradA, fact.GradB, fact.GradK = nil, fa, fb, k
+	for _, p := range []Param{w, wide, b} {
+		for i := range p.Grad.([]float64) {
+			p.Grad.([]float64)[i] = 10 * rng.NormFloat64()
+		}
+	}
+	// The norms by definition: ||P_X(G)|| with the manifold's projection.
+	proj := func(x, g []float64, n, p int) float64 {
+		st, _ := manifold.NewStiefel[float64](n, p)
+		out := make([]float64, n*p)
+		_ = st.Proj(out, x, g)
+		return linalg.Dot(out, out)
+	}
+	wt, gt := make([]float64, 21), make([]float64, 21)
+	transpose(wt, wide.Value.([]float64), 3, 7)
+	transpose(gt, wide.Grad.([]float64), 3, 7)
+	full := make([]float64, 40)
+	linalg.Gemm(true, false, 10, 4, k, 1, fa, 10, fb, 4, 0, full, 4)
+	want := proj(w.Value.([]float64), w.Grad.([]float64), 9, 4) + proj(wt, gt, 7, 3) +
+		linalg.Dot(b.Grad.([]float64), b.Grad.([]float64)) + proj(fact.Value.([]float64), full, 10, 4)
+	norm := math.Sqrt(want)
+	params := []Param{w, wide, b, fact}
+	s, err := NewSolver(params, []Group{{Select: Param.Constrained, LR: 0.1, RSDM: RSDMConfig{SubmanifoldSize: 3, Seed: 1}}, {LR: 0.1}}, Options{ClipNorm: norm / 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got float64
+	for i, o := range s.opts {
+		g, _ := params[i].gradient()
+		got += o.sqNorm(params[i].Value, g, &s.clip[i])
+	}
+	if math.Abs(got-want) > 1e-9*want {
+		t.Fatalf("global squared norm %v, want %v", got, want)
+	}
+	// The clipped step of b is SGD along G / 4.
+	bwant := append([]float64(nil), b.Value.([]float64)...)
+	for i, g := range b.Grad.([]float64) {
+		bwant[i] -= 0.1 * g / 4
+	}
+	if err := s.Step(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range b.Value.([]float64) {
+		if math.Abs(v-bwant[i]) > 1e-12 {
+			t.Fatalf("clipped SGD step: entry %d %v, want %v", i, v, bwant[i])
+		}
+	}
+}
+
+// TestWideWeights checks that a weight with fewer rows than columns is
+// kept row-orthonormal (W W^T = I) by RSDM, RGD and Riemannian Adam, and
+// that its steps are those of the same optimizer on W^T.
+func TestWideWeights(t *testing.T) {
+	pr := problem.NewProcrustes[float64](9, 4, newRNG(2))
+	for _, g := range []Group{
+		{LR: 0.3, RSDM: RSDMConfig{SubmanifoldSize: 5, Seed: 1}},
+		{LR: 0.3, RSDM: RSDMConfig{SubmanifoldSize: 5, Seed: 1, Sampling: Orthogonal}},
+		{Method: MethodRGD, LR: 0.2, Momentum: 0.5},
+		{Method: MethodRiemannianAdam, LR: 0.05},
+	} {
+		wide := stiefelParam("w", 4, 9, 5)
+		tall := Param{Name: "w", Shape: []int{9, 4}, Constraint: OnStiefel, Value: make([]float64, 36), Grad: make([]float64, 36)}
+		transpose(tall.Value.([]float64), wide.Value.([]float64), 4, 9)
+		sw, err := NewSolver([]Param{wide}, []Group{g}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stall, err := NewSolver([]Param{tall}, []Group{g}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f0 := pr.Value(tall.Value.([]float64))
+		for step := 0; step < 30; step++ {
+			pr.Grad(tall.Grad.([]float64), tall.Value.([]float64))
+			transpose(wide.Grad.([]float64), tall.Grad.([]float64), 9, 4)
+			if err := sw.Step(); err != nil {
+				t.Fatal(err)
+			}
+			if err := stall.Step(); err != nil {
+				t.Fatal(err)
 			}
 		}
-		wv := w.Value().Data().([]float64)
-		if f := st.Feasibility(wv); f > 1e-12 {
-			t.Errorf("constrained weight left the manifold: %g", f)
+		back := make([]float64, 36)
+		transpose(back, wide.Value.([]float64), 4, 9)
+		if d := firstDiff(back, tall.Value.([]float64)); d >= 0 {
+			t.Errorf("%v: the wide weight's steps differ from its transpose's at entry %d", g.Method, d)
 		}
-		moved := false
-		for i := range wv {
-			moved = moved || wv[i] != w0[i]
+		st, _ := manifold.NewStiefel[float64](9, 4)
+		if f := st.Feasibility(back); f > 1e-12 {
+			t.Errorf("%v: ||W W^T - I|| = %g", g.Method, f)
 		}
-		if !moved {
-			t.Error("constrained weight did not move")
+		if f1 := pr.Value(tall.Value.([]float64)); !(f1 < f0) {
+			t.Errorf("%v: the objective went from %v to %v", g.Method, f0, f1)
 		}
-		if gz, _ := b.Grad(); linalg.Norm(gz.Data().([]float64)) != 0 {
-			t.Error("Step left the gradient in place: the next run would add to it")
-		}
-		vm.Close()
 	}
 }
 
-// TestSolverErrors checks the errors of bad markings, shapes, configuration
-// and gradients: each names the weight, and comes from NewSolver, before any
-// step.
-func TestSolverErrors(t *testing.T) {
-	good := SolverConfig{RSDM: RSDMConfig{LR: 0.1, SubmanifoldSize: 3}, Other: OtherConfig{LR: 0.1}}
-	build := func(shape []int, val []float64) (*G.Node, G.VM) {
-		g := G.NewGraph()
-		w := G.NewTensor(g, tensor.Float64, len(shape), G.WithShape(shape...), G.WithName("w"), G.WithValue(tensor.New(tensor.WithShape(shape...), tensor.WithBacking(val))))
-		loss := G.Must(G.Sum(G.Must(G.Square(w))))
-		if _, err := G.Grad(loss, w); err != nil {
-			t.Fatal(err)
-		}
-		vm := G.NewTapeMachine(g, G.BindDualValues(w))
-		if err := vm.RunAll(); err != nil {
-			t.Fatal(err)
-		}
-		return w, vm
-	}
-	st, _ := manifold.NewStiefel[float64](5, 2)
-	on := make([]float64, 10)
-	_ = st.Random(on, newRNG(1))
-	off := make([]float64, 10)
-	for i := range off {
-		off[i] = 1
-	}
-	for _, tc := range []struct {
-		name  string
-		shape []int
-		val   []float64
-		cfg   SolverConfig
-		want  string
-	}{
-		{"other-lr", []int{5, 2}, on, SolverConfig{RSDM: good.RSDM}, "(unconstrained parameters)"},
-		{"rsdm-lr", []int{5, 2}, on, SolverConfig{Other: good.Other}, "> 0 (RSDM)"},
-		{"rule", []int{5, 2}, on, SolverConfig{RSDM: good.RSDM, Other: OtherConfig{LR: 1, Rule: 7}}, "unknown update rule"},
-		{"adam", []int{5, 2}, on, SolverConfig{RSDM: good.RSDM, Other: OtherConfig{LR: 1, Rule: RuleAdam, Beta1: 1.5}}, "Adam betas"},
-		{"off-manifold", []int{5, 2}, off, good, `weight "w": marked as constrained but ||W^T W - I||_F`},
-		{"3-d", []int{5, 2, 1}, on, good, `weight "w": marked as constrained but has shape (5, 2, 1), want a matrix`},
-		{"wide", []int{2, 5}, on, good, `weight "w": marked as constrained but is 2 x 5: n = 2 < p = 5`},
-		{"r>n", []int{5, 2}, on, SolverConfig{RSDM: RSDMConfig{LR: 0.1, SubmanifoldSize: 6}, Other: good.Other}, `weight "w": optim: RSDM submanifold size r = 6 exceeds the 5 rows`},
-		{"r=1", []int{5, 2}, on, SolverConfig{RSDM: RSDMConfig{LR: 0.1, SubmanifoldSize: 1}, Other: good.Other}, `weight "w": optim: RSDM submanifold size r = 1, want r >= 2`},
-	} {
-		w, vm := build(tc.shape, append([]float64(nil), tc.val...))
-		if _, err := NewSolver([]G.ValueGrad{Stiefel(w)}, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
-		}
-		vm.Close()
-	}
-	w, vm := build([]int{5, 2}, append([]float64(nil), on...))
-	defer vm.Close()
-	if _, err := NewSolver([]G.ValueGrad{Stiefel(w), w}, good); err == nil || !strings.Contains(err.Error(), `two parameters are named "w"`) {
-		t.Errorf("duplicate: error %v", err)
-	}
-}
-
-// TestSolverAllOrNothing feeds a NaN gradient between good ones, and a step
-// whose last weight fails to re-orthonormalize: each failed step leaves
-// every parameter and every optimizer state bit for bit as it was, the error
-// wraps ErrNotFinite where that is the cause, the gradients are cleared as
-// after a good step, and the next good step goes on as if the failed one had
-// never been tried.
+// TestSolverAllOrNothing feeds a NaN gradient between good ones: each
+// failed step leaves every parameter and every optimizer state bit for bit
+// as it was, the error wraps ErrNotFinite and names the weight, and the
+// next good step goes on as if the failed one had never been tried.
 func TestSolverAllOrNothing(t *testing.T) {
 	const n, p = 8, 3
 	rng := newRNG(9)
-	st, _ := manifold.NewStiefel[float64](n, p)
 	mk := func() ([]Param, [][]float64) {
 		var ps []Param
 		var grads [][]float64
 		for k := 0; k < 3; k++ {
-			w := make([]float64, n*p)
-			_ = st.Random(w, newRNG(uint64(k)))
-			g := make([]float64, n*p)
-			ps = append(ps, Param{Name: fmt.Sprintf("w%d", k), Shape: []int{n, p}, Constraint: OnStiefel, Value: w, Grad: g})
-			grads = append(grads, g)
+			w := stiefelParam(fmt.Sprintf("w%d", k), n, p, uint64(k))
+			ps = append(ps, w)
+			grads = append(grads, w.Grad.([]float64))
 		}
-		b, g := make([]float64, 4), make([]float64, 4)
-		ps = append(ps, Param{Name: "b", Shape: []int{4}, Value: b, Grad: g})
-		return ps, append(grads, g)
+		b := plainParam("b", 4, 7)
+		ps = append(ps, b)
+		return ps, append(grads, b.Grad.([]float64))
 	}
 	gradSeq := make([][][]float64, 6)
 	for s := range gradSeq {
@@ -283,16 +354,16 @@ func TestSolverAllOrNothing(t *testing.T) {
 			}
 		}
 	}
-	cfgs := map[string]SolverConfig{
-		"rsdm-momentum": {RSDM: RSDMConfig{LR: 0.3, SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 2, Seed: 2}, Other: OtherConfig{LR: 0.1, Momentum: 0.9}},
-		"rsdm-orth":     {RSDM: RSDMConfig{LR: 0.3, SubmanifoldSize: 4, Sampling: Orthogonal, Seed: 2}, Other: OtherConfig{LR: 0.1, Rule: RuleAdam}},
-		"rsdm-blocks":   {RSDM: RSDMConfig{LR: 0.3, SubmanifoldSize: 3, Sampling: Blocks, Seed: 2}, Other: OtherConfig{LR: 0.1}},
-		"rgd-momentum":  {Method: MethodRGD, RGD: RGDConfig{LR: 0.3, Momentum: 0.9}, Other: OtherConfig{LR: 0.1, Rule: RuleAdam}},
+	cfgs := map[string][]Group{
+		"rsdm-momentum": {{Select: Param.Constrained, LR: 0.3, RSDM: RSDMConfig{SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 2, Seed: 2}}, {LR: 0.1, Momentum: 0.9}},
+		"rsdm-orth":     {{Select: Param.Constrained, LR: 0.3, RSDM: RSDMConfig{SubmanifoldSize: 4, Sampling: Orthogonal, Seed: 2}}, {LR: 0.1, Rule: RuleAdam}},
+		"rsdm-blocks":   {{Select: Param.Constrained, LR: 0.3, RSDM: RSDMConfig{SubmanifoldSize: 3, Sampling: Blocks, Seed: 2}}, {LR: 0.1, Rule: RuleAdamW}},
+		"rgd-momentum":  {{Select: Param.Constrained, Method: MethodRGD, LR: 0.3, Momentum: 0.9}, {LR: 0.1, Rule: RuleAdam}},
+		"radam":         {{Select: Param.Constrained, Method: MethodRiemannianAdam, LR: 0.1, Schedule: Cosine{Steps: 6}}, {LR: 0.1}},
 	}
-	for name, cfg := range cfgs {
-		// Straight: steps 0..5 with good gradients.
+	for name, groups := range cfgs {
 		ref, refG := mk()
-		rs, err := NewSliceSolver(ref, cfg)
+		rs, err := NewSolver(ref, groups, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,9 +375,8 @@ func TestSolverAllOrNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// Interrupted: a NaN gradient in the last parameter before every step.
 		got, gotG := mk()
-		gs, _ := NewSliceSolver(got, cfg)
+		gs, _ := NewSolver(got, groups, Options{})
 		for s := range gradSeq {
 			for k := range gotG {
 				copy(gotG[k], gradSeq[s][k])
@@ -328,33 +398,6 @@ func TestSolverAllOrNothing(t *testing.T) {
 		if snapshot(got, gs) != snapshot(ref, rs) {
 			t.Errorf("%s: the run with failed steps ended elsewhere than the straight run", name)
 		}
-	}
-
-	// A Gorgonia solver clears the gradients after a failed step too.
-	g := G.NewGraph()
-	w0 := make([]float64, n*p)
-	_ = st.Random(w0, newRNG(1))
-	w := G.NewMatrix(g, tensor.Float64, G.WithShape(n, p), G.WithName("w"), G.WithValue(tensor.New(tensor.WithShape(n, p), tensor.WithBacking(w0))))
-	loss := G.Must(G.Sum(G.Must(G.Square(w))))
-	if _, err := G.Grad(loss, w); err != nil {
-		t.Fatal(err)
-	}
-	vm := G.NewTapeMachine(g, G.BindDualValues(w))
-	defer vm.Close()
-	s, err := NewSolver([]G.ValueGrad{Stiefel(w)}, SolverConfig{RSDM: RSDMConfig{LR: 0.1, SubmanifoldSize: 3}, Other: OtherConfig{LR: 0.1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := vm.RunAll(); err != nil {
-		t.Fatal(err)
-	}
-	gw, _ := w.Grad()
-	gw.Data().([]float64)[0] = math.NaN()
-	if err := s.Step(); !errors.Is(err, ErrNotFinite) {
-		t.Errorf("NaN gradient: error %v, want ErrNotFinite", err)
-	}
-	if gz, _ := w.Grad(); linalg.Norm(gz.Data().([]float64)) != 0 {
-		t.Error("a failed Step left the gradient in place: the next run would add to it")
 	}
 }
 
@@ -411,7 +454,7 @@ func snapshot(ps []Param, s *Solver) string {
 			fmt.Fprintf(&b, "%x,", math.Float64bits(v))
 		}
 	}
-	fmt.Fprint(&b, s.State())
+	fmt.Fprint(&b, s.State(), s.Steps())
 	return b.String()
 }
 
@@ -422,21 +465,18 @@ func TestSolverAbortsPrepared(t *testing.T) {
 	st, _ := manifold.NewStiefel[float64](10, 4)
 	var ps []Param
 	for k := 0; k < 2; k++ {
-		w := make([]float64, 40)
-		_ = st.Random(w, newRNG(uint64(k)))
-		g := make([]float64, 40)
-		for i := range g {
-			g[i] = float64((i+k)%5) - 2
+		w := stiefelParam(fmt.Sprintf("w%d", k), 10, 4, uint64(k))
+		for i := range w.Grad.([]float64) {
+			w.Grad.([]float64)[i] = float64((i+k)%5) - 2
 		}
-		ps = append(ps, Param{Name: fmt.Sprintf("w%d", k), Shape: []int{10, 4}, Constraint: OnStiefel, Value: w, Grad: g})
+		ps = append(ps, w)
 	}
-	cfg := SolverConfig{RSDM: RSDMConfig{LR: 0.2, SubmanifoldSize: 4, Seed: 1}, Other: OtherConfig{LR: 0.1}}
-	s, err := NewSliceSolver(ps, cfg)
+	s, err := NewSolver(ps, []Group{{LR: 0.2, RSDM: RSDMConfig{SubmanifoldSize: 4, Seed: 1}}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bad, _ := NewRSDM[float64](failingReorth{st}, RSDMConfig{LR: 0.2, SubmanifoldSize: 4, ReorthEvery: 1, Seed: 7})
-	s.opts[1] = &typedOpt[float64]{o: bad, constrained: true}
+	s.opts[1] = &typedOpt[float64]{o: bad, constrained: true, m: st, lr: 0.2}
 	before := snapshot(ps, s)
 	if err := s.Step(); err == nil || !strings.Contains(err.Error(), `weight "w1"`) || !strings.Contains(err.Error(), "no parameter was updated") {
 		t.Fatalf("error %v", err)

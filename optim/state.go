@@ -232,7 +232,8 @@ func (o *RGD[T]) SetState(s State) error {
 	return nil
 }
 
-// SetLR changes the step size, for a schedule; it must be finite and > 0.
+// SetLR changes the step size, for a schedule; it must be finite and >= 0
+// (0 freezes the weight).
 func (o *RSDM[T]) SetLR(lr float64) error {
 	if err := checkLR(lr); err != nil {
 		return err
@@ -241,7 +242,8 @@ func (o *RSDM[T]) SetLR(lr float64) error {
 	return nil
 }
 
-// SetLR changes the step size, for a schedule; it must be finite and > 0.
+// SetLR changes the step size, for a schedule; it must be finite and >= 0
+// (0 freezes the weight).
 func (o *RGD[T]) SetLR(lr float64) error {
 	if err := checkLR(lr); err != nil {
 		return err

@@ -169,13 +169,13 @@ func TestSetLR(t *testing.T) {
 			t.Fatalf("after SetLR(0.2) entry %d is %v, a fresh lr 0.2 gives %v", i, xa[i], xb[i])
 		}
 	}
-	for _, lr := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+	for _, lr := range []float64{-1, math.NaN(), math.Inf(1)} {
 		if a.SetLR(lr) == nil {
 			t.Errorf("SetLR(%v) accepted", lr)
 		}
 	}
-	s, _ := NewSliceSolver([]Param{{Name: "b", Shape: []int{2}, Value: []float64{1, 2}, Grad: []float64{0, 0}}}, SolverConfig{RSDM: RSDMConfig{LR: 1, SubmanifoldSize: 2}, Other: OtherConfig{LR: 1}})
-	if s.SetLR(0.1, 0) == nil {
-		t.Error("Solver.SetLR accepted a zero step size")
+	s, _ := NewSolver([]Param{{Name: "b", Shape: []int{2}, Value: []float64{1, 2}, Grad: []float64{0, 0}}}, []Group{{LR: 1}}, Options{})
+	if s.SetLR(0, -0.1) == nil || s.SetLR(1, 0.1) == nil {
+		t.Error("Solver.SetLR accepted a negative step size or a group that does not exist")
 	}
 }

@@ -51,9 +51,9 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 	}
 	var targets []*G.Node
 	for i, p := range cfg.Params {
-		n, cons, err := paramNode(p)
-		if err != nil {
-			return nil, fmt.Errorf("program: parameter %d: %w", i, err)
+		n, cons := p.Node, p.Constraint
+		if n == nil {
+			return nil, fmt.Errorf("program: parameter %d has no node", i)
 		}
 		if n.Op() != nil {
 			return nil, fmt.Errorf("program: parameter %q is not a leaf node", n.Name())
@@ -161,26 +161,6 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		p.flagsAny = p.flagsHost
 	}
 	return p, nil
-}
-
-// paramNode returns the node behind a parameter and its constraint.
-func paramNode(p G.ValueGrad) (*G.Node, optim.Constraint, error) {
-	switch q := p.(type) {
-	case optim.Constrained:
-		if q.Node == nil {
-			return nil, 0, errors.New("nil node")
-		}
-		if q.Grassmann {
-			return q.Node, optim.OnGrassmann, nil
-		}
-		return q.Node, optim.OnStiefel, nil
-	case *G.Node:
-		if q == nil {
-			return nil, 0, errors.New("nil node")
-		}
-		return q, optim.Euclidean, nil
-	}
-	return nil, 0, fmt.Errorf("a %T, want a *gorgonia.Node or an optim.Constrained weight", p)
 }
 
 // order returns the nodes the targets depend on, children before parents.

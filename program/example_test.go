@@ -12,6 +12,7 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 	"github.com/orthonet/orthonet/program"
 )
 
@@ -35,7 +36,7 @@ func Example() {
 	W2 := G.NewMatrix(g, tensor.Float64, G.WithShape(hidden, 1), G.WithName("W2"), G.WithValue(tensor.New(tensor.WithShape(hidden, 1), tensor.WithBacking([]float64{0.1, 0.1, 0.1, 0.1}))))
 	out := G.Must(G.Mul(G.Must(G.Tanh(G.Must(G.Mul(x, W1)))), W2))
 	loss := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(out, y))))))
-	params := []G.ValueGrad{optim.Stiefel(W1), W2}
+	params := []param.Param{param.OnStiefel(W1), param.Plain(W2)}
 	if _, err := G.Grad(loss, W1, W2); err != nil {
 		log.Fatal(err)
 	}
@@ -47,10 +48,10 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer prog.Close()
-	solver, err := program.NewSolver(prog, optim.SolverConfig{
-		RSDM:  optim.RSDMConfig{LR: 0.5, SubmanifoldSize: 4, Seed: 1},
-		Other: optim.OtherConfig{LR: 0.1, Momentum: 0.9},
-	})
+	solver, err := program.NewSolver(prog, []optim.Group{
+		{Select: optim.Param.Constrained, LR: 0.5, RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
+		{LR: 0.1, Momentum: 0.9},
+	}, optim.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/param"
 )
 
 // tolerance returns the largest relative difference allowed between the
@@ -201,9 +202,9 @@ func runCase(t *testing.T, be backend.Backend, c graphCase, dt tensor.Dtype) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := make([]G.ValueGrad, len(got.params))
+	params := make([]param.Param, len(got.params))
 	for i, p := range got.params {
-		params[i] = p
+		params[i] = param.Plain(p)
 	}
 	prog, err := Compile(got.g, Config{Backend: be, Outputs: []*G.Node{got.out, got.loss}, Params: params, NoGrad: c.noGrad})
 	if err != nil {

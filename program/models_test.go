@@ -13,6 +13,7 @@ import (
 	"github.com/orthonet/orthonet/models"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // model is a network built on its own graph with its inputs, loss and
@@ -22,7 +23,7 @@ type model struct {
 	inputs  []*G.Node
 	logits  *G.Node
 	loss    *G.Node
-	params  []G.ValueGrad
+	params  []param.Param
 	masks   func(rng *rand.Rand) // redraws dropout masks into the nodes
 	logitsV G.Value
 }
@@ -109,29 +110,29 @@ func modelCases() []modelCase {
 			z := G.Must(G.Tanh(G.Must(G.Mul(G.Must(G.Mul(a, h)), v))))
 			ls := G.Must(G.LogSoftMax(z))
 			loss := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(ls, y))))))
-			return &model{g: g, inputs: []*G.Node{x, y}, logits: z, loss: loss, params: []G.ValueGrad{optim.Stiefel(w), b, v}}, nil
+			return &model{g: g, inputs: []*G.Node{x, y}, logits: z, loss: loss, params: []param.Param{param.OnStiefel(w), param.Plain(b), param.Plain(v)}}, nil
 		}},
 	}
 }
 
-func solverConfigs() map[string]optim.SolverConfig {
-	return map[string]optim.SolverConfig{
-		"rsdm-p+sgd":        {RSDM: optim.RSDMConfig{LR: 0.3, SubmanifoldSize: 5, Seed: 1}, Other: optim.OtherConfig{LR: 0.1, Momentum: 0.9}},
-		"rsdm-o+adam":       {RSDM: optim.RSDMConfig{LR: 0.3, SubmanifoldSize: 5, Sampling: optim.Orthogonal, Seed: 1}, Other: optim.OtherConfig{Rule: optim.RuleAdam, LR: 0.01}},
-		"rsdm-blocks":       {RSDM: optim.RSDMConfig{LR: 0.3, SubmanifoldSize: 4, Sampling: optim.Blocks, Seed: 1}, Other: optim.OtherConfig{LR: 0.1}},
-		"rsdm-momentum":     {RSDM: optim.RSDMConfig{LR: 0.3, SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 2, Seed: 1}, Other: optim.OtherConfig{LR: 0.1}},
-		"rgd-momentum+adam": {Method: optim.MethodRGD, RGD: optim.RGDConfig{LR: 0.2, Momentum: 0.9}, Other: optim.OtherConfig{Rule: optim.RuleAdam, LR: 0.01}},
+// groups returns a constrained group c and the rest r.
+func groups(c, r optim.Group) []optim.Group {
+	c.Select = optim.Param.Constrained
+	return []optim.Group{c, r}
+}
+
+func solverConfigs() map[string][]optim.Group {
+	return map[string][]optim.Group{
+		"rsdm-p+sgd":           groups(optim.Group{LR: 0.3, RSDM: optim.RSDMConfig{SubmanifoldSize: 5, Seed: 1}}, optim.Group{LR: 0.1, Momentum: 0.9}),
+		"rsdm-o+adam":          groups(optim.Group{LR: 0.3, RSDM: optim.RSDMConfig{SubmanifoldSize: 5, Sampling: optim.Orthogonal, Seed: 1}}, optim.Group{Rule: optim.RuleAdam, LR: 0.01}),
+		"rsdm-blocks":          groups(optim.Group{LR: 0.3, RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Sampling: optim.Blocks, Seed: 1}}, optim.Group{LR: 0.1}),
+		"rsdm-momentum":        groups(optim.Group{LR: 0.3, RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 2, Seed: 1}}, optim.Group{LR: 0.1}),
+		"rgd-momentum+adam":    groups(optim.Group{Method: optim.MethodRGD, LR: 0.2, Momentum: 0.9}, optim.Group{Rule: optim.RuleAdam, LR: 0.01}),
+		"radam+adamw+schedule": groups(optim.Group{Method: optim.MethodRiemannianAdam, LR: 0.05, Schedule: optim.Cosine{Steps: 4}}, optim.Group{Rule: optim.RuleAdamW, LR: 0.01}),
 	}
 }
 
-func nodesOf(ps []G.ValueGrad) []*G.Node {
-	out := make([]*G.Node, len(ps))
-	for i, p := range ps {
-		n, _, _ := paramNode(p)
-		out[i] = n
-	}
-	return out
-}
+func nodesOf(ps []param.Param) []*G.Node { return param.Nodes(ps) }
 
 // TestModelsAgree checks the FFN, a small ViT with dropout and a custom
 // model: the loss, the logits, every gradient and every parameter after two
@@ -146,7 +147,7 @@ func TestModelsAgree(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%v/%s", mc.name, dt, name), func(t *testing.T) {
 					compareModel(t, be, mc, dt, cfg, false)
 				})
-				if cfg.Method == optim.MethodRSDM {
+				if cfg[0].Method == optim.MethodRSDM {
 					t.Run(fmt.Sprintf("%s/%v/%s/factored", mc.name, dt, name), func(t *testing.T) {
 						compareModel(t, be, mc, dt, cfg, true)
 					})
@@ -157,16 +158,16 @@ func TestModelsAgree(t *testing.T) {
 }
 
 // factorR returns Config.FactorForRSDM for cfg's RSDM, or 0.
-func factorR(factor bool, cfg optim.SolverConfig) int {
+func factorR(factor bool, groups []optim.Group) int {
 	if !factor {
 		return 0
 	}
-	return cfg.RSDM.SubmanifoldSize
+	return groups[0].RSDM.SubmanifoldSize
 }
 
 // compareModel runs mc on both; with factor the program leaves the
 // gradients of thin-product weights factored (Config.FactorForRSDM).
-func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtype, cfg optim.SolverConfig, factor bool) {
+func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtype, cfg []optim.Group, factor bool) {
 	ref, err := mc.build(dt)
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +186,7 @@ func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtyp
 	}
 	vm := G.NewTapeMachine(ref.g, G.BindDualValues(nodesOf(ref.params)...))
 	defer vm.Close()
-	rs, err := optim.NewSolver(ref.params, cfg)
+	rs, err := param.NewSolver(ref.params, cfg, optim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtyp
 		t.Fatal(err)
 	}
 	defer prog.Close()
-	ps, err := NewSolver(prog, cfg)
+	ps, err := NewSolver(prog, cfg, optim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // Config says what to compile.
@@ -36,11 +37,11 @@ type Config struct {
 	Backend backend.Backend
 	// Outputs are the nodes Read may read after Run (a loss, logits).
 	Outputs []*G.Node
-	// Params are the trainable leaves, plain or marked by optim.Stiefel or
-	// optim.Grassmann. Run computes the gradient of each (the node
+	// Params are the trainable leaves, with the manifold each lives on
+	// (package param). Run computes the gradient of each (the node
 	// gorgonia.Grad made for it) unless NoGrad is set. Their values are
 	// copied from the nodes at Compile.
-	Params []G.ValueGrad
+	Params []param.Param
 	// NoGrad compiles the forward pass only (an evaluation program).
 	NoGrad bool
 	// Inputs are leaves whose values SetInput sets before each Run (data,

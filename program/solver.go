@@ -8,17 +8,17 @@ import (
 )
 
 // Solver updates a compiled program's parameters where they live, from the
-// gradients of its last Run: RSDM or RGD on the constrained weights, SGD or
-// Adam on the rest, as optim.Solver does. It implements checkpoint.Solver.
+// gradients of its last Run, as optim.Solver does (groups, schedules,
+// clipping). It implements checkpoint.Solver.
 type Solver struct {
 	p *Program
 	s *optim.Solver
 }
 
-// NewSolver returns a Solver over p's parameters. On a backend whose
-// buffers live on the host (the CPU backend) it steps optim's slice
-// optimizers on the buffers themselves.
-func NewSolver(p *Program, cfg optim.SolverConfig) (*Solver, error) {
+// NewSolver returns a Solver over p's parameters, grouped by groups (see
+// optim.NewSolver). On a backend whose buffers live on the host (the CPU
+// backend) it steps optim's slice optimizers on the buffers themselves.
+func NewSolver(p *Program, groups []optim.Group, o optim.Options) (*Solver, error) {
 	if p.flags == nil {
 		return nil, fmt.Errorf("program: the program has no gradients (compiled with NoGrad or without parameters)")
 	}
@@ -43,7 +43,7 @@ func NewSolver(p *Program, cfg optim.SolverConfig) (*Solver, error) {
 			return nil, off
 		}
 	}
-	s, err := optim.NewSliceSolver(params, cfg)
+	s, err := optim.NewSolver(params, groups, o)
 	if err != nil {
 		return nil, err
 	}
@@ -77,9 +77,17 @@ func (s *Solver) Step() error {
 	return s.s.StepChecked()
 }
 
-// SetLR changes the step sizes of the constrained weights and of the other
-// parameters.
-func (s *Solver) SetLR(constrained, other float64) error { return s.s.SetLR(constrained, other) }
+// SetLR sets the base step size of group i.
+func (s *Solver) SetLR(group int, lr float64) error { return s.s.SetLR(group, lr) }
+
+// LR returns the step size group i takes at the next Step.
+func (s *Solver) LR(group int) float64 { return s.s.LR(group) }
+
+// Steps returns the number of steps taken.
+func (s *Solver) Steps() int { return s.s.Steps() }
+
+// SetSteps sets the step count that drives the schedules.
+func (s *Solver) SetSteps(n int) error { return s.s.SetSteps(n) }
 
 // Params returns the name and shape of every parameter.
 func (s *Solver) Params() []optim.ParamInfo { return s.s.Params() }

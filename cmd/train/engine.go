@@ -17,6 +17,7 @@ import (
 	"github.com/orthonet/orthonet/models"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 	"github.com/orthonet/orthonet/program"
 )
 
@@ -24,7 +25,6 @@ import (
 // sizes, and its state for checkpoints.
 type solver interface {
 	Step() error
-	SetLR(constrained, other float64) error
 	checkpoint.Solver
 }
 
@@ -67,11 +67,12 @@ func defaultEngine() string {
 
 // newEngine builds the engine for the training network net (whose loss is
 // loss against the labels node y) and the evaluation network ev.
-func newEngine(c config, net *network, loss, y *G.Node, ev *network) (engine, error) {
+func newEngine(c config, net *network, loss, y *G.Node, ev *network, totalSteps int) (engine, error) {
+	groups, opts := solverGroups(c, totalSteps)
 	if c.engine == "tape" {
-		return newTapeEngine(c, net, loss, ev)
+		return newTapeEngine(net, loss, ev, groups, opts)
 	}
-	return newProgramEngine(c, net, loss, y, ev)
+	return newProgramEngine(c, net, loss, y, ev, groups, opts)
 }
 
 // tapeEngine runs the graphs on Gorgonia's tape machines.
@@ -80,10 +81,10 @@ type tapeEngine struct {
 	loss    *G.Node
 	logits  G.Value // copied out by the tape: on a GPU the node's own buffer is reused by the backward pass
 	vm, evm G.VM
-	s       *optim.Solver
+	s       *param.Solver
 }
 
-func newTapeEngine(c config, net *network, loss *G.Node, ev *network) (*tapeEngine, error) {
+func newTapeEngine(net *network, loss *G.Node, ev *network, groups []optim.Group, opts optim.Options) (*tapeEngine, error) {
 	e := &tapeEngine{net: net, ev: ev, loss: loss}
 	G.Read(net.logits, &e.logits)
 	e.vm = G.NewTapeMachine(net.logits.Graph(), gpu.GradOptions(net.Nodes()...)...)
@@ -93,7 +94,7 @@ func newTapeEngine(c config, net *network, loss *G.Node, ev *network) (*tapeEngi
 	}
 	e.evm = G.NewTapeMachine(ev.logits.Graph())
 	var err error
-	if e.s, err = optim.NewSolver(net.Params(), solverConfig(c)); err != nil {
+	if e.s, err = param.NewSolver(net.Params(), groups, opts); err != nil {
 		e.close()
 		return nil, err
 	}
@@ -163,7 +164,7 @@ type programEngine struct {
 	evInputAny  any
 }
 
-func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network) (*programEngine, error) {
+func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, groups []optim.Group, opts optim.Options) (*programEngine, error) {
 	e := &programEngine{be: cpu.New(cpu.Options{}), net: net, ev: ev, loss: loss}
 	inputs := append([]*G.Node{net.x, y}, net.masks()...)
 	var err error
@@ -179,7 +180,7 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network) (*pr
 		e.close()
 		return nil, fmt.Errorf("compiling the evaluation graph: %w", err)
 	}
-	if e.s, err = program.NewSolver(e.prog, solverConfig(c)); err != nil {
+	if e.s, err = program.NewSolver(e.prog, groups, opts); err != nil {
 		e.close()
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/orthonet/orthonet/data"
 	"github.com/orthonet/orthonet/models"
+	"github.com/orthonet/orthonet/param"
 )
 
 // network is a model built on one graph for a fixed batch: its input
@@ -82,8 +83,8 @@ func (n *network) masks() []*G.Node {
 	return n.vit.Drop.Masks()
 }
 
-// Params returns the parameters for the solver.
-func (n *network) Params() []G.ValueGrad {
+// Params returns the parameters, the orthogonal weights marked.
+func (n *network) Params() []param.Param {
 	if n.ffn != nil {
 		return n.ffn.Params()
 	}
@@ -91,17 +92,7 @@ func (n *network) Params() []G.ValueGrad {
 }
 
 // Nodes returns the parameter nodes.
-func (n *network) Nodes() G.Nodes {
-	if n.ffn != nil {
-		return n.ffn.Nodes()
-	}
-	return n.vit.Nodes()
-}
+func (n *network) Nodes() G.Nodes { return param.Nodes(n.Params()) }
 
-// Orthogonal returns the Stiefel-constrained weights.
-func (n *network) Orthogonal() G.Nodes {
-	if n.ffn != nil {
-		return n.ffn.Orthogonal()
-	}
-	return n.vit.Orthogonal()
-}
+// Constrained returns the nodes of the weights on the Stiefel manifold.
+func (n *network) Constrained() G.Nodes { return param.Nodes(param.Constrained(n.Params())) }

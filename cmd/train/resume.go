@@ -171,10 +171,17 @@ func (t *trainer) restore(f *checkpoint.File) error {
 	if err := f.LoadSolver(prefixOptim, t.solver); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
+	if _, ok, _ := f.SolverSteps(prefixOptim); !ok {
+		// Saved before the solver counted its steps: its schedule stands at
+		// the run's step.
+		if err := t.solver.SetSteps(st.Step - st.Skipped); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
 	if err := t.maskSrc.UnmarshalBinary(st.Dropout); err != nil {
 		return fmt.Errorf("%s: dropout random state: %w", where, err)
 	}
-	if worst := maxFeasibility(t.net.Orthogonal()); !(worst < 1e-3) {
+	if worst := maxFeasibility(t.net.Constrained()); !(worst < 1e-3) {
 		return fmt.Errorf("%s: an orthogonal weight has ||W^T W - I||_F = %.3g: the checkpoint's weights are off the manifold", where, worst)
 	}
 	t.st = st

@@ -111,23 +111,31 @@ func newRunDir(out string, parent *checkpoint.Origin) (*checkpoint.Run, error) {
 	}
 }
 
-func solverConfig(c config) optim.SolverConfig {
-	sc := optim.SolverConfig{
-		RSDM:  optim.RSDMConfig{LR: c.lr, SubmanifoldSize: c.r, Seed: c.seed},
-		RGD:   optim.RGDConfig{LR: c.lr, Momentum: c.rgdMomentum},
-		Other: optim.OtherConfig{LR: c.lrOther, Momentum: c.momentum},
+// solverGroups returns the optimizer's groups for a run of totalSteps
+// steps: the orthogonal weights (RSDM or RGD, -lr) and the rest (SGD or
+// Adam, -lr-other), both decayed by the -schedule.
+func solverGroups(c config, totalSteps int) ([]optim.Group, optim.Options) {
+	var sched optim.Schedule
+	if c.schedule == "cosine" {
+		sched = optim.Cosine{Steps: totalSteps}
+	}
+	constrained := optim.Group{
+		Select:   optim.Param.Constrained,
+		LR:       c.lr,
+		Schedule: sched,
+		RSDM:     optim.RSDMConfig{SubmanifoldSize: c.r, Seed: c.seed},
 	}
 	if c.optim == "rgd" {
-		sc.Method = optim.MethodRGD
+		constrained.Method, constrained.Momentum = optim.MethodRGD, c.rgdMomentum
 	}
 	if c.sampling == "orth" {
-		sc.RSDM.Sampling = optim.Orthogonal
+		constrained.RSDM.Sampling = optim.Orthogonal
 	}
+	rest := optim.Group{LR: c.lrOther, Schedule: sched, Momentum: c.momentum}
 	if c.other == "adam" {
-		sc.Other.Rule = optim.RuleAdam
-		sc.Other.Momentum = 0
+		rest.Rule, rest.Momentum = optim.RuleAdam, 0
 	}
-	return sc
+	return []optim.Group{constrained, rest}, optim.Options{}
 }
 
 // progress is where a run stands: everything of the next step that is not
@@ -203,7 +211,7 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 		return nil, err
 	}
 	t.net, t.yb, t.evNet = net, yb, ev
-	if t.eng, err = newEngine(c, net, loss, y, ev); err != nil {
+	if t.eng, err = newEngine(c, net, loss, y, ev, c.epochs*(train.N/c.batch)); err != nil {
 		return nil, err
 	}
 	t.solver = t.eng.solver()
@@ -248,7 +256,7 @@ func (t *trainer) evaluateFirst(epoch, n int) (metric, error) {
 		return m, fmt.Errorf("epoch %d, step %d: the test loss is %v: the weights diverged; stopping (try a smaller -lr or -lr-other)", epoch+1, t.st.Step, m.Loss)
 	}
 	m.Kind, m.Epoch, m.Step, m.Seconds, m.Examples = "test", epoch+1, t.st.Step, t.seconds(), n
-	feas := maxFeasibility(t.net.Orthogonal())
+	feas := maxFeasibility(t.net.Constrained())
 	m.Feasibility = &feas
 	t.st.Metrics = append(t.st.Metrics, m)
 	on := ""
@@ -366,12 +374,6 @@ func (t *trainer) run(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("step %d: %w", t.st.Step, err)
 			}
-			if c.schedule == "cosine" {
-				f := 0.5 * (1 + math.Cos(math.Pi*float64(t.st.Step)/float64(c.epochs*steps)))
-				if err := t.solver.SetLR(c.lr*f, c.lrOther*f); err != nil {
-					return err
-				}
-			}
 			var bad error // a non-finite loss or gradient: the step is not taken
 			if math.IsNaN(lv) || math.IsInf(lv, 0) {
 				bad = fmt.Errorf("the training loss is %v", lv)
@@ -449,7 +451,7 @@ func (t *trainer) run(ctx context.Context) error {
 		fmt.Fprintf(w, "skipped %d batches with a non-finite loss or gradient (-nonfinite skip)\n", t.st.Skipped)
 	}
 	fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*final.Accuracy)
-	for _, n := range t.net.Orthogonal() {
+	for _, n := range t.net.Constrained() {
 		fmt.Fprintf(w, "||W^T W - I||_F of %s: %.2e\n", n.Name(), feasibility(n))
 	}
 	fmt.Fprintf(w, "checkpoint: %s\n", t.last)

@@ -1,4 +1,4 @@
-package optim_test
+package param_test
 
 import (
 	"fmt"
@@ -10,11 +10,13 @@ import (
 
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // Train a small custom Gorgonia model, out = tanh(x W1) W2, whose first
-// weight is column-orthonormal, with the Solver: RSDM-P moves W1 on the
-// Stiefel manifold and SGD moves W2.
+// weight is column-orthonormal, with a Solver of two groups: RSDM-P moves
+// W1 on the Stiefel manifold with a cosine schedule, SGD with momentum
+// moves W2.
 func ExampleSolver() {
 	const batch, in, hidden = 64, 8, 4
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -60,11 +62,14 @@ func ExampleSolver() {
 	vm := G.NewTapeMachine(g, G.BindDualValues(W1, W2))
 	defer vm.Close()
 
-	params := []G.ValueGrad{optim.Stiefel(W1), W2} // one line marks W1
-	solver, err := optim.NewSolver(params, optim.SolverConfig{
-		RSDM:  optim.RSDMConfig{LR: 0.5, SubmanifoldSize: 4, Seed: 1},
-		Other: optim.OtherConfig{Rule: optim.RuleSGD, LR: 0.1, Momentum: 0.9},
-	})
+	params := []param.Param{param.OnStiefel(W1), param.Plain(W2)} // W1's marking travels with it
+	solver, err := param.NewSolver(params, []optim.Group{
+		// The Stiefel weight: RSDM with r = 4, its step size decayed along a cosine.
+		{Select: optim.Param.Constrained, LR: 0.5, Schedule: optim.Cosine{Steps: 500, Final: 0.1},
+			RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
+		// The rest: SGD with momentum.
+		{LR: 0.1, Momentum: 0.9},
+	}, optim.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -1,0 +1,115 @@
+package optim
+
+import (
+	"math"
+
+	"github.com/orthonet/orthonet/internal/linalg"
+	"github.com/orthonet/orthonet/manifold"
+)
+
+// clipWork is one parameter's workspace for the norm of its gradient.
+type clipWork struct {
+	w32 []float32
+	w64 []float64
+}
+
+func work[T Float](w *clipWork, n int) []T {
+	if linalg.Is32[T]() {
+		w.w32 = linalg.Grow(w.w32, n)
+		return any(w.w32).([]T)
+	}
+	w.w64 = linalg.Grow(w.w64, n)
+	return any(w.w64).([]T)
+}
+
+// clipGrads scales every gradient of the step under way by ClipNorm / norm
+// when their global norm exceeds ClipNorm.
+func (s *Solver) clipGrads() error {
+	var total float64
+	for i, o := range s.opts {
+		total += o.sqNorm(s.values[i], s.grads[i], &s.clip[i])
+	}
+	norm := math.Sqrt(total)
+	if !(norm > s.options.ClipNorm) {
+		return nil
+	}
+	c := s.options.ClipNorm / norm
+	for _, g := range s.grads {
+		scale(g, c)
+	}
+	return nil
+}
+
+// scale multiplies a gradient (one factor of a factored one) by c.
+func scale(g any, c float64) {
+	switch d := g.(type) {
+	case []float32:
+		for i := range d {
+			d[i] *= float32(c)
+		}
+	case []float64:
+		for i := range d {
+			d[i] *= c
+		}
+	case factored:
+		scale(d.b, c)
+	}
+}
+
+// sqNorm returns the squared norm of the gradient g: Euclidean for an
+// unconstrained parameter, of its Riemannian gradient P_X(G) for a
+// constrained one. With M = X^T G for the column-orthonormal X (W^T for a
+// wide W), ||P_X(G)||^2 is ||G||^2 - ||sym(M)||^2 on the Stiefel manifold
+// and ||G||^2 - ||M||^2 on the Grassmann manifold.
+func (t *typedOpt[T]) sqNorm(v, g any, w *clipWork) float64 {
+	if !t.constrained {
+		gs := g.([]T)
+		return linalg.Dot(gs, gs)
+	}
+	x := v.([]T)
+	n, p := t.m.Dims() // of the column-orthonormal view
+	var gg float64
+	var m []T
+	switch gr := g.(type) {
+	case []T:
+		gg = linalg.Dot(gr, gr)
+		m = work[T](w, p*p)
+		if t.wide { // X^T G' = W G^T, W (p x n) row-major
+			linalg.Gemm(false, true, p, p, n, 1, x, n, gr, n, 0, m, p)
+		} else {
+			linalg.Gemm(true, false, p, p, n, 1, x, p, gr, p, 0, m, p)
+		}
+	case factored:
+		a, b := gr.a.([]T), gr.b.([]T)
+		k := gr.k
+		if t.wide { // the view's gradient is B^T A
+			a, b = b, a
+		}
+		ws := work[T](w, p*p+k*p+2*k*k)
+		m = ws[:p*p]
+		ax, aa, bb := ws[p*p:p*p+k*p], ws[p*p+k*p:p*p+k*p+k*k], ws[p*p+k*p+k*k:]
+		// ||A^T B||^2 = <A A^T, B B^T>.
+		linalg.Gemm(false, true, k, k, n, 1, a, n, a, n, 0, aa, k)
+		linalg.Gemm(false, true, k, k, p, 1, b, p, b, p, 0, bb, k)
+		gg = linalg.Dot(aa, bb)
+		// M = X^T A^T B = (A X)^T B.
+		if t.wide { // X = W^T with W (p x n): A X = A W^T
+			linalg.Gemm(false, true, k, p, n, 1, a, n, x, n, 0, ax, p)
+		} else {
+			linalg.Gemm(false, false, k, p, n, 1, a, n, x, p, 0, ax, p)
+		}
+		linalg.Gemm(true, false, p, p, k, 1, ax, p, b, p, 0, m, p)
+	}
+	var mm float64
+	_, grass := t.m.(*manifold.Grassmann[T])
+	for i := 0; i < p; i++ {
+		for j := 0; j < p; j++ {
+			e := float64(m[i*p+j])
+			if !grass {
+				e = (e + float64(m[j*p+i])) / 2
+			}
+			mm += e * e
+		}
+	}
+	return max(gg-mm, 0)
+}
