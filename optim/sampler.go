@@ -10,8 +10,9 @@ import (
 
 // sampler draws RSDM's random submanifold, the first r rows P of the
 // orthogonal matrix P_k in U(Y) = P_k^T diag(Y, I) P_k (the paper's
-// equation (2)), and moves matrices in and out of it. Permutation and Blocks sampling pick rows (rowSampler),
-// Orthogonal takes Haar-random ones (haarSampler).
+// equation (2)), and moves matrices in and out of it. Permutation and
+// Blocks sampling pick rows of I_n (rowSampler), Orthogonal takes
+// Haar-random ones (haarSampler).
 type sampler[T Float] interface {
 	// draw samples P for the next outer iteration (Algorithm 1, line 3).
 	draw(rng *rand.Rand) error
