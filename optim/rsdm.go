@@ -81,49 +81,32 @@ type RSDM[T Float] struct {
 	r      int
 	reorth int
 
-	src   *rand.PCG
-	rng   *rand.Rand
-	perm  *manifold.Permutation
-	haar  *manifold.HaarRows[T]
-	inner *manifold.Stiefel[float64] // O(r)
-	qr    linalg.QR[float64]
+	src     *rand.PCG
+	rng     *rand.Rand
+	sampler sampler[T]
+	inner   *manifold.Stiefel[float64] // O(r)
+	qr      linalg.QR[float64]
 
 	steps int // steps taken
-	phase int // inner step within the current submanifold
 
-	saved     rsdmSaved // the sampler before the step under way
-	orderPrev []int     // the Blocks order before a reshuffle
-	reorthNow bool      // the step under way re-orthonormalizes
-	scratch   []T       // n x p: the re-orthonormalized point
-	fa, fc    []T       // K x r: A P^T and B (PX)^T of a factored gradient
+	saved     rand.PCG // the random source before the step under way
+	reorthNow bool     // the step under way re-orthonormalizes
+	scratch   []T      // n x p: the re-orthonormalized point
+	fa, fc    []T      // K x r: A P^T and B (PX)^T of a factored gradient
 
-	idx   []int // sampled rows (Permutation, Blocks)
-	order []int // current pass's row order (Blocks)
-	block int   // next block in order (Blocks)
-	pmat  []T   // r x n sampled rows (Orthogonal)
-	px0   []T   // r x p: P X at the first inner step
-	pxc   []T   // r x p: P X now
-	pg    []T   // r x p: P G
-	b     []T   // r x r
+	px0   []T // r x p: P X at the first inner step
+	pxc   []T // r x p: P X now
+	pg    []T // r x p: P G
+	b     []T // r x r: P G (PX)^T
 	omega []float64
 	y     []float64 // r x r current Y
 	yprev []float64
 	ynew  []float64
 	v     []float64
 	tmp   []float64
-	yt    []T       // r x r in T
-	upd   []T       // r x p
-	wide  []float64 // AddMul's workspace
 }
 
 var _ Optimizer[float64] = (*RSDM[float64])(nil)
-
-// rsdmSaved is what abort restores.
-type rsdmSaved struct {
-	src   rand.PCG
-	block int
-	order bool // orderPrev holds the order before this step's reshuffle
-}
 
 // NewRSDM returns RSDM for weights on m (a Stiefel or Grassmann manifold).
 func NewRSDM[T Float](m manifold.Manifold[T], cfg RSDMConfig) (*RSDM[T], error) {
@@ -165,26 +148,12 @@ func NewRSDM[T Float](m manifold.Manifold[T], cfg RSDMConfig) (*RSDM[T], error) 
 	}
 	o.src = rand.NewPCG(cfg.Seed, 0x5244534d) // "RSDM"
 	o.rng = rand.New(o.src)
-	switch cfg.Sampling {
-	case Permutation:
-		if o.perm, err = manifold.NewPermutation(n, r); err != nil {
-			return nil, err
-		}
-	case Orthogonal:
-		if o.haar, err = manifold.NewHaarRows[T](n, r); err != nil {
-			return nil, err
-		}
-		o.pmat = make([]T, r*n)
-	case Blocks:
-		o.order, o.orderPrev = make([]int, n), make([]int, n)
-		o.block = -1
-	default:
-		return nil, fmt.Errorf("optim: unknown sampling %v", cfg.Sampling)
+	if o.sampler, err = newSampler[T](cfg.Sampling, n, p, r); err != nil {
+		return nil, err
 	}
-	o.idx = make([]int, r)
 	rr, rp := r*r, r*p
-	o.px0, o.pxc, o.pg, o.upd = make([]T, rp), make([]T, rp), make([]T, rp), make([]T, rp)
-	o.b, o.yt = make([]T, rr), make([]T, rr)
+	o.px0, o.pxc, o.pg = make([]T, rp), make([]T, rp), make([]T, rp)
+	o.b = make([]T, rr)
 	o.omega, o.y, o.yprev, o.ynew, o.v, o.tmp = make([]float64, rr), make([]float64, rr), make([]float64, rr),
 		make([]float64, rr), make([]float64, rr), make([]float64, rr)
 	return o, nil
@@ -200,6 +169,10 @@ func NewCoordinateDescent[T Float](m manifold.Manifold[T], lr float64, seed uint
 // Steps returns the number of steps taken.
 func (o *RSDM[T]) Steps() int { return o.steps }
 
+// phase returns the inner step within the current submanifold: 0 when the
+// next step draws a new one.
+func (o *RSDM[T]) phase() int { return o.steps % o.cfg.InnerSteps }
+
 // Step takes one RSDM step from x along the Euclidean gradient grad. It reads
 // only the sampled rows of grad under Permutation and Blocks sampling, but
 // checks all of grad for NaN and Inf. On error neither x nor the optimizer's
@@ -214,108 +187,6 @@ func (o *RSDM[T]) Step(x, grad []T) error {
 	}
 	o.commit(x, grad)
 	return nil
-}
-
-// prepare computes the step from x along grad into the optimizer's
-// workspaces, leaving x untouched; commit applies it and abort undoes the
-// sampler's advance. Splitting the step lets a Solver update every
-// parameter or none.
-func (o *RSDM[T]) prepare(x, grad []T) error { return o.prepareFrom(x, grad, Factored[T]{}) }
-
-// prepareFactored is prepare for a gradient given by its factors.
-func (o *RSDM[T]) prepareFactored(x []T, g Factored[T]) error { return o.prepareFrom(x, nil, g) }
-
-// prepareFrom is prepare from grad, or from fg when grad is nil.
-func (o *RSDM[T]) prepareFrom(x, grad []T, fg Factored[T]) error {
-	o.saved = rsdmSaved{src: *o.src, block: o.block, order: false}
-	r, p := o.r, o.p
-	if o.phase == 0 {
-		if err := o.sample(); err != nil {
-			return err
-		}
-		o.project(o.px0, x)
-		copy(o.pxc, o.px0)
-		linalg.Identity(r, o.y)
-		linalg.Identity(r, o.yprev)
-	} else {
-		o.project(o.pxc, x)
-	}
-	// Omega = skew(PG (PX)^T): the Riemannian gradient of F~ on O(r),
-	// translated to the identity (equation (2); Algorithm 3 for Y != I).
-	if grad != nil {
-		o.project(o.pg, grad)
-		linalg.Mul(false, true, r, r, p, o.pg, o.pxc, o.b)
-	} else {
-		o.factoredProduct(fg)
-	}
-	for i := 0; i < r; i++ {
-		for j := 0; j < r; j++ {
-			o.omega[i*r+j] = (float64(o.b[i*r+j]) - float64(o.b[j*r+i])) / 2
-		}
-	}
-	if !linalg.Finite(o.omega) { // overflow in the product of finite factors
-		return ErrNotFinite
-	}
-	// V = -eta Omega Y + beta P_Y(Y - Y_prev).
-	if o.phase == 0 {
-		for i, w := range o.omega {
-			o.v[i] = -o.cfg.LR * w
-		}
-	} else {
-		linalg.Gemm(false, false, r, r, r, -o.cfg.LR, o.omega, r, o.y, r, 0, o.v, r)
-		if o.cfg.Momentum > 0 {
-			for i := range o.tmp {
-				o.tmp[i] = o.y[i] - o.yprev[i]
-			}
-			if err := o.inner.Proj(o.tmp, o.y, o.tmp); err != nil {
-				return err
-			}
-			for i, d := range o.tmp {
-				o.v[i] += o.cfg.Momentum * d
-			}
-		}
-	}
-	if err := o.retract(); err != nil {
-		return fmt.Errorf("optim: RSDM inner retraction: %w", err)
-	}
-	o.correction()
-	o.reorthNow = o.reorth > 0 && (o.steps+1)%o.reorth == 0
-	if o.reorthNow {
-		// The re-orthonormalized point is formed aside, so that a failure
-		// leaves x as it was.
-		o.scratch = linalg.Grow(o.scratch, len(x))
-		copy(o.scratch, x)
-		o.apply(o.scratch)
-		if err := o.m.Orthonormalize(o.scratch); err != nil {
-			return fmt.Errorf("optim: RSDM: %w", err)
-		}
-	}
-	return nil
-}
-
-// commit applies the step that prepare computed.
-func (o *RSDM[T]) commit(x, _ []T) {
-	if o.reorthNow {
-		copy(x, o.scratch)
-	} else {
-		o.apply(x)
-	}
-	o.yprev, o.y, o.ynew = o.y, o.ynew, o.yprev
-	o.steps++
-	if o.phase++; o.phase == o.cfg.InnerSteps {
-		o.phase = 0
-	}
-}
-
-// abort restores the sampler to where it was before prepare. Everything
-// else prepare wrote is either recomputed by the next step or, at the first
-// inner step, reset by it.
-func (o *RSDM[T]) abort() {
-	*o.src = o.saved.src
-	o.block = o.saved.block
-	if o.saved.order {
-		copy(o.order, o.orderPrev)
-	}
 }
 
 // StepFactored takes one RSDM step from x along the Euclidean gradient
@@ -335,26 +206,136 @@ func (o *RSDM[T]) StepFactored(x []T, g Factored[T]) error {
 	return nil
 }
 
-// factoredProduct sets b = P G (PX)^T for G = A^T B.
-func (o *RSDM[T]) factoredProduct(g Factored[T]) {
-	r, p, n, k := o.r, o.p, o.n, g.K
-	o.fc = linalg.Grow(o.fc, k*r)
-	o.fa = linalg.Grow(o.fa, k*r)
-	// C = B (PX)^T, K x r.
-	linalg.Gemm(false, true, k, r, p, 1, g.B, p, o.pxc, p, 0, o.fc, r)
-	// A P^T, K x r: the sampled columns of A, or its product with the Haar
-	// rows.
-	if o.cfg.Sampling == Orthogonal {
-		linalg.Gemm(false, true, k, r, n, 1, g.A, n, o.pmat, n, 0, o.fa, r)
+// prepare computes the step from x along grad (the inner update Y_new) into
+// the optimizer's workspaces, leaving x untouched; commit moves x by it and
+// abort undoes the sampler's advance. Splitting the step lets a Solver update every
+// parameter or none.
+func (o *RSDM[T]) prepare(x, grad []T) error { return o.prepareFrom(x, grad, Factored[T]{}) }
+
+// prepareFactored is prepare for a gradient given by its factors.
+func (o *RSDM[T]) prepareFactored(x []T, g Factored[T]) error { return o.prepareFrom(x, nil, g) }
+
+// prepareFrom is prepare from grad, or from fg when grad is nil: one inner
+// step of Algorithm 3, which with InnerSteps = 1 is Algorithm 1.
+func (o *RSDM[T]) prepareFrom(x, grad []T, fg Factored[T]) error {
+	o.saved = *o.src
+	first := o.phase() == 0
+	if first {
+		// Sample P and start at Y = I (Algorithm 1, line 3).
+		if err := o.sampler.draw(o.rng); err != nil {
+			return err
+		}
+		o.sampler.project(o.px0, x)
+		copy(o.pxc, o.px0)
+		linalg.Identity(o.r, o.y)
+		linalg.Identity(o.r, o.yprev)
 	} else {
-		for j := 0; j < k; j++ {
-			row, dst := g.A[j*n:(j+1)*n], o.fa[j*r:(j+1)*r]
-			for i, c := range o.idx {
-				dst[i] = row[c]
-			}
+		o.sampler.project(o.pxc, x)
+	}
+	// The Riemannian gradient of F~ on O(r), translated to the identity
+	// (line 4): Omega = skew(P G (PX)^T), equation (3).
+	if grad != nil {
+		o.projectedGradient(grad)
+	} else {
+		o.factoredProduct(fg)
+	}
+	skewPart(o.r, o.omega, o.b)
+	if !linalg.Finite(o.omega) { // overflow in the product of finite factors
+		return ErrNotFinite
+	}
+	// Y_new = R_Y(-eta Omega Y + beta P_Y(Y - Y_prev)) (line 5; Algorithm 3).
+	if err := o.direction(first); err != nil {
+		return err
+	}
+	if err := o.retract(); err != nil {
+		return fmt.Errorf("optim: RSDM inner retraction: %w", err)
+	}
+	// X <- U(Y_new) X_0 (line 6) waits for commit, unless this step also
+	// re-orthonormalizes: that point is formed aside, so that a failure
+	// leaves x as it was.
+	o.reorthNow = o.reorth > 0 && (o.steps+1)%o.reorth == 0
+	if o.reorthNow {
+		o.scratch = linalg.Grow(o.scratch, len(x))
+		copy(o.scratch, x)
+		o.sampler.update(o.scratch, o.px0, o.y, o.ynew)
+		if err := o.m.Orthonormalize(o.scratch); err != nil {
+			return fmt.Errorf("optim: RSDM: %w", err)
 		}
 	}
+	return nil
+}
+
+// commit applies the step that prepare computed.
+func (o *RSDM[T]) commit(x, _ []T) {
+	if o.reorthNow {
+		copy(x, o.scratch)
+	} else {
+		o.sampler.update(x, o.px0, o.y, o.ynew)
+	}
+	o.yprev, o.y, o.ynew = o.y, o.ynew, o.yprev
+	o.steps++
+}
+
+// abort restores the sampler to where it was before prepare. Everything
+// else prepare wrote is either recomputed by the next step or, at the first
+// inner step, reset by it.
+func (o *RSDM[T]) abort() {
+	*o.src = o.saved
+	if o.phase() == 0 { // prepare drew
+		o.sampler.undraw()
+	}
+}
+
+// projectedGradient sets b = P G (PX)^T.
+func (o *RSDM[T]) projectedGradient(grad []T) {
+	o.sampler.project(o.pg, grad)
+	linalg.Mul(false, true, o.r, o.r, o.p, o.pg, o.pxc, o.b)
+}
+
+// factoredProduct sets b = P G (PX)^T for G = A^T B as (A P^T)^T (B (PX)^T).
+func (o *RSDM[T]) factoredProduct(g Factored[T]) {
+	r, p, k := o.r, o.p, g.K
+	o.fc = linalg.Grow(o.fc, k*r)
+	o.fa = linalg.Grow(o.fa, k*r)
+	linalg.Gemm(false, true, k, r, p, 1, g.B, p, o.pxc, p, 0, o.fc, r)
+	o.sampler.projectFactor(o.fa, g.A, k)
 	linalg.Gemm(true, false, r, r, k, 1, o.fa, r, o.fc, r, 0, o.b, r)
+}
+
+// skewPart sets omega = (b - b^T) / 2 for r x r matrices.
+func skewPart[T Float](r int, omega []float64, b []T) {
+	for i := 0; i < r; i++ {
+		for j := 0; j < r; j++ {
+			omega[i*r+j] = (float64(b[i*r+j]) - float64(b[j*r+i])) / 2
+		}
+	}
+}
+
+// direction sets the tangent vector V at Y of the inner update:
+// -eta Omega Y + beta P_Y(Y - Y_prev) (Algorithm 3, line 7), which at the
+// first inner step, Y = I, is -eta Omega (Algorithm 1, line 5).
+func (o *RSDM[T]) direction(first bool) error {
+	r := o.r
+	if first {
+		for i, w := range o.omega {
+			o.v[i] = -o.cfg.LR * w
+		}
+		return nil
+	}
+	linalg.Gemm(false, false, r, r, r, -o.cfg.LR, o.omega, r, o.y, r, 0, o.v, r)
+	if o.cfg.Momentum == 0 {
+		return nil
+	}
+	for i := range o.tmp {
+		o.tmp[i] = o.y[i] - o.yprev[i]
+	}
+	if err := o.inner.Proj(o.tmp, o.y, o.tmp); err != nil {
+		return err
+	}
+	for i, d := range o.tmp {
+		o.v[i] += o.cfg.Momentum * d
+	}
+	return nil
 }
 
 // retract sets Y_new = R_Y(V) on O(r). For the QR retraction it uses the
@@ -369,80 +350,4 @@ func (o *RSDM[T]) retract() error {
 		o.ynew[i] = o.y[i] + v
 	}
 	return o.qr.QFGram(o.r, o.ynew, 1+linalg.Dot(o.v, o.v))
-}
-
-// sample draws the submanifold of the next outer iteration.
-func (o *RSDM[T]) sample() error {
-	switch o.cfg.Sampling {
-	case Permutation:
-		return o.perm.Sample(o.idx, o.rng)
-	case Orthogonal:
-		return o.haar.Sample(o.pmat, o.rng)
-	}
-	// Blocks: a fresh random order of all rows at the start of each pass.
-	nb := (o.n + o.r - 1) / o.r
-	if o.block < 0 || o.block == nb {
-		copy(o.orderPrev, o.order)
-		o.saved.order = true
-		for i := range o.order {
-			o.order[i] = i
-		}
-		o.rng.Shuffle(o.n, func(i, j int) { o.order[i], o.order[j] = o.order[j], o.order[i] })
-		o.block = 0
-	}
-	start := min(o.block*o.r, o.n-o.r)
-	copy(o.idx, o.order[start:start+o.r])
-	o.block++
-	return nil
-}
-
-// project writes P a into dst (r x p): a gather of rows, or a product with
-// the sampled Haar rows.
-func (o *RSDM[T]) project(dst, a []T) {
-	p := o.p
-	if o.cfg.Sampling == Orthogonal {
-		linalg.Mul(false, false, o.r, p, o.n, o.pmat, a, dst)
-		return
-	}
-	for i, row := range o.idx {
-		copy(dst[i*p:i*p+p], a[row*p:row*p+p])
-	}
-}
-
-// correction forms the change of the sampled rows: for Permutation and
-// Blocks the new rows U(Y_new) X_0 = X_0 + (Y_new - I) P X_0 (in upd), for
-// Orthogonal (Y_new - Y) P X_0, which apply adds to X through P^T. X_0 is the
-// point at the first inner step; with the current point X = U(Y) X_0 both
-// forms add a small correction instead of multiplying by Y_new itself: in
-// float32 the rounding of the correction is relative to its own small size,
-// which keeps ||X^T X - I|| from drifting by eps * ||Y|| a step.
-func (o *RSDM[T]) correction() {
-	r, p := o.r, o.p
-	if o.cfg.Sampling != Orthogonal {
-		for i := range o.yt {
-			o.yt[i] = T(o.ynew[i])
-		}
-		for i := 0; i < r; i++ {
-			o.yt[i*r+i] = T(o.ynew[i*r+i] - 1)
-		}
-		copy(o.upd, o.px0)
-		linalg.AddMul(r, p, r, o.yt, o.px0, o.upd, &o.wide)
-		return
-	}
-	for i := range o.yt {
-		o.yt[i] = T(o.ynew[i] - o.y[i])
-	}
-	linalg.Mul(false, false, r, p, r, o.yt, o.px0, o.upd)
-}
-
-// apply writes the step that correction formed into x.
-func (o *RSDM[T]) apply(x []T) {
-	p := o.p
-	if o.cfg.Sampling != Orthogonal {
-		for i, row := range o.idx {
-			copy(x[row*p:row*p+p], o.upd[i*p:i*p+p])
-		}
-		return
-	}
-	linalg.Gemm(true, false, o.n, p, o.r, 1, o.pmat, o.n, o.upd, p, 1, x, p)
 }

@@ -89,21 +89,14 @@ func restorePCG(s State, name string, dst *rand.PCG) error {
 func (o *RSDM[T]) State() State {
 	s := emptyState("rsdm")
 	s.Counters["steps"] = int64(o.steps)
-	s.Counters["phase"] = int64(o.phase)
-	s.Counters["block"] = int64(o.block)
 	b, _ := o.src.MarshalBinary() // cannot fail
 	s.Random["sampler"] = b
-	if o.phase != 0 { // an inner loop (Algorithm 3) is under way
-		s.Buffers["rows"] = ints64(o.idx)
+	inLoop := o.phase() != 0 // an inner loop (Algorithm 3) is under way
+	o.sampler.save(s, inLoop)
+	if inLoop {
 		s.Buffers["px0"] = append([]T(nil), o.px0...)
 		s.Buffers["y"] = append([]float64(nil), o.y...)
 		s.Buffers["yprev"] = append([]float64(nil), o.yprev...)
-		if o.pmat != nil {
-			s.Buffers["haar_rows"] = append([]T(nil), o.pmat...)
-		}
-	}
-	if o.cfg.Sampling == Blocks && o.block >= 0 {
-		s.Buffers["order"] = ints64(o.order)
 	}
 	return s
 }
@@ -118,82 +111,42 @@ func (o *RSDM[T]) SetState(s State) error {
 	if err != nil {
 		return err
 	}
-	phase, err := s.counter("phase", 0, int64(o.cfg.InnerSteps-1))
-	if err != nil {
-		return err
+	// The inner step is steps % InnerSteps. States written before it was
+	// derived also hold it as the counter "phase".
+	phase := steps % o.cfg.InnerSteps
+	if v, ok := s.Counters["phase"]; ok && v != int64(phase) {
+		return fmt.Errorf("optim: rsdm state: counter \"phase\" = %d, want %d (steps %d mod inner steps %d)", v, phase, steps, o.cfg.InnerSteps)
 	}
-	nb := int64((o.n + o.r - 1) / o.r)
-	block, err := s.counter("block", -1, nb)
-	if err != nil {
-		return err
-	}
-	if o.cfg.Sampling != Blocks && block != -1 && block != 0 {
-		return fmt.Errorf("optim: rsdm state has block %d but the sampling is %v", block, o.cfg.Sampling)
-	}
+	inLoop := phase != 0
 	// Restore into copies first, so that a bad state changes nothing.
 	src := new(rand.PCG)
 	if err := restorePCG(s, "sampler", src); err != nil {
 		return err
 	}
-	idx := make([]int64, o.r)
+	restoreSampler, err := o.sampler.load(s, inLoop)
+	if err != nil {
+		return err
+	}
 	px0 := make([]T, len(o.px0))
 	y, yprev := make([]float64, len(o.y)), make([]float64, len(o.yprev))
-	var pmat []T
-	if phase != 0 {
-		for _, b := range []func() (bool, error){
-			func() (bool, error) { return buffer(s, "rows", idx, false) },
-			func() (bool, error) { return buffer(s, "px0", px0, false) },
-			func() (bool, error) { return buffer(s, "y", y, false) },
-			func() (bool, error) { return buffer(s, "yprev", yprev, false) },
-		} {
-			if _, err := b(); err != nil {
-				return err
-			}
-		}
-		if o.pmat != nil {
-			pmat = make([]T, len(o.pmat))
-			if _, err := buffer(s, "haar_rows", pmat, false); err != nil {
-				return err
-			}
-		}
-		for _, v := range idx {
-			if v < 0 || v >= int64(o.n) {
-				return fmt.Errorf("optim: rsdm state: sampled row %d outside 0 to %d", v, o.n-1)
-			}
-		}
-	}
-	var order []int64
-	if o.cfg.Sampling == Blocks && block >= 0 {
-		order = make([]int64, o.n)
-		if _, err := buffer(s, "order", order, false); err != nil {
+	if inLoop {
+		if _, err := buffer(s, "px0", px0, false); err != nil {
 			return err
 		}
-		seen := make([]bool, o.n)
-		for _, v := range order {
-			if v < 0 || v >= int64(o.n) || seen[v] {
-				return fmt.Errorf("optim: rsdm state: block order is not a permutation of 0 to %d", o.n-1)
-			}
-			seen[v] = true
+		if _, err := buffer(s, "y", y, false); err != nil {
+			return err
+		}
+		if _, err := buffer(s, "yprev", yprev, false); err != nil {
+			return err
 		}
 	}
 	*o.src = *src
-	o.steps, o.phase = steps, phase
-	if o.cfg.Sampling == Blocks {
-		o.block = block
-		for i, v := range order {
-			o.order[i] = int(v)
-		}
-	}
-	if phase != 0 {
-		for i, v := range idx {
-			o.idx[i] = int(v)
-		}
+	o.steps = steps
+	restoreSampler()
+	if inLoop {
 		copy(o.px0, px0)
 		copy(o.y, y)
 		copy(o.yprev, yprev)
-		if pmat != nil {
-			copy(o.pmat, pmat)
-		}
 	}
 	return nil
 }

@@ -125,7 +125,9 @@ func TestStateErrors(t *testing.T) {
 		want  string
 	}{
 		{"kind", mutate(func(s *State) { s.Kind = "adam" }), `"adam" optimizer cannot restore a "rsdm"`},
-		{"phase", mutate(func(s *State) { s.Counters["phase"] = 3 }), `counter "phase" = 3`},
+		{"phase", mutate(func(s *State) { s.Counters["phase"] = 2 }), `counter "phase" = 2, want 1 (steps 1 mod inner steps 3)`},
+		{"steps", mutate(func(s *State) { s.Counters["steps"] = -1 }), `counter "steps" = -1`},
+		{"block", mutate(func(s *State) { s.Counters["block"] = 2 }), "block 2 but the sampling is perm"},
 		{"missing buffer", mutate(func(s *State) { delete(s.Buffers, "y") }), `no buffer "y"`},
 		{"short buffer", mutate(func(s *State) { s.Buffers["px0"] = make([]float64, 5) }), `"px0" has 5 entries, want 16`},
 		{"buffer type", mutate(func(s *State) { s.Buffers["px0"] = make([]float32, 16) }), `"px0" is []float32`},
@@ -143,6 +145,56 @@ func TestStateErrors(t *testing.T) {
 	}
 	if err := rgd.SetState(good); err == nil {
 		t.Error("RGD accepted an RSDM state")
+	}
+}
+
+// TestStatePhase checks that State does not store RSDM's inner step, which
+// is the step count modulo InnerSteps, and that states written when it did
+// (with a counter "phase") restore to the same steps as the state without it.
+func TestStatePhase(t *testing.T) {
+	const n, p, inner, total = 15, 4, 3, 11
+	st, _ := manifold.NewStiefel[float64](n, p)
+	pr := problem.NewPCA[float64](n, p, newRNG(2))
+	x0 := make([]float64, n*p)
+	_ = st.Random(x0, newRNG(3))
+	g := make([]float64, n*p)
+	for _, sampling := range []Sampling{Permutation, Orthogonal, Blocks} {
+		cfg := RSDMConfig{LR: 0.3, SubmanifoldSize: 4, Sampling: sampling, Momentum: 0.7, InnerSteps: inner, Seed: 9}
+		steps := func(o *RSDM[float64], x []float64, count int) {
+			for i := 0; i < count; i++ {
+				pr.Grad(g, x)
+				if err := o.Step(x, g); err != nil {
+					t.Fatalf("%v: %v", sampling, err)
+				}
+			}
+		}
+		straight, _ := NewRSDM(st, cfg)
+		want := append([]float64(nil), x0...)
+		steps(straight, want, total)
+		for k := 0; k < 2*inner; k++ {
+			first, _ := NewRSDM(st, cfg)
+			got := append([]float64(nil), x0...)
+			steps(first, got, k)
+			s := first.State()
+			if _, ok := s.Counters["phase"]; ok {
+				t.Fatalf("%v k=%d: State stores the phase", sampling, k)
+			}
+			s.Counters["phase"] = int64(k % inner) // as written before
+			second, _ := NewRSDM(st, cfg)
+			if err := second.SetState(s); err != nil {
+				t.Fatalf("%v k=%d: SetState of a state with a phase: %v", sampling, k, err)
+			}
+			steps(second, got, total-k)
+			for i := range want {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("%v k=%d: entry %d is %v resumed, %v straight", sampling, k, i, got[i], want[i])
+				}
+			}
+			s.Counters["phase"] = int64(k%inner+1) % inner
+			if err := second.SetState(s); err == nil || !strings.Contains(err.Error(), `"phase"`) {
+				t.Errorf("%v k=%d: SetState with phase %d: got error %v, want one naming the phase", sampling, k, s.Counters["phase"], err)
+			}
+		}
 	}
 }
 
