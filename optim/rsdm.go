@@ -40,7 +40,7 @@ func (s Sampling) String() string {
 
 // RSDMConfig holds the options of RSDM.
 type RSDMConfig struct {
-	// LR is the step size eta. Required, > 0.
+	// LR is the step size eta, finite and >= 0.
 	LR float64
 	// SubmanifoldSize is r, the dimension of the orthogonal group O(r) that a
 	// step moves in. Required, 2 <= r <= n.

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,6 +39,8 @@ type config struct {
 	epochs, batch           int
 	seed                    uint64
 	evalEvery, evalSubset   int
+	weightDecay, clipNorm   float64
+	warmup, decayEvery      int
 	nonFinite               string
 	rgdMomentum             float64
 	out                     string
@@ -141,13 +144,17 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.StringVar(&c.model, "model", "ffn", "network: ffn (orthogonal feed-forward) or vit (orthogonal vision transformer)")
 	fs.StringVar(&c.dataset, "dataset", "fashion-mnist", "data set: mnist, fashion-mnist or cifar10")
 	fs.StringVar(&c.dataDir, "data", "", "folder of the data set's files (default: /usr/share/datasets/fashion-mnist for fashion-mnist, data/NAME otherwise)")
-	fs.StringVar(&c.optim, "optim", "rsdm", "optimizer of the orthogonal weights: rsdm or rgd")
+	fs.StringVar(&c.optim, "optim", "rsdm", "optimizer of the orthogonal weights: rsdm, rgd, or radam (Riemannian Adam)")
 	fs.StringVar(&c.sampling, "sampling", "perm", "RSDM submanifold sampling: perm (rows) or orth (Haar rows)")
 	fs.IntVar(&c.r, "r", 300, "RSDM submanifold size r (2 <= r <= rows of every orthogonal weight)")
 	fs.Float64Var(&c.lr, "lr", 0.1, "step size of the orthogonal weights")
 	fs.Float64Var(&c.lrOther, "lr-other", 0.05, "step size of the unconstrained parameters")
-	fs.StringVar(&c.other, "other", "sgd", "optimizer of the unconstrained parameters: sgd or adam")
-	fs.StringVar(&c.schedule, "schedule", "cosine", "step-size schedule of both -lr and -lr-other: const, or cosine (decays to 0 over all -epochs)")
+	fs.StringVar(&c.other, "other", "sgd", "optimizer of the unconstrained parameters: sgd, adam or adamw")
+	fs.Float64Var(&c.weightDecay, "weight-decay", 0, "decoupled weight decay of the unconstrained parameters (0: none; adamw: 0 means 0.01)")
+	fs.StringVar(&c.schedule, "schedule", "cosine", "step-size schedule of both -lr and -lr-other: const, cosine (decays to 0 over all -epochs), warmup-cosine (rises from 0 over -warmup steps, then cosine), or step (halves every -decay-every steps)")
+	fs.IntVar(&c.warmup, "warmup", 500, "warm-up steps of -schedule warmup-cosine")
+	fs.IntVar(&c.decayEvery, "decay-every", 1000, "steps between halvings of -schedule step")
+	fs.Float64Var(&c.clipNorm, "clip-norm", 0, "clip the gradients by their global norm (Riemannian for the orthogonal weights) to this (0: off)")
 	fs.Float64Var(&c.momentum, "momentum", 0.9, "SGD momentum of the unconstrained parameters")
 	fs.Float64Var(&c.rgdMomentum, "rgd-momentum", 0.9, "momentum of RGD on the orthogonal weights (-optim rgd)")
 	fs.IntVar(&c.epochs, "epochs", 1, "passes over the training set")
@@ -198,10 +205,10 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	for _, e := range []error{
 		oneOf("model", c.model, "ffn", "vit"),
 		oneOf("dataset", c.dataset, data.Datasets...),
-		oneOf("optim", c.optim, "rsdm", "rgd"),
+		oneOf("optim", c.optim, "rsdm", "rgd", "radam"),
 		oneOf("sampling", c.sampling, "perm", "orth"),
-		oneOf("other", c.other, "sgd", "adam"),
-		oneOf("schedule", c.schedule, "const", "cosine"),
+		oneOf("other", c.other, "sgd", "adam", "adamw"),
+		oneOf("schedule", c.schedule, "const", "cosine", "warmup-cosine", "step"),
 		oneOf("device", c.device, "cpu", "cuda"),
 		oneOf("engine", c.engine, engines...),
 		oneOf("nonfinite", c.nonFinite, "stop", "skip"),
@@ -223,6 +230,12 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		return c, fs, fmt.Errorf("-eval-every %d: want N > 0, 0 (about ten times an epoch) or -1 (at the ends of epochs)", c.evalEvery)
 	case c.r < 2:
 		return c, fs, fmt.Errorf("-r %d: RSDM's submanifold size must be at least 2 (and at most the rows of every orthogonal weight)", c.r)
+	case !(c.lr >= 0) || !(c.lrOther >= 0) || math.IsInf(c.lr, 0) || math.IsInf(c.lrOther, 0):
+		return c, fs, fmt.Errorf("-lr %v and -lr-other %v: want finite step sizes >= 0 (0 freezes those parameters)", c.lr, c.lrOther)
+	case !(c.weightDecay >= 0) || !(c.clipNorm >= 0) || math.IsInf(c.weightDecay, 0) || math.IsInf(c.clipNorm, 0):
+		return c, fs, fmt.Errorf("-weight-decay %v and -clip-norm %v: want finite values >= 0", c.weightDecay, c.clipNorm)
+	case c.warmup < 1 || c.decayEvery < 1:
+		return c, fs, fmt.Errorf("-warmup %d and -decay-every %d must be at least 1", c.warmup, c.decayEvery)
 	case c.momentum < 0 || c.momentum >= 1 || c.rgdMomentum < 0 || c.rgdMomentum >= 1:
 		return c, fs, fmt.Errorf("-momentum %v and -rgd-momentum %v: want 0 <= momentum < 1", c.momentum, c.rgdMomentum)
 	case c.hidden < 1 || c.depth < 0 || c.dim < 1 || c.heads < 1 || c.mlp < 1 || c.patch < 1:

@@ -105,8 +105,9 @@ func lenOf(a any) int {
 // TestResumeBitExact trains straight, and again stopped after k steps (as by
 // Ctrl-C, which saves) and resumed from the checkpoint: the final weights,
 // optimizer states, random states and metrics agree bit for bit, for
-// RSDM-P, RSDM-O and RGD with momentum, SGD with momentum and Adam on the
-// unconstrained part, and the ViT with dropout.
+// RSDM-P, RSDM-O, RGD with momentum and Riemannian Adam, SGD with momentum,
+// Adam and AdamW on the unconstrained part, the cosine and warmup-cosine
+// schedules, clipping, and the ViT with dropout.
 func TestResumeBitExact(t *testing.T) {
 	mnist := t.TempDir()
 	fixture(t, 200, "train", mnist, 1)
@@ -127,6 +128,8 @@ func TestResumeBitExact(t *testing.T) {
 		{"rsdm-p+sgd-momentum", append(ffn, "-lr-other", "0.05"), []int{1, 20, 27, 33}},
 		{"rsdm-o+adam+cosine", append(ffn, "-sampling", "orth", "-other", "adam", "-lr-other", "0.002", "-schedule", "cosine"), []int{25}},
 		{"rgd-momentum+sgd-momentum", append(ffn, "-optim", "rgd", "-lr", "0.05", "-lr-other", "0.05"), []int{13}},
+		{"radam+adamw+warmup-cosine+clip", append(ffn, "-optim", "radam", "-lr", "0.01", "-other", "adamw", "-lr-other", "0.002",
+			"-schedule", "warmup-cosine", "-warmup", "10", "-clip-norm", "1"), []int{5, 22}},
 		{"vit-dropout+adam", vit, []int{1, 7}},
 	} {
 		parse := func(out string, extra ...string) config {

@@ -112,12 +112,17 @@ func newRunDir(out string, parent *checkpoint.Origin) (*checkpoint.Run, error) {
 }
 
 // solverGroups returns the optimizer's groups for a run of totalSteps
-// steps: the orthogonal weights (RSDM or RGD, -lr) and the rest (SGD or
-// Adam, -lr-other), both decayed by the -schedule.
+// steps: the orthogonal weights (RSDM, RGD or Riemannian Adam, -lr) and the
+// rest (SGD, Adam or AdamW, -lr-other), both scaled by the -schedule.
 func solverGroups(c config, totalSteps int) ([]optim.Group, optim.Options) {
 	var sched optim.Schedule
-	if c.schedule == "cosine" {
+	switch c.schedule {
+	case "cosine":
 		sched = optim.Cosine{Steps: totalSteps}
+	case "warmup-cosine":
+		sched = optim.WarmupCosine{Warmup: min(c.warmup, max(totalSteps-1, 1)), Steps: max(totalSteps, 2)}
+	case "step":
+		sched = optim.StepDecay{Every: c.decayEvery, Gamma: 0.5}
 	}
 	constrained := optim.Group{
 		Select:   optim.Param.Constrained,
@@ -125,17 +130,23 @@ func solverGroups(c config, totalSteps int) ([]optim.Group, optim.Options) {
 		Schedule: sched,
 		RSDM:     optim.RSDMConfig{SubmanifoldSize: c.r, Seed: c.seed},
 	}
-	if c.optim == "rgd" {
+	switch c.optim {
+	case "rgd":
 		constrained.Method, constrained.Momentum = optim.MethodRGD, c.rgdMomentum
+	case "radam":
+		constrained.Method = optim.MethodRiemannianAdam
 	}
 	if c.sampling == "orth" {
 		constrained.RSDM.Sampling = optim.Orthogonal
 	}
-	rest := optim.Group{LR: c.lrOther, Schedule: sched, Momentum: c.momentum}
-	if c.other == "adam" {
+	rest := optim.Group{LR: c.lrOther, Schedule: sched, Momentum: c.momentum, WeightDecay: c.weightDecay}
+	switch c.other {
+	case "adam":
 		rest.Rule, rest.Momentum = optim.RuleAdam, 0
+	case "adamw":
+		rest.Rule, rest.Momentum = optim.RuleAdamW, 0
 	}
-	return []optim.Group{constrained, rest}, optim.Options{}
+	return []optim.Group{constrained, rest}, optim.Options{ClipNorm: c.clipNorm}
 }
 
 // progress is where a run stands: everything of the next step that is not
