@@ -11,11 +11,11 @@ package main
 
 import (
 	"context"
-	"math"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime/pprof"
