@@ -266,3 +266,57 @@ func TestPutNodesNames(t *testing.T) {
 		t.Errorf("a node named like an operation: %v", err)
 	}
 }
+
+// TestConvertTypes checks that a float64 checkpoint loads into a float32
+// model only when asked: without the option the error says how; with it the
+// weights and the optimizer's buffers are rounded to float32, the steps
+// counted on, and training goes on from there (its weights stay within
+// float32 rounding of the float64 run's for a few steps).
+func TestConvertTypes(t *testing.T) {
+	cfg := solverConfigs()["radam+adamw+schedule"]
+	src := newToy(t, tensor.Float64, toyHidden)
+	s, _ := param.NewSolver(src.params, cfg, optim.Options{})
+	src.steps(t, s, 0, 6)
+	f := New()
+	if err := f.PutNodes("model.", src.nodes); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.PutSolver("optim.", s); err != nil {
+		t.Fatal(err)
+	}
+	dst := newToy(t, tensor.Float32, toyHidden)
+	ds, _ := param.NewSolver(dst.params, cfg, optim.Options{})
+	if err := f.LoadNodes("model.", dst.nodes); err == nil || !strings.Contains(err.Error(), "ConvertTypes") {
+		t.Errorf("float64 into float32 without the option: error %v", err)
+	}
+	if err := f.LoadNodes("model.", dst.nodes, LoadOptions{ConvertTypes: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.LoadSolver("optim.", ds); err == nil {
+		t.Error("float64 optimizer buffers loaded into a float32 solver without the option")
+	}
+	if err := f.LoadSolver("optim.", ds, LoadOptions{ConvertTypes: true}); err != nil {
+		t.Fatal(err)
+	}
+	if ds.Steps() != 6 {
+		t.Errorf("steps %d after loading, want 6", ds.Steps())
+	}
+	for i, n := range src.nodes {
+		a, b := n.Value().Data().([]float64), dst.nodes[i].Value().Data().([]float32)
+		for k := range a {
+			if float32(a[k]) != b[k] {
+				t.Fatalf("%s[%d]: %v loaded as %v", n.Name(), k, a[k], b[k])
+			}
+		}
+	}
+	src.steps(t, s, 6, 9)
+	dst.steps(t, ds, 6, 9)
+	for i, n := range src.nodes {
+		a, b := n.Value().Data().([]float64), dst.nodes[i].Value().Data().([]float32)
+		for k := range a {
+			if math.Abs(a[k]-float64(b[k])) > 1e-4*(1+math.Abs(a[k])) {
+				t.Fatalf("%s[%d]: float64 run %v, converted float32 run %v", n.Name(), k, a[k], b[k])
+			}
+		}
+	}
+}
