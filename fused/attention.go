@@ -71,8 +71,6 @@ func (*AttentionOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 // (rows, d) matrix.
 type head struct{ lo, t, c0, dh, d int }
 
-func (h head) at(m []float64, i, j int) float64 { return m[(h.lo+i)*h.d+h.c0+j] }
-
 // weights returns the t x t softmax weights of a head: the scores by a
 // float64 product, then a stable softmax of each row.
 func (o *AttentionOp) weights(h head, q, k []float64) []float64 {
