@@ -205,43 +205,56 @@ func (o *Adam[T]) SetLR(lr float64) error {
 
 // State returns a copy of the optimizer's state: the step count and, once
 // a step has been taken, the moments m and v.
-func (o *Adam[T]) State() State {
-	st := emptyState("adam")
-	st.Counters["t"] = int64(o.t)
-	if o.m != nil {
-		st.Buffers["m"] = append([]T(nil), o.m...)
-		st.Buffers["v"] = append([]T(nil), o.v...)
-	}
-	return st
-}
+func (o *Adam[T]) State() State { return momentState("adam", o.t, o.m, o.v) }
 
 // SetState restores a state returned by State of an Adam with the same
 // configuration and size. On error the optimizer is unchanged.
 func (o *Adam[T]) SetState(st State) error {
-	if err := st.check("adam"); err != nil {
-		return err
-	}
-	t, err := st.counter("t", 0, 1<<62)
+	t, m, v, err := restoreMoments[T](st, "adam", o.n)
 	if err != nil {
 		return err
 	}
-	m, v := make([]T, o.n), make([]T, o.n)
+	o.t, o.m, o.v = t, m, v
+	return nil
+}
+
+// momentState is the state of an Adam-like optimizer: its step count and,
+// after the first step, its moments m and v.
+func momentState[T Float](kind string, t int, m, v []T) State {
+	st := emptyState(kind)
+	st.Counters["t"] = int64(t)
+	if m != nil {
+		st.Buffers["m"] = append([]T(nil), m...)
+		st.Buffers["v"] = append([]T(nil), v...)
+	}
+	return st
+}
+
+// restoreMoments reads a momentState of n entries per moment; m and v are
+// nil for a state saved before the first step.
+func restoreMoments[T Float](st State, kind string, n int) (t int, m, v []T, err error) {
+	if err := st.check(kind); err != nil {
+		return 0, nil, nil, err
+	}
+	if t, err = st.counter("t", 0, 1<<62); err != nil {
+		return 0, nil, nil, err
+	}
+	m, v = make([]T, n), make([]T, n)
 	okm, err := buffer(st, "m", m, true)
 	if err != nil {
-		return err
+		return 0, nil, nil, err
 	}
 	okv, err := buffer(st, "v", v, true)
 	if err != nil {
-		return err
+		return 0, nil, nil, err
 	}
 	if okm != okv || okm != (t > 0) {
-		return fmt.Errorf("optim: adam state: step %d with moments m %v, v %v present", t, okm, okv)
+		return 0, nil, nil, fmt.Errorf("optim: %s state: step %d with moments m %v, v %v present", kind, t, okm, okv)
 	}
-	o.t, o.m, o.v = t, nil, nil
-	if okm {
-		o.m, o.v = m, v
+	if !okm {
+		return t, nil, nil, nil
 	}
-	return nil
+	return t, m, v, nil
 }
 
 // checkPlain checks an unconstrained parameter and its gradient.

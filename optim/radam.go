@@ -125,41 +125,15 @@ func (o *RiemannianAdam[T]) SetLR(lr float64) error {
 
 // State returns a copy of the optimizer's state: the step count and, once
 // a step has been taken, the moments.
-func (o *RiemannianAdam[T]) State() State {
-	st := emptyState("radam")
-	st.Counters["t"] = int64(o.t)
-	if o.mom != nil {
-		st.Buffers["m"] = append([]T(nil), o.mom...)
-		st.Buffers["v"] = append([]T(nil), o.sq...)
-	}
-	return st
-}
+func (o *RiemannianAdam[T]) State() State { return momentState("radam", o.t, o.mom, o.sq) }
 
 // SetState restores a state returned by State of a Riemannian Adam with the
 // same configuration and weight shape. On error the optimizer is unchanged.
 func (o *RiemannianAdam[T]) SetState(st State) error {
-	if err := st.check("radam"); err != nil {
-		return err
-	}
-	t, err := st.counter("t", 0, 1<<62)
+	t, m, v, err := restoreMoments[T](st, "radam", o.n*o.p)
 	if err != nil {
 		return err
 	}
-	m, v := make([]T, o.n*o.p), make([]T, o.n*o.p)
-	okm, err := buffer(st, "m", m, true)
-	if err != nil {
-		return err
-	}
-	okv, err := buffer(st, "v", v, true)
-	if err != nil {
-		return err
-	}
-	if okm != okv || okm != (t > 0) {
-		return fmt.Errorf("optim: radam state: step %d with moments m %v, v %v present", t, okm, okv)
-	}
-	o.t, o.mom, o.sq = t, nil, nil
-	if okm {
-		o.mom, o.sq = m, v
-	}
+	o.t, o.mom, o.sq = t, m, v
 	return nil
 }
