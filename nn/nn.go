@@ -191,3 +191,30 @@ func Accuracy[T float32 | float64](logits []T, labels []int, classes int) (float
 	}
 	return float64(correct) / float64(len(labels)), nil
 }
+
+// CrossEntropyLoss returns the mean softmax cross-entropy of the rows of the
+// (batch, classes) row-major logits against integer labels, computed in
+// float64 with the row maximum subtracted, so large logits do not overflow.
+// It is the host-side value of CrossEntropy, for evaluation loops.
+func CrossEntropyLoss[T float32 | float64](logits []T, labels []int, classes int) (float64, error) {
+	if classes < 1 || len(labels) == 0 || len(logits) != len(labels)*classes {
+		return 0, fmt.Errorf("nn: cross-entropy: %d logits for %d labels of %d classes", len(logits), len(labels), classes)
+	}
+	var sum float64
+	for i, y := range labels {
+		if y < 0 || y >= classes {
+			return 0, fmt.Errorf("nn: cross-entropy: label %d of example %d is not in [0, %d)", y, i, classes)
+		}
+		row := logits[i*classes : (i+1)*classes]
+		m := float64(row[0])
+		for _, v := range row {
+			m = max(m, float64(v))
+		}
+		var se float64
+		for _, v := range row {
+			se += math.Exp(float64(v) - m)
+		}
+		sum += m + math.Log(se) - float64(row[y])
+	}
+	return sum / float64(len(labels)), nil
+}

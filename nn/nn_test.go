@@ -237,6 +237,69 @@ func TestAccuracyAndOneHot(t *testing.T) {
 	}
 }
 
+func TestCrossEntropyLoss(t *testing.T) {
+	rng := newRNG(3)
+	const batch, classes = 7, 5
+	z := make([]float64, batch*classes)
+	for i := range z {
+		z[i] = 4 * rng.NormFloat64()
+	}
+	labels := make([]int, batch)
+	for i := range labels {
+		labels[i] = rng.IntN(classes)
+	}
+	var want float64 // the unshifted formula, fine at these magnitudes
+	for i, y := range labels {
+		var se float64
+		for _, v := range z[i*classes : (i+1)*classes] {
+			se += math.Exp(v)
+		}
+		want += (math.Log(se) - z[i*classes+y]) / batch
+	}
+	z32 := make([]float32, len(z))
+	for i, v := range z {
+		z32[i] = float32(v)
+	}
+	if got, err := CrossEntropyLoss(z, labels, classes); err != nil || math.Abs(got-want) > 1e-12 {
+		t.Errorf("float64: %v, %v; want %v", got, err, want)
+	}
+	if got, err := CrossEntropyLoss(z32, labels, classes); err != nil || math.Abs(got-want) > 1e-5 {
+		t.Errorf("float32: %v, %v; want %v", got, err, want)
+	}
+	if got, err := CrossEntropyLoss(make([]float32, batch*classes), labels, classes); err != nil || math.Abs(got-math.Log(classes)) > 1e-12 {
+		t.Errorf("equal logits: %v, %v; want log %d = %v", got, err, classes, math.Log(classes))
+	}
+	// Offsets of 1e4 overflow exp in float64 without the shift; quarters keep
+	// the shifted float32 values exact.
+	small := []float32{0.25, -1.5, 2, 0.75, -0.5, 1.25}
+	huge := make([]float32, len(small))
+	for i, v := range small {
+		huge[i] = v + 1e4
+	}
+	a, errA := CrossEntropyLoss(small, []int{2, 0}, 3)
+	b, errB := CrossEntropyLoss(huge, []int{2, 0}, 3)
+	if errA != nil || errB != nil || math.IsInf(b, 0) || math.IsNaN(b) || math.Abs(a-b) > 1e-12 {
+		t.Errorf("shifted by 1e4: %v (%v), want %v (%v)", b, errB, a, errA)
+	}
+	for _, tc := range []struct {
+		name    string
+		logits  []float64
+		labels  []int
+		classes int
+		want    string
+	}{
+		{"lengths", make([]float64, 5), []int{0, 1}, 3, "5 logits for 2 labels of 3 classes"},
+		{"no labels", nil, nil, 3, "0 logits for 0 labels"},
+		{"no classes", nil, []int{0}, 0, "0 logits for 1 labels of 0 classes"},
+		{"label too large", make([]float64, 6), []int{0, 3}, 3, "label 3 of example 1 is not in [0, 3)"},
+		{"negative label", make([]float64, 6), []int{-1, 0}, 3, "label -1 of example 0"},
+	} {
+		if _, err := CrossEntropyLoss(tc.logits, tc.labels, tc.classes); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
 func TestLayerNorm(t *testing.T) {
 	g := G.NewGraph()
 	rng := newRNG(6)

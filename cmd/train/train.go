@@ -189,6 +189,16 @@ type trainer struct {
 	last        string          // newest checkpoint written or loaded
 	st          progress
 	start       time.Time // of this session
+
+	// Per-session loop state, set by run.
+	images     []float32 // the batch being trained on
+	labels     []int
+	steps      int // batches per epoch
+	logEvery   int // steps between training rows of the metrics
+	evalEvery  int // steps between mid-epoch evaluations (0: none)
+	bar        *progressbar.ProgressBar
+	epochStart time.Time // of this session's part of the epoch
+	firstBatch int       // the epoch's first batch in this session
 }
 
 func run(ctx context.Context, c config, w io.Writer) error {
@@ -317,145 +327,190 @@ func (t *trainer) interrupted() error {
 	return &interruptedError{epoch: t.st.Epoch, step: t.st.Step, dir: t.dir.Dir(), saved: saved}
 }
 
+// run trains the remaining epochs and prints the summary.
 func (t *trainer) run(ctx context.Context) error {
-	c, w := t.c, t.w
 	if t.dir == nil {
 		t.finished()
 		return nil
 	}
-	steps := t.train.N / c.batch // the last partial batch is dropped
-	verb := "training"
-	if c.resumed != nil {
-		verb = fmt.Sprintf("resuming from %s at epoch %d, step %d:", c.resume, t.st.Epoch+1, t.st.Step)
+	c := t.c
+	t.steps = t.train.N / c.batch // the last partial batch is dropped
+	t.logEvery = max(1, t.steps/100)
+	t.evalEvery = c.evalEvery
+	if t.evalEvery == 0 { // auto: ten evaluations an epoch, so that the accuracy panel is a curve
+		t.evalEvery = max(1, t.steps/10)
 	}
-	fmt.Fprintf(w, "%s %s on %s (%d train, %d test images of %dx%dx%d), %s/%s r=%d lr=%g, %s lr=%g, batch %d, %d epochs, BLAS %s\nrun folder: %s\n",
-		verb, c.model, c.dataset, t.train.N, t.test.N, t.train.C, t.train.H, t.train.W, c.optim, c.sampling, c.r, c.lr, c.other, c.lrOther, c.batch, c.epochs, blasName, t.dir.Dir())
-
-	tty := term.IsTerminal(int(os.Stdout.Fd()))
-	images := make([]float32, c.batch*t.train.Dim())
-	labels := make([]int, c.batch)
+	t.images = make([]float32, c.batch*t.train.Dim())
+	t.labels = make([]int, c.batch)
+	t.announce()
 	t.start = time.Now()
-	logEvery := max(1, steps/100)
-	evalEvery := c.evalEvery
-	if evalEvery == 0 { // auto: ten evaluations an epoch, so that the accuracy panel is a curve
-		evalEvery = max(1, steps/10)
-	}
 	var final metric
 	if n := len(t.st.Metrics); n > 0 && t.st.Metrics[n-1].Kind == "test" {
 		final = t.st.Metrics[n-1]
 	}
 	for t.st.Epoch < c.epochs {
-		epoch := t.st.Epoch
-		if err := t.loader.Seek(epoch, t.st.Batch*c.batch); err != nil {
+		m, err := t.epoch(ctx)
+		if err != nil {
 			return err
 		}
-		if t.st.Batch == 0 {
-			t.st.Window = window{}
+		final = m
+	}
+	return t.summary(final)
+}
+
+// announce prints what the run trains, how, and where it writes.
+func (t *trainer) announce() {
+	c := t.c
+	verb := "training"
+	if c.resumed != nil {
+		verb = fmt.Sprintf("resuming from %s at epoch %d, step %d:", c.resume, t.st.Epoch+1, t.st.Step)
+	}
+	fmt.Fprintf(t.w, "%s %s on %s (%d train, %d test images of %dx%dx%d), %s/%s r=%d lr=%g, %s lr=%g, batch %d, %d epochs, BLAS %s\nrun folder: %s\n",
+		verb, c.model, c.dataset, t.train.N, t.test.N, t.train.C, t.train.H, t.train.W, c.optim, c.sampling, c.r, c.lr, c.other, c.lrOther, c.batch, c.epochs, blasName, t.dir.Dir())
+}
+
+// epoch trains the rest of the current epoch, then evaluates on the whole
+// test set and saves a checkpoint; it returns that evaluation.
+func (t *trainer) epoch(ctx context.Context) (metric, error) {
+	c, epoch := t.c, t.st.Epoch
+	if err := t.loader.Seek(epoch, t.st.Batch*c.batch); err != nil {
+		return metric{}, err
+	}
+	if t.st.Batch == 0 {
+		t.st.Window = window{}
+	}
+	t.bar = nil
+	if term.IsTerminal(int(os.Stdout.Fd())) {
+		t.bar = progressbar.NewOptions(t.steps, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(),
+			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30),
+			progressbar.OptionSetDescription(fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs)))
+		_ = t.bar.Set(t.st.Batch)
+	}
+	t.epochStart, t.firstBatch = time.Now(), t.st.Batch
+	for t.st.Batch < t.steps {
+		if ctx.Err() != nil || (c.stopAfter > 0 && t.st.Step == c.stopAfter) {
+			return metric{}, t.interrupted()
 		}
-		var bar *progressbar.ProgressBar
-		if tty {
-			bar = progressbar.NewOptions(steps, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(),
-				progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30),
-				progressbar.OptionSetDescription(fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs)))
-			_ = bar.Set(t.st.Batch)
+		lv, acc, bad, err := t.step(epoch)
+		if err != nil {
+			return metric{}, err
 		}
-		epochStart, firstBatch := time.Now(), t.st.Batch
-		for t.st.Batch < steps {
-			if ctx.Err() != nil || (c.stopAfter > 0 && t.st.Step == c.stopAfter) {
-				return t.interrupted()
-			}
-			n, err := t.loader.Next(images, labels)
-			if err != nil {
-				return err
-			}
-			if n < c.batch {
-				return fmt.Errorf("epoch %d: batch %d holds %d examples, want %d", epoch+1, t.st.Batch, n, c.batch)
-			}
-			if c.nanSteps[t.st.Step] {
-				images[0] = float32(math.NaN())
-			}
-			t.net.fill(images, c.batch)
-			if t.net.vit != nil {
-				t.net.vit.FillMasks(t.maskRNG)
-			}
-			if err := nn.OneHot(t.yb, labels, t.train.Classes); err != nil {
-				return err
-			}
-			lv, logits, err := t.eng.run()
-			if err != nil {
-				return fmt.Errorf("step %d: %w", t.st.Step, err)
-			}
-			var bad error // a non-finite loss or gradient: the step is not taken
-			if math.IsNaN(lv) || math.IsInf(lv, 0) {
-				bad = fmt.Errorf("the training loss is %v", lv)
-				t.eng.discard()
-			} else if err := t.solver.Step(); errors.Is(err, optim.ErrNotFinite) {
-				bad = err
-			} else if err != nil {
-				return fmt.Errorf("step %d: %w", t.st.Step, err)
-			}
-			var acc float64
-			if bad != nil {
-				if err := t.skip(bad, epoch); err != nil {
-					return err
-				}
-			} else {
-				t.st.SkipRun = 0
-				if acc, err = nn.Accuracy(logits, labels, t.train.Classes); err != nil {
-					return err
-				}
-			}
-			t.st.Batch++
-			t.st.Step++
-			win := &t.st.Window
-			if bad != nil {
-				win.Skipped++
-			} else {
-				win.Loss += lv
-				win.Accuracy += acc
-				win.Count++
-			}
-			if t.st.Step%logEvery == 0 && win.Count > 0 {
-				t.st.Metrics = append(t.st.Metrics, metric{Kind: "train", Epoch: epoch + 1, Step: t.st.Step, Seconds: t.seconds(),
-					Loss: win.Loss / float64(win.Count), Accuracy: win.Accuracy / float64(win.Count), Skipped: win.Skipped})
-				rate := float64((t.st.Batch-firstBatch)*c.batch) / time.Since(epochStart).Seconds()
-				desc := fmt.Sprintf("epoch %d/%d loss %.4f acc %.1f%% %.0f samples/s", epoch+1, c.epochs, win.Loss/float64(win.Count), 100*win.Accuracy/float64(win.Count), rate)
-				if bar != nil {
-					bar.Describe(desc)
-				} else if t.st.Step%max(1, steps/10) < logEvery {
-					fmt.Fprintf(w, "%s (step %d/%d)\n", desc, t.st.Batch, steps)
-				}
-				*win = window{}
-			}
-			if bar != nil {
-				_ = bar.Add(1)
-			}
-			save := c.saveEvery > 0 && t.st.Step%c.saveEvery == 0
-			if evalEvery > 0 && t.st.Step%evalEvery == 0 && t.st.Batch < steps {
-				if _, err = t.evaluateAndSave(save); err != nil {
-					return err
-				}
-			} else if save && t.st.Batch < steps {
-				if err := t.save(false); err != nil {
-					return err
-				}
-			}
+		t.st.Batch++
+		t.st.Step++
+		t.tally(epoch, lv, acc, bad)
+		if t.bar != nil {
+			_ = t.bar.Add(1)
 		}
-		if bar != nil {
-			_ = bar.Finish()
-			fmt.Fprintln(os.Stderr)
-		}
-		// Every epoch ends with an evaluation on the whole test set.
-		var err error
-		if final, err = t.evaluate(epoch); err != nil {
-			return err
-		}
-		best := t.noteBest(final)
-		t.st.Epoch, t.st.Batch = epoch+1, 0
-		if err := t.save(best); err != nil {
-			return err
+		if err := t.midEpoch(); err != nil {
+			return metric{}, err
 		}
 	}
+	if t.bar != nil {
+		_ = t.bar.Finish()
+		fmt.Fprintln(os.Stderr)
+	}
+	// Every epoch ends with an evaluation on the whole test set.
+	m, err := t.evaluate(epoch)
+	if err != nil {
+		return m, err
+	}
+	best := t.noteBest(m)
+	t.st.Epoch, t.st.Batch = epoch+1, 0
+	return m, t.save(best)
+}
+
+// step trains on the next batch: it returns the training loss and accuracy
+// of the batch, or in bad why the step was not taken (a non-finite loss or
+// gradient that -nonfinite skip drops). err ends the run.
+func (t *trainer) step(epoch int) (lv, acc float64, bad, err error) {
+	c := t.c
+	n, err := t.loader.Next(t.images, t.labels)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if n < c.batch {
+		return 0, 0, nil, fmt.Errorf("epoch %d: batch %d holds %d examples, want %d", epoch+1, t.st.Batch, n, c.batch)
+	}
+	if c.nanSteps[t.st.Step] {
+		t.images[0] = float32(math.NaN())
+	}
+	t.net.fill(t.images, c.batch)
+	if t.net.vit != nil {
+		t.net.vit.FillMasks(t.maskRNG)
+	}
+	if err := nn.OneHot(t.yb, t.labels, t.train.Classes); err != nil {
+		return 0, 0, nil, err
+	}
+	lv, logits, err := t.eng.run()
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("step %d: %w", t.st.Step, err)
+	}
+	if math.IsNaN(lv) || math.IsInf(lv, 0) {
+		bad = fmt.Errorf("the training loss is %v", lv)
+		t.eng.discard()
+	} else if err := t.solver.Step(); errors.Is(err, optim.ErrNotFinite) {
+		bad = err
+	} else if err != nil {
+		return 0, 0, nil, fmt.Errorf("step %d: %w", t.st.Step, err)
+	}
+	if bad != nil {
+		return lv, 0, bad, t.skip(bad, epoch)
+	}
+	t.st.SkipRun = 0
+	acc, err = nn.Accuracy(logits, t.labels, t.train.Classes)
+	return lv, acc, nil, err
+}
+
+// tally adds a step to the training window and, every logEvery steps,
+// writes the window's means as a training row of the metrics and on the
+// progress bar (or, without a terminal, as a line ten times an epoch).
+func (t *trainer) tally(epoch int, lv, acc float64, bad error) {
+	win := &t.st.Window
+	if bad != nil {
+		win.Skipped++
+	} else {
+		win.Loss += lv
+		win.Accuracy += acc
+		win.Count++
+	}
+	if t.st.Step%t.logEvery != 0 || win.Count == 0 {
+		return
+	}
+	t.st.Metrics = append(t.st.Metrics, metric{Kind: "train", Epoch: epoch + 1, Step: t.st.Step, Seconds: t.seconds(),
+		Loss: win.Loss / float64(win.Count), Accuracy: win.Accuracy / float64(win.Count), Skipped: win.Skipped})
+	rate := float64((t.st.Batch-t.firstBatch)*t.c.batch) / time.Since(t.epochStart).Seconds()
+	desc := fmt.Sprintf("epoch %d/%d loss %.4f acc %.1f%% %.0f samples/s", epoch+1, t.c.epochs, win.Loss/float64(win.Count), 100*win.Accuracy/float64(win.Count), rate)
+	if t.bar != nil {
+		t.bar.Describe(desc)
+	} else if t.st.Step%max(1, t.steps/10) < t.logEvery {
+		fmt.Fprintf(t.w, "%s (step %d/%d)\n", desc, t.st.Batch, t.steps)
+	}
+	*win = window{}
+}
+
+// midEpoch evaluates on the test subset every evalEvery steps and saves a
+// checkpoint every -save-every steps, except after an epoch's last batch,
+// which the epoch's end evaluates and saves.
+func (t *trainer) midEpoch() error {
+	if t.st.Batch >= t.steps {
+		return nil
+	}
+	save := t.c.saveEvery > 0 && t.st.Step%t.c.saveEvery == 0
+	if t.evalEvery > 0 && t.st.Step%t.evalEvery == 0 {
+		_, err := t.evaluateAndSave(save)
+		return err
+	}
+	if save {
+		return t.save(false)
+	}
+	return nil
+}
+
+// summary writes the metrics files and prints the run's outcome: the final
+// test accuracy, skipped batches, feasibility and the last checkpoint; it
+// fails when the accuracy is below -min-accuracy.
+func (t *trainer) summary(final metric) error {
+	c, w := t.c, t.w
 	writeOutputs(t.dir, t.st.Metrics, w)
 	t.eng.report(w)
 	if t.st.Skipped > 0 {
@@ -518,13 +573,13 @@ func maxFeasibility(ns G.Nodes) float64 {
 }
 
 // evaluateOn returns the test loss and accuracy of the engine's evaluation
-// network ev over set; the last chunk is zero-padded and its padding
-// ignored.
+// network ev over the first count examples of s; the last chunk is
+// zero-padded and its padding ignored.
 func evaluateOn(e engine, ev *network, s *data.Set, count int) (metric, error) {
 	d, k := s.Dim(), s.Classes
 	batch := len(ev.xb) / d
-	var correct int
-	var lossSum float64
+	labels := make([]int, batch)
+	var correct, lossSum float64
 	for lo := 0; lo < count; lo += batch {
 		n := min(batch, count-lo)
 		ev.fill(s.X[lo*d:(lo+n)*d], n)
@@ -532,26 +587,21 @@ func evaluateOn(e engine, ev *network, s *data.Set, count int) (metric, error) {
 		if err != nil {
 			return metric{}, fmt.Errorf("evaluating: %w", err)
 		}
-		for i := 0; i < n; i++ {
-			row := z[i*k : (i+1)*k]
-			best, m := 0, float64(row[0])
-			for j, v := range row {
-				if float64(v) > m {
-					best, m = j, float64(v)
-				}
-			}
-			var se float64
-			for _, v := range row {
-				se += math.Exp(float64(v) - m)
-			}
-			y := int(s.Y[lo+i])
-			lossSum += m + math.Log(se) - float64(row[y])
-			if best == y {
-				correct++
-			}
+		for i, y := range s.Y[lo : lo+n] {
+			labels[i] = int(y)
 		}
+		acc, err := nn.Accuracy(z[:n*k], labels[:n], k)
+		if err != nil {
+			return metric{}, fmt.Errorf("evaluating: %w", err)
+		}
+		loss, err := nn.CrossEntropyLoss(z[:n*k], labels[:n], k)
+		if err != nil {
+			return metric{}, fmt.Errorf("evaluating: %w", err)
+		}
+		correct += math.Round(acc * float64(n))
+		lossSum += loss * float64(n)
 	}
-	return metric{Loss: lossSum / float64(count), Accuracy: float64(correct) / float64(count)}, nil
+	return metric{Loss: lossSum / float64(count), Accuracy: correct / float64(count)}, nil
 }
 
 // writeOutputs writes metrics.csv and metrics.png into the run folder,
