@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -86,5 +87,32 @@ func TestPaperReport(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "rssm-obcd.png")); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestMethodsConverge runs RGD, RSDM-P and Riemannian Adam (its step size
+// tuned on its grid) on the small PCA and Procrustes problems: each must
+// cut the optimality gap below 1e-3 of where it started and stay on the
+// manifold.
+func TestMethodsConverge(t *testing.T) {
+	o := options{size: "small", timeLimit: 20 * time.Second, maxIter: 1500, seed: 42}
+	for _, prob := range []string{"procrustes", "pca"} {
+		s := settings("small", prob)
+		pr, x0, fstar, _, err := instance[float64](s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"rgd", "rsdm-p", "radam"} {
+			m, tr, err := runMethod[float64](name, s, pr, x0, fstar, 0, 0, o)
+			if err != nil {
+				t.Errorf("%s on %s: %v", name, prob, err)
+				continue
+			}
+			first, last := tr.gaps[0], tr.gaps[len(tr.gaps)-1]
+			t.Logf("%s on %s (lr %g): gap %.2e -> %.2e in %d iterations, feasibility %.1e", name, prob, m.lr, first, last, tr.iters[len(tr.iters)-1], tr.feas)
+			if !(last < 1e-3*first) || !(tr.feas < 1e-10) {
+				t.Errorf("%s on %s: gap %.2e -> %.2e, ||X^T X - I||_F %.1e", name, prob, first, last, tr.feas)
+			}
+		}
 	}
 }

@@ -273,7 +273,7 @@ func runMethod[T linalg.Float](name string, s setting, pr problem.Problem[T], x0
 	}
 	if lr == 0 && tuned[name] {
 		best := math.Inf(1)
-		for _, cand := range stepGrid {
+		for _, cand := range gridFor(name) {
 			m, err := newMethod[T](name, s, cand, r, o.seed)
 			if err != nil {
 				return nil, nil, err
@@ -288,7 +288,7 @@ func runMethod[T linalg.Float](name string, s setting, pr problem.Problem[T], x0
 			}
 		}
 		if lr == 0 {
-			return nil, nil, fmt.Errorf("%s on %s: no step size of the grid %v converged", name, s.name, stepGrid)
+			return nil, nil, fmt.Errorf("%s on %s: no step size of the grid %v converged", name, s.name, gridFor(name))
 		}
 		if o.tunedLR != nil {
 			o.tunedLR[key] = lr
