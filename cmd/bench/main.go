@@ -1,6 +1,8 @@
 // Command bench runs the paper's test problems (Procrustes, PCA, quadratic
-// assignment; section 6) with RGD, RSDM-P and RSDM-O on this machine, and
-// measures the cost of one optimizer step against the machine's gemm rate.
+// assignment; section 6) with RGD, RSDM-P and RSDM-O (and, on request, the
+// paper's baselines, momentum variants and Riemannian Adam) on this
+// machine, and measures the cost of one optimizer step against the
+// machine's gemm rate.
 //
 // For each problem and method it prints the iterations and seconds taken to
 // reach optimality gaps 1e-2, 1e-4 and 1e-6, the time per iteration and the
@@ -9,7 +11,7 @@
 //
 // Usage:
 //
-//	bench [-size small|paper] [-problems procrustes,pca,qap] [-methods rgd,rsdm-p,rsdm-o] [-out DIR] [-time-limit 240s]
+//	bench [-size small|paper] [-problems procrustes,pca,qap] [-methods rgd,rsdm-p,rsdm-o,radam,...] [-out DIR] [-time-limit 240s]
 //	bench -kernels-only
 package main
 

@@ -27,9 +27,10 @@ func knownMethod(name string) bool {
 	return false
 }
 
-// tuned lists the methods whose step size is picked from the paper's grid
-// by a short run (the paper tuned them the same way); the others use the
-// step sizes the authors published for each problem.
+// tuned lists the methods whose step size is picked from a grid by a short
+// run (the paper tuned its baselines the same way; it did not run
+// Riemannian Adam); the others use the step sizes the authors published for
+// each problem.
 var tuned = map[string]bool{"rcd": true, "tsd": true, "pcal": true, "landing": true, "rssm": true, "obcd": true,
 	"rgd-momentum": true, "rsdm-momentum": true, "radam": true}
 
