@@ -17,14 +17,16 @@ all: test
 FASHION     := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
 
 # deps installs Debian's OpenBLAS (headers and library) when the C compiler
-# cannot find it, and Debian's Fashion-MNIST when it is missing, through
-# apt-get as root, or says which command to run.
+# cannot find it, g++ (for the CUDA kernels' host emulator) and Debian's
+# Fashion-MNIST when they are missing, through apt-get as root, or says which
+# command to run.
 deps:
 	@missing=""; \
 	printf '#include <cblas.h>\nint main(void){return 0;}\n' | gcc -x c - -lopenblas -o /dev/null >/dev/null 2>&1 || missing="libopenblas-dev"; \
+	command -v g++ >/dev/null || missing="$$missing g++"; \
 	[ -e $(FASHION) ] || missing="$$missing dataset-fashion-mnist"; \
 	if [ -z "$$missing" ]; then \
-		echo "deps: OpenBLAS and Fashion-MNIST found"; \
+		echo "deps: OpenBLAS, g++ and Fashion-MNIST found"; \
 	elif [ "$$(id -u)" = 0 ]; then \
 		echo "deps: installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \

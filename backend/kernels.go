@@ -372,6 +372,24 @@ views:
 	return nil
 }
 
+// Simplified returns the copy's shape and strides without its axes of
+// length 1 and with neighbours that are contiguous in both views merged:
+// the same copy over fewer, longer axes.
+func (k Copy) Simplified() (shape, src, dst []int) {
+	for i, n := range k.Shape {
+		if n == 1 {
+			continue
+		}
+		if l := len(shape) - 1; l >= 0 && src[l] == k.SrcStrides[i]*n && dst[l] == k.DstStrides[i]*n {
+			shape[l] *= n
+			src[l], dst[l] = k.SrcStrides[i], k.DstStrides[i]
+			continue
+		}
+		shape, src, dst = append(shape, n), append(src, k.SrcStrides[i]), append(dst, k.DstStrides[i])
+	}
+	return shape, src, dst
+}
+
 // Fill sets N elements of Dst to Value.
 type Fill struct {
 	N     int

@@ -418,7 +418,7 @@ func prepareSoftmaxGrad[T Float](b *Backend, k backend.SoftmaxGrad) backend.Func
 func prepareCopy[T Float](b *Backend, k backend.Copy) backend.Func {
 	// Drop axes of length 1 and merge axes that are contiguous in both
 	// views, so that the innermost loop is as long as possible.
-	shape, ss, ds := simplify(k.Shape, k.SrcStrides, k.DstStrides)
+	shape, ss, ds := k.Simplified()
 	for _, n := range shape {
 		if n < 1 {
 			return func() error { return nil } // nothing to copy
@@ -490,22 +490,4 @@ func prepareCopy[T Float](b *Backend, k backend.Copy) backend.Func {
 		}
 	})
 	return func() error { s.run(); return nil }
-}
-
-// simplify drops unit axes and merges neighbours that are contiguous in
-// both views.
-func simplify(shape, ss, ds []int) ([]int, []int, []int) {
-	var sh, s, d []int
-	for i, n := range shape {
-		if n == 1 {
-			continue
-		}
-		if l := len(sh) - 1; l >= 0 && s[l] == ss[i]*n && d[l] == ds[i]*n {
-			sh[l] *= n
-			s[l], d[l] = ss[i], ds[i]
-			continue
-		}
-		sh, s, d = append(sh, n), append(s, ss[i]), append(d, ds[i])
-	}
-	return sh, s, d
 }

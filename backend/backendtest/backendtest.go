@@ -1,0 +1,519 @@
+// Package backendtest checks a backend's kernels against the CPU backend:
+// every kernel type of package backend, in float32 and float64, over odd
+// shapes, from the same inputs on both.
+package backendtest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/cpu"
+)
+
+// Options adjust Compare.
+type Options struct {
+	// Unsupported names the kernels (as Kernel.Name gives them) the backend
+	// does not implement: Compare checks that Prepare refuses each with an
+	// error wrapping backend.ErrUnsupported.
+	Unsupported []string
+}
+
+// Tolerance is how far an output may stray from the CPU backend's, relative
+// to the largest magnitude of the CPU backend's output (or 1 if that is
+// smaller), by element type.
+var Tolerance = map[backend.DType]float64{backend.Float32: 1e-5, backend.Float64: 1e-11}
+
+// Compare runs every case on b and on a CPU backend and fails where an
+// output differs beyond Tolerance, where an integer output (a flag)
+// differs at all, or where a run that fails on one fails not on the other.
+func Compare(t *testing.T, b backend.Backend, o Options) {
+	ref := cpu.New(cpu.Options{Threads: 1})
+	t.Cleanup(func() { _ = ref.Close() })
+	for _, dt := range []backend.DType{backend.Float32, backend.Float64} {
+		for _, c := range Cases(dt) {
+			t.Run(dt.String()+"/"+c.Name, func(t *testing.T) {
+				if slices.Contains(o.Unsupported, c.kernelName()) {
+					_, err := run(b, c)
+					if !errors.Is(err, backend.ErrUnsupported) {
+						t.Fatalf("%s: got %v, want an error wrapping backend.ErrUnsupported", b.Name(), err)
+					}
+					return
+				}
+				want, werr := run(ref, c)
+				got, gerr := run(b, c)
+				if c.Fails {
+					if werr == nil || gerr == nil {
+						t.Fatalf("want both runs to fail: cpu %v, %s %v", werr, b.Name(), gerr)
+					}
+					return
+				}
+				if werr != nil {
+					t.Fatalf("cpu: %v", werr)
+				}
+				if gerr != nil {
+					t.Fatalf("%s: %v", b.Name(), gerr)
+				}
+				for i := range want {
+					if err := agree(got[i], want[i], Tolerance[dt]); err != nil {
+						t.Errorf("output %d (buffer %d): %v", i, c.Out[i], err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Case is one kernel on buffers filled with fixed data.
+type Case struct {
+	Name string
+	// Bufs are the buffers' initial contents: []float64 (stored in the
+	// case's float type) or []int32.
+	Bufs []any
+	// Float is the float type of the float buffers.
+	Float backend.DType
+	// Kernel builds the kernel over the allocated buffers.
+	Kernel func(b []backend.Buffer) backend.Kernel
+	// Out are the buffers compared after the run.
+	Out []int
+	// Fails says the run must fail (a bad row index).
+	Fails bool
+}
+
+func (c Case) kernelName() string {
+	bufs := make([]backend.Buffer, len(c.Bufs))
+	for i, v := range c.Bufs {
+		dt := c.Float
+		if _, ok := v.([]int32); ok {
+			dt = backend.Int32
+		}
+		bufs[i] = stub{dt, length(v)}
+	}
+	return c.Kernel(bufs).Name()
+}
+
+type stub struct {
+	dt backend.DType
+	n  int
+}
+
+func (s stub) DType() backend.DType { return s.dt }
+func (s stub) Len() int             { return s.n }
+
+func length(v any) int {
+	if f, ok := v.([]float64); ok {
+		return len(f)
+	}
+	return len(v.([]int32))
+}
+
+// run allocates c's buffers on b, runs its kernel and returns its outputs
+// in float64 (int32 outputs converted).
+func run(b backend.Backend, c Case) (out [][]float64, err error) {
+	bufs := make([]backend.Buffer, len(c.Bufs))
+	defer func() {
+		for _, buf := range bufs {
+			if buf != nil {
+				err = errors.Join(err, b.Free(buf))
+			}
+		}
+	}()
+	for i, v := range c.Bufs {
+		switch v := v.(type) {
+		case []int32:
+			if bufs[i], err = b.Alloc(backend.Int32, len(v)); err != nil {
+				return nil, err
+			}
+			err = b.CopyIn(bufs[i], 0, v)
+		case []float64:
+			if bufs[i], err = b.Alloc(c.Float, len(v)); err != nil {
+				return nil, err
+			}
+			if c.Float == backend.Float32 {
+				f := make([]float32, len(v))
+				for j, x := range v {
+					f[j] = float32(x)
+				}
+				err = b.CopyIn(bufs[i], 0, f)
+			} else {
+				err = b.CopyIn(bufs[i], 0, v)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	f, err := b.Prepare(c.Kernel(bufs))
+	if err != nil {
+		return nil, err
+	}
+	if err := f(); err != nil {
+		return nil, err
+	}
+	if err := b.Sync(); err != nil {
+		return nil, err
+	}
+	for _, i := range c.Out {
+		o := make([]float64, bufs[i].Len())
+		switch bufs[i].DType() {
+		case backend.Float64:
+			err = b.CopyOut(o, bufs[i], 0)
+		case backend.Float32:
+			f := make([]float32, len(o))
+			err = b.CopyOut(f, bufs[i], 0)
+			for j, x := range f {
+				o[j] = float64(x)
+			}
+		default:
+			n := make([]int32, len(o))
+			err = b.CopyOut(n, bufs[i], 0)
+			for j, x := range n {
+				o[j] = float64(x)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// agree reports the worst element where got strays from want.
+func agree(got, want []float64, tol float64) error {
+	scale := 1.0
+	for _, w := range want {
+		if !math.IsInf(w, 0) && !math.IsNaN(w) {
+			scale = max(scale, math.Abs(w))
+		}
+	}
+	worst, at := 0.0, -1
+	for i, w := range want {
+		g := got[i]
+		if math.IsNaN(w) || math.IsInf(w, 0) || math.IsNaN(g) || math.IsInf(g, 0) {
+			if !(math.IsNaN(w) && math.IsNaN(g)) && g != w {
+				return fmt.Errorf("element %d: got %v, want %v", i, g, w)
+			}
+			continue
+		}
+		if d := math.Abs(g - w); d > worst {
+			worst, at = d, i
+		}
+	}
+	if worst > tol*scale {
+		return fmt.Errorf("element %d: got %v, want %v (|difference| %.3g > %.3g)", at, got[at], want[at], worst, tol*scale)
+	}
+	return nil
+}
+
+// gen fills the cases' buffers from one seeded stream.
+type gen struct{ r *rand.Rand }
+
+func (g gen) normal(n int, scale float64) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = scale * g.r.NormFloat64()
+	}
+	return v
+}
+
+func (g gen) uniform(n int, lo, hi float64) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = lo + (hi-lo)*g.r.Float64()
+	}
+	return v
+}
+
+// halves returns values on a grid of 1/2, so that comparisons meet ties.
+func (g gen) halves(n int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = float64(g.r.IntN(9)-4) / 2
+	}
+	return v
+}
+
+func (g gen) perm(n, of int) []int32 {
+	p := g.r.Perm(of)[:n]
+	out := make([]int32, n)
+	for i, x := range p {
+		out[i] = int32(x)
+	}
+	return out
+}
+
+func constant(n int, v float64) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+func at(b backend.Buffer) backend.Operand { return backend.At(b, 0) }
+
+// Cases returns the cases for float type dt.
+func Cases(dt backend.DType) []Case {
+	g := gen{rand.New(rand.NewPCG(7, uint64(dt)))}
+	var cs []Case
+	add := func(name string, kernel func(b []backend.Buffer) backend.Kernel, out []int, bufs ...any) {
+		cs = append(cs, Case{Name: name, Bufs: bufs, Float: dt, Kernel: kernel, Out: out})
+	}
+
+	// Products: every transpose, odd sizes, scaled, batched with padding,
+	// and an empty inner dimension (C not read when Beta is 0).
+	for _, s := range []struct{ m, n, k int }{{1, 1, 1}, {7, 5, 3}, {33, 17, 65}} {
+		for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+			ra, ca, rb, cb := s.m, s.k, s.k, s.n
+			if tr[0] {
+				ra, ca = ca, ra
+			}
+			if tr[1] {
+				rb, cb = cb, rb
+			}
+			for _, ab := range [][2]float64{{1, 0}, {0.5, -2}} {
+				const batch = 3
+				lda, ldb, ldc := ca+2, cb+1, s.n+3
+				sa, sb, sc := ra*lda+5, rb*ldb+1, s.m*ldc+2
+				add(fmt.Sprintf("gemm/%dx%dx%d/trans%v%v/alpha%v-beta%v", s.m, s.n, s.k, tr[0], tr[1], ab[0], ab[1]),
+					func(b []backend.Buffer) backend.Kernel {
+						return backend.Gemm{TransA: tr[0], TransB: tr[1], M: s.m, N: s.n, K: s.k, Alpha: ab[0], Beta: ab[1],
+							A: at(b[0]), B: at(b[1]), C: at(b[2]), LDA: lda, LDB: ldb, LDC: ldc,
+							Batch: batch, StrideA: sa, StrideB: sb, StrideC: sc}
+					}, []int{2}, g.normal(batch*sa, 1), g.normal(batch*sb, 1), g.normal(batch*sc, 1))
+			}
+		}
+	}
+	for _, beta := range []float64{0, 2} {
+		c := g.normal(12, 1)
+		if beta == 0 {
+			c = constant(12, math.NaN())
+		}
+		add(fmt.Sprintf("gemm/k0/beta%v", beta), func(b []backend.Buffer) backend.Kernel {
+			return backend.Gemm{M: 3, N: 4, K: 0, Alpha: 1, Beta: beta, A: at(b[0]), B: at(b[1]), C: at(b[2]), LDC: 4}
+		}, []int{2}, g.normal(1, 1), g.normal(1, 1), c)
+	}
+
+	// Elementwise functions over their domains.
+	for op := backend.Neg; op <= backend.GELU; op++ {
+		x := g.normal(1000, 3)
+		switch op {
+		case backend.Log, backend.Sqrt, backend.InverseSqrt, backend.Log2:
+			x = g.uniform(1000, 0.01, 50)
+		case backend.Log1p:
+			x = g.uniform(1000, -0.99, 50)
+		case backend.Softplus:
+			x = g.uniform(1000, -60, 60)
+		}
+		x[1] = 0 // the first element the kernel reads
+		add("map/"+op.String(), func(b []backend.Buffer) backend.Kernel {
+			return backend.Map{Op: op, N: 999, Src: backend.At(b[0], 1), Dst: at(b[1])}
+		}, []int{1}, x, g.normal(1000, 1))
+	}
+	add("map/exp-in-place", func(b []backend.Buffer) backend.Kernel {
+		return backend.Map{Op: backend.Exp, N: 300, Src: at(b[0]), Dst: at(b[0])}
+	}, []int{0}, g.normal(300, 1))
+	for op := backend.Add; op <= backend.GELUGrad; op++ {
+		for _, sc := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+			x, y := g.halves(777), g.halves(777)
+			if op == backend.Pow {
+				x, y = g.uniform(777, 0.1, 3), g.normal(777, 2)
+			}
+			if op == backend.Max2 || op == backend.Min2 {
+				x[5], y[9] = math.NaN(), math.NaN() // NaN wins on either side
+			}
+			if op == backend.Div || op == backend.GELUGrad {
+				x, y = g.normal(777, 2), g.uniform(777, 0.5, 2)
+			}
+			add(fmt.Sprintf("zip/%v/scalars%v%v", op, sc[0], sc[1]), func(b []backend.Buffer) backend.Kernel {
+				return backend.Zip{Op: op, N: 777, A: at(b[0]), B: at(b[1]), Dst: at(b[2]), AScalar: sc[0], BScalar: sc[1]}
+			}, []int{2}, x, y, g.normal(777, 1))
+		}
+	}
+
+	// Reductions, softmax and its gradient.
+	for _, s := range [][3]int{{1, 1, 1}, {3, 1000, 1}, {2, 5, 7}, {1, 300, 33}, {4, 1, 9}} {
+		for _, op := range []backend.ReduceOp{backend.Sum, backend.Max} {
+			add(fmt.Sprintf("reduce/%d/%v", op, s), func(b []backend.Buffer) backend.Kernel {
+				return backend.Reduce{Op: op, Outer: s[0], Mid: s[1], Inner: s[2], Src: at(b[0]), Dst: at(b[1])}
+			}, []int{1}, g.normal(s[0]*s[1]*s[2], 2), g.normal(s[0]*s[2], 1))
+		}
+	}
+	for _, s := range [][3]int{{4, 10, 1}, {2, 65, 3}, {1, 1, 1}} {
+		for _, log := range []bool{false, true} {
+			n := s[0] * s[1] * s[2]
+			add(fmt.Sprintf("softmax/log%v/%v", log, s), func(b []backend.Buffer) backend.Kernel {
+				return backend.Softmax{Log: log, Outer: s[0], Axis: s[1], Inner: s[2], Src: at(b[0]), Dst: at(b[1])}
+			}, []int{1}, g.normal(n, 3), g.normal(n, 1))
+			y := g.uniform(n, 0, 1)
+			if log {
+				y = g.uniform(n, -5, 0)
+			}
+			add(fmt.Sprintf("softmax-grad/log%v/%v", log, s), func(b []backend.Buffer) backend.Kernel {
+				return backend.SoftmaxGrad{Log: log, Outer: s[0], Axis: s[1], Inner: s[2], Y: at(b[0]), DY: at(b[1]), DX: at(b[2])}
+			}, []int{2}, y, g.normal(n, 1), g.normal(n, 1))
+		}
+	}
+
+	// Strided copies: a transpose, a permutation of three axes, a reversal,
+	// a broadcast, an accumulation, an empty axis and a scalar.
+	copies := []struct {
+		name         string
+		shape, ss, d []int
+		srcOff, n, m int
+		add          bool
+	}{
+		{"transpose", []int{19, 37}, []int{1, 19}, []int{37, 1}, 0, 703, 703, false},
+		{"permute3", []int{5, 3, 4}, []int{1, 20, 5}, []int{12, 4, 1}, 0, 60, 60, false},
+		{"reverse", []int{50}, []int{-1}, []int{1}, 49, 50, 50, false},
+		{"broadcast", []int{6, 7}, []int{0, 1}, []int{7, 1}, 0, 7, 42, false},
+		{"add", []int{6, 7}, []int{1, 6}, []int{7, 1}, 0, 42, 42, true},
+		{"empty", []int{3, 0}, []int{1, 1}, []int{1, 1}, 0, 3, 3, false},
+		{"scalar", []int{}, []int{}, []int{}, 2, 3, 1, false},
+		{"eight-axes", []int{2, 1, 2, 3, 1, 2, 2, 3}, []int{72, 72, 36, 12, 12, 6, 3, 1}, []int{1, 2, 2, 4, 12, 12, 24, 48}, 0, 144, 144, false},
+	}
+	for _, c := range copies {
+		add("copy/"+c.name, func(b []backend.Buffer) backend.Kernel {
+			return backend.Copy{Shape: c.shape, Src: backend.At(b[0], c.srcOff), Dst: at(b[1]), SrcStrides: c.ss, DstStrides: c.d, Add: c.add}
+		}, []int{1}, g.normal(c.n, 1), g.normal(c.m, 1))
+	}
+
+	// Fills, finiteness flags, and the product bound.
+	add("fill/float", func(b []backend.Buffer) backend.Kernel {
+		return backend.Fill{N: 30, Dst: backend.At(b[0], 2), Value: 2.5}
+	}, []int{0}, g.normal(33, 1))
+	add("fill/int32", func(b []backend.Buffer) backend.Kernel {
+		return backend.Fill{N: 30, Dst: backend.At(b[0], 2), Value: 7}
+	}, []int{0}, make([]int32, 33))
+	for _, bad := range []float64{0, math.NaN(), math.Inf(-1)} {
+		x := g.normal(5000, 1)
+		if bad != 0 {
+			x[4999] = bad
+		}
+		add(fmt.Sprintf("check-finite/%v", bad), func(b []backend.Buffer) backend.Kernel {
+			return backend.CheckFinite{N: 5000, Src: at(b[0]), Flag: backend.At(b[1], 1)}
+		}, []int{1}, x, make([]int32, 2))
+	}
+	add("check-finite/int32", func(b []backend.Buffer) backend.Kernel {
+		return backend.CheckFinite{N: 4, Src: at(b[0]), Flag: at(b[1])}
+	}, []int{1}, []int32{1, 2, 3, 4}, make([]int32, 1))
+	big := 1e300
+	if dt == backend.Float32 {
+		big = 1e19
+	}
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"bounded", 0}, {"large", big}, {"nan", math.NaN()}, {"inf", math.Inf(1)}} {
+		a, bb := g.normal(16*9, 1), g.normal(16*5, 1)
+		if c.v != 0 {
+			a[7], bb[3] = c.v, c.v
+		}
+		add("check-product/"+c.name, func(b []backend.Buffer) backend.Kernel {
+			return backend.CheckProduct{RA: 16, CA: 9, CB: 5, A: at(b[0]), B: at(b[1]), Flag: at(b[2])}
+		}, []int{2}, a, bb, make([]int32, 1))
+	}
+
+	// Rows, and the Q factor.
+	add("gather-rows", func(b []backend.Buffer) backend.Kernel {
+		return backend.GatherRows{N: 5, Width: 7, Rows: at(b[0]), Src: at(b[1]), Dst: at(b[2])}
+	}, []int{2}, g.perm(5, 13), g.normal(13*7, 1), g.normal(5*7, 1))
+	add("scatter-rows", func(b []backend.Buffer) backend.Kernel {
+		return backend.ScatterRows{N: 5, Width: 7, Rows: at(b[0]), Src: at(b[1]), Dst: at(b[2])}
+	}, []int{2}, g.perm(5, 13), g.normal(5*7, 1), g.normal(13*7, 1))
+	for _, s := range [][2]int{{9, 4}, {6, 6}} {
+		for _, bound := range []float64{0, 1e3} {
+			x := g.normal(s[0]*s[1], 1)
+			if s[0] == s[1] {
+				for i := range s[1] {
+					x[i*s[1]+i] += 4 // well conditioned, for the Gram path
+				}
+			}
+			add(fmt.Sprintf("qf/%dx%d/bound%v", s[0], s[1], bound), func(b []backend.Buffer) backend.Kernel {
+				return backend.QF{M: s[0], N: s[1], A: at(b[0]), GramBound: bound}
+			}, []int{0}, x)
+		}
+	}
+
+	// Fused layers.
+	for _, soft := range []bool{false, true} {
+		z, tg := g.normal(5*10, 3), make([]float64, 50)
+		for i := range 5 {
+			if soft {
+				copy(tg[i*10:], g.uniform(10, 0, 0.2))
+			} else {
+				tg[i*10+g.r.IntN(10)] = 1
+			}
+		}
+		add(fmt.Sprintf("softmax-cross-entropy/soft%v", soft), func(b []backend.Buffer) backend.Kernel {
+			return backend.SoftmaxCrossEntropy{Rows: 5, Classes: 10, Z: at(b[0]), T: at(b[1]), Loss: at(b[2])}
+		}, []int{2}, z, tg, g.normal(1, 1))
+		add(fmt.Sprintf("softmax-cross-entropy-grad/soft%v", soft), func(b []backend.Buffer) backend.Kernel {
+			return backend.SoftmaxCrossEntropyGrad{Rows: 5, Classes: 10, Z: at(b[0]), T: at(b[1]), G: at(b[2]), DZ: at(b[3])}
+		}, []int{3}, z, tg, []float64{0.7}, g.normal(50, 1))
+	}
+	for _, s := range [][2]int{{6, 300}, {3, 7}} {
+		rows, d := s[0], s[1]
+		n := rows * d
+		x := g.normal(n, 2)
+		for i := range x {
+			x[i] += 1.5 // rows away from zero mean
+		}
+		gamma, beta := g.normal(d, 1), g.normal(d, 1)
+		add(fmt.Sprintf("layer-norm/%v", s), func(b []backend.Buffer) backend.Kernel {
+			return backend.LayerNorm{Rows: rows, D: d, Eps: 1e-5, X: at(b[0]), Gamma: at(b[1]), Beta: at(b[2]), Y: at(b[3])}
+		}, []int{3}, x, gamma, beta, g.normal(n, 1))
+		add(fmt.Sprintf("layer-norm-grad/%v", s), func(b []backend.Buffer) backend.Kernel {
+			return backend.LayerNormGrad{Rows: rows, D: d, Eps: 1e-5, X: at(b[0]), Gamma: at(b[1]), DY: at(b[2]), DX: at(b[3])}
+		}, []int{3}, x, gamma, g.normal(n, 1), g.normal(n, 1))
+		add(fmt.Sprintf("layer-norm-param-grad/%v", s), func(b []backend.Buffer) backend.Kernel {
+			return backend.LayerNormParamGrad{Rows: rows, D: d, Eps: 1e-5, X: at(b[0]), DY: at(b[1]), DParams: at(b[2])}
+		}, []int{2}, x, g.normal(n, 1), g.normal(2*d, 1))
+	}
+	for _, s := range [][4]int{{2, 5, 3, 12}, {1, 65, 2, 16}} {
+		seqs, tokens, heads, d := s[0], s[1], s[2], s[3]
+		n := seqs * tokens * d
+		q, k, v := g.normal(n, 1), g.normal(n, 1), g.normal(n, 1)
+		scale := 1 / math.Sqrt(float64(d/heads))
+		add(fmt.Sprintf("attention/%v", s), func(b []backend.Buffer) backend.Kernel {
+			return backend.Attention{Seqs: seqs, Tokens: tokens, Heads: heads, D: d, Scale: scale, Q: at(b[0]), K: at(b[1]), V: at(b[2]), Out: at(b[3])}
+		}, []int{3}, q, k, v, g.normal(n, 1))
+		add(fmt.Sprintf("attention-grad/%v", s), func(b []backend.Buffer) backend.Kernel {
+			return backend.AttentionGrad{Seqs: seqs, Tokens: tokens, Heads: heads, D: d, Scale: scale, Q: at(b[0]), K: at(b[1]), V: at(b[2]), DOut: at(b[3]), DQKV: at(b[4])}
+		}, []int{4}, q, k, v, g.normal(n, 1), g.normal(3*n, 1))
+	}
+	for act := backend.ActIdentity; act <= backend.ActGELU; act++ {
+		x, bias := g.normal(9*33, 2), g.normal(33, 1)
+		add(fmt.Sprintf("bias-act/%d", act), func(b []backend.Buffer) backend.Kernel {
+			return backend.BiasAct{Rows: 9, N: 33, Act: act, X: at(b[0]), Bias: at(b[1]), Y: at(b[2])}
+		}, []int{2}, x, bias, g.normal(9*33, 1))
+		add(fmt.Sprintf("bias-act-grad/%d", act), func(b []backend.Buffer) backend.Kernel {
+			return backend.BiasActGrad{Rows: 9, N: 33, Act: act, X: at(b[0]), Bias: at(b[1]), DY: at(b[2]), DX: at(b[3])}
+		}, []int{3}, x, bias, g.normal(9*33, 1), g.normal(9*33, 1))
+	}
+
+	// A bad row index fails the run on every backend.
+	for _, gather := range []bool{true, false} {
+		rows := g.perm(5, 13)
+		rows[3] = 13
+		c := Case{Name: fmt.Sprintf("rows/out-of-range/gather%v", gather), Float: dt, Fails: true,
+			Bufs: []any{rows, g.normal(13*7, 1), g.normal(13*7, 1)}}
+		c.Kernel = func(b []backend.Buffer) backend.Kernel {
+			if gather {
+				return backend.GatherRows{N: 5, Width: 7, Rows: at(b[0]), Src: at(b[1]), Dst: at(b[2])}
+			}
+			return backend.ScatterRows{N: 5, Width: 7, Rows: at(b[0]), Src: at(b[1]), Dst: at(b[2])}
+		}
+		cs = append(cs, c)
+	}
+	for i := range cs {
+		cs[i].Name = strings.ReplaceAll(cs[i].Name, " ", "x")
+	}
+	return cs
+}

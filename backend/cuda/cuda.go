@@ -1,0 +1,437 @@
+//go:build cuda
+
+package cuda
+
+// #include <stdlib.h>
+// #include "driver.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"unsafe"
+
+	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/internal/cudak"
+	"gorgonia.org/cu/nvrtc"
+)
+
+// Options configure a Backend.
+type Options struct {
+	// Device is the ordinal of the GPU to use.
+	Device int
+}
+
+// Backend runs kernels on one GPU, in order, on one stream. It is not safe
+// for concurrent use.
+type Backend struct {
+	dev    C.CUdevice
+	ctx    C.CUcontext
+	stream C.CUstream
+	blas   C.cublasHandle_t
+	name   string
+	mod    C.CUmodule
+	funcs  map[string]C.CUfunction
+
+	fault     C.CUdeviceptr // the row kernels' four fault words
+	faultHost hostMem       // their copy, read at every CopyOut and Sync
+	stage     [4]stageSlot  // pinned buffers that CopyIn goes up through
+	next      int
+	out       hostMem // pinned buffer that CopyOut comes down through
+	scratch   []C.CUdeviceptr
+	cmem      []unsafe.Pointer // kernel names and argument structs
+	live      int              // bytes in buffers not yet freed
+	closed    bool
+}
+
+// stageSlot is a pinned buffer and the event recorded after the last copy
+// out of it, which the next use waits for.
+type stageSlot struct {
+	mem  hostMem
+	done C.CUevent
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New starts a backend on GPU o.Device: it makes the device's primary
+// context current, creates a stream and a cuBLAS handle on it, and compiles
+// the kernels for the device with NVRTC.
+func New(o Options) (backend.Backend, error) {
+	b := &Backend{funcs: map[string]C.CUfunction{}}
+	var major, minor C.int
+	name := make([]C.char, 256)
+	if err := result("starting device "+fmt.Sprint(o.Device), C.on_init(C.int(o.Device), &b.dev, &b.ctx, &b.stream, &b.blas, &major, &minor, &name[0], C.int(len(name)))); err != nil {
+		return nil, err
+	}
+	b.name = fmt.Sprintf("cuda (device %d: %s, compute capability %d.%d)", o.Device, C.GoString(&name[0]), major, minor)
+	ptx, err := CompilePTX(int(major), int(minor))
+	if err == nil {
+		err = b.load(ptx)
+	}
+	if err == nil {
+		err = b.start()
+	}
+	if err != nil {
+		return nil, errors.Join(err, b.Close())
+	}
+	return b, nil
+}
+
+// CompilePTX compiles the kernels with NVRTC for compute capability
+// major.minor and returns the PTX. It needs no GPU.
+func CompilePTX(major, minor int) (string, error) {
+	arch := fmt.Sprintf("compute_%d%d", major, minor)
+	prog, err := nvrtc.CreateProgram(cudak.Source, "kernels.cu")
+	if err != nil {
+		return "", fmt.Errorf("cuda: NVRTC: %w", err)
+	}
+	defer prog.Destroy()
+	opts := append([]string{"--gpu-architecture=" + arch}, cudak.CompileOptions...)
+	if err := prog.Compile(opts...); err != nil {
+		log, _ := prog.GetLog()
+		return "", fmt.Errorf("cuda: compiling the kernels for %s: %w\n%s", arch, err, log)
+	}
+	ptx, err := prog.GetPTX()
+	if err != nil {
+		return "", fmt.Errorf("cuda: NVRTC: %w", err)
+	}
+	return strings.TrimRight(ptx, "\x00"), nil
+}
+
+func (b *Backend) load(ptx string) error {
+	s := C.CString(ptx)
+	defer C.free(unsafe.Pointer(s))
+	return result("loading the kernels (a driver older than NVRTC refuses its PTX)", C.on_load(b.ctx, s, &b.mod))
+}
+
+// start allocates the fault words and the pinned staging buffers.
+func (b *Backend) start() error {
+	if err := result("allocating the fault words", C.on_alloc(b.ctx, b.stream, 32, &b.fault)); err != nil {
+		return err
+	}
+	var err error
+	if b.faultHost, err = b.hostAlloc(32); err != nil {
+		return err
+	}
+	for i := range b.stage {
+		if err := result("creating an event", C.on_event(b.ctx, &b.stage[i].done)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Backend) hostAlloc(bytes int) (hostMem, error) {
+	var p unsafe.Pointer
+	if err := result(fmt.Sprintf("allocating %d bytes of pinned host memory", bytes), C.on_host_alloc(b.ctx, C.size_t(bytes), &p)); err != nil {
+		return hostMem{}, err
+	}
+	return hostMem{p: p, bytes: bytes}, nil
+}
+
+func (b *Backend) hostFree(m *hostMem) error {
+	if m.p == nil {
+		return nil
+	}
+	err := result("freeing pinned host memory", C.on_host_free(b.ctx, m.p))
+	*m = hostMem{}
+	return err
+}
+
+// Name says which device this is.
+func (b *Backend) Name() string { return b.name }
+
+type buffer struct {
+	b  *Backend
+	dt backend.DType
+	n  int
+	p  C.CUdeviceptr
+}
+
+func (h *buffer) DType() backend.DType { return h.dt }
+func (h *buffer) Len() int             { return h.n }
+
+func (b *Backend) own(buf backend.Buffer) (*buffer, error) {
+	h, ok := buf.(*buffer)
+	if !ok || h.b != b || h.p == 0 {
+		return nil, fmt.Errorf("cuda: a %T is not a live buffer of this backend", buf)
+	}
+	return h, nil
+}
+
+// Alloc returns a zeroed buffer of device memory.
+func (b *Backend) Alloc(dt backend.DType, n int) (backend.Buffer, error) {
+	if n < 0 || dt < backend.Float32 || dt > backend.Int32 {
+		return nil, fmt.Errorf("cuda: buffer of %d elements of %v", n, dt)
+	}
+	h := &buffer{b: b, dt: dt, n: n}
+	bytes := max(n, 1) * dt.Size()
+	if err := result(fmt.Sprintf("allocating %d bytes", bytes), C.on_alloc(b.ctx, b.stream, C.size_t(bytes), &h.p)); err != nil {
+		return nil, err
+	}
+	b.live += bytes
+	return h, nil
+}
+
+// Free releases a buffer's device memory.
+func (b *Backend) Free(buf backend.Buffer) error {
+	h, err := b.own(buf)
+	if err != nil {
+		return err
+	}
+	err = result("freeing a buffer", C.on_free(b.ctx, h.p))
+	h.p = 0
+	b.live -= max(h.n, 1) * h.dt.Size()
+	return err
+}
+
+// Live returns the bytes of device memory in buffers not yet freed.
+func (b *Backend) Live() int { return b.live }
+
+// MemInfo returns the device's free and total memory in bytes.
+func (b *Backend) MemInfo() (free, total int, err error) {
+	var f, t C.size_t
+	err = result("reading memory use", C.on_mem_info(b.ctx, &f, &t))
+	return int(f), int(t), err
+}
+
+// hostBytes returns a Go slice's elements as bytes and their type.
+func hostBytes(s any) ([]byte, backend.DType, error) {
+	switch v := s.(type) {
+	case []float32:
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v)), backend.Float32, nil
+	case []float64:
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v)), backend.Float64, nil
+	case []int32:
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v)), backend.Int32, nil
+	}
+	return nil, 0, fmt.Errorf("cuda: a %T, want []float32, []float64 or []int32", s)
+}
+
+// span checks n elements of type dt at off in h and returns their address.
+func span(h *buffer, off, n int, dt backend.DType) (C.CUdeviceptr, error) {
+	if h.dt != dt {
+		return 0, fmt.Errorf("cuda: %v data for a buffer of %v", dt, h.dt)
+	}
+	if off < 0 || off+n > h.n {
+		return 0, fmt.Errorf("cuda: %d elements at %d of a buffer of %d", n, off, h.n)
+	}
+	return h.p + C.CUdeviceptr(off*dt.Size()), nil
+}
+
+// CopyIn copies src into dst from element off. The copy goes up
+// asynchronously, through a pinned staging buffer: CopyIn returns once src
+// may be reused.
+func (b *Backend) CopyIn(dst backend.Buffer, off int, src any) error {
+	h, err := b.own(dst)
+	if err != nil {
+		return err
+	}
+	s, dt, err := hostBytes(src)
+	if err != nil {
+		return err
+	}
+	p, err := span(h, off, len(s)/dt.Size(), dt)
+	if err != nil || len(s) == 0 {
+		return err
+	}
+	slot := &b.stage[b.next]
+	b.next = (b.next + 1) % len(b.stage)
+	if err := result("waiting for a staging buffer", C.on_event_sync(b.ctx, slot.done)); err != nil {
+		return err
+	}
+	if slot.mem.bytes < len(s) {
+		if err := b.hostFree(&slot.mem); err != nil {
+			return err
+		}
+		if slot.mem, err = b.hostAlloc(max(len(s), 1<<16)); err != nil {
+			return err
+		}
+	}
+	copy(slot.mem.slice(), s)
+	return result("copying to the device", C.on_htod(b.ctx, b.stream, slot.done, p, slot.mem.p, C.size_t(len(s))))
+}
+
+// CopyOut copies len(dst) elements of src from element off into dst, after
+// every Func run before it; a bad row index met since the last check is
+// reported instead.
+func (b *Backend) CopyOut(dst any, src backend.Buffer, off int) error {
+	h, err := b.own(src)
+	if err != nil {
+		return err
+	}
+	d, dt, err := hostBytes(dst)
+	if err != nil {
+		return err
+	}
+	p, err := span(h, off, len(d)/dt.Size(), dt)
+	if err != nil {
+		return err
+	}
+	if b.out.bytes < len(d) {
+		if err := b.hostFree(&b.out); err != nil {
+			return err
+		}
+		if b.out, err = b.hostAlloc(max(len(d), 1<<16)); err != nil {
+			return err
+		}
+	}
+	if err := result("copying from the device", C.on_dtoh(b.ctx, b.stream, b.out.p, p, C.size_t(len(d)), b.faultHost.p, b.fault)); err != nil {
+		return err
+	}
+	if err := b.checkFault(); err != nil {
+		return err
+	}
+	copy(d, b.out.slice())
+	return nil
+}
+
+// Sync waits for every Func run so far and reports a bad row index met
+// since the last check.
+func (b *Backend) Sync() error {
+	if err := result("synchronizing", C.on_dtoh(b.ctx, b.stream, nil, 0, 0, b.faultHost.p, b.fault)); err != nil {
+		return err
+	}
+	return b.checkFault()
+}
+
+func (b *Backend) checkFault() error {
+	w := (*[4]uint64)(b.faultHost.p)
+	f := cudak.Fault{Words: *w}
+	if f.Words[0] == 0 {
+		return nil
+	}
+	*w = [4]uint64{}
+	return errors.Join(fmt.Errorf("cuda: %w", f.Err()), result("clearing the fault words", C.on_clear(b.ctx, b.stream, b.fault, 32)))
+}
+
+// Close waits for the device and releases the backend's memory, kernels,
+// stream and context; buffers not freed are freed with the context's
+// memory only when the process ends.
+func (b *Backend) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	var errs []error
+	for _, p := range append(b.scratch, b.fault) {
+		if p != 0 {
+			errs = append(errs, result("freeing scratch memory", C.on_free(b.ctx, p)))
+		}
+	}
+	errs = append(errs, b.hostFree(&b.faultHost), b.hostFree(&b.out))
+	for i := range b.stage {
+		errs = append(errs, b.hostFree(&b.stage[i].mem))
+	}
+	for _, p := range b.cmem {
+		C.free(p)
+	}
+	if b.mod != nil {
+		errs = append(errs, result("unloading the kernels", C.on_unload(b.ctx, b.mod)))
+	}
+	errs = append(errs, result("releasing the context", C.on_close(b.dev, b.ctx, b.stream, b.blas)))
+	return errors.Join(errs...)
+}
+
+// Addr returns an operand's device address (cudak.Device).
+func (b *Backend) Addr(op backend.Operand) (uint64, error) {
+	h, err := b.own(op.Buf)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(h.p) + uint64(op.Off*h.dt.Size()), nil
+}
+
+// Scratch returns zeroed device memory kept until Close (cudak.Device).
+func (b *Backend) Scratch(dt backend.DType, n int) (uint64, error) {
+	var p C.CUdeviceptr
+	if err := result("allocating scratch memory", C.on_alloc(b.ctx, b.stream, C.size_t(max(n, 1)*dt.Size()), &p)); err != nil {
+		return 0, err
+	}
+	b.scratch = append(b.scratch, p)
+	return uint64(p), nil
+}
+
+// Fault returns the device address of the fault words (cudak.Device).
+func (b *Backend) Fault() uint64 { return uint64(b.fault) }
+
+func (b *Backend) function(name string) (C.CUfunction, error) {
+	if f, ok := b.funcs[name]; ok {
+		return f, nil
+	}
+	s := C.CString(name)
+	defer C.free(unsafe.Pointer(s))
+	var f C.CUfunction
+	if err := result("finding kernel "+name, C.on_function(b.ctx, b.mod, s, &f)); err != nil {
+		return nil, err
+	}
+	b.funcs[name] = f
+	return f, nil
+}
+
+// Prepare plans k (package cudak) and returns a Func that enqueues its
+// launches and cuBLAS products on the backend's stream.
+func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
+	for _, op := range k.Operands() {
+		if op.Buf != nil {
+			if _, err := b.own(op.Buf); err != nil {
+				return nil, fmt.Errorf("cuda: %s: %w", k.Name(), err)
+			}
+		}
+	}
+	steps, err := cudak.Plan(b, k)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %s: %w", k.Name(), err)
+	}
+	fns := make([]func() error, len(steps))
+	for i, s := range steps {
+		switch s := s.(type) {
+		case cudak.Launch:
+			f, err := b.function(s.Kernel)
+			if err != nil {
+				return nil, err
+			}
+			args := C.malloc(C.size_t(8 * max(len(s.Args), 1)))
+			b.cmem = append(b.cmem, args)
+			copy(unsafe.Slice((*uint64)(args), len(s.Args)), s.Args)
+			grid, what := C.uint(s.Grid), "launching "+s.Kernel
+			fns[i] = func() error {
+				return result(what, C.on_launch(b.ctx, b.stream, f, grid, cudak.Threads, args))
+			}
+		case cudak.Gemm:
+			for _, v := range []int{s.M, s.N, s.K, s.LDA, s.LDB, s.LDC, s.Batch} {
+				if v > math.MaxInt32 {
+					return nil, fmt.Errorf("cuda: %s: a size of %d is beyond cuBLAS's int", k.Name(), v)
+				}
+			}
+			fns[i] = func() error {
+				return result("cuBLAS gemm", C.on_gemm(b.ctx, b.blas, cbool(s.F64), cbool(s.TransA), cbool(s.TransB),
+					C.int(s.M), C.int(s.N), C.int(s.K), C.double(s.Alpha), C.CUdeviceptr(s.A), C.int(s.LDA), C.longlong(s.StrideA),
+					C.CUdeviceptr(s.B), C.int(s.LDB), C.longlong(s.StrideB), C.double(s.Beta), C.CUdeviceptr(s.C), C.int(s.LDC),
+					C.longlong(s.StrideC), C.int(s.Batch)))
+			}
+		default:
+			return nil, fmt.Errorf("cuda: %s: unknown step %T", k.Name(), s)
+		}
+	}
+	if len(fns) == 1 {
+		return fns[0], nil
+	}
+	return func() error {
+		for _, f := range fns {
+			if err := f(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
+}
+
+func cbool(v bool) C.int {
+	if v {
+		return 1
+	}
+	return 0
+}

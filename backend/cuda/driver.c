@@ -1,0 +1,145 @@
+//go:build cuda
+
+// The driver and cuBLAS calls of the CUDA backend (see driver.go).
+#include "driver.h"
+
+int on_init(int ordinal, CUdevice *dev, CUcontext *ctx, CUstream *stream, cublasHandle_t *blas, int *major, int *minor, char *name, int namelen) {
+  CUresult r;
+  if ((r = cuInit(0))) return r;
+  if ((r = cuDeviceGet(dev, ordinal))) return r;
+  if ((r = cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, *dev))) return r;
+  if ((r = cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, *dev))) return r;
+  if ((r = cuDeviceGetName(name, namelen, *dev))) return r;
+  if ((r = cuDevicePrimaryCtxRetain(ctx, *dev))) return r;
+  if ((r = cuCtxSetCurrent(*ctx))) return r;
+  if ((r = cuStreamCreate(stream, CU_STREAM_NON_BLOCKING))) return r;
+  cublasStatus_t s = cublasCreate(blas);
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(*blas, *stream);
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(*blas, CUBLAS_DEFAULT_MATH);
+  if (s != CUBLAS_STATUS_SUCCESS) return 100000 + (int)s;
+  return 0;
+}
+
+int on_close(CUdevice dev, CUcontext ctx, CUstream stream, cublasHandle_t blas) {
+  cuCtxSetCurrent(ctx);
+  cuStreamSynchronize(stream);
+  cublasDestroy(blas);
+  cuStreamDestroy(stream);
+  return cuDevicePrimaryCtxRelease(dev);
+}
+
+int on_alloc(CUcontext ctx, CUstream stream, size_t bytes, CUdeviceptr *p) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  if ((r = cuMemAlloc(p, bytes))) return r;
+  return cuMemsetD8Async(*p, 0, bytes, stream);
+}
+
+int on_free(CUcontext ctx, CUdeviceptr p) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuMemFree(p);
+}
+
+int on_host_alloc(CUcontext ctx, size_t bytes, void **p) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuMemHostAlloc(p, bytes, 0);
+}
+
+int on_host_free(CUcontext ctx, void *p) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuMemFreeHost(p);
+}
+
+int on_event(CUcontext ctx, CUevent *e) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuEventCreate(e, CU_EVENT_DISABLE_TIMING);
+}
+
+int on_event_sync(CUcontext ctx, CUevent e) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuEventSynchronize(e);
+}
+
+int on_htod(CUcontext ctx, CUstream stream, CUevent done, CUdeviceptr dst, const void *src, size_t bytes) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  if ((r = cuMemcpyHtoDAsync(dst, src, bytes, stream))) return r;
+  return cuEventRecord(done, stream);
+}
+
+// on_dtoh copies bytes from src and the fault words from fault into host
+// memory, then waits for the stream.
+int on_dtoh(CUcontext ctx, CUstream stream, void *dst, CUdeviceptr src, size_t bytes, void *faultHost, CUdeviceptr fault) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  if (bytes && (r = cuMemcpyDtoHAsync(dst, src, bytes, stream))) return r;
+  if ((r = cuMemcpyDtoHAsync(faultHost, fault, 32, stream))) return r;
+  return cuStreamSynchronize(stream);
+}
+
+int on_clear(CUcontext ctx, CUstream stream, CUdeviceptr p, size_t bytes) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuMemsetD8Async(p, 0, bytes, stream);
+}
+
+int on_load(CUcontext ctx, const char *ptx, CUmodule *m) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuModuleLoadData(m, ptx);
+}
+
+int on_function(CUcontext ctx, CUmodule m, const char *name, CUfunction *f) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuModuleGetFunction(f, m, name);
+}
+
+int on_unload(CUcontext ctx, CUmodule m) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuModuleUnload(m);
+}
+
+int on_launch(CUcontext ctx, CUstream stream, CUfunction f, unsigned grid, unsigned block, void *args) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  void *params[1] = {args};
+  return cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, params, NULL);
+}
+
+int on_gemm(CUcontext ctx, cublasHandle_t h, int f64, int ta, int tb, int m, int n, int k, double alpha,
+                   CUdeviceptr a, int lda, long long sa, CUdeviceptr b, int ldb, long long sb, double beta,
+                   CUdeviceptr c, int ldc, long long sc, int batch) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasStatus_t s;
+  if (f64) {
+    s = cublasDgemmStridedBatched(h, oa, ob, m, n, k, &alpha, (const double *)a, lda, sa, (const double *)b, ldb, sb,
+                                  &beta, (double *)c, ldc, sc, batch);
+  } else {
+    float fa = (float)alpha, fb = (float)beta;
+    s = cublasSgemmStridedBatched(h, oa, ob, m, n, k, &fa, (const float *)a, lda, sa, (const float *)b, ldb, sb,
+                                  &fb, (float *)c, ldc, sc, batch);
+  }
+  return s == CUBLAS_STATUS_SUCCESS ? 0 : 100000 + (int)s;
+}
+
+int on_mem_info(CUcontext ctx, size_t *free, size_t *total) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuMemGetInfo(free, total);
+}
+
+const char *on_error_name(int r) {
+  const char *s = NULL;
+  if (r >= 100000) return "cuBLAS error";
+  if (cuGetErrorName((CUresult)r, &s) != CUDA_SUCCESS || s == NULL) return "unknown CUDA error";
+  return s;
+}

@@ -1,0 +1,118 @@
+// Host definitions of the CUDA constructs kernels.cu uses, so that the C++
+// compiler builds the kernels for the emulator: every block runs its threads
+// as host threads, blocks one after another, so that a kernel's __shared__
+// arrays can be function statics.
+#ifndef ORTHONET_EMU_H
+#define ORTHONET_EMU_H
+#define ORTHONET_EMU 1
+
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+namespace emu {
+struct dim3 {
+  unsigned x, y, z;
+};
+inline thread_local dim3 thread_idx{0, 0, 0}, block_idx{0, 0, 0};
+inline dim3 block_dim{1, 1, 1}, grid_dim{1, 1, 1};
+inline thread_local std::barrier<> *bar = nullptr;
+
+typedef void (*Thunk)(const void *);
+struct Kernel {
+  Thunk fn;
+  bool sync; // its threads meet at __syncthreads
+};
+inline std::map<std::string, Kernel> &registry() {
+  static std::map<std::string, Kernel> r;
+  return r;
+}
+struct Reg {
+  Reg(const char *name, Thunk f, bool sync) { registry()[name] = Kernel{f, sync}; }
+};
+// sync is __syncthreads; a kernel not declared KERNEL_SYNC runs its
+// threads one after another and must not call it.
+inline void sync() {
+  if (bar == nullptr) {
+    std::fprintf(stderr, "emu: __syncthreads in a kernel not defined with KERNEL_SYNC\n");
+    std::abort();
+  }
+  bar->arrive_and_wait();
+}
+} // namespace emu
+
+#define threadIdx emu::thread_idx
+#define blockIdx emu::block_idx
+#define blockDim emu::block_dim
+#define gridDim emu::grid_dim
+#define __syncthreads() emu::sync()
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+
+#define EMU_KERNEL(name, Args, sync)                                                                   \
+  extern "C" void name(Args a);                                                                        \
+  static emu::Reg emu_reg_##name(#name, [](const void *p) { name(*static_cast<const Args *>(p)); }, sync); \
+  extern "C" void name(Args a)
+#define KERNEL(name, Args) EMU_KERNEL(name, Args, false)
+#define KERNEL_SYNC(name, Args) EMU_KERNEL(name, Args, true)
+
+inline bool finite_bits(double x) { return std::isfinite(x); }
+inline bool finite_bits(float x) { return std::isfinite(x); }
+inline u64 abs_bits(double x) {
+  u64 b;
+  std::memcpy(&b, &x, 8);
+  return b & 0x7fffffffffffffffULL;
+}
+inline u64 abs_bits(float x) {
+  unsigned b;
+  std::memcpy(&b, &x, 4);
+  return b & 0x7fffffffu;
+}
+inline double bits_value(u64 b, double) {
+  double x;
+  std::memcpy(&x, &b, 8);
+  return x;
+}
+inline double bits_value(u64 b, float) {
+  unsigned u = (unsigned)b;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+inline u64 atomicMax(u64 *p, u64 v) {
+  std::atomic_ref<u64> r(*p);
+  u64 old = r.load();
+  while (old < v && !r.compare_exchange_weak(old, v)) {
+  }
+  return old;
+}
+inline u64 atomicCAS(u64 *p, u64 cmp, u64 v) {
+  std::atomic_ref<u64> r(*p);
+  r.compare_exchange_strong(cmp, v);
+  return cmp;
+}
+using std::ceil;
+using std::cos;
+using std::exp;
+using std::expm1;
+using std::fabs;
+using std::floor;
+using std::fmax;
+using std::log;
+using std::log1p;
+using std::log2;
+using std::pow;
+using std::sin;
+using std::sqrt;
+using std::tanh;
+#endif

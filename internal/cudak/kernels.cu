@@ -1,0 +1,479 @@
+// orthonet's CUDA kernels: every backend kernel that is not a matrix product.
+//
+// Each kernel takes one argument, a struct of 8-byte fields (pointers, long
+// long, double), which package cudak fills as 64-bit words: the layout needs
+// no padding rules on either side. Kernels are compiled by NVRTC on the GPU
+// machine and, with the host definitions of emu.h (ORTHONET_EMU), by the C++
+// compiler, so that the same source is tested without a GPU.
+//
+// A kernel whose threads meet at __syncthreads is defined with KERNEL_SYNC
+// (the emulator runs the threads of its blocks concurrently, and those of
+// other kernels one after another).
+//
+// Launch shapes are cudak's: every block has NT threads along x; the
+// elementwise kernels stride over the grid, the per-row kernels over rows.
+
+#ifndef ORTHONET_EMU
+#define KERNEL(name, Args) extern "C" __global__ void name(Args a)
+#define KERNEL_SYNC(name, Args) KERNEL(name, Args)
+typedef long long i64;
+typedef unsigned long long u64;
+__device__ __forceinline__ bool finite_bits(double x) {
+  return (__double_as_longlong(x) & 0x7ff0000000000000LL) != 0x7ff0000000000000LL;
+}
+__device__ __forceinline__ bool finite_bits(float x) {
+  return (__float_as_int(x) & 0x7f800000) != 0x7f800000;
+}
+__device__ __forceinline__ u64 abs_bits(double x) { return (u64)__double_as_longlong(x) & 0x7fffffffffffffffULL; }
+__device__ __forceinline__ u64 abs_bits(float x) { return (u64)((unsigned)__float_as_int(x) & 0x7fffffffu); }
+__device__ __forceinline__ double bits_value(u64 b, double) { return __longlong_as_double((i64)b); }
+__device__ __forceinline__ double bits_value(u64 b, float) { return (double)__int_as_float((int)b); }
+#endif
+
+#define NT 256
+#define GRID_LOOP(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)blockDim.x * gridDim.x)
+
+// ---- scalar functions (the CPU backend's definitions) ----------------------
+
+enum { NEG = 1, ABS, SIGN, EXP, LOG, LOG1P, EXPM1, SQRT, SQUARE, CUBE, TANH, SIGMOID, INVERSE, INVERSESQRT,
+       CEIL, FLOOR, RELU, SOFTPLUS, IDENTITY, SIN, COS, LOG2, GELU };
+
+enum { ADD = 1, SUB, MUL, DIV, POW, LT, GT, LE, GE, EQ, NE, MAX2, MIN2, GELUGRAD };
+
+enum { ACT_IDENTITY = 0, ACT_RELU, ACT_GELU };
+
+#define GELU_C 0.7978845608028654 // sqrt(2/pi)
+
+__device__ __forceinline__ double gelu(double x) { return 0.5 * x * (1 + tanh(GELU_C * (x + 0.044715 * x * x * x))); }
+
+__device__ __forceinline__ double gelu_deriv(double x) {
+  double t = tanh(GELU_C * (x + 0.044715 * x * x * x));
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x * x);
+}
+
+template <typename T> __device__ __forceinline__ T unary(int op, T x) {
+  switch (op) {  // the functions the CPU computes in T
+  case NEG: return -x;
+  case SQUARE: return x * x;
+  case CUBE: return x * x * x;
+  case INVERSE: return (T)1 / x;
+  case RELU: return x < 0 ? (T)0 : x;
+  case IDENTITY: return x;
+  case SIGN: return x > 0 ? (T)1 : (x < 0 ? (T)-1 : x);
+  }
+  double v = (double)x, r = v;  // the rest in double, rounded once
+  switch (op) {
+  case ABS: r = fabs(v); break;
+  case EXP: r = exp(v); break;
+  case LOG: r = log(v); break;
+  case LOG1P: r = log1p(v); break;
+  case EXPM1: r = expm1(v); break;
+  case SQRT: r = sqrt(v); break;
+  case TANH: r = tanh(v); break;
+  case SIGMOID: r = 1 / (1 + exp(-v)); break;
+  case INVERSESQRT: r = 1 / sqrt(v); break;
+  case CEIL: r = ceil(v); break;
+  case FLOOR: r = floor(v); break;
+  case SOFTPLUS: r = v > 36 ? v : log1p(exp(v)); break;
+  case SIN: r = sin(v); break;
+  case COS: r = cos(v); break;
+  case LOG2: r = log2(v); break;
+  case GELU: r = gelu(v); break;
+  }
+  return (T)r;
+}
+
+template <typename T> __device__ __forceinline__ T binary(int op, T x, T y) {
+  switch (op) {
+  case ADD: return x + y;
+  case SUB: return x - y;
+  case MUL: return x * y;
+  case DIV: return x / y;
+  case POW: return (T)pow((double)x, (double)y);
+  case LT: return x < y ? (T)1 : (T)0;
+  case GT: return x > y ? (T)1 : (T)0;
+  case LE: return x <= y ? (T)1 : (T)0;
+  case GE: return x >= y ? (T)1 : (T)0;
+  case EQ: return x == y ? (T)1 : (T)0;
+  case NE: return x != y ? (T)1 : (T)0;
+  case MAX2: return (x > y || x != x) ? x : y;
+  case MIN2: return (x < y || x != x) ? x : y;
+  case GELUGRAD: return (T)((double)y * gelu_deriv((double)x));
+  }
+  return x;
+}
+
+// max that keeps NaN, as the CPU backend's reductions do
+template <typename T> __device__ __forceinline__ T nanmax(T m, T v) { return m != m ? m : ((v > m || v != v) ? v : m); }
+
+// block_sum returns the sum of every thread's v to every thread of the block.
+__device__ double block_sum(double v, double *sh) {
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = NT / 2; s > 0; s >>= 1) {
+    if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  double r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+template <typename T> __device__ T block_max(T v, T *sh) {
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = NT / 2; s > 0; s >>= 1) {
+    if ((int)threadIdx.x < s) sh[threadIdx.x] = nanmax(sh[threadIdx.x], sh[threadIdx.x + s]);
+    __syncthreads();
+  }
+  T r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+// ---- elementwise --------------------------------------------------------------
+
+template <typename T> struct MapArgs { i64 op, n; const T *src; T *dst; };
+template <typename T> __device__ void map_k(const MapArgs<T> &a) {
+  int op = (int)a.op;
+  GRID_LOOP(i, a.n) a.dst[i] = unary(op, a.src[i]);
+}
+KERNEL(on_map_f32, MapArgs<float>) { map_k(a); }
+KERNEL(on_map_f64, MapArgs<double>) { map_k(a); }
+
+template <typename T> struct ZipArgs { i64 op, n, ascalar, bscalar; const T *a; const T *b; T *dst; };
+template <typename T> __device__ void zip_k(const ZipArgs<T> &a) {
+  int op = (int)a.op;
+  GRID_LOOP(i, a.n) {
+    T x = a.a[a.ascalar ? 0 : i], y = a.b[a.bscalar ? 0 : i];
+    a.dst[i] = binary(op, x, y);
+  }
+}
+KERNEL(on_zip_f32, ZipArgs<float>) { zip_k(a); }
+KERNEL(on_zip_f64, ZipArgs<double>) { zip_k(a); }
+
+template <typename T> struct FillArgs { i64 n; double v; T *dst; };
+template <typename T> __device__ void fill_k(const FillArgs<T> &a) {
+  T v = (T)a.v;
+  GRID_LOOP(i, a.n) a.dst[i] = v;
+}
+KERNEL(on_fill_f32, FillArgs<float>) { fill_k(a); }
+KERNEL(on_fill_f64, FillArgs<double>) { fill_k(a); }
+KERNEL(on_fill_i32, FillArgs<int>) { fill_k(a); }
+
+// Copy: a strided view into a strided view, axes simplified by the planner.
+template <typename T> struct CopyArgs { i64 nd, n, add; i64 shape[8], ss[8], ds[8]; const T *src; T *dst; };
+template <typename T> __device__ void copy_k(const CopyArgs<T> &a) {
+  GRID_LOOP(i, a.n) {
+    i64 r = i, so = 0, dof = 0;
+    for (int ax = (int)a.nd - 1; ax >= 0; ax--) {
+      i64 c = r % a.shape[ax];
+      r /= a.shape[ax];
+      so += c * a.ss[ax];
+      dof += c * a.ds[ax];
+    }
+    if (a.add) a.dst[dof] += a.src[so];
+    else a.dst[dof] = a.src[so];
+  }
+}
+KERNEL(on_copy_f32, CopyArgs<float>) { copy_k(a); }
+KERNEL(on_copy_f64, CopyArgs<double>) { copy_k(a); }
+
+// ---- reductions and softmax -----------------------------------------------------
+
+// Reduce with Inner == 1: a block per row of Mid elements.
+template <typename T> struct ReduceArgs { i64 op, outer, mid, inner; const T *src; T *dst; };
+template <typename T> __device__ void reduce_rows_k(const ReduceArgs<T> &a) {
+  __shared__ double shd[NT];
+  __shared__ T sht[NT];
+  for (i64 o = blockIdx.x; o < a.outer; o += gridDim.x) {
+    const T *row = a.src + o * a.mid;
+    if (a.op == 1) {
+      double s = 0;
+      for (i64 j = threadIdx.x; j < a.mid; j += NT) s += (double)row[j];
+      s = block_sum(s, shd);
+      if (threadIdx.x == 0) a.dst[o] = (T)s;
+    } else {
+      T m = row[0];
+      for (i64 j = threadIdx.x; j < a.mid; j += NT) m = nanmax(m, row[j]);
+      m = block_max(m, sht);
+      if (threadIdx.x == 0) a.dst[o] = m;
+    }
+  }
+}
+KERNEL_SYNC(on_reduce_rows_f32, ReduceArgs<float>) { reduce_rows_k(a); }
+KERNEL_SYNC(on_reduce_rows_f64, ReduceArgs<double>) { reduce_rows_k(a); }
+
+// Reduce with Inner > 1: a thread per output, down the middle axis.
+template <typename T> __device__ void reduce_mid_k(const ReduceArgs<T> &a) {
+  GRID_LOOP(i, a.outer * a.inner) {
+    i64 o = i / a.inner, in = i % a.inner;
+    const T *p = a.src + o * a.mid * a.inner + in;
+    if (a.op == 1) {
+      double s = 0;
+      for (i64 m = 0; m < a.mid; m++) s += (double)p[m * a.inner];
+      a.dst[i] = (T)s;
+    } else {
+      T m = p[0];
+      for (i64 j = 1; j < a.mid; j++) m = nanmax(m, p[j * a.inner]);
+      a.dst[i] = m;
+    }
+  }
+}
+KERNEL(on_reduce_mid_f32, ReduceArgs<float>) { reduce_mid_k(a); }
+KERNEL(on_reduce_mid_f64, ReduceArgs<double>) { reduce_mid_k(a); }
+
+template <typename T> struct SoftmaxArgs { i64 log, outer, axis, inner; const T *src; T *dst; };
+template <typename T> __device__ void softmax_k(const SoftmaxArgs<T> &a) {
+  GRID_LOOP(lane, a.outer * a.inner) {
+    i64 o = lane / a.inner, in = lane % a.inner;
+    i64 base = o * a.axis * a.inner + in;
+    T m = a.src[base];
+    for (i64 j = 1; j < a.axis; j++) {
+      T v = a.src[base + j * a.inner];
+      if (v > m) m = v;
+    }
+    double z = 0;
+    for (i64 j = 0; j < a.axis; j++) z += exp((double)(a.src[base + j * a.inner] - m));
+    if (a.log) {
+      double lz = log(z);
+      for (i64 j = 0; j < a.axis; j++) a.dst[base + j * a.inner] = (T)((double)(a.src[base + j * a.inner] - m) - lz);
+    } else {
+      for (i64 j = 0; j < a.axis; j++) a.dst[base + j * a.inner] = (T)(exp((double)(a.src[base + j * a.inner] - m)) / z);
+    }
+  }
+}
+KERNEL(on_softmax_f32, SoftmaxArgs<float>) { softmax_k(a); }
+KERNEL(on_softmax_f64, SoftmaxArgs<double>) { softmax_k(a); }
+
+template <typename T> struct SoftmaxGradArgs { i64 log, outer, axis, inner; const T *y; const T *dy; T *dx; };
+template <typename T> __device__ void softmax_grad_k(const SoftmaxGradArgs<T> &a) {
+  GRID_LOOP(lane, a.outer * a.inner) {
+    i64 o = lane / a.inner, in = lane % a.inner;
+    i64 base = o * a.axis * a.inner + in;
+    double dot = 0;
+    for (i64 j = 0; j < a.axis; j++) {
+      i64 i = base + j * a.inner;
+      dot += a.log ? (double)a.dy[i] : (double)a.dy[i] * (double)a.y[i];
+    }
+    for (i64 j = 0; j < a.axis; j++) {
+      i64 i = base + j * a.inner;
+      if (a.log) a.dx[i] = (T)((double)a.dy[i] - exp((double)a.y[i]) * dot);
+      else a.dx[i] = (T)((double)a.y[i] * ((double)a.dy[i] - dot));
+    }
+  }
+}
+KERNEL(on_softmax_grad_f32, SoftmaxGradArgs<float>) { softmax_grad_k(a); }
+KERNEL(on_softmax_grad_f64, SoftmaxGradArgs<double>) { softmax_grad_k(a); }
+
+// ---- checks ---------------------------------------------------------------------
+
+template <typename T> struct FiniteArgs { i64 n; const T *src; int *flag; };
+template <typename T> __device__ void finite_k(const FiniteArgs<T> &a) {
+  bool bad = false;
+  GRID_LOOP(i, a.n) bad |= !finite_bits(a.src[i]);
+  if (bad) a.flag[0] = 1;
+}
+KERNEL(on_check_finite_f32, FiniteArgs<float>) { finite_k(a); }
+KERNEL(on_check_finite_f64, FiniteArgs<double>) { finite_k(a); }
+
+// CheckProduct, first half: the largest magnitudes of A and B, as the bits of
+// |x| (integer order is magnitude order, NaN above +Inf), into ws[0] and ws[1].
+template <typename T> struct AbsMaxArgs { i64 na, nb; const T *a; const T *b; u64 *ws; };
+template <typename T> __device__ void absmax_k(const AbsMaxArgs<T> &a) {
+  u64 ma = 0, mb = 0;
+  GRID_LOOP(i, a.na + a.nb) {
+    if (i < a.na) { u64 b = abs_bits(a.a[i]); ma = b > ma ? b : ma; }
+    else { u64 b = abs_bits(a.b[i - a.na]); mb = b > mb ? b : mb; }
+  }
+  if (ma) atomicMax(&a.ws[0], ma);
+  if (mb) atomicMax(&a.ws[1], mb);
+}
+KERNEL(on_absmax_f32, AbsMaxArgs<float>) { absmax_k(a); }
+KERNEL(on_absmax_f64, AbsMaxArgs<double>) { absmax_k(a); }
+
+// CheckProduct, second half (one thread): the bound, then ws back to zero.
+template <typename T> struct VerdictArgs { i64 ra; double limit; u64 *ws; int *flag; };
+template <typename T> __device__ void verdict_k(const VerdictArgs<T> &a) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  double x = bits_value(a.ws[0], (T)0), y = bits_value(a.ws[1], (T)0);
+  bool inf = !finite_bits(x) || !finite_bits(y);
+  if (!((double)a.ra * x * y < a.limit) || inf) a.flag[0] = 1;
+  a.ws[0] = 0;
+  a.ws[1] = 0;
+}
+KERNEL(on_product_verdict_f32, VerdictArgs<float>) { verdict_k(a); }
+KERNEL(on_product_verdict_f64, VerdictArgs<double>) { verdict_k(a); }
+
+// ---- rows (RSDM's submatrices) ------------------------------------------------------
+
+// fault records the first bad row index: fault[0] = 1, then the index, its
+// entry and the number of rows; the backend reports it at the next sync.
+__device__ void fault_row(u64 *fault, i64 r, i64 entry, i64 limit) {
+  if (atomicCAS(&fault[0], 0ULL, 1ULL) == 0ULL) {
+    fault[1] = (u64)r;
+    fault[2] = (u64)entry;
+    fault[3] = (u64)limit;
+  }
+}
+
+template <typename T> struct RowsArgs { i64 n, width, limit, gather; const int *rows; const T *src; T *dst; u64 *fault; };
+template <typename T> __device__ void rows_k(const RowsArgs<T> &a) {
+  GRID_LOOP(i, a.n * a.width) {
+    i64 e = i / a.width, c = i % a.width;
+    i64 r = a.rows[e];
+    if (r < 0 || r >= a.limit) {
+      fault_row(a.fault, r, e, a.limit);
+      continue;
+    }
+    if (a.gather) a.dst[i] = a.src[r * a.width + c];
+    else a.dst[r * a.width + c] = a.src[i];
+  }
+}
+KERNEL(on_rows_f32, RowsArgs<float>) { rows_k(a); }
+KERNEL(on_rows_f64, RowsArgs<double>) { rows_k(a); }
+
+// ---- fused layers -------------------------------------------------------------------
+
+// row_lse returns the log-sum-exp of n values, computed stably in double.
+template <typename T> __device__ double row_lse(const T *z, i64 n) {
+  double m = (double)z[0];
+  for (i64 j = 1; j < n; j++) m = fmax(m, (double)z[j]);
+  double s = 0;
+  for (i64 j = 0; j < n; j++) s += exp((double)z[j] - m);
+  return m + log(s);
+}
+
+// SoftmaxCrossEntropy: one block.
+template <typename T> struct CEArgs { i64 rows, classes; const T *z; const T *t; T *loss; };
+template <typename T> __device__ void ce_k(const CEArgs<T> &a) {
+  __shared__ double sh[NT];
+  double s = 0;
+  for (i64 r = threadIdx.x; r < a.rows; r += NT) {
+    const T *z = a.z + r * a.classes, *t = a.t + r * a.classes;
+    double lse = row_lse(z, a.classes);
+    for (i64 j = 0; j < a.classes; j++) s += (double)t[j] * (lse - (double)z[j]);
+  }
+  s = block_sum(s, sh);
+  if (threadIdx.x == 0) a.loss[0] = (T)(s / (double)a.rows);
+}
+KERNEL_SYNC(on_ce_f32, CEArgs<float>) { ce_k(a); }
+KERNEL_SYNC(on_ce_f64, CEArgs<double>) { ce_k(a); }
+
+template <typename T> struct CEGradArgs { i64 rows, classes; const T *z; const T *t; const T *g; T *dz; };
+template <typename T> __device__ void ce_grad_k(const CEGradArgs<T> &a) {
+  GRID_LOOP(r, a.rows) {
+    double scale = (double)a.g[0] / (double)a.rows;
+    const T *z = a.z + r * a.classes, *t = a.t + r * a.classes;
+    T *dz = a.dz + r * a.classes;
+    double lse = row_lse(z, a.classes), mass = 0;
+    for (i64 j = 0; j < a.classes; j++) mass += (double)t[j];
+    for (i64 j = 0; j < a.classes; j++) dz[j] = (T)(scale * (exp((double)z[j] - lse) * mass - (double)t[j]));
+  }
+}
+KERNEL(on_ce_grad_f32, CEGradArgs<float>) { ce_grad_k(a); }
+KERNEL(on_ce_grad_f64, CEGradArgs<double>) { ce_grad_k(a); }
+
+// row_stats: mean and 1/sqrt(var + eps) of a row of d values, by the block.
+template <typename T> __device__ void row_stats(const T *x, i64 d, double eps, double *sh, double &mean, double &rstd) {
+  double s = 0;
+  for (i64 j = threadIdx.x; j < d; j += NT) s += (double)x[j];
+  mean = block_sum(s, sh) / (double)d;
+  double v = 0;
+  for (i64 j = threadIdx.x; j < d; j += NT) {
+    double c = (double)x[j] - mean;
+    v += c * c;
+  }
+  rstd = 1 / sqrt(block_sum(v, sh) / (double)d + eps);
+}
+
+template <typename T> struct LNArgs { i64 rows, d; double eps; const T *x; const T *gamma; const T *beta; T *y; };
+template <typename T> __device__ void ln_k(const LNArgs<T> &a) {
+  __shared__ double sh[NT];
+  for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const T *x = a.x + r * a.d;
+    T *y = a.y + r * a.d;
+    double mean, rstd;
+    row_stats(x, a.d, a.eps, sh, mean, rstd);
+    T m = (T)mean, rs = (T)rstd;
+    for (i64 j = threadIdx.x; j < a.d; j += NT) y[j] = (x[j] - m) * rs * a.gamma[j] + a.beta[j];
+  }
+}
+KERNEL_SYNC(on_layer_norm_f32, LNArgs<float>) { ln_k(a); }
+KERNEL_SYNC(on_layer_norm_f64, LNArgs<double>) { ln_k(a); }
+
+template <typename T> struct LNGradArgs { i64 rows, d; double eps; const T *x; const T *gamma; const T *dy; T *dx; };
+template <typename T> __device__ void ln_grad_k(const LNGradArgs<T> &a) {
+  __shared__ double sh[NT];
+  for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const T *x = a.x + r * a.d, *dy = a.dy + r * a.d;
+    T *dx = a.dx + r * a.d;
+    double mean, rstd;
+    row_stats(x, a.d, a.eps, sh, mean, rstd);
+    double mg = 0, mgx = 0;
+    for (i64 j = threadIdx.x; j < a.d; j += NT) {
+      double g = (double)dy[j] * (double)a.gamma[j];
+      mg += g;
+      mgx += g * ((double)x[j] - mean) * rstd;
+    }
+    mg = block_sum(mg, sh) / (double)a.d;
+    mgx = block_sum(mgx, sh) / (double)a.d;
+    for (i64 j = threadIdx.x; j < a.d; j += NT) {
+      double g = (double)dy[j] * (double)a.gamma[j];
+      dx[j] = (T)(rstd * (g - mg - ((double)x[j] - mean) * rstd * mgx));
+    }
+  }
+}
+KERNEL_SYNC(on_layer_norm_grad_f32, LNGradArgs<float>) { ln_grad_k(a); }
+KERNEL_SYNC(on_layer_norm_grad_f64, LNGradArgs<double>) { ln_grad_k(a); }
+
+// LayerNormParamGrad, first half: mean and rstd of every row into stats.
+template <typename T> struct LNStatsArgs { i64 rows, d; double eps; const T *x; double *stats; };
+template <typename T> __device__ void ln_stats_k(const LNStatsArgs<T> &a) {
+  __shared__ double sh[NT];
+  for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    double mean, rstd;
+    row_stats(a.x + r * a.d, a.d, a.eps, sh, mean, rstd);
+    if (threadIdx.x == 0) {
+      a.stats[2 * r] = mean;
+      a.stats[2 * r + 1] = rstd;
+    }
+  }
+}
+KERNEL_SYNC(on_layer_norm_stats_f32, LNStatsArgs<float>) { ln_stats_k(a); }
+KERNEL_SYNC(on_layer_norm_stats_f64, LNStatsArgs<double>) { ln_stats_k(a); }
+
+// LayerNormParamGrad, second half: a thread per column, down the rows.
+template <typename T> struct LNParamArgs { i64 rows, d; const T *x; const T *dy; const double *stats; T *dp; };
+template <typename T> __device__ void ln_param_k(const LNParamArgs<T> &a) {
+  GRID_LOOP(j, a.d) {
+    double dg = 0, db = 0;
+    for (i64 r = 0; r < a.rows; r++) {
+      double g = (double)a.dy[r * a.d + j];
+      dg += g * ((double)a.x[r * a.d + j] - a.stats[2 * r]) * a.stats[2 * r + 1];
+      db += g;
+    }
+    a.dp[j] = (T)dg;
+    a.dp[a.d + j] = (T)db;
+  }
+}
+KERNEL(on_layer_norm_param_f32, LNParamArgs<float>) { ln_param_k(a); }
+KERNEL(on_layer_norm_param_f64, LNParamArgs<double>) { ln_param_k(a); }
+
+template <typename T> struct BiasActArgs { i64 rows, n, act, grad; const T *x; const T *bias; const T *dy; T *out; };
+template <typename T> __device__ void bias_act_k(const BiasActArgs<T> &a) {
+  GRID_LOOP(i, a.rows * a.n) {
+    T v = a.x[i] + a.bias[i % a.n];
+    if (!a.grad) {
+      if (a.act == ACT_RELU) a.out[i] = v < 0 ? (T)0 : v;
+      else if (a.act == ACT_GELU) a.out[i] = (T)gelu((double)v);
+      else a.out[i] = v;
+    } else {
+      if (a.act == ACT_RELU) a.out[i] = v > 0 ? a.dy[i] : (T)0;
+      else if (a.act == ACT_GELU) a.out[i] = (T)((double)a.dy[i] * gelu_deriv((double)v));
+      else a.out[i] = a.dy[i];
+    }
+  }
+}
+KERNEL(on_bias_act_f32, BiasActArgs<float>) { bias_act_k(a); }
+KERNEL(on_bias_act_f64, BiasActArgs<double>) { bias_act_k(a); }
