@@ -81,6 +81,8 @@ type Case struct {
 	Kernel func(b []backend.Buffer) backend.Kernel
 	// Out are the buffers compared after the run.
 	Out []int
+	// F64 are the buffers of Float64 whatever Float is (step sizes).
+	F64 []int
 	// Fails says the run must fail (a bad row index).
 	Fails bool
 }
@@ -91,6 +93,8 @@ func (c Case) kernelName() string {
 		dt := c.Float
 		if _, ok := v.([]int32); ok {
 			dt = backend.Int32
+		} else if slices.Contains(c.F64, i) {
+			dt = backend.Float64
 		}
 		bufs[i] = stub{dt, length(v)}
 	}
@@ -131,10 +135,14 @@ func run(b backend.Backend, c Case) (out [][]float64, err error) {
 			}
 			err = b.CopyIn(bufs[i], 0, v)
 		case []float64:
-			if bufs[i], err = b.Alloc(c.Float, len(v)); err != nil {
+			dt := c.Float
+			if slices.Contains(c.F64, i) {
+				dt = backend.Float64
+			}
+			if bufs[i], err = b.Alloc(dt, len(v)); err != nil {
 				return nil, err
 			}
-			if c.Float == backend.Float32 {
+			if dt == backend.Float32 {
 				f := make([]float32, len(v))
 				for j, x := range v {
 					f[j] = float32(x)
@@ -265,6 +273,7 @@ func Cases(dt backend.DType) []Case {
 	add := func(name string, kernel func(b []backend.Buffer) backend.Kernel, out []int, bufs ...any) {
 		cs = append(cs, Case{Name: name, Bufs: bufs, Float: dt, Kernel: kernel, Out: out})
 	}
+	f64 := func(bufs ...int) { cs[len(cs)-1].F64 = bufs } // the last case's Float64 buffers
 
 	// Products: every transpose, odd sizes, scaled, batched with padding,
 	// and an empty inner dimension (C not read when Beta is 0).
@@ -427,7 +436,7 @@ func Cases(dt backend.DType) []Case {
 	add("scatter-rows", func(b []backend.Buffer) backend.Kernel {
 		return backend.ScatterRows{N: 5, Width: 7, Rows: at(b[0]), Src: at(b[1]), Dst: at(b[2])}
 	}, []int{2}, g.perm(5, 13), g.normal(5*7, 1), g.normal(13*7, 1))
-	for _, s := range [][2]int{{9, 4}, {6, 6}} {
+	for _, s := range [][2]int{{9, 4}, {6, 6}, {70, 33}} {
 		for _, bound := range []float64{0, 1e3} {
 			x := g.normal(s[0]*s[1], 1)
 			if s[0] == s[1] {
@@ -440,6 +449,39 @@ func Cases(dt backend.DType) []Case {
 			}, []int{0}, x)
 		}
 	}
+
+	// Optimizer steps.
+	for _, c := range []struct{ mom, decay float64 }{{0, 0}, {0.9, 0}, {0.9, 0.01}} {
+		add(fmt.Sprintf("sgd-step/momentum%v/decay%v", c.mom, c.decay), func(b []backend.Buffer) backend.Kernel {
+			return backend.SGDStep{N: 300, Momentum: c.mom, Decay: c.decay, W: at(b[0]), G: at(b[1]), Mom: at(b[2]), LR: at(b[3])}
+		}, []int{0, 2}, g.normal(300, 1), g.normal(300, 1), g.normal(300, 1), []float64{0.05})
+		f64(3)
+	}
+	for _, decay := range []float64{0, 0.01} {
+		add(fmt.Sprintf("adam-step/decay%v", decay), func(b []backend.Buffer) backend.Kernel {
+			return backend.AdamStep{N: 300, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Decay: decay, W: at(b[0]), G: at(b[1]), M: at(b[2]), V: at(b[3]), Hyper: at(b[4])}
+		}, []int{0, 2, 3}, g.normal(300, 1), g.normal(300, 1), g.normal(300, 0.1), g.uniform(300, 0, 0.1), []float64{1e-3, 1 - 0.9*0.9*0.9, 1 - 0.999*0.999*0.999})
+		f64(4)
+	}
+	add("add-scaled/scale", func(b []backend.Buffer) backend.Kernel {
+		return backend.AddScaled{N: 300, Alpha: -1, X: at(b[0]), Y: at(b[1]), Dst: at(b[0]), Scale: at(b[2])}
+	}, []int{0}, g.normal(300, 1), g.normal(300, 1), []float64{0.3})
+	f64(2)
+	add("add-scaled/alpha", func(b []backend.Buffer) backend.Kernel {
+		return backend.AddScaled{N: 300, Alpha: 0.9, X: at(b[0]), Y: at(b[1]), Dst: at(b[2])}
+	}, []int{2}, g.normal(300, 1), g.normal(300, 1), g.normal(300, 1))
+	add("skew-step", func(b []backend.Buffer) backend.Kernel {
+		return backend.SkewStep{R: 7, B: at(b[0]), Y: at(b[1]), LR: at(b[2])}
+	}, []int{1}, g.normal(49, 1), g.normal(49, 1), []float64{0.5})
+	f64(1, 2)
+	add("symmetrize", func(b []backend.Buffer) backend.Kernel {
+		return backend.Symmetrize{N: 9, A: at(b[0])}
+	}, []int{0}, g.normal(81, 1))
+	cs = append(cs, Case{Name: "identity-delta", Float: dt, Out: []int{1},
+		Bufs: []any{g.normal(49, 1), g.normal(49, 1)},
+		Kernel: func(b []backend.Buffer) backend.Kernel {
+			return backend.IdentityDelta{R: 7, Y: at(b[0]), Dst: at(b[1])}
+		}, F64: []int{0}})
 
 	// Fused layers.
 	for _, soft := range []bool{false, true} {

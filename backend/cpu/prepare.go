@@ -28,6 +28,12 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 	}
 	var f backend.Func
 	var err error
+	if d, ok := k.(backend.IdentityDelta); ok { // float64 in, the destination's type out
+		if backend.DTypeOf(d.Dst) == backend.Float64 {
+			return prepareIdentityDelta[float64](d), nil
+		}
+		return prepareIdentityDelta[float32](d), nil
+	}
 	if is64(k) {
 		f, err = prepare[float64](b, k)
 	} else {
@@ -110,6 +116,9 @@ func prepare[T Float](b *Backend, k backend.Kernel) (backend.Func, error) {
 	}
 	if f, ok, err := prepareFused[T](b, k); ok {
 		return f, err
+	}
+	if f, ok := prepareStep[T](b, k); ok {
+		return f, nil
 	}
 	return nil, fmt.Errorf("%w: %T", backend.ErrUnsupported, k)
 }

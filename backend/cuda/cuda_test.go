@@ -59,7 +59,7 @@ func TestKernelsCompile(t *testing.T) {
 func TestKernelsAgreeWithCPU(t *testing.T) {
 	b := gpu(t)
 	t.Log(b.Name())
-	backendtest.Compare(t, b, backendtest.Options{Unsupported: []string{"qf"}})
+	backendtest.Compare(t, b, backendtest.Options{})
 }
 
 // TestMemoryFlat runs a set of prepared kernels 1000 times and checks that

@@ -477,3 +477,148 @@ template <typename T> __device__ void bias_act_k(const BiasActArgs<T> &a) {
 }
 KERNEL(on_bias_act_f32, BiasActArgs<float>) { bias_act_k(a); }
 KERNEL(on_bias_act_f64, BiasActArgs<double>) { bias_act_k(a); }
+
+// ---- optimizer steps (backend/step.go) ------------------------------------------------
+
+template <typename T> struct SGDArgs { i64 n; double momentum, decay; T *w; const T *g; T *mom; const double *lr; };
+template <typename T> __device__ void sgd_k(const SGDArgs<T> &a) {
+  double lrd = a.lr[0];
+  T lr = (T)lrd, mu = (T)a.momentum, f = (T)(1 - lrd * a.decay);
+  bool decay = a.decay > 0 && lrd > 0;
+  GRID_LOOP(i, a.n) {
+    T w = a.w[i];
+    if (decay) w *= f;
+    if (a.momentum != 0) {
+      T m = mu * a.mom[i] + a.g[i];
+      a.mom[i] = m;
+      w -= lr * m;
+    } else {
+      w -= lr * a.g[i];
+    }
+    a.w[i] = w;
+  }
+}
+KERNEL(on_sgd_f32, SGDArgs<float>) { sgd_k(a); }
+KERNEL(on_sgd_f64, SGDArgs<double>) { sgd_k(a); }
+
+template <typename T> struct AdamArgs { i64 n; double b1, b2, eps, decay; T *w; const T *g; T *m; T *v; const double *hyper; };
+template <typename T> __device__ void adam_k(const AdamArgs<T> &a) {
+  double lr = a.hyper[0], c1 = a.hyper[1], c2 = a.hyper[2];
+  T f = (T)(1 - lr * a.decay);
+  bool decay = a.decay > 0 && lr > 0;
+  GRID_LOOP(i, a.n) {
+    T w = a.w[i];
+    if (decay) w *= f;
+    double g = (double)a.g[i];
+    double m = a.b1 * (double)a.m[i] + (1 - a.b1) * g;
+    double v = a.b2 * (double)a.v[i] + (1 - a.b2) * g * g;
+    a.m[i] = (T)m;
+    a.v[i] = (T)v;
+    a.w[i] = w - (T)(lr * (m / c1) / (sqrt(v / c2) + a.eps));
+  }
+}
+KERNEL(on_adam_f32, AdamArgs<float>) { adam_k(a); }
+KERNEL(on_adam_f64, AdamArgs<double>) { adam_k(a); }
+
+template <typename T> struct AddScaledArgs { i64 n; double alpha; const T *x; const T *y; T *dst; const double *scale; };
+template <typename T> __device__ void add_scaled_k(const AddScaledArgs<T> &a) {
+  T s = (T)(a.scale ? a.alpha * a.scale[0] : a.alpha);
+  GRID_LOOP(i, a.n) a.dst[i] = a.x[i] + s * a.y[i];
+}
+KERNEL(on_add_scaled_f32, AddScaledArgs<float>) { add_scaled_k(a); }
+KERNEL(on_add_scaled_f64, AddScaledArgs<double>) { add_scaled_k(a); }
+
+template <typename T> struct SkewArgs { i64 r; const T *b; double *y; const double *lr; };
+template <typename T> __device__ void skew_k(const SkewArgs<T> &a) {
+  double lr = a.lr[0];
+  GRID_LOOP(k, a.r * a.r) {
+    i64 i = k / a.r, j = k % a.r;
+    double omega = ((double)a.b[i * a.r + j] - (double)a.b[j * a.r + i]) / 2;
+    double v = -lr * omega;
+    a.y[k] = i == j ? v + 1 : v;
+  }
+}
+KERNEL(on_skew_f32, SkewArgs<float>) { skew_k(a); }
+KERNEL(on_skew_f64, SkewArgs<double>) { skew_k(a); }
+
+template <typename T> struct DeltaArgs { i64 r; const double *y; T *dst; };
+template <typename T> __device__ void delta_k(const DeltaArgs<T> &a) {
+  GRID_LOOP(k, a.r * a.r) {
+    i64 i = k / a.r, j = k % a.r;
+    a.dst[k] = i == j ? (T)(a.y[k] - 1) : (T)a.y[k];
+  }
+}
+KERNEL(on_identity_delta_f32, DeltaArgs<float>) { delta_k(a); }
+KERNEL(on_identity_delta_f64, DeltaArgs<double>) { delta_k(a); }
+
+template <typename T> struct SymArgs { i64 n; T *a; };
+template <typename T> __device__ void sym_k(const SymArgs<T> &a) {
+  GRID_LOOP(k, a.n * a.n) {
+    i64 i = k / a.n, j = k % a.n;
+    if (i < j) {
+      T m = (a.a[i * a.n + j] + a.a[j * a.n + i]) / (T)2;
+      a.a[i * a.n + j] = m;
+      a.a[j * a.n + i] = m;
+    }
+  }
+}
+KERNEL(on_symmetrize_f32, SymArgs<float>) { sym_k(a); }
+KERNEL(on_symmetrize_f64, SymArgs<double>) { sym_k(a); }
+
+// ---- the Q factor, by Cholesky QR twice ----------------------------------------------------
+
+// Cholesky: the upper factor R (in double, n x n) of the Gram matrix G (T,
+// n x n) = R^T R, by one block; a pivot that is not positive records fault
+// 2 with its index and stops.
+template <typename T> struct CholArgs { i64 n; const T *g; double *r; u64 *fault; };
+template <typename T> __device__ void chol_k(const CholArgs<T> &a) {
+  __shared__ int bad;
+  __shared__ double d;
+  i64 n = a.n;
+  for (i64 i = threadIdx.x; i < n * n; i += NT) a.r[i] = (double)a.g[i];
+  if (threadIdx.x == 0) bad = 0;
+  __syncthreads();
+  for (i64 k = 0; k < n; k++) {
+    if (threadIdx.x == 0) {
+      double p = a.r[k * n + k];
+      if (!(p > 0) || !finite_bits(p)) {
+        bad = 1;
+        if (atomicCAS(&a.fault[0], 0ULL, 2ULL) == 0ULL) {
+          a.fault[1] = (u64)k;
+          a.fault[2] = (u64)n;
+        }
+      } else {
+        d = sqrt(p);
+        a.r[k * n + k] = d;
+      }
+    }
+    __syncthreads();
+    if (bad) break;
+    for (i64 j = k + 1 + threadIdx.x; j < n; j += NT) a.r[k * n + j] /= d;
+    __syncthreads();
+    i64 m = n - k - 1;
+    for (i64 t = threadIdx.x; t < m * m; t += NT) {
+      i64 i = k + 1 + t / m, j = k + 1 + t % m;
+      if (j >= i) a.r[i * n + j] -= a.r[k * n + i] * a.r[k * n + j];
+    }
+    __syncthreads();
+  }
+}
+KERNEL_SYNC(on_cholesky_f32, CholArgs<float>) { chol_k(a); }
+KERNEL_SYNC(on_cholesky_f64, CholArgs<double>) { chol_k(a); }
+
+// A (m x n) = A R^-1 for the upper R (double): a thread per row, in double.
+template <typename T> struct TrsmArgs { i64 m, n; T *a; const double *r; u64 *fault; };
+template <typename T> __device__ void trsm_k(const TrsmArgs<T> &a) {
+  if (a.fault[0] == 2) return; // the factorization failed: leave A
+  GRID_LOOP(row, a.m) {
+    T *x = a.a + row * a.n;
+    for (i64 j = 0; j < a.n; j++) {
+      double s = (double)x[j];
+      for (i64 i = 0; i < j; i++) s -= (double)x[i] * a.r[i * a.n + j];
+      x[j] = (T)(s / a.r[j * a.n + j]);
+    }
+  }
+}
+KERNEL(on_trsm_f32, TrsmArgs<float>) { trsm_k(a); }
+KERNEL(on_trsm_f64, TrsmArgs<double>) { trsm_k(a); }

@@ -69,17 +69,24 @@ type Gemm struct {
 func (Launch) isStep() {}
 func (Gemm) isStep()   {}
 
-// Fault is the meaning of a backend's fault words after a row kernel found
-// an index outside the indexed matrix: Words[0] is 1, then the index, its
-// entry among the indices, and the matrix's number of rows.
+// Fault is the meaning of a backend's fault words, which the first kernel
+// to fail writes: Words[0] is 1 after a row kernel met an index outside the
+// indexed matrix (then the index, its entry among the indices, and the
+// matrix's number of rows), 2 after a Cholesky factorization met a pivot
+// that is not positive (then the pivot's index and the order).
 type Fault struct{ Words [4]uint64 }
 
 // Err returns the error the fault words report, or nil when Words[0] is 0.
 func (f Fault) Err() error {
-	if f.Words[0] == 0 {
+	switch f.Words[0] {
+	case 0:
 		return nil
+	case 1:
+		return fmt.Errorf("row index %d (entry %d of the indices) outside 0 to %d", int64(f.Words[1]), int64(f.Words[2]), int64(f.Words[3])-1)
+	case 2:
+		return fmt.Errorf("QR factorization failed: pivot %d of the %d x %d Gram matrix is not positive (the matrix is rank deficient, too ill-conditioned for Cholesky QR, or not finite)", int64(f.Words[1]), int64(f.Words[2]), int64(f.Words[2]))
 	}
-	return fmt.Errorf("row index %d (entry %d of the indices) outside 0 to %d", int64(f.Words[1]), int64(f.Words[2]), int64(f.Words[3])-1)
+	return fmt.Errorf("unknown fault %d", f.Words[0])
 }
 
 // Plan checks k and returns the steps that run it. A kernel the kernels
@@ -102,6 +109,9 @@ func Plan(d Device, k backend.Kernel) ([]Step, error) {
 	dt, err := floatType(k)
 	if err != nil {
 		return nil, err
+	}
+	if d, ok := k.(backend.IdentityDelta); ok { // float64 in, the destination's type out
+		dt = backend.DTypeOf(d.Dst)
 	}
 	p.sfx = "_f32"
 	if dt == backend.Float64 {
@@ -146,6 +156,20 @@ func Plan(d Device, k backend.Kernel) ([]Step, error) {
 		p.elementwise("on_bias_act", k.Rows*k.N, k.Rows, k.N, int(k.Act), false, k.X, k.Bias, k.X, k.Y)
 	case backend.BiasActGrad:
 		p.elementwise("on_bias_act", k.Rows*k.N, k.Rows, k.N, int(k.Act), true, k.X, k.Bias, k.DY, k.DX)
+	case backend.QF:
+		p.qf(k, dt)
+	case backend.SGDStep:
+		p.elementwise("on_sgd", k.N, k.N, k.Momentum, k.Decay, k.W, k.G, k.Mom, k.LR)
+	case backend.AdamStep:
+		p.elementwise("on_adam", k.N, k.N, k.Beta1, k.Beta2, k.Eps, k.Decay, k.W, k.G, k.M, k.V, k.Hyper)
+	case backend.AddScaled:
+		p.elementwise("on_add_scaled", k.N, k.N, k.Alpha, k.X, k.Y, k.Dst, k.Scale)
+	case backend.SkewStep:
+		p.elementwise("on_skew", k.R*k.R, k.R, k.B, k.Y, k.LR)
+	case backend.IdentityDelta:
+		p.elementwise("on_identity_delta", k.R*k.R, k.R, k.Y, k.Dst)
+	case backend.Symmetrize:
+		p.elementwise("on_symmetrize", k.N*k.N, k.N, k.A)
 	default:
 		return nil, fmt.Errorf("%w: %s", backend.ErrUnsupported, k.Name())
 	}
@@ -197,6 +221,10 @@ func (p *planner) words(args ...any) []uint64 {
 		case uint64:
 			w = append(w, v)
 		case backend.Operand:
+			if v.Buf == nil { // an operand a kernel may go without
+				w = append(w, 0)
+				continue
+			}
 			addr, err := p.d.Addr(v)
 			if err != nil && p.err == nil {
 				p.err = err
@@ -337,6 +365,22 @@ func (p *planner) layerNormParamGrad(k backend.LayerNormParamGrad) {
 	stats := p.scratch(backend.Float64, 2*k.Rows)
 	p.launch("on_layer_norm_stats", rowGrid(k.Rows), k.Rows, k.D, k.Eps, k.X, stats)
 	p.elementwise("on_layer_norm_param", k.D, k.Rows, k.D, k.X, k.DY, stats, k.DParams)
+}
+
+// qf plans the Q factor by Cholesky QR, twice (the second pass restores
+// the orthogonality the first loses to rounding): G = A^T A, G = R^T R,
+// A = A R^-1. R's positive diagonal gives the Q factor's signs. GramBound
+// is not needed: a rank-deficient or ill-conditioned A fails the
+// factorization, which the backend reports at its next sync.
+func (p *planner) qf(k backend.QF, dt backend.DType) {
+	a := p.words(k.A)[0]
+	g := p.scratch(dt, k.N*k.N)
+	r := p.scratch(backend.Float64, k.N*k.N)
+	for range 2 {
+		p.rowMajor(true, false, k.N, k.N, k.M, 1, 0, a, k.N, 0, a, k.N, 0, g, k.N, 0, 1)
+		p.launch("on_cholesky", 1, k.N, g, r, p.d.Fault())
+		p.elementwise("on_trsm", k.M, k.M, k.N, a, r, p.d.Fault())
+	}
 }
 
 // rowMajor adds the row-major product C = alpha op(A) op(B) + beta C over
