@@ -3,6 +3,11 @@
 package program
 
 import (
+	"fmt"
+	"testing"
+
+	"gorgonia.org/tensor"
+
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/internal/cudak/emu"
 )
@@ -11,4 +16,22 @@ import (
 // on the host emulator.
 func init() {
 	moreBackends = append(moreBackends, func() backend.Backend { return emu.New() })
+}
+
+// TestModelsAgreeOnDevice runs TestModelsAgree's models and the optimizers
+// the device takes on the CUDA backend's planner and kernels (the host
+// emulator), the optimizers stepping with optim.DeviceSolver.
+func TestModelsAgreeOnDevice(t *testing.T) {
+	be := emu.New()
+	defer be.Close()
+	cfgs := solverConfigs()
+	for _, mc := range modelCases() {
+		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+			for _, name := range []string{"rsdm-p+sgd", "rsdm-blocks", "rgd-momentum+adam"} {
+				t.Run(fmt.Sprintf("%s/%v/%s", mc.name, dt, name), func(t *testing.T) {
+					compareModel(t, be, mc, dt, cfgs[name], false)
+				})
+			}
+		}
+	}
 }

@@ -12,19 +12,53 @@ import (
 // clipping). It implements checkpoint.Solver.
 type Solver struct {
 	p *Program
-	s *optim.Solver
+	s solver
 }
+
+// solver is optim.Solver or optim.DeviceSolver, with the step a Solver
+// takes and what it frees.
+type solver interface {
+	step() error
+	close() error
+	SetLR(group int, lr float64) error
+	LR(group int) float64
+	Steps() int
+	SetSteps(n int) error
+	Params() []optim.ParamInfo
+	State() []optim.State
+	SetState([]optim.State) error
+}
+
+// hostSolver is optim.Solver with the Step a Solver takes.
+type hostSolver struct{ *optim.Solver }
+
+func (h hostSolver) step() error  { return h.StepChecked() }
+func (h hostSolver) close() error { return nil }
+
+// deviceSolver is optim.DeviceSolver with the Step a Solver takes.
+type deviceSolver struct{ *optim.DeviceSolver }
+
+func (d deviceSolver) step() error  { return d.Step() }
+func (d deviceSolver) close() error { return d.Close() }
 
 // NewSolver returns a Solver over p's parameters, grouped by groups (see
 // optim.NewSolver). On a backend whose buffers live on the host (the CPU
-// backend) it steps optim's slice optimizers on the buffers themselves.
+// backend) it steps optim's slice optimizers on the buffers themselves; on
+// another (a GPU) it steps them on the device with optim.DeviceSolver,
+// which takes fewer settings (see there). Close frees what it holds on the
+// device.
 func NewSolver(p *Program, groups []optim.Group, o optim.Options) (*Solver, error) {
 	if p.flags == nil {
 		return nil, fmt.Errorf("program: the program has no gradients (compiled with NoGrad or without parameters)")
 	}
+	if len(p.params) > 0 {
+		if _, ok := p.params[0].Value.Buf.(backend.HostBuffer); !ok {
+			return newDeviceSolver(p, groups, o)
+		}
+	}
 	params := make([]optim.Param, len(p.params))
 	for i, pv := range p.params {
-		off := fmt.Errorf("program: the %s backend keeps parameter %q off the host, and has no optimizer of its own", p.be.Name(), pv.Node.Name())
+		off := fmt.Errorf("program: the %s backend keeps parameter %q off the host", p.be.Name(), pv.Node.Name())
 		value, ok := hostSlice(pv.Value, pv.Size)
 		if !ok {
 			return nil, off
@@ -47,7 +81,23 @@ func NewSolver(p *Program, groups []optim.Group, o optim.Options) (*Solver, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Solver{p: p, s: s}, nil
+	return &Solver{p: p, s: hostSolver{s}}, nil
+}
+
+// newDeviceSolver returns a Solver that steps p's parameters on its device.
+func newDeviceSolver(p *Program, groups []optim.Group, o optim.Options) (*Solver, error) {
+	params := make([]optim.DeviceParam, len(p.params))
+	for i, pv := range p.params {
+		if pv.fa != nil {
+			return nil, fmt.Errorf("program: parameter %q has a factored gradient, which the %s backend's optimizer does not take (compile without Config.FactorForRSDM)", pv.Node.Name(), p.be.Name())
+		}
+		params[i] = optim.DeviceParam{Name: pv.Node.Name(), Shape: pv.v.shape, Constraint: pv.Constraint, Value: pv.Value, Grad: pv.Grad}
+	}
+	s, err := optim.NewDeviceSolver(p.be, params, groups, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Solver{p: p, s: deviceSolver{s}}, nil
 }
 
 // hostSlice returns the n host elements at op, if its buffer is on the host.
@@ -74,8 +124,11 @@ func (s *Solver) Step() error {
 	if err := s.p.CheckGrads(); err != nil {
 		return err
 	}
-	return s.s.StepChecked()
+	return s.s.step()
 }
+
+// Close frees what the Solver holds on the device (nothing on the host).
+func (s *Solver) Close() error { return s.s.close() }
 
 // SetLR sets the base step size of group i.
 func (s *Solver) SetLR(group int, lr float64) error { return s.s.SetLR(group, lr) }

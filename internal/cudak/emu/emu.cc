@@ -2,13 +2,55 @@
 #include "emu.h"
 
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "../kernels.cu"
 #include "emu_c.h"
 
 static std::mutex launch_mu; // kernels' __shared__ statics allow one launch at a time
+
+// The fibers of a KERNEL_SYNC block, reused across launches.
+static const size_t stack_bytes = 64 << 10;
+static std::vector<ucontext_t> fibers;
+static std::vector<std::vector<char>> stacks;
+static std::vector<char> finished;
+static emu::Thunk fiber_fn;
+static const void *fiber_args;
+
+static void fiber_main(int t) {
+  fiber_fn(fiber_args);
+  finished[t] = 1;
+} // returns to the scheduler (uc_link)
+
+// run_block runs the threads of one block as fibers, each until it yields
+// at __syncthreads or ends, round after round until all have ended.
+static void run_block(int threads) {
+  if ((int)fibers.size() < threads) {
+    fibers.resize(threads);
+    stacks.resize(threads);
+    finished.resize(threads);
+  }
+  for (int t = 0; t < threads; t++) {
+    stacks[t].resize(stack_bytes);
+    getcontext(&fibers[t]);
+    fibers[t].uc_stack.ss_sp = stacks[t].data();
+    fibers[t].uc_stack.ss_size = stack_bytes;
+    fibers[t].uc_link = &emu::scheduler;
+    makecontext(&fibers[t], (void (*)())fiber_main, 1, t);
+    finished[t] = 0;
+  }
+  for (bool running = true; running;) {
+    running = false;
+    for (int t = 0; t < threads; t++) {
+      if (finished[t]) continue;
+      running = true;
+      emu::thread_idx = emu::dim3{(unsigned)t, 0, 0};
+      emu::fiber = &fibers[t];
+      swapcontext(&emu::scheduler, &fibers[t]);
+    }
+  }
+  emu::fiber = nullptr;
+}
 
 extern "C" int emu_launch(const char *name, int grid, int threads, const void *args) {
   auto it = emu::registry().find(name);
@@ -17,32 +59,19 @@ extern "C" int emu_launch(const char *name, int grid, int threads, const void *a
   std::lock_guard<std::mutex> lock(launch_mu);
   emu::block_dim = emu::dim3{(unsigned)threads, 1, 1};
   emu::grid_dim = emu::dim3{(unsigned)grid, 1, 1};
-  if (!it->second.sync) {
-    emu::bar = nullptr;
-    for (int b = 0; b < grid; b++) {
-      emu::block_idx = emu::dim3{(unsigned)b, 0, 0};
-      for (int t = 0; t < threads; t++) {
-        emu::thread_idx = emu::dim3{(unsigned)t, 0, 0};
-        fn(args);
-      }
+  for (int b = 0; b < grid; b++) {
+    emu::block_idx = emu::dim3{(unsigned)b, 0, 0};
+    if (it->second.sync) {
+      fiber_fn = fn;
+      fiber_args = args;
+      run_block(threads);
+      continue;
     }
-    return 0;
-  }
-  std::barrier<> bar(threads);
-  std::vector<std::thread> ts;
-  ts.reserve(threads);
-  for (int t = 0; t < threads; t++) {
-    ts.emplace_back([&, t] {
-      emu::bar = &bar;
+    for (int t = 0; t < threads; t++) {
       emu::thread_idx = emu::dim3{(unsigned)t, 0, 0};
-      for (int b = 0; b < grid; b++) {
-        emu::block_idx = emu::dim3{(unsigned)b, 0, 0};
-        fn(args);
-        bar.arrive_and_wait();
-      }
-    });
+      fn(args);
+    }
   }
-  for (auto &t : ts) t.join();
   return 0;
 }
 

@@ -2,8 +2,8 @@
 
 package emu
 
-// #cgo CXXFLAGS: -std=c++20 -O1 -pthread
-// #cgo LDFLAGS: -pthread -lstdc++
+// #cgo CXXFLAGS: -std=c++20 -O1
+// #cgo LDFLAGS: -lstdc++
 // #include <stdlib.h>
 // #include "emu_c.h"
 import "C"

@@ -1,13 +1,14 @@
 // Host definitions of the CUDA constructs kernels.cu uses, so that the C++
-// compiler builds the kernels for the emulator: every block runs its threads
-// as host threads, blocks one after another, so that a kernel's __shared__
-// arrays can be function statics.
+// compiler builds the kernels for the emulator. Blocks run one after
+// another, so that a kernel's __shared__ arrays can be function statics.
+// The threads of a block run one after another too; in a kernel defined
+// with KERNEL_SYNC each thread is a fiber (ucontext) that yields at
+// __syncthreads until every thread of the block has reached it.
 #ifndef ORTHONET_EMU_H
 #define ORTHONET_EMU_H
 #define ORTHONET_EMU 1
 
-#include <atomic>
-#include <barrier>
+#include <ucontext.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -22,9 +23,12 @@ namespace emu {
 struct dim3 {
   unsigned x, y, z;
 };
-inline thread_local dim3 thread_idx{0, 0, 0}, block_idx{0, 0, 0};
+inline dim3 thread_idx{0, 0, 0}, block_idx{0, 0, 0};
 inline dim3 block_dim{1, 1, 1}, grid_dim{1, 1, 1};
-inline thread_local std::barrier<> *bar = nullptr;
+// The fibers of a KERNEL_SYNC block: the scheduler's context and the
+// running thread's (nullptr outside such a kernel).
+inline ucontext_t scheduler;
+inline ucontext_t *fiber = nullptr;
 
 typedef void (*Thunk)(const void *);
 struct Kernel {
@@ -41,11 +45,11 @@ struct Reg {
 // sync is __syncthreads; a kernel not declared KERNEL_SYNC runs its
 // threads one after another and must not call it.
 inline void sync() {
-  if (bar == nullptr) {
+  if (fiber == nullptr) {
     std::fprintf(stderr, "emu: __syncthreads in a kernel not defined with KERNEL_SYNC\n");
     std::abort();
   }
-  bar->arrive_and_wait();
+  swapcontext(fiber, &scheduler);
 }
 } // namespace emu
 
@@ -89,17 +93,16 @@ inline double bits_value(u64 b, float) {
   std::memcpy(&x, &u, 4);
   return x;
 }
+// The emulator runs one thread at a time: atomics are plain.
 inline u64 atomicMax(u64 *p, u64 v) {
-  std::atomic_ref<u64> r(*p);
-  u64 old = r.load();
-  while (old < v && !r.compare_exchange_weak(old, v)) {
-  }
+  u64 old = *p;
+  if (v > old) *p = v;
   return old;
 }
 inline u64 atomicCAS(u64 *p, u64 cmp, u64 v) {
-  std::atomic_ref<u64> r(*p);
-  r.compare_exchange_strong(cmp, v);
-  return cmp;
+  u64 old = *p;
+  if (old == cmp) *p = v;
+  return old;
 }
 using std::ceil;
 using std::cos;

@@ -1,0 +1,300 @@
+package optim_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/manifold"
+	"github.com/orthonet/orthonet/optim"
+)
+
+// deviceBackends start the backends DeviceSolver is checked on: the CPU
+// backend here, the CUDA kernels on the host emulator where cgo is on.
+var deviceBackends = []func() backend.Backend{func() backend.Backend { return cpu.New(cpu.Options{Threads: 2}) }}
+
+// deviceSpec is a parameter of the device tests.
+type deviceSpec struct {
+	name       string
+	shape      []int
+	constraint optim.Constraint
+}
+
+var deviceSpecs = []deviceSpec{
+	{"tall", []int{12, 5}, optim.OnStiefel},
+	{"wide", []int{4, 9}, optim.OnStiefel},
+	{"bias", []int{7}, optim.Euclidean},
+	{"plain", []int{3, 4}, optim.Euclidean},
+}
+
+func deviceConfigs() map[string][]optim.Group {
+	rest := func(g optim.Group) optim.Group { return g } // the unconstrained parameters' group
+	constrained := func(p optim.Param) bool { return p.Constrained() }
+	two := func(c, u optim.Group) []optim.Group {
+		c.Select = constrained
+		return []optim.Group{c, rest(u)}
+	}
+	return map[string][]optim.Group{
+		"rsdm-perm+sgd": two(optim.Group{LR: 0.4, RSDM: optim.RSDMConfig{SubmanifoldSize: 3, Seed: 5}},
+			optim.Group{Rule: optim.RuleSGD, LR: 0.1}),
+		"rsdm-blocks+sgd-momentum-decay": two(optim.Group{LR: 0.3, RSDM: optim.RSDMConfig{SubmanifoldSize: 3, Sampling: optim.Blocks, Seed: 2}},
+			optim.Group{Rule: optim.RuleSGD, LR: 0.1, Momentum: 0.9, WeightDecay: 0.01}),
+		"rsdm-reorth+adam-schedule": two(optim.Group{LR: 0.3, RSDM: optim.RSDMConfig{SubmanifoldSize: 4, ReorthEvery: 2}},
+			optim.Group{Rule: optim.RuleAdam, LR: 0.01, Schedule: optim.Cosine{Steps: 5}}),
+		"rgd+adamw": two(optim.Group{Method: optim.MethodRGD, LR: 0.2},
+			optim.Group{Rule: optim.RuleAdamW, LR: 0.01}),
+		"rgd-momentum+sgd": two(optim.Group{Method: optim.MethodRGD, LR: 0.2, Momentum: 0.8},
+			optim.Group{Rule: optim.RuleSGD, LR: 0.05}),
+	}
+}
+
+// deviceRun is one set of parameters stepped on the host and on a device.
+type deviceRun[T float32 | float64] struct {
+	t      *testing.T
+	be     backend.Backend
+	values [][]T // the host's
+	grads  [][]T
+	host   *optim.Solver
+	dev    *optim.DeviceSolver
+	bufs   [][2]backend.Buffer
+	rng    *rand.Rand
+}
+
+func newDeviceRun[T float32 | float64](t *testing.T, be backend.Backend, groups []optim.Group) *deviceRun[T] {
+	r := &deviceRun[T]{t: t, be: be, rng: rand.New(rand.NewPCG(1, 2))}
+	dt := backend.Float64
+	if _, ok := any(T(0)).(float32); ok {
+		dt = backend.Float32
+	}
+	var hp []optim.Param
+	var dp []optim.DeviceParam
+	for _, s := range deviceSpecs {
+		n := 1
+		for _, d := range s.shape {
+			n *= d
+		}
+		v := make([]T, n)
+		if s.constraint == optim.OnStiefel {
+			rows, cols := s.shape[0], s.shape[1]
+			tr := rows < cols
+			if tr {
+				rows, cols = cols, rows
+			}
+			st, err := manifold.NewStiefel[float64](rows, cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := make([]float64, n)
+			if err := st.Random(x, r.rng); err != nil {
+				t.Fatal(err)
+			}
+			for i := range rows {
+				for j := range cols {
+					if tr {
+						v[j*rows+i] = T(x[i*cols+j])
+					} else {
+						v[i*cols+j] = T(x[i*cols+j])
+					}
+				}
+			}
+		} else {
+			for i := range v {
+				v[i] = T(r.rng.NormFloat64())
+			}
+		}
+		g := make([]T, n)
+		r.values, r.grads = append(r.values, v), append(r.grads, g)
+		hp = append(hp, optim.Param{Name: s.name, Shape: s.shape, Constraint: s.constraint, Value: v, Grad: g})
+		vb, err := be.Alloc(dt, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gb, err := be.Alloc(dt, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := be.CopyIn(vb, 0, v); err != nil {
+			t.Fatal(err)
+		}
+		r.bufs = append(r.bufs, [2]backend.Buffer{vb, gb})
+		dp = append(dp, optim.DeviceParam{Name: s.name, Shape: s.shape, Constraint: s.constraint, Value: backend.At(vb, 0), Grad: backend.At(gb, 0)})
+	}
+	var err error
+	if r.host, err = optim.NewSolver(hp, groups, optim.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if r.dev, err = optim.NewDeviceSolver(be, dp, groups, optim.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.dev.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
+}
+
+// step draws gradients, and steps both.
+func (r *deviceRun[T]) step() {
+	r.t.Helper()
+	for i, g := range r.grads {
+		for j := range g {
+			g[j] = T(r.rng.NormFloat64())
+		}
+		if err := r.be.CopyIn(r.bufs[i][1], 0, g); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	if err := r.host.Step(); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.dev.Step(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// compare checks the device's values against the host's.
+func (r *deviceRun[T]) compare(what string, tol float64) {
+	r.t.Helper()
+	if err := r.be.Sync(); err != nil {
+		r.t.Fatal(err)
+	}
+	for i, v := range r.values {
+		got := make([]T, len(v))
+		if err := r.be.CopyOut(got, r.bufs[i][0], 0); err != nil {
+			r.t.Fatal(err)
+		}
+		var d, s float64
+		for j := range v {
+			d = max(d, math.Abs(float64(got[j])-float64(v[j])))
+			s = max(s, math.Abs(float64(v[j])))
+		}
+		if !(d <= tol*max(s, 1)) {
+			r.t.Errorf("%s: %s differs from the host's by %.3g (scale %.3g)", what, deviceSpecs[i].name, d, s)
+		}
+	}
+}
+
+// TestDeviceSolverAgrees steps the same parameters from the same gradients
+// with Solver on the host and DeviceSolver on each backend, and checks the
+// values after each step and the states (same counters and random sources,
+// buffers that agree); then each restores the other's state and both go on
+// alike.
+func TestDeviceSolverAgrees(t *testing.T) {
+	for bi, newBackend := range deviceBackends {
+		be := newBackend()
+		defer be.Close()
+		for name, groups := range deviceConfigs() {
+			t.Run(fmt.Sprintf("backend%d/%s/float64", bi, name), func(t *testing.T) { deviceAgree[float64](t, be, groups, 1e-10) })
+			t.Run(fmt.Sprintf("backend%d/%s/float32", bi, name), func(t *testing.T) { deviceAgree[float32](t, be, groups, 2e-5) })
+		}
+	}
+}
+
+func deviceAgree[T float32 | float64](t *testing.T, be backend.Backend, groups []optim.Group, tol float64) {
+	r := newDeviceRun[T](t, be, groups)
+	for s := range 3 {
+		r.step()
+		r.compare(fmt.Sprintf("step %d", s+1), tol)
+	}
+	hs, ds := r.host.State(), r.dev.State()
+	for i := range hs {
+		if err := sameState(hs[i], ds[i], tol); err != nil {
+			t.Errorf("%s: %v", deviceSpecs[i].name, err)
+		}
+	}
+	// Swap the states: each goes on from the other's.
+	if err := r.host.SetState(ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.dev.SetState(hs); err != nil {
+		t.Fatal(err)
+	}
+	for s := range 2 {
+		r.step()
+		r.compare(fmt.Sprintf("step %d after swapping states", s+4), tol)
+	}
+	if r.dev.Steps() != 5 || r.host.Steps() != 5 {
+		t.Errorf("steps %d and %d, want 5", r.dev.Steps(), r.host.Steps())
+	}
+}
+
+// sameState reports how two states differ.
+func sameState(a, b optim.State, tol float64) error {
+	if a.Kind != b.Kind {
+		return fmt.Errorf("kinds %q and %q", a.Kind, b.Kind)
+	}
+	if fmt.Sprint(a.Counters) != fmt.Sprint(b.Counters) {
+		return fmt.Errorf("counters %v and %v", a.Counters, b.Counters)
+	}
+	if fmt.Sprint(a.Random) != fmt.Sprint(b.Random) {
+		return fmt.Errorf("random sources differ")
+	}
+	if len(a.Buffers) != len(b.Buffers) {
+		return fmt.Errorf("buffers %d and %d", len(a.Buffers), len(b.Buffers))
+	}
+	for k, va := range a.Buffers {
+		x, y := floats(va), floats(b.Buffers[k])
+		if len(x) != len(y) {
+			return fmt.Errorf("buffer %q of %d and %d entries", k, len(x), len(y))
+		}
+		for i := range x {
+			if !(math.Abs(x[i]-y[i]) <= tol*max(1, math.Abs(x[i]))) {
+				return fmt.Errorf("buffer %q entry %d: %v and %v", k, i, x[i], y[i])
+			}
+		}
+	}
+	return nil
+}
+
+func floats(v any) []float64 {
+	switch d := v.(type) {
+	case []float32:
+		out := make([]float64, len(d))
+		for i, x := range d {
+			out[i] = float64(x)
+		}
+		return out
+	case []float64:
+		return d
+	case []int64:
+		out := make([]float64, len(d))
+		for i, x := range d {
+			out[i] = float64(x)
+		}
+		return out
+	}
+	return nil
+}
+
+// TestDeviceSolverRefuses checks that the settings the device does not
+// implement are refused, naming them.
+func TestDeviceSolverRefuses(t *testing.T) {
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	w, _ := be.Alloc(backend.Float64, 12)
+	g, _ := be.Alloc(backend.Float64, 12)
+	params := []optim.DeviceParam{{Name: "w", Shape: []int{4, 3}, Constraint: optim.OnStiefel, Value: backend.At(w, 0), Grad: backend.At(g, 0)}}
+	for _, c := range []struct {
+		name   string
+		groups []optim.Group
+		o      optim.Options
+		want   string
+	}{
+		{"radam", []optim.Group{{Method: optim.MethodRiemannianAdam, LR: 0.1}}, optim.Options{}, "radam"},
+		{"orthogonal", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 2, Sampling: optim.Orthogonal}}}, optim.Options{}, "orthogonal sampling"},
+		{"inner steps", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 2, InnerSteps: 3, Momentum: 0.5}}}, optim.Options{}, "inner steps"},
+		{"cayley", []optim.Group{{Method: optim.MethodRGD, LR: 0.1, Retraction: manifold.Cayley}}, optim.Options{}, "retraction"},
+		{"clip", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 2}}}, optim.Options{ClipNorm: 1}, "clipping"},
+		{"r > n", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 5}}}, optim.Options{}, "exceeds"},
+	} {
+		_, err := optim.NewDeviceSolver(be, params, c.groups, c.o)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error naming %q", c.name, err, c.want)
+		}
+	}
+}
