@@ -203,7 +203,7 @@ func newDevOpt[T Float](d deviceBuild) (devOpt, error) {
 		return nil, fmt.Errorf("marked as constrained but has shape %v, want a matrix", p.Shape)
 	}
 	if p.Constraint == OnGrassmann {
-		return nil, fmt.Errorf("Grassmann weights are not stepped on the %s backend", d.s.be.Name())
+		return nil, fmt.Errorf("weights on a Grassmann manifold are not stepped on the %s backend", d.s.be.Name())
 	}
 	rows, cols := p.Shape[0], p.Shape[1]
 	if rows < cols {
