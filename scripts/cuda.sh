@@ -79,10 +79,11 @@ find_cuda() {
   rm -rf "$B/lib"
   CUDNN_LIB=$(linkdir cudnn "${cudnn_lib_dirs[@]}") || die "no libcudnn.so next to $CUDNN_INC"
   CUBLAS_LIB=$(linkdir cublas "${cublas_lib_dirs[@]}") || die "no libcublas.so in $CUDA_HOME/lib64"
+  NVRTC_LIB=$(linkdir nvrtc "${cublas_lib_dirs[@]}") || die "no libnvrtc.so (NVRTC, which compiles orthonet's kernels) in $CUDA_HOME/lib64"
   # libcuda comes with the driver; the toolkit's stub is enough to link without one.
   CUDA_LIB=$(linkdir cuda /usr/lib/x86_64-linux-gnu /usr/local/nvidia/lib64 /usr/lib64 "$CUDA_HOME/lib64/stubs" "$CUDA_HOME"/targets/*/lib/stubs) || die "no libcuda.so (driver) or its stub under $CUDA_HOME"
   export CGO_CFLAGS="-I$CUDA_INC -I$CUBLAS_INC -I$CUDNN_INC"
-  export CGO_LDFLAGS="-L$B/lib -Wl,-rpath,$CUDNN_LIB -Wl,-rpath,$CUBLAS_LIB"
+  export CGO_LDFLAGS="-L$B/lib -Wl,-rpath,$CUDNN_LIB -Wl,-rpath,$CUBLAS_LIB -Wl,-rpath,$NVRTC_LIB"
   say "CUDA $CUDA_HOME ($("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')), cuDNN headers $CUDNN_INC, libs $CUDNN_LIB, $CUBLAS_LIB, libcuda from $CUDA_LIB"
 }
 
@@ -136,6 +137,7 @@ build() {
   go build -tags "cuda $blas" -o "$B/bin/train" ./cmd/train
   go build -tags "$blas" -o "$B/bin/train-cpu" ./cmd/train
   go build -tags "cuda $blas" -o "$B/bin/bench" ./cmd/bench
+  go test -c -tags "cuda $blas" -o "$B/bin/cudabackend.test" ./backend/cuda
   go test -c -tags "cuda $blas" -o "$B/bin/models.test" ./models
   go test -c -tags "$blas" -o "$B/bin/models-cpu.test" ./models
   go test -c -tags "cuda $blas" -o "$B/bin/train.test" ./cmd/train
@@ -146,6 +148,8 @@ build() {
 run_tests() {
   [ -x "$B/bin/models.test" ] || die "nothing built: run make cuda first"
   nvidia-smi -L >/dev/null 2>&1 || die "no GPU here (nvidia-smi -L failed): the cuda tests need one"
+  say "the CUDA backend: every kernel against the CPU backend, memory, faults"
+  (cd "$B/src/backend/cuda" && ORTHONET_REQUIRE_GPU=1 "$B/bin/cudabackend.test" -test.v -test.timeout 300s)
   say "reference numbers from the CPU build"
   ORTHONET_DEVICE_REF_OUT=$B/device-ref.safetensors "$B/bin/models-cpu.test" -test.run 'TestDeviceAgreement$' -test.v
   say "the cuda build against them"

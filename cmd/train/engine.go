@@ -11,6 +11,7 @@ import (
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/cpu"
+	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
 	"github.com/orthonet/orthonet/internal/gpu"
@@ -58,12 +59,7 @@ var engines = []string{"program", "tape"}
 // defaultEngine is the compiled program, except in the cuda build, where
 // Gorgonia's CUDA tape machine runs the graph until the CUDA backend of
 // package program exists.
-func defaultEngine() string {
-	if gpu.Built {
-		return "tape"
-	}
-	return "program"
-}
+func defaultEngine() string { return "program" }
 
 // newEngine builds the engine for the training network net (whose loss is
 // loss against the labels node y) and the evaluation network ev.
@@ -138,13 +134,14 @@ func (e *tapeEngine) close() {
 // factorFor returns program.Config.FactorForRSDM for the run: RSDM's r, or
 // 0 for RGD, which needs the formed gradients.
 func factorFor(c config) int {
-	if c.optim == "rsdm" {
+	if c.optim == "rsdm" && c.device == "cpu" { // the device's RSDM takes whole gradients
 		return c.r
 	}
 	return 0
 }
 
-// programEngine runs the graphs as compiled programs on the CPU backend.
+// programEngine runs the graphs as compiled programs on the CPU backend or,
+// with -device cuda, on the GPU, the optimizer stepping there too.
 type programEngine struct {
 	be          backend.Backend
 	prog, eprog *program.Program
@@ -165,9 +162,16 @@ type programEngine struct {
 }
 
 func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, groups []optim.Group, opts optim.Options) (*programEngine, error) {
-	e := &programEngine{be: cpu.New(cpu.Options{}), net: net, ev: ev, loss: loss}
-	inputs := append([]*G.Node{net.x, y}, net.masks()...)
+	e := &programEngine{net: net, ev: ev, loss: loss}
 	var err error
+	if c.device == "cuda" {
+		if e.be, err = cudabackend.New(cudabackend.Options{}); err != nil {
+			return nil, err
+		}
+	} else {
+		e.be = cpu.New(cpu.Options{})
+	}
+	inputs := append([]*G.Node{net.x, y}, net.masks()...)
 	e.prog, err = program.Compile(net.logits.Graph(), program.Config{Backend: e.be, Outputs: []*G.Node{loss, net.logits},
 		Params: net.Params(), Inputs: inputs, FactorForRSDM: factorFor(c), Profile: c.kernelProfile})
 	if err != nil {
@@ -258,6 +262,9 @@ func (e *programEngine) report(w io.Writer) {
 }
 
 func (e *programEngine) close() {
+	if e.s != nil {
+		e.s.Close()
+	}
 	if e.eprog != nil {
 		e.eprog.Close()
 	}

@@ -220,8 +220,6 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	switch {
 	case c.device == "cuda" && !gpu.Built:
 		return c, fs, errors.New("-device cuda: this build has no CUDA support (build it with make cuda); use -device cpu")
-	case c.device == "cuda" && c.engine == "program":
-		return c, fs, errors.New("-device cuda runs on Gorgonia's tape machine (-engine tape) until package program has a CUDA backend")
 	case c.epochs < 1 || c.batch < 1:
 		return c, fs, fmt.Errorf("-epochs %d and -batch %d must be at least 1", c.epochs, c.batch)
 	case c.limitTrain < 0 || c.limitTest < 0 || c.evalSubset < 0:
