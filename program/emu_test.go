@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/internal/cudak/emu"
 )
 
@@ -24,12 +25,17 @@ func init() {
 func TestModelsAgreeOnDevice(t *testing.T) {
 	be := emu.New()
 	defer be.Close()
+	ref := cpu.New(cpu.Options{})
+	defer ref.Close()
 	cfgs := solverConfigs()
 	for _, mc := range modelCases() {
 		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
-			for _, name := range []string{"rsdm-p+sgd", "rsdm-blocks", "rgd-momentum+adam"} {
+			for _, name := range deviceConfigs {
 				t.Run(fmt.Sprintf("%s/%v/%s", mc.name, dt, name), func(t *testing.T) {
 					compareModel(t, be, mc, dt, cfgs[name], false)
+				})
+				t.Run(fmt.Sprintf("%s/%v/%s/against-cpu", mc.name, dt, name), func(t *testing.T) {
+					compareBackends(t, ref, be, mc, dt, cfgs[name])
 				})
 			}
 		}

@@ -138,6 +138,8 @@ build() {
   go build -tags "$blas" -o "$B/bin/train-cpu" ./cmd/train
   go build -tags "cuda $blas" -o "$B/bin/bench" ./cmd/bench
   go test -c -tags "cuda $blas" -o "$B/bin/cudabackend.test" ./backend/cuda
+  go test -c -tags "cuda $blas" -o "$B/bin/program.test" ./program
+  go test -c -tags "cuda $blas" -o "$B/bin/optim.test" ./optim
   go test -c -tags "cuda $blas" -o "$B/bin/models.test" ./models
   go test -c -tags "$blas" -o "$B/bin/models-cpu.test" ./models
   go test -c -tags "cuda $blas" -o "$B/bin/train.test" ./cmd/train
@@ -150,6 +152,9 @@ run_tests() {
   nvidia-smi -L >/dev/null 2>&1 || die "no GPU here (nvidia-smi -L failed): the cuda tests need one"
   say "the CUDA backend: every kernel against the CPU backend, memory, faults"
   (cd "$B/src/backend/cuda" && ORTHONET_REQUIRE_GPU=1 "$B/bin/cudabackend.test" -test.v -test.timeout 300s)
+  say "the optimizers on the GPU against the host's, and the models against the CPU program"
+  (cd "$B/src/optim" && ORTHONET_REQUIRE_GPU=1 "$B/bin/optim.test" -test.run 'OnGPU' -test.v -test.timeout 300s)
+  (cd "$B/src/program" && ORTHONET_REQUIRE_GPU=1 "$B/bin/program.test" -test.run 'OnGPU' -test.v -test.timeout 300s)
   say "reference numbers from the CPU build"
   ORTHONET_DEVICE_REF_OUT=$B/device-ref.safetensors "$B/bin/models-cpu.test" -test.run 'TestDeviceAgreement$' -test.v
   say "the cuda build against them"
