@@ -12,6 +12,7 @@ var (
 	_ Kernel = SkewStep{}
 	_ Kernel = IdentityDelta{}
 	_ Kernel = Symmetrize{}
+	_ Kernel = DropoutMask{}
 )
 
 // SGDStep is a step of SGD on N elements of W from its gradient G, with
@@ -179,4 +180,55 @@ func (k Symmetrize) Check() error {
 		return fmt.Errorf("backend: symmetrize: %d x %d", k.N, k.N)
 	}
 	return CheckOperand("symmetrize", k.A, 0, k.N*k.N)
+}
+
+// DropoutMask fills Dst (N elements) with an inverted-dropout mask: each
+// entry is 0 with probability P and 1/(1-P) otherwise. Entry i's draw is
+// DropoutDraw(Seed, Stream, step, i), step being the Float64 element at
+// Step (a whole number), so that every backend, and a run resumed at a
+// step, draws the same mask, and no mask crosses to a device.
+type DropoutMask struct {
+	N            int
+	P            float64
+	Seed, Stream uint64
+	Step, Dst    Operand
+}
+
+// Name returns "dropout-mask".
+func (DropoutMask) Name() string { return "dropout-mask" }
+
+// Operands returns Dst and Step.
+func (k DropoutMask) Operands() []Operand { return []Operand{k.Dst, k.Step} }
+
+// Check checks P and the operands.
+func (k DropoutMask) Check() error {
+	if !(k.P >= 0 && k.P < 1) {
+		return fmt.Errorf("backend: dropout-mask: probability %v, want [0, 1)", k.P)
+	}
+	if dt := DTypeOf(k.Dst); dt != Float32 && dt != Float64 {
+		return fmt.Errorf("backend: dropout-mask: destination of %v", dt)
+	}
+	if err := CheckOperand("dropout-mask destination", k.Dst, 0, k.N); err != nil {
+		return err
+	}
+	return CheckOperand("dropout-mask step", k.Step, Float64, 1)
+}
+
+// DropoutDraw returns the uniform draw in [0, 1) of entry i of mask stream
+// stream at step step of a run seeded with seed: a counter-based generator
+// (SplitMix64's finalizer over the four words), the same on every backend.
+func DropoutDraw(seed, stream, step, i uint64) float64 {
+	h := mix64(seed)
+	h = mix64(h ^ stream)
+	h = mix64(h ^ step)
+	h = mix64(h ^ i)
+	return float64(h>>11) * 0x1p-53
+}
+
+// mix64 is SplitMix64's step: the golden-ratio increment and its finalizer.
+func mix64(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
 }

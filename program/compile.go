@@ -49,6 +49,17 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		}
 		c.inputs[n] = true
 	}
+	for _, d := range cfg.Dropout {
+		switch {
+		case d.Node == nil || d.Node.Op() != nil:
+			return nil, fmt.Errorf("program: dropout mask %v is not a leaf node", d.Node)
+		case c.inputs[d.Node]:
+			return nil, fmt.Errorf("program: %q is listed both as an input and as a dropout mask", d.Node.Name())
+		case !(d.P >= 0 && d.P < 1):
+			return nil, fmt.Errorf("program: dropout mask %q has probability %v, want [0, 1)", d.Node.Name(), d.P)
+		}
+		c.inputs[d.Node] = true // a resident buffer, written by its kernel
+	}
 	var targets []*G.Node
 	for i, p := range cfg.Params {
 		n, cons := p.Node, p.Constraint
@@ -160,7 +171,57 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		p.flagsHost = make([]int32, c.flags.n)
 		p.flagsAny = p.flagsHost
 	}
+	if err := p.addDropout(cfg); err != nil {
+		_ = p.Close()
+		return nil, err
+	}
 	return p, nil
+}
+
+// addDropout puts the kernels that draw cfg.Dropout's masks before the
+// program's others.
+func (p *Program) addDropout(cfg Config) error {
+	var ks []backend.Kernel
+	for i, d := range cfg.Dropout {
+		v, ok := p.inputs[d.Node]
+		if !ok {
+			continue // a mask the outputs do not need
+		}
+		delete(p.inputs, d.Node) // SetInput does not set it
+		if p.step == nil {
+			b, err := p.be.Alloc(backend.Float64, 1)
+			if err != nil {
+				return err
+			}
+			p.owned = append(p.owned, b)
+			p.step, p.stepHost = b, make([]float64, 1)
+		}
+		ks = append(ks, backend.DropoutMask{N: v.size, P: d.P, Seed: cfg.DropoutSeed, Stream: uint64(i),
+			Step: backend.At(p.step, 0), Dst: backend.At(v.vb.phys, v.vb.physOff+v.off)})
+	}
+	if len(ks) == 0 {
+		return nil
+	}
+	fns := make([]backend.Func, len(ks))
+	kinds := make([]string, len(ks))
+	for i, k := range ks {
+		f, err := p.be.Prepare(k)
+		if err != nil {
+			return fmt.Errorf("program: preparing %s: %w", k.Name(), err)
+		}
+		fns[i], kinds[i] = f, k.Name()
+	}
+	p.funcs = append(fns, p.funcs...)
+	p.kinds = append(kinds, p.kinds...)
+	if p.profile != nil {
+		descs := make([]string, len(ks))
+		for i, k := range ks {
+			descs[i] = describe(k)
+		}
+		p.descs = append(descs, p.descs...)
+		p.profile = append(make([]time.Duration, len(ks)), p.profile...)
+	}
+	return nil
 }
 
 // order returns the nodes the targets depend on, children before parents.

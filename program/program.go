@@ -64,6 +64,19 @@ type Config struct {
 	// parameter buffers this program uses for its parameters of the same
 	// names (a forward-only evaluation program of a model being trained).
 	Share *Program
+	// Dropout lists leaves that are dropout masks (nn.Dropout's) which the
+	// program draws itself at the start of every Run, on its backend, from
+	// DropoutSeed, the mask's position in the list and the step SetStep set
+	// (backend.DropoutMask): the same masks on every backend, none copied
+	// to a device.
+	Dropout     []Dropout
+	DropoutSeed uint64
+}
+
+// Dropout is a dropout mask leaf and its probability of a zero.
+type Dropout struct {
+	Node *G.Node
+	P    float64
 }
 
 // ErrUnknownOp reports a graph with an op the compiler cannot lower.
@@ -102,6 +115,8 @@ type Program struct {
 	flagsHost []int32
 	flagsAny  any              // flagsHost, boxed once so that CheckGrads does not allocate
 	owned     []backend.Buffer // buffers this program allocated
+	step      backend.Buffer   // the step the dropout masks are drawn for (Float64)
+	stepHost  []float64
 	// profile holds each kernel's total time and runs, when profiling.
 	profile []time.Duration
 	runs    int
@@ -219,6 +234,19 @@ func (p *Program) runProfiled() error {
 	}
 	p.runs++
 	return nil
+}
+
+// SetStep sets the training step whose dropout masks the next Run draws
+// (Config.Dropout); a program without masks ignores it.
+func (p *Program) SetStep(step int) error {
+	if p.step == nil {
+		return nil
+	}
+	if step < 0 || step > 1<<53 {
+		return fmt.Errorf("program: step %d", step)
+	}
+	p.stepHost[0] = float64(step)
+	return p.be.CopyIn(p.step, 0, p.stepHost)
 }
 
 // CheckGrads reports whether every gradient of the last Run is finite:

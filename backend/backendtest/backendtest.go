@@ -474,6 +474,15 @@ func Cases(dt backend.DType) []Case {
 		return backend.SkewStep{R: 7, B: at(b[0]), Y: at(b[1]), LR: at(b[2])}
 	}, []int{1}, g.normal(49, 1), g.normal(49, 1), []float64{0.5})
 	f64(1, 2)
+	for _, c := range []struct {
+		p    float64
+		step float64
+	}{{0.1, 0}, {0.5, 7}, {0, 3}} {
+		add(fmt.Sprintf("dropout-mask/p%v/step%v", c.p, c.step), func(b []backend.Buffer) backend.Kernel {
+			return backend.DropoutMask{N: 5000, P: c.p, Seed: 42, Stream: 3, Step: at(b[1]), Dst: at(b[0])}
+		}, []int{0}, g.normal(5000, 1), []float64{c.step})
+		f64(1)
+	}
 	add("symmetrize", func(b []backend.Buffer) backend.Kernel {
 		return backend.Symmetrize{N: 9, A: at(b[0])}
 	}, []int{0}, g.normal(81, 1))

@@ -19,6 +19,8 @@ func prepareStep[T Float](b *Backend, k backend.Kernel) (f backend.Func, ok bool
 		return prepareSkew[T](k), true
 	case backend.Symmetrize:
 		return prepareSymmetrize[T](k), true
+	case backend.DropoutMask:
+		return prepareDropoutMask[T](b, k), true
 	}
 	return nil, false
 }
@@ -145,6 +147,25 @@ func prepareSymmetrize[T Float](k backend.Symmetrize) backend.Func {
 				a[i*n+j], a[j*n+i] = m, m
 			}
 		}
+		return nil
+	}
+}
+
+func prepareDropoutMask[T Float](b *Backend, k backend.DropoutMask) backend.Func {
+	dst, step := Host[T](k.Dst)[:k.N], Host[float64](k.Step)[:1]
+	keep := T(1 / (1 - k.P))
+	var st uint64
+	s := b.split(k.N, 8, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			dst[i] = 0
+			if backend.DropoutDraw(k.Seed, k.Stream, st, uint64(i)) >= k.P {
+				dst[i] = keep
+			}
+		}
+	})
+	return func() error {
+		st = uint64(step[0])
+		s.run()
 		return nil
 	}
 }

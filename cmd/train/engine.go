@@ -33,10 +33,14 @@ type solver interface {
 // optimizer, and a forward-only copy for evaluation: orthonet's compiled
 // program, or Gorgonia's tape machine.
 type engine interface {
-	// run runs the forward and backward pass on the batch in the training
-	// network's input buffers (and the labels in yb) and returns the loss
-	// and the logits (batch x classes, valid until the next run).
-	run() (loss float64, logits []float32, err error)
+	// run runs the forward and backward pass of training step step on the
+	// batch in the training network's input buffers (and the labels in yb)
+	// and returns the loss and the logits (batch x classes, valid until the
+	// next run).
+	run(step int) (loss float64, logits []float32, err error)
+	// drawsMasks reports whether the engine draws the dropout masks itself
+	// (for the step run is given); otherwise the caller fills them first.
+	drawsMasks() bool
 	// solver returns the optimizer of the parameters.
 	solver() solver
 	// discard drops the gradients of the last run without a step.
@@ -97,7 +101,9 @@ func newTapeEngine(net *network, loss *G.Node, ev *network, groups []optim.Group
 	return e, nil
 }
 
-func (e *tapeEngine) run() (float64, []float32, error) {
+func (e *tapeEngine) drawsMasks() bool { return false }
+
+func (e *tapeEngine) run(int) (float64, []float32, error) {
 	e.vm.Reset()
 	if err := e.vm.RunAll(); err != nil {
 		return 0, nil, err
@@ -171,9 +177,14 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, grou
 	} else {
 		e.be = cpu.New(cpu.Options{})
 	}
-	inputs := append([]*G.Node{net.x, y}, net.masks()...)
+	inputs := []*G.Node{net.x, y}
+	var drop []program.Dropout
+	for _, m := range net.masks() {
+		drop = append(drop, program.Dropout{Node: m, P: net.vit.Drop.P})
+	}
 	e.prog, err = program.Compile(net.logits.Graph(), program.Config{Backend: e.be, Outputs: []*G.Node{loss, net.logits},
-		Params: net.Params(), Inputs: inputs, FactorForRSDM: factorFor(c), Profile: c.kernelProfile})
+		Params: net.Params(), Inputs: inputs, FactorForRSDM: factorFor(c), Profile: c.kernelProfile,
+		Dropout: drop, DropoutSeed: c.seed ^ 0x64726f706f7574}) // "dropout"
 	if err != nil {
 		e.close()
 		return nil, fmt.Errorf("compiling the training graph: %w", err)
@@ -202,7 +213,14 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, grou
 	return e, nil
 }
 
-func (e *programEngine) run() (float64, []float32, error) {
+// drawsMasks reports true: the program draws the masks on its backend
+// (program.Config.Dropout), keyed by the seed and the step.
+func (e *programEngine) drawsMasks() bool { return true }
+
+func (e *programEngine) run(step int) (float64, []float32, error) {
+	if err := e.prog.SetStep(step); err != nil {
+		return 0, nil, err
+	}
 	for i, n := range e.inputs {
 		if err := e.prog.SetInput(n, e.inputData[i]); err != nil {
 			return 0, nil, err

@@ -435,13 +435,13 @@ func (t *trainer) step(epoch int) (lv, acc float64, bad, err error) {
 		t.images[0] = float32(math.NaN())
 	}
 	t.net.fill(t.images, c.batch)
-	if t.net.vit != nil {
+	if t.net.vit != nil && !t.eng.drawsMasks() {
 		t.net.vit.FillMasks(t.maskRNG)
 	}
 	if err := nn.OneHot(t.yb, t.labels, t.train.Classes); err != nil {
 		return 0, 0, nil, err
 	}
-	lv, logits, err := t.eng.run()
+	lv, logits, err := t.eng.run(t.st.Step)
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("step %d: %w", t.st.Step, err)
 	}

@@ -622,3 +622,24 @@ template <typename T> __device__ void trsm_k(const TrsmArgs<T> &a) {
 }
 KERNEL(on_trsm_f32, TrsmArgs<float>) { trsm_k(a); }
 KERNEL(on_trsm_f64, TrsmArgs<double>) { trsm_k(a); }
+
+// ---- dropout masks (backend.DropoutDraw, bit for bit) ------------------------------------
+
+__device__ __forceinline__ u64 mix64(u64 z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+template <typename T> struct MaskArgs { i64 n; double p; u64 seed, stream; const double *step; T *dst; };
+template <typename T> __device__ void mask_k(const MaskArgs<T> &a) {
+  u64 h = mix64(mix64(mix64(a.seed) ^ a.stream) ^ (u64)a.step[0]);
+  T keep = (T)(1 / (1 - a.p));
+  GRID_LOOP(i, a.n) {
+    double u = (double)(mix64(h ^ (u64)i) >> 11) * 0x1p-53;
+    a.dst[i] = u >= a.p ? keep : (T)0;
+  }
+}
+KERNEL(on_dropout_mask_f32, MaskArgs<float>) { mask_k(a); }
+KERNEL(on_dropout_mask_f64, MaskArgs<double>) { mask_k(a); }

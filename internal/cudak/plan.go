@@ -170,6 +170,8 @@ func Plan(d Device, k backend.Kernel) ([]Step, error) {
 		p.elementwise("on_identity_delta", k.R*k.R, k.R, k.Y, k.Dst)
 	case backend.Symmetrize:
 		p.elementwise("on_symmetrize", k.N*k.N, k.N, k.A)
+	case backend.DropoutMask:
+		p.elementwise("on_dropout_mask", k.N, k.N, k.P, k.Seed, k.Stream, k.Step, k.Dst)
 	default:
 		return nil, fmt.Errorf("%w: %s", backend.ErrUnsupported, k.Name())
 	}
