@@ -19,6 +19,7 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // DType is the element type of a buffer.
@@ -134,4 +135,21 @@ func CheckOperand(what string, op Operand, dt DType, n int) error {
 		return fmt.Errorf("backend: %s: elements %d to %d of a buffer of %d", what, op.Off, op.Off+n, op.Buf.Len())
 	}
 	return nil
+}
+
+// Timer is a backend that can time its kernels on the device (the CUDA
+// backend with profiling on): where a step's device time goes, and how much
+// of the stream's span the kernels fill.
+type Timer interface {
+	// KernelTimes returns the device time of every kind of kernel run so
+	// far, most first, and the span of the stream those runs covered from
+	// the first kernel's start to the last one's end between waits.
+	KernelTimes() (kernels []KernelTime, span time.Duration)
+}
+
+// KernelTime is the device time of one kind of kernel.
+type KernelTime struct {
+	Kernel string
+	Count  int
+	Total  time.Duration
 }

@@ -10,7 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sort"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/orthonet/orthonet/backend"
@@ -22,6 +25,9 @@ import (
 type Options struct {
 	// Device is the ordinal of the GPU to use.
 	Device int
+	// Profile times every kernel on the device with CUDA events (see
+	// KernelTimes); it adds two event records to each.
+	Profile bool
 }
 
 // Backend runs kernels on one GPU, in order, on one stream. It is not safe
@@ -44,6 +50,20 @@ type Backend struct {
 	cmem      []unsafe.Pointer // kernel names and argument structs
 	live      int              // bytes in buffers not yet freed
 	closed    bool
+
+	profile bool
+	timed   []timed // each prepared kernel's events and time, when profiling
+	pending []int   // the timed kernels run since the last wait
+	span    time.Duration
+}
+
+// timed is a prepared kernel's timing: events around its last run and the
+// device time of all its runs.
+type timed struct {
+	label      string
+	start, end C.CUevent
+	count      int
+	total      time.Duration
 }
 
 // stageSlot is a pinned buffer and the event recorded after the last copy
@@ -59,7 +79,7 @@ var _ backend.Backend = (*Backend)(nil)
 // context current, creates a stream and a cuBLAS handle on it, and compiles
 // the kernels for the device with NVRTC.
 func New(o Options) (backend.Backend, error) {
-	b := &Backend{funcs: map[string]C.CUfunction{}}
+	b := &Backend{funcs: map[string]C.CUfunction{}, profile: o.Profile}
 	var major, minor C.int
 	name := make([]C.char, 256)
 	if err := result("starting device "+fmt.Sprint(o.Device), C.on_init(C.int(o.Device), &b.dev, &b.ctx, &b.stream, &b.blas, &major, &minor, &name[0], C.int(len(name)))); err != nil {
@@ -281,6 +301,9 @@ func (b *Backend) CopyOut(dst any, src backend.Buffer, off int) error {
 	if err := result("copying from the device", C.on_dtoh(b.ctx, b.stream, b.out.p, p, C.size_t(len(d)), b.faultHost.p, b.fault)); err != nil {
 		return err
 	}
+	if err := b.collect(); err != nil {
+		return err
+	}
 	if err := b.checkFault(); err != nil {
 		return err
 	}
@@ -294,7 +317,97 @@ func (b *Backend) Sync() error {
 	if err := result("synchronizing", C.on_dtoh(b.ctx, b.stream, nil, 0, 0, b.faultHost.p, b.fault)); err != nil {
 		return err
 	}
+	if err := b.collect(); err != nil {
+		return err
+	}
 	return b.checkFault()
+}
+
+// collect adds the device time of the kernels run since the last wait,
+// which has finished them, and the span they covered.
+func (b *Backend) collect() error {
+	if len(b.pending) == 0 {
+		return nil
+	}
+	var ms C.float
+	first, last := b.timed[b.pending[0]].start, b.timed[b.pending[len(b.pending)-1]].end
+	if err := result("reading an event", C.on_elapsed(b.ctx, first, last, &ms)); err != nil {
+		return err
+	}
+	b.span += time.Duration(float64(ms) * float64(time.Millisecond))
+	for _, i := range b.pending {
+		t := &b.timed[i]
+		if err := result("reading an event", C.on_elapsed(b.ctx, t.start, t.end, &ms)); err != nil {
+			return err
+		}
+		t.count++
+		t.total += time.Duration(float64(ms) * float64(time.Millisecond))
+	}
+	b.pending = b.pending[:0]
+	return nil
+}
+
+// KernelTimes returns the device time of each kind of kernel run so far,
+// most first, and the span of the stream they covered (backend.Timer); it
+// waits for the device first. Without Options.Profile it returns nothing.
+func (b *Backend) KernelTimes() ([]backend.KernelTime, time.Duration) {
+	if err := b.Sync(); err != nil {
+		return nil, 0
+	}
+	by := map[string]*backend.KernelTime{}
+	var out []backend.KernelTime
+	for _, t := range b.timed {
+		if t.count == 0 {
+			continue
+		}
+		k := by[t.label]
+		if k == nil {
+			out = append(out, backend.KernelTime{Kernel: t.label})
+			k = &out[len(out)-1]
+			by[t.label] = k
+		}
+		k.Count += t.count
+		k.Total += t.total
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Total > out[j].Total })
+	return out, b.span
+}
+
+// label names a kernel in the profile: its name, with a product's sizes.
+func label(k backend.Kernel) string {
+	if g, ok := k.(backend.Gemm); ok {
+		return fmt.Sprintf("gemm %dx%dx%d batch %d", g.M, g.N, g.K, g.Batches())
+	}
+	return k.Name()
+}
+
+// timedFunc wraps f in the events of a new timed kernel.
+func (b *Backend) timedFunc(k backend.Kernel, f backend.Func) (backend.Func, error) {
+	t := timed{label: label(k)}
+	if err := result("creating an event", C.on_timing_event(b.ctx, &t.start)); err != nil {
+		return nil, err
+	}
+	if err := result("creating an event", C.on_timing_event(b.ctx, &t.end)); err != nil {
+		return nil, err
+	}
+	i := len(b.timed)
+	b.timed = append(b.timed, t)
+	return func() error {
+		if slices.Contains(b.pending, i) { // its events are about to be recorded again
+			if err := b.Sync(); err != nil {
+				return err
+			}
+		}
+		t := &b.timed[i]
+		if err := result("recording an event", C.on_record(b.ctx, b.stream, t.start)); err != nil {
+			return err
+		}
+		if err := f(); err != nil {
+			return err
+		}
+		b.pending = append(b.pending, i)
+		return result("recording an event", C.on_record(b.ctx, b.stream, t.end))
+	}, nil
 }
 
 func (b *Backend) checkFault() error {
@@ -327,6 +440,18 @@ func (b *Backend) Close() error {
 	}
 	for _, p := range b.cmem {
 		C.free(p)
+	}
+	var events []C.CUevent
+	for _, t := range b.timed {
+		events = append(events, t.start, t.end)
+	}
+	for _, s := range b.stage {
+		events = append(events, s.done)
+	}
+	for _, e := range events {
+		if e != nil {
+			errs = append(errs, result("destroying an event", C.on_event_destroy(b.ctx, e)))
+		}
 	}
 	if b.mod != nil {
 		errs = append(errs, result("unloading the kernels", C.on_unload(b.ctx, b.mod)))
@@ -416,17 +541,21 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 			return nil, fmt.Errorf("cuda: %s: unknown step %T", k.Name(), s)
 		}
 	}
-	if len(fns) == 1 {
-		return fns[0], nil
-	}
-	return func() error {
-		for _, f := range fns {
-			if err := f(); err != nil {
-				return err
+	f := fns[0]
+	if len(fns) != 1 {
+		f = func() error {
+			for _, f := range fns {
+				if err := f(); err != nil {
+					return err
+				}
 			}
+			return nil
 		}
-		return nil
-	}, nil
+	}
+	if b.profile {
+		return b.timedFunc(k, f)
+	}
+	return f, nil
 }
 
 func cbool(v bool) C.int {

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/backendtest"
@@ -143,5 +144,57 @@ func TestRowFault(t *testing.T) {
 	}
 	if err := b.Sync(); err != nil {
 		t.Fatalf("second Sync: %v, want the fault cleared", err)
+	}
+}
+
+// TestProfile checks that a profiling backend counts every run of every
+// kernel and that their device time fits in the span it reports.
+func TestProfile(t *testing.T) {
+	if os.Getenv("ORTHONET_REQUIRE_GPU") == "" {
+		b, err := cuda.New(cuda.Options{})
+		if err != nil {
+			t.Skip(err)
+		}
+		b.Close()
+	}
+	be, err := cuda.New(cuda.Options{Profile: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	a, _ := be.Alloc(backend.Float32, 512*512)
+	c, _ := be.Alloc(backend.Float32, 512*512)
+	fns := make([]backend.Func, 0, 2)
+	for _, k := range []backend.Kernel{
+		backend.Gemm{M: 512, N: 512, K: 512, Alpha: 1, A: backend.At(a, 0), B: backend.At(a, 0), C: backend.At(c, 0), LDA: 512, LDB: 512, LDC: 512},
+		backend.Map{Op: backend.Tanh, N: 512 * 512, Src: backend.At(c, 0), Dst: backend.At(c, 0)},
+	} {
+		f, err := be.Prepare(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fns = append(fns, f)
+	}
+	for range 10 {
+		for _, f := range fns {
+			if err := f(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := be.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kernels, span := be.(backend.Timer).KernelTimes()
+	var busy time.Duration
+	for _, k := range kernels {
+		t.Logf("%s: %d runs, %v", k.Kernel, k.Count, k.Total)
+		if k.Count != 10 || k.Total <= 0 {
+			t.Errorf("%s: %d runs in %v, want 10 runs taking time", k.Kernel, k.Count, k.Total)
+		}
+		busy += k.Total
+	}
+	if len(kernels) != 2 || busy > span+span/100 {
+		t.Errorf("%d kinds of kernel, busy %v in a span of %v", len(kernels), busy, span)
 	}
 }

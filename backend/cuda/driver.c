@@ -143,3 +143,26 @@ const char *on_error_name(int r) {
   if (cuGetErrorName((CUresult)r, &s) != CUDA_SUCCESS || s == NULL) return "unknown CUDA error";
   return s;
 }
+int on_timing_event(CUcontext ctx, CUevent *e) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuEventCreate(e, CU_EVENT_DEFAULT);
+}
+
+int on_record(CUcontext ctx, CUstream stream, CUevent e) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuEventRecord(e, stream);
+}
+
+int on_elapsed(CUcontext ctx, CUevent start, CUevent end, float *ms) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuEventElapsedTime(ms, start, end);
+}
+
+int on_event_destroy(CUcontext ctx, CUevent e) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  return cuEventDestroy(e);
+}

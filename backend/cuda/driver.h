@@ -23,4 +23,8 @@ int on_launch(CUcontext ctx, CUstream stream, CUfunction f, unsigned grid, unsig
 int on_gemm(CUcontext ctx, cublasHandle_t h, int f64, int ta, int tb, int m, int n, int k, double alpha, CUdeviceptr a, int lda, long long sa, CUdeviceptr b, int ldb, long long sb, double beta, CUdeviceptr c, int ldc, long long sc, int batch);
 int on_mem_info(CUcontext ctx, size_t *free, size_t *total);
 const char *on_error_name(int r);
+int on_timing_event(CUcontext ctx, CUevent *e);
+int on_record(CUcontext ctx, CUstream stream, CUevent e);
+int on_elapsed(CUcontext ctx, CUevent start, CUevent end, float *ms);
+int on_event_destroy(CUcontext ctx, CUevent e);
 #endif

@@ -12,6 +12,8 @@ import (
 type Options struct {
 	// Device is the ordinal of the GPU to use.
 	Device int
+	// Profile times every kernel on the device.
+	Profile bool
 }
 
 // ErrNotBuilt reports a binary built without the cuda tag.

@@ -171,7 +171,7 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, grou
 	e := &programEngine{net: net, ev: ev, loss: loss}
 	var err error
 	if c.device == "cuda" {
-		if e.be, err = cudabackend.New(cudabackend.Options{}); err != nil {
+		if e.be, err = cudabackend.New(cudabackend.Options{Profile: c.kernelProfile}); err != nil {
 			return nil, err
 		}
 	} else {
@@ -264,6 +264,26 @@ func (e *programEngine) report(w io.Writer) {
 	prof, runs := e.prog.Profile()
 	if runs == 0 {
 		return
+	}
+	if t, ok := e.be.(backend.Timer); ok {
+		// On a device the host's times below are the cost of enqueueing.
+		kernels, span := t.KernelTimes()
+		var busy time.Duration
+		for _, k := range kernels {
+			busy += k.Total
+		}
+		if span > 0 {
+			fmt.Fprintf(w, "device profile over %d steps: kernels busy %.3f ms a step of the stream's %.3f ms between waits (%.0f%%; the rest is transfers and launch gaps)\n",
+				runs, busy.Seconds()*1e3/float64(runs), span.Seconds()*1e3/float64(runs), 100*busy.Seconds()/span.Seconds())
+		}
+		for i, k := range kernels {
+			if i == 20 {
+				fmt.Fprintf(w, "  ... %d more kinds\n", len(kernels)-i)
+				break
+			}
+			fmt.Fprintf(w, "  %7.3f ms %5.1f%% %5dx %s\n", k.Total.Seconds()*1e3/float64(runs), 100*k.Total.Seconds()/busy.Seconds(), k.Count, k.Kernel)
+		}
+		fmt.Fprintln(w, "host time to enqueue each kind of kernel:")
 	}
 	var total time.Duration
 	for _, k := range prof {
