@@ -7,12 +7,21 @@
 #
 # Run: bash scripts/throughput.sh [ffn|vit|all]   (needs python3-torch for the
 # PyTorch rows; the ViT takes several minutes)
+#      bash scripts/throughput.sh cuda   on a GPU machine, after make cuda: the
+# cuda build's train (the CUDA backend, RSDM-P and RGD, and Gorgonia's CUDA
+# machine) beside scripts/torch_*.py --device cuda, then the device profile of
+# each model (-kernel-profile); PROFILE_OUT=folder keeps the runs' logs there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-go build -tags openblas -o "$out/train" ./cmd/train
+if [[ $what == cuda ]]; then
+	[[ -x build/cuda/bin/train ]] || { echo "throughput: no build/cuda/bin/train: run make cuda first" >&2; exit 1; }
+	cp build/cuda/bin/train "$out/train"
+else
+	go build -tags openblas -o "$out/train" ./cmd/train
+fi
 
 # steady METRICS BATCH: samples/s between the 5th logged training row and the last.
 steady() {
@@ -26,6 +35,9 @@ run_go() { # name engine batch args...
 	"$out/train" -engine "$engine" -batch "$batch" -schedule const -eval-every -1 -limit-test 100 -out "$out/$name" "$@" >"$out/$name.log" 2>&1
 	printf '%-28s %8s samples/s\n' "$name" "$(steady "$(ls "$out/$name"/run-*/metrics.csv)" "$batch")"
 }
+
+# keep NAME: copies a run's log to PROFILE_OUT when it is set.
+keep() { [[ -z ${PROFILE_OUT:-} ]] || { mkdir -p "$PROFILE_OUT" && cp "$out/$1.log" "$PROFILE_OUT/"; }; }
 
 run_torch() { # name script args...
 	local name=$1 script=$2
@@ -51,4 +63,21 @@ if [[ $what == vit || $what == all ]]; then
 	run_go vit-tape tape 32 -model vit -limit-train 640
 	run_torch vit-torch-1-thread scripts/torch_vit.py --threads 1 --steps 12
 	run_torch vit-torch-2-threads scripts/torch_vit.py --threads 2 --steps 12
+fi
+if [[ $what == cuda ]]; then
+	run_go ffn-cuda-rsdm program 16 -device cuda -limit-train 16000
+	run_go ffn-cuda-rgd program 16 -device cuda -optim rgd -limit-train 3200
+	run_go ffn-cuda-tape tape 16 -device cuda -limit-train 4800
+	run_torch ffn-torch-cuda scripts/torch_ffn.py --device cuda --steps 1000
+	run_go vit-cuda-rsdm program 32 -device cuda -model vit -limit-train 3200
+	run_go vit-cuda-rgd program 32 -device cuda -model vit -optim rgd -limit-train 1600
+	run_torch vit-torch-cuda scripts/torch_vit.py --device cuda --steps 100
+	for m in ffn vit; do
+		args=(-device cuda -limit-train 1600)
+		batch=16
+		if [[ $m == vit ]]; then args+=(-model vit); batch=32; fi
+		run_go "$m-cuda-profile" program "$batch" "${args[@]}" -kernel-profile
+		keep "$m-cuda-profile"
+		sed -n '/device profile/,$p' "$out/$m-cuda-profile.log" | head -30
+	done
 fi

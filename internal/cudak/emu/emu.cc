@@ -52,9 +52,10 @@ static void run_block(int threads) {
   emu::fiber = nullptr;
 }
 
-extern "C" int emu_launch(const char *name, int grid, int threads, const void *args) {
+extern "C" int emu_launch(const char *name, int grid, int threads, const void *args, long long words) {
   auto it = emu::registry().find(name);
   if (it == emu::registry().end()) return 1;
+  if ((size_t)words * 8 != it->second.size) return 2; // the planner's words do not fill the struct
   emu::Thunk fn = it->second.fn;
   std::lock_guard<std::mutex> lock(launch_mu);
   emu::block_dim = emu::dim3{(unsigned)threads, 1, 1};

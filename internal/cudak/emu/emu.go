@@ -199,10 +199,13 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 			args := C.malloc(C.size_t(8 * max(len(s.Args), 1)))
 			copy(unsafe.Slice((*uint64)(args), len(s.Args)), s.Args)
 			b.cmem = append(b.cmem, unsafe.Pointer(name), args)
-			grid := s.Grid
+			grid, words := s.Grid, len(s.Args)
 			fns[i] = func() error {
-				if C.emu_launch(name, C.int(grid), cudak.Threads, args) != 0 {
+				switch C.emu_launch(name, C.int(grid), cudak.Threads, args, C.longlong(words)) {
+				case 1:
 					return fmt.Errorf("emu: no kernel %s", C.GoString(name))
+				case 2:
+					return fmt.Errorf("emu: %d argument words do not fill kernel %s's argument struct", words, C.GoString(name))
 				}
 				return nil
 			}

@@ -33,14 +33,15 @@ inline ucontext_t *fiber = nullptr;
 typedef void (*Thunk)(const void *);
 struct Kernel {
   Thunk fn;
-  bool sync; // its threads meet at __syncthreads
+  bool sync;   // its threads meet at __syncthreads
+  size_t size; // of its argument struct
 };
 inline std::map<std::string, Kernel> &registry() {
   static std::map<std::string, Kernel> r;
   return r;
 }
 struct Reg {
-  Reg(const char *name, Thunk f, bool sync) { registry()[name] = Kernel{f, sync}; }
+  Reg(const char *name, Thunk f, bool sync, size_t size) { registry()[name] = Kernel{f, sync, size}; }
 };
 // sync is __syncthreads; a kernel not declared KERNEL_SYNC runs its
 // threads one after another and must not call it.
@@ -65,7 +66,7 @@ inline void sync() {
 
 #define EMU_KERNEL(name, Args, sync)                                                                   \
   extern "C" void name(Args a);                                                                        \
-  static emu::Reg emu_reg_##name(#name, [](const void *p) { name(*static_cast<const Args *>(p)); }, sync); \
+  static emu::Reg emu_reg_##name(#name, [](const void *p) { name(*static_cast<const Args *>(p)); }, sync, sizeof(Args)); \
   extern "C" void name(Args a)
 #define KERNEL(name, Args) EMU_KERNEL(name, Args, false)
 #define KERNEL_SYNC(name, Args) EMU_KERNEL(name, Args, true)
