@@ -164,9 +164,9 @@ run_tests() {
   # One process per run: a CUDA tape machine closed in a process leaves the next one's cuBLAS calls
   # failing with NotInitialized (Gorgonia 0.9.18), and each training run closes its machines.
   local t
-  for t in TestGPUMemoryFlat TestTrainLearns TestViTLearns; do
+  for t in TestGPUMemoryFlat TestTrainLearns TestViTLearns TestKillResumeGPU TestGPUCheckpointInPython; do
     say "cmd/train $t on the GPU"
-    (cd "$B/src/cmd/train" && "$B/bin/train.test" -test.run "^$t\$" -test.v -test.timeout 300s)
+    (cd "$B/src/cmd/train" && ORTHONET_REQUIRE_GPU=1 "$B/bin/train.test" -test.run "^$t\$" -test.v -test.timeout 300s)
   done
 }
 

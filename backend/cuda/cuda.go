@@ -7,9 +7,13 @@ package cuda
 import "C"
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -86,7 +90,7 @@ func New(o Options) (backend.Backend, error) {
 		return nil, err
 	}
 	b.name = fmt.Sprintf("cuda (device %d: %s, compute capability %d.%d)", o.Device, C.GoString(&name[0]), major, minor)
-	ptx, err := CompilePTX(int(major), int(minor))
+	ptx, err := cachedPTX(int(major), int(minor))
 	if err == nil {
 		err = b.load(ptx)
 	}
@@ -118,6 +122,38 @@ func CompilePTX(major, minor int) (string, error) {
 		return "", fmt.Errorf("cuda: NVRTC: %w", err)
 	}
 	return strings.TrimRight(ptx, "\x00"), nil
+}
+
+// cachedPTX returns the kernels' PTX for compute capability major.minor
+// from the user's cache folder (orthonet/ptx), compiling and caching it
+// when it is not there: the file's name is the SHA-256 of the source, the
+// options, the architecture and NVRTC's version, so that a change of any
+// compiles afresh. A cache that cannot be read or written is skipped.
+func cachedPTX(major, minor int) (string, error) {
+	vmaj, vmin, _ := nvrtc.Version()
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%q\x00%d.%d\x00%d.%d", cudak.Source, cudak.CompileOptions, major, minor, vmaj, vmin)
+	var path string
+	if dir, err := os.UserCacheDir(); err == nil {
+		path = filepath.Join(dir, "orthonet", "ptx", hex.EncodeToString(h.Sum(nil))+".ptx")
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return string(b), nil
+		}
+	}
+	ptx, err := CompilePTX(major, minor)
+	if err != nil || path == "" {
+		return ptx, err
+	}
+	if os.MkdirAll(filepath.Dir(path), 0o755) == nil {
+		if f, err := os.CreateTemp(filepath.Dir(path), ".ptx-*"); err == nil {
+			_, werr := f.WriteString(ptx)
+			if cerr := f.Close(); werr == nil && cerr == nil {
+				_ = os.Rename(f.Name(), path)
+			}
+			_ = os.Remove(f.Name()) // gone already after a rename
+		}
+	}
+	return ptx, nil
 }
 
 func (b *Backend) load(ptx string) error {

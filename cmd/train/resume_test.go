@@ -279,6 +279,13 @@ func TestKillResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 50 processes")
 	}
+	killResume(t, 50, 30*time.Millisecond, 280*time.Millisecond, 100)
+}
+
+// killResume is TestKillResume with kills processes, each killed between
+// lo and hi after its start; the last must have resumed from step minStep
+// or later.
+func killResume(t *testing.T, kills int, lo, hi time.Duration, minStep int) {
 	dir := t.TempDir()
 	fixture(t, 200, "train", dir, 1)
 	fixture(t, 50, "t10k", dir, 2)
@@ -286,8 +293,8 @@ func TestKillResume(t *testing.T) {
 	args := []string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8",
 		"-lr-other", "0.05", "-batch", "10", "-epochs", "150", "-save-every", "1", "-keep", "2", "-eval-every", "-1"}
 	rng := rand.New(rand.NewPCG(5, 5))
-	kills, lastStep := 0, -1
-	for i := 0; i < 50; i++ {
+	killed, lastStep := 0, -1
+	for i := 0; i < kills; i++ {
 		a := args
 		if _, err := resolveResume("latest", out); err == nil {
 			a = append(a[:len(a):len(a)], "-resume", "latest")
@@ -299,11 +306,11 @@ func TestKillResume(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(30+rng.IntN(250)) * time.Millisecond)
+		time.Sleep(lo + time.Duration(rng.Int64N(int64(hi-lo))))
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		err := cmd.Wait()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			kills++
+			killed++
 		} else if err != nil {
 			t.Fatalf("process %d failed on its own: %v\n%s", i, err, stderr.String())
 		} else {
@@ -327,9 +334,9 @@ func TestKillResume(t *testing.T) {
 		}
 		lastStep = tr.st.Step
 	}
-	t.Logf("%d kills; the last resumed from step %d", kills, lastStep)
-	if lastStep < 100 {
-		t.Errorf("50 processes reached only step %d", lastStep)
+	t.Logf("%d kills; the last resumed from step %d", killed, lastStep)
+	if lastStep < minStep {
+		t.Errorf("%d processes reached only step %d", kills, lastStep)
 	}
 	// Finish the killed run, then the same run without kills.
 	c, err := parseFlags(append(args, "-resume", "latest", "-save-every", "0"), io.Discard)
@@ -346,5 +353,5 @@ func TestKillResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, wantProgress := finalState(t, straightOut)
-	sameTraining(t, "killed 50 times", want, got, wantProgress, gotProgress)
+	sameTraining(t, fmt.Sprintf("killed %d times", kills), want, got, wantProgress, gotProgress)
 }
