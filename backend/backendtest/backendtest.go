@@ -347,7 +347,7 @@ func Cases(dt backend.DType) []Case {
 	}
 
 	// Reductions, softmax and its gradient.
-	for _, s := range [][3]int{{1, 1, 1}, {3, 1000, 1}, {2, 5, 7}, {1, 300, 33}, {4, 1, 9}} {
+	for _, s := range [][3]int{{1, 1, 1}, {3, 1000, 1}, {2, 5, 7}, {1, 300, 33}, {4, 1, 9}, {2, 700, 37}, {1, 129, 300}} {
 		for _, op := range []backend.ReduceOp{backend.Sum, backend.Max} {
 			add(fmt.Sprintf("reduce/%d/%v", op, s), func(b []backend.Buffer) backend.Kernel {
 				return backend.Reduce{Op: op, Outer: s[0], Mid: s[1], Inner: s[2], Src: at(b[0]), Dst: at(b[1])}
@@ -509,7 +509,7 @@ func Cases(dt backend.DType) []Case {
 			return backend.SoftmaxCrossEntropyGrad{Rows: 5, Classes: 10, Z: at(b[0]), T: at(b[1]), G: at(b[2]), DZ: at(b[3])}
 		}, []int{3}, z, tg, []float64{0.7}, g.normal(50, 1))
 	}
-	for _, s := range [][2]int{{6, 300}, {3, 7}} {
+	for _, s := range [][2]int{{6, 300}, {3, 7}, {300, 37}} {
 		rows, d := s[0], s[1]
 		n := rows * d
 		x := g.normal(n, 2)

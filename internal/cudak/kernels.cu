@@ -42,17 +42,40 @@ enum { ADD = 1, SUB, MUL, DIV, POW, LT, GT, LE, GE, EQ, NE, MAX2, MIN2, GELUGRAD
 
 enum { ACT_IDENTITY = 0, ACT_RELU, ACT_GELU };
 
+// The math functions in the element type: float arithmetic for float32 data
+// (within 2 ulp of the CPU backend's correctly rounded results, and many
+// times faster on a GPU than double), double for float64.
+#define MATH1(name, f, d) \
+  __device__ __forceinline__ float name(float x) { return f(x); } \
+  __device__ __forceinline__ double name(double x) { return d(x); }
+MATH1(m_abs, fabsf, fabs)
+MATH1(m_exp, expf, exp)
+MATH1(m_log, logf, log)
+MATH1(m_log1p, log1pf, log1p)
+MATH1(m_expm1, expm1f, expm1)
+MATH1(m_sqrt, sqrtf, sqrt)
+MATH1(m_tanh, tanhf, tanh)
+MATH1(m_ceil, ceilf, ceil)
+MATH1(m_floor, floorf, floor)
+MATH1(m_sin, sinf, sin)
+MATH1(m_cos, cosf, cos)
+MATH1(m_log2, log2f, log2)
+__device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
+
 #define GELU_C 0.7978845608028654 // sqrt(2/pi)
 
-__device__ __forceinline__ double gelu(double x) { return 0.5 * x * (1 + tanh(GELU_C * (x + 0.044715 * x * x * x))); }
+template <typename T> __device__ __forceinline__ T gelu(T x) {
+  return (T)0.5 * x * ((T)1 + m_tanh((T)GELU_C * (x + (T)0.044715 * x * x * x)));
+}
 
-__device__ __forceinline__ double gelu_deriv(double x) {
-  double t = tanh(GELU_C * (x + 0.044715 * x * x * x));
-  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * x * x);
+template <typename T> __device__ __forceinline__ T gelu_deriv(T x) {
+  T t = m_tanh((T)GELU_C * (x + (T)0.044715 * x * x * x));
+  return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * (T)GELU_C * ((T)1 + (T)3 * (T)0.044715 * x * x);
 }
 
 template <typename T> __device__ __forceinline__ T unary(int op, T x) {
-  switch (op) {  // the functions the CPU computes in T
+  switch (op) {
   case NEG: return -x;
   case SQUARE: return x * x;
   case CUBE: return x * x * x;
@@ -60,27 +83,24 @@ template <typename T> __device__ __forceinline__ T unary(int op, T x) {
   case RELU: return x < 0 ? (T)0 : x;
   case IDENTITY: return x;
   case SIGN: return x > 0 ? (T)1 : (x < 0 ? (T)-1 : x);
+  case ABS: return m_abs(x);
+  case EXP: return m_exp(x);
+  case LOG: return m_log(x);
+  case LOG1P: return m_log1p(x);
+  case EXPM1: return m_expm1(x);
+  case SQRT: return m_sqrt(x);
+  case TANH: return m_tanh(x);
+  case SIGMOID: return (T)1 / ((T)1 + m_exp(-x));
+  case INVERSESQRT: return (T)1 / m_sqrt(x);
+  case CEIL: return m_ceil(x);
+  case FLOOR: return m_floor(x);
+  case SOFTPLUS: return x > (T)36 ? x : m_log1p(m_exp(x));
+  case SIN: return m_sin(x);
+  case COS: return m_cos(x);
+  case LOG2: return m_log2(x);
+  case GELU: return gelu(x);
   }
-  double v = (double)x, r = v;  // the rest in double, rounded once
-  switch (op) {
-  case ABS: r = fabs(v); break;
-  case EXP: r = exp(v); break;
-  case LOG: r = log(v); break;
-  case LOG1P: r = log1p(v); break;
-  case EXPM1: r = expm1(v); break;
-  case SQRT: r = sqrt(v); break;
-  case TANH: r = tanh(v); break;
-  case SIGMOID: r = 1 / (1 + exp(-v)); break;
-  case INVERSESQRT: r = 1 / sqrt(v); break;
-  case CEIL: r = ceil(v); break;
-  case FLOOR: r = floor(v); break;
-  case SOFTPLUS: r = v > 36 ? v : log1p(exp(v)); break;
-  case SIN: r = sin(v); break;
-  case COS: r = cos(v); break;
-  case LOG2: r = log2(v); break;
-  case GELU: r = gelu(v); break;
-  }
-  return (T)r;
+  return x;
 }
 
 template <typename T> __device__ __forceinline__ T binary(int op, T x, T y) {
@@ -89,7 +109,7 @@ template <typename T> __device__ __forceinline__ T binary(int op, T x, T y) {
   case SUB: return x - y;
   case MUL: return x * y;
   case DIV: return x / y;
-  case POW: return (T)pow((double)x, (double)y);
+  case POW: return m_pow(x, y);
   case LT: return x < y ? (T)1 : (T)0;
   case GT: return x > y ? (T)1 : (T)0;
   case LE: return x <= y ? (T)1 : (T)0;
@@ -98,7 +118,7 @@ template <typename T> __device__ __forceinline__ T binary(int op, T x, T y) {
   case NE: return x != y ? (T)1 : (T)0;
   case MAX2: return (x > y || x != x) ? x : y;
   case MIN2: return (x < y || x != x) ? x : y;
-  case GELUGRAD: return (T)((double)y * gelu_deriv((double)x));
+  case GELUGRAD: return y * gelu_deriv(x);
   }
   return x;
 }
@@ -234,12 +254,12 @@ template <typename T> __device__ void softmax_k(const SoftmaxArgs<T> &a) {
       if (v > m) m = v;
     }
     double z = 0;
-    for (i64 j = 0; j < a.axis; j++) z += exp((double)(a.src[base + j * a.inner] - m));
+    for (i64 j = 0; j < a.axis; j++) z += (double)m_exp(a.src[base + j * a.inner] - m);
     if (a.log) {
       double lz = log(z);
       for (i64 j = 0; j < a.axis; j++) a.dst[base + j * a.inner] = (T)((double)(a.src[base + j * a.inner] - m) - lz);
     } else {
-      for (i64 j = 0; j < a.axis; j++) a.dst[base + j * a.inner] = (T)(exp((double)(a.src[base + j * a.inner] - m)) / z);
+      for (i64 j = 0; j < a.axis; j++) a.dst[base + j * a.inner] = (T)((double)m_exp(a.src[base + j * a.inner] - m) / z);
     }
   }
 }
@@ -258,7 +278,7 @@ template <typename T> __device__ void softmax_grad_k(const SoftmaxGradArgs<T> &a
     }
     for (i64 j = 0; j < a.axis; j++) {
       i64 i = base + j * a.inner;
-      if (a.log) a.dx[i] = (T)((double)a.dy[i] - exp((double)a.y[i]) * dot);
+      if (a.log) a.dx[i] = (T)((double)a.dy[i] - (double)m_exp(a.y[i]) * dot);
       else a.dx[i] = (T)((double)a.y[i] * ((double)a.dy[i] - dot));
     }
   }
@@ -466,11 +486,11 @@ template <typename T> __device__ void bias_act_k(const BiasActArgs<T> &a) {
     T v = a.x[i] + a.bias[i % a.n];
     if (!a.grad) {
       if (a.act == ACT_RELU) a.out[i] = v < 0 ? (T)0 : v;
-      else if (a.act == ACT_GELU) a.out[i] = (T)gelu((double)v);
+      else if (a.act == ACT_GELU) a.out[i] = gelu(v);
       else a.out[i] = v;
     } else {
       if (a.act == ACT_RELU) a.out[i] = v > 0 ? a.dy[i] : (T)0;
-      else if (a.act == ACT_GELU) a.out[i] = (T)((double)a.dy[i] * gelu_deriv((double)v));
+      else if (a.act == ACT_GELU) a.out[i] = a.dy[i] * gelu_deriv(v);
       else a.out[i] = a.dy[i];
     }
   }
@@ -643,3 +663,60 @@ template <typename T> __device__ void mask_k(const MaskArgs<T> &a) {
 }
 KERNEL(on_dropout_mask_f32, MaskArgs<float>) { mask_k(a); }
 KERNEL(on_dropout_mask_f64, MaskArgs<double>) { mask_k(a); }
+
+// ---- two-stage column sums (many rows, few columns) --------------------------------------
+
+// Reduce (sum) with Inner > 1 over a long middle axis, first stage: block
+// (c, b) sums rows [c*mid/chunks, (c+1)*mid/chunks) of columns b*NT.. into
+// part[c][o*inner + in], in double.
+template <typename T> struct PartialArgs { i64 outer, mid, inner, chunks; const T *src; double *part; };
+template <typename T> __device__ void sum_partial_k(const PartialArgs<T> &a) {
+  i64 cols = a.outer * a.inner, colBlocks = (cols + NT - 1) / NT;
+  for (i64 blk = blockIdx.x; blk < colBlocks * a.chunks; blk += gridDim.x) {
+    i64 c = blk / colBlocks, col = (blk % colBlocks) * NT + threadIdx.x;
+    if (col >= cols) continue;
+    i64 o = col / a.inner, in = col % a.inner;
+    i64 lo = c * a.mid / a.chunks, hi = (c + 1) * a.mid / a.chunks;
+    const T *p = a.src + o * a.mid * a.inner + in;
+    double s = 0;
+    for (i64 m = lo; m < hi; m++) s += (double)p[m * a.inner];
+    a.part[c * cols + col] = s;
+  }
+}
+KERNEL(on_sum_partial_f32, PartialArgs<float>) { sum_partial_k(a); }
+KERNEL(on_sum_partial_f64, PartialArgs<double>) { sum_partial_k(a); }
+
+// Second stage: dst[col] = the chunks' partial sums, in order.
+template <typename T> struct PartsArgs { i64 cols, chunks; const double *part; T *dst; };
+template <typename T> __device__ void sum_parts_k(const PartsArgs<T> &a) {
+  GRID_LOOP(col, a.cols) {
+    double s = 0;
+    for (i64 c = 0; c < a.chunks; c++) s += a.part[c * a.cols + col];
+    a.dst[col] = (T)s;
+  }
+}
+KERNEL(on_sum_parts_f32, PartsArgs<float>) { sum_parts_k(a); }
+KERNEL(on_sum_parts_f64, PartsArgs<double>) { sum_parts_k(a); }
+
+// LayerNormParamGrad over many rows, first stage: block (c, b) sums, for
+// columns b*NT.. and rows of chunk c, dy * xhat and dy into part[c][j] and
+// part[c][d + j].
+template <typename T> struct LNPartArgs { i64 rows, d, chunks; const T *x; const T *dy; const double *stats; double *part; };
+template <typename T> __device__ void ln_param_partial_k(const LNPartArgs<T> &a) {
+  i64 colBlocks = (a.d + NT - 1) / NT;
+  for (i64 blk = blockIdx.x; blk < colBlocks * a.chunks; blk += gridDim.x) {
+    i64 c = blk / colBlocks, j = (blk % colBlocks) * NT + threadIdx.x;
+    if (j >= a.d) continue;
+    i64 lo = c * a.rows / a.chunks, hi = (c + 1) * a.rows / a.chunks;
+    double dg = 0, db = 0;
+    for (i64 r = lo; r < hi; r++) {
+      double g = (double)a.dy[r * a.d + j];
+      dg += g * ((double)a.x[r * a.d + j] - a.stats[2 * r]) * a.stats[2 * r + 1];
+      db += g;
+    }
+    a.part[c * 2 * a.d + j] = dg;
+    a.part[c * 2 * a.d + a.d + j] = db;
+  }
+}
+KERNEL(on_layer_norm_param_partial_f32, LNPartArgs<float>) { ln_param_partial_k(a); }
+KERNEL(on_layer_norm_param_partial_f64, LNPartArgs<double>) { ln_param_partial_k(a); }

@@ -316,8 +316,28 @@ func (p *planner) reduce(k backend.Reduce) {
 		p.launch("on_reduce_rows", rowGrid(k.Outer), op, k.Outer, k.Mid, k.Inner, k.Src, k.Dst)
 		return
 	}
+	if k.Op == backend.Sum && k.Outer*k.Inner < splitCols && k.Mid >= 2*splitRows {
+		// Few sums over many rows: each is split into chunks of rows, summed
+		// by blocks of their own, then the chunks' sums added in order.
+		cols, chunks := k.Outer*k.Inner, chunksOf(k.Mid)
+		part := p.scratch(backend.Float64, chunks*cols)
+		p.launch("on_sum_partial", min(chunks*((cols+Threads-1)/Threads), maxGrid), k.Outer, k.Mid, k.Inner, chunks, k.Src, part)
+		p.elementwise("on_sum_parts", cols, cols, chunks, part, k.Dst)
+		return
+	}
 	p.elementwise("on_reduce_mid", k.Outer*k.Inner, op, k.Outer, k.Mid, k.Inner, k.Src, k.Dst)
 }
+
+// A sum down a middle axis is split into chunks of at least splitRows rows
+// when there are fewer than splitCols sums: a thread per sum would then
+// leave most of a GPU idle.
+const (
+	splitCols = 1 << 15
+	splitRows = 64
+)
+
+// chunksOf returns how many chunks the rows of a split sum go into.
+func chunksOf(rows int) int { return max(1, min(rows/splitRows, 128)) }
 
 func (p *planner) copy(k backend.Copy) {
 	shape, ss, ds := k.Simplified()
@@ -366,7 +386,14 @@ func (p *planner) rows(n, width int, rows, src, dst backend.Operand, gather bool
 func (p *planner) layerNormParamGrad(k backend.LayerNormParamGrad) {
 	stats := p.scratch(backend.Float64, 2*k.Rows)
 	p.launch("on_layer_norm_stats", rowGrid(k.Rows), k.Rows, k.D, k.Eps, k.X, stats)
-	p.elementwise("on_layer_norm_param", k.D, k.Rows, k.D, k.X, k.DY, stats, k.DParams)
+	if k.D >= splitCols || k.Rows < 2*splitRows {
+		p.elementwise("on_layer_norm_param", k.D, k.Rows, k.D, k.X, k.DY, stats, k.DParams)
+		return
+	}
+	chunks := chunksOf(k.Rows)
+	part := p.scratch(backend.Float64, chunks*2*k.D)
+	p.launch("on_layer_norm_param_partial", min(chunks*((k.D+Threads-1)/Threads), maxGrid), k.Rows, k.D, chunks, k.X, k.DY, stats, part)
+	p.elementwise("on_sum_parts", 2*k.D, 2*k.D, chunks, part, k.DParams)
 }
 
 // qf plans the Q factor by Cholesky QR, twice (the second pass restores

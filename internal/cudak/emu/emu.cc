@@ -1,3 +1,4 @@
+#undef _FORTIFY_SOURCE // longjmp between the fibers' stacks
 // The emulator's launcher and its stand-in for cuBLAS's strided batched GEMM.
 #include "emu.h"
 
@@ -11,42 +12,59 @@ static std::mutex launch_mu; // kernels' __shared__ statics allow one launch at 
 
 // The fibers of a KERNEL_SYNC block, reused across launches.
 static const size_t stack_bytes = 64 << 10;
-static std::vector<ucontext_t> fibers;
+static std::vector<ucontext_t> starts;
+struct Resume {
+  jmp_buf at;
+};
+static std::vector<Resume> resumes;
 static std::vector<std::vector<char>> stacks;
-static std::vector<char> finished;
+static std::vector<char> started, finished;
 static emu::Thunk fiber_fn;
 static const void *fiber_args;
 
+// fiber_main runs a thread of the block, then returns to the scheduler by
+// the jump a yield takes: it never returns from its own frame.
 static void fiber_main(int t) {
   fiber_fn(fiber_args);
   finished[t] = 1;
-} // returns to the scheduler (uc_link)
+  _longjmp(emu::scheduler, 1);
+}
 
 // run_block runs the threads of one block as fibers, each until it yields
 // at __syncthreads or ends, round after round until all have ended.
 static void run_block(int threads) {
-  if ((int)fibers.size() < threads) {
-    fibers.resize(threads);
+  if ((int)starts.size() < threads) {
+    starts.resize(threads);
+    resumes.resize(threads);
     stacks.resize(threads);
+    started.resize(threads);
     finished.resize(threads);
   }
   for (int t = 0; t < threads; t++) {
     stacks[t].resize(stack_bytes);
-    getcontext(&fibers[t]);
-    fibers[t].uc_stack.ss_sp = stacks[t].data();
-    fibers[t].uc_stack.ss_size = stack_bytes;
-    fibers[t].uc_link = &emu::scheduler;
-    makecontext(&fibers[t], (void (*)())fiber_main, 1, t);
-    finished[t] = 0;
+    getcontext(&starts[t]);
+    starts[t].uc_stack.ss_sp = stacks[t].data();
+    starts[t].uc_stack.ss_size = stack_bytes;
+    starts[t].uc_link = nullptr;
+    makecontext(&starts[t], (void (*)())fiber_main, 1, t);
+    started[t] = finished[t] = 0;
   }
+  ucontext_t here;
   for (bool running = true; running;) {
     running = false;
     for (int t = 0; t < threads; t++) {
       if (finished[t]) continue;
       running = true;
       emu::thread_idx = emu::dim3{(unsigned)t, 0, 0};
-      emu::fiber = &fibers[t];
-      swapcontext(&emu::scheduler, &fibers[t]);
+      emu::fiber = &resumes[t].at;
+      if (!_setjmp(emu::scheduler)) {
+        if (!started[t]) {
+          started[t] = 1;
+          swapcontext(&here, &starts[t]);
+        } else {
+          _longjmp(resumes[t].at, 1);
+        }
+      }
     }
   }
   emu::fiber = nullptr;

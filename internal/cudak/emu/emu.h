@@ -8,8 +8,10 @@
 #define ORTHONET_EMU_H
 #define ORTHONET_EMU 1
 
+#include <setjmp.h>
 #include <ucontext.h>
 #include <cmath>
+#include <math.h> // the float functions (expf, ...) in the global namespace
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,10 +27,12 @@ struct dim3 {
 };
 inline dim3 thread_idx{0, 0, 0}, block_idx{0, 0, 0};
 inline dim3 block_dim{1, 1, 1}, grid_dim{1, 1, 1};
-// The fibers of a KERNEL_SYNC block: the scheduler's context and the
-// running thread's (nullptr outside such a kernel).
-inline ucontext_t scheduler;
-inline ucontext_t *fiber = nullptr;
+// The fibers of a KERNEL_SYNC block: where a yield returns to (the
+// scheduler), and where the running thread resumes (nullptr outside such a
+// kernel). Fibers start once through makecontext/swapcontext and switch
+// after that by _setjmp/_longjmp, which save no signal mask (no system call).
+inline jmp_buf scheduler;
+inline jmp_buf *fiber = nullptr;
 
 typedef void (*Thunk)(const void *);
 struct Kernel {
@@ -50,7 +54,7 @@ inline void sync() {
     std::fprintf(stderr, "emu: __syncthreads in a kernel not defined with KERNEL_SYNC\n");
     std::abort();
   }
-  swapcontext(fiber, &scheduler);
+  if (!_setjmp(*fiber)) _longjmp(scheduler, 1);
 }
 } // namespace emu
 
