@@ -80,10 +80,11 @@ find_cuda() {
   CUDNN_LIB=$(linkdir cudnn "${cudnn_lib_dirs[@]}") || die "no libcudnn.so next to $CUDNN_INC"
   CUBLAS_LIB=$(linkdir cublas "${cublas_lib_dirs[@]}") || die "no libcublas.so in $CUDA_HOME/lib64"
   NVRTC_LIB=$(linkdir nvrtc "${cublas_lib_dirs[@]}") || die "no libnvrtc.so (NVRTC, which compiles orthonet's kernels) in $CUDA_HOME/lib64"
+  CUSOLVER_LIB=$(linkdir cusolver "${cublas_lib_dirs[@]}") || die "no libcusolver.so (cuSOLVER, for the Cholesky of large Q factors) in $CUDA_HOME/lib64"
   # libcuda comes with the driver; the toolkit's stub is enough to link without one.
   CUDA_LIB=$(linkdir cuda /usr/lib/x86_64-linux-gnu /usr/local/nvidia/lib64 /usr/lib64 "$CUDA_HOME/lib64/stubs" "$CUDA_HOME"/targets/*/lib/stubs) || die "no libcuda.so (driver) or its stub under $CUDA_HOME"
   export CGO_CFLAGS="-I$CUDA_INC -I$CUBLAS_INC -I$CUDNN_INC"
-  export CGO_LDFLAGS="-L$B/lib -Wl,-rpath,$CUDNN_LIB -Wl,-rpath,$CUBLAS_LIB -Wl,-rpath,$NVRTC_LIB"
+  export CGO_LDFLAGS="-L$B/lib -Wl,-rpath,$CUDNN_LIB -Wl,-rpath,$CUBLAS_LIB -Wl,-rpath,$NVRTC_LIB -Wl,-rpath,$CUSOLVER_LIB"
   say "CUDA $CUDA_HOME ($("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')), cuDNN headers $CUDNN_INC, libs $CUDNN_LIB, $CUBLAS_LIB, libcuda from $CUDA_LIB"
 }
 

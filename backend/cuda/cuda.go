@@ -41,6 +41,7 @@ type Backend struct {
 	ctx    C.CUcontext
 	stream C.CUstream
 	blas   C.cublasHandle_t
+	solver unsafe.Pointer // cuSOLVER's dense handle, made at the first Q factor
 	name   string
 	mod    C.CUmodule
 	funcs  map[string]C.CUfunction
@@ -194,6 +195,14 @@ func (b *Backend) hostFree(m *hostMem) error {
 	err := result("freeing pinned host memory", C.on_host_free(b.ctx, m.p))
 	*m = hostMem{}
 	return err
+}
+
+// startSolver makes the cuSOLVER handle, once.
+func (b *Backend) startSolver() error {
+	if b.solver != nil {
+		return nil
+	}
+	return result("starting cuSOLVER", C.on_solver(b.ctx, b.stream, &b.solver))
 }
 
 // Name says which device this is.
@@ -492,6 +501,9 @@ func (b *Backend) Close() error {
 	if b.mod != nil {
 		errs = append(errs, result("unloading the kernels", C.on_unload(b.ctx, b.mod)))
 	}
+	if b.solver != nil {
+		errs = append(errs, result("closing cuSOLVER", C.on_solver_close(b.ctx, b.solver)))
+	}
 	errs = append(errs, result("releasing the context", C.on_close(b.dev, b.ctx, b.stream, b.blas)))
 	return errors.Join(errs...)
 }
@@ -560,6 +572,32 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 			grid, what := C.uint(s.Grid), "launching "+s.Kernel
 			fns[i] = func() error {
 				return result(what, C.on_launch(b.ctx, b.stream, f, grid, cudak.Threads, args))
+			}
+		case cudak.Potrf:
+			if err := b.startSolver(); err != nil {
+				return nil, err
+			}
+			f64, n := cbool(s.F64), C.int(s.N)
+			var lwork C.int
+			if err := result("sizing cuSOLVER's workspace", C.on_potrf_size(b.ctx, b.solver, f64, n, C.CUdeviceptr(s.A), &lwork)); err != nil {
+				return nil, err
+			}
+			dt := backend.Float32
+			if s.F64 {
+				dt = backend.Float64
+			}
+			work, err := b.Scratch(dt, int(lwork))
+			if err != nil {
+				return nil, err
+			}
+			fns[i] = func() error {
+				return result("cuSOLVER potrf", C.on_potrf(b.ctx, b.solver, f64, n, C.CUdeviceptr(s.A), C.CUdeviceptr(work), lwork, C.CUdeviceptr(s.Info)))
+			}
+		case cudak.Trsm:
+			// B R^-1 in row-major terms is, column-major, (R^T)^-1 B^T: a
+			// left solve with the lower R^T that R's buffer holds.
+			fns[i] = func() error {
+				return result("cuBLAS trsm", C.on_trsm(b.ctx, b.blas, cbool(s.F64), C.int(s.N), C.int(s.M), C.CUdeviceptr(s.A), C.CUdeviceptr(s.B)))
 			}
 		case cudak.Gemm:
 			for _, v := range []int{s.M, s.N, s.K, s.LDA, s.LDB, s.LDC, s.Batch} {

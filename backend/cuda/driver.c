@@ -3,6 +3,8 @@
 // The driver and cuBLAS calls of the CUDA backend (see driver.go).
 #include "driver.h"
 
+#include <cusolverDn.h>
+
 int on_init(int ordinal, CUdevice *dev, CUcontext *ctx, CUstream *stream, cublasHandle_t *blas, int *major, int *minor, char *name, int namelen) {
   CUresult r;
   if ((r = cuInit(0))) return r;
@@ -165,4 +167,64 @@ int on_event_destroy(CUcontext ctx, CUevent e) {
   CUresult r;
   if ((r = cuCtxSetCurrent(ctx))) return r;
   return cuEventDestroy(e);
+}
+
+int on_solver(CUcontext ctx, CUstream stream, void **handle) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  cusolverDnHandle_t h;
+  cusolverStatus_t s = cusolverDnCreate(&h);
+  if (s == CUSOLVER_STATUS_SUCCESS) s = cusolverDnSetStream(h, (cudaStream_t)stream);
+  if (s != CUSOLVER_STATUS_SUCCESS) return 200000 + (int)s;
+  *handle = h;
+  return 0;
+}
+
+int on_solver_close(CUcontext ctx, void *handle) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  cusolverStatus_t s = cusolverDnDestroy((cusolverDnHandle_t)handle);
+  return s == CUSOLVER_STATUS_SUCCESS ? 0 : 200000 + (int)s;
+}
+
+// on_potrf_size returns in *lwork the elements of workspace ?potrf needs
+// for an n x n matrix (lower triangle) at a.
+int on_potrf_size(CUcontext ctx, void *handle, int f64, int n, CUdeviceptr a, int *lwork) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  cusolverStatus_t s;
+  if (f64)
+    s = cusolverDnDpotrf_bufferSize((cusolverDnHandle_t)handle, CUBLAS_FILL_MODE_LOWER, n, (double *)a, n, lwork);
+  else
+    s = cusolverDnSpotrf_bufferSize((cusolverDnHandle_t)handle, CUBLAS_FILL_MODE_LOWER, n, (float *)a, n, lwork);
+  return s == CUSOLVER_STATUS_SUCCESS ? 0 : 200000 + (int)s;
+}
+
+int on_potrf(CUcontext ctx, void *handle, int f64, int n, CUdeviceptr a, CUdeviceptr work, int lwork, CUdeviceptr info) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  cusolverStatus_t s;
+  if (f64)
+    s = cusolverDnDpotrf((cusolverDnHandle_t)handle, CUBLAS_FILL_MODE_LOWER, n, (double *)a, n, (double *)work, lwork, (int *)info);
+  else
+    s = cusolverDnSpotrf((cusolverDnHandle_t)handle, CUBLAS_FILL_MODE_LOWER, n, (float *)a, n, (float *)work, lwork, (int *)info);
+  return s == CUSOLVER_STATUS_SUCCESS ? 0 : 200000 + (int)s;
+}
+
+// on_trsm solves, column-major, L X = B in place for the lower m x m L at a
+// and the m x n B at b.
+int on_trsm(CUcontext ctx, cublasHandle_t h, int f64, int m, int n, CUdeviceptr a, CUdeviceptr b) {
+  CUresult r;
+  if ((r = cuCtxSetCurrent(ctx))) return r;
+  cublasStatus_t s;
+  if (f64) {
+    double one = 1;
+    s = cublasDtrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, m, n, &one,
+                    (const double *)a, m, (double *)b, m);
+  } else {
+    float one = 1;
+    s = cublasStrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, m, n, &one,
+                    (const float *)a, m, (float *)b, m);
+  }
+  return s == CUBLAS_STATUS_SUCCESS ? 0 : 100000 + (int)s;
 }

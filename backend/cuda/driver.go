@@ -10,7 +10,7 @@ package cuda
 // (the old cuda build patches that out); its nvrtc package compiles the
 // kernels.
 
-// #cgo LDFLAGS: -lcuda -lcublas
+// #cgo LDFLAGS: -lcuda -lcublas -lcusolver
 // #include "driver.h"
 import "C"
 
@@ -23,6 +23,9 @@ import (
 func result(what string, r C.int) error {
 	if r == 0 {
 		return nil
+	}
+	if r >= 200000 {
+		return fmt.Errorf("cuda: %s: cuSOLVER status %d", what, int(r)-200000)
 	}
 	if r >= 100000 {
 		return fmt.Errorf("cuda: %s: cuBLAS status %d", what, int(r)-100000)

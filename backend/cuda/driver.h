@@ -27,4 +27,9 @@ int on_timing_event(CUcontext ctx, CUevent *e);
 int on_record(CUcontext ctx, CUstream stream, CUevent e);
 int on_elapsed(CUcontext ctx, CUevent start, CUevent end, float *ms);
 int on_event_destroy(CUcontext ctx, CUevent e);
+int on_solver(CUcontext ctx, CUstream stream, void **handle);
+int on_solver_close(CUcontext ctx, void *handle);
+int on_potrf_size(CUcontext ctx, void *handle, int f64, int n, CUdeviceptr a, int *lwork);
+int on_potrf(CUcontext ctx, void *handle, int f64, int n, CUdeviceptr a, CUdeviceptr work, int lwork, CUdeviceptr info);
+int on_trsm(CUcontext ctx, cublasHandle_t h, int f64, int m, int n, CUdeviceptr a, CUdeviceptr b);
 #endif

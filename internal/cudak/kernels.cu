@@ -588,9 +588,10 @@ KERNEL(on_symmetrize_f64, SymArgs<double>) { sym_k(a); }
 // ---- the Q factor, by Cholesky QR twice ----------------------------------------------------
 
 // Cholesky: the upper factor R (in double, n x n) of the Gram matrix G (T,
-// n x n) = R^T R, by one block; a pivot that is not positive records fault
-// 2 with its index and stops.
-template <typename T> struct CholArgs { i64 n; const T *g; double *r; u64 *fault; };
+// n x n) = R^T R, by one block; a pivot that is not above tol times its
+// diagonal entry of G (a column all but in the span of those before it)
+// records fault 2 with its index and stops.
+template <typename T> struct CholArgs { i64 n; double tol; const T *g; double *r; u64 *fault; };
 template <typename T> __device__ void chol_k(const CholArgs<T> &a) {
   __shared__ int bad;
   __shared__ double d;
@@ -601,7 +602,7 @@ template <typename T> __device__ void chol_k(const CholArgs<T> &a) {
   for (i64 k = 0; k < n; k++) {
     if (threadIdx.x == 0) {
       double p = a.r[k * n + k];
-      if (!(p > 0) || !finite_bits(p)) {
+      if (!(p > a.tol * (double)a.g[k * n + k]) || !finite_bits(p)) {
         bad = 1;
         if (atomicCAS(&a.fault[0], 0ULL, 2ULL) == 0ULL) {
           a.fault[1] = (u64)k;
@@ -720,3 +721,32 @@ template <typename T> __device__ void ln_param_partial_k(const LNPartArgs<T> &a)
 }
 KERNEL(on_layer_norm_param_partial_f32, LNPartArgs<float>) { ln_param_partial_k(a); }
 KERNEL(on_layer_norm_param_partial_f64, LNPartArgs<double>) { ln_param_partial_k(a); }
+
+// diag_save copies the diagonal of the n x n G into d (double), for
+// potrf_check.
+template <typename T> struct DiagArgs { i64 n; const T *g; double *d; };
+template <typename T> __device__ void diag_save_k(const DiagArgs<T> &a) {
+  GRID_LOOP(k, a.n) a.d[k] = (double)a.g[k * a.n + k];
+}
+KERNEL(on_diag_save_f32, DiagArgs<float>) { diag_save_k(a); }
+KERNEL(on_diag_save_f64, DiagArgs<double>) { diag_save_k(a); }
+
+// potrf_check records fault 2 where cuSOLVER's Cholesky failed (info) or a
+// pivot R_kk^2 is not above tol times G's diagonal entry d[k], with the
+// first such pivot and the order, then clears the info.
+template <typename T> struct PotrfCheckArgs { i64 n; double tol; int *info; const T *r; const double *d; u64 *fault; };
+template <typename T> __device__ void potrf_check_k(const PotrfCheckArgs<T> &a) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  i64 bad = a.info[0] > 0 ? a.info[0] - 1 : -1;
+  for (i64 k = 0; bad < 0 && k < a.n; k++) {
+    double p = (double)a.r[k * a.n + k];
+    if (!(p * p > a.tol * a.d[k]) || !finite_bits(p)) bad = k;
+  }
+  if (bad >= 0 && atomicCAS(&a.fault[0], 0ULL, 2ULL) == 0ULL) {
+    a.fault[1] = (u64)bad;
+    a.fault[2] = (u64)a.n;
+  }
+  a.info[0] = 0;
+}
+KERNEL(on_potrf_check_f32, PotrfCheckArgs<float>) { potrf_check_k(a); }
+KERNEL(on_potrf_check_f64, PotrfCheckArgs<double>) { potrf_check_k(a); }

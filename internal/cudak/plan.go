@@ -66,8 +66,29 @@ type Gemm struct {
 	Batch                     int
 }
 
+// Potrf is cuSOLVER's Cholesky factorization of the symmetric N x N matrix
+// at A in place (its lower triangle, column-major), which leaves in the
+// row-major upper triangle the factor R with A = R^T R; it writes 0 to the
+// Int32 element at Info, or the order of the first minor that is not
+// positive.
+type Potrf struct {
+	F64     bool
+	N       int
+	A, Info uint64
+}
+
+// Trsm is cuBLAS's triangular solve that sets the row-major M x N matrix at
+// B to B R^-1, R the row-major upper triangle of the N x N matrix at A.
+type Trsm struct {
+	F64  bool
+	M, N int
+	A, B uint64
+}
+
 func (Launch) isStep() {}
 func (Gemm) isStep()   {}
+func (Potrf) isStep()  {}
+func (Trsm) isStep()   {}
 
 // Fault is the meaning of a backend's fault words, which the first kernel
 // to fail writes: Words[0] is 1 after a row kernel met an index outside the
@@ -84,7 +105,7 @@ func (f Fault) Err() error {
 	case 1:
 		return fmt.Errorf("row index %d (entry %d of the indices) outside 0 to %d", int64(f.Words[1]), int64(f.Words[2]), int64(f.Words[3])-1)
 	case 2:
-		return fmt.Errorf("QR factorization failed: pivot %d of the %d x %d Gram matrix is not positive (the matrix is rank deficient, too ill-conditioned for Cholesky QR, or not finite)", int64(f.Words[1]), int64(f.Words[2]), int64(f.Words[2]))
+		return fmt.Errorf("QR factorization failed: pivot %d of the %d x %d Gram matrix is not clear of zero (the matrix is rank deficient, too ill-conditioned for Cholesky QR, or not finite)", int64(f.Words[1]), int64(f.Words[2]), int64(f.Words[2]))
 	}
 	return fmt.Errorf("unknown fault %d", f.Words[0])
 }
@@ -400,17 +421,41 @@ func (p *planner) layerNormParamGrad(k backend.LayerNormParamGrad) {
 // the orthogonality the first loses to rounding): G = A^T A, G = R^T R,
 // A = A R^-1. R's positive diagonal gives the Q factor's signs. GramBound
 // is not needed: a rank-deficient or ill-conditioned A fails the
-// factorization, which the backend reports at its next sync.
+// factorization, which the backend reports at its next sync. Up to
+// smallQF columns one block factors G and a thread per row solves;
+// beyond, cuSOLVER and cuBLAS do.
 func (p *planner) qf(k backend.QF, dt backend.DType) {
 	a := p.words(k.A)[0]
 	g := p.scratch(dt, k.N*k.N)
-	r := p.scratch(backend.Float64, k.N*k.N)
+	// A pivot R_kk^2 at most tol G_kk means a column all but in the span of
+	// those before it, where Cholesky QR loses what it computes.
+	tol := 64 * 0x1p-52
+	if dt == backend.Float32 {
+		tol = 64 * 0x1p-23
+	}
+	if k.N <= smallQF {
+		r := p.scratch(backend.Float64, k.N*k.N)
+		for range 2 {
+			p.rowMajor(true, false, k.N, k.N, k.M, 1, 0, a, k.N, 0, a, k.N, 0, g, k.N, 0, 1)
+			p.launch("on_cholesky", 1, k.N, tol, g, r, p.d.Fault())
+			p.elementwise("on_trsm", k.M, k.M, k.N, a, r, p.d.Fault())
+		}
+		return
+	}
+	info := p.scratch(backend.Int32, 1)
+	diag := p.scratch(backend.Float64, k.N)
+	f64 := dt == backend.Float64
 	for range 2 {
 		p.rowMajor(true, false, k.N, k.N, k.M, 1, 0, a, k.N, 0, a, k.N, 0, g, k.N, 0, 1)
-		p.launch("on_cholesky", 1, k.N, g, r, p.d.Fault())
-		p.elementwise("on_trsm", k.M, k.M, k.N, a, r, p.d.Fault())
+		p.elementwise("on_diag_save", k.N, k.N, g, diag)
+		p.steps = append(p.steps, Potrf{F64: f64, N: k.N, A: g, Info: info})
+		p.launch("on_potrf_check", 1, k.N, tol, info, g, diag, p.d.Fault())
+		p.steps = append(p.steps, Trsm{F64: f64, M: k.M, N: k.N, A: g, B: a})
 	}
 }
+
+// smallQF is the most columns whose Q factor one block computes.
+const smallQF = 32
 
 // rowMajor adds the row-major product C = alpha op(A) op(B) + beta C over
 // a strided batch, as backend.Gemm defines it, in cuBLAS's column-major

@@ -126,3 +126,52 @@ extern "C" void emu_gemm(int f64, int ta, int tb, i64 m, i64 n, i64 k, double al
     gemm(ta, tb, m, n, k, alpha, (const float *)a, lda, sa, (const float *)b, ldb, sb, beta, (float *)c, ldc, sc,
          batch);
 }
+
+// potrf is cuSOLVER's ?potrf with the lower triangle of the column-major
+// n x n matrix a: a = L L^T in place, info the order of the first minor
+// that is not positive (0 if none), in the matrix's type.
+template <typename T> static void potrf(i64 n, T *a, int *info) {
+  *info = 0;
+  for (i64 j = 0; j < n; j++) {
+    T d = a[j + j * n];
+    for (i64 k = 0; k < j; k++) d -= a[j + k * n] * a[j + k * n];
+    if (!(d > 0)) {
+      *info = (int)(j + 1);
+      return;
+    }
+    d = std::sqrt(d);
+    a[j + j * n] = d;
+    for (i64 i = j + 1; i < n; i++) {
+      T s = a[i + j * n];
+      for (i64 k = 0; k < j; k++) s -= a[i + k * n] * a[j + k * n];
+      a[i + j * n] = s / d;
+    }
+  }
+}
+
+extern "C" void emu_potrf(int f64, long long n, u64 a, u64 info) {
+  if (f64)
+    potrf(n, (double *)a, (int *)info);
+  else
+    potrf(n, (float *)a, (int *)info);
+}
+
+// trsm is cuBLAS's ?trsm(left, lower, no transpose, non-unit) on column-major
+// data: b (m x n) = L^-1 b for the lower m x m L at a.
+template <typename T> static void trsm(i64 m, i64 n, const T *a, T *b) {
+  for (i64 j = 0; j < n; j++) {
+    T *x = b + j * m;
+    for (i64 i = 0; i < m; i++) {
+      T s = x[i];
+      for (i64 k = 0; k < i; k++) s -= a[i + k * m] * x[k];
+      x[i] = s / a[i + i * m];
+    }
+  }
+}
+
+extern "C" void emu_trsm(int f64, long long m, long long n, u64 a, u64 b) {
+  if (f64)
+    trsm(m, n, (const double *)a, (double *)b);
+  else
+    trsm(m, n, (const float *)a, (float *)b);
+}

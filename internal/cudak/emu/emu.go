@@ -216,6 +216,18 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 					C.double(s.Beta), C.ulonglong(s.C), C.longlong(s.LDC), C.longlong(s.StrideC), C.longlong(s.Batch))
 				return nil
 			}
+		case cudak.Potrf:
+			fns[i] = func() error {
+				C.emu_potrf(cbool(s.F64), C.longlong(s.N), C.ulonglong(s.A), C.ulonglong(s.Info))
+				return nil
+			}
+		case cudak.Trsm:
+			// B R^-1 in row-major terms is, column-major, (R^T)^-1 B^T: a
+			// left solve with the lower R^T that R's buffer holds.
+			fns[i] = func() error {
+				C.emu_trsm(cbool(s.F64), C.longlong(s.N), C.longlong(s.M), C.ulonglong(s.A), C.ulonglong(s.B))
+				return nil
+			}
 		default:
 			return nil, errors.New("emu: unknown step")
 		}

@@ -21,29 +21,39 @@ func TestKernelsAgreeWithCPU(t *testing.T) {
 }
 
 // TestQFFault checks that the Q factor of a rank-deficient matrix fails the
-// next Sync, naming the factorization, and leaves the fault cleared.
+// next Sync, naming the factorization, and leaves the fault cleared: on the
+// one-block path (few columns) and on cuSOLVER's (more).
 func TestQFFault(t *testing.T) {
 	b := emu.New()
 	defer b.Close()
-	a, err := b.Alloc(backend.Float64, 12)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 4 x 3 with its last column twice its first.
-	if err := b.CopyIn(a, 0, []float64{1, 2, 2, 0, 1, 0, 3, 1, 6, 1, 1, 2}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := b.Prepare(backend.QF{M: 4, N: 3, A: backend.At(a, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f(); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "QR factorization failed") {
-		t.Fatalf("Sync after the Q factor of a rank-deficient matrix: %v, want the factorization's failure", err)
-	}
-	if err := b.Sync(); err != nil {
-		t.Fatalf("second Sync: %v", err)
+	for _, s := range [][2]int{{4, 3}, {40, 34}} {
+		m, n := s[0], s[1]
+		a, err := b.Alloc(backend.Float64, m*n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := make([]float64, m*n)
+		for i := range m {
+			for j := range n {
+				v[i*n+j] = float64((i*7+j*3)%11) + float64(i*j%5)
+			}
+			v[i*n+n-1] = 2 * v[i*n] // the last column twice the first
+		}
+		if err := b.CopyIn(a, 0, v); err != nil {
+			t.Fatal(err)
+		}
+		f, err := b.Prepare(backend.QF{M: m, N: n, A: backend.At(a, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "QR factorization failed") {
+			t.Fatalf("%d x %d: Sync after the Q factor of a rank-deficient matrix: %v, want the factorization's failure", m, n, err)
+		}
+		if err := b.Sync(); err != nil {
+			t.Fatalf("%d x %d: second Sync: %v", m, n, err)
+		}
 	}
 }
