@@ -10,7 +10,7 @@ OUT         ?= out
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas bench paper train cuda cuda-test cuda-pack clean
+.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas bench paper train cuda cuda-legacy cuda-test cuda-pack clean
 
 all: test
 
@@ -90,11 +90,15 @@ train: deps
 	$(GO) run -tags $(TAGS) ./cmd/train
 
 # cuda: the CUDA build into build/cuda/bin (train, train-cpu, bench and the
-# cuda test binaries) on a machine with a CUDA 12/13 toolkit and cuDNN 9; see
-# README "CUDA". cuda-test runs its tests on the GPU; cuda-pack writes .cuda/,
-# what cuda needs on a GPU machine without Go or network.
+# cuda test binaries) on a machine with a CUDA 12/13 toolkit (headers and
+# libraries: driver, cuBLAS, cuSOLVER, NVRTC); see README "CUDA". cuda-legacy
+# adds Gorgonia's CUDA machine (-engine tape on the GPU), which also needs
+# nvcc and cuDNN 9. cuda-test runs the tests on the GPU; cuda-pack writes
+# .cuda/, what cuda needs on a GPU machine without Go or network.
 cuda:
 	bash scripts/cuda.sh build
+cuda-legacy:
+	bash scripts/cuda.sh build-legacy
 cuda-test:
 	bash scripts/cuda.sh test
 cuda-pack:

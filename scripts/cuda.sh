@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# orthonet's CUDA build (make cuda, make cuda-test, make cuda-pack).
+# orthonet's CUDA build (make cuda, make cuda-legacy, make cuda-test, make cuda-pack).
 #
-#   scripts/cuda.sh build   finds CUDA and cuDNN, vendors the modules into build/cuda/src, patches
-#                           gorgonia.org/cu for the headers found (internal/tools/cupatch), compiles
-#                           Gorgonia's kernels to PTX for the GPU (internal/tools/ptxgen) and builds
-#                           build/cuda/bin/{train,train-cpu,*.test}
-#   scripts/cuda.sh test    runs the cuda tests on the GPU against the CPU build's numbers
-#   scripts/cuda.sh pack    writes .cuda/{go,vendor}.tar.xz: what build needs on a GPU machine that
-#                           has no Go and no network (unpack nothing by hand: build finds them there)
+#   scripts/cuda.sh build         finds the CUDA headers and libraries (driver, cuBLAS, cuSOLVER,
+#                                 NVRTC), vendors the modules into build/cuda/src and builds the CUDA
+#                                 backend (tag gpu) into build/cuda/bin/{train,train-cpu,bench,*.test}
+#   scripts/cuda.sh build-legacy  the same plus Gorgonia's CUDA machine (tags gpu cuda): also needs
+#                                 nvcc and cuDNN 9; patches gorgonia.org/cu for the headers found
+#                                 (internal/tools/cupatch) and compiles Gorgonia's kernels to PTX
+#                                 (internal/tools/ptxgen)
+#   scripts/cuda.sh test          runs the cuda tests on the GPU (the legacy ones where built)
+#   scripts/cuda.sh pack          writes .cuda/{go,vendor}.tar.xz: what build needs on a GPU machine
+#                                 that has no Go and no network (build finds them there)
 #
-# Where things are found: CUDA_HOME (else nvcc's folder, /usr/local/cuda), CUDNN_HOME (else the
-# system paths, CUDA_HOME, then PyTorch's nvidia-cudnn wheel), CUDA_ARCH (else nvidia-smi's compute
-# capability, else 75).
+# Where things are found: CUDA_HOME (else nvcc's folder, /usr/local/cuda, /usr/local/cuda-1[23]*,
+# /opt/cuda, /usr), for the legacy build CUDNN_HOME (else the system paths, CUDA_HOME, then PyTorch's
+# nvidia-cudnn wheel) and CUDA_ARCH (else nvidia-smi's compute capability, else 75).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${CUDA_BUILD:-$root/build/cuda}
@@ -55,37 +58,51 @@ linkdir() {
   return 1
 }
 
+# find_cuda [legacy] finds the CUDA headers and libraries the build links: the driver, cuBLAS,
+# cuSOLVER and NVRTC; with legacy also nvcc and cuDNN, for Gorgonia's CUDA machine.
 find_cuda() {
+  local legacy=${1:-}
   if [ -z "${CUDA_HOME:-}" ]; then
     if command -v nvcc >/dev/null; then
       CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
     else
-      CUDA_HOME=$(first /usr/local/cuda /usr/local/cuda-13* /usr/local/cuda-12* /opt/cuda) || die "no CUDA toolkit: install CUDA 12 or 13, or set CUDA_HOME to the folder with bin/nvcc and include/cuda.h"
+      CUDA_HOME=$(first /usr/local/cuda /usr/local/cuda-13* /usr/local/cuda-12* /opt/cuda) ||
+        { [ -e /usr/include/cuda.h ] && CUDA_HOME=/usr; } ||
+        die "no CUDA toolkit: install CUDA 12 or 13, or set CUDA_HOME to the folder with include/cuda.h"
     fi
   fi
-  NVCC=$(first "$CUDA_HOME/bin/nvcc") || die "no nvcc in $CUDA_HOME/bin (set CUDA_HOME)"
   CUDA_INC=$(dirname "$(first "$CUDA_HOME/include/cuda.h" "$CUDA_HOME"/targets/*/include/cuda.h)") || die "no cuda.h under $CUDA_HOME (set CUDA_HOME)"
+  local h inc
+  for h in cublas_v2.h cusolverDn.h nvrtc.h; do
+    inc=$(dirname "$(first "$CUDA_INC/$h" "$CUDA_HOME"/targets/*/include/$h "$(pydir nvidia.cu13)/include/$h" \
+      "$(pydir nvidia.cublas)/include/$h" "$(pydir nvidia.cusolver)/include/$h" "$(pydir nvidia.cuda_nvrtc)/include/$h")") ||
+      die "no $h in $CUDA_INC (CUDA toolkit headers) or PyTorch's nvidia wheels"
+    [ "$inc" = "$CUDA_INC" ] || CUDA_INC="$CUDA_INC -I$inc"
+  done
+  local lib_dirs=("$CUDA_HOME/lib64" "$CUDA_HOME"/targets/*/lib /usr/lib/x86_64-linux-gnu)
+  rm -rf "$B/lib"
+  CUBLAS_LIB=$(linkdir cublas "${lib_dirs[@]}") || die "no libcublas.so in $CUDA_HOME/lib64"
+  NVRTC_LIB=$(linkdir nvrtc "${lib_dirs[@]}") || die "no libnvrtc.so (NVRTC, which compiles orthonet's kernels) in $CUDA_HOME/lib64"
+  CUSOLVER_LIB=$(linkdir cusolver "${lib_dirs[@]}") || die "no libcusolver.so (cuSOLVER, for the Cholesky of large Q factors) in $CUDA_HOME/lib64"
+  # libcuda comes with the driver; the toolkit's stub is enough to link without one.
+  CUDA_LIB=$(linkdir cuda /usr/lib/x86_64-linux-gnu /usr/local/nvidia/lib64 /usr/lib64 "$CUDA_HOME/lib64/stubs" "$CUDA_HOME"/targets/*/lib/stubs) || die "no libcuda.so (driver) or its stub under $CUDA_HOME"
+  export CGO_CFLAGS="-I$CUDA_INC"
+  export CGO_LDFLAGS="-L$B/lib -Wl,-rpath,$CUBLAS_LIB -Wl,-rpath,$NVRTC_LIB -Wl,-rpath,$CUSOLVER_LIB"
+  say "CUDA $CUDA_HOME: headers $CUDA_INC; cuBLAS $CUBLAS_LIB, NVRTC $NVRTC_LIB, cuSOLVER $CUSOLVER_LIB, libcuda from $CUDA_LIB"
+  [ "$legacy" = legacy ] || return 0
+  NVCC=$(first "$CUDA_HOME/bin/nvcc") || die "no nvcc in $CUDA_HOME/bin (set CUDA_HOME): the legacy build compiles Gorgonia's kernels with it"
   local wheel
-  CUBLAS_INC=$(dirname "$(first "$CUDA_INC/cublas_v2.h" "$CUDA_HOME"/targets/*/include/cublas_v2.h \
-    "$(pydir nvidia.cublas)/include/cublas_v2.h" "$(pydir nvidia.cu13)/include/cublas_v2.h")") || die "no cublas_v2.h (cuBLAS headers) in $CUDA_INC or PyTorch's nvidia-cublas wheel"
   if [ -n "${CUDNN_HOME:-}" ]; then
     CUDNN_INC=$(dirname "$(first "$CUDNN_HOME/include/cudnn.h" "$CUDNN_HOME/cudnn.h")") || die "no cudnn.h in CUDNN_HOME=$CUDNN_HOME"
   else
     wheel=$(pydir nvidia.cudnn || true)
-    CUDNN_INC=$(dirname "$(first /usr/include/cudnn.h /usr/include/x86_64-linux-gnu/cudnn.h "$CUDA_INC/cudnn.h" "$wheel/include/cudnn.h")") || die "no cudnn.h: install cuDNN 9 (or pip install nvidia-cudnn-cu12/cu13) or set CUDNN_HOME"
+    CUDNN_INC=$(dirname "$(first /usr/include/cudnn.h /usr/include/x86_64-linux-gnu/cudnn.h "$CUDA_HOME/include/cudnn.h" "$wheel/include/cudnn.h")") || die "no cudnn.h: install cuDNN 9 (or pip install nvidia-cudnn-cu12/cu13) or set CUDNN_HOME"
   fi
   local cudnn_lib_dirs=("${CUDNN_HOME:-/nonexistent}/lib" "${CUDNN_HOME:-/nonexistent}/lib64" "$(dirname "$CUDNN_INC")/lib" /usr/lib/x86_64-linux-gnu "$CUDA_HOME/lib64")
-  local cublas_lib_dirs=("$CUDA_HOME/lib64" "$CUDA_HOME"/targets/*/lib "$(dirname "$CUBLAS_INC")/lib" /usr/lib/x86_64-linux-gnu)
-  rm -rf "$B/lib"
   CUDNN_LIB=$(linkdir cudnn "${cudnn_lib_dirs[@]}") || die "no libcudnn.so next to $CUDNN_INC"
-  CUBLAS_LIB=$(linkdir cublas "${cublas_lib_dirs[@]}") || die "no libcublas.so in $CUDA_HOME/lib64"
-  NVRTC_LIB=$(linkdir nvrtc "${cublas_lib_dirs[@]}") || die "no libnvrtc.so (NVRTC, which compiles orthonet's kernels) in $CUDA_HOME/lib64"
-  CUSOLVER_LIB=$(linkdir cusolver "${cublas_lib_dirs[@]}") || die "no libcusolver.so (cuSOLVER, for the Cholesky of large Q factors) in $CUDA_HOME/lib64"
-  # libcuda comes with the driver; the toolkit's stub is enough to link without one.
-  CUDA_LIB=$(linkdir cuda /usr/lib/x86_64-linux-gnu /usr/local/nvidia/lib64 /usr/lib64 "$CUDA_HOME/lib64/stubs" "$CUDA_HOME"/targets/*/lib/stubs) || die "no libcuda.so (driver) or its stub under $CUDA_HOME"
-  export CGO_CFLAGS="-I$CUDA_INC -I$CUBLAS_INC -I$CUDNN_INC"
-  export CGO_LDFLAGS="-L$B/lib -Wl,-rpath,$CUDNN_LIB -Wl,-rpath,$CUBLAS_LIB -Wl,-rpath,$NVRTC_LIB -Wl,-rpath,$CUSOLVER_LIB"
-  say "CUDA $CUDA_HOME ($("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')), cuDNN headers $CUDNN_INC, libs $CUDNN_LIB, $CUBLAS_LIB, libcuda from $CUDA_LIB"
+  CGO_CFLAGS="$CGO_CFLAGS -I$CUDNN_INC"
+  CGO_LDFLAGS="$CGO_LDFLAGS -Wl,-rpath,$CUDNN_LIB"
+  say "legacy: nvcc $NVCC ($("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')), cuDNN headers $CUDNN_INC, libs $CUDNN_LIB"
 }
 
 arch() {
@@ -112,7 +129,6 @@ sources() {
     (cd "$B/src" && GOFLAGS=-mod=mod go mod vendor) || die "go mod vendor failed (no network? run make cuda-pack where there is one)"
     kernels_from_cache "$B/src/kernels"
   fi
-  [ -d "$B/src/kernels" ] || die "no Gorgonia kernel sources in $B/src/kernels"
 }
 
 # modsum identifies the module requirements a vendor pack was made for.
@@ -124,46 +140,69 @@ kernels_from_cache() {
   mkdir -p "$1" && cp "$dir/cuda modules/src/"*.cu "$1/"
 }
 
+# blas_tag prints openblas where OpenBLAS is installed (the host-side work uses it).
+blas_tag() {
+  if printf '#include <cblas.h>\nint main(void){return 0;}\n' | gcc -x c - -lopenblas -o /dev/null >/dev/null 2>&1; then echo openblas; fi
+}
+
+# build: the CUDA backend (build tag gpu). No cuDNN, no nvcc: the kernels are compiled by NVRTC at
+# run time, and gorgonia.org/cu's root package (which would need cupatch) is not in the build.
 build() {
   go_env
   find_cuda
   sources
   cd "$B/src"
-  go run ./internal/tools/cupatch -dir vendor/gorgonia.org/cu -I "$CUDA_INC" -I "$CUBLAS_INC" -I "$CUDNN_INC"
-  go run ./internal/tools/ptxgen -nvcc "$NVCC" -src kernels -arch "$(arch)" -pkg gpu -o internal/gpu/kernels_gen.go
-  # The host-side work (optimizer steps, CPU fallbacks) uses OpenBLAS where it is installed.
-  local blas=""
-  if printf '#include <cblas.h>\nint main(void){return 0;}\n' | gcc -x c - -lopenblas -o /dev/null >/dev/null 2>&1; then blas=openblas; fi
+  local blas
+  blas=$(blas_tag)
   mkdir -p "$B/bin"
-  go build -tags "cuda $blas" -o "$B/bin/train" ./cmd/train
+  go build -tags "gpu $blas" -o "$B/bin/train" ./cmd/train
   go build -tags "$blas" -o "$B/bin/train-cpu" ./cmd/train
-  go build -tags "cuda $blas" -o "$B/bin/bench" ./cmd/bench
-  go test -c -tags "cuda $blas" -o "$B/bin/cudabackend.test" ./backend/cuda
-  go test -c -tags "cuda $blas" -o "$B/bin/program.test" ./program
-  go test -c -tags "cuda $blas" -o "$B/bin/optim.test" ./optim
-  go test -c -tags "cuda $blas" -o "$B/bin/models.test" ./models
-  go test -c -tags "$blas" -o "$B/bin/models-cpu.test" ./models
-  go test -c -tags "cuda $blas" -o "$B/bin/train.test" ./cmd/train
-  go test -c -tags "cuda $blas" -o "$B/bin/nn.test" ./nn
+  go build -tags "gpu $blas" -o "$B/bin/bench" ./cmd/bench
+  go test -c -tags "gpu $blas" -o "$B/bin/cudabackend.test" ./backend/cuda
+  go test -c -tags "gpu $blas" -o "$B/bin/program.test" ./program
+  go test -c -tags "gpu $blas" -o "$B/bin/optim.test" ./optim
+  go test -c -tags "gpu $blas" -o "$B/bin/train.test" ./cmd/train
   say "built $B/bin: $(ls "$B/bin" | tr '\n' ' ')(host BLAS: ${blas:-pure-Go gonum})"
 }
 
+# build_legacy: build, plus Gorgonia's CUDA machine (build tags gpu and cuda) for -engine tape on the
+# GPU and the tests of that path: needs nvcc and cuDNN 9, and patches the vendored gorgonia.org/cu.
+build_legacy() {
+  go_env
+  find_cuda legacy
+  sources
+  [ -d "$B/src/kernels" ] || die "no Gorgonia kernel sources in $B/src/kernels"
+  cd "$B/src"
+  go run ./internal/tools/cupatch -dir vendor/gorgonia.org/cu $(for i in $CGO_CFLAGS; do printf -- '-I %s ' "${i#-I}"; done)
+  go run ./internal/tools/ptxgen -nvcc "$NVCC" -src kernels -arch "$(arch)" -pkg gpu -o internal/gpu/kernels_gen.go
+  local blas
+  blas=$(blas_tag)
+  mkdir -p "$B/bin"
+  go build -tags "gpu cuda $blas" -o "$B/bin/train" ./cmd/train
+  go build -tags "$blas" -o "$B/bin/train-cpu" ./cmd/train
+  go test -c -tags "gpu cuda $blas" -o "$B/bin/models.test" ./models
+  go test -c -tags "$blas" -o "$B/bin/models-cpu.test" ./models
+  go test -c -tags "gpu cuda $blas" -o "$B/bin/nn.test" ./nn
+  say "built the legacy binaries in $B/bin: $(ls "$B/bin" | tr '\n' ' ')"
+}
+
 run_tests() {
-  [ -x "$B/bin/models.test" ] || die "nothing built: run make cuda first"
+  [ -x "$B/bin/cudabackend.test" ] || die "nothing built: run make cuda first"
   nvidia-smi -L >/dev/null 2>&1 || die "no GPU here (nvidia-smi -L failed): the cuda tests need one"
   say "the CUDA backend: every kernel against the CPU backend, memory, faults"
   (cd "$B/src/backend/cuda" && ORTHONET_REQUIRE_GPU=1 "$B/bin/cudabackend.test" -test.v -test.timeout 300s)
   say "the optimizers on the GPU against the host's, and the models against the CPU program"
   (cd "$B/src/optim" && ORTHONET_REQUIRE_GPU=1 "$B/bin/optim.test" -test.run 'OnGPU' -test.v -test.timeout 300s)
   (cd "$B/src/program" && ORTHONET_REQUIRE_GPU=1 "$B/bin/program.test" -test.run 'OnGPU' -test.v -test.timeout 300s)
-  say "reference numbers from the CPU build"
-  ORTHONET_DEVICE_REF_OUT=$B/device-ref.safetensors "$B/bin/models-cpu.test" -test.run 'TestDeviceAgreement$' -test.v
-  say "the cuda build against them"
-  (cd "$B/src/models" && ORTHONET_DEVICE_REF=$B/device-ref.safetensors "$B/bin/models.test" -test.run 'TestDeviceAgreement$' -test.v)
-  say "each layer's GPU gradient against finite differences on the GPU"
-  (cd "$B/src/nn" && "$B/bin/nn.test" -test.v -test.timeout 300s)
-  # One process per run: a CUDA tape machine closed in a process leaves the next one's cuBLAS calls
-  # failing with NotInitialized (Gorgonia 0.9.18), and each training run closes its machines.
+  if [ -x "$B/bin/models.test" ]; then
+    say "legacy: reference numbers from the CPU build"
+    ORTHONET_DEVICE_REF_OUT=$B/device-ref.safetensors "$B/bin/models-cpu.test" -test.run 'TestDeviceAgreement$' -test.v
+    say "legacy: Gorgonia's CUDA machine against them"
+    (cd "$B/src/models" && ORTHONET_DEVICE_REF=$B/device-ref.safetensors "$B/bin/models.test" -test.run 'TestDeviceAgreement$' -test.v)
+    say "legacy: each layer's GPU gradient against finite differences on the GPU"
+    (cd "$B/src/nn" && "$B/bin/nn.test" -test.v -test.timeout 300s)
+  fi
+  # One process per training test: each starts the device afresh.
   local t
   for t in TestGPUMemoryFlat TestTrainLearns TestViTLearns TestKillResumeGPU TestGPUCheckpointInPython; do
     say "cmd/train $t on the GPU"
@@ -199,7 +238,8 @@ pack() {
 
 case "${1:-}" in
   build) build ;;
+  build-legacy) build_legacy ;;
   test) run_tests ;;
   pack) pack ;;
-  *) die "usage: scripts/cuda.sh build|test|pack" ;;
+  *) die "usage: scripts/cuda.sh build|build-legacy|test|pack" ;;
 esac

@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build gpu
 
 package cuda
 
@@ -79,6 +79,25 @@ type stageSlot struct {
 }
 
 var _ backend.Backend = (*Backend)(nil)
+
+// Built reports whether this binary has the CUDA backend (build tag gpu).
+const Built = true
+
+// ErrNotBuilt is the error of a binary without the CUDA backend; this one
+// has it.
+var ErrNotBuilt = errors.New("cuda: this binary was built without CUDA support")
+
+// Probe returns GPU 0 as the driver describes it, or why there is none (no
+// driver, no device).
+func Probe() (Device, error) {
+	var count, major, minor, driver C.int
+	var mem C.size_t
+	name := make([]C.char, 256)
+	if err := result("probing device 0", C.on_probe(0, &count, &major, &minor, &name[0], C.int(len(name)), &mem, &driver)); err != nil {
+		return Device{}, err
+	}
+	return Device{Name: C.GoString(&name[0]), Count: int(count), Major: int(major), Minor: int(minor), TotalMemory: int64(mem), DriverVersion: int(driver)}, nil
+}
 
 // New starts a backend on GPU o.Device: it makes the device's primary
 // context current, creates a stream and a cuBLAS handle on it, and compiles

@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build gpu
 
 // The driver and cuBLAS calls of the CUDA backend (see driver.go).
 #include "driver.h"
@@ -227,4 +227,18 @@ int on_trsm(CUcontext ctx, cublasHandle_t h, int f64, int m, int n, CUdeviceptr 
                     (const float *)a, m, (float *)b, m);
   }
   return s == CUBLAS_STATUS_SUCCESS ? 0 : 100000 + (int)s;
+}
+
+int on_probe(int ordinal, int *count, int *major, int *minor, char *name, int namelen, size_t *mem, int *driver) {
+  CUresult r;
+  CUdevice dev;
+  if ((r = cuInit(0))) return r;
+  if ((r = cuDriverGetVersion(driver))) return r;
+  if ((r = cuDeviceGetCount(count))) return r;
+  if (*count <= ordinal) return CUDA_ERROR_INVALID_DEVICE;
+  if ((r = cuDeviceGet(&dev, ordinal))) return r;
+  if ((r = cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))) return r;
+  if ((r = cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))) return r;
+  if ((r = cuDeviceGetName(name, namelen, dev))) return r;
+  return cuDeviceTotalMem(mem, dev);
 }

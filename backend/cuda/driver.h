@@ -32,4 +32,5 @@ int on_solver_close(CUcontext ctx, void *handle);
 int on_potrf_size(CUcontext ctx, void *handle, int f64, int n, CUdeviceptr a, int *lwork);
 int on_potrf(CUcontext ctx, void *handle, int f64, int n, CUdeviceptr a, CUdeviceptr work, int lwork, CUdeviceptr info);
 int on_trsm(CUcontext ctx, cublasHandle_t h, int f64, int m, int n, CUdeviceptr a, CUdeviceptr b);
+int on_probe(int ordinal, int *count, int *major, int *minor, char *name, int namelen, size_t *mem, int *driver);
 #endif

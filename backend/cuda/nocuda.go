@@ -1,4 +1,4 @@
-//go:build !cuda
+//go:build !gpu
 
 package cuda
 
@@ -16,8 +16,14 @@ type Options struct {
 	Profile bool
 }
 
-// ErrNotBuilt reports a binary built without the cuda tag.
-var ErrNotBuilt = errors.New("cuda: this binary was built without CUDA support (build with -tags cuda, see make cuda)")
+// Built reports whether this binary has the CUDA backend (build tag gpu).
+const Built = false
+
+// ErrNotBuilt reports a binary built without the CUDA backend.
+var ErrNotBuilt = errors.New("cuda: this binary was built without CUDA support (make cuda builds one: build tag gpu)")
+
+// Probe returns ErrNotBuilt.
+func Probe() (Device, error) { return Device{}, ErrNotBuilt }
 
 // New returns ErrNotBuilt: this binary has no CUDA support.
 func New(Options) (backend.Backend, error) { return nil, ErrNotBuilt }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/internal/gpu"
 )
 
@@ -14,29 +15,34 @@ import (
 const cpuSibling = "train-cpu"
 
 func defaultDevice() string {
-	if gpu.Built {
+	if cudabackend.Built {
 		return "cuda"
 	}
 	return "cpu"
 }
 
-// selectDevice checks the GPU for -device cuda. A cuda build runs every
-// Gorgonia graph on the GPU, so where the GPU is missing, or -device cpu is
-// asked of a cuda build, it hands the run to the CPU build beside it, saying
-// why; without one it is an error.
+// selectDevice checks the GPU for -device cuda. Where it is missing, the
+// run goes on on the CPU, saying why. A binary with Gorgonia's CUDA machine
+// (make cuda-legacy) runs every Gorgonia graph on the GPU, so there the
+// CPU run, and -device cpu, is handed to the CPU build beside it; without
+// one it is an error.
 func selectDevice(c *config, args []string, log io.Writer) error {
-	if !gpu.Built {
-		return nil
-	}
-	why := "-device cpu asked of the cuda build"
+	why := "-device cpu asked of the legacy cuda build"
 	if c.device == "cuda" {
-		d, err := gpu.Probe()
+		d, err := cudabackend.Probe()
 		if err == nil {
 			fmt.Fprintf(log, "train: CUDA device %s (compute %d.%d, %.1f GiB, driver %d)\n",
 				d.Name, d.Major, d.Minor, float64(d.TotalMemory)/(1<<30), d.DriverVersion)
 			return nil
 		}
 		why = err.Error()
+	} else if !gpu.Built {
+		return nil
+	}
+	if !gpu.Built {
+		fmt.Fprintf(log, "train: %s; running on the CPU\n", why)
+		c.device = "cpu"
+		return nil
 	}
 	exe, err := os.Executable()
 	if err != nil {

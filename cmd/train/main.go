@@ -23,6 +23,7 @@ import (
 	"strings"
 	"syscall"
 
+	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
 	"github.com/orthonet/orthonet/internal/gpu"
@@ -218,8 +219,10 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		}
 	}
 	switch {
-	case c.device == "cuda" && !gpu.Built:
+	case c.device == "cuda" && !cudabackend.Built:
 		return c, fs, errors.New("-device cuda: this build has no CUDA support (build it with make cuda); use -device cpu")
+	case c.device == "cuda" && c.engine == "tape" && !gpu.Built:
+		return c, fs, errors.New("-device cuda -engine tape runs Gorgonia's CUDA machine, which only make cuda-legacy builds; the default -engine program runs on the GPU")
 	case c.epochs < 1 || c.batch < 1:
 		return c, fs, fmt.Errorf("-epochs %d and -batch %d must be at least 1", c.epochs, c.batch)
 	case c.limitTrain < 0 || c.limitTest < 0 || c.evalSubset < 0:

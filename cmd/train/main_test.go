@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orthonet/orthonet/internal/gpu"
+	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 )
 
 func TestParseFlagsErrors(t *testing.T) {
@@ -32,7 +32,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"-lr", "fast"}, "invalid value"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
 	} {
-		if gpu.Built && tc.args[0] == "-device" {
+		if cudabackend.Built && tc.args[0] == "-device" {
 			continue // the cuda build takes -device cuda
 		}
 		if _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
