@@ -37,13 +37,18 @@ deps:
 $(BIN)/staticcheck:
 	GOBIN=$(BIN) $(GO) install $(STATICCHECK)
 
-# lint: gofmt, go vet and staticcheck on both builds (OpenBLAS and pure Go).
+# lint: gofmt, go vet and staticcheck on both builds (OpenBLAS and pure Go),
+# and on the CUDA build where Debian's CUDA headers are installed.
 lint: deps $(BIN)/staticcheck
 	@fmt="$$(gofmt -l .)"; if [ -n "$$fmt" ]; then echo "gofmt would change: $$fmt" >&2; exit 1; fi
 	$(GO) vet -tags $(TAGS) ./...
 	CGO_ENABLED=0 $(GO) vet ./...
 	$(BIN)/staticcheck -tags $(TAGS) ./...
 	CGO_ENABLED=0 $(BIN)/staticcheck ./...
+	@if [ -e /usr/include/cuda.h ] && [ -e /usr/include/nvrtc.h ]; then \
+		echo "lint: the CUDA build too (CUDA headers in /usr/include)"; \
+		$(GO) vet -tags "gpu $(TAGS)" ./... && $(BIN)/staticcheck -tags "gpu $(TAGS)" ./...; \
+	fi
 
 # ORTHONET_REQUIRE_DATA turns the real-data tests' skip into a failure.
 unit: deps
