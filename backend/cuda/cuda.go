@@ -46,9 +46,9 @@ type Backend struct {
 	mod    C.CUmodule
 	funcs  map[string]C.CUfunction
 
-	fault     C.CUdeviceptr // the row kernels' four fault words
-	faultHost hostMem       // their copy, read at every CopyOut and Sync
-	stage     [4]stageSlot  // pinned buffers that CopyIn goes up through
+	fault     C.CUdeviceptr         // the row kernels' four fault words
+	faultHost hostMem               // their copy, read at every CopyOut and Sync
+	stage     [stageSlots]stageSlot // pinned buffers that CopyIn goes up through
 	next      int
 	out       hostMem // pinned buffer that CopyOut comes down through
 	scratch   []C.CUdeviceptr
@@ -70,6 +70,12 @@ type timed struct {
 	count      int
 	total      time.Duration
 }
+
+// stageSlots is how many pinned buffers CopyIn cycles through. A slot is
+// reused only after the copy out of it has run, so the ring must outlast the
+// copies of a few steps (inputs, step sizes, each RSDM weight's rows), or
+// CopyIn would wait for the kernels queued before an earlier copy.
+const stageSlots = 32
 
 // stageSlot is a pinned buffer and the event recorded after the last copy
 // out of it, which the next use waits for.
