@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/checkpoint"
@@ -40,6 +41,7 @@ type config struct {
 	epochs, batch           int
 	seed                    uint64
 	evalEvery, evalSubset   int
+	timeLimit, evalInterval time.Duration
 	weightDecay, clipNorm   float64
 	warmup, decayEvery      int
 	nonFinite               string
@@ -127,7 +129,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 // resumable lists the flags a resumed run may change: none of them changes
 // the steps it takes.
 var resumable = map[string]bool{"epochs": true, "eval-every": true, "eval-subset": true, "nonfinite": true, "save-every": true, "keep": true, "min-accuracy": true,
-	"data": true, "download": true, "out": true, "device": true, "cpuprofile": true, "engine": true, "kernel-profile": true}
+	"data": true, "download": true, "out": true, "device": true, "cpuprofile": true, "engine": true, "kernel-profile": true,
+	"time-limit": true, "eval-interval": true}
 
 func resumableList() string {
 	var names []string
@@ -180,6 +183,8 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.IntVar(&c.patch, "patch", 4, "ViT patch side (must divide 32)")
 	fs.Float64Var(&c.dropout, "dropout", 0.1, "ViT dropout probability")
 	fs.Float64Var(&c.minAccuracy, "min-accuracy", 0, "exit with an error if the final test accuracy (percent) is below this")
+	fs.DurationVar(&c.timeLimit, "time-limit", 0, "stop after this much training time (steps, not evaluations or checkpoints; 0: none), with a test evaluation and a checkpoint; -epochs still bounds the run; resume with a larger one to go on")
+	fs.DurationVar(&c.evalInterval, "eval-interval", 0, "also evaluate on the whole test set every time this much more training time has passed (0: never), for accuracy against training time")
 	fs.IntVar(&c.saveEvery, "save-every", 1000, "save a checkpoint every N steps (0: only at the end of each epoch, on a new best test accuracy and on Ctrl-C)")
 	fs.IntVar(&c.keep, "keep", 3, "keep the newest N step checkpoints of the run (best.safetensors is kept apart)")
 	fs.StringVar(&c.resume, "resume", "", "go on from a checkpoint: a .safetensors file, a run folder (its newest), or latest (the newest under -out); a run's newest checkpoint goes on in its folder, any other in a new run folder under -out")
@@ -245,6 +250,8 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		return c, fs, fmt.Errorf("-heads %d must divide -dim %d and -patch %d must divide 32", c.heads, c.dim, c.patch)
 	case c.dropout < 0 || c.dropout >= 1:
 		return c, fs, fmt.Errorf("-dropout %v: want 0 <= p < 1", c.dropout)
+	case c.timeLimit < 0 || c.evalInterval < 0:
+		return c, fs, fmt.Errorf("-time-limit %v and -eval-interval %v must not be negative", c.timeLimit, c.evalInterval)
 	case c.saveEvery < 0 || c.keep < 1:
 		return c, fs, fmt.Errorf("-save-every %d must not be negative and -keep %d must be at least 1", c.saveEvery, c.keep)
 	case c.download && c.dataset == "fashion-mnist":

@@ -210,7 +210,7 @@ func TestViTLearns(t *testing.T) {
 	var first, last float64
 	for _, line := range strings.Split(string(rows), "\n") {
 		f := strings.Split(line, ",")
-		if len(f) == 9 && f[0] == "train" {
+		if len(f) == 10 && f[0] == "train" {
 			v, _ := strconv.ParseFloat(f[4], 64)
 			if first == 0 {
 				first = v

@@ -58,7 +58,7 @@ func TestNonFiniteBatches(t *testing.T) {
 		skipped := 0
 		for _, line := range strings.Split(string(rows), "\n") {
 			f := strings.Split(line, ",")
-			if len(f) == 9 && f[0] == "train" {
+			if len(f) == 10 && f[0] == "train" {
 				n, _ := strconv.Atoi(f[8])
 				skipped += n
 			}

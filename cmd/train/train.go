@@ -51,6 +51,9 @@ type metric struct {
 	Feasibility *float64 `json:"feasibility,omitempty"` // largest ||W^T W - I||_F where measured (test rows)
 	Examples    int      `json:"examples,omitempty"`    // test images evaluated (test rows)
 	Skipped     int      `json:"skipped,omitempty"`     // batches skipped for a non-finite loss or gradient (train rows)
+	// TrainSeconds is the training time so far: Seconds without the
+	// evaluations and checkpoints (-time-limit and -eval-interval count it).
+	TrainSeconds float64 `json:"train_seconds"`
 }
 
 // imageSize is the side the paper resizes each data set to: 32 for the ViT,
@@ -163,6 +166,10 @@ type progress struct {
 	Metrics  []metric `json:"metrics"`
 	Skipped  int      `json:"skipped,omitempty"`  // batches skipped in all (-nonfinite skip)
 	SkipRun  int      `json:"skip_run,omitempty"` // of them, in a row up to now
+	// TrainSeconds is the time spent in training steps, and TimedEvals the
+	// evaluations -eval-interval has made.
+	TrainSeconds float64 `json:"train_seconds,omitempty"`
+	TimedEvals   int     `json:"timed_evals,omitempty"`
 }
 
 // window accumulates training loss and accuracy between two log lines.
@@ -198,6 +205,7 @@ type trainer struct {
 	evalEvery  int // steps between mid-epoch evaluations (0: none)
 	bar        *progressbar.ProgressBar
 	epochStart time.Time // of this session's part of the epoch
+	timeUp     bool      // -time-limit reached: the run stops after its evaluation and checkpoint
 	firstBatch int       // the epoch's first batch in this session
 }
 
@@ -276,7 +284,7 @@ func (t *trainer) evaluateFirst(epoch, n int) (metric, error) {
 		writeOutputs(t.dir, t.st.Metrics, t.w)
 		return m, fmt.Errorf("epoch %d, step %d: the test loss is %v: the weights diverged; stopping (try a smaller -lr or -lr-other)", epoch+1, t.st.Step, m.Loss)
 	}
-	m.Kind, m.Epoch, m.Step, m.Seconds, m.Examples = "test", epoch+1, t.st.Step, t.seconds(), n
+	m.Kind, m.Epoch, m.Step, m.Seconds, m.Examples, m.TrainSeconds = "test", epoch+1, t.st.Step, t.seconds(), n, t.st.TrainSeconds
 	feas := maxFeasibility(t.net.Constrained())
 	m.Feasibility = &feas
 	t.st.Metrics = append(t.st.Metrics, m)
@@ -348,7 +356,11 @@ func (t *trainer) run(ctx context.Context) error {
 	if n := len(t.st.Metrics); n > 0 && t.st.Metrics[n-1].Kind == "test" {
 		final = t.st.Metrics[n-1]
 	}
-	for t.st.Epoch < c.epochs {
+	if c.timeLimit > 0 && t.st.TrainSeconds >= c.timeLimit.Seconds() {
+		fmt.Fprintf(t.w, "the run has trained %.1f s, its -time-limit of %v: nothing to do; resume with a larger -time-limit to go on\n", t.st.TrainSeconds, c.timeLimit)
+		return nil
+	}
+	for t.st.Epoch < c.epochs && !t.timeUp {
 		m, err := t.epoch(ctx)
 		if err != nil {
 			return err
@@ -391,7 +403,9 @@ func (t *trainer) epoch(ctx context.Context) (metric, error) {
 		if ctx.Err() != nil || (c.stopAfter > 0 && t.st.Step == c.stopAfter) {
 			return metric{}, t.interrupted()
 		}
+		t0 := time.Now()
 		lv, acc, bad, err := t.step(epoch)
+		t.st.TrainSeconds += time.Since(t0).Seconds()
 		if err != nil {
 			return metric{}, err
 		}
@@ -404,19 +418,61 @@ func (t *trainer) epoch(ctx context.Context) (metric, error) {
 		if err := t.midEpoch(); err != nil {
 			return metric{}, err
 		}
+		if m, stop, err := t.timed(epoch); err != nil || stop {
+			if t.bar != nil {
+				_ = t.bar.Finish()
+				fmt.Fprintln(os.Stderr)
+			}
+			return m, err
+		}
 	}
 	if t.bar != nil {
 		_ = t.bar.Finish()
 		fmt.Fprintln(os.Stderr)
 	}
-	// Every epoch ends with an evaluation on the whole test set.
-	m, err := t.evaluate(epoch)
-	if err != nil {
+	// Every epoch ends with an evaluation on the whole test set, unless
+	// -eval-interval has just made it.
+	var m metric
+	var err error
+	if n := len(t.st.Metrics); n > 0 && t.st.Metrics[n-1].Kind == "test" && t.st.Metrics[n-1].Step == t.st.Step && t.st.Metrics[n-1].Examples == t.test.N {
+		m = t.st.Metrics[n-1]
+	} else if m, err = t.evaluate(epoch); err != nil {
 		return m, err
 	}
 	best := t.noteBest(m)
 	t.st.Epoch, t.st.Batch = epoch+1, 0
 	return m, t.save(best)
+}
+
+// timed makes the evaluations that -eval-interval asks for at this much
+// training time and, once -time-limit is reached, evaluates, saves a
+// checkpoint and reports stop with that evaluation.
+func (t *trainer) timed(epoch int) (m metric, stop bool, err error) {
+	c := t.c
+	due := false
+	if iv := c.evalInterval.Seconds(); iv > 0 {
+		for t.st.TrainSeconds >= float64(t.st.TimedEvals+1)*iv {
+			t.st.TimedEvals++
+			due = true
+		}
+	}
+	up := c.timeLimit > 0 && t.st.TrainSeconds >= c.timeLimit.Seconds()
+	if !due && !up {
+		return metric{}, false, nil
+	}
+	if m, err = t.evaluate(epoch); err != nil {
+		return m, false, err
+	}
+	best := t.noteBest(m)
+	if !up {
+		if best {
+			return m, false, t.save(true)
+		}
+		return m, false, nil
+	}
+	t.timeUp = true
+	fmt.Fprintf(t.w, "time limit: %v of training reached at epoch %d, step %d\n", c.timeLimit, epoch+1, t.st.Step)
+	return m, true, t.save(best)
 }
 
 // step trains on the next batch: it returns the training loss and accuracy
@@ -477,7 +533,7 @@ func (t *trainer) tally(epoch int, lv, acc float64, bad error) {
 		return
 	}
 	t.st.Metrics = append(t.st.Metrics, metric{Kind: "train", Epoch: epoch + 1, Step: t.st.Step, Seconds: t.seconds(),
-		Loss: win.Loss / float64(win.Count), Accuracy: win.Accuracy / float64(win.Count), Skipped: win.Skipped})
+		Loss: win.Loss / float64(win.Count), Accuracy: win.Accuracy / float64(win.Count), Skipped: win.Skipped, TrainSeconds: t.st.TrainSeconds})
 	rate := float64((t.st.Batch-t.firstBatch)*t.c.batch) / time.Since(t.epochStart).Seconds()
 	desc := fmt.Sprintf("epoch %d/%d loss %.4f acc %.1f%% %.0f samples/s", epoch+1, t.c.epochs, win.Loss/float64(win.Count), 100*win.Accuracy/float64(win.Count), rate)
 	if t.bar != nil {
@@ -620,7 +676,7 @@ func writeOutputs(run *checkpoint.Run, metrics []metric, w io.Writer) {
 // measured.
 func writeCSV(f io.Writer, metrics []metric) error {
 	cw := csv.NewWriter(f)
-	_ = cw.Write([]string{"kind", "epoch", "step", "seconds", "loss", "accuracy", "max_feasibility", "test_examples", "skipped"})
+	_ = cw.Write([]string{"kind", "epoch", "step", "seconds", "loss", "accuracy", "max_feasibility", "test_examples", "skipped", "train_seconds"})
 	for _, m := range metrics {
 		feas := ""
 		if m.Feasibility != nil {
@@ -634,7 +690,8 @@ func writeCSV(f io.Writer, metrics []metric) error {
 			skipped = strconv.Itoa(m.Skipped)
 		}
 		_ = cw.Write([]string{m.Kind, strconv.Itoa(m.Epoch), strconv.Itoa(m.Step), strconv.FormatFloat(m.Seconds, 'f', 3, 64),
-			strconv.FormatFloat(m.Loss, 'g', 6, 64), strconv.FormatFloat(m.Accuracy, 'g', 6, 64), feas, examples, skipped})
+			strconv.FormatFloat(m.Loss, 'g', 6, 64), strconv.FormatFloat(m.Accuracy, 'g', 6, 64), feas, examples, skipped,
+			strconv.FormatFloat(m.TrainSeconds, 'f', 3, 64)})
 	}
 	cw.Flush()
 	return cw.Error()
