@@ -474,7 +474,8 @@ func (k GatherRows) Check() error {
 }
 
 // ScatterRows copies row i of Src into row Rows[i] of Dst, a matrix of
-// Width columns, for i < N.
+// Width columns, for i < N. The rows must be distinct: where one repeats,
+// which copy lands depends on the backend.
 type ScatterRows struct {
 	N, Width       int
 	Rows, Src, Dst Operand

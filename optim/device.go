@@ -615,11 +615,14 @@ func newDevRSDM[T Float](d deviceBuild, host *RSDM[T], n, p int) (*devRSDM[T], e
 }
 
 func (o *devRSDM[T]) prepare(lr float64, h []float64) error {
+	o.host.saved = *o.host.src // first: abort restores it whatever fails
+	if err := checkLR(lr); err != nil {
+		return err
+	}
 	if err := o.host.SetLR(lr); err != nil {
 		return err
 	}
 	h[0] = lr
-	o.host.saved = *o.host.src
 	if err := o.host.sampler.draw(o.host.rng); err != nil {
 		return err
 	}

@@ -49,12 +49,15 @@ type Backend struct {
 	fault     C.CUdeviceptr         // the row kernels' four fault words
 	faultHost hostMem               // their copy, read at every CopyOut and Sync
 	stage     [stageSlots]stageSlot // pinned buffers that CopyIn goes up through
+	big       stageSlot             // the one for copies over maxStaged bytes
 	next      int
 	out       hostMem // pinned buffer that CopyOut comes down through
 	scratch   []C.CUdeviceptr
 	cmem      []unsafe.Pointer // kernel names and argument structs
 	live      int              // bytes in buffers not yet freed
 	closed    bool
+
+	faulted error // the first fault a wait met; every later one reports it
 
 	profile bool
 	timed   []timed // each prepared kernel's events and time, when profiling
@@ -76,6 +79,11 @@ type timed struct {
 // copies of a few steps (inputs, step sizes, each RSDM weight's rows), or
 // CopyIn would wait for the kernels queued before an earlier copy.
 const stageSlots = 32
+
+// maxStaged bounds the copies that go through the ring (so that its slots
+// stay small); a larger one goes through one buffer of its own, waiting for
+// the previous large copy.
+const maxStaged = 1 << 20
 
 // stageSlot is a pinned buffer and the event recorded after the last copy
 // out of it, which the next use waits for.
@@ -202,6 +210,9 @@ func (b *Backend) start() error {
 			return err
 		}
 	}
+	if err := result("creating an event", C.on_event(b.ctx, &b.big.done)); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -327,8 +338,11 @@ func (b *Backend) CopyIn(dst backend.Buffer, off int, src any) error {
 	if err != nil || len(s) == 0 {
 		return err
 	}
-	slot := &b.stage[b.next]
-	b.next = (b.next + 1) % len(b.stage)
+	slot := &b.big // a large copy waits for the last one
+	if len(s) <= maxStaged {
+		slot = &b.stage[b.next]
+		b.next = (b.next + 1) % len(b.stage)
+	}
 	if err := result("waiting for a staging buffer", C.on_event_sync(b.ctx, slot.done)); err != nil {
 		return err
 	}
@@ -481,13 +495,18 @@ func (b *Backend) timedFunc(k backend.Kernel, f backend.Func) (backend.Func, err
 }
 
 func (b *Backend) checkFault() error {
+	if b.faulted != nil {
+		return b.faulted
+	}
 	w := (*[4]uint64)(b.faultHost.p)
 	f := cudak.Fault{Words: *w}
 	if f.Words[0] == 0 {
 		return nil
 	}
-	*w = [4]uint64{}
-	return errors.Join(fmt.Errorf("cuda: %w", f.Err()), result("clearing the fault words", C.on_clear(b.ctx, b.stream, b.fault, 32)))
+	// A fault leaves device data damaged (a partial scatter, a weight the
+	// step did not finish): every later wait reports it, until Close.
+	b.faulted = fmt.Errorf("cuda: %w (the device's data since then is not to be trusted; close the backend)", f.Err())
+	return b.faulted
 }
 
 // Close waits for the device and releases the backend's memory, kernels,
@@ -498,7 +517,12 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
+	// Wait for the device first, so that an asynchronous error is not lost
+	// (a fault was reported already, by the wait that met it).
 	var errs []error
+	if b.fault != 0 && b.faultHost.p != nil { // (a backend whose start failed has neither)
+		errs = append(errs, result("synchronizing", C.on_dtoh(b.ctx, b.stream, nil, 0, 0, b.faultHost.p, b.fault)))
+	}
 	for _, p := range append(b.scratch, b.fault) {
 		if p != 0 {
 			errs = append(errs, result("freeing scratch memory", C.on_free(b.ctx, p)))
@@ -508,6 +532,7 @@ func (b *Backend) Close() error {
 	for i := range b.stage {
 		errs = append(errs, b.hostFree(&b.stage[i].mem))
 	}
+	errs = append(errs, b.hostFree(&b.big.mem))
 	for _, p := range b.cmem {
 		C.free(p)
 	}
@@ -518,6 +543,7 @@ func (b *Backend) Close() error {
 	for _, s := range b.stage {
 		events = append(events, s.done)
 	}
+	events = append(events, b.big.done)
 	for _, e := range events {
 		if e != nil {
 			errs = append(errs, result("destroying an event", C.on_event_destroy(b.ctx, e)))
@@ -639,6 +665,9 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 		default:
 			return nil, fmt.Errorf("cuda: %s: unknown step %T", k.Name(), s)
 		}
+	}
+	if len(fns) == 0 { // nothing to do (an empty copy, int32 data checked for finiteness)
+		return func() error { return nil }, nil
 	}
 	f := fns[0]
 	if len(fns) != 1 {

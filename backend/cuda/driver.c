@@ -13,12 +13,25 @@ int on_init(int ordinal, CUdevice *dev, CUcontext *ctx, CUstream *stream, cublas
   if ((r = cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, *dev))) return r;
   if ((r = cuDeviceGetName(name, namelen, *dev))) return r;
   if ((r = cuDevicePrimaryCtxRetain(ctx, *dev))) return r;
-  if ((r = cuCtxSetCurrent(*ctx))) return r;
-  if ((r = cuStreamCreate(stream, CU_STREAM_NON_BLOCKING))) return r;
+  // From here a failure releases what was made before it.
+  if ((r = cuCtxSetCurrent(*ctx)) || (r = cuStreamCreate(stream, CU_STREAM_NON_BLOCKING))) {
+    cuDevicePrimaryCtxRelease(*dev);
+    return r;
+  }
   cublasStatus_t s = cublasCreate(blas);
-  if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(*blas, *stream);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    cuStreamDestroy(*stream);
+    cuDevicePrimaryCtxRelease(*dev);
+    return 100000 + (int)s;
+  }
+  s = cublasSetStream(*blas, *stream);
   if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(*blas, CUBLAS_DEFAULT_MATH);
-  if (s != CUBLAS_STATUS_SUCCESS) return 100000 + (int)s;
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(*blas);
+    cuStreamDestroy(*stream);
+    cuDevicePrimaryCtxRelease(*dev);
+    return 100000 + (int)s;
+  }
   return 0;
 }
 

@@ -733,7 +733,8 @@ KERNEL(on_diag_save_f64, DiagArgs<double>) { diag_save_k(a); }
 
 // potrf_check records fault 2 where cuSOLVER's Cholesky failed (info) or a
 // pivot R_kk^2 is not above tol times G's diagonal entry d[k], with the
-// first such pivot and the order, then clears the info.
+// first such pivot and the order, and then sets R to the identity; it
+// clears the info.
 template <typename T> struct PotrfCheckArgs { i64 n; double tol; int *info; const T *r; const double *d; u64 *fault; };
 template <typename T> __device__ void potrf_check_k(const PotrfCheckArgs<T> &a) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
@@ -742,11 +743,30 @@ template <typename T> __device__ void potrf_check_k(const PotrfCheckArgs<T> &a) 
     double p = (double)a.r[k * a.n + k];
     if (!(p * p > a.tol * a.d[k]) || !finite_bits(p)) bad = k;
   }
-  if (bad >= 0 && atomicCAS(&a.fault[0], 0ULL, 2ULL) == 0ULL) {
-    a.fault[1] = (u64)bad;
-    a.fault[2] = (u64)a.n;
+  if (bad >= 0) {
+    if (atomicCAS(&a.fault[0], 0ULL, 2ULL) == 0ULL) {
+      a.fault[1] = (u64)bad;
+      a.fault[2] = (u64)a.n;
+    }
+    // R = I, so that the solve after leaves the matrix as it was.
+    T *r = (T *)a.r;
+    for (i64 k = 0; k < a.n * a.n; k++) r[k] = k / a.n == k % a.n ? (T)1 : (T)0;
   }
   a.info[0] = 0;
 }
 KERNEL(on_potrf_check_f32, PotrfCheckArgs<float>) { potrf_check_k(a); }
 KERNEL(on_potrf_check_f64, PotrfCheckArgs<double>) { potrf_check_k(a); }
+
+// scale_strided is a product over an empty inner dimension: C = beta C over
+// a strided batch of m x n matrices (0 where beta is 0, C not read).
+template <typename T> struct ScaleArgs { i64 batch, m, n, ldc, stride; double beta; T *c; };
+template <typename T> __device__ void scale_strided_k(const ScaleArgs<T> &a) {
+  T beta = (T)a.beta;
+  GRID_LOOP(i, a.batch * a.m * a.n) {
+    i64 b = i / (a.m * a.n), r = (i / a.n) % a.m, j = i % a.n;
+    T *p = a.c + b * a.stride + r * a.ldc + j;
+    *p = a.beta == 0 ? (T)0 : beta * *p;
+  }
+}
+KERNEL(on_scale_strided_f32, ScaleArgs<float>) { scale_strided_k(a); }
+KERNEL(on_scale_strided_f64, ScaleArgs<double>) { scale_strided_k(a); }

@@ -309,26 +309,19 @@ func (p *planner) checkFinite(k backend.CheckFinite) {
 	p.elementwise("on_check_finite", k.N, k.N, k.Src, k.Flag)
 }
 
-// gemm plans a product; rowMajor does the turn into cuBLAS's terms.
+// gemm plans a product; rowMajor does the turn into cuBLAS's terms. An
+// empty inner dimension is C = Beta C, by a kernel of ours: cuBLAS's
+// handling of k = 0 is not something to rely on.
 func (p *planner) gemm(k backend.Gemm) {
 	if k.M == 0 || k.N == 0 {
 		return
 	}
-	w := p.words(k.A, k.B, k.C)
-	lda, ldb := k.LDA, k.LDB
 	if k.K == 0 {
-		// No element of A or B is read, and Check leaves their leading
-		// dimensions free; cuBLAS still checks them against the stored
-		// matrices' columns.
-		lda, ldb = 1, max(1, k.N)
-		if k.TransA {
-			lda = max(1, k.M)
-		}
-		if k.TransB {
-			ldb = 1
-		}
+		p.elementwise("on_scale_strided", k.Batches()*k.M*k.N, k.Batches(), k.M, k.N, k.LDC, k.StrideC, k.Beta, k.C)
+		return
 	}
-	p.rowMajor(k.TransA, k.TransB, k.M, k.N, k.K, k.Alpha, k.Beta, w[0], lda, k.StrideA, w[1], ldb, k.StrideB, w[2], k.LDC, k.StrideC, k.Batches())
+	w := p.words(k.A, k.B, k.C)
+	p.rowMajor(k.TransA, k.TransB, k.M, k.N, k.K, k.Alpha, k.Beta, w[0], k.LDA, k.StrideA, w[1], k.LDB, k.StrideB, w[2], k.LDC, k.StrideC, k.Batches())
 }
 
 func (p *planner) reduce(k backend.Reduce) {

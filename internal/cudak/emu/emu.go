@@ -20,6 +20,7 @@ import (
 // Backend runs kernels through the emulator. Its memory is C memory, so
 // that addresses stay put.
 type Backend struct {
+	faulted error // the first fault a wait met; every later one reports it
 	fault   *[4]uint64
 	scratch []unsafe.Pointer
 	cmem    []unsafe.Pointer // launch names and argument structs
@@ -136,14 +137,17 @@ func (b *Backend) CopyOut(dst any, src backend.Buffer, off int) error {
 	return nil
 }
 
-// Sync reports, and clears, a bad row index a row kernel met.
+// Sync reports a fault a kernel met (a bad row index, a failed Q factor),
+// and from then on every time.
 func (b *Backend) Sync() error {
-	f := cudak.Fault{Words: *b.fault}
-	*b.fault = [4]uint64{}
-	if err := f.Err(); err != nil {
-		return fmt.Errorf("emu: %w", err)
+	if b.faulted != nil {
+		return b.faulted
 	}
-	return nil
+	if err := (cudak.Fault{Words: *b.fault}).Err(); err != nil {
+		// As on the GPU, the fault stays: later waits report it too.
+		b.faulted = fmt.Errorf("emu: %w (the device's data since then is not to be trusted; close the backend)", err)
+	}
+	return b.faulted
 }
 
 // Close frees the backend's own memory; buffers stay the caller's to free.
