@@ -11,7 +11,8 @@
 # TIME (default 120s), EVAL (default 10s), SEEDS (default "1 2 3") and TRAIN
 # (default build/cuda/bin/train) adjust it; DATA names the Fashion-MNIST
 # folder where it is not the Debian package's. Every run writes its folder
-# (metrics.csv with train_seconds, checkpoints) under OUT/<model>-<method>-<seed>.
+# (metrics.csv with train_seconds, checkpoints) under OUT/<model>-<method>-<seed>; cmd/figure
+# draws the figure from them: go run ./cmd/figure -out DIR -name ffn RSDM-P='OUT/ffn-rsdm-*' RGD='OUT/ffn-rgd-*'
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:?usage: dnn_figure.sh grid|ffn|vit OUT ...}
