@@ -11,7 +11,7 @@ import (
 	"github.com/orthonet/orthonet/internal/gpu"
 )
 
-// cpuSibling is the CPU build that make cuda puts beside the cuda build.
+// cpuSibling is the CPU build that make cuda and make cuda-legacy put beside the cuda build.
 const cpuSibling = "train-cpu"
 
 func defaultDevice() string {

@@ -1,5 +1,5 @@
 // Package gpu says whether this binary can run Gorgonia graphs on a CUDA GPU
-// and which one. Only a binary built by `make cuda` (build tag cuda) can; a
+// and which one. Only a binary built by `make cuda-legacy` (build tag cuda) can; a
 // plain build reports that it has no CUDA support.
 package gpu
 
@@ -19,7 +19,7 @@ type Device struct {
 }
 
 // ErrNotBuilt is Probe's error in a build without the cuda tag.
-var ErrNotBuilt = errors.New("this build has no CUDA support (build it with make cuda)")
+var ErrNotBuilt = errors.New("this build has no Gorgonia CUDA support (build it with make cuda-legacy)")
 
 // GradOptions returns the tape-machine options that make each node's
 // gradient readable through Node.Grad after a run, as optim.Solver reads it.
