@@ -34,12 +34,11 @@ type DeviceParam struct {
 // weights, gradient clipping), naming them. The Q factors are Cholesky QR
 // on the device (backend.QF).
 type DeviceSolver struct {
-	be     backend.Backend
-	params []DeviceParam
-	groups []Group
-	member []int
-	opts   []devOpt
-	steps  int
+	groupSteps // the groups and the step count: SetLR, LR, Steps, SetSteps
+	be         backend.Backend
+	params     []DeviceParam
+	member     []int
+	opts       []devOpt
 
 	hyper     backend.Buffer // four float64 per parameter: step size, Adam's corrections
 	hyperHost []float64
@@ -78,7 +77,7 @@ func NewDeviceSolver(be backend.Backend, params []DeviceParam, groups []Group, o
 		}
 		gs[i] = g
 	}
-	s := &DeviceSolver{be: be, params: append([]DeviceParam(nil), params...), groups: gs, member: make([]int, len(params))}
+	s := &DeviceSolver{be: be, params: append([]DeviceParam(nil), params...), groupSteps: groupSteps{groups: gs}, member: make([]int, len(params))}
 	seen := map[string]bool{}
 	for i, p := range s.params {
 		hp := Param{Name: p.Name, Shape: p.Shape, Constraint: p.Constraint}
@@ -281,38 +280,6 @@ func (s *DeviceSolver) Step() error {
 func (s *DeviceSolver) describe(i int) string {
 	p := s.params[i]
 	return Param{Name: p.Name, Constraint: p.Constraint}.describe()
-}
-
-// SetLR sets the base step size of group i.
-func (s *DeviceSolver) SetLR(group int, lr float64) error {
-	if group < 0 || group >= len(s.groups) {
-		return fmt.Errorf("optim: group %d of %d", group, len(s.groups))
-	}
-	if err := checkLR(lr); err != nil {
-		return err
-	}
-	s.groups[group].LR = lr
-	return nil
-}
-
-// LR returns the step size group i takes at the next Step.
-func (s *DeviceSolver) LR(group int) float64 {
-	if group < 0 || group >= len(s.groups) {
-		return math.NaN()
-	}
-	return s.groups[group].lr(s.steps)
-}
-
-// Steps returns the number of steps taken.
-func (s *DeviceSolver) Steps() int { return s.steps }
-
-// SetSteps sets the step count that drives the schedules.
-func (s *DeviceSolver) SetSteps(n int) error {
-	if n < 0 {
-		return fmt.Errorf("optim: step count %d", n)
-	}
-	s.steps = n
-	return nil
 }
 
 // Params returns the name and shape of every parameter, in order.

@@ -300,15 +300,11 @@ func (b *Backend) MemInfo() (free, total int, err error) {
 
 // hostBytes returns a Go slice's elements as bytes and their type.
 func hostBytes(s any) ([]byte, backend.DType, error) {
-	switch v := s.(type) {
-	case []float32:
-		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v)), backend.Float32, nil
-	case []float64:
-		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v)), backend.Float64, nil
-	case []int32:
-		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v)), backend.Int32, nil
+	b, dt, err := cudak.HostBytes(s)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", "cuda", err)
 	}
-	return nil, 0, fmt.Errorf("cuda: a %T, want []float32, []float64 or []int32", s)
+	return b, dt, nil
 }
 
 // span checks n elements of type dt at off in h and returns their address.

@@ -9,6 +9,7 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/orthonet/orthonet/backend"
 )
@@ -503,4 +504,18 @@ func (p *planner) attention(seqs, t, heads, d int, scale float64, q, k, v, out, 
 		p.rowMajor(false, false, t, dh, t, scale, 0, dpb(h), t, t*t, head(ka, h), d, t*d, head(dq, h), d, t*d, seqs)
 		p.rowMajor(true, false, t, dh, t, scale, 0, dpb(h), t, t*t, head(qa, h), d, t*d, head(dk, h), d, t*d, seqs)
 	}
+}
+
+// HostBytes returns a Go slice of elements ([]float32, []float64 or []int32)
+// as its bytes, and their type: what a device backend copies in and out.
+func HostBytes(s any) ([]byte, backend.DType, error) {
+	switch v := s.(type) {
+	case []float32:
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v)), backend.Float32, nil
+	case []float64:
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v)), backend.Float64, nil
+	case []int32:
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v)), backend.Int32, nil
+	}
+	return nil, 0, fmt.Errorf("a %T, want []float32, []float64 or []int32", s)
 }
