@@ -388,14 +388,9 @@ func (o *devSGD[T]) run() error { return o.step() }
 func (o *devSGD[T]) commit()    { o.started = o.started || o.host.cfg.Momentum != 0 }
 
 func (o *devSGD[T]) state() (State, error) {
-	o.host.mom = nil
-	if o.started {
-		o.host.mom = make([]T, o.n)
-		if err := o.d.s.be.CopyOut(o.host.mom, o.mom.Buf, o.mom.Off); err != nil {
-			return State{}, err
-		}
-	}
-	return o.host.State(), nil
+	var err error
+	o.host.mom, err = download[T](o.d.s.be, o.mom, o.n, o.started)
+	return o.host.State(), err
 }
 
 func (o *devSGD[T]) setState(st State) error {
@@ -403,10 +398,25 @@ func (o *devSGD[T]) setState(st State) error {
 		return err
 	}
 	o.started = o.host.mom != nil
-	if o.started {
-		return o.d.s.be.CopyIn(o.mom.Buf, o.mom.Off, o.host.mom)
+	return upload(o.d.s.be, o.mom, o.host.mom)
+}
+
+// download copies n elements at op to a new host slice, or returns nil
+// when there are none yet (a momentum before the first step).
+func download[T Float](be backend.Backend, op backend.Operand, n int, present bool) ([]T, error) {
+	if !present {
+		return nil, nil
 	}
-	return nil
+	h := make([]T, n)
+	return h, be.CopyOut(h, op.Buf, op.Off)
+}
+
+// upload copies a host slice to op, if there is one.
+func upload[T Float](be backend.Backend, op backend.Operand, h []T) error {
+	if h == nil {
+		return nil
+	}
+	return be.CopyIn(op.Buf, op.Off, h)
 }
 
 type devAdam[T Float] struct {
@@ -446,30 +456,18 @@ func (o *devAdam[T]) run() error { return o.step() }
 func (o *devAdam[T]) commit()    { o.host.t++ }
 
 func (o *devAdam[T]) state() (State, error) {
-	o.host.m, o.host.v = nil, nil
-	if o.host.t > 0 {
-		o.host.m, o.host.v = make([]T, o.n), make([]T, o.n)
-		if err := o.d.s.be.CopyOut(o.host.m, o.m.Buf, o.m.Off); err != nil {
-			return State{}, err
-		}
-		if err := o.d.s.be.CopyOut(o.host.v, o.v.Buf, o.v.Off); err != nil {
-			return State{}, err
-		}
-	}
-	return o.host.State(), nil
+	var err1, err2 error
+	o.host.m, err1 = download[T](o.d.s.be, o.m, o.n, o.host.t > 0)
+	o.host.v, err2 = download[T](o.d.s.be, o.v, o.n, o.host.t > 0)
+	return o.host.State(), errors.Join(err1, err2)
 }
 
 func (o *devAdam[T]) setState(st State) error {
 	if err := o.host.SetState(st); err != nil {
 		return err
 	}
-	if o.host.m == nil {
-		return nil // fresh: the moments are zero
-	}
-	if err := o.d.s.be.CopyIn(o.m.Buf, o.m.Off, o.host.m); err != nil {
-		return err
-	}
-	return o.d.s.be.CopyIn(o.v.Buf, o.v.Off, o.host.v)
+	// (fresh: the moments are zero, and nil)
+	return errors.Join(upload(o.d.s.be, o.m, o.host.m), upload(o.d.s.be, o.v, o.host.v))
 }
 
 // ---- the frame of a constrained weight ---------------------------------------------------
@@ -705,14 +703,9 @@ func (o *devRGD[T]) run() error { return o.f.around(o.step) }
 func (o *devRGD[T]) commit()    { o.started = o.started || o.host.cfg.Momentum > 0 }
 
 func (o *devRGD[T]) state() (State, error) {
-	o.host.mom = nil
-	if o.started {
-		o.host.mom = make([]T, o.f.n*o.f.p)
-		if err := o.d.s.be.CopyOut(o.host.mom, o.mom.Buf, o.mom.Off); err != nil {
-			return State{}, err
-		}
-	}
-	return o.host.State(), nil
+	var err error
+	o.host.mom, err = download[T](o.d.s.be, o.mom, o.f.n*o.f.p, o.started)
+	return o.host.State(), err
 }
 
 func (o *devRGD[T]) setState(st State) error {
@@ -720,8 +713,5 @@ func (o *devRGD[T]) setState(st State) error {
 		return err
 	}
 	o.started = o.host.mom != nil
-	if o.started {
-		return o.d.s.be.CopyIn(o.mom.Buf, o.mom.Off, o.host.mom)
-	}
-	return nil
+	return upload(o.d.s.be, o.mom, o.host.mom)
 }
