@@ -18,6 +18,19 @@ import (
 // device's optimizer (optim.DeviceSolver) takes.
 var deviceConfigs = []string{"rsdm-p+sgd", "rsdm-blocks", "rgd-momentum+adam"}
 
+// eachDeviceCase runs fn for every model, float type and device
+// configuration, each in a subtest named for them.
+func eachDeviceCase(t *testing.T, fn func(t *testing.T, mc modelCase, dt tensor.Dtype, cfg []optim.Group)) {
+	cfgs := solverConfigs()
+	for _, mc := range modelCases() {
+		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+			for _, name := range deviceConfigs {
+				t.Run(fmt.Sprintf("%s/%v/%s", mc.name, dt, name), func(t *testing.T) { fn(t, mc, dt, cfgs[name]) })
+			}
+		}
+	}
+}
+
 // compareBackends runs mc as a compiled program on ref (the CPU backend,
 // itself checked against the tape machine) and on be, each with its
 // Solver, for two steps from the same inputs and dropout masks, and checks

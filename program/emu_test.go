@@ -3,7 +3,6 @@
 package program
 
 import (
-	"fmt"
 	"testing"
 
 	"gorgonia.org/tensor"
@@ -11,6 +10,7 @@ import (
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/internal/cudak/emu"
+	"github.com/orthonet/orthonet/optim"
 )
 
 // Every lowering also runs through the CUDA backend's planner and kernels,
@@ -27,17 +27,8 @@ func TestModelsAgreeOnDevice(t *testing.T) {
 	defer be.Close()
 	ref := cpu.New(cpu.Options{})
 	defer ref.Close()
-	cfgs := solverConfigs()
-	for _, mc := range modelCases() {
-		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
-			for _, name := range deviceConfigs {
-				t.Run(fmt.Sprintf("%s/%v/%s", mc.name, dt, name), func(t *testing.T) {
-					compareModel(t, be, mc, dt, cfgs[name], false)
-				})
-				t.Run(fmt.Sprintf("%s/%v/%s/against-cpu", mc.name, dt, name), func(t *testing.T) {
-					compareBackends(t, ref, be, mc, dt, cfgs[name])
-				})
-			}
-		}
-	}
+	eachDeviceCase(t, func(t *testing.T, mc modelCase, dt tensor.Dtype, cfg []optim.Group) {
+		compareModel(t, be, mc, dt, cfg, false)
+		compareBackends(t, ref, be, mc, dt, cfg)
+	})
 }

@@ -3,7 +3,6 @@
 package program
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/orthonet/orthonet/backend/cpu"
 	cudabackend "github.com/orthonet/orthonet/backend/cuda"
+	"github.com/orthonet/orthonet/optim"
 )
 
 // TestModelsAgreeOnGPU runs the FFN, the small ViT and the custom model on
@@ -27,14 +27,7 @@ func TestModelsAgreeOnGPU(t *testing.T) {
 	defer be.Close()
 	ref := cpu.New(cpu.Options{})
 	defer ref.Close()
-	cfgs := solverConfigs()
-	for _, mc := range modelCases() {
-		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
-			for _, name := range deviceConfigs {
-				t.Run(fmt.Sprintf("%s/%v/%s", mc.name, dt, name), func(t *testing.T) {
-					compareBackends(t, ref, be, mc, dt, cfgs[name])
-				})
-			}
-		}
-	}
+	eachDeviceCase(t, func(t *testing.T, mc modelCase, dt tensor.Dtype, cfg []optim.Group) {
+		compareBackends(t, ref, be, mc, dt, cfg)
+	})
 }
