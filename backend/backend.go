@@ -153,3 +153,22 @@ type KernelTime struct {
 	Count  int
 	Total  time.Duration
 }
+
+// Sequence returns a Func that runs fns in order and stops at the first
+// error: a no-op for none, the Func itself for one.
+func Sequence(fns []Func) Func {
+	switch len(fns) {
+	case 0:
+		return func() error { return nil }
+	case 1:
+		return fns[0]
+	}
+	return func() error {
+		for _, f := range fns {
+			if err := f(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}

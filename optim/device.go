@@ -158,14 +158,7 @@ func (d deviceBuild) prepare(ks ...backend.Kernel) (backend.Func, error) {
 		}
 		fns[i] = f
 	}
-	return func() error {
-		for _, f := range fns {
-			if err := f(); err != nil {
-				return err
-			}
-		}
-		return nil
-	}, nil
+	return backend.Sequence(fns), nil
 }
 
 func newDevOpt[T Float](d deviceBuild) (devOpt, error) {

@@ -605,7 +605,7 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %s: %w", k.Name(), err)
 	}
-	fns := make([]func() error, len(steps))
+	fns := make([]backend.Func, len(steps))
 	for i, s := range steps {
 		switch s := s.(type) {
 		case cudak.Launch:
@@ -663,19 +663,9 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 		}
 	}
 	if len(fns) == 0 { // nothing to do (an empty copy, int32 data checked for finiteness)
-		return func() error { return nil }, nil
+		return backend.Sequence(nil), nil
 	}
-	f := fns[0]
-	if len(fns) != 1 {
-		f = func() error {
-			for _, f := range fns {
-				if err := f(); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}
+	f := backend.Sequence(fns)
 	if b.profile {
 		return b.timedFunc(k, f)
 	}

@@ -135,10 +135,7 @@ func Plan(d Device, k backend.Kernel) ([]Step, error) {
 	if d, ok := k.(backend.IdentityDelta); ok { // float64 in, the destination's type out
 		dt = backend.DTypeOf(d.Dst)
 	}
-	p.sfx = "_f32"
-	if dt == backend.Float64 {
-		p.sfx = "_f64"
-	}
+	p.sfx = suffix(dt)
 	switch k := k.(type) {
 	case backend.Gemm:
 		p.gemm(k)
@@ -286,27 +283,27 @@ func (p *planner) scratch(dt backend.DType, n int) uint64 {
 	return addr
 }
 
-func (p *planner) fill(k backend.Fill) {
-	switch backend.DTypeOf(k.Dst) {
+// suffix returns the suffix of the kernels' names for data of dt.
+func suffix(dt backend.DType) string {
+	switch dt {
 	case backend.Float32:
-		p.sfx = "_f32"
+		return "_f32"
 	case backend.Float64:
-		p.sfx = "_f64"
-	default:
-		p.sfx = "_i32"
+		return "_f64"
 	}
+	return "_i32"
+}
+
+func (p *planner) fill(k backend.Fill) {
+	p.sfx = suffix(backend.DTypeOf(k.Dst))
 	p.elementwise("on_fill", k.N, k.N, k.Value, k.Dst)
 }
 
 func (p *planner) checkFinite(k backend.CheckFinite) {
-	switch backend.DTypeOf(k.Src) {
-	case backend.Float32:
-		p.sfx = "_f32"
-	case backend.Float64:
-		p.sfx = "_f64"
-	default:
+	if backend.DTypeOf(k.Src) == backend.Int32 {
 		return // integers are finite
 	}
+	p.sfx = suffix(backend.DTypeOf(k.Src))
 	p.elementwise("on_check_finite", k.N, k.N, k.Src, k.Flag)
 }
 

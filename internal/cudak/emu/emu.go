@@ -191,7 +191,7 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 	if err != nil {
 		return nil, fmt.Errorf("emu: %s: %w", k.Name(), err)
 	}
-	fns := make([]func() error, len(steps))
+	fns := make([]backend.Func, len(steps))
 	for i, s := range steps {
 		switch s := s.(type) {
 		case cudak.Launch:
@@ -232,14 +232,7 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 			return nil, errors.New("emu: unknown step")
 		}
 	}
-	return func() error {
-		for _, f := range fns {
-			if err := f(); err != nil {
-				return err
-			}
-		}
-		return nil
-	}, nil
+	return backend.Sequence(fns), nil
 }
 
 func cbool(v bool) C.int {
