@@ -16,6 +16,9 @@
 #ifndef ORTHONET_EMU
 #define KERNEL(name, Args) extern "C" __global__ void name(Args a)
 #define KERNEL_SYNC(name, Args) KERNEL(name, Args)
+// SHARED declares a block's shared array (the host model gives each block a
+// fresh, poisoned one).
+#define SHARED(T, name, n) __shared__ T name[n]
 typedef long long i64;
 typedef unsigned long long u64;
 __device__ __forceinline__ bool finite_bits(double x) {
@@ -204,8 +207,8 @@ KERNEL(on_copy_f64, CopyArgs<double>) { copy_k(a); }
 // Reduce with Inner == 1: a block per row of Mid elements.
 template <typename T> struct ReduceArgs { i64 op, outer, mid, inner; const T *src; T *dst; };
 template <typename T> __device__ void reduce_rows_k(const ReduceArgs<T> &a) {
-  __shared__ double shd[NT];
-  __shared__ T sht[NT];
+  SHARED(double, shd, NT);
+  SHARED(T, sht, NT);
   for (i64 o = blockIdx.x; o < a.outer; o += gridDim.x) {
     const T *row = a.src + o * a.mid;
     if (a.op == 1) {
@@ -367,7 +370,7 @@ template <typename T> __device__ double row_lse(const T *z, i64 n) {
 // SoftmaxCrossEntropy: one block.
 template <typename T> struct CEArgs { i64 rows, classes; const T *z; const T *t; T *loss; };
 template <typename T> __device__ void ce_k(const CEArgs<T> &a) {
-  __shared__ double sh[NT];
+  SHARED(double, sh, NT);
   double s = 0;
   for (i64 r = threadIdx.x; r < a.rows; r += NT) {
     const T *z = a.z + r * a.classes, *t = a.t + r * a.classes;
@@ -409,7 +412,7 @@ template <typename T> __device__ void row_stats(const T *x, i64 d, double eps, d
 
 template <typename T> struct LNArgs { i64 rows, d; double eps; const T *x; const T *gamma; const T *beta; T *y; };
 template <typename T> __device__ void ln_k(const LNArgs<T> &a) {
-  __shared__ double sh[NT];
+  SHARED(double, sh, NT);
   for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
     const T *x = a.x + r * a.d;
     T *y = a.y + r * a.d;
@@ -424,7 +427,7 @@ KERNEL_SYNC(on_layer_norm_f64, LNArgs<double>) { ln_k(a); }
 
 template <typename T> struct LNGradArgs { i64 rows, d; double eps; const T *x; const T *gamma; const T *dy; T *dx; };
 template <typename T> __device__ void ln_grad_k(const LNGradArgs<T> &a) {
-  __shared__ double sh[NT];
+  SHARED(double, sh, NT);
   for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
     const T *x = a.x + r * a.d, *dy = a.dy + r * a.d;
     T *dx = a.dx + r * a.d;
@@ -450,7 +453,7 @@ KERNEL_SYNC(on_layer_norm_grad_f64, LNGradArgs<double>) { ln_grad_k(a); }
 // LayerNormParamGrad, first half: mean and rstd of every row into stats.
 template <typename T> struct LNStatsArgs { i64 rows, d; double eps; const T *x; double *stats; };
 template <typename T> __device__ void ln_stats_k(const LNStatsArgs<T> &a) {
-  __shared__ double sh[NT];
+  SHARED(double, sh, NT);
   for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
     double mean, rstd;
     row_stats(a.x + r * a.d, a.d, a.eps, sh, mean, rstd);
@@ -593,29 +596,29 @@ KERNEL(on_symmetrize_f64, SymArgs<double>) { sym_k(a); }
 // records fault 2 with its index and stops.
 template <typename T> struct CholArgs { i64 n; double tol; const T *g; double *r; u64 *fault; };
 template <typename T> __device__ void chol_k(const CholArgs<T> &a) {
-  __shared__ int bad;
-  __shared__ double d;
+  SHARED(int, bad, 1);
+  SHARED(double, d, 1);
   i64 n = a.n;
   for (i64 i = threadIdx.x; i < n * n; i += NT) a.r[i] = (double)a.g[i];
-  if (threadIdx.x == 0) bad = 0;
+  if (threadIdx.x == 0) bad[0] = 0;
   __syncthreads();
   for (i64 k = 0; k < n; k++) {
     if (threadIdx.x == 0) {
       double p = a.r[k * n + k];
       if (!(p > a.tol * (double)a.g[k * n + k]) || !finite_bits(p)) {
-        bad = 1;
+        bad[0] = 1;
         if (atomicCAS(&a.fault[0], 0ULL, 2ULL) == 0ULL) {
           a.fault[1] = (u64)k;
           a.fault[2] = (u64)n;
         }
       } else {
-        d = sqrt(p);
-        a.r[k * n + k] = d;
+        d[0] = sqrt(p);
+        a.r[k * n + k] = d[0];
       }
     }
     __syncthreads();
-    if (bad) break;
-    for (i64 j = k + 1 + threadIdx.x; j < n; j += NT) a.r[k * n + j] /= d;
+    if (bad[0]) break;
+    for (i64 j = k + 1 + threadIdx.x; j < n; j += NT) a.r[k * n + j] /= d[0];
     __syncthreads();
     i64 m = n - k - 1;
     for (i64 t = threadIdx.x; t < m * m; t += NT) {

@@ -67,6 +67,7 @@ inline void sync() {
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
+#define SHARED(T, name, n) static T name[n]
 
 #define EMU_KERNEL(name, Args, sync)                                                                   \
   extern "C" void name(Args a);                                                                        \
