@@ -1,0 +1,136 @@
+package standin
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Version is a library's major and minor version.
+type Version struct{ Major, Minor int }
+
+// Order is the order in which kernels' blocks, and each block's threads, run.
+type Order int
+
+// The orders: Rotate takes Forward, Reverse and Random in turn, launch by
+// launch.
+const (
+	Rotate Order = iota
+	Forward
+	Reverse
+	Random
+)
+
+// Config is what the model pretends to be.
+type Config struct {
+	Driver         int     // cuDriverGetVersion, e.g. 12080; 0: no driver installed (libcuda.so.1 absent)
+	NVRTC          Version // e.g. {12, 8}; zero: not installed
+	CUBLAS         int     // soname major of libcublas (12 or 13); 0: not installed
+	CUSOLVER       int     // soname major of libcusolver (11 in CUDA 12, 12 in CUDA 13); 0: not installed
+	Devices        int
+	Major, Minor   int    // compute capability
+	Memory         int64  // bytes per device
+	Folder         string // "": libraries found by soname; else only by their path in Folder
+	BuiltinsInPath bool   // libnvrtc-builtins found by soname (else it must be opened from Folder first)
+	Order          Order
+	Seed           uint64
+}
+
+// DefaultConfig returns a CUDA 12.8 installation (driver 12080, NVRTC 12.8,
+// cuBLAS 12, cuSOLVER 11) with one sm_90 device of 16 GiB, libraries found
+// by soname, kernels in rotating order with seed 1.
+func DefaultConfig() Config {
+	return Config{
+		Driver:         12080,
+		NVRTC:          Version{12, 8},
+		CUBLAS:         12,
+		CUSOLVER:       11,
+		Devices:        1,
+		Major:          9,
+		Minor:          0,
+		Memory:         16 << 30,
+		BuiltinsInPath: true,
+		Order:          Rotate,
+		Seed:           1,
+	}
+}
+
+// check reports what is wrong with c.
+func (c Config) check() error {
+	switch {
+	case c.Driver < 0 || c.Driver > 99990:
+		return fmt.Errorf("standin: driver version %d", c.Driver)
+	case c.NVRTC.Major < 0 || c.NVRTC.Minor < 0 || c.NVRTC.Minor > 9 || (c.NVRTC.Major == 0 && c.NVRTC.Minor != 0):
+		return fmt.Errorf("standin: NVRTC version %d.%d", c.NVRTC.Major, c.NVRTC.Minor)
+	case c.CUBLAS < 0 || c.CUSOLVER < 0:
+		return fmt.Errorf("standin: cuBLAS %d, cuSOLVER %d", c.CUBLAS, c.CUSOLVER)
+	case c.Devices < 0 || c.Devices > 64:
+		return fmt.Errorf("standin: %d devices", c.Devices)
+	case c.Major < 0 || c.Major > 99 || c.Minor < 0 || c.Minor > 9:
+		return fmt.Errorf("standin: compute capability %d.%d", c.Major, c.Minor)
+	case c.Memory < 0:
+		return fmt.Errorf("standin: %d bytes of device memory", c.Memory)
+	case c.Order < Rotate || c.Order > Random:
+		return fmt.Errorf("standin: order %d", c.Order)
+	}
+	return nil
+}
+
+// Lib is a library of the model: the ON_LIB_* index of cuapi.h, or LibNone
+// for a library without functions of its own (libnvrtc-builtins,
+// libcublasLt).
+type Lib int
+
+// The libraries, as cuapi.h numbers them.
+const (
+	LibNone     Lib = -1
+	LibCUDA     Lib = 0
+	LibNVRTC    Lib = 1
+	LibCUBLAS   Lib = 2
+	LibCUSOLVER Lib = 3
+)
+
+// resolve returns the library that path opens under c, whether it is
+// libnvrtc-builtins, and whether it is found at all.
+func resolve(c Config, path string) (lib Lib, builtins, ok bool) {
+	if path == "" {
+		return LibNone, false, false
+	}
+	base := filepath.Base(path)
+	byName := !strings.Contains(path, "/")
+	inFolder := c.Folder != "" && !byName && filepath.Clean(path) == filepath.Join(c.Folder, base)
+	found := byName && c.Folder == "" || inFolder
+	if c.Driver != 0 && path == "libcuda.so.1" {
+		return LibCUDA, false, true // a driver is found by soname, wherever the toolkit is
+	}
+	if c.NVRTC.Major != 0 {
+		name := fmt.Sprintf("libnvrtc.so.%d", c.NVRTC.Major)
+		if c.NVRTC.Major == 11 {
+			name = "libnvrtc.so.11.2"
+		}
+		if base == name && found {
+			return LibNVRTC, false, true
+		}
+		if base == fmt.Sprintf("libnvrtc-builtins.so.%d.%d", c.NVRTC.Major, c.NVRTC.Minor) &&
+			(byName && c.BuiltinsInPath || inFolder) {
+			return LibNone, true, true
+		}
+	}
+	if c.CUBLAS != 0 && found {
+		switch base {
+		case fmt.Sprintf("libcublas.so.%d", c.CUBLAS):
+			return LibCUBLAS, false, true
+		case fmt.Sprintf("libcublasLt.so.%d", c.CUBLAS):
+			return LibNone, false, true
+		}
+	}
+	if c.CUSOLVER != 0 && found && base == fmt.Sprintf("libcusolver.so.%d", c.CUSOLVER) {
+		return LibCUSOLVER, false, true
+	}
+	return LibNone, false, false
+}
+
+// openError is dlopen's message for a library it cannot find.
+func openError(path string) error {
+	return fmt.Errorf("%s: cannot open shared object file: No such file or directory", path)
+}

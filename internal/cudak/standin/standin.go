@@ -1,0 +1,90 @@
+//go:build cgo
+
+package standin
+
+// #cgo CXXFLAGS: -std=c++20 -O1
+// #cgo LDFLAGS: -lstdc++
+// #include <stdlib.h>
+// #include "standin_c.h"
+import "C"
+
+import (
+	"errors"
+	"sync"
+	"unsafe"
+
+	"github.com/orthonet/orthonet/internal/cudak"
+)
+
+// Available reports whether the package was built with the model (cgo).
+const Available = true
+
+var (
+	mu  sync.Mutex
+	cur Config
+)
+
+func init() {
+	src := C.CString(cudak.Source)
+	C.standin_set_source(src, C.size_t(len(cudak.Source)))
+	C.free(unsafe.Pointer(src))
+	if err := Configure(DefaultConfig()); err != nil {
+		panic(err) // the default configuration is valid and nothing is retained yet
+	}
+}
+
+// Configure sets the process-wide model. It fails for a configuration that
+// makes no sense, and while a primary context is still retained.
+func Configure(c Config) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	folder := C.CString(c.Folder)
+	defer C.free(unsafe.Pointer(folder))
+	builtins := 0
+	if c.BuiltinsInPath {
+		builtins = 1
+	}
+	if C.standin_configure(C.int(c.Driver), C.int(c.NVRTC.Major), C.int(c.NVRTC.Minor), C.int(c.CUBLAS),
+		C.int(c.CUSOLVER), C.int(c.Devices), C.int(c.Major), C.int(c.Minor), C.longlong(c.Memory), folder,
+		C.int(builtins), C.int(c.Order), C.uint64_t(c.Seed)) != 0 {
+		return errors.New("standin: configure: a primary context is still retained (release it first)")
+	}
+	cur = c
+	return nil
+}
+
+// Current returns the model's configuration.
+func Current() Config {
+	mu.Lock()
+	defer mu.Unlock()
+	return cur
+}
+
+// Open is the model's dlopen: the library that path names under the
+// current configuration, or dlopen's error when it is not found there.
+func Open(path string) (Lib, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	lib, builtins, ok := resolve(cur, path)
+	if !ok {
+		return LibNone, openError(path)
+	}
+	if builtins {
+		C.standin_mark_builtins()
+	}
+	return lib, nil
+}
+
+// Sym is the model's dlsym: the C function of that name in library l, or
+// nil when l has no such function.
+func Sym(l Lib, name string) unsafe.Pointer {
+	if l < LibCUDA || l > LibCUSOLVER {
+		return nil
+	}
+	s := C.CString(name)
+	defer C.free(unsafe.Pointer(s))
+	return C.standin_sym(C.int(l), s)
+}
