@@ -10,7 +10,7 @@ OUT         ?= out
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas bench paper train cuda cuda-legacy cuda-test cuda-pack clean
+.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas bench paper train clean
 
 all: test
 
@@ -37,18 +37,13 @@ deps:
 $(BIN)/staticcheck:
 	GOBIN=$(BIN) $(GO) install $(STATICCHECK)
 
-# lint: gofmt, go vet and staticcheck on both builds (OpenBLAS and pure Go),
-# and on the CUDA build where Debian's CUDA headers are installed.
+# lint: gofmt, go vet and staticcheck on both builds (OpenBLAS and pure Go).
 lint: deps $(BIN)/staticcheck
 	@fmt="$$(gofmt -l .)"; if [ -n "$$fmt" ]; then echo "gofmt would change: $$fmt" >&2; exit 1; fi
 	$(GO) vet -tags $(TAGS) ./...
 	CGO_ENABLED=0 $(GO) vet ./...
 	$(BIN)/staticcheck -tags $(TAGS) ./...
 	CGO_ENABLED=0 $(BIN)/staticcheck ./...
-	@if [ -e /usr/include/cuda.h ] && [ -e /usr/include/nvrtc.h ]; then \
-		echo "lint: the CUDA build too (CUDA headers in /usr/include)"; \
-		$(GO) vet -tags "gpu $(TAGS)" ./... && $(BIN)/staticcheck -tags "gpu $(TAGS)" ./...; \
-	fi
 
 # ORTHONET_REQUIRE_DATA turns the real-data tests' skip into a failure.
 unit: deps
@@ -93,21 +88,6 @@ paper: deps
 # Fashion-MNIST for one epoch, offline; prints test accuracy and feasibility.
 train: deps
 	$(GO) run -tags $(TAGS) ./cmd/train
-
-# cuda: the CUDA build into build/cuda/bin (train, train-cpu, bench and the
-# cuda test binaries) on a machine with a CUDA 12/13 toolkit (headers and
-# libraries: driver, cuBLAS, cuSOLVER, NVRTC); see README "CUDA". cuda-legacy
-# adds Gorgonia's CUDA machine (-engine tape on the GPU), which also needs
-# nvcc and cuDNN 9. cuda-test runs the tests on the GPU; cuda-pack writes
-# .cuda/, what cuda needs on a GPU machine without Go or network.
-cuda:
-	bash scripts/cuda.sh build
-cuda-legacy:
-	bash scripts/cuda.sh build-legacy
-cuda-test:
-	bash scripts/cuda.sh test
-cuda-pack:
-	bash scripts/cuda.sh pack
 
 clean:
 	rm -rf $(BIN) $(OUT) build

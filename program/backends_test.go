@@ -35,9 +35,7 @@ func eachDeviceCase(t *testing.T, fn func(t *testing.T, mc modelCase, dt tensor.
 // itself checked against the tape machine) and on be, each with its
 // Solver, for two steps from the same inputs and dropout masks, and checks
 // that the loss, the logits, every gradient and every parameter after each
-// step agree (float64 to 1e-10, float32 to 1e-5, relative). A cuda build's
-// tape machine runs on the GPU, so the device is compared with the CPU
-// program instead.
+// step agree (float64 to 1e-10, float32 to 1e-5, relative).
 func compareBackends(t *testing.T, ref, be backend.Backend, mc modelCase, dt tensor.Dtype, cfg []optim.Group) {
 	type side struct {
 		m    *model

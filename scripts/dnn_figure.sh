@@ -2,34 +2,40 @@
 # The paper's neural-network figure on a GPU (issue: the orthogonal ViT and
 # FFN, RSDM-P against RGD, test accuracy against training seconds): each run
 # trains for a fixed training time (-time-limit) with a whole-test-set
-# evaluation every -eval-interval, on Fashion-MNIST, with the cuda build.
+# evaluation every -eval-interval, on Fashion-MNIST, on the GPU (-device cuda).
 #
 #   bash scripts/dnn_figure.sh grid OUT      the FFN's step-size grid, a short run per value
 #   bash scripts/dnn_figure.sh ffn OUT LR_RSDM LR_RGD [SEEDS]
 #   bash scripts/dnn_figure.sh vit OUT [SEEDS]
 #
-# TIME (default 120s), EVAL (default 10s), SEEDS (default "1 2 3") and TRAIN
-# (default build/cuda/bin/train) adjust it; DATA names the Fashion-MNIST
-# folder where it is not the Debian package's. Every run writes its folder
+# TIME (default 120s), EVAL (default 10s), SEEDS (default "1 2 3"), TRAIN
+# (a train binary; default: ./cmd/train built into OUT) and DEVICE (default
+# cuda; where there is no GPU, train goes on on the CPU, saying why) adjust
+# it; DATA names the Fashion-MNIST folder where it is not the Debian package's. Every run writes its folder
 # (metrics.csv with train_seconds, checkpoints) under OUT/<model>-<method>-<seed>; cmd/figure
 # draws the figure from them: go run ./cmd/figure -out DIR -name ffn RSDM-P='OUT/ffn-rsdm-*' RGD='OUT/ffn-rgd-*'
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:?usage: dnn_figure.sh grid|ffn|vit OUT ...}
 out=${2:?usage: dnn_figure.sh grid|ffn|vit OUT ...}
-train=${TRAIN:-build/cuda/bin/train}
 time=${TIME:-120s}
 eval=${EVAL:-10s}
+device=${DEVICE:-cuda}
 data=()
 [[ -z ${DATA:-} ]] || data=(-data "$DATA")
 mkdir -p "$out"
+train=${TRAIN:-}
+if [[ -z $train ]]; then
+	go build -o "$out/train" ./cmd/train
+	train=$out/train
+fi
 
 # run NAME ARGS...: one run into OUT/NAME, its log beside it.
 run() {
 	local name=$1
 	shift
 	echo "== $name: $*"
-	"$train" -dataset fashion-mnist "${data[@]}" -schedule const -eval-every -1 -save-every 0 -epochs 1000 \
+	"$train" -device "$device" -dataset fashion-mnist "${data[@]}" -schedule const -eval-every -1 -save-every 0 -epochs 1000 \
 		-out "$out/$name" "$@" >"$out/$name.log" 2>&1 || { tail -5 "$out/$name.log"; return 1; }
 	grep -E "^(time limit|test accuracy|\|\|W)" "$out/$name.log" | tr '\n' ' '
 	echo

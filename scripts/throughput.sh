@@ -7,18 +7,19 @@
 #
 # Run: bash scripts/throughput.sh [ffn|vit|all]   (needs python3-torch for the
 # PyTorch rows; the ViT takes several minutes)
-#      bash scripts/throughput.sh cuda   on a GPU machine, after make cuda: the
-# cuda build's train (the CUDA backend, RSDM-P and RGD, and Gorgonia's CUDA
-# machine) beside scripts/torch_*.py --device cuda, then the device profile of
-# each model (-kernel-profile); PROFILE_OUT=folder keeps the runs' logs there.
+#      bash scripts/throughput.sh cuda   on a GPU machine: train -device cuda
+# (the CUDA backend, RSDM-P and RGD) beside scripts/torch_*.py --device cuda,
+# then the device profile of each model (-kernel-profile); PROFILE_OUT=folder
+# keeps the runs' logs there, TRAIN=binary runs that train instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-if [[ $what == cuda ]]; then
-	[[ -x build/cuda/bin/train ]] || { echo "throughput: no build/cuda/bin/train: run make cuda first" >&2; exit 1; }
-	cp build/cuda/bin/train "$out/train"
+if [[ -n ${TRAIN:-} ]]; then
+	cp "$TRAIN" "$out/train"
+elif [[ $what == cuda ]]; then
+	go build -o "$out/train" ./cmd/train
 else
 	go build -tags openblas -o "$out/train" ./cmd/train
 fi
@@ -67,7 +68,6 @@ fi
 if [[ $what == cuda ]]; then
 	run_go ffn-cuda-rsdm program 16 -device cuda -limit-train 16000
 	run_go ffn-cuda-rgd program 16 -device cuda -optim rgd -limit-train 3200
-	run_go ffn-cuda-tape tape 16 -device cuda -limit-train 4800
 	run_torch ffn-torch-cuda scripts/torch_ffn.py --device cuda --steps 1000
 	run_go vit-cuda-rsdm program 32 -device cuda -model vit -limit-train 3200
 	run_go vit-cuda-rgd program 32 -device cuda -model vit -optim rgd -limit-train 1600

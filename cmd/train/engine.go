@@ -14,7 +14,6 @@ import (
 	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
-	"github.com/orthonet/orthonet/internal/gpu"
 	"github.com/orthonet/orthonet/models"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
@@ -60,11 +59,6 @@ type engine interface {
 // engines lists the values of -engine.
 var engines = []string{"program", "tape"}
 
-// defaultEngine is the compiled program, except in the cuda build, where
-// Gorgonia's CUDA tape machine runs the graph until the CUDA backend of
-// package program exists.
-func defaultEngine() string { return "program" }
-
 // newEngine builds the engine for the training network net (whose loss is
 // loss against the labels node y) and the evaluation network ev.
 func newEngine(c config, net *network, loss, y *G.Node, ev *network, totalSteps int) (engine, error) {
@@ -79,7 +73,7 @@ func newEngine(c config, net *network, loss, y *G.Node, ev *network, totalSteps 
 type tapeEngine struct {
 	net, ev *network
 	loss    *G.Node
-	logits  G.Value // copied out by the tape: on a GPU the node's own buffer is reused by the backward pass
+	logits  G.Value // copied out by the tape machine on each run (G.Read)
 	vm, evm G.VM
 	s       *param.Solver
 }
@@ -87,7 +81,7 @@ type tapeEngine struct {
 func newTapeEngine(net *network, loss *G.Node, ev *network, groups []optim.Group, opts optim.Options) (*tapeEngine, error) {
 	e := &tapeEngine{net: net, ev: ev, loss: loss}
 	G.Read(net.logits, &e.logits)
-	e.vm = G.NewTapeMachine(net.logits.Graph(), gpu.GradOptions(net.Nodes()...)...)
+	e.vm = G.NewTapeMachine(net.logits.Graph(), G.BindDualValues(net.Nodes()...))
 	if err := models.Share(ev.Nodes(), net.Nodes()); err != nil {
 		e.close()
 		return nil, err

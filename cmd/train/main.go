@@ -24,10 +24,8 @@ import (
 	"syscall"
 	"time"
 
-	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
-	"github.com/orthonet/orthonet/internal/gpu"
 )
 
 // config is everything the flags set.
@@ -170,8 +168,8 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.StringVar(&c.out, "out", "checkpoints", "folder under which the run's folder is created (also by -resume from a checkpoint that is not its run's newest)")
 	fs.IntVar(&c.limitTrain, "limit-train", 0, "use only the first N training examples (0: all)")
 	fs.IntVar(&c.limitTest, "limit-test", 0, "use only the first N test examples (0: all)")
-	fs.StringVar(&c.device, "device", defaultDevice(), "cpu or cuda (cuda needs the binary make cuda builds)")
-	fs.StringVar(&c.engine, "engine", defaultEngine(), "what runs the graphs: program (orthonet's compiled executor) or tape (Gorgonia's tape machine, the reference)")
+	fs.StringVar(&c.device, "device", "cpu", "cpu or cuda (an NVIDIA GPU, with -engine program; where there is none the run goes on on the CPU, saying why)")
+	fs.StringVar(&c.engine, "engine", "program", "what runs the graphs: program (orthonet's compiled executor) or tape (Gorgonia's tape machine, the reference; CPU only)")
 	fs.BoolVar(&c.kernelProfile, "kernel-profile", false, "time every kernel of the compiled training program and print where a step's time goes at the end (-engine program)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
 	fs.BoolVar(&c.download, "download", false, "download MNIST or CIFAR-10 into -data first (SHA-256 checked)")
@@ -224,10 +222,8 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		}
 	}
 	switch {
-	case c.device == "cuda" && !cudabackend.Built:
-		return c, fs, errors.New("-device cuda: this build has no CUDA support (build it with make cuda); use -device cpu")
-	case c.device == "cuda" && c.engine == "tape" && !gpu.Built:
-		return c, fs, errors.New("-device cuda -engine tape runs Gorgonia's CUDA machine, which only make cuda-legacy builds; the default -engine program runs on the GPU")
+	case c.device == "cuda" && c.engine == "tape":
+		return c, fs, errors.New("the tape engine runs on the CPU only; -device cuda needs -engine program")
 	case c.epochs < 1 || c.batch < 1:
 		return c, fs, fmt.Errorf("-epochs %d and -batch %d must be at least 1", c.epochs, c.batch)
 	case c.limitTrain < 0 || c.limitTest < 0 || c.evalSubset < 0:
@@ -276,10 +272,7 @@ func mainCode() int {
 		fmt.Fprintln(os.Stderr, "train:", err)
 		return 2
 	}
-	if err := selectDevice(&c, os.Args, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "train:", err)
-		return 1
-	}
+	selectDevice(&c, os.Stderr)
 	if c.cpuProfile != "" {
 		f, err := os.Create(c.cpuProfile)
 		if err == nil {

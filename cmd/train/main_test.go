@@ -7,13 +7,12 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-
-	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 )
 
 func TestParseFlagsErrors(t *testing.T) {
@@ -25,19 +24,38 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"-optim", "adam"}, `-optim "adam": want one of rsdm, rgd`},
 		{[]string{"-model", "vit", "-dim", "10", "-heads", "4"}, "-heads 4 must divide -dim 10"},
 		{[]string{"-dropout", "1"}, "-dropout 1: want 0 <= p < 1"},
-		{[]string{"-device", "cuda"}, "this build has no CUDA support"},
+		{[]string{"-engine", "tape", "-device", "cuda"}, "the tape engine runs on the CPU only; -device cuda needs -engine program"},
 		{[]string{"-epochs", "0"}, "-epochs 0 and -batch 16 must be at least 1"},
 		{[]string{"-limit-train", "-5"}, "must not be negative"},
 		{[]string{"-download"}, "dataset-fashion-mnist"},
 		{[]string{"-lr", "fast"}, "invalid value"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
 	} {
-		if cudabackend.Built && tc.args[0] == "-device" {
-			continue // the cuda build takes -device cuda
-		}
 		if _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestTapeOnCUDARefused runs the command with -engine tape -device cuda:
+// it must exit 2 with the reason before it reads or writes anything.
+func TestTapeOnCUDARefused(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := exec.Command(os.Args[0], "-engine", "tape", "-device", "cuda", "-dataset", "mnist", "-data", t.TempDir(), "-out", out)
+	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("exit: %v, want status 2\n%s", err, stderr.String())
+	}
+	want := "train: the tape engine runs on the CPU only; -device cuda needs -engine program\n"
+	if stderr.String() != want {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("-out %s: %v, want nothing written", out, err)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -210,10 +209,6 @@ type trainer struct {
 }
 
 func run(ctx context.Context, c config, w io.Writer) error {
-	// Gorgonia's CUDA engine makes its context current on the calling OS
-	// thread and expects it there on every later call.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	t, err := newTrainer(ctx, c, w)
 	if err != nil {
 		return err

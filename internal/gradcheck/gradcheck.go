@@ -7,8 +7,6 @@ import (
 	"math"
 
 	G "gorgonia.org/gorgonia"
-
-	"github.com/orthonet/orthonet/internal/gpu"
 )
 
 // Check computes the gradient of the scalar float64 node loss with respect
@@ -21,10 +19,8 @@ func Check(g *G.ExprGraph, loss *G.Node, h, tol float64, wrt ...*G.Node) error {
 	if _, err := G.Grad(loss, wrt...); err != nil {
 		return err
 	}
-	vm := G.NewTapeMachine(g, gpu.GradOptions(wrt...)...)
-	if !gpu.Built { // closing a CUDA machine breaks the next one's cuBLAS (Gorgonia 0.9.18)
-		defer vm.Close()
-	}
+	vm := G.NewTapeMachine(g, G.BindDualValues(wrt...))
+	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		return err
 	}
