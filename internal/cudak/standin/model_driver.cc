@@ -147,14 +147,17 @@ Config cfg{12080, 12, 8, 12, 11, 1, 9, 0, 16LL << 30, "", true, 0, 1};
 std::atomic<bool> initialized{false};
 bool builtins_opened = false;
 std::string source;
-std::deque<Ctx> ctxs; // per device; never shrinks, so handles stay valid
-std::vector<long long> used; // device bytes allocated, per device
-std::map<Stream *, std::shared_ptr<Stream>> streams;
-std::map<Event *, std::shared_ptr<Event>> events;
-std::set<Module *> modules;
-std::set<Function *> functions;
-std::map<uintptr_t, Block> device_blocks, pinned_blocks;
-std::deque<std::pair<void *, size_t>> quarantine;
+// The registries are never destroyed (no destructor runs at exit while a
+// stream's thread may still run, and quarantined blocks stay reachable).
+std::deque<Ctx> &ctxs = *new std::deque<Ctx>; // per device; never shrinks, so handles stay valid
+std::vector<long long> &used = *new std::vector<long long>; // device bytes allocated, per device
+std::map<Stream *, std::shared_ptr<Stream>> &streams = *new std::map<Stream *, std::shared_ptr<Stream>>;
+std::map<Event *, std::shared_ptr<Event>> &events = *new std::map<Event *, std::shared_ptr<Event>>;
+std::set<Module *> &modules = *new std::set<Module *>;
+std::set<Function *> &functions = *new std::set<Function *>;
+std::map<uintptr_t, Block> &device_blocks = *new std::map<uintptr_t, Block>;
+std::map<uintptr_t, Block> &pinned_blocks = *new std::map<uintptr_t, Block>;
+std::deque<std::pair<void *, size_t>> &quarantine = *new std::deque<std::pair<void *, size_t>>;
 size_t quarantined = 0;
 
 thread_local Ctx *current = nullptr;

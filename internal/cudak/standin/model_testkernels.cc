@@ -49,3 +49,9 @@ MODEL_KERNEL(on_test_shared, SharedArgs, true, true) {
 } // namespace
 
 extern "C" void standin_enable_test_kernels(int on) { model::test_kernels_enabled = on != 0; }
+
+// standin_test_fail enqueues on s an item that fails with r, as a faulting
+// kernel would.
+extern "C" CUresult standin_test_fail(CUstream s, CUresult r) {
+  return model::enqueue(s, [r] { return r; });
+}

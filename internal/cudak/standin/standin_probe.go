@@ -14,6 +14,7 @@ package standin
 #define PROBE_DECLARE(lib, name, ret, params) ret name params;
 ON_API(PROBE_DECLARE)
 void standin_enable_test_kernels(int on);
+CUresult standin_test_fail(CUstream s, CUresult r);
 static CUresult probe_launch_params(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                     unsigned bz, unsigned shared, CUstream s, void *args) {
   void *params[1] = {args};
@@ -277,4 +278,9 @@ func deviceCount() (int, cuResult) {
 	var n C.int
 	r := cuResult(C.cuDeviceGetCount(&n))
 	return int(n), r
+}
+
+// fail enqueues an item that fails with r.
+func (p *probe) fail(r cuResult) cuResult {
+	return p.on(func() C.CUresult { return C.standin_test_fail(p.stream, C.CUresult(r)) })
 }

@@ -258,6 +258,54 @@ func TestLazyStream(t *testing.T) {
 	})
 }
 
+// TestQueueLimit checks that a stream runs its queue, without a wait, once
+// it holds 1024 items.
+func TestQueueLimit(t *testing.T) {
+	p := open(t, DefaultConfig())
+	d, r := p.alloc(1)
+	want(t, "cuMemAlloc", r, rSuccess)
+	defer p.free(d)
+	for i := 1; i <= 1023; i++ {
+		want(t, "memset", p.memset(d, byte(i%200), 1), rSuccess)
+	}
+	if v := peek(d, 1)[0]; v != 0xFF {
+		t.Fatalf("a memset ran with 1023 items queued: %d", v)
+	}
+	want(t, "memset", p.memset(d, 201, 1), rSuccess)
+	if v := peek(d, 1)[0]; v != 201 {
+		t.Fatalf("1024 items queued and not run: the byte is %d, want 201", v)
+	}
+}
+
+// TestStickyError checks that a failed stream item is returned by every
+// later wait, that later work does not run, and that the context's reset
+// forgets it.
+func TestStickyError(t *testing.T) {
+	p, err := newProbe(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, r := p.alloc(8)
+	want(t, "cuMemAlloc", r, rSuccess)
+	const launchFailed cuResult = 719
+	want(t, "enqueue a failure", p.fail(launchFailed), rSuccess)
+	want(t, "memset", p.memset(d, 3, 8), rSuccess)
+	want(t, "sync", p.sync(), launchFailed)
+	if v := peek(d, 1)[0]; v != 0xFF {
+		t.Errorf("work after the failure ran (%d)", v)
+	}
+	want(t, "a second sync", p.sync(), launchFailed)
+	e, _ := p.eventCreate(0)
+	want(t, "record", p.record(e), rSuccess)
+	want(t, "event sync", p.eventSync(e), launchFailed)
+	want(t, "pageable DtoH", p.dtoh(make([]byte, 8), d), launchFailed)
+	if err := p.close(); err != nil { // the last release resets the context, freeing d
+		t.Fatal(err)
+	}
+	q := open(t, DefaultConfig())
+	want(t, "sync in a fresh context", q.sync(), rSuccess)
+}
+
 // TestPoison checks that new and freed memory holds 0xFF bytes, that a
 // freed block is no longer a device range, and the memory accounting.
 func TestPoison(t *testing.T) {
