@@ -1,6 +1,10 @@
 package backend
 
-import "fmt"
+import (
+	"fmt"
+	"reflect"
+	"slices"
+)
 
 // Every kernel checks its operands the same way on every backend: Prepare
 // calls Check first.
@@ -188,7 +192,8 @@ func (o BinaryOp) String() string {
 
 // Zip is Dst[i] = A[i] Op B[i] for N elements. An operand whose Scalar flag
 // is set is one element, used for every i. Dst may be A or B, unless that
-// operand is a scalar.
+// operand is a scalar (Check refuses a destination that holds a scalar
+// operand, for N > 1).
 type Zip struct {
 	Op               BinaryOp
 	N                int
@@ -218,7 +223,32 @@ func (k Zip) Check() error {
 	if err := CheckOperand("zip B", k.B, dt, nb); err != nil {
 		return err
 	}
-	return CheckOperand("zip destination", k.Dst, dt, k.N)
+	if err := CheckOperand("zip destination", k.Dst, dt, k.N); err != nil {
+		return err
+	}
+	// A scalar operand inside the destination is read by every thread of a
+	// device while one of them overwrites it. With N = 1 the scalar is the
+	// whole operand, read and written by one thread: that is in place.
+	for _, s := range []struct {
+		name   string
+		op     Operand
+		scalar bool
+	}{{"A", k.A, k.AScalar}, {"B", k.B, k.BScalar}} {
+		if s.scalar && k.N > 1 && sameBuffer(s.op.Buf, k.Dst.Buf) && s.op.Off >= k.Dst.Off && s.op.Off < k.Dst.Off+k.N {
+			return fmt.Errorf("backend: zip: destination holds the scalar operand %s (element %d of %d): writing it races with reading it", s.name, s.op.Off-k.Dst.Off, k.N)
+		}
+	}
+	return nil
+}
+
+// sameBuffer reports whether a and b are one buffer (false where the
+// buffer type cannot be compared).
+func sameBuffer(a, b Buffer) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	t := reflect.TypeOf(a)
+	return t == reflect.TypeOf(b) && t.Comparable() && a == b
 }
 
 // ReduceOp is how Reduce combines elements.
@@ -320,7 +350,9 @@ const MaxDims = 8
 // Dst.Off + sum i_k DstStrides[k]; with Add it adds to Dst instead. A
 // stride of 0 repeats an element (broadcasting). Transposes, slices,
 // concatenation and repeats are all Copies. Dst's view must not overlap
-// itself (no zero destination stride on an axis longer than 1) nor Src.
+// itself (no two index tuples may reach one destination element: no zero
+// destination stride on an axis longer than 1, no strides that collide),
+// which Check refuses, nor Src.
 type Copy struct {
 	Shape                  []int
 	Src, Dst               Operand
@@ -361,15 +393,120 @@ views:
 			} else {
 				hi += s
 			}
-			if v.name == "destination" && v.strides[i] == 0 && n > 1 {
-				return fmt.Errorf("backend: copy: destination stride 0 on axis %d of %d elements", i, n)
-			}
 		}
 		if err := CheckOperand("copy "+v.name, Operand{v.op.Buf, v.op.Off + lo}, dt, hi-lo+1); err != nil {
 			return err
 		}
 	}
-	return nil
+	return k.checkDestination()
+}
+
+// checkDestination refuses a destination view that reaches one element
+// from two index tuples. With Add that is a lost update on a device (two
+// threads read the element, each adds its own source element and writes
+// back); without Add it is a race too: which write lands depends on the
+// order the threads run in, where the CPU backend's is the last in
+// row-major order. So both are refused, as a zero destination stride
+// always was. (A repeated source element, a zero source stride, is
+// legal: reading an element twice races with nothing.)
+func (k Copy) checkDestination() error {
+	var shape, strides []int
+	for i, n := range k.Shape {
+		if n == 0 {
+			return nil // nothing is written
+		}
+		if n == 1 {
+			continue // a zero stride on one element repeats nothing
+		}
+		if k.DstStrides[i] == 0 {
+			return fmt.Errorf("backend: copy: destination stride 0 on axis %d of %d elements: the destination view overlaps itself%s", i, n, k.race())
+		}
+		// A negative stride reflects its axis, which leaves which tuples
+		// collide as they were.
+		shape, strides = append(shape, n), append(strides, abs(k.DstStrides[i]))
+	}
+	// Sorted by stride, a view whose every stride passes the reach of the
+	// smaller ones is one-to-one: every contiguous, transposed, sliced or
+	// concatenated view.
+	axes := make([]int, len(shape))
+	for i := range axes {
+		axes[i] = i
+	}
+	slices.SortStableFunc(axes, func(a, b int) int { return strides[a] - strides[b] })
+	reach, ok := 0, true
+	for _, a := range axes {
+		if strides[a] <= reach {
+			ok = false
+			break
+		}
+		reach += strides[a] * (shape[a] - 1)
+	}
+	if ok {
+		return nil
+	}
+	// Otherwise visit every element, marking what it reaches: the marks
+	// cover the view's span, which fits in the buffer (checked above), at
+	// one bit an element.
+	span := 0
+	for i, n := range shape {
+		span += strides[i] * (n - 1)
+	}
+	seen := make([]uint64, span/64+1)
+	idx := make([]int, len(shape))
+	first := func(at int) []int { // the first tuple that reaches at
+		t := make([]int, len(shape))
+		for {
+			o := 0
+			for i, c := range t {
+				o += c * strides[i]
+			}
+			if o == at {
+				return t
+			}
+			next(t, shape)
+		}
+	}
+	for {
+		o := 0
+		for i, c := range idx {
+			o += c * strides[i]
+		}
+		if seen[o/64]&(1<<(o%64)) != 0 {
+			return fmt.Errorf("backend: copy: destination view overlaps itself: indices %v and %v (of shape %v, strides %v without axes of length 1) reach one element%s",
+				first(o), idx, shape, strides, k.race())
+		}
+		seen[o/64] |= 1 << (o % 64)
+		if !next(idx, shape) {
+			return nil
+		}
+	}
+}
+
+// race says what overlapping destination elements do on a device.
+func (k Copy) race() string {
+	if k.Add {
+		return " (with Add, threads adding into one element lose updates)"
+	}
+	return " (threads writing one element race)"
+}
+
+// next steps idx to the next tuple of shape in row-major order; false
+// after the last.
+func next(idx, shape []int) bool {
+	for ax := len(idx) - 1; ax >= 0; ax-- {
+		if idx[ax]++; idx[ax] < shape[ax] {
+			return true
+		}
+		idx[ax] = 0
+	}
+	return false
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // Simplified returns the copy's shape and strides without its axes of

@@ -347,3 +347,94 @@ func TestOperands(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyOverlap checks that Check refuses a destination view that reaches
+// one element from two index tuples, with Add (a lost update on a device)
+// and without (a race over which write lands), and accepts its legal
+// neighbours: views that only look alike, and overlapping sources.
+func TestCopyOverlap(t *testing.T) {
+	src, ok := backend.At(buf{backend.Float32, 1000}, 0), backend.At(buf{backend.Float32, 2000}, 500)
+	for _, c := range []struct {
+		name       string
+		shape      []int
+		ss, ds     []int
+		want       string // "" for legal
+		collisions bool   // refused for a collision found by visiting the view
+	}{
+		{"zero stride", []int{4, 3}, []int{3, 1}, []int{1, 0}, "destination stride 0 on axis 1 of 3 elements", false},
+		{"repeated stride", []int{2, 2}, []int{2, 1}, []int{1, 1}, "destination view overlaps itself: indices [0 1] and [1 0]", true},
+		{"repeated negative stride", []int{3, 2}, []int{2, 1}, []int{-1, 1}, "destination view overlaps itself", true},
+		{"strides that collide", []int{4, 4}, []int{4, 1}, []int{3, 2}, "indices [0 3] and [2 0]", true},
+		{"collision behind an axis of one", []int{2, 1, 5}, []int{5, 5, 1}, []int{4, 0, 1}, "indices [0 4] and [1 0]", true},
+		{"long rows into short ones", []int{3, 300}, []int{300, 1}, []int{299, 1}, "overlaps itself", true},
+		// Legal: a one-to-one view, whatever its strides' order and signs.
+		{"contiguous", []int{4, 3}, []int{3, 1}, []int{3, 1}, "", false},
+		{"transposed", []int{4, 3}, []int{3, 1}, []int{1, 4}, "", false},
+		{"reversed", []int{4, 3}, []int{3, 1}, []int{-3, -1}, "", false},
+		{"interleaved without collisions", []int{3, 2}, []int{2, 1}, []int{2, 3}, "", false},
+		{"padded rows", []int{3, 5}, []int{5, 1}, []int{8, 1}, "", false},
+		{"zero stride on an axis of one", []int{1, 6}, []int{6, 1}, []int{0, 1}, "", false},
+		{"empty axis", []int{0, 6}, []int{6, 1}, []int{0, 0}, "", false},
+		// Legal: the source may repeat elements (a broadcast); only writes race.
+		{"broadcast source", []int{4, 3}, []int{0, 1}, []int{3, 1}, "", false},
+		{"source with colliding strides", []int{3, 4}, []int{2, 3}, []int{4, 1}, "", false},
+	} {
+		for _, add := range []bool{false, true} {
+			k := backend.Copy{Shape: c.shape, Src: src, Dst: ok, SrcStrides: c.ss, DstStrides: c.ds, Add: add}
+			err := k.Check()
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("%s, add %v: %v", c.name, add, err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "backend: copy:")):
+				t.Errorf("%s, add %v: %v, want an error containing %q", c.name, add, err, c.want)
+			case c.want != "" && add && !strings.Contains(err.Error(), "Add"):
+				t.Errorf("%s, add %v: %v, want the error to name the Add", c.name, add, err)
+			}
+		}
+	}
+	// A large view that the sorted strides cannot prove one-to-one is
+	// visited: strides 2 and 3 over (1024, 2) never collide (odd against
+	// even offsets), over (1024, 3) they do.
+	big := backend.At(buf{backend.Float32, 3 * 2048}, 0)
+	if err := (backend.Copy{Shape: []int{1024, 2}, Src: big, Dst: big, SrcStrides: []int{2, 1}, DstStrides: []int{2, 3}}).Check(); err != nil {
+		t.Errorf("shape (1024, 2), strides (2, 3): %v", err)
+	}
+	if err := (backend.Copy{Shape: []int{1024, 3}, Src: big, Dst: big, SrcStrides: []int{3, 1}, DstStrides: []int{2, 3}}).Check(); err == nil || !strings.Contains(err.Error(), "indices [0 2] and [3 0]") {
+		t.Errorf("shape (1024, 3), strides (2, 3): %v, want a collision of (0, 2) and (3, 0)", err)
+	}
+}
+
+// TestZipScalarDestination checks that Check refuses a Zip whose
+// destination holds its own scalar operand (every thread reads the scalar
+// while one overwrites it) and accepts the legal neighbours: a destination
+// that is a full-size operand (each thread reads and writes its own
+// element), a scalar just outside the destination, a scalar in another
+// buffer, and one element, where the scalar is the whole operand.
+func TestZipScalarDestination(t *testing.T) {
+	f := backend.Float32
+	b, other := buf{f, 20}, buf{f, 21}
+	for _, c := range []struct {
+		name             string
+		n                int
+		a, bb, dst       backend.Operand
+		aScalar, bScalar bool
+		want             string
+	}{
+		{"dst is scalar A", 7, backend.At(b, 3), backend.At(b, 10), backend.At(b, 3), true, false, "zip: destination holds the scalar operand A (element 0 of 7)"},
+		{"dst is scalar B", 7, backend.At(b, 10), backend.At(b, 3), backend.At(b, 3), false, true, "zip: destination holds the scalar operand B (element 0 of 7)"},
+		{"scalar A inside dst", 7, backend.At(b, 9), backend.At(other, 0), backend.At(b, 3), true, false, "scalar operand A (element 6 of 7)"},
+		{"both scalars, B inside dst", 7, backend.At(other, 0), backend.At(b, 5), backend.At(b, 3), true, true, "scalar operand B"},
+		{"full-size A in place", 7, backend.At(b, 3), backend.At(b, 10), backend.At(b, 3), false, true, ""},
+		{"full-size B in place", 7, backend.At(b, 10), backend.At(b, 3), backend.At(b, 3), true, false, ""},
+		{"both full-size in place", 7, backend.At(b, 3), backend.At(b, 3), backend.At(b, 3), false, false, ""},
+		{"scalar just past dst", 7, backend.At(b, 10), backend.At(b, 0), backend.At(b, 3), true, false, ""},
+		{"scalar just before dst", 7, backend.At(b, 2), backend.At(b, 0), backend.At(b, 3), true, false, ""},
+		{"scalar in another buffer", 7, backend.At(other, 3), backend.At(b, 0), backend.At(b, 3), true, false, ""},
+		{"one element in place", 1, backend.At(b, 3), backend.At(b, 3), backend.At(b, 3), true, true, ""},
+	} {
+		err := (backend.Zip{Op: backend.Mul, N: c.n, A: c.a, B: c.bb, Dst: c.dst, AScalar: c.aScalar, BScalar: c.bScalar}).Check()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}

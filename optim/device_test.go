@@ -14,7 +14,7 @@ import (
 )
 
 // deviceBackends start the backends DeviceSolver is checked on: the CPU
-// backend here, the CUDA kernels on the host emulator where cgo is on.
+// backend here, the CUDA backend on the host model of the device where cgo is on.
 var deviceBackends = []func() backend.Backend{func() backend.Backend { return cpu.New(cpu.Options{Threads: 2}) }}
 
 // deviceSpec is a parameter of the device tests.

@@ -295,7 +295,7 @@ func testBackends(t *testing.T) []backend.Backend {
 }
 
 // moreBackends start the backends of other builds (the CUDA kernels on
-// the host emulator where cgo is on).
+// the host model of the device where cgo is on).
 var moreBackends []func() backend.Backend
 
 func runCases(t *testing.T, cases []graphCase) {

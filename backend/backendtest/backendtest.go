@@ -363,7 +363,9 @@ func Cases(dt backend.DType) []Case {
 			}, []int{1}, g.normal(s[0]*s[1]*s[2], 2), g.normal(s[0]*s[2], 1))
 		}
 	}
-	for _, s := range [][3]int{{4, 10, 1}, {2, 65, 3}, {1, 1, 1}} {
+	// Rows (inner 1) of more elements than a block's threads (256), so that
+	// the per-row kernels' loops over a row go round more than once.
+	for _, s := range [][3]int{{4, 10, 1}, {2, 65, 3}, {1, 1, 1}, {3, 700, 1}, {2, 300, 3}} {
 		for _, log := range []bool{false, true} {
 			n := s[0] * s[1] * s[2]
 			add(fmt.Sprintf("softmax/log%v/%v", log, s), func(b []backend.Buffer) backend.Kernel {
@@ -436,7 +438,25 @@ func Cases(dt backend.DType) []Case {
 		add("check-product/"+c.name, func(b []backend.Buffer) backend.Kernel {
 			return backend.CheckProduct{RA: 16, CA: 9, CB: 5, A: at(b[0]), B: at(b[1]), Flag: at(b[2])}
 		}, []int{2}, a, bb, make([]int32, 1))
+		// Many blocks, the outlier in a late one.
+		a, bb = g.normal(700*9, 1), g.normal(700*5, 1)
+		if c.v != 0 {
+			a[700*9-20], bb[700*5-3] = c.v, c.v
+		}
+		add("check-product/blocks/"+c.name, func(b []backend.Buffer) backend.Kernel {
+			return backend.CheckProduct{RA: 700, CA: 9, CB: 5, A: at(b[0]), B: at(b[1]), Flag: at(b[2])}
+		}, []int{2}, a, bb, make([]int32, 1))
 	}
+	// Only B large, beyond the bound alone: the flag comes from the second
+	// word's maximum.
+	a, bb := g.normal(700*9, 1), g.normal(700*5, 1)
+	bb[1234] = 1e306
+	if dt == backend.Float32 {
+		bb[1234] = 1e37
+	}
+	add("check-product/blocks/large-b", func(b []backend.Buffer) backend.Kernel {
+		return backend.CheckProduct{RA: 700, CA: 9, CB: 5, A: at(b[0]), B: at(b[1]), Flag: at(b[2])}
+	}, []int{2}, a, bb, make([]int32, 1))
 
 	// Rows, and the Q factor.
 	add("gather-rows", func(b []backend.Buffer) backend.Kernel {
@@ -502,21 +522,25 @@ func Cases(dt backend.DType) []Case {
 		}, F64: []int{0}})
 
 	// Fused layers.
-	for _, soft := range []bool{false, true} {
-		z, tg := g.normal(5*10, 3), make([]float64, 50)
-		for i := range 5 {
-			if soft {
-				copy(tg[i*10:], g.uniform(10, 0, 0.2))
-			} else {
-				tg[i*10+g.r.IntN(10)] = 1
+	for _, s := range [][2]int{{5, 10}, {3, 700}} {
+		rows, classes := s[0], s[1]
+		n := rows * classes
+		for _, soft := range []bool{false, true} {
+			z, tg := g.normal(n, 3), make([]float64, n)
+			for i := range rows {
+				if soft {
+					copy(tg[i*classes:], g.uniform(classes, 0, 0.2))
+				} else {
+					tg[i*classes+g.r.IntN(classes)] = 1
+				}
 			}
+			add(fmt.Sprintf("softmax-cross-entropy/soft%v/%v", soft, s), func(b []backend.Buffer) backend.Kernel {
+				return backend.SoftmaxCrossEntropy{Rows: rows, Classes: classes, Z: at(b[0]), T: at(b[1]), Loss: at(b[2])}
+			}, []int{2}, z, tg, g.normal(1, 1))
+			add(fmt.Sprintf("softmax-cross-entropy-grad/soft%v/%v", soft, s), func(b []backend.Buffer) backend.Kernel {
+				return backend.SoftmaxCrossEntropyGrad{Rows: rows, Classes: classes, Z: at(b[0]), T: at(b[1]), G: at(b[2]), DZ: at(b[3])}
+			}, []int{3}, z, tg, []float64{0.7}, g.normal(n, 1))
 		}
-		add(fmt.Sprintf("softmax-cross-entropy/soft%v", soft), func(b []backend.Buffer) backend.Kernel {
-			return backend.SoftmaxCrossEntropy{Rows: 5, Classes: 10, Z: at(b[0]), T: at(b[1]), Loss: at(b[2])}
-		}, []int{2}, z, tg, g.normal(1, 1))
-		add(fmt.Sprintf("softmax-cross-entropy-grad/soft%v", soft), func(b []backend.Buffer) backend.Kernel {
-			return backend.SoftmaxCrossEntropyGrad{Rows: 5, Classes: 10, Z: at(b[0]), T: at(b[1]), G: at(b[2]), DZ: at(b[3])}
-		}, []int{3}, z, tg, []float64{0.7}, g.normal(50, 1))
 	}
 	for _, s := range [][2]int{{6, 300}, {3, 7}, {300, 37}} {
 		rows, d := s[0], s[1]
@@ -536,7 +560,7 @@ func Cases(dt backend.DType) []Case {
 			return backend.LayerNormParamGrad{Rows: rows, D: d, Eps: 1e-5, X: at(b[0]), DY: at(b[1]), DParams: at(b[2])}
 		}, []int{2}, x, g.normal(n, 1), g.normal(2*d, 1))
 	}
-	for _, s := range [][4]int{{2, 5, 3, 12}, {1, 65, 2, 16}} {
+	for _, s := range [][4]int{{2, 5, 3, 12}, {1, 65, 2, 16}, {1, 300, 2, 8}} {
 		seqs, tokens, heads, d := s[0], s[1], s[2], s[3]
 		n := seqs * tokens * d
 		q, k, v := g.normal(n, 1), g.normal(n, 1), g.normal(n, 1)

@@ -1,4 +1,4 @@
-//go:build gpu
+//go:build cgo
 
 package cuda
 
@@ -7,6 +7,7 @@ package cuda
 import "C"
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -16,13 +17,13 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/internal/cudak"
-	"gorgonia.org/cu/nvrtc"
 )
 
 // Options configure a Backend.
@@ -32,19 +33,24 @@ type Options struct {
 	// Profile times every kernel on the device with CUDA events (see
 	// KernelTimes); it adds two event records to each.
 	Profile bool
+	// MaxGrid bounds the blocks of a launch (0: the planner's default);
+	// tests set it small so that the kernels' grid-stride loops repeat.
+	MaxGrid int
 }
 
 // Backend runs kernels on one GPU, in order, on one stream. It is not safe
 // for concurrent use.
 type Backend struct {
-	dev    C.CUdevice
-	ctx    C.CUcontext
-	stream C.CUstream
-	blas   C.cublasHandle_t
-	solver unsafe.Pointer // cuSOLVER's dense handle, made at the first Q factor
-	name   string
-	mod    C.CUmodule
-	funcs  map[string]C.CUfunction
+	a       *api
+	dev     C.CUdevice
+	ctx     C.CUcontext
+	stream  C.CUstream
+	blas    C.cublasHandle_t
+	solver  C.cusolverDnHandle_t // made at the first Q factor
+	name    string
+	mod     C.CUmodule
+	funcs   map[string]C.CUfunction
+	maxGrid int
 
 	fault     C.CUdeviceptr         // the row kernels' four fault words
 	faultHost hostMem               // their copy, read at every CopyOut and Sync
@@ -94,40 +100,47 @@ type stageSlot struct {
 
 var _ backend.Backend = (*Backend)(nil)
 
-// Built reports whether this binary has the CUDA backend (build tag gpu).
-const Built = true
-
-// ErrNotBuilt is the error of a binary without the CUDA backend; this one
-// has it.
-var ErrNotBuilt = errors.New("cuda: this binary was built without CUDA support")
-
-// Probe returns GPU 0 as the driver describes it, or why there is none (no
-// driver, no device).
+// Probe returns GPU 0 as the driver describes it, or why there is none
+// (no driver library, no device).
 func Probe() (Device, error) {
+	a, err := loadDriver(newFinder(systemOpener()))
+	if err != nil {
+		return Device{}, err
+	}
 	var count, major, minor, driver C.int
 	var mem C.size_t
 	name := make([]C.char, 256)
-	if err := result("probing device 0", C.on_probe(0, &count, &major, &minor, &name[0], C.int(len(name)), &mem, &driver)); err != nil {
-		return Device{}, err
+	if err := a.result("probing device 0", C.on_probe(a.t, 0, &count, &major, &minor, &name[0], C.int(len(name)), &mem, &driver)); err != nil {
+		return Device{}, fmt.Errorf("%w (driver CUDA %s)", err, cudaVersion(a.driver))
 	}
-	return Device{Name: C.GoString(&name[0]), Count: int(count), Major: int(major), Minor: int(minor), TotalMemory: int64(mem), DriverVersion: int(driver)}, nil
+	return Device{Name: C.GoString(&name[0]), Count: int(count), Major: int(major), Minor: int(minor),
+		TotalMemory: int64(mem), DriverVersion: int(driver), HostModel: a.model}, nil
 }
 
-// New starts a backend on GPU o.Device: it makes the device's primary
-// context current, creates a stream and a cuBLAS handle on it, and compiles
-// the kernels for the device with NVRTC.
+// New starts a backend on GPU o.Device: it loads the NVIDIA libraries (or,
+// where ORTHONET_CUDA_STANDIN=1, the host model), makes the device's
+// primary context current, creates a stream and a cuBLAS handle on it, and
+// loads the kernels, compiled by NVRTC for the device (or read from the
+// cache of an earlier start).
 func New(o Options) (backend.Backend, error) {
-	b := &Backend{funcs: map[string]C.CUfunction{}, profile: o.Profile}
-	var major, minor C.int
-	name := make([]C.char, 256)
-	if err := result("starting device "+fmt.Sprint(o.Device), C.on_init(C.int(o.Device), &b.dev, &b.ctx, &b.stream, &b.blas, &major, &minor, &name[0], C.int(len(name)))); err != nil {
+	a, err := load(systemOpener())
+	if err != nil {
 		return nil, err
 	}
-	b.name = fmt.Sprintf("cuda (device %d: %s, compute capability %d.%d)", o.Device, C.GoString(&name[0]), major, minor)
-	ptx, err := cachedPTX(int(major), int(minor))
-	if err == nil {
-		err = b.load(ptx)
+	d, err := probe(a, o.Device)
+	if err != nil {
+		return nil, err
 	}
+	b := &Backend{a: a, funcs: map[string]C.CUfunction{}, profile: o.Profile, maxGrid: o.MaxGrid}
+	if err := a.result("starting device "+strconv.Itoa(o.Device), C.on_init(a.t, C.int(o.Device), &b.dev, &b.ctx, &b.stream, &b.blas)); err != nil {
+		return nil, err
+	}
+	kind := "cuda"
+	if a.model {
+		kind = "cuda on the host model of the device (" + StandInEnv + "=1), not a GPU"
+	}
+	how, err := b.loadKernels(d.Major, d.Minor)
+	b.name = fmt.Sprintf("%s: device %d: %s, compute capability %d.%d; %s; kernels %s", kind, o.Device, d.Name, d.Major, d.Minor, strings.Join(a.where, ", "), how)
 	if err == nil {
 		err = b.start()
 	}
@@ -137,68 +150,169 @@ func New(o Options) (backend.Backend, error) {
 	return b, nil
 }
 
-// CompilePTX compiles the kernels with NVRTC for compute capability
-// major.minor and returns the PTX. It needs no GPU.
-func CompilePTX(major, minor int) (string, error) {
-	arch := fmt.Sprintf("compute_%d%d", major, minor)
-	prog, err := nvrtc.CreateProgram(cudak.Source, "kernels.cu")
-	if err != nil {
-		return "", fmt.Errorf("cuda: NVRTC: %w", err)
+// probe describes device ordinal of a loaded driver.
+func probe(a *api, ordinal int) (Device, error) {
+	var count, major, minor, driver C.int
+	var mem C.size_t
+	name := make([]C.char, 256)
+	if err := a.result("probing device "+strconv.Itoa(ordinal), C.on_probe(a.t, C.int(ordinal), &count, &major, &minor, &name[0], C.int(len(name)), &mem, &driver)); err != nil {
+		return Device{}, fmt.Errorf("%w (driver CUDA %s)", err, cudaVersion(a.driver))
 	}
-	defer prog.Destroy()
-	opts := append([]string{"--gpu-architecture=" + arch}, cudak.CompileOptions...)
-	if err := prog.Compile(opts...); err != nil {
-		log, _ := prog.GetLog()
-		return "", fmt.Errorf("cuda: compiling the kernels for %s: %w\n%s", arch, err, log)
-	}
-	ptx, err := prog.GetPTX()
-	if err != nil {
-		return "", fmt.Errorf("cuda: NVRTC: %w", err)
-	}
-	return strings.TrimRight(ptx, "\x00"), nil
+	return Device{Name: C.GoString(&name[0]), Count: int(count), Major: int(major), Minor: int(minor),
+		TotalMemory: int64(mem), DriverVersion: int(driver), HostModel: a.model}, nil
 }
 
-// cachedPTX returns the kernels' PTX for compute capability major.minor
-// from the user's cache folder (orthonet/ptx), compiling and caching it
-// when it is not there: the file's name is the SHA-256 of the source, the
-// options, the architecture and NVRTC's version, so that a change of any
-// compiles afresh. A cache that cannot be read or written is skipped.
-func cachedPTX(major, minor int) (string, error) {
-	vmaj, vmin, _ := nvrtc.Version()
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%q\x00%d.%d\x00%d.%d", cudak.Source, cudak.CompileOptions, major, minor, vmaj, vmin)
-	var path string
-	if dir, err := os.UserCacheDir(); err == nil {
-		path = filepath.Join(dir, "orthonet", "ptx", hex.EncodeToString(h.Sum(nil))+".ptx")
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-			return string(b), nil
+// supportedArchs returns the architectures NVRTC compiles for (75 for
+// sm_75), lowest first.
+func (a *api) supportedArchs() ([]int, error) {
+	buf := make([]C.int, 256)
+	var n C.int
+	if err := a.result("listing NVRTC's architectures", C.on_supported_archs(a.t, &buf[0], C.int(len(buf)), &n)); err != nil {
+		return nil, err
+	}
+	out := make([]int, n)
+	for i := range out {
+		out[i] = int(buf[i])
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// loadKernels compiles the kernels for the device and loads them, and says
+// how. A CUBIN for the device's own architecture comes first: the driver
+// loads it whatever its version, where it refuses PTX from an NVRTC newer
+// than itself. PTX is the fallback, and the only way for a GPU newer than
+// NVRTC: PTX of the newest architecture NVRTC knows, which the driver
+// compiles for the device.
+func (b *Backend) loadKernels(major, minor int) (string, error) {
+	archs, err := b.a.supportedArchs()
+	if err != nil {
+		return "", err
+	}
+	dev := major*10 + minor
+	var cubinErr error
+	if slices.Contains(archs, dev) {
+		img, err := cachedImage(b.a, dev, true)
+		if err == nil {
+			if err = b.load(img); err == nil {
+				return fmt.Sprintf("CUBIN for sm_%d", dev), nil
+			}
+		}
+		cubinErr = err
+	}
+	target := -1
+	for _, a := range archs {
+		if a <= dev {
+			target = a
 		}
 	}
-	ptx, err := CompilePTX(major, minor)
+	if target < 0 {
+		return "", fmt.Errorf("cuda: NVRTC %d.%d compiles for none of the architectures up to the device's sm_%d (it knows %v)", b.a.nvrtc[0], b.a.nvrtc[1], dev, archs)
+	}
+	ptx, err := cachedImage(b.a, target, false)
+	if err == nil {
+		err = b.load(ptx)
+	}
+	if err != nil {
+		if cubinErr != nil {
+			err = fmt.Errorf("%w; the CUBIN for sm_%d first: %v", err, dev, cubinErr)
+		}
+		return "", fmt.Errorf("%w (NVRTC %d.%d, driver CUDA %s: a driver older than NVRTC refuses its PTX)", err, b.a.nvrtc[0], b.a.nvrtc[1], cudaVersion(b.a.driver))
+	}
+	if target != dev {
+		return fmt.Sprintf("PTX for compute_%d, compiled by the driver for sm_%d (NVRTC %d.%d does not know sm_%d)", target, dev, b.a.nvrtc[0], b.a.nvrtc[1], dev), nil
+	}
+	return fmt.Sprintf("PTX for compute_%d", target), nil
+}
+
+// Compile compiles the kernels with NVRTC (any of CUDA 11.2 to 13, found
+// as the backend finds it; the host model's where ORTHONET_CUDA_STANDIN=1)
+// for architecture arch (90 for sm_90): a CUBIN, or PTX when cubin is
+// false. It needs no GPU.
+func Compile(arch int, cubin bool) ([]byte, error) {
+	a, err := loadCompiler(systemOpener())
+	if err != nil {
+		return nil, err
+	}
+	return compile(a, arch, cubin)
+}
+
+func compile(a *api, arch int, cubin bool) ([]byte, error) {
+	target := fmt.Sprintf("compute_%d", arch)
+	if cubin {
+		target = fmt.Sprintf("sm_%d", arch)
+	}
+	opts := append([]string{"--gpu-architecture=" + target}, cudak.CompileOptions...)
+	copts := make([]*C.char, len(opts))
+	for i, o := range opts {
+		copts[i] = C.CString(o)
+		defer C.free(unsafe.Pointer(copts[i]))
+	}
+	src := C.CString(cudak.Source)
+	defer C.free(unsafe.Pointer(src))
+	var out, log *C.char
+	var n C.size_t
+	r := C.on_compile(a.t, src, &copts[0], C.int(len(copts)), C.int(cbool(cubin)), &out, &n, &log)
+	defer C.free(unsafe.Pointer(out))
+	defer C.free(unsafe.Pointer(log))
+	if err := a.result(fmt.Sprintf("compiling the kernels for %s with NVRTC %d.%d", target, a.nvrtc[0], a.nvrtc[1]), r); err != nil {
+		if log != nil {
+			err = fmt.Errorf("%w\n%s", err, C.GoString(log))
+		}
+		return nil, err
+	}
+	img := C.GoBytes(unsafe.Pointer(out), C.int(n))
+	if !cubin {
+		img = bytes.TrimRight(img, "\x00")
+	}
+	return img, nil
+}
+
+// cachedImage returns the kernels compiled for arch from the user's cache
+// folder (orthonet/kernels), compiling and caching them when they are not
+// there: the file's name is the SHA-256 of the source, the options, the
+// target, NVRTC's version and the driver's, so that a change of any
+// compiles afresh. A cache that cannot be read or written is skipped.
+func cachedImage(a *api, arch int, cubin bool) ([]byte, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%q\x00%d %v\x00nvrtc %d.%d\x00driver %d\x00model %v", cudak.Source, cudak.CompileOptions, arch, cubin, a.nvrtc[0], a.nvrtc[1], a.driver, a.model)
+	ext := ".ptx"
+	if cubin {
+		ext = ".cubin"
+	}
+	var path string
+	if dir, err := os.UserCacheDir(); err == nil {
+		path = filepath.Join(dir, "orthonet", "kernels", hex.EncodeToString(h.Sum(nil))+ext)
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return b, nil
+		}
+	}
+	img, err := compile(a, arch, cubin)
 	if err != nil || path == "" {
-		return ptx, err
+		return img, err
 	}
 	if os.MkdirAll(filepath.Dir(path), 0o755) == nil {
-		if f, err := os.CreateTemp(filepath.Dir(path), ".ptx-*"); err == nil {
-			_, werr := f.WriteString(ptx)
+		if f, err := os.CreateTemp(filepath.Dir(path), ".kernels-*"); err == nil {
+			_, werr := f.Write(img)
 			if cerr := f.Close(); werr == nil && cerr == nil {
 				_ = os.Rename(f.Name(), path)
 			}
 			_ = os.Remove(f.Name()) // gone already after a rename
 		}
 	}
-	return ptx, nil
+	return img, nil
 }
 
-func (b *Backend) load(ptx string) error {
-	s := C.CString(ptx)
-	defer C.free(unsafe.Pointer(s))
-	return result("loading the kernels (a driver older than NVRTC refuses its PTX)", C.on_load(b.ctx, s, &b.mod))
+// load loads a compiled image (PTX text or CUBIN) as the backend's module.
+func (b *Backend) load(img []byte) error {
+	p := C.CBytes(append(slices.Clip(img), 0))
+	defer C.free(p)
+	return b.a.result("loading the kernels", C.on_load(b.a.t, b.ctx, p, &b.mod))
 }
 
 // start allocates the fault words and the pinned staging buffers.
 func (b *Backend) start() error {
-	if err := result("allocating the fault words", C.on_alloc(b.ctx, b.stream, 32, &b.fault)); err != nil {
+	if err := b.a.result("allocating the fault words", C.on_alloc(b.a.t, b.ctx, b.stream, 32, &b.fault)); err != nil {
 		return err
 	}
 	var err error
@@ -206,11 +320,11 @@ func (b *Backend) start() error {
 		return err
 	}
 	for i := range b.stage {
-		if err := result("creating an event", C.on_event(b.ctx, &b.stage[i].done)); err != nil {
+		if err := b.a.result("creating an event", C.on_event(b.a.t, b.ctx, &b.stage[i].done)); err != nil {
 			return err
 		}
 	}
-	if err := result("creating an event", C.on_event(b.ctx, &b.big.done)); err != nil {
+	if err := b.a.result("creating an event", C.on_event(b.a.t, b.ctx, &b.big.done)); err != nil {
 		return err
 	}
 	return nil
@@ -218,7 +332,7 @@ func (b *Backend) start() error {
 
 func (b *Backend) hostAlloc(bytes int) (hostMem, error) {
 	var p unsafe.Pointer
-	if err := result(fmt.Sprintf("allocating %d bytes of pinned host memory", bytes), C.on_host_alloc(b.ctx, C.size_t(bytes), &p)); err != nil {
+	if err := b.a.result(fmt.Sprintf("allocating %d bytes of pinned host memory", bytes), C.on_host_alloc(b.a.t, b.ctx, C.size_t(bytes), &p)); err != nil {
 		return hostMem{}, err
 	}
 	return hostMem{p: p, bytes: bytes}, nil
@@ -228,7 +342,7 @@ func (b *Backend) hostFree(m *hostMem) error {
 	if m.p == nil {
 		return nil
 	}
-	err := result("freeing pinned host memory", C.on_host_free(b.ctx, m.p))
+	err := b.a.result("freeing pinned host memory", C.on_host_free(b.a.t, b.ctx, m.p))
 	*m = hostMem{}
 	return err
 }
@@ -238,7 +352,7 @@ func (b *Backend) startSolver() error {
 	if b.solver != nil {
 		return nil
 	}
-	return result("starting cuSOLVER", C.on_solver(b.ctx, b.stream, &b.solver))
+	return b.a.result("starting cuSOLVER", C.on_solver(b.a.t, b.ctx, b.stream, &b.solver))
 }
 
 // Name says which device this is.
@@ -269,7 +383,7 @@ func (b *Backend) Alloc(dt backend.DType, n int) (backend.Buffer, error) {
 	}
 	h := &buffer{b: b, dt: dt, n: n}
 	bytes := max(n, 1) * dt.Size()
-	if err := result(fmt.Sprintf("allocating %d bytes", bytes), C.on_alloc(b.ctx, b.stream, C.size_t(bytes), &h.p)); err != nil {
+	if err := b.a.result(fmt.Sprintf("allocating %d bytes", bytes), C.on_alloc(b.a.t, b.ctx, b.stream, C.size_t(bytes), &h.p)); err != nil {
 		return nil, err
 	}
 	b.live += bytes
@@ -282,7 +396,7 @@ func (b *Backend) Free(buf backend.Buffer) error {
 	if err != nil {
 		return err
 	}
-	err = result("freeing a buffer", C.on_free(b.ctx, h.p))
+	err = b.a.result("freeing a buffer", C.on_free(b.a.t, b.ctx, h.p))
 	h.p = 0
 	b.live -= max(h.n, 1) * h.dt.Size()
 	return err
@@ -294,7 +408,7 @@ func (b *Backend) Live() int { return b.live }
 // MemInfo returns the device's free and total memory in bytes.
 func (b *Backend) MemInfo() (free, total int, err error) {
 	var f, t C.size_t
-	err = result("reading memory use", C.on_mem_info(b.ctx, &f, &t))
+	err = b.a.result("reading memory use", C.on_mem_info(b.a.t, b.ctx, &f, &t))
 	return int(f), int(t), err
 }
 
@@ -339,7 +453,7 @@ func (b *Backend) CopyIn(dst backend.Buffer, off int, src any) error {
 		slot = &b.stage[b.next]
 		b.next = (b.next + 1) % len(b.stage)
 	}
-	if err := result("waiting for a staging buffer", C.on_event_sync(b.ctx, slot.done)); err != nil {
+	if err := b.a.result("waiting for a staging buffer", C.on_event_sync(b.a.t, b.ctx, slot.done)); err != nil {
 		return err
 	}
 	if slot.mem.bytes < len(s) {
@@ -351,7 +465,7 @@ func (b *Backend) CopyIn(dst backend.Buffer, off int, src any) error {
 		}
 	}
 	copy(slot.mem.slice(), s)
-	return result("copying to the device", C.on_htod(b.ctx, b.stream, slot.done, p, slot.mem.p, C.size_t(len(s))))
+	return b.a.result("copying to the device", C.on_htod(b.a.t, b.ctx, b.stream, slot.done, p, slot.mem.p, C.size_t(len(s))))
 }
 
 // CopyOut copies len(dst) elements of src from element off into dst, after
@@ -378,7 +492,7 @@ func (b *Backend) CopyOut(dst any, src backend.Buffer, off int) error {
 			return err
 		}
 	}
-	if err := result("copying from the device", C.on_dtoh(b.ctx, b.stream, b.out.p, p, C.size_t(len(d)), b.faultHost.p, b.fault)); err != nil {
+	if err := b.a.result("copying from the device", C.on_dtoh(b.a.t, b.ctx, b.stream, b.out.p, p, C.size_t(len(d)), b.faultHost.p, b.fault)); err != nil {
 		return err
 	}
 	if err := b.collect(); err != nil {
@@ -394,7 +508,7 @@ func (b *Backend) CopyOut(dst any, src backend.Buffer, off int) error {
 // Sync waits for every Func run so far and reports a bad row index met
 // since the last check.
 func (b *Backend) Sync() error {
-	if err := result("synchronizing", C.on_dtoh(b.ctx, b.stream, nil, 0, 0, b.faultHost.p, b.fault)); err != nil {
+	if err := b.a.result("synchronizing", C.on_dtoh(b.a.t, b.ctx, b.stream, nil, 0, 0, b.faultHost.p, b.fault)); err != nil {
 		return err
 	}
 	if err := b.collect(); err != nil {
@@ -411,13 +525,13 @@ func (b *Backend) collect() error {
 	}
 	var ms C.float
 	first, last := b.timed[b.pending[0]].start, b.timed[b.pending[len(b.pending)-1]].end
-	if err := result("reading an event", C.on_elapsed(b.ctx, first, last, &ms)); err != nil {
+	if err := b.a.result("reading an event", C.on_elapsed(b.a.t, b.ctx, first, last, &ms)); err != nil {
 		return err
 	}
 	b.span += time.Duration(float64(ms) * float64(time.Millisecond))
 	for _, i := range b.pending {
 		t := &b.timed[i]
-		if err := result("reading an event", C.on_elapsed(b.ctx, t.start, t.end, &ms)); err != nil {
+		if err := b.a.result("reading an event", C.on_elapsed(b.a.t, b.ctx, t.start, t.end, &ms)); err != nil {
 			return err
 		}
 		t.count++
@@ -464,10 +578,10 @@ func label(k backend.Kernel) string {
 // timedFunc wraps f in the events of a new timed kernel.
 func (b *Backend) timedFunc(k backend.Kernel, f backend.Func) (backend.Func, error) {
 	t := timed{label: label(k)}
-	if err := result("creating an event", C.on_timing_event(b.ctx, &t.start)); err != nil {
+	if err := b.a.result("creating an event", C.on_timing_event(b.a.t, b.ctx, &t.start)); err != nil {
 		return nil, err
 	}
-	if err := result("creating an event", C.on_timing_event(b.ctx, &t.end)); err != nil {
+	if err := b.a.result("creating an event", C.on_timing_event(b.a.t, b.ctx, &t.end)); err != nil {
 		return nil, err
 	}
 	i := len(b.timed)
@@ -479,14 +593,14 @@ func (b *Backend) timedFunc(k backend.Kernel, f backend.Func) (backend.Func, err
 			}
 		}
 		t := &b.timed[i]
-		if err := result("recording an event", C.on_record(b.ctx, b.stream, t.start)); err != nil {
+		if err := b.a.result("recording an event", C.on_record(b.a.t, b.ctx, b.stream, t.start)); err != nil {
 			return err
 		}
 		if err := f(); err != nil {
 			return err
 		}
 		b.pending = append(b.pending, i)
-		return result("recording an event", C.on_record(b.ctx, b.stream, t.end))
+		return b.a.result("recording an event", C.on_record(b.a.t, b.ctx, b.stream, t.end))
 	}, nil
 }
 
@@ -517,11 +631,11 @@ func (b *Backend) Close() error {
 	// (a fault was reported already, by the wait that met it).
 	var errs []error
 	if b.fault != 0 && b.faultHost.p != nil { // (a backend whose start failed has neither)
-		errs = append(errs, result("synchronizing", C.on_dtoh(b.ctx, b.stream, nil, 0, 0, b.faultHost.p, b.fault)))
+		errs = append(errs, b.a.result("synchronizing", C.on_dtoh(b.a.t, b.ctx, b.stream, nil, 0, 0, b.faultHost.p, b.fault)))
 	}
 	for _, p := range append(b.scratch, b.fault) {
 		if p != 0 {
-			errs = append(errs, result("freeing scratch memory", C.on_free(b.ctx, p)))
+			errs = append(errs, b.a.result("freeing scratch memory", C.on_free(b.a.t, b.ctx, p)))
 		}
 	}
 	errs = append(errs, b.hostFree(&b.faultHost), b.hostFree(&b.out))
@@ -542,16 +656,16 @@ func (b *Backend) Close() error {
 	events = append(events, b.big.done)
 	for _, e := range events {
 		if e != nil {
-			errs = append(errs, result("destroying an event", C.on_event_destroy(b.ctx, e)))
+			errs = append(errs, b.a.result("destroying an event", C.on_event_destroy(b.a.t, b.ctx, e)))
 		}
 	}
 	if b.mod != nil {
-		errs = append(errs, result("unloading the kernels", C.on_unload(b.ctx, b.mod)))
+		errs = append(errs, b.a.result("unloading the kernels", C.on_unload(b.a.t, b.ctx, b.mod)))
 	}
 	if b.solver != nil {
-		errs = append(errs, result("closing cuSOLVER", C.on_solver_close(b.ctx, b.solver)))
+		errs = append(errs, b.a.result("closing cuSOLVER", C.on_solver_close(b.a.t, b.ctx, b.solver)))
 	}
-	errs = append(errs, result("releasing the context", C.on_close(b.dev, b.ctx, b.stream, b.blas)))
+	errs = append(errs, b.a.result("releasing the context", C.on_close(b.a.t, b.dev, b.ctx, b.stream, b.blas)))
 	return errors.Join(errs...)
 }
 
@@ -567,7 +681,7 @@ func (b *Backend) Addr(op backend.Operand) (uint64, error) {
 // Scratch returns zeroed device memory kept until Close (cudak.Device).
 func (b *Backend) Scratch(dt backend.DType, n int) (uint64, error) {
 	var p C.CUdeviceptr
-	if err := result("allocating scratch memory", C.on_alloc(b.ctx, b.stream, C.size_t(max(n, 1)*dt.Size()), &p)); err != nil {
+	if err := b.a.result("allocating scratch memory", C.on_alloc(b.a.t, b.ctx, b.stream, C.size_t(max(n, 1)*dt.Size()), &p)); err != nil {
 		return 0, err
 	}
 	b.scratch = append(b.scratch, p)
@@ -584,7 +698,7 @@ func (b *Backend) function(name string) (C.CUfunction, error) {
 	s := C.CString(name)
 	defer C.free(unsafe.Pointer(s))
 	var f C.CUfunction
-	if err := result("finding kernel "+name, C.on_function(b.ctx, b.mod, s, &f)); err != nil {
+	if err := b.a.result("finding kernel "+name, C.on_function(b.a.t, b.ctx, b.mod, s, &f)); err != nil {
 		return nil, err
 	}
 	b.funcs[name] = f
@@ -616,9 +730,9 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 			args := C.malloc(C.size_t(8 * max(len(s.Args), 1)))
 			b.cmem = append(b.cmem, args)
 			copy(unsafe.Slice((*uint64)(args), len(s.Args)), s.Args)
-			grid, what := C.uint(s.Grid), "launching "+s.Kernel
+			grid, what, nbytes := C.uint(s.Grid), "launching "+s.Kernel, C.size_t(8*len(s.Args))
 			fns[i] = func() error {
-				return result(what, C.on_launch(b.ctx, b.stream, f, grid, cudak.Threads, args))
+				return b.a.result(what, C.on_launch(b.a.t, b.ctx, b.stream, f, grid, cudak.Threads, args, nbytes))
 			}
 		case cudak.Potrf:
 			if err := b.startSolver(); err != nil {
@@ -626,7 +740,7 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 			}
 			f64, n := cbool(s.F64), C.int(s.N)
 			var lwork C.int
-			if err := result("sizing cuSOLVER's workspace", C.on_potrf_size(b.ctx, b.solver, f64, n, C.CUdeviceptr(s.A), &lwork)); err != nil {
+			if err := b.a.result("sizing cuSOLVER's workspace", C.on_potrf_size(b.a.t, b.ctx, b.solver, f64, n, C.CUdeviceptr(s.A), &lwork)); err != nil {
 				return nil, err
 			}
 			dt := backend.Float32
@@ -638,13 +752,13 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 				return nil, err
 			}
 			fns[i] = func() error {
-				return result("cuSOLVER potrf", C.on_potrf(b.ctx, b.solver, f64, n, C.CUdeviceptr(s.A), C.CUdeviceptr(work), lwork, C.CUdeviceptr(s.Info)))
+				return b.a.result("cuSOLVER potrf", C.on_potrf(b.a.t, b.ctx, b.solver, f64, n, C.CUdeviceptr(s.A), C.CUdeviceptr(work), lwork, C.CUdeviceptr(s.Info)))
 			}
 		case cudak.Trsm:
 			// B R^-1 in row-major terms is, column-major, (R^T)^-1 B^T: a
 			// left solve with the lower R^T that R's buffer holds.
 			fns[i] = func() error {
-				return result("cuBLAS trsm", C.on_trsm(b.ctx, b.blas, cbool(s.F64), C.int(s.N), C.int(s.M), C.CUdeviceptr(s.A), C.CUdeviceptr(s.B)))
+				return b.a.result("cuBLAS trsm", C.on_trsm(b.a.t, b.ctx, b.blas, cbool(s.F64), C.int(s.N), C.int(s.M), C.CUdeviceptr(s.A), C.CUdeviceptr(s.B)))
 			}
 		case cudak.Gemm:
 			for _, v := range []int{s.M, s.N, s.K, s.LDA, s.LDB, s.LDC, s.Batch} {
@@ -653,7 +767,7 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 				}
 			}
 			fns[i] = func() error {
-				return result("cuBLAS gemm", C.on_gemm(b.ctx, b.blas, cbool(s.F64), cbool(s.TransA), cbool(s.TransB),
+				return b.a.result("cuBLAS gemm", C.on_gemm(b.a.t, b.ctx, b.blas, cbool(s.F64), cbool(s.TransA), cbool(s.TransB),
 					C.int(s.M), C.int(s.N), C.int(s.K), C.double(s.Alpha), C.CUdeviceptr(s.A), C.int(s.LDA), C.longlong(s.StrideA),
 					C.CUdeviceptr(s.B), C.int(s.LDB), C.longlong(s.StrideB), C.double(s.Beta), C.CUdeviceptr(s.C), C.int(s.LDC),
 					C.longlong(s.StrideC), C.int(s.Batch)))
@@ -678,3 +792,7 @@ func cbool(v bool) C.int {
 	}
 	return 0
 }
+
+// MaxGrid returns Options.MaxGrid, the planner's bound on a launch's blocks
+// (0: its default).
+func (b *Backend) MaxGrid() int { return b.maxGrid }

@@ -1,10 +1,10 @@
-//go:build gpu
+//go:build cgo
 
 package cuda_test
 
 import (
+	"fmt"
 	"os"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -12,19 +12,28 @@ import (
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/backendtest"
 	"github.com/orthonet/orthonet/backend/cuda"
-	"github.com/orthonet/orthonet/internal/cudak"
+	"github.com/orthonet/orthonet/internal/cudak/standin"
 )
 
-// gpu returns a backend on device 0, or skips the test where there is none
-// (fails instead with ORTHONET_REQUIRE_GPU=1, as make cuda-test sets it).
-func gpu(t *testing.T) *cuda.Backend {
+// onGPU reports whether the tests run on a real GPU (ORTHONET_CUDA_GPU=1,
+// as scripts/gpu_check.sh sets it) instead of the host model.
+func onGPU() bool { return os.Getenv("ORTHONET_CUDA_GPU") == "1" }
+
+// TestMain runs the tests on the host model of the device unless a GPU is
+// asked for.
+func TestMain(m *testing.M) {
+	if !onGPU() {
+		os.Setenv(cuda.StandInEnv, "1")
+	}
+	os.Exit(m.Run())
+}
+
+// start returns a backend on device 0 with o, closed when the test ends.
+func start(t *testing.T, o cuda.Options) *cuda.Backend {
 	t.Helper()
-	b, err := cuda.New(cuda.Options{})
+	b, err := cuda.New(o)
 	if err != nil {
-		if os.Getenv("ORTHONET_REQUIRE_GPU") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if err := b.Close(); err != nil {
@@ -34,40 +43,129 @@ func gpu(t *testing.T) *cuda.Backend {
 	return b.(*cuda.Backend)
 }
 
-// TestKernelsCompile compiles the kernel source with NVRTC for several
-// architectures (no GPU needed) and checks that the PTX has an entry for
-// every kernel the source defines.
-func TestKernelsCompile(t *testing.T) {
-	names := regexp.MustCompile(`(?m)^KERNEL(?:_SYNC)?\((\w+),`).FindAllStringSubmatch(cudak.Source, -1)
-	if len(names) == 0 {
-		t.Fatal("found no KERNEL definitions in the source")
+// configure sets the host model for one test and restores its default
+// after it (on a GPU it skips the test: the model's settings are the point).
+func configure(t *testing.T, edit func(*standin.Config)) {
+	t.Helper()
+	if onGPU() {
+		t.Skip("a setting of the host model")
 	}
-	for _, cc := range [][2]int{{7, 5}, {8, 0}, {9, 0}} {
-		ptx, err := cuda.CompilePTX(cc[0], cc[1])
-		if err != nil {
-			t.Fatal(err)
+	c := standin.DefaultConfig()
+	edit(&c)
+	if err := standin.Configure(c); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := standin.Configure(standin.DefaultConfig()); err != nil {
+			t.Error(err)
 		}
-		for _, n := range names {
-			if !strings.Contains(ptx, ".entry "+n[1]+"(") {
-				t.Errorf("compute_%d%d: no entry %s in the PTX", cc[0], cc[1], n[1])
+	})
+}
+
+// TestKernelsAgreeWithCPU runs every kernel through backend/cuda and
+// compares it with the CPU backend: on the host model once in each order
+// of blocks and threads (forward, reverse, seeded random), and once with
+// grids of two blocks so that every grid-stride loop repeats.
+func TestKernelsAgreeWithCPU(t *testing.T) {
+	if onGPU() {
+		for _, g := range []int{0, 2} {
+			b := start(t, cuda.Options{MaxGrid: g})
+			t.Log(b.Name())
+			backendtest.Compare(t, b, backendtest.Options{})
+		}
+		return
+	}
+	for _, c := range []struct {
+		order   standin.Order
+		maxGrid int
+	}{{standin.Forward, 0}, {standin.Reverse, 0}, {standin.Random, 0}, {standin.Rotate, 2}} {
+		t.Run(fmt.Sprintf("order=%d,maxgrid=%d", c.order, c.maxGrid), func(t *testing.T) {
+			configure(t, func(m *standin.Config) { m.Order = c.order })
+			b := start(t, cuda.Options{MaxGrid: c.maxGrid})
+			backendtest.Compare(t, b, backendtest.Options{})
+		})
+	}
+}
+
+// TestStagingRing copies distinct data into many buffers with no wait in
+// between, more copies than the staging ring has buffers, and reads every
+// one back: a staging buffer reused before the stream has copied out of it
+// would leave another copy's data behind.
+func TestStagingRing(t *testing.T) {
+	b := start(t, cuda.Options{})
+	for _, n := range []int{1000, 300000} { // through the ring; through the large-copy buffer
+		bufs := make([]backend.Buffer, 80)
+		for i := range bufs {
+			buf, err := b.Alloc(backend.Float32, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bufs[i] = buf
+			v := make([]float32, n)
+			for j := range v {
+				v[j] = float32(i*n + j)
+			}
+			if err := b.CopyIn(buf, 0, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make([]float32, n)
+		for i, buf := range bufs {
+			if err := b.CopyOut(got, buf, 0); err != nil {
+				t.Fatal(err)
+			}
+			for j, v := range got {
+				if v != float32(i*n+j) {
+					t.Fatalf("%d-element copy %d: element %d is %v, want %v", n, i, j, v, float32(i*n+j))
+				}
+			}
+			if err := b.Free(buf); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}
 }
 
-// TestKernelsAgreeWithCPU runs every kernel on the GPU and on the CPU
-// backend from the same inputs.
-func TestKernelsAgreeWithCPU(t *testing.T) {
-	b := gpu(t)
-	t.Log(b.Name())
-	backendtest.Compare(t, b, backendtest.Options{})
+// TestCopyOutWaits runs kernels and reads their result at once: CopyOut
+// must wait for the kernels queued before it.
+func TestCopyOutWaits(t *testing.T) {
+	b := start(t, cuda.Options{})
+	const n = 5000
+	x, _ := b.Alloc(backend.Float64, n)
+	y, _ := b.Alloc(backend.Float64, n)
+	for round := range 3 {
+		fill, err := b.Prepare(backend.Fill{N: n, Dst: backend.At(x, 0), Value: float64(round + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sq, err := b.Prepare(backend.Map{Op: backend.Square, N: n, Src: backend.At(x, 0), Dst: backend.At(y, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fill(); err != nil {
+			t.Fatal(err)
+		}
+		if err := sq(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float64, n)
+		if err := b.CopyOut(got, y, 0); err != nil {
+			t.Fatal(err)
+		}
+		want := float64((round + 1) * (round + 1))
+		for i, v := range got {
+			if v != want {
+				t.Fatalf("round %d: element %d is %v, want %v", round, i, v, want)
+			}
+		}
+	}
 }
 
-// TestMemoryFlat runs a set of prepared kernels 1000 times and checks that
+// TestMemoryFlat runs a set of prepared kernels 200 times and checks that
 // the device's free memory does not move.
 func TestMemoryFlat(t *testing.T) {
-	b := gpu(t)
-	const n = 1 << 16
+	b := start(t, cuda.Options{})
+	const n = 1 << 14
 	var bufs []backend.Buffer
 	for range 4 {
 		buf, err := b.Alloc(backend.Float32, n)
@@ -78,9 +176,9 @@ func TestMemoryFlat(t *testing.T) {
 	}
 	kernels := []backend.Kernel{
 		backend.Fill{N: n, Dst: backend.At(bufs[0], 0), Value: 0.5},
-		backend.Gemm{M: 256, N: 256, K: 256, Alpha: 1, A: backend.At(bufs[0], 0), B: backend.At(bufs[1], 0), C: backend.At(bufs[2], 0), LDA: 256, LDB: 256, LDC: 256},
-		backend.Attention{Seqs: 4, Tokens: 64, Heads: 4, D: 256, Scale: 0.125, Q: backend.At(bufs[0], 0), K: backend.At(bufs[1], 0), V: backend.At(bufs[2], 0), Out: backend.At(bufs[3], 0)},
-		backend.LayerNormParamGrad{Rows: 128, D: 256, Eps: 1e-5, X: backend.At(bufs[0], 0), DY: backend.At(bufs[1], 0), DParams: backend.At(bufs[2], 0)},
+		backend.Gemm{M: 32, N: 32, K: 32, Alpha: 1, A: backend.At(bufs[0], 0), B: backend.At(bufs[1], 0), C: backend.At(bufs[2], 0), LDA: 32, LDB: 32, LDC: 32},
+		backend.Attention{Seqs: 2, Tokens: 8, Heads: 2, D: 16, Scale: 0.25, Q: backend.At(bufs[0], 0), K: backend.At(bufs[1], 0), V: backend.At(bufs[2], 0), Out: backend.At(bufs[3], 0)},
+		backend.LayerNormParamGrad{Rows: 16, D: 64, Eps: 1e-5, X: backend.At(bufs[0], 0), DY: backend.At(bufs[1], 0), DParams: backend.At(bufs[2], 0)},
 	}
 	var fns []backend.Func
 	for _, k := range kernels {
@@ -109,7 +207,7 @@ func TestMemoryFlat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 1000 {
+	for range 200 {
 		step()
 	}
 	free1, total, err := b.MemInfo()
@@ -118,14 +216,14 @@ func TestMemoryFlat(t *testing.T) {
 	}
 	t.Logf("free device memory %d -> %d of %d bytes", free0, free1, total)
 	if free1 != free0 {
-		t.Errorf("free device memory moved from %d to %d bytes over 1000 runs", free0, free1)
+		t.Errorf("free device memory moved from %d to %d bytes over 200 runs", free0, free1)
 	}
 }
 
 // TestRowFault checks that a bad row index fails the next Sync with its
 // value, and every later one.
 func TestRowFault(t *testing.T) {
-	b := gpu(t)
+	b := start(t, cuda.Options{})
 	rows, _ := b.Alloc(backend.Int32, 2)
 	src, _ := b.Alloc(backend.Float32, 12)
 	dst, _ := b.Alloc(backend.Float32, 6)
@@ -147,27 +245,55 @@ func TestRowFault(t *testing.T) {
 	}
 }
 
-// TestProfile checks that a profiling backend counts every run of every
-// kernel and that their device time fits in the span it reports.
-func TestProfile(t *testing.T) {
-	if os.Getenv("ORTHONET_REQUIRE_GPU") == "" {
-		b, err := cuda.New(cuda.Options{})
+// TestQFFault checks that the Q factor of a rank-deficient matrix fails the
+// next Sync, naming the factorization, and every later one: on the
+// one-block path (few columns) and on cuSOLVER's (more).
+func TestQFFault(t *testing.T) {
+	for _, s := range [][2]int{{4, 3}, {40, 34}} {
+		b := start(t, cuda.Options{})
+		m, n := s[0], s[1]
+		a, err := b.Alloc(backend.Float64, m*n)
 		if err != nil {
-			t.Skip(err)
+			t.Fatal(err)
 		}
-		b.Close()
+		v := make([]float64, m*n)
+		for i := range m {
+			for j := range n {
+				v[i*n+j] = float64((i*7+j*3)%11) + float64(i*j%5)
+			}
+			v[i*n+n-1] = 2 * v[i*n] // the last column twice the first
+		}
+		if err := b.CopyIn(a, 0, v); err != nil {
+			t.Fatal(err)
+		}
+		f, err := b.Prepare(backend.QF{M: m, N: n, A: backend.At(a, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "QR factorization failed") {
+			t.Fatalf("%d x %d: Sync after the Q factor of a rank-deficient matrix: %v, want the factorization's failure", m, n, err)
+		}
+		if err := b.Sync(); err == nil {
+			t.Fatalf("%d x %d: a second Sync forgot the fault", m, n)
+		}
 	}
-	be, err := cuda.New(cuda.Options{Profile: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
-	a, _ := be.Alloc(backend.Float32, 512*512)
-	c, _ := be.Alloc(backend.Float32, 512*512)
+}
+
+// TestProfile checks that a profiling backend counts every run of every
+// kernel and that their device time fits in the span it reports, also when
+// a kernel runs twice between two waits (its events are recorded again).
+func TestProfile(t *testing.T) {
+	be := start(t, cuda.Options{Profile: true})
+	const n = 64
+	a, _ := be.Alloc(backend.Float32, n*n)
+	c, _ := be.Alloc(backend.Float32, n*n)
 	fns := make([]backend.Func, 0, 2)
 	for _, k := range []backend.Kernel{
-		backend.Gemm{M: 512, N: 512, K: 512, Alpha: 1, A: backend.At(a, 0), B: backend.At(a, 0), C: backend.At(c, 0), LDA: 512, LDB: 512, LDC: 512},
-		backend.Map{Op: backend.Tanh, N: 512 * 512, Src: backend.At(c, 0), Dst: backend.At(c, 0)},
+		backend.Gemm{M: n, N: n, K: n, Alpha: 1, A: backend.At(a, 0), B: backend.At(a, 0), C: backend.At(c, 0), LDA: n, LDB: n, LDC: n},
+		backend.Map{Op: backend.Tanh, N: n * n, Src: backend.At(c, 0), Dst: backend.At(c, 0)},
 	} {
 		f, err := be.Prepare(k)
 		if err != nil {
@@ -175,22 +301,24 @@ func TestProfile(t *testing.T) {
 		}
 		fns = append(fns, f)
 	}
-	for range 10 {
-		for _, f := range fns {
-			if err := f(); err != nil {
-				t.Fatal(err)
+	for i := range 10 {
+		for range 1 + i%2 {
+			for _, f := range fns {
+				if err := f(); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		if err := be.Sync(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	kernels, span := be.(backend.Timer).KernelTimes()
+	kernels, span := be.KernelTimes()
 	var busy time.Duration
 	for _, k := range kernels {
 		t.Logf("%s: %d runs, %v", k.Kernel, k.Count, k.Total)
-		if k.Count != 10 || k.Total <= 0 {
-			t.Errorf("%s: %d runs in %v, want 10 runs taking time", k.Kernel, k.Count, k.Total)
+		if k.Count != 15 || k.Total <= 0 {
+			t.Errorf("%s: %d runs in %v, want 15 runs taking time", k.Kernel, k.Count, k.Total)
 		}
 		busy += k.Total
 	}

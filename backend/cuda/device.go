@@ -7,4 +7,5 @@ type Device struct {
 	Major, Minor  int    // compute capability
 	TotalMemory   int64  // bytes
 	DriverVersion int    // e.g. 13000 for CUDA 13.0
+	HostModel     bool   // the host model of the device stands in for a GPU
 }

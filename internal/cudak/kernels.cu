@@ -2,13 +2,15 @@
 //
 // Each kernel takes one argument, a struct of 8-byte fields (pointers, long
 // long, double), which package cudak fills as 64-bit words: the layout needs
-// no padding rules on either side. Kernels are compiled by NVRTC on the GPU
-// machine and, with the host definitions of emu.h (ORTHONET_EMU), by the C++
-// compiler, so that the same source is tested without a GPU.
+// no padding rules on either side. Kernels are compiled by NVRTC for the GPU
+// and, with the host definitions of standin/host.h (ORTHONET_EMU), by the C++
+// compiler into the host model of the device, so that the same source is
+// tested without a GPU.
 //
 // A kernel whose threads meet at __syncthreads is defined with KERNEL_SYNC
-// (the emulator runs the threads of its blocks concurrently, and those of
-// other kernels one after another).
+// (the host model runs the threads of its blocks as fibers that meet there,
+// and those of other kernels one after another; both in forward, reverse and
+// random orders). Every thread of a block reaches every barrier.
 //
 // Launch shapes are cudak's: every block has NT threads along x; the
 // elementwise kernels stride over the grid, the per-row kernels over rows.
@@ -246,6 +248,14 @@ template <typename T> __device__ void reduce_mid_k(const ReduceArgs<T> &a) {
 KERNEL(on_reduce_mid_f32, ReduceArgs<float>) { reduce_mid_k(a); }
 KERNEL(on_reduce_mid_f64, ReduceArgs<double>) { reduce_mid_k(a); }
 
+// Softmax and its gradient along a middle axis of (outer, axis, inner)
+// arrays. With inner == 1 the axis is a row of consecutive elements and a
+// block takes each row (the _rows kernels: consecutive threads read
+// consecutive elements, block reductions for the maximum and the sums);
+// with inner > 1 a thread takes each lane (o, in), whose neighbours read
+// the neighbouring elements. Sums are in double; the per-element math is
+// in the element type (expf for float32 data: within 2 ulp, where the CPU
+// backend rounds exp's double result to float32 in the end).
 template <typename T> struct SoftmaxArgs { i64 log, outer, axis, inner; const T *src; T *dst; };
 template <typename T> __device__ void softmax_k(const SoftmaxArgs<T> &a) {
   GRID_LOOP(lane, a.outer * a.inner) {
@@ -259,17 +269,47 @@ template <typename T> __device__ void softmax_k(const SoftmaxArgs<T> &a) {
     double z = 0;
     for (i64 j = 0; j < a.axis; j++) z += (double)m_exp(a.src[base + j * a.inner] - m);
     if (a.log) {
-      double lz = log(z);
-      for (i64 j = 0; j < a.axis; j++) a.dst[base + j * a.inner] = (T)((double)(a.src[base + j * a.inner] - m) - lz);
+      T lz = (T)log(z);
+      for (i64 j = 0; j < a.axis; j++) a.dst[base + j * a.inner] = (a.src[base + j * a.inner] - m) - lz;
     } else {
-      for (i64 j = 0; j < a.axis; j++) a.dst[base + j * a.inner] = (T)((double)m_exp(a.src[base + j * a.inner] - m) / z);
+      T inv = (T)(1 / z);
+      for (i64 j = 0; j < a.axis; j++) a.dst[base + j * a.inner] = m_exp(a.src[base + j * a.inner] - m) * inv;
     }
   }
 }
 KERNEL(on_softmax_f32, SoftmaxArgs<float>) { softmax_k(a); }
 KERNEL(on_softmax_f64, SoftmaxArgs<double>) { softmax_k(a); }
 
+// Inner == 1: a block per row of axis elements, rows strided over the grid.
+template <typename T> __device__ void softmax_rows_k(const SoftmaxArgs<T> &a) {
+  SHARED(double, shd, NT);
+  SHARED(T, sht, NT);
+  for (i64 r = blockIdx.x; r < a.outer; r += gridDim.x) {
+    const T *x = a.src + r * a.axis;
+    T *y = a.dst + r * a.axis;
+    // NaN anywhere makes the row NaN, whichever maximum is taken.
+    T m = x[0];
+    for (i64 j = threadIdx.x; j < a.axis; j += NT) m = nanmax(m, x[j]);
+    m = block_max(m, sht);
+    double z = 0;
+    for (i64 j = threadIdx.x; j < a.axis; j += NT) z += (double)m_exp(x[j] - m);
+    z = block_sum(z, shd);
+    if (a.log) {
+      T lz = (T)log(z);
+      for (i64 j = threadIdx.x; j < a.axis; j += NT) y[j] = (x[j] - m) - lz;
+    } else {
+      T inv = (T)(1 / z);
+      for (i64 j = threadIdx.x; j < a.axis; j += NT) y[j] = m_exp(x[j] - m) * inv;
+    }
+  }
+}
+KERNEL_SYNC(on_softmax_rows_f32, SoftmaxArgs<float>) { softmax_rows_k(a); }
+KERNEL_SYNC(on_softmax_rows_f64, SoftmaxArgs<double>) { softmax_rows_k(a); }
+
 template <typename T> struct SoftmaxGradArgs { i64 log, outer, axis, inner; const T *y; const T *dy; T *dx; };
+template <typename T> __device__ __forceinline__ T softmax_grad_at(bool log, T y, T dy, T dot) {
+  return log ? dy - m_exp(y) * dot : y * (dy - dot);
+}
 template <typename T> __device__ void softmax_grad_k(const SoftmaxGradArgs<T> &a) {
   GRID_LOOP(lane, a.outer * a.inner) {
     i64 o = lane / a.inner, in = lane % a.inner;
@@ -277,17 +317,32 @@ template <typename T> __device__ void softmax_grad_k(const SoftmaxGradArgs<T> &a
     double dot = 0;
     for (i64 j = 0; j < a.axis; j++) {
       i64 i = base + j * a.inner;
-      dot += a.log ? (double)a.dy[i] : (double)a.dy[i] * (double)a.y[i];
+      dot += a.log ? (double)a.dy[i] : (double)(a.dy[i] * a.y[i]);
     }
+    T d = (T)dot;
     for (i64 j = 0; j < a.axis; j++) {
       i64 i = base + j * a.inner;
-      if (a.log) a.dx[i] = (T)((double)a.dy[i] - (double)m_exp(a.y[i]) * dot);
-      else a.dx[i] = (T)((double)a.y[i] * ((double)a.dy[i] - dot));
+      a.dx[i] = softmax_grad_at(a.log != 0, a.y[i], a.dy[i], d);
     }
   }
 }
 KERNEL(on_softmax_grad_f32, SoftmaxGradArgs<float>) { softmax_grad_k(a); }
 KERNEL(on_softmax_grad_f64, SoftmaxGradArgs<double>) { softmax_grad_k(a); }
+
+// Inner == 1: a block per row.
+template <typename T> __device__ void softmax_grad_rows_k(const SoftmaxGradArgs<T> &a) {
+  SHARED(double, sh, NT);
+  for (i64 r = blockIdx.x; r < a.outer; r += gridDim.x) {
+    const T *y = a.y + r * a.axis, *dy = a.dy + r * a.axis;
+    T *dx = a.dx + r * a.axis;
+    double dot = 0;
+    for (i64 j = threadIdx.x; j < a.axis; j += NT) dot += a.log ? (double)dy[j] : (double)(dy[j] * y[j]);
+    T d = (T)block_sum(dot, sh);
+    for (i64 j = threadIdx.x; j < a.axis; j += NT) dx[j] = softmax_grad_at(a.log != 0, y[j], dy[j], d);
+  }
+}
+KERNEL_SYNC(on_softmax_grad_rows_f32, SoftmaxGradArgs<float>) { softmax_grad_rows_k(a); }
+KERNEL_SYNC(on_softmax_grad_rows_f64, SoftmaxGradArgs<double>) { softmax_grad_rows_k(a); }
 
 // ---- checks ---------------------------------------------------------------------
 
@@ -302,18 +357,25 @@ KERNEL(on_check_finite_f64, FiniteArgs<double>) { finite_k(a); }
 
 // CheckProduct, first half: the largest magnitudes of A and B, as the bits of
 // |x| (integer order is magnitude order, NaN above +Inf), into ws[0] and ws[1].
+// Each block reduces its threads' maxima first, then one thread makes the
+// block's one atomicMax on each word.
 template <typename T> struct AbsMaxArgs { i64 na, nb; const T *a; const T *b; u64 *ws; };
 template <typename T> __device__ void absmax_k(const AbsMaxArgs<T> &a) {
+  SHARED(u64, sh, NT);
   u64 ma = 0, mb = 0;
   GRID_LOOP(i, a.na + a.nb) {
     if (i < a.na) { u64 b = abs_bits(a.a[i]); ma = b > ma ? b : ma; }
     else { u64 b = abs_bits(a.b[i - a.na]); mb = b > mb ? b : mb; }
   }
-  if (ma) atomicMax(&a.ws[0], ma);
-  if (mb) atomicMax(&a.ws[1], mb);
+  ma = block_max(ma, sh);
+  mb = block_max(mb, sh);
+  if (threadIdx.x == 0) {
+    if (ma) atomicMax(&a.ws[0], ma);
+    if (mb) atomicMax(&a.ws[1], mb);
+  }
 }
-KERNEL(on_absmax_f32, AbsMaxArgs<float>) { absmax_k(a); }
-KERNEL(on_absmax_f64, AbsMaxArgs<double>) { absmax_k(a); }
+KERNEL_SYNC(on_absmax_f32, AbsMaxArgs<float>) { absmax_k(a); }
+KERNEL_SYNC(on_absmax_f64, AbsMaxArgs<double>) { absmax_k(a); }
 
 // CheckProduct, second half (one thread): the bound, then ws back to zero.
 template <typename T> struct VerdictArgs { i64 ra; double limit; u64 *ws; int *flag; };
@@ -358,44 +420,65 @@ KERNEL(on_rows_f64, RowsArgs<double>) { rows_k(a); }
 
 // ---- fused layers -------------------------------------------------------------------
 
-// row_lse returns the log-sum-exp of n values, computed stably in double.
-template <typename T> __device__ double row_lse(const T *z, i64 n) {
-  double m = (double)z[0];
-  for (i64 j = 1; j < n; j++) m = fmax(m, (double)z[j]);
+// block_lse returns to every thread of the block the log-sum-exp of the n
+// values at z, computed stably: the maximum in the element type, the sum of
+// the exponentials in double over exponentials in the element type.
+template <typename T> __device__ double block_lse(const T *z, i64 n, double *shd, T *sht) {
+  T m = z[0];
+  for (i64 j = threadIdx.x; j < n; j += NT) m = nanmax(m, z[j]);
+  m = block_max(m, sht);
   double s = 0;
-  for (i64 j = 0; j < n; j++) s += exp((double)z[j] - m);
-  return m + log(s);
+  for (i64 j = threadIdx.x; j < n; j += NT) s += (double)m_exp(z[j] - m);
+  return (double)m + log(block_sum(s, shd));
 }
 
-// SoftmaxCrossEntropy: one block.
-template <typename T> struct CEArgs { i64 rows, classes; const T *z; const T *t; T *loss; };
+// SoftmaxCrossEntropy, first half: a block per row, each row's loss
+// sum_j t_j (lse - z_j) into part[r], in double.
+template <typename T> struct CERowsArgs { i64 rows, classes; const T *z; const T *t; double *part; };
+template <typename T> __device__ void ce_rows_k(const CERowsArgs<T> &a) {
+  SHARED(double, shd, NT);
+  SHARED(T, sht, NT);
+  for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const T *z = a.z + r * a.classes, *t = a.t + r * a.classes;
+    double lse = block_lse(z, a.classes, shd, sht), s = 0;
+    for (i64 j = threadIdx.x; j < a.classes; j += NT) s += (double)t[j] * (lse - (double)z[j]);
+    s = block_sum(s, shd);
+    if (threadIdx.x == 0) a.part[r] = s;
+  }
+}
+KERNEL_SYNC(on_ce_rows_f32, CERowsArgs<float>) { ce_rows_k(a); }
+KERNEL_SYNC(on_ce_rows_f64, CERowsArgs<double>) { ce_rows_k(a); }
+
+// Second half, one block: the mean of the rows' losses.
+template <typename T> struct CEArgs { i64 rows; const double *part; T *loss; };
 template <typename T> __device__ void ce_k(const CEArgs<T> &a) {
   SHARED(double, sh, NT);
   double s = 0;
-  for (i64 r = threadIdx.x; r < a.rows; r += NT) {
-    const T *z = a.z + r * a.classes, *t = a.t + r * a.classes;
-    double lse = row_lse(z, a.classes);
-    for (i64 j = 0; j < a.classes; j++) s += (double)t[j] * (lse - (double)z[j]);
-  }
+  for (i64 r = threadIdx.x; r < a.rows; r += NT) s += a.part[r];
   s = block_sum(s, sh);
   if (threadIdx.x == 0) a.loss[0] = (T)(s / (double)a.rows);
 }
 KERNEL_SYNC(on_ce_f32, CEArgs<float>) { ce_k(a); }
 KERNEL_SYNC(on_ce_f64, CEArgs<double>) { ce_k(a); }
 
+// SoftmaxCrossEntropyGrad: a block per row.
 template <typename T> struct CEGradArgs { i64 rows, classes; const T *z; const T *t; const T *g; T *dz; };
 template <typename T> __device__ void ce_grad_k(const CEGradArgs<T> &a) {
-  GRID_LOOP(r, a.rows) {
-    double scale = (double)a.g[0] / (double)a.rows;
+  SHARED(double, shd, NT);
+  SHARED(T, sht, NT);
+  T scale = (T)((double)a.g[0] / (double)a.rows);
+  for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
     const T *z = a.z + r * a.classes, *t = a.t + r * a.classes;
     T *dz = a.dz + r * a.classes;
-    double lse = row_lse(z, a.classes), mass = 0;
-    for (i64 j = 0; j < a.classes; j++) mass += (double)t[j];
-    for (i64 j = 0; j < a.classes; j++) dz[j] = (T)(scale * (exp((double)z[j] - lse) * mass - (double)t[j]));
+    T lse = (T)block_lse(z, a.classes, shd, sht);
+    double mass = 0;
+    for (i64 j = threadIdx.x; j < a.classes; j += NT) mass += (double)t[j];
+    T ms = (T)block_sum(mass, shd);
+    for (i64 j = threadIdx.x; j < a.classes; j += NT) dz[j] = scale * (m_exp(z[j] - lse) * ms - t[j]);
   }
 }
-KERNEL(on_ce_grad_f32, CEGradArgs<float>) { ce_grad_k(a); }
-KERNEL(on_ce_grad_f64, CEGradArgs<double>) { ce_grad_k(a); }
+KERNEL_SYNC(on_ce_grad_f32, CEGradArgs<float>) { ce_grad_k(a); }
+KERNEL_SYNC(on_ce_grad_f64, CEGradArgs<double>) { ce_grad_k(a); }
 
 // row_stats: mean and 1/sqrt(var + eps) of a row of d values, by the block.
 template <typename T> __device__ void row_stats(const T *x, i64 d, double eps, double *sh, double &mean, double &rstd) {
@@ -433,17 +516,18 @@ template <typename T> __device__ void ln_grad_k(const LNGradArgs<T> &a) {
     T *dx = a.dx + r * a.d;
     double mean, rstd;
     row_stats(x, a.d, a.eps, sh, mean, rstd);
+    T m = (T)mean, rs = (T)rstd;
     double mg = 0, mgx = 0;
     for (i64 j = threadIdx.x; j < a.d; j += NT) {
-      double g = (double)dy[j] * (double)a.gamma[j];
-      mg += g;
-      mgx += g * ((double)x[j] - mean) * rstd;
+      T g = dy[j] * a.gamma[j];
+      mg += (double)g;
+      mgx += (double)(g * ((x[j] - m) * rs));
     }
-    mg = block_sum(mg, sh) / (double)a.d;
-    mgx = block_sum(mgx, sh) / (double)a.d;
+    T mgt = (T)(block_sum(mg, sh) / (double)a.d);
+    T mgxt = (T)(block_sum(mgx, sh) / (double)a.d);
     for (i64 j = threadIdx.x; j < a.d; j += NT) {
-      double g = (double)dy[j] * (double)a.gamma[j];
-      dx[j] = (T)(rstd * (g - mg - ((double)x[j] - mean) * rstd * mgx));
+      T g = dy[j] * a.gamma[j];
+      dx[j] = rs * (g - mgt - (x[j] - m) * rs * mgxt);
     }
   }
 }
@@ -529,15 +613,19 @@ template <typename T> __device__ void adam_k(const AdamArgs<T> &a) {
   double lr = a.hyper[0], c1 = a.hyper[1], c2 = a.hyper[2];
   T f = (T)(1 - lr * a.decay);
   bool decay = a.decay > 0 && lr > 0;
+  // The moments and the step in the element type (the CPU backend's are in
+  // double, rounded once to it).
+  T b1 = (T)a.b1, b2 = (T)a.b2, nb1 = (T)(1 - a.b1), nb2 = (T)(1 - a.b2);
+  T lrt = (T)lr, c1t = (T)c1, c2t = (T)c2, eps = (T)a.eps;
   GRID_LOOP(i, a.n) {
     T w = a.w[i];
     if (decay) w *= f;
-    double g = (double)a.g[i];
-    double m = a.b1 * (double)a.m[i] + (1 - a.b1) * g;
-    double v = a.b2 * (double)a.v[i] + (1 - a.b2) * g * g;
-    a.m[i] = (T)m;
-    a.v[i] = (T)v;
-    a.w[i] = w - (T)(lr * (m / c1) / (sqrt(v / c2) + a.eps));
+    T g = a.g[i];
+    T m = b1 * a.m[i] + nb1 * g;
+    T v = b2 * a.v[i] + nb2 * g * g;
+    a.m[i] = m;
+    a.v[i] = v;
+    a.w[i] = w - lrt * (m / c1t) / (m_sqrt(v / c2t) + eps);
   }
 }
 KERNEL(on_adam_f32, AdamArgs<float>) { adam_k(a); }
@@ -660,10 +748,10 @@ template <typename T> struct MaskArgs { i64 n; double p; u64 seed, stream; const
 template <typename T> __device__ void mask_k(const MaskArgs<T> &a) {
   u64 h = mix64(mix64(mix64(a.seed) ^ a.stream) ^ (u64)a.step[0]);
   T keep = (T)(1 / (1 - a.p));
-  GRID_LOOP(i, a.n) {
-    double u = (double)(mix64(h ^ (u64)i) >> 11) * 0x1p-53;
-    a.dst[i] = u >= a.p ? keep : (T)0;
-  }
+  // u = k 2^-53 >= p, k the top 53 bits of the draw, is k >= p 2^53 (exact
+  // in double), that is k >= ceil(p 2^53): the draw compared as an integer.
+  u64 least = (u64)ceil(a.p * 0x1p53); // p is in [0, 1) (backend.DropoutMask.Check)
+  GRID_LOOP(i, a.n) a.dst[i] = (mix64(h ^ (u64)i) >> 11) >= least ? keep : (T)0;
 }
 KERNEL(on_dropout_mask_f32, MaskArgs<float>) { mask_k(a); }
 KERNEL(on_dropout_mask_f64, MaskArgs<double>) { mask_k(a); }

@@ -1,8 +1,9 @@
 // Package cudak holds orthonet's CUDA kernels (kernels.cu, our own CUDA C++)
 // and the planner that turns a backend kernel into launches of them and
-// cuBLAS products. The CUDA backend runs the plans on a GPU; package
-// cudak/emu runs the same plans, and the same kernel source, on the host, so
-// that the kernels and the planning are tested without a GPU.
+// cuBLAS products. The CUDA backend (backend/cuda) runs the plans on a GPU,
+// or on the host model of one (package cudak/standin, which compiles the
+// same kernel source for the host), so that the kernels and the planning
+// are tested without a GPU.
 package cudak
 
 import (
@@ -28,6 +29,8 @@ var CompileOptions = []string{"--fmad=false", "-std=c++17"}
 const Threads = 256
 
 // maxGrid bounds the blocks of a launch; the kernels stride over the rest.
+// A Device with a method MaxGrid() int returning a positive number bounds
+// them further (tests do, so that the grid-stride loops repeat).
 const maxGrid = 4096
 
 // Device is what the planner needs from a backend.
@@ -120,6 +123,9 @@ func Plan(d Device, k backend.Kernel) ([]Step, error) {
 		}
 	}
 	p := planner{d: d}
+	if g, ok := d.(interface{ MaxGrid() int }); ok {
+		p.maxGrid = g.MaxGrid()
+	}
 	switch k := k.(type) {
 	case backend.Fill:
 		p.fill(k)
@@ -146,9 +152,9 @@ func Plan(d Device, k backend.Kernel) ([]Step, error) {
 	case backend.Reduce:
 		p.reduce(k)
 	case backend.Softmax:
-		p.elementwise("on_softmax", k.Outer*k.Inner, k.Log, k.Outer, k.Axis, k.Inner, k.Src, k.Dst)
+		p.alongAxis("on_softmax", k.Outer, k.Inner, k.Log, k.Outer, k.Axis, k.Inner, k.Src, k.Dst)
 	case backend.SoftmaxGrad:
-		p.elementwise("on_softmax_grad", k.Outer*k.Inner, k.Log, k.Outer, k.Axis, k.Inner, k.Y, k.DY, k.DX)
+		p.alongAxis("on_softmax_grad", k.Outer, k.Inner, k.Log, k.Outer, k.Axis, k.Inner, k.Y, k.DY, k.DX)
 	case backend.Copy:
 		p.copy(k)
 	case backend.CheckProduct:
@@ -158,9 +164,12 @@ func Plan(d Device, k backend.Kernel) ([]Step, error) {
 	case backend.ScatterRows:
 		p.rows(k.N, k.Width, k.Rows, k.Src, k.Dst, false)
 	case backend.SoftmaxCrossEntropy:
-		p.launch("on_ce", 1, k.Rows, k.Classes, k.Z, k.T, k.Loss)
+		// A block per row, then one block adds the rows' losses in order.
+		part := p.scratch(backend.Float64, k.Rows)
+		p.launch("on_ce_rows", rowGrid(k.Rows), k.Rows, k.Classes, k.Z, k.T, part)
+		p.launch("on_ce", 1, k.Rows, part, k.Loss)
 	case backend.SoftmaxCrossEntropyGrad:
-		p.elementwise("on_ce_grad", k.Rows, k.Rows, k.Classes, k.Z, k.T, k.G, k.DZ)
+		p.launch("on_ce_grad", rowGrid(k.Rows), k.Rows, k.Classes, k.Z, k.T, k.G, k.DZ)
 	case backend.LayerNorm:
 		p.launch("on_layer_norm", rowGrid(k.Rows), k.Rows, k.D, k.Eps, k.X, k.Gamma, k.Beta, k.Y)
 	case backend.LayerNormGrad:
@@ -209,10 +218,11 @@ func floatType(k backend.Kernel) (backend.DType, error) {
 }
 
 type planner struct {
-	d     Device
-	sfx   string
-	steps []Step
-	err   error
+	d       Device
+	maxGrid int // the Device's bound on a launch's blocks, or 0
+	sfx     string
+	steps   []Step
+	err     error
 }
 
 func (p *planner) done() ([]Step, error) {
@@ -261,6 +271,9 @@ func (p *planner) words(args ...any) []uint64 {
 // launch adds a launch of name (with the planner's type suffix) on grid
 // blocks.
 func (p *planner) launch(name string, grid int, args ...any) {
+	if p.maxGrid > 0 {
+		grid = min(grid, p.maxGrid)
+	}
 	p.steps = append(p.steps, Launch{Kernel: name + p.sfx, Grid: grid, Args: p.words(args...)})
 }
 
@@ -270,6 +283,18 @@ func (p *planner) elementwise(name string, n int, args ...any) {
 	if n > 0 {
 		p.launch(name, elemGrid(n), args...)
 	}
+}
+
+// alongAxis adds a launch of a kernel along the middle axis of (outer,
+// axis, inner) arrays: with inner 1 the axis is a row of consecutive
+// elements, and name+"_rows" takes a block per row; otherwise name takes a
+// thread per lane (o, in).
+func (p *planner) alongAxis(name string, outer, inner int, args ...any) {
+	if inner == 1 {
+		p.launch(name+"_rows", rowGrid(outer), args...)
+		return
+	}
+	p.elementwise(name, outer*inner, args...)
 }
 
 func elemGrid(n int) int   { return max(1, min((n+Threads-1)/Threads, maxGrid)) }
@@ -478,7 +503,7 @@ func (p *planner) attention(seqs, t, heads, d int, scale float64, q, k, v, out, 
 	for h := range heads {
 		p.rowMajor(false, true, t, t, dh, scale, 0, head(qa, h), d, t*d, head(ka, h), d, t*d, pb(h), t, t*t, seqs)
 	}
-	p.launch("on_softmax", elemGrid(heads*blocks/t), false, heads*blocks/t, t, 1, pw, pw)
+	p.alongAxis("on_softmax", heads*blocks/t, 1, false, heads*blocks/t, t, 1, pw, pw)
 	if dout.Buf == nil {
 		for h := range heads {
 			p.rowMajor(false, false, t, dh, t, 1, 0, pb(h), t, t*t, head(va, h), d, t*d, head(oa, h), d, t*d, seqs)
@@ -495,7 +520,7 @@ func (p *planner) attention(seqs, t, heads, d int, scale float64, q, k, v, out, 
 		p.rowMajor(false, true, t, t, dh, 1, 0, head(doa, h), d, t*d, head(va, h), d, t*d, dpb(h), t, t*t, seqs)
 	}
 	// dS = P (dP - rowsum(dP P)), in place of dP
-	p.launch("on_softmax_grad", elemGrid(heads*blocks/t), false, heads*blocks/t, t, 1, pw, dpw, dpw)
+	p.alongAxis("on_softmax_grad", heads*blocks/t, 1, false, heads*blocks/t, t, 1, pw, dpw, dpw)
 	for h := range heads {
 		// dQ = scale dS K, dK = scale dS^T Q
 		p.rowMajor(false, false, t, dh, t, scale, 0, dpb(h), t, t*t, head(ka, h), d, t*d, head(dq, h), d, t*d, seqs)

@@ -13,9 +13,6 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/internal/cudak"
-	// The old emulator links into the same binary: no symbol of the model
-	// may collide with one of its.
-	_ "github.com/orthonet/orthonet/internal/cudak/emu"
 )
 
 // CUresult values of cuapi.h.
