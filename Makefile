@@ -10,28 +10,38 @@ OUT         ?= out
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas bench paper train clean
+.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas gpu-check-smoke sanitize bench paper train clean
 
 all: test
 
 FASHION     := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
 
-# deps installs Debian's OpenBLAS (headers and library) when the C compiler
-# cannot find it, g++ (for the CUDA kernels' host emulator) and Debian's
-# Fashion-MNIST when they are missing, through apt-get as root, or says which
-# command to run.
+# deps installs, through apt-get as root (or says which command to run),
+# what the build and the tests need when it is missing: Debian's OpenBLAS
+# (headers and library), g++ (the host model of the GPU), Fashion-MNIST, and
+# NVRTC (libnvrtc11.2, in Debian's non-free component, which deps adds to
+# apt's sources when they lack it, and says so), with which the tests compile
+# every CUDA kernel for real GPUs.
 deps:
 	@missing=""; \
 	printf '#include <cblas.h>\nint main(void){return 0;}\n' | gcc -x c - -lopenblas -o /dev/null >/dev/null 2>&1 || missing="libopenblas-dev"; \
 	command -v g++ >/dev/null || missing="$$missing g++"; \
 	[ -e $(FASHION) ] || missing="$$missing dataset-fashion-mnist"; \
+	/sbin/ldconfig -p | grep -q 'libnvrtc\.so\.' || missing="$$missing libnvrtc11.2"; \
 	if [ -z "$$missing" ]; then \
-		echo "deps: OpenBLAS, g++ and Fashion-MNIST found"; \
+		echo "deps: OpenBLAS, g++, Fashion-MNIST and NVRTC found"; \
 	elif [ "$$(id -u)" = 0 ]; then \
+		case "$$missing" in *libnvrtc11.2*) \
+			if ! grep -rqsE '^(Components:|deb ).* non-free( |$$)' /etc/apt/sources.list /etc/apt/sources.list.d/; then \
+				echo "deps: adding Debian's non-free component to apt's sources (for libnvrtc11.2, NVIDIA's NVRTC)"; \
+				for f in /etc/apt/sources.list.d/*.sources; do [ -e "$$f" ] && sed -i -E '/^Components:/{/ non-free( |$$)/!s/$$/ non-free/}' "$$f"; done; \
+				[ -e /etc/apt/sources.list ] && sed -i -E '/^deb /{/ non-free( |$$)/!s/$$/ non-free/}' /etc/apt/sources.list; \
+			fi;; \
+		esac; \
 		echo "deps: installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else \
-		echo "deps: missing$$missing; run: sudo apt-get install$$missing" >&2; exit 1; \
+		echo "deps: missing$$missing; run: sudo apt-get install$$missing (libnvrtc11.2 is in Debian's non-free component)" >&2; exit 1; \
 	fi
 
 $(BIN)/staticcheck:
@@ -45,9 +55,21 @@ lint: deps $(BIN)/staticcheck
 	$(BIN)/staticcheck -tags $(TAGS) ./...
 	CGO_ENABLED=0 $(BIN)/staticcheck ./...
 
-# ORTHONET_REQUIRE_DATA turns the real-data tests' skip into a failure.
+# ORTHONET_REQUIRE_DATA and ORTHONET_REQUIRE_NVRTC turn the real-data and
+# real-NVRTC tests' skips into failures. The CUDA backend's tests run on the
+# host model of the GPU.
 unit: deps
-	ORTHONET_REQUIRE_DATA=1 $(GO) test -count=1 -tags $(TAGS) ./...
+	ORTHONET_REQUIRE_DATA=1 ORTHONET_REQUIRE_NVRTC=1 $(GO) test -count=1 -tags $(TAGS) ./...
+
+# gpu-check-smoke runs scripts/gpu_check.sh (the checks for a GPU machine)
+# on the host model of the GPU at small sizes, so the script is known to work.
+gpu-check-smoke: deps
+	bash scripts/gpu_check.sh smoke $(OUT)/gpu-check
+
+# sanitize runs the host model's suites under AddressSanitizer + UBSan and
+# under ThreadSanitizer (not part of make test; see README "CUDA").
+sanitize: deps
+	bash scripts/sanitize.sh
 
 # unit-purego proves the module builds and passes without any C library.
 unit-purego:
@@ -68,7 +90,7 @@ train-short: deps
 resume-cross-blas: train-short
 	CGO_ENABLED=0 $(GO) run ./cmd/train -resume latest -out $(OUT)/train-short -epochs 2 -min-accuracy 70
 
-test: lint unit unit-purego bench-small train-short resume-cross-blas
+test: lint unit unit-purego bench-small train-short resume-cross-blas gpu-check-smoke
 
 # bench: step benchmarks from go test, then the paper's problems at the
 # paper's sizes (several minutes).

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The paper's neural-network figure on a GPU (issue: the orthogonal ViT and
-# FFN, RSDM-P against RGD, test accuracy against training seconds): each run
-# trains for a fixed training time (-time-limit) with a whole-test-set
-# evaluation every -eval-interval, on Fashion-MNIST, on the GPU (-device cuda).
+# The paper's neural-network figure (the orthogonal ViT and FFN, RSDM-P
+# against RGD, test accuracy against training seconds): each run trains for a
+# fixed training time (-time-limit) with a whole-test-set evaluation every
+# -eval-interval, on Fashion-MNIST, on a GPU where one is usable and on the
+# CPU elsewhere (-device auto).
 #
 #   bash scripts/dnn_figure.sh grid OUT      the FFN's step-size grid, a short run per value
 #   bash scripts/dnn_figure.sh ffn OUT LR_RSDM LR_RGD [SEEDS]
@@ -10,7 +11,7 @@
 #
 # TIME (default 120s), EVAL (default 10s), SEEDS (default "1 2 3"), TRAIN
 # (a train binary; default: ./cmd/train built into OUT) and DEVICE (default
-# cuda; where there is no GPU, train goes on on the CPU, saying why) adjust
+# auto: the GPU where one is usable, else the CPU, as train says) adjust
 # it; DATA names the Fashion-MNIST folder where it is not the Debian package's. Every run writes its folder
 # (metrics.csv with train_seconds, checkpoints) under OUT/<model>-<method>-<seed>; cmd/figure
 # draws the figure from them: go run ./cmd/figure -out DIR -name ffn RSDM-P='OUT/ffn-rsdm-*' RGD='OUT/ffn-rgd-*'
@@ -20,7 +21,7 @@ what=${1:?usage: dnn_figure.sh grid|ffn|vit OUT ...}
 out=${2:?usage: dnn_figure.sh grid|ffn|vit OUT ...}
 time=${TIME:-120s}
 eval=${EVAL:-10s}
-device=${DEVICE:-cuda}
+device=${DEVICE:-auto}
 data=()
 [[ -z ${DATA:-} ]] || data=(-data "$DATA")
 mkdir -p "$out"

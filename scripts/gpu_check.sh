@@ -23,7 +23,7 @@ root=$(pwd)
 pack() { # DIR
 	local dir=$1
 	mkdir -p "$dir/data"
-	local ld=(-trimpath -ldflags "-s -w")
+	local ld=(-ldflags "-s -w")
 	go build "${ld[@]}" -o "$dir/train" ./cmd/train
 	go test -c "${ld[@]}" -o "$dir/cuda.test" ./backend/cuda
 	go test -c "${ld[@]}" -o "$dir/program.test" ./program
@@ -66,10 +66,11 @@ run() { # DIR OUT [small]
 	# Throughput: train on the device beside PyTorch on the same device.
 	local work
 	work=$(mktemp -d)
-	local ffn=() vit=(-model vit) ffnsteps=16000 vitsteps=3200 torchffn=1000 torchvit=100
+	# Images each run trains on: RSDM, RGD, the profile; PyTorch's steps.
+	local ffn=() vit=(-model vit) ffnn=(16000 3200 1600) vitn=(3200 1600 800) torchffn=1000 torchvit=100
 	if [[ -n $small ]]; then
 		ffn=(-hidden 64 -r 16) vit=(-model vit -dim 32 -depth 1 -heads 2 -mlp 32 -r 16)
-		ffnsteps=320 vitsteps=96 torchffn=0 torchvit=0
+		ffnn=(160 160 32) vitn=(256 256 64) torchffn=0 torchvit=0
 	fi
 	go_row() { # NAME BATCH ARGS...
 		local name=$1 batch=$2
@@ -91,19 +92,19 @@ run() { # DIR OUT [small]
 		printf '%-24s %8s samples/s\n' "$name" "$(python3 "$dir/$script" --device cuda --steps "$steps" "$@" 2>&1 | tail -1 | sed -E 's/.*: ([0-9.]+) samples.*/\1/')"
 	}
 	{
-		go_row ffn-rsdm 16 "${ffn[@]}" -limit-train "$ffnsteps"
-		go_row ffn-rgd 16 "${ffn[@]}" -optim rgd -lr 0.01 -limit-train $((ffnsteps / 5))
+		go_row ffn-rsdm 16 "${ffn[@]}" -limit-train "${ffnn[0]}"
+		go_row ffn-rgd 16 "${ffn[@]}" -optim rgd -lr 0.01 -limit-train "${ffnn[1]}"
 		torch_row ffn-torch torch_ffn.py "$torchffn"
-		go_row vit-rsdm 32 "${vit[@]}" -lr 0.5 -other adam -lr-other 5e-4 -limit-train "$vitsteps"
-		go_row vit-rgd 32 "${vit[@]}" -optim rgd -lr 0.05 -other adam -lr-other 5e-4 -limit-train $((vitsteps / 2))
+		go_row vit-rsdm 32 "${vit[@]}" -lr 0.5 -other adam -lr-other 5e-4 -limit-train "${vitn[0]}"
+		go_row vit-rgd 32 "${vit[@]}" -optim rgd -lr 0.05 -other adam -lr-other 5e-4 -limit-train "${vitn[1]}"
 		torch_row vit-torch torch_vit.py "$torchvit"
 	} >"$out/throughput.txt"
 
 	# Where a step's time goes on the device, kernel by kernel.
 	"$dir/train" -device cuda -data "$dir/data" -batch 16 -schedule const -eval-every -1 -limit-test 100 -kernel-profile \
-		"${ffn[@]}" -limit-train $((ffnsteps / 10)) -out "$work/pf" >"$out/profile-ffn.txt" 2>&1 || echo "FAIL: ffn profile" >>"$out/failures.txt"
+		"${ffn[@]}" -limit-train "${ffnn[2]}" -out "$work/pf" >"$out/profile-ffn.txt" 2>&1 || echo "FAIL: ffn profile" >>"$out/failures.txt"
 	"$dir/train" -device cuda -data "$dir/data" -batch 32 -schedule const -eval-every -1 -limit-test 100 -kernel-profile \
-		"${vit[@]}" -limit-train $((vitsteps / 4)) -out "$work/pv" >"$out/profile-vit.txt" 2>&1 || echo "FAIL: vit profile" >>"$out/failures.txt"
+		"${vit[@]}" -limit-train "${vitn[2]}" -out "$work/pv" >"$out/profile-vit.txt" 2>&1 || echo "FAIL: vit profile" >>"$out/failures.txt"
 	rm -rf "$work"
 	cat "$out/throughput.txt"
 	if [[ -e $out/failures.txt ]]; then

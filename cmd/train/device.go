@@ -1,24 +1,38 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 )
 
-// selectDevice checks the GPU for -device cuda. Where it is missing (no
-// device, or no NVIDIA libraries), the run goes on on the CPU, saying why.
-func selectDevice(c *config, log io.Writer) {
-	if c.device != "cuda" {
-		return
-	}
-	d, err := cudabackend.Probe()
-	if err != nil {
-		fmt.Fprintf(log, "train: %v; running on the CPU\n", err)
+// selectDevice settles -device: auto takes a usable GPU (one the CUDA
+// backend starts on) and otherwise the CPU, cuda the GPU or an error naming
+// what is missing (the library and versions searched, the driver, the
+// device). It says in one line which device the run uses and why.
+func selectDevice(c *config, log io.Writer) error {
+	if c.device == "cpu" || (c.device == "auto" && c.engine == "tape") {
 		c.device = "cpu"
-		return
+		return nil
 	}
-	fmt.Fprintf(log, "train: CUDA device %s (compute %d.%d, %.1f GiB, driver %d)\n",
-		d.Name, d.Major, d.Minor, float64(d.TotalMemory)/(1<<30), d.DriverVersion)
+	be, err := cudabackend.New(cudabackend.Options{})
+	if err == nil {
+		name := be.(interface{ Name() string }).Name()
+		err = be.Close()
+		if err == nil {
+			c.device = "cuda"
+			fmt.Fprintf(log, "train: device %s\n", name)
+			return nil
+		}
+	}
+	why := strings.TrimPrefix(err.Error(), "cuda: ")
+	if c.device == "cuda" {
+		return errors.New("-device cuda: " + why)
+	}
+	c.device = "cpu"
+	fmt.Fprintf(log, "train: device cpu (no usable GPU: %s)\n", why)
+	return nil
 }

@@ -100,6 +100,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		if fs.Lookup(name) == nil || name == "resume" {
 			return c, fmt.Errorf("-resume %s: the checkpoint sets flag -%s, which this build does not have", path, name)
 		}
+		if name == "device" { // the machine's, not the run's: this command line's (auto by default)
+			continue
+		}
 		merged = append(merged, "-"+name+"="+saved[name])
 	}
 	var conflict error
@@ -168,7 +171,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.StringVar(&c.out, "out", "checkpoints", "folder under which the run's folder is created (also by -resume from a checkpoint that is not its run's newest)")
 	fs.IntVar(&c.limitTrain, "limit-train", 0, "use only the first N training examples (0: all)")
 	fs.IntVar(&c.limitTest, "limit-test", 0, "use only the first N test examples (0: all)")
-	fs.StringVar(&c.device, "device", "cpu", "cpu or cuda (an NVIDIA GPU, with -engine program; where there is none the run goes on on the CPU, saying why)")
+	fs.StringVar(&c.device, "device", "auto", "auto (an NVIDIA GPU where one is usable, else the CPU; it says which and why), cpu, or cuda (the GPU, or an error naming what is missing; with -engine program; ORTHONET_CUDA_STANDIN=1 runs it on the host model of the device)")
 	fs.StringVar(&c.engine, "engine", "program", "what runs the graphs: program (orthonet's compiled executor) or tape (Gorgonia's tape machine, the reference; CPU only)")
 	fs.BoolVar(&c.kernelProfile, "kernel-profile", false, "time every kernel of the compiled training program and print where a step's time goes at the end (-engine program)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
@@ -213,7 +216,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		oneOf("sampling", c.sampling, "perm", "orth"),
 		oneOf("other", c.other, "sgd", "adam", "adamw"),
 		oneOf("schedule", c.schedule, "const", "cosine", "warmup-cosine", "step"),
-		oneOf("device", c.device, "cpu", "cuda"),
+		oneOf("device", c.device, "auto", "cpu", "cuda"),
 		oneOf("engine", c.engine, engines...),
 		oneOf("nonfinite", c.nonFinite, "stop", "skip"),
 	} {
@@ -272,7 +275,10 @@ func mainCode() int {
 		fmt.Fprintln(os.Stderr, "train:", err)
 		return 2
 	}
-	selectDevice(&c, os.Stderr)
+	if err := selectDevice(&c, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "train:", err)
+		return 1
+	}
 	if c.cpuProfile != "" {
 		f, err := os.Create(c.cpuProfile)
 		if err == nil {

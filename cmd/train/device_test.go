@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	cudabackend "github.com/orthonet/orthonet/backend/cuda"
+	"github.com/orthonet/orthonet/data"
+)
+
+// TestSelectDevice checks what each -device setting picks, and the line
+// that says so: on this machine's own libraries (no NVIDIA driver here; a
+// machine with a GPU skips those cases) and on the host model of the device.
+func TestSelectDevice(t *testing.T) {
+	_, probeErr := cudabackend.Probe()
+	cases := []struct {
+		name, device, engine string
+		standIn, needNoGPU   bool
+		want, log, err       string
+	}{
+		{"cpu", "cpu", "program", false, false, "cpu", "", ""},
+		{"auto without a driver", "auto", "program", false, true, "cpu", "train: device cpu (no usable GPU: the NVIDIA driver (libcuda.so.1) is not installed", ""},
+		{"cuda without a driver", "cuda", "program", false, true, "", "", "-device cuda: the NVIDIA driver (libcuda.so.1) is not installed"},
+		{"auto on the host model", "auto", "program", true, false, "cuda", "train: device cuda on the host model of the device (ORTHONET_CUDA_STANDIN=1), not a GPU", ""},
+		{"cuda on the host model", "cuda", "program", true, false, "cuda", "train: device cuda on the host model", ""},
+		{"auto with the tape engine", "auto", "tape", true, false, "cpu", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.needNoGPU && probeErr == nil {
+				t.Skip("this machine has a GPU")
+			}
+			if tc.standIn {
+				t.Setenv(cudabackend.StandInEnv, "1")
+			}
+			c := config{device: tc.device, engine: tc.engine}
+			var log bytes.Buffer
+			err := selectDevice(&c, &log)
+			if tc.err != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tc.err) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("error %v, want one line starting %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.device != tc.want {
+				t.Errorf("device %q, want %q", c.device, tc.want)
+			}
+			if !strings.HasPrefix(log.String(), tc.log) || strings.Count(log.String(), "\n") > 1 || (tc.log == "") != (log.Len() == 0) {
+				t.Errorf("said %q, want one line starting %q", log.String(), tc.log)
+			}
+		})
+	}
+}
+
+// TestHostModelTrains trains the FFN (-hidden 64 -r 16 -limit-train 640) on
+// the CUDA backend over the host model of the device and on the CPU: the
+// test accuracies agree within a point, the weights stay on the manifold,
+// and the device run's checkpoint goes on for an epoch on the CPU. On
+// Fashion-MNIST where it is installed, else on a generated set.
+func TestHostModelTrains(t *testing.T) {
+	dir := data.FashionMNISTDir
+	if _, err := os.Stat(filepath.Join(dir, "t10k-labels-idx1-ubyte.gz")); err != nil {
+		dir = t.TempDir()
+		fixture(t, 640, "train", dir, 1)
+		fixture(t, 500, "t10k", dir, 2)
+	}
+	t.Setenv(cudabackend.StandInEnv, "1")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	accuracy := map[string]float64{}
+	outs := map[string]string{}
+	for _, device := range []string{"cuda", "cpu"} {
+		c, err := parseFlags([]string{"-data", dir, "-out", t.TempDir(), "-hidden", "64", "-r", "16", "-limit-train", "640", "-device", device}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := selectDevice(&c, io.Discard); err != nil || c.device != device {
+			t.Fatalf("device %s: %v (got %s)", device, err, c.device)
+		}
+		out, acc := runForAccuracy(t, c)
+		accuracy[device], outs[device] = acc, c.out
+		for _, f := range regexp.MustCompile(`\|\|W\^T W - I\|\|_F of fc\d.W: ([0-9.e+-]+)`).FindAllStringSubmatch(out, -1) {
+			if v, _ := strconv.ParseFloat(f[1], 64); !(v < 1e-4) {
+				t.Errorf("device %s: feasibility %s", device, f[0])
+			}
+		}
+	}
+	t.Logf("test accuracy: host model %.2f%%, CPU %.2f%%", accuracy["cuda"], accuracy["cpu"])
+	if d := accuracy["cuda"] - accuracy["cpu"]; d > 1 || d < -1 {
+		t.Errorf("test accuracy on the host model %.2f%%, on the CPU %.2f%%: more than a point apart", accuracy["cuda"], accuracy["cpu"])
+	}
+	c, err := parseFlags([]string{"-resume", "latest", "-out", outs["cuda"], "-device", "cpu", "-epochs", "2"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := selectDevice(&c, io.Discard); err != nil || c.device != "cpu" {
+		t.Fatalf("resume on the CPU: %v (device %s)", err, c.device)
+	}
+	out, acc := runForAccuracy(t, c)
+	if !strings.Contains(out, "resuming from") || !(acc > 10) {
+		t.Errorf("the device run's checkpoint resumed on the CPU to %.2f%%:\n%s", acc, out)
+	}
+}
