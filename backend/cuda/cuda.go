@@ -107,14 +107,7 @@ func Probe() (Device, error) {
 	if err != nil {
 		return Device{}, err
 	}
-	var count, major, minor, driver C.int
-	var mem C.size_t
-	name := make([]C.char, 256)
-	if err := a.result("probing device 0", C.on_probe(a.t, 0, &count, &major, &minor, &name[0], C.int(len(name)), &mem, &driver)); err != nil {
-		return Device{}, fmt.Errorf("%w (driver CUDA %s)", err, cudaVersion(a.driver))
-	}
-	return Device{Name: C.GoString(&name[0]), Count: int(count), Major: int(major), Minor: int(minor),
-		TotalMemory: int64(mem), DriverVersion: int(driver), HostModel: a.model}, nil
+	return probe(a, 0)
 }
 
 // New starts a backend on GPU o.Device: it loads the NVIDIA libraries (or,
@@ -627,11 +620,16 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
-	// Wait for the device first, so that an asynchronous error is not lost
-	// (a fault was reported already, by the wait that met it).
+	// Wait for the device first, so that an asynchronous error is not lost,
+	// and report a fault that no wait has met yet (one that a wait met was
+	// reported by it).
 	var errs []error
 	if b.fault != 0 && b.faultHost.p != nil { // (a backend whose start failed has neither)
-		errs = append(errs, b.a.result("synchronizing", C.on_dtoh(b.a.t, b.ctx, b.stream, nil, 0, 0, b.faultHost.p, b.fault)))
+		err := b.a.result("synchronizing", C.on_dtoh(b.a.t, b.ctx, b.stream, nil, 0, 0, b.faultHost.p, b.fault))
+		if err == nil && b.faulted == nil {
+			err = b.checkFault()
+		}
+		errs = append(errs, err)
 	}
 	for _, p := range append(b.scratch, b.fault) {
 		if p != 0 {

@@ -245,6 +245,77 @@ func TestRowFault(t *testing.T) {
 	}
 }
 
+// TestCloseReportsFault checks that Close reports a bad row index that no
+// wait has met.
+func TestCloseReportsFault(t *testing.T) {
+	be, err := cuda.New(cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := be.Alloc(backend.Int32, 2)
+	src, _ := be.Alloc(backend.Float32, 12)
+	dst, _ := be.Alloc(backend.Float32, 6)
+	if err := be.CopyIn(rows, 0, []int32{1, 4}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := be.Prepare(backend.GatherRows{N: 2, Width: 3, Rows: backend.At(rows, 0), Src: backend.At(src, 0), Dst: backend.At(dst, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f(); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Close(); err == nil || !strings.Contains(err.Error(), "row index 4 (entry 1") {
+		t.Fatalf("Close after an unwaited bad row: %v, want the row index 4 at entry 1", err)
+	}
+}
+
+// TestBadInput checks that the backend refuses what it cannot do with an
+// error naming it, and leaves the device usable.
+func TestBadInput(t *testing.T) {
+	b := start(t, cuda.Options{})
+	other := start(t, cuda.Options{})
+	f32, _ := b.Alloc(backend.Float32, 4)
+	foreign, _ := other.Alloc(backend.Float32, 4)
+	freed, _ := b.Alloc(backend.Float32, 4)
+	if err := b.Free(freed); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"negative size", func() error { _, err := b.Alloc(backend.Float32, -1); return err }(), "buffer of -1 elements"},
+		{"copy of another type", b.CopyIn(f32, 0, []float64{1}), "float64 data for a buffer of float32"},
+		{"copy past the end", b.CopyIn(f32, 3, []float32{1, 2}), "2 elements at 3 of a buffer of 4"},
+		{"copy out past the end", b.CopyOut(make([]float32, 5), f32, 0), "5 elements at 0 of a buffer of 4"},
+		{"another backend's buffer", b.CopyIn(foreign, 0, []float32{1}), "not a live buffer of this backend"},
+		{"a freed buffer", b.CopyIn(freed, 0, []float32{1}), "not a live buffer of this backend"},
+		{"a freed buffer freed again", b.Free(freed), "not a live buffer of this backend"},
+		{"a host type the device has not", b.CopyIn(f32, 0, []string{"x"}), "cuda:"},
+		{"a kernel on another backend's buffer", func() error {
+			_, err := b.Prepare(backend.Fill{N: 4, Dst: backend.At(foreign, 0), Value: 1})
+			return err
+		}(), "not a live buffer of this backend"},
+	}
+	for _, tc := range cases {
+		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, tc.err, tc.want)
+		}
+	}
+	if err := b.CopyIn(f32, 0, []float32{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 4)
+	if err := b.CopyOut(got, f32, 0); err != nil || got[3] != 4 {
+		t.Errorf("after the refusals: %v, %v", got, err)
+	}
+	if err := b.Free(f32); err != nil || b.Live() != 0 {
+		t.Errorf("after freeing every buffer: %v, %d bytes live", err, b.Live())
+	}
+}
+
 // TestQFFault checks that the Q factor of a rank-deficient matrix fails the
 // next Sync, naming the factorization, and every later one: on the
 // one-block path (few columns) and on cuSOLVER's (more).

@@ -238,6 +238,23 @@ func TestKernelCache(t *testing.T) {
 	}
 }
 
+// TestCompile checks that Compile gives a CUBIN for a real architecture
+// and PTX for a virtual one (through the host model's NVRTC).
+func TestCompile(t *testing.T) {
+	t.Setenv(StandInEnv, "1")
+	cubin, err := Compile(90, true)
+	if err != nil || !bytes.HasPrefix(cubin, []byte("\x7fELF")) {
+		t.Errorf("CUBIN for sm_90: %q, %v", cubin, err)
+	}
+	ptx, err := Compile(90, false)
+	if err != nil || !bytes.Contains(ptx, []byte(".target sm_90")) || bytes.HasSuffix(ptx, []byte{0}) {
+		t.Errorf("PTX for compute_90: %q, %v", ptx, err)
+	}
+	if _, err := Compile(91, true); err == nil || !strings.Contains(err.Error(), "NVRTC_ERROR_INVALID_OPTION") {
+		t.Errorf("an architecture NVRTC does not know: %v", err)
+	}
+}
+
 // TestKernelsCompileWithNVRTC compiles every kernel with the real NVRTC,
 // found as the backend finds it (make test installs Debian's NVRTC), to
 // CUBIN for sm_75, sm_80, sm_86 and sm_90 and to PTX, and checks that each

@@ -131,30 +131,30 @@ template <typename T> __device__ __forceinline__ T binary(int op, T x, T y) {
 // max that keeps NaN, as the CPU backend's reductions do
 template <typename T> __device__ __forceinline__ T nanmax(T m, T v) { return m != m ? m : ((v > m || v != v) ? v : m); }
 
-// block_sum returns the sum of every thread's v to every thread of the block.
-__device__ double block_sum(double v, double *sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = NT / 2; s > 0; s >>= 1) {
-    if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  double r = sh[0];
-  __syncthreads();
-  return r;
-}
+struct AddOp {
+  template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+  template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return nanmax(a, b); }
+};
 
-template <typename T> __device__ T block_max(T v, T *sh) {
+// block_reduce returns op over every thread's v to every thread of the
+// block, through the NT elements of sh; its closing barrier lets any thread
+// write sh again at once.
+template <typename T, typename Op> __device__ T block_reduce(T v, T *sh, Op op) {
   sh[threadIdx.x] = v;
   __syncthreads();
   for (int s = NT / 2; s > 0; s >>= 1) {
-    if ((int)threadIdx.x < s) sh[threadIdx.x] = nanmax(sh[threadIdx.x], sh[threadIdx.x + s]);
+    if ((int)threadIdx.x < s) sh[threadIdx.x] = op(sh[threadIdx.x], sh[threadIdx.x + s]);
     __syncthreads();
   }
   T r = sh[0];
   __syncthreads();
   return r;
 }
+
+__device__ double block_sum(double v, double *sh) { return block_reduce(v, sh, AddOp()); }
+template <typename T> __device__ T block_max(T v, T *sh) { return block_reduce(v, sh, MaxOp()); }
 
 // ---- elementwise --------------------------------------------------------------
 
@@ -687,9 +687,12 @@ template <typename T> __device__ void chol_k(const CholArgs<T> &a) {
   SHARED(int, bad, 1);
   SHARED(double, d, 1);
   i64 n = a.n;
+  // Thread 0 alone reads shared data before the pivot's barrier, and only
+  // what it wrote itself (a.r[0] here, the next pivot at the end of each
+  // step: t = 0 is thread 0), so the copy and each step need no barrier of
+  // their own after them.
   for (i64 i = threadIdx.x; i < n * n; i += NT) a.r[i] = (double)a.g[i];
   if (threadIdx.x == 0) bad[0] = 0;
-  __syncthreads();
   for (i64 k = 0; k < n; k++) {
     if (threadIdx.x == 0) {
       double p = a.r[k * n + k];
@@ -713,7 +716,6 @@ template <typename T> __device__ void chol_k(const CholArgs<T> &a) {
       i64 i = k + 1 + t / m, j = k + 1 + t % m;
       if (j >= i) a.r[i * n + j] -= a.r[k * n + i] * a.r[k * n + j];
     }
-    __syncthreads();
   }
 }
 KERNEL_SYNC(on_cholesky_f32, CholArgs<float>) { chol_k(a); }
