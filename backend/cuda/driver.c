@@ -36,9 +36,10 @@ int on_init(const on_api *A, int ordinal, CUdevice *dev, CUcontext *ctx, CUstrea
   return 0;
 }
 
+// on_close releases the stream, the cuBLAS handle and the context; the
+// caller has waited for the stream.
 int on_close(const on_api *A, CUdevice dev, CUcontext ctx, CUstream stream, cublasHandle_t blas) {
   A->cuCtxSetCurrent(ctx);
-  A->cuStreamSynchronize(stream);
   A->cublasDestroy_v2(blas);
   A->cuStreamDestroy_v2(stream);
   return A->cuDevicePrimaryCtxRelease_v2(dev);
