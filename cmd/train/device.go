@@ -9,10 +9,11 @@ import (
 	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 )
 
-// selectDevice settles -device: auto takes a usable GPU (one the CUDA
-// backend starts on) and otherwise the CPU, cuda the GPU or an error naming
-// what is missing (the library and versions searched, the driver, the
-// device). It says in one line which device the run uses and why.
+// selectDevice settles -device before a run: auto takes a usable GPU (one
+// the CUDA backend starts on) and otherwise the CPU, cuda the GPU or an
+// error naming what is missing (the library and versions searched, the
+// driver, the device). It says in one line which device the run uses and
+// why, unless that is the CPU by -device cpu.
 func selectDevice(c *config, log io.Writer) error {
 	if c.device == "cpu" || (c.device == "auto" && c.engine == "tape") {
 		c.device = "cpu"

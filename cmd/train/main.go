@@ -275,10 +275,6 @@ func mainCode() int {
 		fmt.Fprintln(os.Stderr, "train:", err)
 		return 2
 	}
-	if err := selectDevice(&c, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "train:", err)
-		return 1
-	}
 	if c.cpuProfile != "" {
 		f, err := os.Create(c.cpuProfile)
 		if err == nil {

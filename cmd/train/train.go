@@ -209,6 +209,9 @@ type trainer struct {
 }
 
 func run(ctx context.Context, c config, w io.Writer) error {
+	if err := selectDevice(&c, w); err != nil {
+		return err
+	}
 	t, err := newTrainer(ctx, c, w)
 	if err != nil {
 		return err
