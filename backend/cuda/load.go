@@ -235,7 +235,7 @@ func (f *finder) openWithDeps(p string, depth int) (*library, error) {
 
 // api is the function table, resolved from the loaded libraries.
 type api struct {
-	t      *C.on_api // in C memory, for the C calls
+	t      *C.on_api // in Go memory (the C calls read it, never keep it), freed with the api
 	libs   [C.ON_LIBS]*library
 	driver int      // cuDriverGetVersion
 	nvrtc  [2]int   // NVRTC's major and minor version
@@ -263,7 +263,7 @@ func (a *api) resolve(o opener, lib int, l *library) error {
 }
 
 func newAPI() *api {
-	return &api{t: (*C.on_api)(C.calloc(1, C.size_t(unsafe.Sizeof(C.on_api{}))))}
+	return &api{t: new(C.on_api)}
 }
 
 // loadDriver opens the NVIDIA driver's library, libcuda.so.1.
