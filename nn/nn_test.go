@@ -117,7 +117,7 @@ func TestOrthoLinear(t *testing.T) {
 		t.Errorf("initial ||W^T W - I|| = %g", f)
 	}
 	ps := l.Params()
-	if len(ps) != 1 || ps[0].Constraint != optim.OnStiefel {
+	if len(ps) != 1 || ps[0].Manifold != optim.Manifold(optim.Stiefel{}) {
 		t.Errorf("orthogonal layer's params %+v, want one on the Stiefel manifold", ps)
 	}
 	plain, _ := NewLinear(g, "p", 4, 4, tensor.Float64, true, newRNG(2))
@@ -139,8 +139,8 @@ func TestOrthoLinear(t *testing.T) {
 		}
 	}
 	st8, _ := manifold.NewStiefel[float64](8, 4)
-	if f := st8.Feasibility(wt); f > 1e-12 || up.W.Constraint != optim.OnStiefel {
-		t.Errorf("wide orthogonal layer: ||W W^T - I|| = %g, constraint %v", f, up.W.Constraint)
+	if f := st8.Feasibility(wt); f > 1e-12 || up.W.Manifold != optim.Manifold(optim.Stiefel{}) {
+		t.Errorf("wide orthogonal layer: ||W W^T - I|| = %g, manifold %v", f, up.W.Manifold)
 	}
 	if _, err := NewOrthoLinear(g, "zero", 0, 8, tensor.Float64, false, newRNG(2)); err == nil || !strings.Contains(err.Error(), "sizes must be positive") {
 		t.Errorf("0 -> 8 orthogonal layer: error %v", err)

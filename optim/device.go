@@ -13,11 +13,11 @@ import (
 // compiled program's on a GPU): Value and Grad are operands of as many
 // elements as Shape holds, both float32 or both float64.
 type DeviceParam struct {
-	Name       string
-	Shape      []int
-	Constraint Constraint
-	Value      backend.Operand
-	Grad       backend.Operand
+	Name     string
+	Shape    []int
+	Manifold Manifold // nil for an unconstrained parameter
+	Value    backend.Operand
+	Grad     backend.Operand
 }
 
 // DeviceSolver updates parameters where a backend keeps them, as Solver
@@ -80,7 +80,7 @@ func NewDeviceSolver(be backend.Backend, params []DeviceParam, groups []Group, o
 	s := &DeviceSolver{be: be, params: append([]DeviceParam(nil), params...), groupSteps: groupSteps{groups: gs}, member: make([]int, len(params))}
 	seen := map[string]bool{}
 	for i, p := range s.params {
-		hp := Param{Name: p.Name, Shape: p.Shape, Constraint: p.Constraint}
+		hp := Param{Name: p.Name, Shape: p.Shape, Manifold: p.Manifold}
 		if seen[p.Name] {
 			return nil, fmt.Errorf("optim: two parameters are named %q", p.Name)
 		}
@@ -123,7 +123,7 @@ func (s *DeviceSolver) build() ([]devOpt, error) {
 			err = fmt.Errorf("value of %v, want float32 or float64", backend.DTypeOf(p.Value))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("optim: %s: %w", Param{Name: p.Name, Constraint: p.Constraint}.describe(), err)
+			return nil, fmt.Errorf("optim: %s: %w", Param{Name: p.Name, Manifold: p.Manifold}.describe(), err)
 		}
 	}
 	return opts, nil
@@ -175,7 +175,7 @@ func newDevOpt[T Float](d deviceBuild) (devOpt, error) {
 		return nil, err
 	}
 	lr := g.lr(0)
-	if p.Constraint == Euclidean {
+	if p.Manifold == nil {
 		if g.Rule == RuleSGD {
 			host, err := NewSGD[T](n, SGDConfig{LR: lr, Momentum: g.Momentum})
 			if err != nil {
@@ -194,22 +194,16 @@ func newDevOpt[T Float](d deviceBuild) (devOpt, error) {
 	if len(p.Shape) != 2 {
 		return nil, fmt.Errorf("marked as constrained but has shape %v, want a matrix", p.Shape)
 	}
-	if p.Constraint == OnGrassmann {
-		return nil, fmt.Errorf("weights on a Grassmann manifold are not stepped on the %s backend", d.s.be.Name())
+	if st, ok := p.Manifold.(Stiefel); !ok || st.Retraction != manifold.QR {
+		return nil, fmt.Errorf("weights on the %v manifold are not stepped on the %s backend (the Stiefel manifold with the QR retraction is)", p.Manifold, d.s.be.Name())
 	}
-	rows, cols := p.Shape[0], p.Shape[1]
-	if rows < cols {
-		rows, cols = cols, rows // the weight's transpose has orthonormal columns
-	}
-	m, err := manifold.NewStiefel[T](rows, cols)
+	m, _, err := ManifoldOf[T](Param{Name: p.Name, Shape: p.Shape, Manifold: p.Manifold})
 	if err != nil {
 		return nil, err
 	}
+	rows, cols := m.Dims()
 	switch g.Method {
 	case MethodRGD:
-		if g.Retraction != manifold.QR {
-			return nil, fmt.Errorf("RGD with the %v retraction is not available on the %s backend (QR is)", g.Retraction, d.s.be.Name())
-		}
 		host, err := NewRGD(m, RGDConfig{LR: lr, Momentum: g.Momentum})
 		if err != nil {
 			return nil, err
@@ -272,7 +266,7 @@ func (s *DeviceSolver) Step() error {
 
 func (s *DeviceSolver) describe(i int) string {
 	p := s.params[i]
-	return Param{Name: p.Name, Constraint: p.Constraint}.describe()
+	return Param{Name: p.Name, Manifold: p.Manifold}.describe()
 }
 
 // Params returns the name and shape of every parameter, in order.

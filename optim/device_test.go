@@ -19,16 +19,16 @@ var deviceBackends = []func() backend.Backend{func() backend.Backend { return cp
 
 // deviceSpec is a parameter of the device tests.
 type deviceSpec struct {
-	name       string
-	shape      []int
-	constraint optim.Constraint
+	name     string
+	shape    []int
+	manifold optim.Manifold
 }
 
 var deviceSpecs = []deviceSpec{
-	{"tall", []int{12, 5}, optim.OnStiefel},
-	{"wide", []int{4, 9}, optim.OnStiefel},
-	{"bias", []int{7}, optim.Euclidean},
-	{"plain", []int{3, 4}, optim.Euclidean},
+	{"tall", []int{12, 5}, optim.Stiefel{}},
+	{"wide", []int{4, 9}, optim.Stiefel{}},
+	{"bias", []int{7}, nil},
+	{"plain", []int{3, 4}, nil},
 }
 
 func deviceConfigs() map[string][]optim.Group {
@@ -78,7 +78,7 @@ func newDeviceRun[T float32 | float64](t *testing.T, be backend.Backend, groups 
 			n *= d
 		}
 		v := make([]T, n)
-		if s.constraint == optim.OnStiefel {
+		if s.manifold != nil {
 			rows, cols := s.shape[0], s.shape[1]
 			tr := rows < cols
 			if tr {
@@ -108,7 +108,7 @@ func newDeviceRun[T float32 | float64](t *testing.T, be backend.Backend, groups 
 		}
 		g := make([]T, n)
 		r.values, r.grads = append(r.values, v), append(r.grads, g)
-		hp = append(hp, optim.Param{Name: s.name, Shape: s.shape, Constraint: s.constraint, Value: v, Grad: g})
+		hp = append(hp, optim.Param{Name: s.name, Shape: s.shape, Manifold: s.manifold, Value: v, Grad: g})
 		vb, err := be.Alloc(dt, n)
 		if err != nil {
 			t.Fatal(err)
@@ -121,7 +121,7 @@ func newDeviceRun[T float32 | float64](t *testing.T, be backend.Backend, groups 
 			t.Fatal(err)
 		}
 		r.bufs = append(r.bufs, [2]backend.Buffer{vb, gb})
-		dp = append(dp, optim.DeviceParam{Name: s.name, Shape: s.shape, Constraint: s.constraint, Value: backend.At(vb, 0), Grad: backend.At(gb, 0)})
+		dp = append(dp, optim.DeviceParam{Name: s.name, Shape: s.shape, Manifold: s.manifold, Value: backend.At(vb, 0), Grad: backend.At(gb, 0)})
 	}
 	var err error
 	if r.host, err = optim.NewSolver(hp, groups, optim.Options{}); err != nil {
@@ -278,20 +278,25 @@ func TestDeviceSolverRefuses(t *testing.T) {
 	defer be.Close()
 	w, _ := be.Alloc(backend.Float64, 12)
 	g, _ := be.Alloc(backend.Float64, 12)
-	params := []optim.DeviceParam{{Name: "w", Shape: []int{4, 3}, Constraint: optim.OnStiefel, Value: backend.At(w, 0), Grad: backend.At(g, 0)}}
 	for _, c := range []struct {
 		name   string
 		groups []optim.Group
 		o      optim.Options
 		want   string
+		m      optim.Manifold
 	}{
-		{"radam", []optim.Group{{Method: optim.MethodRiemannianAdam, LR: 0.1}}, optim.Options{}, "radam"},
-		{"orthogonal", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 2, Sampling: optim.Orthogonal}}}, optim.Options{}, "orthogonal sampling"},
-		{"inner steps", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 2, InnerSteps: 3, Momentum: 0.5}}}, optim.Options{}, "inner steps"},
-		{"cayley", []optim.Group{{Method: optim.MethodRGD, LR: 0.1, Retraction: manifold.Cayley}}, optim.Options{}, "retraction"},
-		{"clip", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 2}}}, optim.Options{ClipNorm: 1}, "clipping"},
-		{"r > n", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 5}}}, optim.Options{}, "exceeds"},
+		{"radam", []optim.Group{{Method: optim.MethodRiemannianAdam, LR: 0.1}}, optim.Options{}, "radam", nil},
+		{"orthogonal", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 2, Sampling: optim.Orthogonal}}}, optim.Options{}, "orthogonal sampling", nil},
+		{"inner steps", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 2, InnerSteps: 3, Momentum: 0.5}}}, optim.Options{}, "inner steps", nil},
+		{"cayley", []optim.Group{{Method: optim.MethodRGD, LR: 0.1}}, optim.Options{}, "QR retraction", optim.Stiefel{Retraction: manifold.Cayley}},
+		{"grassmann", []optim.Group{{Method: optim.MethodRGD, LR: 0.1}}, optim.Options{}, "grassmann manifold", optim.Grassmann{}},
+		{"clip", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 2}}}, optim.Options{ClipNorm: 1}, "clipping", nil},
+		{"r > n", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 5}}}, optim.Options{}, "exceeds", nil},
 	} {
+		if c.m == nil {
+			c.m = optim.Stiefel{}
+		}
+		params := []optim.DeviceParam{{Name: "w", Shape: []int{4, 3}, Manifold: c.m, Value: backend.At(w, 0), Grad: backend.At(g, 0)}}
 		_, err := optim.NewDeviceSolver(be, params, c.groups, c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want an error naming %q", c.name, err, c.want)

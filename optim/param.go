@@ -3,49 +3,142 @@ package optim
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/orthonet/orthonet/internal/linalg"
+	"github.com/orthonet/orthonet/manifold"
 )
 
 // errFactoredRSDMOnly reports a factored gradient given to an optimizer
 // other than RSDM.
 var errFactoredRSDMOnly = errors.New("a factored gradient, which only RSDM steps")
 
-// Constraint says which manifold a Param lives on.
-type Constraint int
+// Manifold makes the manifold a constrained weight lives on, for the
+// weight's element type: Float32 and Float64 return it for an n x p point
+// with n >= p (a wide weight, n < p, is stepped as its transpose). Stiefel
+// and Grassmann are orthonet's; a type of one's own that implements
+// Manifold puts a weight on any manifold of manifold.Manifold.
+type Manifold interface {
+	// String names the manifold in messages.
+	String() string
+	// Float32 returns the manifold of n x p float32 points.
+	Float32(n, p int) (manifold.Manifold[float32], error)
+	// Float64 returns the manifold of n x p float64 points.
+	Float64(n, p int) (manifold.Manifold[float64], error)
+}
 
-const (
-	// Euclidean is an unconstrained parameter (SGD, Adam or AdamW).
-	Euclidean Constraint = iota
-	// OnStiefel is an n x p weight on St(n,p): orthonormal columns when
-	// n >= p, orthonormal rows (W W^T = I, a point of St(p,n) transposed)
-	// when n < p.
-	OnStiefel
-	// OnGrassmann is an n x p weight (n >= p) on Gr(n,p).
-	OnGrassmann
+var (
+	_ Manifold = Stiefel{}
+	_ Manifold = Grassmann{}
 )
 
-// String returns the constraint's name: euclidean, stiefel or grassmann.
-func (c Constraint) String() string {
-	switch c {
-	case Euclidean:
-		return "euclidean"
-	case OnStiefel:
-		return "stiefel"
-	case OnGrassmann:
-		return "grassmann"
+// Stiefel is the Stiefel manifold St(n,p) of n x p weights with orthonormal
+// columns (W^T W = I), or, for a weight with fewer rows than columns,
+// orthonormal rows (W W^T = I, a point of St(p,n) transposed).
+type Stiefel struct {
+	// Retraction is the retraction of RGD and Riemannian Adam; the zero
+	// value is QR.
+	Retraction manifold.Retraction
+}
+
+// String returns "stiefel".
+func (Stiefel) String() string { return "stiefel" }
+
+// Float32 returns St(n,p) for float32 points.
+func (s Stiefel) Float32(n, p int) (manifold.Manifold[float32], error) {
+	return stiefelOf[float32](n, p, s.Retraction)
+}
+
+// Float64 returns St(n,p) for float64 points.
+func (s Stiefel) Float64(n, p int) (manifold.Manifold[float64], error) {
+	return stiefelOf[float64](n, p, s.Retraction)
+}
+
+func stiefelOf[T Float](n, p int, r manifold.Retraction) (manifold.Manifold[T], error) {
+	st, err := manifold.NewStiefel[T](n, p)
+	if err != nil {
+		return nil, err
 	}
-	return fmt.Sprintf("Constraint(%d)", int(c))
+	st.Retraction = r
+	return st, nil
+}
+
+// Grassmann is the Grassmann manifold Gr(n,p) of p-dimensional subspaces
+// of R^n, each held as an n x p weight with orthonormal columns (n >= p).
+type Grassmann struct {
+	// Retraction is the retraction of RGD and Riemannian Adam; the zero
+	// value is QR.
+	Retraction manifold.Retraction
+}
+
+// String returns "grassmann".
+func (Grassmann) String() string { return "grassmann" }
+
+// Float32 returns Gr(n,p) for float32 points.
+func (g Grassmann) Float32(n, p int) (manifold.Manifold[float32], error) {
+	return grassmannOf[float32](n, p, g.Retraction)
+}
+
+// Float64 returns Gr(n,p) for float64 points.
+func (g Grassmann) Float64(n, p int) (manifold.Manifold[float64], error) {
+	return grassmannOf[float64](n, p, g.Retraction)
+}
+
+func grassmannOf[T Float](n, p int, r manifold.Retraction) (manifold.Manifold[T], error) {
+	g, err := manifold.NewGrassmann[T](n, p)
+	if err != nil {
+		return nil, err
+	}
+	g.Retraction = r
+	return g, nil
+}
+
+// ManifoldOf returns the manifold of a constrained weight with elements of
+// type T, of its column-orthonormal view: the weight, or its transpose when
+// it has fewer rows than columns (wide reports which).
+func ManifoldOf[T Float](p Param) (m manifold.Manifold[T], wide bool, err error) {
+	if p.Manifold == nil {
+		return nil, false, fmt.Errorf("optim: %s is not constrained", p.describe())
+	}
+	if len(p.Shape) != 2 {
+		return nil, false, fmt.Errorf("optim: %s: marked as constrained but has shape %v, want a matrix", p.describe(), p.Shape)
+	}
+	n, k := p.Shape[0], p.Shape[1]
+	if wide = n < k; wide {
+		if _, ok := p.Manifold.(Grassmann); ok {
+			return nil, false, fmt.Errorf("optim: %s: marked Grassmann but is %d x %d: a subspace needs n >= p (a wide Stiefel weight has orthonormal rows)", p.describe(), n, k)
+		}
+		n, k = k, n // W^T has orthonormal columns
+	}
+	var mm any
+	if linalg.Is32[T]() {
+		mm, err = p.Manifold.Float32(n, k)
+	} else {
+		mm, err = p.Manifold.Float64(n, k)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("optim: %s: %w", p.describe(), err)
+	}
+	m, _ = mm.(manifold.Manifold[T])
+	if m == nil {
+		return nil, false, fmt.Errorf("optim: %s: the %v manifold gave none for %d x %d points", p.describe(), p.Manifold, n, k)
+	}
+	if mn, mp := m.Dims(); mn != n || mp != k {
+		return nil, false, fmt.Errorf("optim: %s: the %v manifold of %d x %d points has points of %d x %d", p.describe(), p.Manifold, n, k, mn, mp)
+	}
+	return m, wide, nil
 }
 
 // Param is a parameter in host memory: the Solver updates Value in place
 // from its gradient. Value and the gradient are []float32 or []float64 with
 // as many entries as Shape holds.
 type Param struct {
-	Name       string
-	Shape      []int
-	Constraint Constraint
-	Value      any
+	Name  string
+	Shape []int
+	// Manifold is the manifold the value lives on (Stiefel, Grassmann or
+	// one's own); nil for an unconstrained parameter.
+	Manifold Manifold
+	Value    any
 	// Grad is the gradient. GradFunc, when set, is called for it at every
 	// Step instead (the gradient of a Gorgonia node exists only after its
 	// graph has run).
@@ -59,7 +152,7 @@ type Param struct {
 }
 
 // Constrained reports whether p lives on a manifold.
-func (p Param) Constrained() bool { return p.Constraint != Euclidean }
+func (p Param) Constrained() bool { return p.Manifold != nil }
 
 // Rows returns the first axis of a matrix parameter (0 otherwise).
 func (p Param) Rows() int {
@@ -116,12 +209,9 @@ func (p Param) check() error {
 	if vn != size {
 		return fmt.Errorf("optim: parameter %q of shape %v: value has %d entries", p.Name, p.Shape, vn)
 	}
-	if p.Constraint < Euclidean || p.Constraint > OnGrassmann {
-		return fmt.Errorf("optim: parameter %q: unknown constraint %d", p.Name, p.Constraint)
-	}
 	switch {
 	case p.GradA != nil:
-		if p.Constraint == Euclidean || len(p.Shape) != 2 {
+		if !p.Constrained() || len(p.Shape) != 2 {
 			return fmt.Errorf("optim: parameter %q of shape %v has a factored gradient; only a constrained matrix may", p.Name, p.Shape)
 		}
 		an, aok := sliceLen(p.GradA)
@@ -186,4 +276,54 @@ func finiteAny(a any) bool {
 		return linalg.Finite(d)
 	}
 	return true
+}
+
+// Orthonormalize puts the value of a constrained weight on its manifold:
+// it replaces the weight by the Q factor of its QR decomposition (of its
+// transpose for a wide weight), with the signs that make diag(R) > 0, the
+// point of the manifold nearest a weight that has drifted off it. A weight
+// of any finite starting values (Gaussian, Xavier, a loaded matrix)
+// becomes a point that NewSolver accepts.
+func (p Param) Orthonormalize() error {
+	switch v := p.Value.(type) {
+	case []float32:
+		return orthonormalize(p, v)
+	case []float64:
+		return orthonormalize(p, v)
+	}
+	return fmt.Errorf("optim: parameter %q: value %T, want []float32 or []float64", p.Name, p.Value)
+}
+
+func orthonormalize[T Float](p Param, v []T) error {
+	m, wide, err := ManifoldOf[T](p)
+	if err != nil {
+		return err
+	}
+	if len(v) != p.Shape[0]*p.Shape[1] {
+		return fmt.Errorf("optim: %s of shape %v: value has %d entries", p.describe(), p.Shape, len(v))
+	}
+	x := v
+	if wide {
+		x = make([]T, len(v))
+		transpose(x, v, p.Shape[0], p.Shape[1])
+	}
+	if err := m.Orthonormalize(x); err != nil {
+		return fmt.Errorf("optim: %s: %w", p.describe(), err)
+	}
+	if f := m.Feasibility(x); !(f <= feasibilityTol[T](m)) {
+		return fmt.Errorf("optim: %s: still %.3g from the %v manifold after orthonormalizing", p.describe(), f, p.Manifold)
+	}
+	if wide {
+		transpose(v, x, p.Shape[1], p.Shape[0])
+	}
+	return nil
+}
+
+// feasibilityTol is how far from m a weight that NewSolver takes may be.
+func feasibilityTol[T Float](m manifold.Manifold[T]) float64 {
+	_, k := m.Dims()
+	if linalg.Is32[T]() {
+		return 1e-4 * math.Sqrt(float64(k))
+	}
+	return 1e-8 * math.Sqrt(float64(k))
 }

@@ -5,7 +5,6 @@ import (
 	"hash/fnv"
 	"math"
 
-	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/manifold"
 )
 
@@ -94,9 +93,6 @@ type Group struct {
 	// Adam holds the betas and eps of Adam, AdamW and Riemannian Adam; its
 	// LR is ignored.
 	Adam AdamConfig
-	// Retraction is the retraction of RGD and Riemannian Adam (QR by
-	// default).
-	Retraction manifold.Retraction
 }
 
 // Options holds the options of a Solver that apply across groups.
@@ -265,7 +261,7 @@ func (s *Solver) build(check bool) ([]paramOpt, error) {
 			opts[i], err = newParamOpt(g, i, p, v, check)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("optim: %s: %w", p.describe(), err)
+			return nil, err
 		}
 	}
 	return opts, nil
@@ -284,45 +280,31 @@ func newParamOpt[T Float](g *Group, index int, p *Param, v []T, check bool) (par
 			opt, err = NewAdam[T](len(v), ac)
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("optim: %s: %w", p.describe(), err)
 		}
 		return &typedOpt[T]{o: opt, decay: g.WeightDecay, lr: lr}, nil
 	}
-	if len(p.Shape) != 2 {
-		return nil, fmt.Errorf("marked as constrained but has shape %v, want a matrix", p.Shape)
-	}
-	n, k := p.Shape[0], p.Shape[1]
-	wide := n < k
-	if wide {
-		if p.Constraint == OnGrassmann {
-			return nil, fmt.Errorf("marked Grassmann but is %d x %d: a subspace needs n >= p (a wide Stiefel weight has orthonormal rows)", n, k)
-		}
-		n, k = k, n // work on W^T, whose columns are orthonormal
-	}
-	m, err := manifoldOf[T](p.Constraint, n, k, g.Retraction)
+	m, wide, err := ManifoldOf[T](*p)
 	if err != nil {
 		return nil, err
 	}
+	n, k := m.Dims()
 	if check {
-		tol := 1e-8
-		if linalg.Is32[T]() {
-			tol = 1e-4
-		}
 		x := v
 		if wide {
 			x = make([]T, len(v))
 			transpose(x, v, k, n)
 		}
-		if f := m.Feasibility(x); !(f <= tol*math.Sqrt(float64(k))) {
+		if f := m.Feasibility(x); !(f <= feasibilityTol(m)) {
 			what := "W^T W"
 			if wide {
 				what = "W W^T"
 			}
-			return nil, fmt.Errorf("marked as constrained but ||%s - I||_F = %.3g: initialize it on the manifold (manifold.Stiefel.Random)", what, f)
+			return nil, fmt.Errorf("optim: %s: marked as constrained but ||%s - I||_F = %.3g: put it on its manifold first (optim.Param.Orthonormalize, or param.Param.Orthonormalize for a Gorgonia node)", p.describe(), what, f)
 		}
 	}
 	if p.GradA != nil && g.Method != MethodRSDM {
-		return nil, fmt.Errorf("has a factored gradient, which only RSDM steps (compile the program without factored gradients for %v)", g.Method)
+		return nil, fmt.Errorf("optim: %s: has a factored gradient, which only RSDM steps (compile the program without factored gradients for %v)", p.describe(), g.Method)
 	}
 	var opt twoPhase[T]
 	switch g.Method {
@@ -337,30 +319,12 @@ func newParamOpt[T Float](g *Group, index int, p *Param, v []T, check bool) (par
 		opt, err = NewRSDM(m, rc)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("optim: %s: %w", p.describe(), err)
 	}
 	if wide {
 		opt = newTransposed(opt, n, k)
 	}
 	return &typedOpt[T]{o: opt, constrained: true, m: m, wide: wide, lr: lr}, nil
-}
-
-// manifoldOf returns the manifold of an n x p constrained weight.
-func manifoldOf[T Float](c Constraint, n, p int, r manifold.Retraction) (manifold.Manifold[T], error) {
-	if c == OnGrassmann {
-		g, err := manifold.NewGrassmann[T](n, p)
-		if err != nil {
-			return nil, err
-		}
-		g.Retraction = r
-		return g, nil
-	}
-	st, err := manifold.NewStiefel[T](n, p)
-	if err != nil {
-		return nil, err
-	}
-	st.Retraction = r
-	return st, nil
 }
 
 // typedOpt is one parameter's optimizer of element type T.

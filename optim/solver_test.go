@@ -24,7 +24,7 @@ func stiefelParam(name string, n, p int, seed uint64) Param {
 		w = make([]float64, n*p)
 		transpose(w, x, a, b)
 	}
-	return Param{Name: name, Shape: []int{n, p}, Constraint: OnStiefel, Value: w, Grad: make([]float64, n*p)}
+	return Param{Name: name, Shape: []int{n, p}, Manifold: Stiefel{}, Value: w, Grad: make([]float64, n*p)}
 }
 
 func plainParam(name string, n int, seed uint64) Param {
@@ -47,7 +47,7 @@ func TestSolverErrors(t *testing.T) {
 	threeD := stiefelParam("w", 5, 2, 1)
 	threeD.Shape = []int{5, 2, 1}
 	grassWide := stiefelParam("w", 2, 5, 1)
-	grassWide.Constraint = OnGrassmann
+	grassWide.Manifold = Grassmann{}
 	for _, tc := range []struct {
 		name   string
 		params []Param
@@ -285,7 +285,7 @@ func TestWideWeights(t *testing.T) {
 		{Method: MethodRiemannianAdam, LR: 0.05},
 	} {
 		wide := stiefelParam("w", 4, 9, 5)
-		tall := Param{Name: "w", Shape: []int{9, 4}, Constraint: OnStiefel, Value: make([]float64, 36), Grad: make([]float64, 36)}
+		tall := Param{Name: "w", Shape: []int{9, 4}, Manifold: Stiefel{}, Value: make([]float64, 36), Grad: make([]float64, 36)}
 		transpose(tall.Value.([]float64), wide.Value.([]float64), 4, 9)
 		sw, err := NewSolver([]Param{wide}, []Group{g}, Options{})
 		if err != nil {

@@ -17,8 +17,10 @@ import (
 
 // Param is a trainable Gorgonia node and the manifold it lives on.
 type Param struct {
-	Node       *G.Node
-	Constraint optim.Constraint
+	Node *G.Node
+	// Manifold is the manifold the node's value lives on; nil for an
+	// unconstrained parameter.
+	Manifold optim.Manifold
 }
 
 // Plain marks n as an unconstrained parameter.
@@ -27,17 +29,32 @@ func Plain(n *G.Node) Param { return Param{Node: n} }
 // OnStiefel marks n, an n x p matrix, as a point of the Stiefel manifold:
 // orthonormal columns (W^T W = I) when n >= p, orthonormal rows
 // (W W^T = I) when n < p.
-func OnStiefel(n *G.Node) Param { return Param{Node: n, Constraint: optim.OnStiefel} }
+func OnStiefel(n *G.Node) Param { return Param{Node: n, Manifold: optim.Stiefel{}} }
 
 // OnGrassmann marks n, an n x p matrix with n >= p, as a point of the
 // Grassmann manifold Gr(n,p).
-func OnGrassmann(n *G.Node) Param { return Param{Node: n, Constraint: optim.OnGrassmann} }
+func OnGrassmann(n *G.Node) Param { return Param{Node: n, Manifold: optim.Grassmann{}} }
+
+// On marks n as a point of m: a manifold with settings of its own
+// (optim.Stiefel{Retraction: manifold.Cayley}) or of one's own type.
+func On(n *G.Node, m optim.Manifold) Param { return Param{Node: n, Manifold: m} }
+
+// Orthonormalize puts the node's value on its manifold (see
+// optim.Param.Orthonormalize): a weight initialized any other way becomes
+// one the solvers accept.
+func (p Param) Orthonormalize() error {
+	op, err := Optim([]Param{p})
+	if err != nil {
+		return err
+	}
+	return op[0].Orthonormalize()
+}
 
 // Name returns the node's name.
 func (p Param) Name() string { return p.Node.Name() }
 
 // Constrained reports whether the parameter lives on a manifold.
-func (p Param) Constrained() bool { return p.Constraint != optim.Euclidean }
+func (p Param) Constrained() bool { return p.Manifold != nil }
 
 // Nodes returns the nodes of ps, in order: what gorgonia.Grad and
 // gorgonia.BindDualValues take.
@@ -75,7 +92,7 @@ func Optim(ps []Param) ([]optim.Param, error) {
 			return nil, fmt.Errorf("param: %q has no dense tensor value (give it one with gorgonia.WithValue or WithInit)", p.Name())
 		}
 		n := p.Node
-		out[i] = optim.Param{Name: n.Name(), Shape: n.Shape().Clone(), Constraint: p.Constraint, Value: d.Data(),
+		out[i] = optim.Param{Name: n.Name(), Shape: n.Shape().Clone(), Manifold: p.Manifold, Value: d.Data(),
 			GradFunc: func() (any, error) { return gradOf(n) }}
 	}
 	return out, nil

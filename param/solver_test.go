@@ -89,12 +89,13 @@ func TestSolverConverges(t *testing.T) {
 		f32  bool
 		g    optim.Group
 		tol  float64
+		m    optim.Manifold // the weight's manifold; nil: OnStiefel
 	}{
-		{"rsdm-f64", false, optim.Group{LR: 0.05, RSDM: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}}, 1e-8},
-		{"rsdm-o-f64", false, optim.Group{LR: 0.05, RSDM: optim.RSDMConfig{SubmanifoldSize: 8, Sampling: optim.Orthogonal, Seed: 1}}, 1e-8},
-		{"rgd-f64", false, optim.Group{Method: optim.MethodRGD, LR: 0.02, Momentum: 0.5, Retraction: manifold.Cayley}, 1e-8},
-		{"radam-f64", false, optim.Group{Method: optim.MethodRiemannianAdam, LR: 0.02, Schedule: optim.Cosine{Steps: 6000}}, 1e-6},
-		{"rsdm-f32", true, optim.Group{LR: 0.05, RSDM: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}}, 1e-5},
+		{"rsdm-f64", false, optim.Group{LR: 0.05, RSDM: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}}, 1e-8, nil},
+		{"rsdm-o-f64", false, optim.Group{LR: 0.05, RSDM: optim.RSDMConfig{SubmanifoldSize: 8, Sampling: optim.Orthogonal, Seed: 1}}, 1e-8, nil},
+		{"rgd-f64", false, optim.Group{Method: optim.MethodRGD, LR: 0.02, Momentum: 0.5}, 1e-8, optim.Stiefel{Retraction: manifold.Cayley}},
+		{"radam-f64", false, optim.Group{Method: optim.MethodRiemannianAdam, LR: 0.02, Schedule: optim.Cosine{Steps: 6000}}, 1e-6, nil},
+		{"rsdm-f32", true, optim.Group{LR: 0.05, RSDM: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}}, 1e-5, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var pg *procrustesGraph
@@ -105,7 +106,11 @@ func TestSolverConverges(t *testing.T) {
 				pg, fstar = newProcrustesGraph[float64](t, 12, 5, 3)
 			}
 			defer pg.vm.Close()
-			s, err := NewSolver([]Param{OnStiefel(pg.w)}, []optim.Group{tc.g}, optim.Options{})
+			w := OnStiefel(pg.w)
+			if tc.m != nil {
+				w = On(pg.w, tc.m)
+			}
+			s, err := NewSolver([]Param{w}, []optim.Group{tc.g}, optim.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,8 +251,8 @@ func TestMarking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []optim.Constraint{optim.OnStiefel, optim.Euclidean, optim.OnGrassmann} {
-		if op[i].Constraint != want || op[i].Name != ps[i].Name() {
+	for i, want := range []optim.Manifold{optim.Stiefel{}, nil, optim.Grassmann{}} {
+		if op[i].Manifold != want || op[i].Name != ps[i].Name() {
 			t.Errorf("parameter %d: %+v", i, op[i])
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
-	"github.com/orthonet/orthonet/optim"
 )
 
 // compiler holds the state of one Compile.
@@ -62,7 +61,7 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 	}
 	var targets []*G.Node
 	for i, p := range cfg.Params {
-		n, cons := p.Node, p.Constraint
+		n, cons := p.Node, p.Manifold
 		if n == nil {
 			return nil, fmt.Errorf("program: parameter %d has no node", i)
 		}
@@ -76,7 +75,7 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 			return nil, fmt.Errorf("program: %q is listed both as a parameter and as an input", n.Name())
 		}
 		c.params[n] = i
-		c.pvals = append(c.pvals, paramVal{Param: Param{Node: n, Constraint: cons}})
+		c.pvals = append(c.pvals, paramVal{Param: Param{Node: n, Manifold: cons}})
 		targets = append(targets, n)
 		if cfg.NoGrad {
 			continue
@@ -413,7 +412,7 @@ func (p *Program) paramNamed(name string) *paramVal {
 func (c *compiler) factor(i int, g *G.Node) bool {
 	pv := &c.pvals[i]
 	r := c.cfg.FactorForRSDM
-	if r <= 0 || pv.Constraint == optim.Euclidean || c.users[g] > 0 {
+	if r <= 0 || pv.Manifold == nil || c.users[g] > 0 {
 		return false
 	}
 	a, b, ok := c.thinProduct(g)

@@ -20,10 +20,12 @@ package program
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/internal/linalg"
@@ -86,8 +88,9 @@ var ErrUnknownOp = errors.New("program: unknown op")
 type Param struct {
 	// Node is the parameter's leaf in the graph.
 	Node *G.Node
-	// Constraint says which manifold the parameter lives on.
-	Constraint optim.Constraint
+	// Manifold is the manifold the parameter lives on; nil for an
+	// unconstrained one.
+	Manifold optim.Manifold
 	// Value and Grad are where its value and gradient live in the
 	// backend, Size elements from each; Grad has no buffer in a program
 	// compiled with NoGrad.
@@ -172,6 +175,25 @@ type paramVal struct {
 	// suspectOnly means only a product bound checks the gradient: when it
 	// fails, the gradient is scanned on the host.
 	suspectOnly bool
+	// node is what the program knows of the parameter's node since it last
+	// copied the node's value in or out.
+	node binding
+}
+
+// binding is a parameter node's value as the program last copied it in or
+// out (the first Run, LoadParams, StoreParams). On a backend whose buffers
+// live on the host the node's value is then a view of the program's
+// buffer, so that node and program hold one copy; on another (a GPU) Run
+// compares the node with what the program last copied, to refuse training
+// on a stale copy.
+type binding struct {
+	value  G.Value // the node's value; nil until the first Run
+	shared bool    // value is a view of the program's buffer
+	f32    []float32
+	f64    []float64 // value's elements (off the host)
+	probe  []uint64  // the bits of the elements at probePositions
+	sum    uint64    // checksum of all elements
+	verify bool      // the next Run compares the checksum, not only the probes
 }
 
 // val is where one node's value lives: a slice of a (virtual, until
@@ -211,7 +233,18 @@ func (p *Program) Backend() backend.Backend { return p.be }
 
 // Run runs the program once: the forward pass and, unless compiled with
 // NoGrad, the backward pass, writing every parameter's gradient afresh.
+//
+// Run fails with an error wrapping ErrParamsChanged, before any kernel runs,
+// when a parameter's node was given another value since the program copied
+// it (at Compile, LoadParams or StoreParams) without LoadParams: the
+// program would otherwise train on its stale copy. On a backend whose
+// buffers live on the host, the first Run makes each parameter node's value
+// a view of the program's buffer: from then on the node and the program
+// hold one copy, and writing into the node's data writes the parameter.
 func (p *Program) Run() error {
+	if err := p.checkNodes(); err != nil {
+		return err
+	}
 	if p.profile != nil {
 		return p.runProfiled()
 	}
@@ -354,26 +387,216 @@ func (p *Program) Params() []Param {
 	return out
 }
 
+// ParamNodes returns the parameters' Gorgonia nodes in the order of
+// Config.Params (what checkpoint.File.PutNodes and LoadNodes take).
+func (p *Program) ParamNodes() G.Nodes {
+	out := make(G.Nodes, len(p.params))
+	for i, pv := range p.params {
+		out[i] = pv.Node
+	}
+	return out
+}
+
 // StoreParams copies every parameter's value from the backend into its
-// Gorgonia node (before a checkpoint is written, or the nodes read).
+// Gorgonia node (before a checkpoint is written, or the nodes read). On a
+// backend whose buffers live on the host the nodes are views of the
+// program's buffers after the first Run, and this copies nothing.
 func (p *Program) StoreParams() error {
-	for _, pv := range p.params {
+	for i := range p.params {
+		pv := &p.params[i]
 		if err := p.be.CopyOut(pv.Node.Value().Data(), pv.v.vb.phys, pv.v.vb.physOff+pv.v.off); err != nil {
 			return fmt.Errorf("program: storing %q: %w", pv.Node.Name(), err)
+		}
+		if err := p.bind(pv); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 // LoadParams copies every parameter's value from its Gorgonia node into the
-// backend (after a checkpoint was loaded into the nodes).
+// backend: after the nodes were given new values (a checkpoint loaded with
+// checkpoint.File.LoadNodes; checkpoint.File.LoadProgram does both).
 func (p *Program) LoadParams() error {
-	for _, pv := range p.params {
+	for i := range p.params {
+		pv := &p.params[i]
 		if err := p.be.CopyIn(pv.v.vb.phys, pv.v.vb.physOff+pv.v.off, pv.Node.Value().Data()); err != nil {
 			return fmt.Errorf("program: loading %q: %w", pv.Node.Name(), err)
 		}
+		if err := p.bind(pv); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// ErrParamsChanged reports a parameter whose Gorgonia node was given
+// another value after the program copied it, without Program.LoadParams:
+// Run refuses to train on its stale copy.
+var ErrParamsChanged = errors.New("program: a parameter's node changed behind the program's back")
+
+// probePositions is how many elements of each parameter Run compares with
+// the node's on a backend off the host: a checkpoint loaded into the nodes
+// changes all of them.
+const probePositions = 16
+
+// checkNodes binds every parameter's node at the first Run, and at every
+// Run checks that no node changed since the program last copied it: its
+// value replaced (gorgonia.Let), or, off the host, its elements written.
+func (p *Program) checkNodes() error {
+	for i := range p.params {
+		pv := &p.params[i]
+		b := &pv.node
+		if b.value == nil { // the first Run
+			if init := pv.v.vb.init; init != nil && !sameBits(pv.Node.Value().Data(), init) {
+				return p.changed(pv, "was written after Compile")
+			}
+			if err := p.bind(pv); err != nil {
+				return err
+			}
+			pv.v.vb.init = nil // the copy Compile kept is not needed any more
+			continue
+		}
+		if pv.Node.Value() != b.value {
+			return p.changed(pv, "was given another value")
+		}
+		if b.shared {
+			continue
+		}
+		if b.verify {
+			b.verify = false
+			if checksum(b.f32, b.f64) != b.sum {
+				return p.changed(pv, "was written")
+			}
+			continue
+		}
+		for j, n := 0, len(b.f32)+len(b.f64); j < len(b.probe); j++ {
+			if elemBits(b.f32, b.f64, probeAt(j, n)) != b.probe[j] {
+				return p.changed(pv, "was written")
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Program) changed(pv *paramVal, what string) error {
+	return fmt.Errorf("%w: the node of %q %s since the program copied it; call LoadParams to train from the node's value (checkpoint.File.LoadProgram loads a checkpoint into the nodes, the program and its solver at once)",
+		ErrParamsChanged, pv.Node.Name(), what)
+}
+
+// bind records the parameter node's value as the program's copy now
+// equals it: on the host it makes the node's value a view of the program's
+// buffer (unless it is one already).
+func (p *Program) bind(pv *paramVal) error {
+	n := pv.Node
+	v := n.Value()
+	d, dense := v.(*tensor.Dense)
+	if h, ok := hostSlice(pv.Value, pv.Size); ok && dense {
+		if !sameMemory(d.Data(), h) {
+			view := tensor.New(tensor.WithShape(d.Shape().Clone()...), tensor.WithBacking(h))
+			if err := G.UnsafeLet(n, view); err != nil {
+				return fmt.Errorf("program: binding %q to its buffer: %w", n.Name(), err)
+			}
+			v = n.Value()
+		}
+		pv.node = binding{value: v, shared: true}
+		return nil
+	}
+	b := binding{value: v, verify: true}
+	switch x := v.Data().(type) {
+	case []float32:
+		b.f32 = x
+	case []float64:
+		b.f64 = x
+	}
+	size := len(b.f32) + len(b.f64)
+	b.probe = make([]uint64, probeCount(size))
+	for j := range b.probe {
+		b.probe[j] = elemBits(b.f32, b.f64, probeAt(j, size))
+	}
+	b.sum = checksum(b.f32, b.f64)
+	pv.node = b
+	return nil
+}
+
+// probeCount is how many elements of n probeAt spreads its positions over.
+func probeCount(n int) int { return min(n, probePositions) }
+
+// probeAt returns the j-th of probeCount(n) positions spread over n
+// elements, the first and the last among them.
+func probeAt(j, n int) int {
+	if k := probeCount(n); k > 1 {
+		return j * (n - 1) / (k - 1)
+	}
+	return 0
+}
+
+func elemBits(f32 []float32, f64 []float64, i int) uint64 {
+	if f32 != nil {
+		return uint64(math.Float32bits(f32[i]))
+	}
+	return math.Float64bits(f64[i])
+}
+
+// checksum is FNV-1a over the elements' bits.
+func checksum(f32 []float32, f64 []float64) uint64 {
+	h := uint64(14695981039346656037)
+	for _, x := range f32 {
+		h = (h ^ uint64(math.Float32bits(x))) * 1099511628211
+	}
+	for _, x := range f64 {
+		h = (h ^ math.Float64bits(x)) * 1099511628211
+	}
+	return h
+}
+
+// sameMemory reports whether the host slices a and b are the same memory.
+func sameMemory(a, b any) bool {
+	switch x := a.(type) {
+	case []float32:
+		y, ok := b.([]float32)
+		return ok && len(x) == len(y) && len(x) > 0 && &x[0] == &y[0]
+	case []float64:
+		y, ok := b.([]float64)
+		return ok && len(x) == len(y) && len(x) > 0 && &x[0] == &y[0]
+	}
+	return false
+}
+
+// sameBits reports whether a value's data (a slice or a scalar) holds the
+// same bits as the host slice b.
+func sameBits(a, b any) bool {
+	switch x := a.(type) {
+	case float32:
+		a = []float32{x}
+	case float64:
+		a = []float64{x}
+	}
+	switch x := a.(type) {
+	case []float32:
+		y, ok := b.([]float32)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if math.Float32bits(x[i]) != math.Float32bits(y[i]) {
+				return false
+			}
+		}
+		return true
+	case []float64:
+		y, ok := b.([]float64)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if math.Float64bits(x[i]) != math.Float64bits(y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // Close frees the buffers the program allocated (not those it shares).

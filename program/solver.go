@@ -63,7 +63,7 @@ func NewSolver(p *Program, groups []optim.Group, o optim.Options) (*Solver, erro
 		if !ok {
 			return nil, off
 		}
-		params[i] = optim.Param{Name: pv.Node.Name(), Shape: pv.v.shape, Constraint: pv.Constraint, Value: value}
+		params[i] = optim.Param{Name: pv.Node.Name(), Shape: pv.v.shape, Manifold: pv.Manifold, Value: value}
 		if pv.fa != nil {
 			a, ok1 := hostSlice(pv.GradA, pv.fa.size)
 			b, ok2 := hostSlice(pv.GradB, pv.fb.size)
@@ -91,7 +91,7 @@ func newDeviceSolver(p *Program, groups []optim.Group, o optim.Options) (*Solver
 		if pv.fa != nil {
 			return nil, fmt.Errorf("program: parameter %q has a factored gradient, which the %s backend's optimizer does not take (compile without Config.FactorForRSDM)", pv.Node.Name(), p.be.Name())
 		}
-		params[i] = optim.DeviceParam{Name: pv.Node.Name(), Shape: pv.v.shape, Constraint: pv.Constraint, Value: pv.Value, Grad: pv.Grad}
+		params[i] = optim.DeviceParam{Name: pv.Node.Name(), Shape: pv.v.shape, Manifold: pv.Manifold, Value: pv.Value, Grad: pv.Grad}
 	}
 	s, err := optim.NewDeviceSolver(p.be, params, groups, o)
 	if err != nil {

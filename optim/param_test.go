@@ -1,0 +1,136 @@
+package optim
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/orthonet/orthonet/manifold"
+)
+
+// sphere is a manifold of this test's own, the unit sphere S^(n-1) as the
+// n x 1 points of St(n,1), with its own projection and retraction
+// (normalization): a Manifold that orthonet does not define.
+type sphere struct{}
+
+func (sphere) String() string { return "sphere" }
+func (sphere) Float32(n, p int) (manifold.Manifold[float32], error) {
+	return &sphereOf[float32]{n: n}, nil
+}
+func (sphere) Float64(n, p int) (manifold.Manifold[float64], error) {
+	return &sphereOf[float64]{n: n}, nil
+}
+
+type sphereOf[T Float] struct{ n int }
+
+func (s *sphereOf[T]) Dims() (int, int) { return s.n, 1 }
+func (s *sphereOf[T]) Proj(dst, x, v []T) error {
+	var d float64
+	for i := range x {
+		d += float64(x[i]) * float64(v[i])
+	}
+	for i := range x {
+		dst[i] = v[i] - T(d)*x[i]
+	}
+	return nil
+}
+func (s *sphereOf[T]) Retract(dst, x, v []T) error {
+	for i := range x {
+		dst[i] = x[i] + v[i]
+	}
+	return s.Orthonormalize(dst)
+}
+func (s *sphereOf[T]) Random(dst []T, rng *rand.Rand) error {
+	for i := range dst {
+		dst[i] = T(rng.NormFloat64())
+	}
+	return s.Orthonormalize(dst)
+}
+func (s *sphereOf[T]) Feasibility(x []T) float64 {
+	var d float64
+	for _, v := range x {
+		d += float64(v) * float64(v)
+	}
+	return math.Abs(d - 1)
+}
+func (s *sphereOf[T]) Orthonormalize(x []T) error {
+	var d float64
+	for _, v := range x {
+		d += float64(v) * float64(v)
+	}
+	norm := math.Sqrt(d)
+	for i := range x {
+		x[i] = T(float64(x[i]) / norm)
+	}
+	return nil
+}
+
+// TestOrthonormalize checks that NewSolver refuses a Gaussian weight,
+// naming Param.Orthonormalize, and takes it once that call has put it on
+// its manifold: tall and wide Stiefel weights, a Grassmann one and one on a
+// manifold of the test's own.
+func TestOrthonormalize(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		shape []int
+		m     Manifold
+	}{
+		{"tall", []int{7, 3}, Stiefel{}},
+		{"wide", []int{3, 7}, Stiefel{}},
+		{"grassmann", []int{6, 2}, Grassmann{}},
+		{"sphere", []int{5, 1}, sphere{}},
+	} {
+		rng := newRNG(3)
+		n := tc.shape[0] * tc.shape[1]
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = rng.NormFloat64()
+		}
+		p := Param{Name: "w", Shape: tc.shape, Manifold: tc.m, Value: v, Grad: make([]float64, n)}
+		groups := []Group{{LR: 0.1, Method: MethodRGD}}
+		if _, err := NewSolver([]Param{p}, groups, Options{}); err == nil || !strings.Contains(err.Error(), "optim.Param.Orthonormalize") {
+			t.Errorf("%s: a Gaussian weight: error %v, want one naming optim.Param.Orthonormalize", tc.name, err)
+		}
+		if err := p.Orthonormalize(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		m, wide, err := ManifoldOf[float64](p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := v
+		if wide {
+			x = make([]float64, n)
+			transpose(x, v, tc.shape[0], tc.shape[1])
+		}
+		if f := m.Feasibility(x); f > 1e-12 {
+			t.Errorf("%s: distance %g from the manifold after Orthonormalize", tc.name, f)
+		}
+		s, err := NewSolver([]Param{p}, groups, Options{})
+		if err != nil {
+			t.Fatalf("%s: after Orthonormalize: %v", tc.name, err)
+		}
+		for i := range p.Grad.([]float64) {
+			p.Grad.([]float64)[i] = float64(i%3) - 1
+		}
+		if err := s.Step(); err != nil {
+			t.Fatal(err)
+		}
+		if wide {
+			transpose(x, v, tc.shape[0], tc.shape[1])
+		}
+		if f := m.Feasibility(x); f > 1e-12 {
+			t.Errorf("%s: distance %g from the manifold after a step", tc.name, f)
+		}
+	}
+	bad := Param{Name: "z", Shape: []int{4, 2}, Manifold: Stiefel{}, Value: make([]float32, 8)}
+	bad.Value.([]float32)[3] = float32(math.NaN())
+	if err := bad.Orthonormalize(); err == nil || !strings.Contains(err.Error(), `weight "z"`) {
+		t.Errorf("a weight with a NaN: error %v", err)
+	}
+	plain := Param{Name: "b", Shape: []int{4}, Value: make([]float32, 4)}
+	if err := plain.Orthonormalize(); err == nil || !strings.Contains(err.Error(), "not constrained") {
+		t.Errorf("an unconstrained parameter: error %v", err)
+	}
+}
