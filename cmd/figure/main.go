@@ -1,23 +1,43 @@
-// Command figure draws test accuracy against training time from train runs,
-// the form of the RSDM paper's neural-network figure: for each labelled set
-// of runs (seeds of one method), the mean over the runs and its spread
-// (lowest to highest) at a common grid of training times, as a PNG plot and
-// a Markdown table, with each run's steps, steps per second, final accuracy
-// and feasibility.
+// Command figure draws test accuracy against training time and against
+// steps from train runs, the form of the RSDM paper's neural-network figure
+// and of its appendix figure: for each labelled set of runs (seeds of one
+// method), the mean over the runs and its band (lowest to highest) as PNG
+// plots, and a Markdown page with the accuracy at every grid time and at
+// fixed training times, each run's steps, steps per second, final accuracy,
+// feasibility and the load recorded beside it, and optionally a verdict on
+// one of the paper's claims computed from the runs.
 //
 // Usage:
 //
-//	figure -out DIR -name NAME [-title T] [-every 10s] LABEL=PATTERN [LABEL=PATTERN ...]
+//	figure -out DIR -name NAME [-title T] [-every 10s] [-at 30s,60s] [-claim sooner|above] LABEL=PATTERN [LABEL=PATTERN ...]
+//	figure -grid lr -out DIR -name NAME LABEL=PATTERN [LABEL=PATTERN ...]
 //
 // PATTERN is a glob of run folders, or of folders holding run folders (what
 // train -out writes), each with a metrics.csv that has train_seconds (train
 // -time-limit and -eval-interval). A run's accuracy at grid time t is its
 // last whole-test-set evaluation before t plus half the grid's step (the one
-// an interval asks for comes at the first step past its time).
+// an interval asks for comes at the first step past its time); against
+// steps, each label has its own grid of steps, read the same way.
+//
+// scripts/dnn_figure.sh writes load.txt (the load averages before and after
+// the run and its flags) and command.txt (the train command) into each
+// run's folder; figure shows them where they are.
+//
+// -claim judges a claim of the first LABEL against the second: "sooner"
+// (the paper's FFN claim: the first's mean reaches -reach of the better
+// final mean at an earlier grid time, its band wholly above the second's
+// there) or "above" (the paper's ViT claim: the first's mean is above at
+// every grid time after the first evaluation, the bands apart); each comes
+// out "holds", "does not hold" or "cannot tell", with the numbers, in
+// NAME.md and on standard output as a line "verdict: ...".
+//
+// -grid FLAG reads a step-size grid instead: each folder PATTERN matches is
+// one run whose command.txt gives the value of train's -FLAG; NAME.md gets
+// a table of every point and standard output a line "best LABEL VALUE" for
+// each label, the value whose run ended with the highest test accuracy.
 package main
 
 import (
-	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,8 +46,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -43,46 +61,53 @@ func main() {
 	}
 }
 
-// evaluation is a whole-test-set evaluation of a run.
-type evaluation struct {
-	train       float64 // training seconds
-	step        int
-	accuracy    float64 // in [0, 1]
-	feasibility string
-}
-
-// runData is one run's evaluations, in order.
-type runData struct {
-	path  string
-	evals []evaluation
-}
-
-// series is a label's runs.
-type series struct {
-	label string
-	runs  []runData
-}
-
 func run(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("figure", flag.ContinueOnError)
 	fs.SetOutput(w)
-	out := fs.String("out", ".", "folder for NAME.png and NAME.md")
+	out := fs.String("out", ".", "folder for NAME.png, NAME-steps.png and NAME.md")
 	name := fs.String("name", "figure", "base name of the files")
-	title := fs.String("title", "test accuracy against training time", "the plot's title")
+	title := fs.String("title", "test accuracy", "the page's and the plots' title")
 	every := fs.Duration("every", 0, "grid of training times (0: the runs' median spacing of evaluations)")
+	at := fs.String("at", "", "comma-separated training times of the fixed-times table (default: a quarter, half, three quarters and all of the grid)")
+	claim := fs.String("claim", "", "judge a claim of the first LABEL against the second: sooner (reaches high accuracy sooner) or above (stays above throughout)")
+	reach := fs.Float64("reach", 0.95, "-claim sooner: the fraction of the better final mean that counts as high accuracy")
+	minSeeds := fs.Int("min-seeds", 3, "-claim: the fewest runs of each label a verdict other than \"cannot tell\" needs")
+	grid := fs.String("grid", "", "read a step-size grid over this train flag (e.g. lr) instead of drawing a figure")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
 		return errors.New("no LABEL=PATTERN given")
 	}
-	var all []series
+	var labels, patterns []string
 	for _, a := range fs.Args() {
 		label, pattern, ok := strings.Cut(a, "=")
 		if !ok || label == "" || pattern == "" {
 			return fmt.Errorf("%q: want LABEL=PATTERN", a)
 		}
-		s, err := load(label, pattern)
+		labels, patterns = append(labels, label), append(patterns, pattern)
+	}
+	switch *claim {
+	case "", "sooner", "above":
+	default:
+		return fmt.Errorf("-claim %q: want sooner or above", *claim)
+	}
+	if *claim != "" && len(labels) < 2 {
+		return fmt.Errorf("-claim %s compares two labels; %d given", *claim, len(labels))
+	}
+	if !(*reach > 0 && *reach <= 1) {
+		return fmt.Errorf("-reach %v: want a fraction in (0, 1]", *reach)
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	md := filepath.Join(*out, *name+".md")
+	if *grid != "" {
+		return runGrid(w, md, *title, *grid, labels, patterns)
+	}
+	var all []series
+	for i := range labels {
+		s, err := load(labels[i], patterns[i])
 		if err != nil {
 			return err
 		}
@@ -90,178 +115,106 @@ func run(args []string, w io.Writer) error {
 	}
 	step := every.Seconds()
 	if step <= 0 {
-		step = medianSpacing(all)
+		step = medianSpacing(all, bySeconds)
 	}
 	if !(step > 0) {
 		return errors.New("cannot tell the grid of training times: give -every")
 	}
-	grid := gridOf(all, step)
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	times := gridOf(all, bySeconds, step)
+	fixed, err := fixedTimes(*at, times)
+	if err != nil {
 		return err
 	}
 	png := filepath.Join(*out, *name+".png")
-	if err := writePlot(png, *title, all, grid, step); err != nil {
-		return fmt.Errorf("figure: %s: %w", png, err)
+	if err := writePlot(png, *title+" against training time", all, bySeconds); err != nil {
+		return fmt.Errorf("%s: %w", png, err)
 	}
-	md := filepath.Join(*out, *name+".md")
+	pngSteps := filepath.Join(*out, *name+"-steps.png")
+	if err := writePlot(pngSteps, *title+" against steps", all, bySteps); err != nil {
+		return fmt.Errorf("%s: %w", pngSteps, err)
+	}
+	var v *verdict
+	switch *claim {
+	case "sooner":
+		x := soonerVerdict(all[0], all[1], times, step, *reach, *minSeeds)
+		v = &x
+	case "above":
+		x := aboveVerdict(all[0], all[1], times, step, *minSeeds)
+		v = &x
+	}
 	f, err := os.Create(md)
 	if err != nil {
 		return err
 	}
-	writeTable(f, *title, all, grid, step)
+	writeTable(f, *title, *name, all, times, step, fixed, v)
 	if err := f.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "figure: %s, %s\n", png, md)
+	fmt.Fprintf(w, "figure: %s, %s, %s\n", png, pngSteps, md)
+	if v != nil {
+		fmt.Fprintf(w, "verdict: %s\n", v)
+	}
 	return nil
 }
 
-// load reads the runs a pattern matches.
-func load(label, pattern string) (series, error) {
-	matches, err := filepath.Glob(pattern)
-	if err != nil {
-		return series{}, fmt.Errorf("%s: %w", pattern, err)
-	}
-	s := series{label: label}
-	for _, m := range matches {
-		csvs, _ := filepath.Glob(filepath.Join(m, "metrics.csv"))
-		more, _ := filepath.Glob(filepath.Join(m, "run-*", "metrics.csv"))
-		for _, path := range append(csvs, more...) {
-			r, err := readRun(path)
-			if err != nil {
-				return s, err
-			}
-			s.runs = append(s.runs, r)
+// runGrid reads a step-size grid, writes its table and prints each label's
+// best value.
+func runGrid(w io.Writer, md, title, flag string, labels, patterns []string) error {
+	var grids [][]gridPoint
+	for i := range labels {
+		ps, err := loadGrid(labels[i], patterns[i], flag)
+		if err != nil {
+			return err
 		}
+		grids = append(grids, ps)
 	}
-	if len(s.runs) == 0 {
-		return s, fmt.Errorf("%s=%s: no metrics.csv with evaluations", label, pattern)
+	f, err := os.Create(md)
+	if err != nil {
+		return err
 	}
-	return s, nil
+	writeGrid(f, title, flag, labels, grids)
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for i, ps := range grids {
+		b := bestPoint(ps)
+		if b < 0 {
+			return fmt.Errorf("%s: every point of the grid failed (see %s)", labels[i], md)
+		}
+		fmt.Fprintf(w, "best %s %g\n", labels[i], ps[b].value)
+	}
+	return nil
 }
 
-// readRun reads the whole-test-set evaluations of a metrics.csv.
-func readRun(path string) (runData, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return runData{}, err
+// fixedTimes parses -at, or picks a quarter, half, three quarters and all
+// of the grid; every time must lie on the grid's span.
+func fixedTimes(at string, grid []float64) ([]float64, error) {
+	if len(grid) == 0 {
+		return nil, nil
 	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		return runData{}, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(rows) == 0 {
-		return runData{}, fmt.Errorf("%s: empty", path)
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
-	}
-	for _, h := range []string{"kind", "step", "accuracy", "train_seconds", "test_examples", "max_feasibility"} {
-		if _, ok := col[h]; !ok {
-			return runData{}, fmt.Errorf("%s: no column %q (train -time-limit writes train_seconds)", path, h)
-		}
-	}
-	r := runData{path: path}
-	most := 0
-	for _, row := range rows[1:] {
-		if row[col["kind"]] != "test" {
-			continue
-		}
-		n, _ := strconv.Atoi(row[col["test_examples"]])
-		most = max(most, n)
-	}
-	for i, row := range rows[1:] {
-		if row[col["kind"]] != "test" {
-			continue
-		}
-		if n, _ := strconv.Atoi(row[col["test_examples"]]); n < most {
-			continue // an evaluation on a subset
-		}
-		e := evaluation{feasibility: row[col["max_feasibility"]]}
-		var errs [3]error
-		e.step, errs[0] = strconv.Atoi(row[col["step"]])
-		e.accuracy, errs[1] = strconv.ParseFloat(row[col["accuracy"]], 64)
-		e.train, errs[2] = strconv.ParseFloat(row[col["train_seconds"]], 64)
-		if err := errors.Join(errs[:]...); err != nil {
-			return runData{}, fmt.Errorf("%s: row %d: %w", path, i+2, err)
-		}
-		r.evals = append(r.evals, e)
-	}
-	if len(r.evals) == 0 {
-		return runData{}, fmt.Errorf("%s: no whole-test-set evaluations", path)
-	}
-	return r, nil
-}
-
-// medianSpacing returns the median training time between consecutive
-// evaluations of all runs.
-func medianSpacing(all []series) float64 {
-	var d []float64
-	for _, s := range all {
-		for _, r := range s.runs {
-			for i := 1; i < len(r.evals); i++ {
-				if g := r.evals[i].train - r.evals[i-1].train; g > 0 {
-					d = append(d, g)
-				}
+	end := grid[len(grid)-1]
+	if at == "" {
+		var ts []float64
+		for _, q := range []int{1, 2, 3, 4} {
+			t := grid[max(len(grid)*q/4-1, 0)]
+			if len(ts) == 0 || ts[len(ts)-1] != t {
+				ts = append(ts, t)
 			}
 		}
+		return ts, nil
 	}
-	if len(d) == 0 {
-		return 0
-	}
-	sort.Float64s(d)
-	// Evaluations fall just after each multiple of the interval: round to
-	// the millisecond.
-	return math.Round(d[len(d)/2]*1000) / 1000
-}
-
-// gridOf returns the times k*step up to the last time every run reached
-// (within half a step, as at reads).
-func gridOf(all []series, step float64) []float64 {
-	end := math.Inf(1)
-	for _, s := range all {
-		for _, r := range s.runs {
-			end = min(end, r.evals[len(r.evals)-1].train)
+	var ts []float64
+	for _, s := range strings.Split(at, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("-at: %w", err)
 		}
-	}
-	var g []float64
-	for k := 1; float64(k)*step <= end+step/2; k++ {
-		g = append(g, float64(k)*step)
-	}
-	return g
-}
-
-// at returns a run's accuracy at training time t of a grid of step: its
-// last evaluation before t + step/2 (an evaluation an interval asks for
-// comes at the first step past its time), and whether there is one.
-func (r runData) at(t, step float64) (float64, bool) {
-	acc, ok := 0.0, false
-	for _, e := range r.evals {
-		if e.train >= t+step/2 {
-			break
+		if t := d.Seconds(); t <= 0 || t > end {
+			return nil, fmt.Errorf("-at %v: want a time within the grid, which ends at %gs (the shortest run)", d, end)
 		}
-		acc, ok = e.accuracy, true
+		ts = append(ts, d.Seconds())
 	}
-	return acc, ok
-}
-
-// stats returns the mean, lowest and highest accuracy of a series at t over
-// the runs evaluated by then, and how many those are.
-func (s series) stats(t, step float64) (mean, lo, hi float64, n int) {
-	lo, hi = math.Inf(1), math.Inf(-1)
-	for _, r := range s.runs {
-		if a, ok := r.at(t, step); ok {
-			mean += a
-			lo, hi = min(lo, a), max(hi, a)
-			n++
-		}
-	}
-	if n > 0 {
-		mean /= float64(n)
-	}
-	return mean, lo, hi, n
+	return ts, nil
 }
 
 var palette = []color.Color{
@@ -269,92 +222,161 @@ var palette = []color.Color{
 	color.RGBA{148, 103, 189, 255}, color.RGBA{255, 127, 14, 255},
 }
 
-// writePlot draws each series' mean accuracy (percent) against training
-// seconds, with its lowest and highest as thin lines.
-func writePlot(path, title string, all []series, grid []float64, step float64) error {
+// writePlot draws each series' mean accuracy (percent) against the axis,
+// with the band from its lowest to its highest run shaded. Against
+// seconds all series share one grid; against steps each has its own.
+func writePlot(path, title string, all []series, a axis) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "training seconds"
+	if a == bySteps {
+		p.X.Label.Text = "steps"
+	}
 	p.Y.Label.Text = "test accuracy (%)"
 	p.Legend.Top, p.Legend.Left = false, false
+	step := medianSpacing(all, a)
+	grid := gridOf(all, a, step)
 	for i, s := range all {
+		if a == bySteps {
+			one := []series{s}
+			step = medianSpacing(one, a)
+			grid = gridOf(one, a, step)
+		}
 		var mean, lo, hi plotter.XYs
-		for _, t := range grid {
-			m, l, h, n := s.stats(t, step)
-			if n == 0 {
+		for _, x := range grid {
+			m, l, h, n := s.stats(a, x, step)
+			if n < len(s.runs) {
 				continue
 			}
-			mean = append(mean, plotter.XY{X: t, Y: 100 * m})
-			lo = append(lo, plotter.XY{X: t, Y: 100 * l})
-			hi = append(hi, plotter.XY{X: t, Y: 100 * h})
+			mean = append(mean, plotter.XY{X: x, Y: 100 * m})
+			lo = append(lo, plotter.XY{X: x, Y: 100 * l})
+			hi = append(hi, plotter.XY{X: x, Y: 100 * h})
 		}
 		if len(mean) == 0 {
 			continue
 		}
 		c := palette[i%len(palette)]
+		if len(mean) > 1 {
+			ring := append(plotter.XYs{}, hi...)
+			for k := len(lo) - 1; k >= 0; k-- {
+				ring = append(ring, lo[k])
+			}
+			band, err := plotter.NewPolygon(ring)
+			if err != nil {
+				return err
+			}
+			r, g, b, _ := c.RGBA()
+			band.Color = color.NRGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), 60}
+			band.LineStyle.Width = 0
+			p.Add(band)
+		}
 		line, err := plotter.NewLine(mean)
 		if err != nil {
 			return err
 		}
 		line.Color, line.Width = c, vg.Points(2)
 		p.Add(line)
-		p.Legend.Add(fmt.Sprintf("%s (mean of %d)", s.label, len(s.runs)), line)
-		for _, b := range []plotter.XYs{lo, hi} {
-			l, err := plotter.NewLine(b)
-			if err != nil {
-				return err
-			}
-			l.Color, l.Width, l.Dashes = c, vg.Points(0.6), []vg.Length{vg.Points(3), vg.Points(2)}
-			p.Add(l)
-		}
+		p.Legend.Add(fmt.Sprintf("%s (mean of %d, band: lowest to highest)", s.label, len(s.runs)), line)
 	}
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
 
-// writeTable writes the accuracy at every grid time and each run's summary.
-func writeTable(w io.Writer, title string, all []series, grid []float64, step float64) {
-	fmt.Fprintf(w, "# %s\n\nTest accuracy (%%) on the whole test set at each %v of training time: mean over the runs, lowest to highest.\n\n",
-		title, time.Duration(step*float64(time.Second)))
-	fmt.Fprint(w, "| training seconds |")
-	for _, s := range all {
-		fmt.Fprintf(w, " %s |", s.label)
+// cell formats a series' mean and band at a training time.
+func cell(s series, t, step float64) string {
+	m, lo, hi, n := s.stats(bySeconds, t, step)
+	switch {
+	case n == 0:
+		return ""
+	case n < len(s.runs):
+		return fmt.Sprintf("%.2f (%.2f to %.2f; %d of %d runs)", 100*m, 100*lo, 100*hi, n, len(s.runs))
 	}
-	fmt.Fprint(w, "\n| --- |")
-	for range all {
-		fmt.Fprint(w, " --- |")
+	return fmt.Sprintf("%.2f (%.2f to %.2f)", 100*m, 100*lo, 100*hi)
+}
+
+// writeTable writes the page: the plots, the verdict, the accuracy at the
+// fixed times and at every grid time, and each run's summary.
+func writeTable(w io.Writer, title, name string, all []series, grid []float64, step float64, fixed []float64, v *verdict) {
+	fmt.Fprintf(w, "# %s\n\n![%s against training time](%s.png)\n\n![%s against steps](%s-steps.png)\n\n", title, title, name, title, name)
+	if v != nil {
+		fmt.Fprintf(w, "**Verdict: %s: %s.** %s.\n\n", v.claim, v.outcome, upperFirst(v.detail))
 	}
-	fmt.Fprintln(w)
-	for _, t := range grid {
-		fmt.Fprintf(w, "| %g |", math.Round(t*1000)/1000)
+	header := func(first string) {
+		fmt.Fprintf(w, "| %s |", first)
 		for _, s := range all {
-			m, lo, hi, n := s.stats(t, step)
-			if n == 0 {
-				fmt.Fprint(w, " |")
-				continue
-			}
-			fmt.Fprintf(w, " %.2f (%.2f to %.2f) |", 100*m, 100*lo, 100*hi)
+			fmt.Fprintf(w, " %s |", s.label)
+		}
+		if len(all) == 2 {
+			fmt.Fprintf(w, " %s − %s (points) |", all[0].label, all[1].label)
+		}
+		fmt.Fprint(w, "\n| --- |")
+		for range all {
+			fmt.Fprint(w, " --- |")
+		}
+		if len(all) == 2 {
+			fmt.Fprint(w, " --- |")
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprint(w, "\n| run | steps | training seconds | steps/s | final accuracy (%) | max ‖WᵀW − I‖_F |\n| --- | --- | --- | --- | --- | --- |\n")
+	row := func(t float64) {
+		fmt.Fprintf(w, "| %g |", math.Round(t*1000)/1000)
+		for _, s := range all {
+			fmt.Fprintf(w, " %s |", cell(s, t, step))
+		}
+		if len(all) == 2 {
+			a, _, _, na := all[0].stats(bySeconds, t, step)
+			b, _, _, nb := all[1].stats(bySeconds, t, step)
+			if na > 0 && nb > 0 {
+				fmt.Fprintf(w, " %+.2f |", 100*(a-b))
+			} else {
+				fmt.Fprint(w, " |")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprint(w, "Test accuracy (%) on the whole test set at fixed training times: mean over the runs (lowest to highest).\n\n")
+	header("training seconds")
+	for _, t := range fixed {
+		row(t)
+	}
+	fmt.Fprint(w, "\n| run | steps | training seconds | steps/s | final accuracy (%) | max ‖WᵀW − I‖_F | load before (1, 5, 15 min) | load after | other processes during the run (cores) | flag |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, s := range all {
 		for _, r := range s.runs {
-			e := r.evals[len(r.evals)-1]
-			rate := 0.0
-			if e.train > 0 {
-				rate = float64(e.step) / e.train
-			}
-			fmt.Fprintf(w, "| %s: %s | %d | %.1f | %.1f | %.2f | %s |\n", s.label, runName(r.path), e.step, e.train, rate, 100*e.accuracy, e.feasibility)
+			e := r.final()
+			fmt.Fprintf(w, "| %s: %s | %d | %.1f | %.1f | %.2f | %s | %s |\n", s.label, runName(r.path), e.step, e.train, r.stepsPerSecond(), 100*e.accuracy, e.feasibility, loadCells(r.load))
 		}
+	}
+	fmt.Fprintf(w, "\nTest accuracy (%%) at each %v of training time: mean over the runs (lowest to highest).\n\n", time.Duration(step*float64(time.Second)))
+	header("training seconds")
+	for _, t := range grid {
+		row(t)
 	}
 }
 
-// runName names a run by its folder, or by the folder that holds it where
-// train named it run-<time>.
-func runName(metrics string) string {
-	dir := filepath.Dir(metrics)
-	if b := filepath.Base(dir); strings.HasPrefix(b, "run-") {
-		return filepath.Base(filepath.Dir(dir)) + "/" + b
+// loadCells formats a run's recorded load as four table cells.
+func loadCells(l runLoad) string {
+	if !l.known {
+		return "not recorded | | |"
 	}
-	return filepath.Base(dir)
+	avg := func(a [3]float64) string { return fmt.Sprintf("%.2f, %.2f, %.2f", a[0], a[1], a[2]) }
+	others := ""
+	if !math.IsNaN(l.others) {
+		others = fmt.Sprintf("%.2f", l.others)
+	}
+	flag := l.flag
+	if l.flagged() {
+		flag = "**" + flag + "**"
+	}
+	before := avg(l.before)
+	if !math.IsNaN(l.busyBefore) {
+		before += fmt.Sprintf("; %.2f cores busy at the start", l.busyBefore)
+	}
+	return fmt.Sprintf("%s | %s | %s | %s", before, avg(l.after), others, flag)
+}
+
+// upperFirst capitalizes the first letter of a sentence.
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

@@ -11,7 +11,7 @@ import (
 
 // writeRun writes a run folder under dir/name/run-1 whose metrics.csv has a
 // training row, a subset evaluation (ignored) and whole-test-set
-// evaluations at the given training seconds and accuracies.
+// evaluations at the given training seconds and accuracies, 10 steps apart.
 func writeRun(t *testing.T, dir, name string, times, accs []float64) {
 	t.Helper()
 	d := filepath.Join(dir, name, "run-1")
@@ -30,17 +30,38 @@ func writeRun(t *testing.T, dir, name string, times, accs []float64) {
 	}
 }
 
+// writeFile writes dir/name/file.
+func writeFile(t *testing.T, dir, name, file, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name, file), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// section returns the part of s from the first from to the next to after it.
+func section(s, from, to string) string {
+	_, rest, _ := strings.Cut(s, from)
+	before, _, _ := strings.Cut(rest, to)
+	return before
+}
+
 // TestFigure checks the table's means and spreads at each grid time (a
 // run's accuracy at t being its last evaluation before t plus half a step,
 // subset evaluations ignored), the grid's end at the shortest run, the
-// runs' rows, and that a PNG is written.
+// fixed-times table, the runs' rows with the load recorded beside them, and
+// that both PNGs are written.
 func TestFigure(t *testing.T) {
 	dir, out := t.TempDir(), t.TempDir()
 	writeRun(t, dir, "a-1", []float64{1.001, 2.002, 3.001}, []float64{0.5, 0.6, 0.7})
 	writeRun(t, dir, "a-2", []float64{1.002, 2.001, 3.002}, []float64{0.7, 0.8, 0.9})
 	writeRun(t, dir, "b-1", []float64{1.001, 2.9, 3.5}, []float64{0.2, 0.4, 0.45})
+	writeFile(t, dir, "a-1", "load.txt", "# beside a-1\ncores 2\nbefore 0.10 0.20 0.30\nbusy_before 1.50\nafter 2.01 1.00 0.50\nothers 0.25\nflag busy-at-start\n")
+	writeFile(t, dir, "a-2", "load.txt", "cores 2\nbefore 0.05 0.10 0.15\nafter 1.90 0.90 0.40\nflag none\n")
 	var log bytes.Buffer
-	if err := run([]string{"-out", out, "-name", "fig", "-every", "1s", "A=" + filepath.Join(dir, "a-*"), "B=" + filepath.Join(dir, "b-*")}, &log); err != nil {
+	if err := run([]string{"-out", out, "-name", "fig", "-every", "1s", "-at", "2s", "A=" + filepath.Join(dir, "a-*"), "B=" + filepath.Join(dir, "b-*")}, &log); err != nil {
 		t.Fatal(err)
 	}
 	md, err := os.ReadFile(filepath.Join(out, "fig.md"))
@@ -49,23 +70,90 @@ func TestFigure(t *testing.T) {
 	}
 	table := string(md)
 	for _, want := range []string{
-		"| 1 | 60.00 (50.00 to 70.00) | 20.00 (20.00 to 20.00) |",
-		"| 2 | 70.00 (60.00 to 80.00) | 20.00 (20.00 to 20.00) |", // B's second evaluation is at 2.9 s
-		"| 3 | 80.00 (70.00 to 90.00) | 40.00 (40.00 to 40.00) |",
-		"| A: a-1/run-1 | 30 | 3.0 | 10.0 | 70.00 | 2e-6 |",
+		"| 1 | 60.00 (50.00 to 70.00) | 20.00 (20.00 to 20.00) | +40.00 |",
+		"| 2 | 70.00 (60.00 to 80.00) | 20.00 (20.00 to 20.00) | +50.00 |", // B's second evaluation is at 2.9 s
+		"| 3 | 80.00 (70.00 to 90.00) | 40.00 (40.00 to 40.00) | +40.00 |",
+		"| A: a-1/run-1 | 30 | 3.0 | 10.0 | 70.00 | 2e-6 | 0.10, 0.20, 0.30; 1.50 cores busy at the start | 2.01, 1.00, 0.50 | 0.25 | **busy-at-start** |",
+		"| A: a-2/run-1 | 30 | 3.0 | 10.0 | 90.00 | 2e-6 | 0.05, 0.10, 0.15 | 1.90, 0.90, 0.40 |  | none |",
+		"| B: b-1/run-1 | 30 | 3.5 | 8.6 | 45.00 | 2e-6 | not recorded | | |",
+		"![test accuracy against steps](fig-steps.png)",
 	} {
 		if !strings.Contains(table, want) {
-			t.Errorf("the table lacks %q:\n%s", want, table)
+			t.Errorf("the page lacks %q:\n%s", want, table)
 		}
+	}
+	fixed := section(table, "fixed training times", "| run |")
+	if !strings.Contains(fixed, "| 2 | 70.00") || strings.Contains(fixed, "| 1 |") || strings.Contains(fixed, "| 3 |") {
+		t.Errorf("the fixed-times table is not the one row -at asked for:\n%s", fixed)
 	}
 	if strings.Contains(table, "| 4 |") {
 		t.Errorf("the grid goes past the shortest run's end (3.002 s):\n%s", table)
 	}
-	png, err := os.ReadFile(filepath.Join(out, "fig.png"))
-	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
-		t.Errorf("fig.png: %v, %d bytes", err, len(png))
+	for _, f := range []string{"fig.png", "fig-steps.png"} {
+		png, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+			t.Errorf("%s: %v, %d bytes", f, err, len(png))
+		}
 	}
-	if err := run([]string{"-out", out, "A=" + filepath.Join(dir, "none-*")}, &log); err == nil || !strings.Contains(err.Error(), "no metrics.csv") {
-		t.Errorf("a pattern matching nothing: %v", err)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a pattern matching nothing", []string{"A=" + filepath.Join(dir, "none-*")}, "no metrics.csv"},
+		{"-at past the grid", []string{"-every", "1s", "-at", "4s", "A=" + filepath.Join(dir, "a-*"), "B=" + filepath.Join(dir, "b-*")}, "ends at 3s"},
+		{"a claim on one label", []string{"-claim", "above", "A=" + filepath.Join(dir, "a-*")}, "compares two labels"},
+		{"an unknown claim", []string{"-claim", "faster", "A=" + filepath.Join(dir, "a-*"), "B=" + filepath.Join(dir, "b-*")}, "want sooner or above"},
+	} {
+		if err := run(append([]string{"-out", out}, c.args...), &log); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestFigureClaim checks that -claim puts the verdict on the page and on
+// standard output, computed from the runs: B's runs are above A's
+// throughout, so "A stays above B" does not hold and "B stays above A"
+// cannot be told from one run of B.
+func TestFigureClaim(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	for i, accs := range [][]float64{{0.5, 0.6, 0.7}, {0.52, 0.62, 0.72}, {0.54, 0.64, 0.74}} {
+		writeRun(t, dir, fmt.Sprintf("a-%d", i), []float64{1, 2, 3}, accs)
+		writeRun(t, dir, fmt.Sprintf("b-%d", i), []float64{1, 2, 3}, []float64{accs[0] + 0.2, accs[1] + 0.2, accs[2] + 0.2})
+	}
+	var log bytes.Buffer
+	if err := run([]string{"-out", out, "-name", "vit", "-claim", "above", "A=" + filepath.Join(dir, "a-*"), "B=" + filepath.Join(dir, "b-*")}, &log); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "vit.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "**Verdict: A stays above B throughout: does not hold.**"; !strings.Contains(string(md), want) {
+		t.Errorf("the page lacks %q:\n%s", want, md)
+	}
+	if want := "verdict: A stays above B throughout: does not hold: "; !strings.Contains(log.String(), want) {
+		t.Errorf("the output lacks %q:\n%s", want, log.String())
+	}
+	log.Reset()
+	if err := run([]string{"-out", out, "-name", "vit", "-claim", "above", "B=" + filepath.Join(dir, "b-0"), "A=" + filepath.Join(dir, "a-*")}, &log); err != nil {
+		t.Fatal(err)
+	}
+	if want := "verdict: B stays above A throughout: cannot tell: "; !strings.Contains(log.String(), want) {
+		t.Errorf("the output lacks %q:\n%s", want, log.String())
+	}
+}
+
+// TestReadLoad checks that a malformed load.txt is an error naming its line.
+func TestReadLoad(t *testing.T) {
+	dir := t.TempDir()
+	for _, text := range []string{"before 0.1 0.2\n", "cores 0\n", "after 0.1 x 0.3\n", "others\n"} {
+		writeFile(t, dir, "r", "load.txt", text)
+		if _, err := readLoad(filepath.Join(dir, "r", "load.txt")); err == nil || !strings.Contains(err.Error(), "load.txt:1") {
+			t.Errorf("%q: %v, want an error naming line 1", text, err)
+		}
+	}
+	if l, err := readLoad(filepath.Join(dir, "none.txt")); err != nil || l.known {
+		t.Errorf("a missing load.txt: %+v, %v; want unknown and no error", l, err)
 	}
 }

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"bufio"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// evaluation is a whole-test-set evaluation of a run.
+type evaluation struct {
+	train       float64 // training seconds
+	step        int
+	accuracy    float64 // in [0, 1]
+	feasibility string
+}
+
+// axis is what an evaluation is plotted against: training seconds or steps.
+type axis int
+
+const (
+	bySeconds axis = iota
+	bySteps
+)
+
+// x returns the evaluation's coordinate on the axis.
+func (e evaluation) x(a axis) float64 {
+	if a == bySteps {
+		return float64(e.step)
+	}
+	return e.train
+}
+
+// runLoad is what scripts/dnn_figure.sh recorded in load.txt beside a run:
+// uptime's 1, 5 and 15-minute load averages before and after it, the cores
+// busy over a few seconds just before it, the cores other processes used on
+// average while it ran, and its flags (started or run under load).
+type runLoad struct {
+	known         bool
+	cores         int
+	before, after [3]float64
+	busyBefore    float64 // cores, NaN where not recorded
+	others        float64 // cores, NaN where not recorded
+	flag          string  // "none" or the reasons, comma-separated
+}
+
+// flagged reports whether the run was recorded as made under load.
+func (l runLoad) flagged() bool { return l.known && l.flag != "" && l.flag != "none" }
+
+// runData is one run's evaluations, in order, and what was recorded
+// beside it.
+type runData struct {
+	path    string
+	evals   []evaluation
+	load    runLoad
+	command string // the train command line (command.txt), if recorded
+}
+
+// series is a label's runs.
+type series struct {
+	label string
+	runs  []runData
+}
+
+// load reads the runs a pattern matches.
+func load(label, pattern string) (series, error) {
+	matches, err := filepath.Glob(pattern)
+	if err != nil {
+		return series{}, fmt.Errorf("%s: %w", pattern, err)
+	}
+	s := series{label: label}
+	for _, m := range matches {
+		for _, path := range metricsFiles(m) {
+			r, err := readRun(path)
+			if err != nil {
+				return s, err
+			}
+			s.runs = append(s.runs, r)
+		}
+	}
+	if len(s.runs) == 0 {
+		return s, fmt.Errorf("%s=%s: no metrics.csv with evaluations", label, pattern)
+	}
+	return s, nil
+}
+
+// metricsFiles returns the metrics.csv of a run folder, or of the run
+// folders (run-*) that a folder holds.
+func metricsFiles(dir string) []string {
+	csvs, _ := filepath.Glob(filepath.Join(dir, "metrics.csv"))
+	more, _ := filepath.Glob(filepath.Join(dir, "run-*", "metrics.csv"))
+	return append(csvs, more...)
+}
+
+// readRun reads the whole-test-set evaluations of a metrics.csv and the
+// load.txt and command.txt found beside it or in the folder above.
+func readRun(path string) (runData, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return runData{}, err
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return runData{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(rows) == 0 {
+		return runData{}, fmt.Errorf("%s: empty", path)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	for _, h := range []string{"kind", "step", "accuracy", "train_seconds", "test_examples", "max_feasibility"} {
+		if _, ok := col[h]; !ok {
+			return runData{}, fmt.Errorf("%s: no column %q (train -time-limit writes train_seconds)", path, h)
+		}
+	}
+	r := runData{path: path}
+	most := 0
+	for _, row := range rows[1:] {
+		if row[col["kind"]] != "test" {
+			continue
+		}
+		n, _ := strconv.Atoi(row[col["test_examples"]])
+		most = max(most, n)
+	}
+	for i, row := range rows[1:] {
+		if row[col["kind"]] != "test" {
+			continue
+		}
+		if n, _ := strconv.Atoi(row[col["test_examples"]]); n < most {
+			continue // an evaluation on a subset
+		}
+		e := evaluation{feasibility: row[col["max_feasibility"]]}
+		var errs [3]error
+		e.step, errs[0] = strconv.Atoi(row[col["step"]])
+		e.accuracy, errs[1] = strconv.ParseFloat(row[col["accuracy"]], 64)
+		e.train, errs[2] = strconv.ParseFloat(row[col["train_seconds"]], 64)
+		if err := errors.Join(errs[:]...); err != nil {
+			return runData{}, fmt.Errorf("%s: row %d: %w", path, i+2, err)
+		}
+		r.evals = append(r.evals, e)
+	}
+	if len(r.evals) == 0 {
+		return runData{}, fmt.Errorf("%s: no whole-test-set evaluations", path)
+	}
+	dir := filepath.Dir(path)
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if r.load.known {
+			break
+		}
+		if r.load, err = readLoad(filepath.Join(d, "load.txt")); err != nil {
+			return runData{}, err
+		}
+	}
+	r.command = readCommand(dir)
+	return r, nil
+}
+
+// readCommand returns the train command recorded in command.txt beside a
+// run or in the folder above, or "".
+func readCommand(dir string) string {
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if b, err := os.ReadFile(filepath.Join(d, "command.txt")); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return ""
+}
+
+// readLoad reads a load.txt: lines of a key and its values ("cores 2",
+// "before 0.10 0.20 0.30", "busy_before 0.05", "after ...", "others 0.02",
+// "flag none"), # starting a comment. A missing file is no error (known
+// stays false); a malformed one is.
+func readLoad(path string) (runLoad, error) {
+	l := runLoad{busyBefore: math.NaN(), others: math.NaN()}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return l, nil
+	}
+	if err != nil {
+		return l, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		bad := func(err error) error { return fmt.Errorf("%s:%d: %q: %w", path, n, sc.Text(), err) }
+		key, vals := fields[0], fields[1:]
+		switch key {
+		case "cores":
+			if len(vals) != 1 {
+				return l, bad(errors.New("want one value"))
+			}
+			if l.cores, err = strconv.Atoi(vals[0]); err != nil || l.cores < 1 {
+				return l, bad(errors.New("want a positive count of cores"))
+			}
+		case "before", "after":
+			if len(vals) != 3 {
+				return l, bad(errors.New("want three load averages"))
+			}
+			dst := &l.before
+			if key == "after" {
+				dst = &l.after
+			}
+			for i, v := range vals {
+				if dst[i], err = strconv.ParseFloat(v, 64); err != nil {
+					return l, bad(err)
+				}
+			}
+		case "busy_before", "others":
+			if len(vals) != 1 {
+				return l, bad(errors.New("want one value"))
+			}
+			v, err := strconv.ParseFloat(vals[0], 64)
+			if err != nil {
+				return l, bad(err)
+			}
+			if key == "others" {
+				l.others = v
+			} else {
+				l.busyBefore = v
+			}
+		case "flag":
+			l.flag = strings.Join(vals, " ")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return l, fmt.Errorf("%s: %w", path, err)
+	}
+	l.known = true
+	return l, nil
+}
+
+// medianSpacing returns the median distance on the axis between
+// consecutive evaluations of the given series' runs.
+func medianSpacing(all []series, a axis) float64 {
+	var d []float64
+	for _, s := range all {
+		for _, r := range s.runs {
+			for i := 1; i < len(r.evals); i++ {
+				if g := r.evals[i].x(a) - r.evals[i-1].x(a); g > 0 {
+					d = append(d, g)
+				}
+			}
+		}
+	}
+	if len(d) == 0 {
+		return 0
+	}
+	sort.Float64s(d)
+	m := d[len(d)/2]
+	if a == bySeconds {
+		// Evaluations fall just after each multiple of the interval:
+		// round to the millisecond.
+		return math.Round(m*1000) / 1000
+	}
+	return m
+}
+
+// gridOf returns the points k*step on the axis up to the last one every
+// run reached (within half a step, as at reads).
+func gridOf(all []series, a axis, step float64) []float64 {
+	end := math.Inf(1)
+	for _, s := range all {
+		for _, r := range s.runs {
+			end = min(end, r.evals[len(r.evals)-1].x(a))
+		}
+	}
+	var g []float64
+	for k := 1; float64(k)*step <= end+step/2; k++ {
+		g = append(g, float64(k)*step)
+	}
+	return g
+}
+
+// at returns a run's accuracy at point x of a grid of step on the axis:
+// its last evaluation before x + step/2 (an evaluation an interval asks for
+// comes at the first step past its time), and whether there is one.
+func (r runData) at(a axis, x, step float64) (float64, bool) {
+	acc, ok := 0.0, false
+	for _, e := range r.evals {
+		if e.x(a) >= x+step/2 {
+			break
+		}
+		acc, ok = e.accuracy, true
+	}
+	return acc, ok
+}
+
+// stats returns the mean, lowest and highest accuracy of a series at x
+// over the runs evaluated by then, and how many those are.
+func (s series) stats(a axis, x, step float64) (mean, lo, hi float64, n int) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, r := range s.runs {
+		if acc, ok := r.at(a, x, step); ok {
+			mean += acc
+			lo, hi = min(lo, acc), max(hi, acc)
+			n++
+		}
+	}
+	if n > 0 {
+		mean /= float64(n)
+	}
+	return mean, lo, hi, n
+}
+
+// final returns a run's last evaluation.
+func (r runData) final() evaluation { return r.evals[len(r.evals)-1] }
+
+// stepsPerSecond returns a run's steps per second of training time.
+func (r runData) stepsPerSecond() float64 {
+	e := r.final()
+	if e.train <= 0 {
+		return 0
+	}
+	return float64(e.step) / e.train
+}
+
+// runName names a run by its folder, or by the folder that holds it where
+// train named it run-<time>.
+func runName(metrics string) string {
+	dir := filepath.Dir(metrics)
+	if b := filepath.Base(dir); strings.HasPrefix(b, "run-") {
+		return filepath.Base(filepath.Dir(dir)) + "/" + b
+	}
+	return filepath.Base(dir)
+}
