@@ -28,6 +28,7 @@ deps:
 	command -v g++ >/dev/null || missing="$$missing g++"; \
 	[ -e $(FASHION) ] || missing="$$missing dataset-fashion-mnist"; \
 	/sbin/ldconfig -p | grep -q 'libnvrtc\.so\.' || missing="$$missing libnvrtc11.2"; \
+	command -v mpirun >/dev/null && /sbin/ldconfig -p | grep -q 'libmpi\.so\.40 ' || missing="$$missing openmpi-bin libopenmpi-dev"; \
 	if [ -z "$$missing" ]; then \
 		echo "deps: OpenBLAS, g++, Fashion-MNIST and NVRTC found"; \
 	elif [ "$$(id -u)" = 0 ]; then \
@@ -59,7 +60,7 @@ lint: deps $(BIN)/staticcheck
 # real-NVRTC tests' skips into failures. The CUDA backend's tests run on the
 # host model of the GPU.
 unit: deps
-	ORTHONET_REQUIRE_DATA=1 ORTHONET_REQUIRE_NVRTC=1 $(GO) test -count=1 -tags $(TAGS) ./...
+	ORTHONET_REQUIRE_DATA=1 ORTHONET_REQUIRE_NVRTC=1 ORTHONET_REQUIRE_MPI=1 $(GO) test -count=1 -tags $(TAGS) ./...
 
 # gpu-check-smoke runs scripts/gpu_check.sh (the checks for a GPU machine)
 # on the host model of the GPU at small sizes, so the script is known to work.
