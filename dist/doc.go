@@ -22,8 +22,8 @@
 // calls itself, and that a handle such as MPI_COMM_WORLD or MPI_FLOAT, which
 // Open MPI's mpi.h defines as the address of a global (ompi_mpi_comm_world,
 // ompi_mpi_float), is read with dlsym: this ties the package to Open MPI's
-// ABI (Open MPI 4 and 5 both ship libmpi.so.40 with these symbols), not to
-// MPICH's, whose handles are integer constants. A build without cgo has no
+// ABI (libmpi.so.40 is the soname of Open MPI 4 and 5; 4.1.4 was tried),
+// not to MPICH's, whose handles are integer constants. A build without cgo has no
 // dlopen; there OpenMPI returns an error saying so.
 //
 // # Contract and faults

@@ -65,7 +65,7 @@ func OpenMPI(opts MPIOptions) (Communicator, error) {
 	path := C.CString(lib)
 	defer C.free(unsafe.Pointer(path))
 	if C.ompi_load(m.api, path, &msg[0], C.size_t(len(msg))) != 0 {
-		return nil, fmt.Errorf("dist: cannot load Open MPI's %s (apt-get install openmpi-bin): %s: %w", lib, C.GoString(&msg[0]), ErrUnavailable)
+		return nil, fmt.Errorf("%w: cannot load Open MPI's %s (apt-get install openmpi-bin): %s", ErrUnavailable, lib, C.GoString(&msg[0]))
 	}
 	started := make(chan error)
 	go m.serve(started)

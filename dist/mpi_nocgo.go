@@ -22,5 +22,5 @@ const DefaultMPILibrary = "libmpi.so.40"
 // OpenMPI returns an error wrapping ErrUnavailable: loading Open MPI needs
 // cgo, which this build was made without.
 func OpenMPI(MPIOptions) (Communicator, error) {
-	return nil, fmt.Errorf("dist: this binary was built without cgo (CGO_ENABLED=0), which loading Open MPI needs: %w", ErrUnavailable)
+	return nil, fmt.Errorf("%w: this binary was built without cgo (CGO_ENABLED=0), which loading Open MPI needs", ErrUnavailable)
 }
