@@ -111,43 +111,55 @@ func convert(data any, float32s bool) any {
 // element type that differs (unless the options convert types) is an
 // error, and then no node is changed.
 func (f *File) LoadNodes(prefix string, nodes G.Nodes, opts ...LoadOptions) error {
-	o := loadOptions(opts)
-	want := map[string]bool{}
-	type pair struct {
-		dst *tensor.Dense
-		src Tensor
+	pairs, err := f.nodeTensors(prefix, nodes, loadOptions(opts))
+	if err != nil {
+		return err
 	}
-	var pairs []pair
+	copyNodes(pairs)
+	return nil
+}
+
+// nodeTensor is a node's value and the tensor to load into it.
+type nodeTensor struct {
+	dst *tensor.Dense
+	src Tensor
+}
+
+// nodeTensors checks that the tensors under prefix fit the nodes one to
+// one and returns the pairs LoadNodes copies, converted as o says.
+func (f *File) nodeTensors(prefix string, nodes G.Nodes, o LoadOptions) ([]nodeTensor, error) {
+	want := map[string]bool{}
+	var pairs []nodeTensor
 	for _, n := range nodes {
 		name := prefix + n.Name()
 		want[name] = true
 		t, ok := f.Tensors[name]
 		if !ok {
-			return fmt.Errorf("checkpoint: no tensor %q: the checkpoint is of another model", name)
+			return nil, fmt.Errorf("checkpoint: no tensor %q: the checkpoint is of another model", name)
 		}
 		d, ok := n.Value().(*tensor.Dense)
 		if !ok || d == nil {
-			return fmt.Errorf("checkpoint: node %q has no dense value to load into", n.Name())
+			return nil, fmt.Errorf("checkpoint: node %q has no dense value to load into", n.Name())
 		}
 		if !d.Shape().Eq(tensor.Shape(t.Shape)) && !(len(t.Shape) == 0 && d.Shape().IsScalar()) {
-			return fmt.Errorf("checkpoint: tensor %q has shape %v, the model's %v", name, t.Shape, d.Shape())
+			return nil, fmt.Errorf("checkpoint: tensor %q has shape %v, the model's %v", name, t.Shape, d.Shape())
 		}
 		switch t.Data.(type) {
 		case []float32, []float64:
 			if d.Dtype() != tensor.Float32 && d.Dtype() != tensor.Float64 {
-				return fmt.Errorf("checkpoint: node %q holds %v, not float32 or float64 weights", n.Name(), d.Dtype())
+				return nil, fmt.Errorf("checkpoint: node %q holds %v, not float32 or float64 weights", n.Name(), d.Dtype())
 			}
 			_, is32 := t.Data.([]float32)
 			if is32 != (d.Dtype() == tensor.Float32) {
 				if !o.ConvertTypes {
-					return fmt.Errorf("checkpoint: tensor %q is %v, the model's %v (load with LoadOptions{ConvertTypes: true} to convert)", name, map[bool]string{true: "float32", false: "float64"}[is32], d.Dtype())
+					return nil, fmt.Errorf("checkpoint: tensor %q is %v, the model's %v (load with LoadOptions{ConvertTypes: true} to convert)", name, map[bool]string{true: "float32", false: "float64"}[is32], d.Dtype())
 				}
 				t.Data = convert(t.Data, d.Dtype() == tensor.Float32)
 			}
 		default:
-			return fmt.Errorf("checkpoint: tensor %q holds %T, not weights", name, t.Data)
+			return nil, fmt.Errorf("checkpoint: tensor %q holds %T, not weights", name, t.Data)
 		}
-		pairs = append(pairs, pair{d, t})
+		pairs = append(pairs, nodeTensor{d, t})
 	}
 	var extra []string
 	for name := range f.Tensors {
@@ -157,8 +169,13 @@ func (f *File) LoadNodes(prefix string, nodes G.Nodes, opts ...LoadOptions) erro
 	}
 	if len(extra) > 0 {
 		sort.Strings(extra)
-		return fmt.Errorf("checkpoint: tensors %v belong to no node: the checkpoint is of another model", extra)
+		return nil, fmt.Errorf("checkpoint: tensors %v belong to no node: the checkpoint is of another model", extra)
 	}
+	return pairs, nil
+}
+
+// copyNodes copies each pair's tensor into its node's value.
+func copyNodes(pairs []nodeTensor) {
 	for _, p := range pairs {
 		switch v := p.src.Data.(type) {
 		case []float32:
@@ -167,7 +184,6 @@ func (f *File) LoadNodes(prefix string, nodes G.Nodes, opts ...LoadOptions) erro
 			copy(p.dst.Data().([]float64), v)
 		}
 	}
-	return nil
 }
 
 // solverParam is one parameter's optimizer state without its buffers.

@@ -1,0 +1,81 @@
+//go:build cgo
+
+package program_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/backend/cuda"
+	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/program"
+)
+
+// TestNodesChangedOnDevice resumes a program on the CUDA backend (the host
+// model of the device, or a GPU where ORTHONET_CUDA_GPU=1), whose
+// parameters live apart from their nodes: a checkpoint loaded into the
+// nodes without LoadParams fails Run with ErrParamsChanged, before the
+// first Run and after it; LoadProgram resumes bit for bit.
+func TestNodesChangedOnDevice(t *testing.T) {
+	if os.Getenv("ORTHONET_CUDA_GPU") != "1" {
+		t.Setenv(cuda.StandInEnv, "1")
+	}
+	be, err := cuda.New(cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		t.Run(dt.String(), func(t *testing.T) {
+			const half, steps = 5, 10
+			path := filepath.Join(t.TempDir(), "ckpt.safetensors")
+			straight := newTeacherNet(t, be, dt)
+			if _, err := straight.train(0, half); err != nil {
+				t.Fatal(err)
+			}
+			straight.save(t, path)
+			wantLoss, err := straight.train(half, steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := checkpoint.Read(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			before := newTeacherNet(t, be, dt) // loaded before its first Run
+			if err := f.LoadNodes("model.", param.Nodes(before.params)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := before.train(half, steps); !errors.Is(err, program.ErrParamsChanged) {
+				t.Errorf("Run after LoadNodes without LoadParams, before the first Run: %v, want ErrParamsChanged", err)
+			}
+
+			after := newTeacherNet(t, be, dt) // loaded after some steps
+			if _, err := after.train(0, 2); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.LoadNodes("model.", param.Nodes(after.params)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := after.train(half, steps); !errors.Is(err, program.ErrParamsChanged) {
+				t.Errorf("Run after LoadNodes without LoadParams, after two steps: %v, want ErrParamsChanged", err)
+			}
+			if err := f.LoadProgram("model.", "optim.", after.prog, after.solver); err != nil {
+				t.Fatal(err)
+			}
+			gotLoss, err := after.train(half, steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gotLoss != wantLoss || !sameWeights(after.weights(t), straight.weights(t)) {
+				t.Errorf("resumed with LoadProgram: loss %v after %d steps, a straight run's %v", gotLoss, steps, wantLoss)
+			}
+		})
+	}
+}
