@@ -1,20 +1,25 @@
 package backend
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+
+	"github.com/orthonet/orthonet/internal/linalg"
+)
 
 // The kernels of orthonet's fused layers (package fused defines them as
-// Gorgonia ops; its Do methods are the reference these kernels are tested
-// against).
+// Gorgonia ops, whose Do runs the CPU implementation here), each with its
+// CPU implementation (Host) beside its CUDA launches (Device).
 var (
-	_ Kernel = SoftmaxCrossEntropy{}
-	_ Kernel = SoftmaxCrossEntropyGrad{}
-	_ Kernel = LayerNorm{}
-	_ Kernel = LayerNormGrad{}
-	_ Kernel = LayerNormParamGrad{}
-	_ Kernel = Attention{}
-	_ Kernel = AttentionGrad{}
-	_ Kernel = BiasAct{}
-	_ Kernel = BiasActGrad{}
+	_ defined = SoftmaxCrossEntropy{}
+	_ defined = SoftmaxCrossEntropyGrad{}
+	_ defined = LayerNorm{}
+	_ defined = LayerNormGrad{}
+	_ defined = LayerNormParamGrad{}
+	_ defined = Attention{}
+	_ defined = AttentionGrad{}
+	_ defined = BiasAct{}
+	_ defined = BiasActGrad{}
 )
 
 // Activation is the nonlinearity of BiasAct.
@@ -69,6 +74,49 @@ func (k SoftmaxCrossEntropy) Check() error {
 	return checkAll(k.Name(), DTypeOf(k.Loss), "Z", k.Z, n, "T", k.T, n, "loss", k.Loss, 1)
 }
 
+// Host computes the loss row by row, in float64.
+func (k SoftmaxCrossEntropy) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, ceHost[float32], ceHost[float64])
+}
+
+// Device takes a block per row (on_ce_rows), then one block adds the
+// rows' losses in order (on_ce).
+func (k SoftmaxCrossEntropy) Device(p Planner) {
+	part := p.Scratch(Float64, k.Rows)
+	p.Launch("on_ce_rows", k.Rows, k.Rows, k.Classes, k.Z, k.T, part)
+	p.Launch("on_ce", 1, k.Rows, part, k.Loss)
+}
+
+// rowLSE returns the maximum and log-sum-exp of a row, in float64.
+func rowLSE[T Float](z []T) (m, lse float64) {
+	m = float64(z[0])
+	for _, v := range z[1:] {
+		m = max(m, float64(v))
+	}
+	var s float64
+	for _, v := range z {
+		s += math.Exp(float64(v) - m)
+	}
+	return m, m + math.Log(s)
+}
+
+func ceHost[T Float](_ *Pool, k SoftmaxCrossEntropy) Func {
+	n := k.Rows * k.Classes
+	z, t, loss := hostData[T](k.Z)[:n], hostData[T](k.T)[:n], hostData[T](k.Loss)[:1]
+	return func() error {
+		var sum float64
+		for i := 0; i < k.Rows; i++ {
+			zi, ti := z[i*k.Classes:(i+1)*k.Classes], t[i*k.Classes:(i+1)*k.Classes]
+			_, lse := rowLSE(zi)
+			for j, v := range zi {
+				sum += float64(ti[j]) * (lse - float64(v))
+			}
+		}
+		loss[0] = T(sum / float64(k.Rows))
+		return nil
+	}
+}
+
 // SoftmaxCrossEntropyGrad writes into DZ the gradient of
 // SoftmaxCrossEntropy's loss with respect to Z, scaled by G (one element):
 // G (softmax(z_i) sum_j t_ij - t_i) / Rows.
@@ -90,6 +138,36 @@ func (k SoftmaxCrossEntropyGrad) Check() error {
 	}
 	n := k.Rows * k.Classes
 	return checkAll(k.Name(), DTypeOf(k.DZ), "Z", k.Z, n, "T", k.T, n, "G", k.G, 1, "DZ", k.DZ, n)
+}
+
+// Host computes the gradient row by row.
+func (k SoftmaxCrossEntropyGrad) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, ceGradHost[float32], ceGradHost[float64])
+}
+
+// Device takes a block per row (on_ce_grad).
+func (k SoftmaxCrossEntropyGrad) Device(p Planner) {
+	p.Launch("on_ce_grad", k.Rows, k.Rows, k.Classes, k.Z, k.T, k.G, k.DZ)
+}
+
+func ceGradHost[T Float](_ *Pool, k SoftmaxCrossEntropyGrad) Func {
+	n := k.Rows * k.Classes
+	z, t, g, dz := hostData[T](k.Z)[:n], hostData[T](k.T)[:n], hostData[T](k.G)[:1], hostData[T](k.DZ)[:n]
+	return func() error {
+		scale := float64(g[0]) / float64(k.Rows)
+		for i := 0; i < k.Rows; i++ {
+			lo, hi := i*k.Classes, (i+1)*k.Classes
+			_, lse := rowLSE(z[lo:hi])
+			var mass float64
+			for _, v := range t[lo:hi] {
+				mass += float64(v)
+			}
+			for j := lo; j < hi; j++ {
+				dz[j] = T(scale * (math.Exp(float64(z[j])-lse)*mass - float64(t[j])))
+			}
+		}
+		return nil
+	}
 }
 
 // LayerNorm writes into Y, for each of the Rows rows of X (Rows x D), the
@@ -114,6 +192,49 @@ func (k LayerNorm) Check() error {
 	}
 	n := k.Rows * k.D
 	return checkAll(k.Name(), DTypeOf(k.Y), "X", k.X, n, "gamma", k.Gamma, k.D, "beta", k.Beta, k.D, "Y", k.Y, n)
+}
+
+// Host normalizes row by row, the statistics in float64.
+func (k LayerNorm) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, layerNormHost[float32], layerNormHost[float64])
+}
+
+// Device takes a block per row (on_layer_norm).
+func (k LayerNorm) Device(p Planner) {
+	p.Launch("on_layer_norm", k.Rows, k.Rows, k.D, k.Eps, k.X, k.Gamma, k.Beta, k.Y)
+}
+
+// rowStats returns the mean and 1/sqrt(var + eps) of a row, in float64.
+func rowStats[T Float](x []T, eps float64) (mean, rstd float64) {
+	mean = sum(x) / float64(len(x))
+	var v0, v1 float64
+	i := 0
+	for ; i+2 <= len(x); i += 2 {
+		a, b := float64(x[i])-mean, float64(x[i+1])-mean
+		v0 += a * a
+		v1 += b * b
+	}
+	for ; i < len(x); i++ {
+		a := float64(x[i]) - mean
+		v0 += a * a
+	}
+	return mean, 1 / math.Sqrt((v0+v1)/float64(len(x))+eps)
+}
+
+func layerNormHost[T Float](p *Pool, k LayerNorm) Func {
+	d, n := k.D, k.Rows*k.D
+	x, gamma, beta, y := hostData[T](k.X)[:n], hostData[T](k.Gamma)[:d], hostData[T](k.Beta)[:d], hostData[T](k.Y)[:n]
+	s := p.split(k.Rows, 4*d, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr, yr := x[r*d:(r+1)*d], y[r*d:(r+1)*d]
+			mean, rstd := rowStats(xr, k.Eps)
+			m, rs := T(mean), T(rstd)
+			for j, v := range xr {
+				yr[j] = (v-m)*rs*gamma[j] + beta[j]
+			}
+		}
+	})
+	return s.loop()
 }
 
 // LayerNormGrad writes into DX the gradient of LayerNorm with respect to
@@ -141,6 +262,40 @@ func (k LayerNormGrad) Check() error {
 	return checkAll(k.Name(), DTypeOf(k.DX), "X", k.X, n, "gamma", k.Gamma, k.D, "DY", k.DY, n, "DX", k.DX, n)
 }
 
+// Host computes the gradient row by row.
+func (k LayerNormGrad) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, layerNormGradHost[float32], layerNormGradHost[float64])
+}
+
+// Device takes a block per row (on_layer_norm_grad).
+func (k LayerNormGrad) Device(p Planner) {
+	p.Launch("on_layer_norm_grad", k.Rows, k.Rows, k.D, k.Eps, k.X, k.Gamma, k.DY, k.DX)
+}
+
+func layerNormGradHost[T Float](p *Pool, k LayerNormGrad) Func {
+	d, n := k.D, k.Rows*k.D
+	x, gamma, dy, dx := hostData[T](k.X)[:n], hostData[T](k.Gamma)[:d], hostData[T](k.DY)[:n], hostData[T](k.DX)[:n]
+	s := p.split(k.Rows, 8*d, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr, dyr, dxr := x[r*d:(r+1)*d], dy[r*d:(r+1)*d], dx[r*d:(r+1)*d]
+			mean, rstd := rowStats(xr, k.Eps)
+			var mg, mgx float64
+			for j, v := range xr {
+				g := float64(dyr[j]) * float64(gamma[j])
+				mg += g
+				mgx += g * (float64(v) - mean) * rstd
+			}
+			mg /= float64(d)
+			mgx /= float64(d)
+			for j, v := range xr {
+				g := float64(dyr[j]) * float64(gamma[j])
+				dxr[j] = T(rstd * (g - mg - (float64(v)-mean)*rstd*mgx))
+			}
+		}
+	})
+	return s.loop()
+}
+
 // LayerNormParamGrad writes into DParams (2 x D) the gradients of
 // LayerNorm with respect to Gamma (row 0: the column sums of DY * xhat)
 // and Beta (row 1: the column sums of DY).
@@ -163,6 +318,62 @@ func (k LayerNormParamGrad) Check() error {
 	}
 	n := k.Rows * k.D
 	return checkAll(k.Name(), DTypeOf(k.DParams), "X", k.X, n, "DY", k.DY, n, "DParams", k.DParams, 2*k.D)
+}
+
+// Host takes the rows' statistics, then the column sums in float64.
+func (k LayerNormParamGrad) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, layerNormParamGradHost[float32], layerNormParamGradHost[float64])
+}
+
+// Device takes the rows' statistics (on_layer_norm_stats), then a thread
+// per column sums down the rows, in chunks of rows first where there are
+// many rows and few columns.
+func (k LayerNormParamGrad) Device(p Planner) {
+	stats := p.Scratch(Float64, 2*k.Rows)
+	p.Launch("on_layer_norm_stats", k.Rows, k.Rows, k.D, k.Eps, k.X, stats)
+	if k.D >= splitCols || k.Rows < 2*splitRows {
+		elementwise(p, "on_layer_norm_param", k.D, k.Rows, k.D, k.X, k.DY, stats, k.DParams)
+		return
+	}
+	chunks := chunksOf(k.Rows)
+	part := p.Scratch(Float64, chunks*2*k.D)
+	p.Launch("on_layer_norm_param_partial", chunks*((k.D+DeviceThreads-1)/DeviceThreads), k.Rows, k.D, chunks, k.X, k.DY, stats, part)
+	elementwise(p, "on_sum_parts", 2*k.D, 2*k.D, chunks, part, k.DParams)
+}
+
+func layerNormParamGradHost[T Float](p *Pool, k LayerNormParamGrad) Func {
+	d, n := k.D, k.Rows*k.D
+	x, dy, dp := hostData[T](k.X)[:n], hostData[T](k.DY)[:n], hostData[T](k.DParams)[:2*d]
+	stats := make([]float64, 2*k.Rows) // mean and rstd per row
+	st := p.split(k.Rows, 3*d, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			stats[2*r], stats[2*r+1] = rowStats(x[r*d:(r+1)*d], k.Eps)
+		}
+	})
+	acc := make([]float64, 2*d)
+	cols := p.split(d, 4*k.Rows, func(lo, hi int) {
+		dg, db := acc[lo:hi], acc[d+lo:d+hi]
+		clear(dg)
+		clear(db)
+		for r := 0; r < k.Rows; r++ {
+			mean, rstd := stats[2*r], stats[2*r+1]
+			xr, dyr := x[r*d+lo:r*d+hi], dy[r*d+lo:r*d+hi]
+			for j, v := range dyr {
+				g := float64(v)
+				dg[j] += g * (float64(xr[j]) - mean) * rstd
+				db[j] += g
+			}
+		}
+		for j := range dg {
+			dp[lo+j] = T(dg[j])
+			dp[d+lo+j] = T(db[j])
+		}
+	})
+	return func() error {
+		st.run()
+		cols.run()
+		return nil
+	}
 }
 
 // Attention is the core of multi-head self-attention over Seqs sequences
@@ -194,6 +405,97 @@ func (k Attention) Check() error {
 	return checkAll(k.Name(), DTypeOf(k.Out), "Q", k.Q, n, "K", k.K, n, "V", k.V, n, "Out", k.Out, n)
 }
 
+// Host computes each sequence's heads across the pool's threads.
+func (k Attention) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, attentionHost[float32], attentionHost[float64])
+}
+
+// Device runs batched products per head and one softmax over all.
+func (k Attention) Device(p Planner) {
+	attentionDevice(p, k.Seqs, k.Tokens, k.Heads, k.D, k.Scale, k.Q, k.K, k.V, k.Out, Operand{})
+}
+
+// softmaxRows replaces each row of m (rows of width w) by its softmax.
+func softmaxRows[T Float](m []T, w int) {
+	for lo := 0; lo+w <= len(m); lo += w {
+		row := m[lo : lo+w]
+		mx := row[0]
+		for _, v := range row[1:] {
+			if v > mx {
+				mx = v
+			}
+		}
+		var s float64
+		for j, v := range row {
+			e := math.Exp(float64(v - mx))
+			row[j] = T(e)
+			s += e
+		}
+		inv := T(1 / s)
+		for j := range row {
+			row[j] *= inv
+		}
+	}
+}
+
+// attention holds what the attention kernels share: the operands, and the
+// softmax weights of every sequence and head.
+type attention[T Float] struct {
+	seqs, t, h, d, dh int
+	scale             T
+	q, k, v           []T
+	p                 []T // seqs*h blocks of t x t weights
+}
+
+func newAttention[T Float](seqs, tokens, heads, d int, scale float64, q, k, v Operand) *attention[T] {
+	n := seqs * tokens * d
+	return &attention[T]{seqs: seqs, t: tokens, h: heads, d: d, dh: d / heads, scale: T(scale),
+		q: hostData[T](q)[:n], k: hostData[T](k)[:n], v: hostData[T](v)[:n], p: make([]T, seqs*heads*tokens*tokens)}
+}
+
+// block returns the offset of pair i (sequence i / h, head i % h) in a
+// (rows, d) matrix, and of its weights in p.
+func (a *attention[T]) block(i int) (o, w int) {
+	s, h := i/a.h, i%a.h
+	return s*a.t*a.d + h*a.dh, i * a.t * a.t
+}
+
+// weights fills the softmax weights of pair i.
+func (a *attention[T]) weights(i int) {
+	o, w := a.block(i)
+	linalg.Gemm(false, true, a.t, a.t, a.dh, a.scale, a.q[o:], a.d, a.k[o:], a.d, 0, a.p[w:], a.t)
+	softmaxRows(a.p[w:w+a.t*a.t], a.t)
+}
+
+// parallel runs the pairs split across the backend's threads, each product
+// on one OpenBLAS thread: the per-head products are small (65 x 65 x 256 in
+// the paper's ViT) and OpenBLAS's own threads share them badly.
+func parallel(p *Pool, pairs, cost int, fn func(lo, hi int)) Func {
+	s := p.split(pairs, cost, fn)
+	return func() error {
+		if s.parts <= 1 {
+			s.run()
+			return nil
+		}
+		prev := linalg.SetBLASThreads(1)
+		s.run()
+		linalg.SetBLASThreads(prev)
+		return nil
+	}
+}
+
+func attentionHost[T Float](p *Pool, k Attention) Func {
+	a := newAttention[T](k.Seqs, k.Tokens, k.Heads, k.D, k.Scale, k.Q, k.K, k.V)
+	out := hostData[T](k.Out)[:k.Seqs*k.Tokens*k.D]
+	return parallel(p, a.seqs*a.h, 4*a.t*a.t*a.dh, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a.weights(i)
+			o, w := a.block(i)
+			linalg.Gemm(false, false, a.t, a.dh, a.t, 1, a.p[w:], a.t, a.v[o:], a.d, 0, out[o:], a.d)
+		}
+	})
+}
+
 // AttentionGrad writes into DQKV (3 x (Seqs*Tokens) x D) the gradients of
 // Attention's Out with respect to Q, K and V, one above the other, from Q,
 // K, V and the gradient DOut: per sequence and head, with P the softmax
@@ -223,6 +525,50 @@ func (k AttentionGrad) Check() error {
 	return checkAll(k.Name(), DTypeOf(k.DQKV), "Q", k.Q, n, "K", k.K, n, "V", k.V, n, "DOut", k.DOut, n, "DQKV", k.DQKV, 3*n)
 }
 
+// Host computes each sequence's heads across the pool's threads.
+func (k AttentionGrad) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, attentionGradHost[float32], attentionGradHost[float64])
+}
+
+// Device runs batched products per head and the softmax's gradient over
+// all.
+func (k AttentionGrad) Device(p Planner) {
+	attentionDevice(p, k.Seqs, k.Tokens, k.Heads, k.D, k.Scale, k.Q, k.K, k.V, k.DQKV, k.DOut)
+}
+
+func attentionGradHost[T Float](p *Pool, k AttentionGrad) Func {
+	a := newAttention[T](k.Seqs, k.Tokens, k.Heads, k.D, k.Scale, k.Q, k.K, k.V)
+	n := k.Seqs * k.Tokens * k.D
+	dout := hostData[T](k.DOut)[:n]
+	dqkv := hostData[T](k.DQKV)[:3*n]
+	dq, dk, dv := dqkv[:n], dqkv[n:2*n], dqkv[2*n:]
+	ds := make([]T, len(a.p))
+	return parallel(p, a.seqs*a.h, 12*a.t*a.t*a.dh, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a.weights(i)
+			o, w := a.block(i)
+			p, d := a.p[w:w+a.t*a.t], ds[w:w+a.t*a.t]
+			// dV = P^T dO, dP = dO V^T.
+			linalg.Gemm(true, false, a.t, a.dh, a.t, 1, p, a.t, dout[o:], a.d, 0, dv[o:], a.d)
+			linalg.Gemm(false, true, a.t, a.t, a.dh, 1, dout[o:], a.d, a.v[o:], a.d, 0, d, a.t)
+			// dS = P (dP - rowsum(dP P)), row by row.
+			for r := 0; r < a.t; r++ {
+				pr, dr := p[r*a.t:(r+1)*a.t], d[r*a.t:(r+1)*a.t]
+				var dot float64
+				for j, pv := range pr {
+					dot += float64(dr[j]) * float64(pv)
+				}
+				for j, pv := range pr {
+					dr[j] = T(float64(pv) * (float64(dr[j]) - dot))
+				}
+			}
+			// dQ = Scale dS K, dK = Scale dS^T Q.
+			linalg.Gemm(false, false, a.t, a.dh, a.t, a.scale, d, a.t, a.k[o:], a.d, 0, dq[o:], a.d)
+			linalg.Gemm(true, false, a.t, a.dh, a.t, a.scale, d, a.t, a.q[o:], a.d, 0, dk[o:], a.d)
+		}
+	})
+}
+
 // BiasAct writes into Y the activation Act of X (Rows x N) plus Bias (N
 // elements) added to every row.
 type BiasAct struct {
@@ -249,6 +595,49 @@ func (k BiasAct) Check() error {
 	return checkAll(k.Name(), DTypeOf(k.Y), "X", k.X, n, "bias", k.Bias, k.N, "Y", k.Y, n)
 }
 
+// Host adds and applies the activation row by row.
+func (k BiasAct) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, biasActHost[float32], biasActHost[float64])
+}
+
+// Device launches on_bias_act.
+func (k BiasAct) Device(p Planner) {
+	elementwise(p, "on_bias_act", k.Rows*k.N, k.Rows, k.N, int(k.Act), false, k.X, k.Bias, k.X, k.Y)
+}
+
+func biasActHost[T Float](p *Pool, k BiasAct) Func {
+	n, w := k.Rows*k.N, k.N
+	x, bias, y := hostData[T](k.X)[:n], hostData[T](k.Bias)[:w], hostData[T](k.Y)[:n]
+	cost := 1
+	if k.Act == ActGELU {
+		cost = 16
+	}
+	s := p.split(k.Rows, cost*w, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr, yr := x[r*w:(r+1)*w], y[r*w:(r+1)*w]
+			switch k.Act {
+			case ActReLU:
+				for j, v := range xr {
+					v += bias[j]
+					if v < 0 { // NaN stays NaN
+						v = 0
+					}
+					yr[j] = v
+				}
+			case ActGELU:
+				for j, v := range xr {
+					yr[j] = T(gelu(float64(v + bias[j])))
+				}
+			default:
+				for j, v := range xr {
+					yr[j] = v + bias[j]
+				}
+			}
+		}
+	})
+	return s.loop()
+}
+
 // BiasActGrad writes into DX the gradient of BiasAct with respect to X:
 // DY * Act'(X + Bias).
 type BiasActGrad struct {
@@ -273,4 +662,92 @@ func (k BiasActGrad) Check() error {
 	}
 	n := k.Rows * k.N
 	return checkAll(k.Name(), DTypeOf(k.DX), "X", k.X, n, "bias", k.Bias, k.N, "DY", k.DY, n, "DX", k.DX, n)
+}
+
+// Host computes the gradient row by row.
+func (k BiasActGrad) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, biasActGradHost[float32], biasActGradHost[float64])
+}
+
+// Device launches on_bias_act with its gradient flag.
+func (k BiasActGrad) Device(p Planner) {
+	elementwise(p, "on_bias_act", k.Rows*k.N, k.Rows, k.N, int(k.Act), true, k.X, k.Bias, k.DY, k.DX)
+}
+
+func biasActGradHost[T Float](p *Pool, k BiasActGrad) Func {
+	n, w := k.Rows*k.N, k.N
+	x, bias, dy, dx := hostData[T](k.X)[:n], hostData[T](k.Bias)[:w], hostData[T](k.DY)[:n], hostData[T](k.DX)[:n]
+	cost := 1
+	if k.Act == ActGELU {
+		cost = 16
+	}
+	s := p.split(k.Rows, cost*w, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr, dyr, dxr := x[r*w:(r+1)*w], dy[r*w:(r+1)*w], dx[r*w:(r+1)*w]
+			switch k.Act {
+			case ActReLU:
+				for j, v := range xr {
+					if v+bias[j] > 0 {
+						dxr[j] = dyr[j]
+					} else {
+						dxr[j] = 0
+					}
+				}
+			case ActGELU:
+				for j, v := range xr {
+					dxr[j] = T(float64(dyr[j]) * geluDeriv(float64(v+bias[j])))
+				}
+			default:
+				copy(dxr, dyr)
+			}
+		}
+	})
+	return s.loop()
+}
+
+// attentionDevice plans Attention (dout has no buffer) or AttentionGrad,
+// out being Out or DQKV: per head, the weights of every sequence by one
+// batched product, a softmax over all of them, then the products of the
+// layer or of its gradient.
+func attentionDevice(p Planner, seqs, t, heads, d int, scale float64, q, k, v, out, dout Operand) {
+	dh, n := d/heads, seqs*t*d
+	dt := DTypeOf(q)
+	qa, ka, va, oa := p.Addr(q), p.Addr(k), p.Addr(v), p.Addr(out)
+	es := uint64(dt.Size())
+	head := func(base uint64, h int) uint64 { return base + uint64(h*dh)*es }
+	blocks := seqs * t * t // one head's weights: seqs blocks of t x t
+	pw := p.Scratch(dt, heads*blocks)
+	pb := func(h int) uint64 { return pw + uint64(h*blocks)*es }
+	// product adds the batch over sequences of C = alpha op(A) op(B), each
+	// operand with its leading dimension and its stride between sequences.
+	product := func(ta, tb bool, m, n, kk int, alpha float64, a uint64, lda, sa int, b uint64, ldb, sb int, c uint64, ldc, sc int) {
+		p.Gemm(DeviceGemm{TransA: ta, TransB: tb, M: m, N: n, K: kk, Alpha: alpha, A: a, B: b, C: c,
+			LDA: lda, LDB: ldb, LDC: ldc, StrideA: sa, StrideB: sb, StrideC: sc, Batch: seqs})
+	}
+	for h := range heads {
+		product(false, true, t, t, dh, scale, head(qa, h), d, t*d, head(ka, h), d, t*d, pb(h), t, t*t)
+	}
+	alongAxis(p, "on_softmax", heads*blocks/t, 1, false, heads*blocks/t, t, 1, pw, pw)
+	if dout.Buf == nil {
+		for h := range heads {
+			product(false, false, t, dh, t, 1, pb(h), t, t*t, head(va, h), d, t*d, head(oa, h), d, t*d)
+		}
+		return
+	}
+	doa := p.Addr(dout)
+	dq, dk, dv := oa, oa+uint64(n)*es, oa+uint64(2*n)*es
+	dpw := p.Scratch(dt, heads*blocks)
+	dpb := func(h int) uint64 { return dpw + uint64(h*blocks)*es }
+	for h := range heads {
+		// dV = P^T dO, dP = dO V^T
+		product(true, false, t, dh, t, 1, pb(h), t, t*t, head(doa, h), d, t*d, head(dv, h), d, t*d)
+		product(false, true, t, t, dh, 1, head(doa, h), d, t*d, head(va, h), d, t*d, dpb(h), t, t*t)
+	}
+	// dS = P (dP - rowsum(dP P)), in place of dP
+	alongAxis(p, "on_softmax_grad", heads*blocks/t, 1, false, heads*blocks/t, t, 1, pw, dpw, dpw)
+	for h := range heads {
+		// dQ = scale dS K, dK = scale dS^T Q
+		product(false, false, t, dh, t, scale, dpb(h), t, t*t, head(ka, h), d, t*d, head(dq, h), d, t*d)
+		product(true, false, t, dh, t, scale, dpb(h), t, t*t, head(qa, h), d, t*d, head(dk, h), d, t*d)
+	}
 }

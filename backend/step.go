@@ -1,18 +1,21 @@
 package backend
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // The kernels of optimizer steps on a device (optim.DeviceSolver): step
 // sizes come from Float64 operands that the host writes before each step,
 // so that a prepared step serves every step size a schedule gives.
 var (
-	_ Kernel = SGDStep{}
-	_ Kernel = AdamStep{}
-	_ Kernel = AddScaled{}
-	_ Kernel = SkewStep{}
-	_ Kernel = IdentityDelta{}
-	_ Kernel = Symmetrize{}
-	_ Kernel = DropoutMask{}
+	_ defined = SGDStep{}
+	_ defined = AdamStep{}
+	_ defined = AddScaled{}
+	_ defined = SkewStep{}
+	_ defined = IdentityDelta{}
+	_ defined = Symmetrize{}
+	_ defined = DropoutMask{}
 )
 
 // SGDStep is a step of SGD on N elements of W from its gradient G, with
@@ -48,6 +51,50 @@ func (k SGDStep) Check() error {
 	return CheckOperand("sgd-step step size", k.LR, Float64, 1)
 }
 
+// Host steps in W's type.
+func (k SGDStep) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, sgdHost[float32], sgdHost[float64])
+}
+
+// Device launches on_sgd.
+func (k SGDStep) Device(p Planner) {
+	elementwise(p, "on_sgd", k.N, k.N, k.Momentum, k.Decay, k.W, k.G, k.Mom, k.LR)
+}
+
+func sgdHost[T Float](p *Pool, k SGDStep) Func {
+	w, g, lrp := hostData[T](k.W)[:k.N], hostData[T](k.G)[:k.N], hostData[float64](k.LR)
+	var mom []T
+	if k.Momentum != 0 {
+		mom = hostData[T](k.Mom)[:k.N]
+	}
+	var lr T
+	s := p.split(k.N, 2, func(lo, hi int) {
+		ws, gs := w[lo:hi], g[lo:hi]
+		if k.Decay > 0 && lrp[0] > 0 {
+			f := T(1 - lrp[0]*k.Decay)
+			for i := range ws {
+				ws[i] *= f
+			}
+		}
+		if mom == nil {
+			for i := range ws {
+				ws[i] -= lr * gs[i]
+			}
+			return
+		}
+		mu, ms := T(k.Momentum), mom[lo:hi]
+		for i := range ws {
+			ms[i] = mu*ms[i] + gs[i]
+			ws[i] -= lr * ms[i]
+		}
+	})
+	return func() error {
+		lr = T(lrp[0])
+		s.run()
+		return nil
+	}
+}
+
 // AdamStep is a step of Adam on N elements of W from its gradient G, with
 // the moments M and V (W's type) and Hyper (three Float64 elements: the
 // step size lr and the bias corrections c1 = 1 - Beta1^t, c2 = 1 - Beta2^t):
@@ -77,6 +124,39 @@ func (k AdamStep) Check() error {
 	return CheckOperand("adam-step hyperparameters", k.Hyper, Float64, 3)
 }
 
+// Host steps with the moments in float64.
+func (k AdamStep) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, adamHost[float32], adamHost[float64])
+}
+
+// Device launches on_adam.
+func (k AdamStep) Device(p Planner) {
+	elementwise(p, "on_adam", k.N, k.N, k.Beta1, k.Beta2, k.Eps, k.Decay, k.W, k.G, k.M, k.V, k.Hyper)
+}
+
+func adamHost[T Float](p *Pool, k AdamStep) Func {
+	w, g := hostData[T](k.W)[:k.N], hostData[T](k.G)[:k.N]
+	m, v, hyper := hostData[T](k.M)[:k.N], hostData[T](k.V)[:k.N], hostData[float64](k.Hyper)[:3]
+	b1, b2, eps := k.Beta1, k.Beta2, k.Eps
+	s := p.split(k.N, 8, func(lo, hi int) {
+		lr, c1, c2 := hyper[0], hyper[1], hyper[2]
+		if k.Decay > 0 && lr > 0 {
+			f := T(1 - lr*k.Decay)
+			for i := lo; i < hi; i++ {
+				w[i] *= f
+			}
+		}
+		for i := lo; i < hi; i++ {
+			gi := float64(g[i])
+			mi := b1*float64(m[i]) + (1-b1)*gi
+			vi := b2*float64(v[i]) + (1-b2)*gi*gi
+			m[i], v[i] = T(mi), T(vi)
+			w[i] -= T(lr * (mi / c1) / (math.Sqrt(vi/c2) + eps))
+		}
+	})
+	return s.loop()
+}
+
 // AddScaled is Dst = X + s Y for N elements, s = Alpha times the Float64
 // element at Scale (Alpha alone when Scale has no buffer), s rounded to
 // the elements' type first. Dst may be X or Y.
@@ -102,6 +182,39 @@ func (k AddScaled) Check() error {
 		return CheckOperand("add-scaled scale", k.Scale, Float64, 1)
 	}
 	return nil
+}
+
+// Host adds in the elements' type.
+func (k AddScaled) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, addScaledHost[float32], addScaledHost[float64])
+}
+
+// Device launches on_add_scaled.
+func (k AddScaled) Device(p Planner) {
+	elementwise(p, "on_add_scaled", k.N, k.N, k.Alpha, k.X, k.Y, k.Dst, k.Scale)
+}
+
+func addScaledHost[T Float](p *Pool, k AddScaled) Func {
+	x, y, dst := hostData[T](k.X)[:k.N], hostData[T](k.Y)[:k.N], hostData[T](k.Dst)[:k.N]
+	var scale []float64
+	if k.Scale.Buf != nil {
+		scale = hostData[float64](k.Scale)[:1]
+	}
+	var a T
+	s := p.split(k.N, 1, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			dst[i] = x[i] + a*y[i]
+		}
+	})
+	return func() error {
+		if scale != nil {
+			a = T(k.Alpha * scale[0])
+		} else {
+			a = T(k.Alpha)
+		}
+		s.run()
+		return nil
+	}
 }
 
 // SkewStep writes into Y (R x R, Float64) the point I - lr (B - B^T) / 2
@@ -135,6 +248,35 @@ func (k SkewStep) Check() error {
 	return CheckOperand("skew-step step size", k.LR, Float64, 1)
 }
 
+// Host computes Y in float64.
+func (k SkewStep) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, skewHost[float32], skewHost[float64])
+}
+
+// Device launches on_skew in B's type.
+func (k SkewStep) Device(p Planner) {
+	p.SetType(DTypeOf(k.B))
+	elementwise(p, "on_skew", k.R*k.R, k.R, k.B, k.Y, k.LR)
+}
+
+func skewHost[T Float](_ *Pool, k SkewStep) Func {
+	r := k.R
+	bm, y, lr := hostData[T](k.B)[:r*r], hostData[float64](k.Y)[:r*r], hostData[float64](k.LR)[:1]
+	return func() error {
+		for i := 0; i < r; i++ {
+			for j := 0; j < r; j++ {
+				omega := (float64(bm[i*r+j]) - float64(bm[j*r+i])) / 2
+				v := -lr[0] * omega
+				if i == j {
+					v++
+				}
+				y[i*r+j] = v
+			}
+		}
+		return nil
+	}
+}
+
 // IdentityDelta writes Y - I, Y an R x R Float64 matrix, into Dst in
 // Dst's type: RSDM's correction of the sampled rows.
 type IdentityDelta struct {
@@ -162,6 +304,34 @@ func (k IdentityDelta) Check() error {
 	return CheckOperand("identity-delta destination", k.Dst, 0, k.R*k.R)
 }
 
+// Host writes Dst in its type.
+func (k IdentityDelta) Host(p *Pool) (Func, error) {
+	if DTypeOf(k.Dst) == Float64 {
+		return identityDeltaHost[float64](p, k), nil
+	}
+	return identityDeltaHost[float32](p, k), nil
+}
+
+// Device launches on_identity_delta in Dst's type.
+func (k IdentityDelta) Device(p Planner) {
+	p.SetType(DTypeOf(k.Dst))
+	elementwise(p, "on_identity_delta", k.R*k.R, k.R, k.Y, k.Dst)
+}
+
+func identityDeltaHost[T Float](_ *Pool, k IdentityDelta) Func {
+	r := k.R
+	y, dst := hostData[float64](k.Y)[:r*r], hostData[T](k.Dst)[:r*r]
+	return func() error {
+		for i, v := range y {
+			dst[i] = T(v)
+		}
+		for i := 0; i < r; i++ {
+			dst[i*r+i] = T(y[i*r+i] - 1)
+		}
+		return nil
+	}
+}
+
 // Symmetrize replaces A, an N x N matrix, by (A + A^T) / 2.
 type Symmetrize struct {
 	N int
@@ -180,6 +350,28 @@ func (k Symmetrize) Check() error {
 		return fmt.Errorf("backend: symmetrize: %d x %d", k.N, k.N)
 	}
 	return CheckOperand("symmetrize", k.A, 0, k.N*k.N)
+}
+
+// Host averages each pair once.
+func (k Symmetrize) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, symmetrizeHost[float32], symmetrizeHost[float64])
+}
+
+// Device launches on_symmetrize.
+func (k Symmetrize) Device(p Planner) { elementwise(p, "on_symmetrize", k.N*k.N, k.N, k.A) }
+
+func symmetrizeHost[T Float](_ *Pool, k Symmetrize) Func {
+	n := k.N
+	a := hostData[T](k.A)[:n*n]
+	return func() error {
+		for i := 0; i < n; i++ {
+			for j := i + 1; j < n; j++ {
+				m := (a[i*n+j] + a[j*n+i]) / 2
+				a[i*n+j], a[j*n+i] = m, m
+			}
+		}
+		return nil
+	}
 }
 
 // DropoutMask fills Dst (N elements) with an inverted-dropout mask: each
@@ -212,6 +404,36 @@ func (k DropoutMask) Check() error {
 		return err
 	}
 	return CheckOperand("dropout-mask step", k.Step, Float64, 1)
+}
+
+// Host draws every entry with DropoutDraw.
+func (k DropoutMask) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, dropoutMaskHost[float32], dropoutMaskHost[float64])
+}
+
+// Device launches on_dropout_mask, which draws as DropoutDraw does.
+func (k DropoutMask) Device(p Planner) {
+	p.SetType(DTypeOf(k.Dst))
+	elementwise(p, "on_dropout_mask", k.N, k.N, k.P, k.Seed, k.Stream, k.Step, k.Dst)
+}
+
+func dropoutMaskHost[T Float](p *Pool, k DropoutMask) Func {
+	dst, step := hostData[T](k.Dst)[:k.N], hostData[float64](k.Step)[:1]
+	keep := T(1 / (1 - k.P))
+	var st uint64
+	s := p.split(k.N, 8, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			dst[i] = 0
+			if DropoutDraw(k.Seed, k.Stream, st, uint64(i)) >= k.P {
+				dst[i] = keep
+			}
+		}
+	})
+	return func() error {
+		st = uint64(step[0])
+		s.run()
+		return nil
+	}
 }
 
 // DropoutDraw returns the uniform draw in [0, 1) of entry i of mask stream

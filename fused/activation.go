@@ -2,11 +2,12 @@ package fused
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/backend"
 )
 
 // Activation is an elementwise nonlinearity of BiasAct.
@@ -14,11 +15,11 @@ type Activation int
 
 const (
 	// Identity is x.
-	Identity Activation = iota
+	Identity = Activation(backend.ActIdentity)
 	// ReLU is max(x, 0).
-	ReLU
+	ReLU = Activation(backend.ActReLU)
 	// GELUTanh is the tanh form of GELU (see GELUOp).
-	GELUTanh
+	GELUTanh = Activation(backend.ActGELU)
 )
 
 // String returns the activation's name.
@@ -32,44 +33,6 @@ func (a Activation) String() string {
 		return "gelu"
 	}
 	return fmt.Sprintf("Activation(%d)", int(a))
-}
-
-// geluC is sqrt(2/pi).
-var geluC = math.Sqrt(2 / math.Pi)
-
-// Gelu returns x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-func Gelu(x float64) float64 {
-	return 0.5 * x * (1 + math.Tanh(geluC*(x+0.044715*x*x*x)))
-}
-
-// GeluDeriv returns the derivative of Gelu at x.
-func GeluDeriv(x float64) float64 {
-	u := geluC * (x + 0.044715*x*x*x)
-	t := math.Tanh(u)
-	return 0.5*(1+t) + 0.5*x*(1-t*t)*geluC*(1+3*0.044715*x*x)
-}
-
-func (a Activation) apply(x float64) float64 {
-	switch a {
-	case ReLU:
-		return math.Max(x, 0)
-	case GELUTanh:
-		return Gelu(x)
-	}
-	return x
-}
-
-func (a Activation) deriv(x float64) float64 {
-	switch a {
-	case ReLU:
-		if x > 0 {
-			return 1
-		}
-		return 0
-	case GELUTanh:
-		return GeluDeriv(x)
-	}
-	return 1
 }
 
 // GELUOp is the Gaussian error linear unit in its tanh form (PyTorch's
@@ -97,25 +60,14 @@ func (*GELUOp) String() string           { return "GELU" }
 func (o *GELUOp) Hashcode() uint32       { return hashOf(o) }
 func (o *GELUOp) WriteHash(h hashWriter) { writeHash(h, o) }
 func (*GELUOp) DiffWRT(int) []bool       { return []bool{true} }
-func (*GELUOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(in)
-	if err != nil {
-		return nil, err
-	}
-	return s[0].Clone(), nil
+
+// Kernel returns backend.Map of backend.GELU.
+func (*GELUOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
+	return backend.Map{Op: backend.GELU, N: size(s[0]), Src: in[0], Dst: out}
 }
 
-// Do applies GELU.
-func (o *GELUOp) Do(vals ...G.Value) (G.Value, error) {
-	a, is32, err := args(o, 1, vals)
-	if err != nil {
-		return nil, err
-	}
-	for i, x := range a[0] {
-		a[0][i] = Gelu(x)
-	}
-	return tensorOf(a[0], is32, vals[0].Shape()...), nil
-}
+// Do applies GELU on the CPU backend.
+func (o *GELUOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
 
 // SymDiff returns GELUGradOp(x, grad).
 func (*GELUOp) SymDiff(in G.Nodes, _, grad *G.Node) (G.Nodes, error) {
@@ -138,25 +90,14 @@ func (*GELUGradOp) Type() hm.Type {
 func (*GELUGradOp) String() string           { return "GELUGrad" }
 func (o *GELUGradOp) Hashcode() uint32       { return hashOf(o) }
 func (o *GELUGradOp) WriteHash(h hashWriter) { writeHash(h, o) }
-func (*GELUGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(in)
-	if err != nil {
-		return nil, err
-	}
-	return s[0].Clone(), nil
+
+// Kernel returns backend.Zip of backend.GELUGrad.
+func (*GELUGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
+	return backend.Zip{Op: backend.GELUGrad, N: size(s[0]), A: in[0], B: in[1], Dst: out}
 }
 
-// Do computes the gradient.
-func (o *GELUGradOp) Do(vals ...G.Value) (G.Value, error) {
-	a, is32, err := args(o, 2, vals)
-	if err != nil {
-		return nil, err
-	}
-	for i, x := range a[0] {
-		a[0][i] = a[1][i] * GeluDeriv(x)
-	}
-	return tensorOf(a[0], is32, vals[0].Shape()...), nil
-}
+// Do computes the gradient on the CPU backend.
+func (o *GELUGradOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
 
 // BiasActOp adds a bias to every row of x and applies an activation:
 // arguments x (rows, n) and b (1, n); the result (rows, n) is
@@ -192,27 +133,14 @@ func (o *BiasActOp) String() string         { return fmt.Sprintf("BiasAct{%v}", 
 func (o *BiasActOp) Hashcode() uint32       { return hashOf(o) }
 func (o *BiasActOp) WriteHash(h hashWriter) { writeHash(h, o) }
 func (*BiasActOp) DiffWRT(int) []bool       { return []bool{true, true} }
-func (*BiasActOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(in)
-	if err != nil {
-		return nil, err
-	}
-	return s[0].Clone(), nil
+
+// Kernel returns backend.BiasAct.
+func (o *BiasActOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
+	return backend.BiasAct{Rows: s[0][0], N: s[0][1], Act: backend.Activation(o.Act), X: in[0], Bias: in[1], Y: out}
 }
 
-// Do computes act(x + b).
-func (o *BiasActOp) Do(vals ...G.Value) (G.Value, error) {
-	a, is32, err := args(o, 2, vals)
-	if err != nil {
-		return nil, err
-	}
-	s := vals[0].Shape()
-	n := s[1]
-	for i, x := range a[0] {
-		a[0][i] = o.Act.apply(x + a[1][i%n])
-	}
-	return tensorOf(a[0], is32, s...), nil
-}
+// Do computes act(x + b) on the CPU backend.
+func (o *BiasActOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
 
 // SymDiff returns the gradient of x (a BiasActGradOp) and of b (its column
 // sums).
@@ -244,24 +172,11 @@ func (*BiasActGradOp) Type() hm.Type            { return matrixType(3, false) }
 func (o *BiasActGradOp) String() string         { return fmt.Sprintf("BiasActGrad{%v}", o.Act) }
 func (o *BiasActGradOp) Hashcode() uint32       { return hashOf(o) }
 func (o *BiasActGradOp) WriteHash(h hashWriter) { writeHash(h, o) }
-func (*BiasActGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(in)
-	if err != nil {
-		return nil, err
-	}
-	return s[0].Clone(), nil
+
+// Kernel returns backend.BiasActGrad.
+func (o *BiasActGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
+	return backend.BiasActGrad{Rows: s[0][0], N: s[0][1], Act: backend.Activation(o.Act), X: in[0], Bias: in[1], DY: in[2], DX: out}
 }
 
-// Do computes the gradient.
-func (o *BiasActGradOp) Do(vals ...G.Value) (G.Value, error) {
-	a, is32, err := args(o, 3, vals)
-	if err != nil {
-		return nil, err
-	}
-	s := vals[0].Shape()
-	n := s[1]
-	for i, x := range a[0] {
-		a[0][i] = a[2][i] * o.Act.deriv(x+a[1][i%n])
-	}
-	return tensorOf(a[0], is32, s...), nil
-}
+// Do computes the gradient on the CPU backend.
+func (o *BiasActGradOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }

@@ -8,7 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/orthonet/orthonet/internal/linalg"
+	"github.com/orthonet/orthonet/backend"
 )
 
 // AttentionOp is the core of multi-head self-attention: arguments q, k and
@@ -59,60 +59,14 @@ func (o *AttentionOp) String() string {
 func (o *AttentionOp) Hashcode() uint32       { return hashOf(o) }
 func (o *AttentionOp) WriteHash(h hashWriter) { writeHash(h, o) }
 
-func (*AttentionOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(in)
-	if err != nil {
-		return nil, err
-	}
-	return s[0].Clone(), nil
+// Kernel returns backend.Attention.
+func (o *AttentionOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
+	return backend.Attention{Seqs: s[0][0] / o.Tokens, Tokens: o.Tokens, Heads: o.Heads, D: s[0][1], Scale: o.Scale,
+		Q: in[0], K: in[1], V: in[2], Out: out}
 }
 
-// head is one sequence's head: rows lo to lo+t, columns c0 to c0+dh of a
-// (rows, d) matrix.
-type head struct{ lo, t, c0, dh, d int }
-
-// weights returns the t x t softmax weights of a head: the scores by a
-// float64 product, then a stable softmax of each row.
-func (o *AttentionOp) weights(h head, q, k []float64) []float64 {
-	p := make([]float64, h.t*h.t)
-	off := h.lo*h.d + h.c0
-	linalg.Gemm(false, true, h.t, h.t, h.dh, o.Scale, q[off:], h.d, k[off:], h.d, 0, p, h.t)
-	for i := 0; i < h.t; i++ {
-		row := p[i*h.t : (i+1)*h.t]
-		lse := logSumExp(row)
-		for j := range row {
-			row[j] = math.Exp(row[j] - lse)
-		}
-	}
-	return p
-}
-
-func (o *AttentionOp) heads(rows, d int) []head {
-	var hs []head
-	dh := d / o.Heads
-	for lo := 0; lo < rows; lo += o.Tokens {
-		for h := 0; h < o.Heads; h++ {
-			hs = append(hs, head{lo: lo, t: o.Tokens, c0: h * dh, dh: dh, d: d})
-		}
-	}
-	return hs
-}
-
-// Do computes the attention, in float64.
-func (o *AttentionOp) Do(vals ...G.Value) (G.Value, error) {
-	a, is32, err := args(o, 3, vals)
-	if err != nil {
-		return nil, err
-	}
-	s := vals[0].Shape()
-	out := make([]float64, s[0]*s[1])
-	for _, h := range o.heads(s[0], s[1]) {
-		p := o.weights(h, a[0], a[1])
-		off := h.lo*h.d + h.c0
-		linalg.Gemm(false, false, h.t, h.dh, h.t, 1, p, h.t, a[2][off:], h.d, 0, out[off:], h.d)
-	}
-	return tensorOf(out, is32, s[0], s[1]), nil
-}
+// Do computes the attention on the CPU backend.
+func (o *AttentionOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
 
 func (*AttentionOp) DiffWRT(int) []bool { return []bool{true, true, true} }
 
@@ -160,38 +114,11 @@ func (*AttentionGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	return tensor.Shape{3 * s[0][0], s[0][1]}, nil
 }
 
-// Do computes the gradients, in float64.
-func (o *AttentionGradOp) Do(vals ...G.Value) (G.Value, error) {
-	a, is32, err := args(o, 4, vals)
-	if err != nil {
-		return nil, err
-	}
-	s := vals[0].Shape()
-	n, d := s[0], s[1]
-	q, k, v, dy := a[0], a[1], a[2], a[3]
-	out := make([]float64, 3*n*d)
-	dq, dk, dv := out[:n*d], out[n*d:2*n*d], out[2*n*d:]
-	fwd := &AttentionOp{Heads: o.Heads, Tokens: o.Tokens, Scale: o.Scale}
-	for _, h := range fwd.heads(n, d) {
-		t, off := h.t, h.lo*d+h.c0
-		p := fwd.weights(h, q, k)
-		// dV = P^T dY, dP = dY V^T.
-		linalg.Gemm(true, false, t, h.dh, t, 1, p, t, dy[off:], d, 0, dv[off:], d)
-		ds := make([]float64, t*t)
-		linalg.Gemm(false, true, t, t, h.dh, 1, dy[off:], d, v[off:], d, 0, ds, t)
-		// dS = P (dP - rowsum(dP P)).
-		for i := 0; i < t; i++ {
-			var dot float64
-			for j := 0; j < t; j++ {
-				dot += ds[i*t+j] * p[i*t+j]
-			}
-			for j := 0; j < t; j++ {
-				ds[i*t+j] = p[i*t+j] * (ds[i*t+j] - dot)
-			}
-		}
-		// dQ = Scale dS K, dK = Scale dS^T Q.
-		linalg.Gemm(false, false, t, h.dh, t, o.Scale, ds, t, k[off:], d, 0, dq[off:], d)
-		linalg.Gemm(true, false, t, h.dh, t, o.Scale, ds, t, q[off:], d, 0, dk[off:], d)
-	}
-	return tensorOf(out, is32, 3*n, d), nil
+// Kernel returns backend.AttentionGrad.
+func (o *AttentionGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
+	return backend.AttentionGrad{Seqs: s[0][0] / o.Tokens, Tokens: o.Tokens, Heads: o.Heads, D: s[0][1], Scale: o.Scale,
+		Q: in[0], K: in[1], V: in[2], DOut: in[3], DQKV: out}
 }
+
+// Do computes the gradients on the CPU backend.
+func (o *AttentionGradOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }

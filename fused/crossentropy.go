@@ -2,11 +2,12 @@ package fused
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/backend"
 )
 
 // SoftmaxCrossEntropyOp is the mean over rows of the cross-entropy between
@@ -47,37 +48,13 @@ func (*SoftmaxCrossEntropyOp) InferShape(...G.DimSizer) (tensor.Shape, error) {
 	return tensor.ScalarShape(), nil
 }
 
-// Do computes the loss.
-func (o *SoftmaxCrossEntropyOp) Do(vals ...G.Value) (G.Value, error) {
-	a, is32, err := args(o, 2, vals)
-	if err != nil {
-		return nil, err
-	}
-	z, t := a[0], a[1]
-	s := vals[0].Shape()
-	r, k := s[0], s[1]
-	var loss float64
-	for i := 0; i < r; i++ {
-		zi, ti := z[i*k:(i+1)*k], t[i*k:(i+1)*k]
-		lse := logSumExp(zi)
-		for j := range zi {
-			loss += ti[j] * (lse - zi[j])
-		}
-	}
-	return scalarOf(loss/float64(r), is32), nil
+// Kernel returns backend.SoftmaxCrossEntropy.
+func (*SoftmaxCrossEntropyOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
+	return backend.SoftmaxCrossEntropy{Rows: s[0][0], Classes: s[0][1], Z: in[0], T: in[1], Loss: out}
 }
 
-func logSumExp(z []float64) float64 {
-	m := math.Inf(-1)
-	for _, v := range z {
-		m = math.Max(m, v)
-	}
-	var s float64
-	for _, v := range z {
-		s += math.Exp(v - m)
-	}
-	return m + math.Log(s)
-}
+// Do computes the loss on the CPU backend.
+func (o *SoftmaxCrossEntropyOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
 
 func (*SoftmaxCrossEntropyOp) DiffWRT(n int) []bool { return []bool{true, false} }
 
@@ -107,34 +84,10 @@ func (o *SoftmaxCrossEntropyGradOp) Hashcode() uint32 { return hashOf(o) }
 
 func (o *SoftmaxCrossEntropyGradOp) WriteHash(h hashWriter) { writeHash(h, o) }
 
-func (*SoftmaxCrossEntropyGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(in)
-	if err != nil {
-		return nil, err
-	}
-	return s[0].Clone(), nil
+// Kernel returns backend.SoftmaxCrossEntropyGrad.
+func (*SoftmaxCrossEntropyGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
+	return backend.SoftmaxCrossEntropyGrad{Rows: s[0][0], Classes: s[0][1], Z: in[0], T: in[1], G: in[2], DZ: out}
 }
 
-// Do computes the gradient.
-func (o *SoftmaxCrossEntropyGradOp) Do(vals ...G.Value) (G.Value, error) {
-	a, is32, err := args(o, 3, vals)
-	if err != nil {
-		return nil, err
-	}
-	z, t, g := a[0], a[1], a[2][0]
-	s := vals[0].Shape()
-	r, k := s[0], s[1]
-	out := make([]float64, r*k)
-	for i := 0; i < r; i++ {
-		zi, ti := z[i*k:(i+1)*k], t[i*k:(i+1)*k]
-		lse := logSumExp(zi)
-		var mass float64
-		for _, v := range ti {
-			mass += v
-		}
-		for j := range zi {
-			out[i*k+j] = g * (math.Exp(zi[j]-lse)*mass - ti[j]) / float64(r)
-		}
-	}
-	return tensorOf(out, is32, r, k), nil
-}
+// Do computes the gradient on the CPU backend.
+func (o *SoftmaxCrossEntropyGradOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }

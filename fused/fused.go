@@ -4,10 +4,11 @@
 // same function built from Gorgonia's own ops takes several to dozens, so
 // a compiled program (package program) runs one kernel for it instead of
 // many. gorgonia.Grad differentiates through them (their backward passes
-// are ops of this package too), and Gorgonia's tape machine runs them: the
-// Do methods are plain reference implementations in float64 (loops, and
-// float64 products for attention's heads), against which the backends'
-// kernels are tested.
+// are ops of this package too). Each op carries its lowering (Lowering):
+// the backend kernel that computes it, which compiled programs run and
+// which its Do runs on the CPU backend for Gorgonia's tape machine, so
+// that the math of a fused layer is written once for the host (in package
+// backend, beside its CUDA kernels).
 //
 // Every op has one output. Where a backward pass yields several gradients
 // (attention, layer norm's scale and shift) they come packed in one tensor
@@ -18,10 +19,14 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
+	"reflect"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/cpu"
 )
 
 // base holds the methods every op of the package shares.
@@ -30,6 +35,16 @@ type base struct{}
 func (base) ReturnsPtr() bool     { return false }
 func (base) CallsExtern() bool    { return false }
 func (base) OverwritesInput() int { return -1 }
+
+// InferShape returns the shape of the first argument, the result's unless
+// the op defines its own.
+func (base) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	s, err := shapes(in)
+	if err != nil {
+		return nil, err
+	}
+	return s[0].Clone(), nil
+}
 
 // hashOf hashes an op by its String, which names its kind and parameters.
 func hashOf(s fmt.Stringer) uint32 {
@@ -73,65 +88,111 @@ func shapes(in []G.DimSizer) ([]tensor.Shape, error) {
 	return out, nil
 }
 
-// floats returns the values of a Gorgonia value in float64, and whether it
-// was float32.
-func floats(v G.Value) ([]float64, bool, error) {
-	switch d := v.Data().(type) {
-	case []float32:
-		out := make([]float64, len(d))
-		for i, x := range d {
-			out[i] = float64(x)
-		}
-		return out, true, nil
-	case []float64:
-		return append([]float64(nil), d...), false, nil
-	case float32:
-		return []float64{float64(d)}, true, nil
-	case float64:
-		return []float64{d}, false, nil
-	}
-	return nil, false, fmt.Errorf("fused: value of %T, want float32 or float64", v.Data())
+// Every op of the package carries its lowering.
+var (
+	_ Lowering = (*SoftmaxCrossEntropyOp)(nil)
+	_ Lowering = (*SoftmaxCrossEntropyGradOp)(nil)
+	_ Lowering = (*LayerNormOp)(nil)
+	_ Lowering = (*LayerNormGradOp)(nil)
+	_ Lowering = (*LayerNormParamGradOp)(nil)
+	_ Lowering = (*AttentionOp)(nil)
+	_ Lowering = (*AttentionGradOp)(nil)
+	_ Lowering = (*GELUOp)(nil)
+	_ Lowering = (*GELUGradOp)(nil)
+	_ Lowering = (*BiasActOp)(nil)
+	_ Lowering = (*BiasActGradOp)(nil)
+)
+
+// Lowering is an op that one backend kernel computes: compiled programs
+// (package program) lower it to that kernel, and its Do runs the kernel on
+// the CPU backend. Every op of this package is one; an op of another
+// package that implements it is lowered the same way.
+type Lowering interface {
+	G.Op
+	// Kernel returns the kernel that writes the op's result into out from
+	// its arguments in, whose shapes are given (a scalar's is empty).
+	Kernel(shapes [][]int, in []backend.Operand, out backend.Operand) backend.Kernel
 }
 
-// args returns the values of the arguments in float64, checking that they
-// share one element type.
-func args(op fmt.Stringer, want int, vals []G.Value) ([][]float64, bool, error) {
-	if len(vals) != want {
-		return nil, false, fmt.Errorf("fused: %v takes %d arguments, got %d", op, want, len(vals))
+// do runs op's kernel on the CPU backend over the values of its arguments
+// (of one float type) and returns its result.
+func do(op Lowering, vals []G.Value) (G.Value, error) {
+	if len(vals) != op.Arity() {
+		return nil, fmt.Errorf("fused: %v takes %d arguments, got %d", op, op.Arity(), len(vals))
 	}
-	out := make([][]float64, want)
-	var is32 bool
+	b := cpu.New(cpu.Options{Threads: 1})
+	defer b.Close()
+	var dt backend.DType
+	shapes, dims := make([][]int, len(vals)), make([]G.DimSizer, len(vals))
+	in := make([]backend.Operand, len(vals))
 	for i, v := range vals {
-		f, s, err := floats(v)
+		var data any
+		switch x := v.Data().(type) {
+		case []float32, []float64:
+			data = x
+		case float32:
+			data = []float32{x}
+		case float64:
+			data = []float64{x}
+		default:
+			return nil, fmt.Errorf("fused: %v: argument %d holds %T, want float32 or float64", op, i, x)
+		}
+		t := backend.Float64
+		if _, ok := data.([]float32); ok {
+			t = backend.Float32
+		}
+		if i > 0 && t != dt {
+			return nil, fmt.Errorf("fused: %v: arguments of mixed element types", op)
+		}
+		dt = t
+		buf, err := b.Alloc(dt, reflect.ValueOf(data).Len())
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
-		if i > 0 && s != is32 {
-			return nil, false, fmt.Errorf("fused: %v: arguments of mixed element types", op)
+		if err := b.CopyIn(buf, 0, data); err != nil {
+			return nil, err
 		}
-		out[i], is32 = f, s
+		shapes[i], dims[i], in[i] = []int(v.Shape()), v.Shape(), backend.At(buf, 0)
 	}
-	return out, is32, nil
+	shape, err := op.InferShape(dims...)
+	if err != nil {
+		return nil, err
+	}
+	n := max(shape.TotalSize(), 1)
+	out, err := b.Alloc(dt, n)
+	if err != nil {
+		return nil, err
+	}
+	f, err := b.Prepare(op.Kernel(shapes, in, backend.At(out, 0)))
+	if err != nil {
+		return nil, fmt.Errorf("fused: %v: %w", op, err)
+	}
+	if err := f(); err != nil {
+		return nil, fmt.Errorf("fused: %v: %w", op, err)
+	}
+	res := any(make([]float64, n))
+	if dt == backend.Float32 {
+		res = make([]float32, n)
+	}
+	if err := b.CopyOut(res, out, 0); err != nil {
+		return nil, err
+	}
+	if shape.IsScalar() {
+		if r, ok := res.([]float32); ok {
+			return G.NewF32(r[0]), nil
+		}
+		return G.NewF64(res.([]float64)[0]), nil
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(res)), nil
 }
 
-// tensorOf returns a dense tensor of shape holding v, in float32 when is32.
-func tensorOf(v []float64, is32 bool, shape ...int) G.Value {
-	if is32 {
-		f := make([]float32, len(v))
-		for i, x := range v {
-			f[i] = float32(x)
-		}
-		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
+// size returns the elements of a shape (1 for a scalar).
+func size(s []int) int {
+	n := 1
+	for _, d := range s {
+		n *= d
 	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v))
-}
-
-// scalarOf returns a Gorgonia scalar holding v.
-func scalarOf(v float64, is32 bool) G.Value {
-	if is32 {
-		return G.NewF32(float32(v))
-	}
-	return G.NewF64(v)
+	return n
 }
 
 // checkMatrix returns an error unless n is a matrix of a float type.

@@ -21,6 +21,37 @@ func constant(n *G.Node, v float64) *G.Node {
 	return G.NewConstant(v)
 }
 
+// tensorOf returns a dense tensor of shape holding v, in float32 when is32.
+func tensorOf(v []float64, is32 bool, shape ...int) G.Value {
+	if is32 {
+		f := make([]float32, len(v))
+		for i, x := range v {
+			f[i] = float32(x)
+		}
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v))
+}
+
+// values returns the elements of a value in float64.
+func values(v G.Value) []float64 {
+	switch d := v.Data().(type) {
+	case []float32:
+		out := make([]float64, len(d))
+		for i, x := range d {
+			out[i] = float64(x)
+		}
+		return out
+	case []float64:
+		return append([]float64(nil), d...)
+	case float32:
+		return []float64{float64(d)}
+	case float64:
+		return []float64{d}
+	}
+	panic(fmt.Sprintf("a value of %T", v.Data()))
+}
+
 // composite building blocks: the same functions from Gorgonia's own ops.
 
 func compositeCE(a []*G.Node) (*G.Node, error) {
@@ -175,14 +206,6 @@ func build(c opCase, dt tensor.Dtype, fused bool) (*G.ExprGraph, []*G.Node, *G.N
 		loss = G.Must(G.Sum(G.Must(G.HadamardProd(out, w))))
 	}
 	return g, leaves, out, loss, nil
-}
-
-func values(v G.Value) []float64 {
-	f, _, err := floats(v)
-	if err != nil {
-		panic(err)
-	}
-	return f
 }
 
 func relDiff(a, b []float64) float64 {

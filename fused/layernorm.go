@@ -2,11 +2,12 @@ package fused
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/backend"
 )
 
 // LayerNormOp normalizes each row of x to zero mean and unit variance (the
@@ -47,53 +48,13 @@ func (o *LayerNormOp) String() string         { return fmt.Sprintf("LayerNorm{ep
 func (o *LayerNormOp) Hashcode() uint32       { return hashOf(o) }
 func (o *LayerNormOp) WriteHash(h hashWriter) { writeHash(h, o) }
 
-func (*LayerNormOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(in)
-	if err != nil {
-		return nil, err
-	}
-	return s[0].Clone(), nil
+// Kernel returns backend.LayerNorm.
+func (o *LayerNormOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
+	return backend.LayerNorm{Rows: s[0][0], D: s[0][1], Eps: o.Eps, X: in[0], Gamma: in[1], Beta: in[2], Y: out}
 }
 
-// normalize returns xhat and 1/sqrt(var + eps) of each row.
-func normalize(x []float64, r, d int, eps float64) (xhat, rstd []float64) {
-	xhat, rstd = make([]float64, r*d), make([]float64, r)
-	for i := 0; i < r; i++ {
-		row := x[i*d : (i+1)*d]
-		var mean float64
-		for _, v := range row {
-			mean += v
-		}
-		mean /= float64(d)
-		var vr float64
-		for _, v := range row {
-			vr += (v - mean) * (v - mean)
-		}
-		vr /= float64(d)
-		rstd[i] = 1 / math.Sqrt(vr+eps)
-		for j, v := range row {
-			xhat[i*d+j] = (v - mean) * rstd[i]
-		}
-	}
-	return xhat, rstd
-}
-
-// Do normalizes.
-func (o *LayerNormOp) Do(vals ...G.Value) (G.Value, error) {
-	a, is32, err := args(o, 3, vals)
-	if err != nil {
-		return nil, err
-	}
-	s := vals[0].Shape()
-	r, d := s[0], s[1]
-	xhat, _ := normalize(a[0], r, d, o.Eps)
-	for i := 0; i < r; i++ {
-		for j := 0; j < d; j++ {
-			xhat[i*d+j] = xhat[i*d+j]*a[1][j] + a[2][j]
-		}
-	}
-	return tensorOf(xhat, is32, r, d), nil
-}
+// Do normalizes on the CPU backend.
+func (o *LayerNormOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
 
 func (*LayerNormOp) DiffWRT(int) []bool { return []bool{true, true, true} }
 
@@ -135,41 +96,13 @@ func (o *LayerNormGradOp) String() string         { return fmt.Sprintf("LayerNor
 func (o *LayerNormGradOp) Hashcode() uint32       { return hashOf(o) }
 func (o *LayerNormGradOp) WriteHash(h hashWriter) { writeHash(h, o) }
 
-func (*LayerNormGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(in)
-	if err != nil {
-		return nil, err
-	}
-	return s[0].Clone(), nil
+// Kernel returns backend.LayerNormGrad.
+func (o *LayerNormGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
+	return backend.LayerNormGrad{Rows: s[0][0], D: s[0][1], Eps: o.Eps, X: in[0], Gamma: in[1], DY: in[2], DX: out}
 }
 
-// Do computes the gradient of x.
-func (o *LayerNormGradOp) Do(vals ...G.Value) (G.Value, error) {
-	a, is32, err := args(o, 3, vals)
-	if err != nil {
-		return nil, err
-	}
-	s := vals[0].Shape()
-	r, d := s[0], s[1]
-	xhat, rstd := normalize(a[0], r, d, o.Eps)
-	gamma, dy := a[1], a[2]
-	out := make([]float64, r*d)
-	for i := 0; i < r; i++ {
-		var mg, mgx float64
-		for j := 0; j < d; j++ {
-			g := dy[i*d+j] * gamma[j]
-			mg += g
-			mgx += g * xhat[i*d+j]
-		}
-		mg /= float64(d)
-		mgx /= float64(d)
-		for j := 0; j < d; j++ {
-			g := dy[i*d+j] * gamma[j]
-			out[i*d+j] = rstd[i] * (g - mg - xhat[i*d+j]*mgx)
-		}
-	}
-	return tensorOf(out, is32, r, d), nil
-}
+// Do computes the gradient of x on the CPU backend.
+func (o *LayerNormGradOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
 
 // LayerNormParamGradOp is the gradient of LayerNormOp with respect to gamma
 // and beta: arguments x (rows, d) and dy (rows, d); the result (2, d) holds
@@ -196,22 +129,10 @@ func (*LayerNormParamGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) 
 	return tensor.Shape{2, s[0][1]}, nil
 }
 
-// Do computes the gradients of gamma and beta.
-func (o *LayerNormParamGradOp) Do(vals ...G.Value) (G.Value, error) {
-	a, is32, err := args(o, 2, vals)
-	if err != nil {
-		return nil, err
-	}
-	s := vals[0].Shape()
-	r, d := s[0], s[1]
-	xhat, _ := normalize(a[0], r, d, o.Eps)
-	dy := a[1]
-	out := make([]float64, 2*d)
-	for i := 0; i < r; i++ {
-		for j := 0; j < d; j++ {
-			out[j] += dy[i*d+j] * xhat[i*d+j]
-			out[d+j] += dy[i*d+j]
-		}
-	}
-	return tensorOf(out, is32, 2, d), nil
+// Kernel returns backend.LayerNormParamGrad.
+func (o *LayerNormParamGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
+	return backend.LayerNormParamGrad{Rows: s[0][0], D: s[0][1], Eps: o.Eps, X: in[0], DY: in[1], DParams: out}
 }
+
+// Do computes the gradients of gamma and beta on the CPU backend.
+func (o *LayerNormParamGradOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }

@@ -6,9 +6,6 @@ package cpu
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/orthonet/orthonet/backend"
 )
@@ -23,46 +20,26 @@ type Options struct {
 	Grain int
 }
 
-// Backend runs kernels on the host. Its buffers implement
-// backend.HostBuffer. It is not safe for concurrent use.
+// Backend runs kernels on the host: their CPU implementations (Host
+// methods) on its buffers, which implement backend.HostBuffer. It is not
+// safe for concurrent use.
 type Backend struct {
-	threads, grain int
-	work           chan task
-	closeOnce      sync.Once
-	closed         atomic.Bool // after Close, kernels run on the calling goroutine alone
+	pool *backend.Pool
 }
 
 var _ backend.Backend = (*Backend)(nil)
 
 // New returns a CPU backend.
 func New(o Options) *Backend {
-	if o.Threads <= 0 {
-		o.Threads = runtime.GOMAXPROCS(0)
-	}
-	if o.Grain <= 0 {
-		o.Grain = 1 << 15
-	}
-	b := &Backend{threads: o.Threads, grain: o.Grain}
-	if b.threads > 1 {
-		b.work = make(chan task, b.threads)
-		for i := 1; i < b.threads; i++ {
-			go worker(b.work)
-		}
-	}
-	return b
+	return &Backend{pool: backend.NewPool(o.Threads, o.Grain)}
 }
 
 // Name returns "cpu" and the thread count.
-func (b *Backend) Name() string { return fmt.Sprintf("cpu (%d threads)", b.threads) }
+func (b *Backend) Name() string { return fmt.Sprintf("cpu (%d threads)", b.pool.Threads()) }
 
 // Close stops the backend's worker goroutines.
 func (b *Backend) Close() error {
-	b.closeOnce.Do(func() {
-		b.closed.Store(true)
-		if b.work != nil {
-			close(b.work)
-		}
-	})
+	b.pool.Close()
 	return nil
 }
 
@@ -205,51 +182,4 @@ func Host[T float32 | float64 | int32](op backend.Operand) []T {
 		out = h.i32[op.Off:]
 	}
 	return out.([]T)
-}
-
-// task is a chunk [lo, hi) of a parallel loop.
-type task struct {
-	fn     func(lo, hi int)
-	lo, hi int
-	wg     *sync.WaitGroup
-}
-
-func worker(work <-chan task) {
-	for t := range work {
-		t.fn(t.lo, t.hi)
-		t.wg.Done()
-	}
-}
-
-// splitter runs a loop over [0, n) on the backend's threads. It is built
-// once per kernel so that running it does not allocate.
-type splitter struct {
-	b     *Backend
-	n     int
-	parts int
-	fn    func(lo, hi int)
-	wg    sync.WaitGroup
-}
-
-// split returns a splitter over [0, n) in pieces of at least grain units
-// (grain elements per unit of cost; cost is the work of one unit).
-func (b *Backend) split(n, cost int, fn func(lo, hi int)) *splitter {
-	parts := 1
-	if b.threads > 1 && n > 1 {
-		parts = min(b.threads, n, max(1, n*max(cost, 1)/b.grain))
-	}
-	return &splitter{b: b, n: n, parts: parts, fn: fn}
-}
-
-func (s *splitter) run() {
-	if s.parts <= 1 || s.b.closed.Load() {
-		s.fn(0, s.n)
-		return
-	}
-	s.wg.Add(s.parts - 1)
-	for p := 1; p < s.parts; p++ {
-		s.b.work <- task{fn: s.fn, lo: p * s.n / s.parts, hi: (p + 1) * s.n / s.parts, wg: &s.wg}
-	}
-	s.fn(0, s.n/s.parts)
-	s.wg.Wait()
 }

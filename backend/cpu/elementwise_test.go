@@ -83,6 +83,16 @@ var unaryRefs = []struct {
 	{op: backend.Cos, f: func(x float64) float64 { return math.Sin(x + math.Pi/2) }, absolute: true},
 	{op: backend.Log2, f: func(x float64) float64 { return math.Log(x) / math.Ln2 }, absolute: true},
 	{op: backend.GELU, f: geluRef, absolute: true},
+	{op: backend.SiLU, f: func(x float64) float64 {
+		if math.IsInf(x, -1) {
+			return 0 // the limit
+		}
+		if x < 0 {
+			e := math.Exp(x)
+			return x * e / (1 + e)
+		}
+		return x / (1 + math.Exp(-x))
+	}},
 }
 
 func TestMapCoversEveryFunction(t *testing.T) {

@@ -40,9 +40,6 @@ __device__ __forceinline__ double bits_value(u64 b, float) { return (double)__in
 
 // ---- scalar functions (the CPU backend's definitions) ----------------------
 
-enum { NEG = 1, ABS, SIGN, EXP, LOG, LOG1P, EXPM1, SQRT, SQUARE, CUBE, TANH, SIGMOID, INVERSE, INVERSESQRT,
-       CEIL, FLOOR, RELU, SOFTPLUS, IDENTITY, SIN, COS, LOG2, GELU };
-
 enum { ADD = 1, SUB, MUL, DIV, POW, LT, GT, LE, GE, EQ, NE, MAX2, MIN2, GELUGRAD };
 
 enum { ACT_IDENTITY = 0, ACT_RELU, ACT_GELU };
@@ -79,31 +76,45 @@ template <typename T> __device__ __forceinline__ T gelu_deriv(T x) {
   return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * (T)GELU_C * ((T)1 + (T)3 * (T)0.044715 * x * x);
 }
 
+// UNARY_OPS lists backend.UnaryOp's functions, in the order of its
+// constants (backend/cuda's tests check the names): each is its name and
+// its value at x. Adding one adds its line here.
+#define UNARY_OPS(X)                                     \
+  X(NEG, -x)                                             \
+  X(ABS, m_abs(x))                                       \
+  X(SIGN, x > 0 ? (T)1 : (x < 0 ? (T)-1 : x))            \
+  X(EXP, m_exp(x))                                       \
+  X(LOG, m_log(x))                                       \
+  X(LOG1P, m_log1p(x))                                   \
+  X(EXPM1, m_expm1(x))                                   \
+  X(SQRT, m_sqrt(x))                                     \
+  X(SQUARE, x * x)                                       \
+  X(CUBE, x * x * x)                                     \
+  X(TANH, m_tanh(x))                                     \
+  X(SIGMOID, (T)1 / ((T)1 + m_exp(-x)))                  \
+  X(INVERSE, (T)1 / x)                                   \
+  X(INVERSESQRT, (T)1 / m_sqrt(x))                       \
+  X(CEIL, m_ceil(x))                                     \
+  X(FLOOR, m_floor(x))                                   \
+  X(RELU, x < 0 ? (T)0 : x)                              \
+  X(SOFTPLUS, x > (T)36 ? x : m_log1p(m_exp(x)))         \
+  X(IDENTITY, x)                                         \
+  X(SIN, m_sin(x))                                       \
+  X(COS, m_cos(x))                                       \
+  X(LOG2, m_log2(x))                                     \
+  X(GELU, gelu(x))                                       \
+  X(SILU, x < (T)-1e30 ? -(T)0 : x / ((T)1 + m_exp(-x)))
+
+#define UNARY_ENUM(name, value) name,
+enum { UNARY_NONE, UNARY_OPS(UNARY_ENUM) };
+#undef UNARY_ENUM
+
 template <typename T> __device__ __forceinline__ T unary(int op, T x) {
   switch (op) {
-  case NEG: return -x;
-  case SQUARE: return x * x;
-  case CUBE: return x * x * x;
-  case INVERSE: return (T)1 / x;
-  case RELU: return x < 0 ? (T)0 : x;
-  case IDENTITY: return x;
-  case SIGN: return x > 0 ? (T)1 : (x < 0 ? (T)-1 : x);
-  case ABS: return m_abs(x);
-  case EXP: return m_exp(x);
-  case LOG: return m_log(x);
-  case LOG1P: return m_log1p(x);
-  case EXPM1: return m_expm1(x);
-  case SQRT: return m_sqrt(x);
-  case TANH: return m_tanh(x);
-  case SIGMOID: return (T)1 / ((T)1 + m_exp(-x));
-  case INVERSESQRT: return (T)1 / m_sqrt(x);
-  case CEIL: return m_ceil(x);
-  case FLOOR: return m_floor(x);
-  case SOFTPLUS: return x > (T)36 ? x : m_log1p(m_exp(x));
-  case SIN: return m_sin(x);
-  case COS: return m_cos(x);
-  case LOG2: return m_log2(x);
-  case GELU: return gelu(x);
+#define UNARY_CASE(name, value) \
+  case name: return value;
+    UNARY_OPS(UNARY_CASE)
+#undef UNARY_CASE
   }
   return x;
 }

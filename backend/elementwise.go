@@ -1,0 +1,454 @@
+package backend
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+)
+
+// UnaryOp is an elementwise function of one argument.
+type UnaryOp uint8
+
+// The elementwise functions of one argument. To add one: its constant
+// here, its entry in unaries below (name and CPU function), its line in
+// kernels.cu's UNARY_OPS (CUDA, in this order) and a reference for it in
+// backend/cpu's elementwise tests.
+const (
+	Neg UnaryOp = iota + 1
+	Abs
+	Sign
+	Exp
+	Log
+	Log1p
+	Expm1
+	Sqrt
+	Square
+	Cube
+	Tanh
+	Sigmoid
+	Inverse // 1/x
+	InverseSqrt
+	Ceil
+	Floor
+	ReLU     // max(x, 0)
+	Softplus // log(1 + exp(x))
+	Identity
+	Sin
+	Cos
+	Log2
+	GELU // the tanh form, x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+	SiLU // x sigmoid(x), also called swish
+)
+
+// unary is the CPU definition of a UnaryOp: its function in each float
+// type, and its cost relative to an addition (for splitting loops).
+type unary struct {
+	name string
+	f32  func(float32) float32
+	f64  func(float64) float64
+	cost int
+}
+
+// unaries are the UnaryOps' CPU definitions.
+var unaries = [...]unary{
+	Neg:         inType("neg", neg[float32], neg[float64]),
+	Abs:         viaFloat64("abs", math.Abs),
+	Sign:        viaFloat64("sign", sign),
+	Exp:         viaFloat64("exp", math.Exp),
+	Log:         viaFloat64("log", math.Log),
+	Log1p:       viaFloat64("log1p", math.Log1p),
+	Expm1:       viaFloat64("expm1", math.Expm1),
+	Sqrt:        viaFloat64("sqrt", math.Sqrt),
+	Square:      inType("square", square[float32], square[float64]),
+	Cube:        inType("cube", cube[float32], cube[float64]),
+	Tanh:        viaFloat64("tanh", math.Tanh),
+	Sigmoid:     viaFloat64("sigmoid", func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }),
+	Inverse:     inType("inverse", inverse[float32], inverse[float64]),
+	InverseSqrt: viaFloat64("inversesqrt", func(x float64) float64 { return 1 / math.Sqrt(x) }),
+	Ceil:        viaFloat64("ceil", math.Ceil),
+	Floor:       viaFloat64("floor", math.Floor),
+	ReLU:        inType("relu", relu[float32], relu[float64]),
+	Softplus:    viaFloat64("softplus", softplus),
+	Identity:    inType("identity", identity[float32], identity[float64]),
+	Sin:         viaFloat64("sin", math.Sin),
+	Cos:         viaFloat64("cos", math.Cos),
+	Log2:        viaFloat64("log2", math.Log2),
+	GELU:        viaFloat64("gelu", gelu),
+	SiLU:        viaFloat64("silu", silu),
+}
+
+// inType defines a function computed in the element type.
+func inType(name string, f32 func(float32) float32, f64 func(float64) float64) unary {
+	return unary{name: name, f32: f32, f64: f64, cost: 1}
+}
+
+// viaFloat64 defines a function computed in float64 and rounded once to
+// the element type: a math library call.
+func viaFloat64(name string, f func(float64) float64) unary {
+	return unary{name: name, f32: func(x float32) float32 { return float32(f(float64(x))) }, f64: f, cost: 8}
+}
+
+func neg[T Float](x T) T      { return -x }
+func square[T Float](x T) T   { return x * x }
+func cube[T Float](x T) T     { return x * x * x }
+func inverse[T Float](x T) T  { return 1 / x }
+func identity[T Float](x T) T { return x }
+
+func relu[T Float](x T) T {
+	if x < 0 { // NaN stays NaN, as max(x, 0) in IEEE arithmetic
+		return 0
+	}
+	return x
+}
+
+func sign(x float64) float64 {
+	switch {
+	case x > 0:
+		return 1
+	case x < 0:
+		return -1
+	}
+	return x // 0, -0 and NaN keep themselves
+}
+
+func softplus(x float64) float64 {
+	if x > 36 { // exp(-x) is below half an ulp of x in float64
+		return x
+	}
+	return math.Log1p(math.Exp(x))
+}
+
+// silu is x sigmoid(x), -0 at -Inf (its limit).
+func silu(x float64) float64 {
+	if x < -1e30 { // below -710, x / (1 + e^-x) is -0 already
+		return math.Copysign(0, -1)
+	}
+	return x / (1 + math.Exp(-x))
+}
+
+// geluC is sqrt(2/pi).
+var geluC = math.Sqrt(2 / math.Pi)
+
+// gelu is the tanh form of GELU, x/2 (1 + tanh(sqrt(2/pi) (x +
+// 0.044715 x^3))).
+func gelu(x float64) float64 { return 0.5 * x * (1 + math.Tanh(geluC*(x+0.044715*x*x*x))) }
+
+// geluDeriv is its derivative.
+func geluDeriv(x float64) float64 {
+	t := math.Tanh(geluC * (x + 0.044715*x*x*x))
+	return 0.5*(1+t) + 0.5*x*(1-t*t)*geluC*(1+3*0.044715*x*x)
+}
+
+// String returns the function's name.
+func (o UnaryOp) String() string {
+	if o.valid() {
+		return unaries[o].name
+	}
+	return fmt.Sprintf("UnaryOp(%d)", int(o))
+}
+
+func (o UnaryOp) valid() bool { return o > 0 && int(o) < len(unaries) }
+
+// Map is Dst[i] = Op(Src[i]) for N elements; Dst may be Src.
+type Map struct {
+	Op       UnaryOp
+	N        int
+	Src, Dst Operand
+}
+
+// Name returns "map".
+func (Map) Name() string { return "map" }
+
+// Check checks the operands.
+func (k Map) Check() error {
+	if !k.Op.valid() {
+		return fmt.Errorf("backend: map: unknown function %v", k.Op)
+	}
+	dt := DTypeOf(k.Dst)
+	if err := CheckOperand("map source", k.Src, dt, k.N); err != nil {
+		return err
+	}
+	return CheckOperand("map destination", k.Dst, dt, k.N)
+}
+
+// Operands returns Src and Dst.
+func (k Map) Operands() []Operand { return []Operand{k.Src, k.Dst} }
+
+// Host runs the function's CPU definition.
+func (k Map) Host(p *Pool) (Func, error) { return onFloats(p, k, mapHost[float32], mapHost[float64]) }
+
+func mapHost[T Float](p *Pool, k Map) Func {
+	u := unaries[k.Op]
+	fn := any(u.f64)
+	if isFloat32[T]() {
+		fn = u.f32
+	}
+	f := fn.(func(T) T)
+	src, dst := hostData[T](k.Src)[:k.N], hostData[T](k.Dst)[:k.N]
+	return p.split(k.N, u.cost, func(lo, hi int) {
+		d := dst[lo:hi]
+		for i, x := range src[lo:hi] {
+			d[i] = f(x)
+		}
+	}).loop()
+}
+
+// Device launches on_map, whose function is unary() in kernels.cu.
+func (k Map) Device(p Planner) { elementwise(p, "on_map", k.N, int(k.Op), k.N, k.Src, k.Dst) }
+
+func isFloat32[T Float]() bool {
+	var x T
+	_, ok := any(x).(float32)
+	return ok
+}
+
+// BinaryOp is an elementwise function of two arguments. Comparisons give 1
+// where they hold and 0 elsewhere, in the operands' type.
+type BinaryOp uint8
+
+// The elementwise functions of two arguments.
+const (
+	Add BinaryOp = iota + 1
+	Sub
+	Mul
+	Div
+	Pow
+	Lt
+	Gt
+	Le
+	Ge
+	Eq
+	Ne
+	Max2     // max(a, b)
+	Min2     // min(a, b)
+	GELUGrad // b GELU'(a): the gradient of GELU at a times b
+)
+
+var binaryNames = [...]string{Add: "add", Sub: "sub", Mul: "mul", Div: "div", Pow: "pow", Lt: "lt", Gt: "gt",
+	Le: "le", Ge: "ge", Eq: "eq", Ne: "ne", Max2: "max", Min2: "min", GELUGrad: "gelu-grad"}
+
+// String returns the function's name.
+func (o BinaryOp) String() string {
+	if int(o) < len(binaryNames) && binaryNames[o] != "" {
+		return binaryNames[o]
+	}
+	return fmt.Sprintf("BinaryOp(%d)", int(o))
+}
+
+// Zip is Dst[i] = A[i] Op B[i] for N elements. An operand whose Scalar flag
+// is set is one element, used for every i. Dst may be A or B, unless that
+// operand is a scalar (Check refuses a destination that holds a scalar
+// operand, for N > 1).
+type Zip struct {
+	Op               BinaryOp
+	N                int
+	A, B, Dst        Operand
+	AScalar, BScalar bool
+}
+
+// Name returns "zip".
+func (Zip) Name() string { return "zip" }
+
+// Check checks the operands.
+func (k Zip) Check() error {
+	if k.Op == 0 || int(k.Op) >= len(binaryNames) {
+		return fmt.Errorf("backend: zip: unknown function %v", k.Op)
+	}
+	dt := DTypeOf(k.Dst)
+	na, nb := k.N, k.N
+	if k.AScalar {
+		na = 1
+	}
+	if k.BScalar {
+		nb = 1
+	}
+	if err := CheckOperand("zip A", k.A, dt, na); err != nil {
+		return err
+	}
+	if err := CheckOperand("zip B", k.B, dt, nb); err != nil {
+		return err
+	}
+	if err := CheckOperand("zip destination", k.Dst, dt, k.N); err != nil {
+		return err
+	}
+	// A scalar operand inside the destination is read by every thread of a
+	// device while one of them overwrites it. With N = 1 the scalar is the
+	// whole operand, read and written by one thread: that is in place.
+	for _, s := range []struct {
+		name   string
+		op     Operand
+		scalar bool
+	}{{"A", k.A, k.AScalar}, {"B", k.B, k.BScalar}} {
+		if s.scalar && k.N > 1 && sameBuffer(s.op.Buf, k.Dst.Buf) && s.op.Off >= k.Dst.Off && s.op.Off < k.Dst.Off+k.N {
+			return fmt.Errorf("backend: zip: destination holds the scalar operand %s (element %d of %d): writing it races with reading it", s.name, s.op.Off-k.Dst.Off, k.N)
+		}
+	}
+	return nil
+}
+
+// sameBuffer reports whether a and b are one buffer (false where the
+// buffer type cannot be compared).
+func sameBuffer(a, b Buffer) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	t := reflect.TypeOf(a)
+	return t == reflect.TypeOf(b) && t.Comparable() && a == b
+}
+
+// Operands returns A, B and Dst.
+func (k Zip) Operands() []Operand { return []Operand{k.A, k.B, k.Dst} }
+
+// Host runs the function on the CPU.
+func (k Zip) Host(p *Pool) (Func, error) { return onFloats(p, k, zipHost[float32], zipHost[float64]) }
+
+// Device launches on_zip, whose function is binary() in kernels.cu.
+func (k Zip) Device(p Planner) {
+	elementwise(p, "on_zip", k.N, int(k.Op), k.N, k.AScalar, k.BScalar, k.A, k.B, k.Dst)
+}
+
+// binaryFunc returns the loop of a binary function: dst[i] = a[i] op b[i],
+// where a or b of length 1 is broadcast.
+func binaryFunc[T Float](op BinaryOp) func(dst, a, b []T) {
+	gen := func(fn func(x, y T) T) func(dst, a, b []T) {
+		return func(dst, a, b []T) {
+			switch {
+			case len(a) == 1 && len(b) == 1 && len(dst) != 1:
+				v := fn(a[0], b[0])
+				for i := range dst {
+					dst[i] = v
+				}
+			case len(a) == 1 && len(dst) != 1:
+				x := a[0]
+				b = b[:len(dst)]
+				for i, y := range b {
+					dst[i] = fn(x, y)
+				}
+			case len(b) == 1 && len(dst) != 1:
+				y := b[0]
+				a = a[:len(dst)]
+				for i, x := range a {
+					dst[i] = fn(x, y)
+				}
+			default:
+				a, b = a[:len(dst)], b[:len(dst)]
+				for i, x := range a {
+					dst[i] = fn(x, b[i])
+				}
+			}
+		}
+	}
+	cmp := func(c func(x, y T) bool) func(dst, a, b []T) {
+		return gen(func(x, y T) T {
+			if c(x, y) {
+				return 1
+			}
+			return 0
+		})
+	}
+	switch op {
+	case Add:
+		return gen(func(x, y T) T { return x + y })
+	case Sub:
+		return gen(func(x, y T) T { return x - y })
+	case Mul:
+		return gen(func(x, y T) T { return x * y })
+	case Div:
+		return gen(func(x, y T) T { return x / y })
+	case Pow:
+		return gen(func(x, y T) T { return T(math.Pow(float64(x), float64(y))) })
+	case Lt:
+		return cmp(func(x, y T) bool { return x < y })
+	case Gt:
+		return cmp(func(x, y T) bool { return x > y })
+	case Le:
+		return cmp(func(x, y T) bool { return x <= y })
+	case Ge:
+		return cmp(func(x, y T) bool { return x >= y })
+	case Eq:
+		return cmp(func(x, y T) bool { return x == y })
+	case Ne:
+		return cmp(func(x, y T) bool { return x != y })
+	case Max2:
+		return gen(func(x, y T) T {
+			if x > y || x != x {
+				return x
+			}
+			return y
+		})
+	case GELUGrad:
+		return gen(func(x, y T) T { return T(float64(y) * geluDeriv(float64(x))) })
+	default: // Min2 (Check refuses other values)
+		return gen(func(x, y T) T {
+			if x < y || x != x {
+				return x
+			}
+			return y
+		})
+	}
+}
+
+func zipHost[T Float](p *Pool, k Zip) Func {
+	fn := binaryFunc[T](k.Op)
+	// Hot same-shape loops without the closure call per element.
+	fast := fastZip[T](k.Op)
+	av, bv, dst := hostData[T](k.A), hostData[T](k.B), hostData[T](k.Dst)[:k.N]
+	cost := 1
+	if k.Op == Pow || k.Op == GELUGrad {
+		cost = 16
+	}
+	s := p.split(k.N, cost, func(lo, hi int) {
+		a, bb := av, bv
+		if k.AScalar {
+			a = a[:1]
+		} else {
+			a = a[lo:hi]
+		}
+		if k.BScalar {
+			bb = bb[:1]
+		} else {
+			bb = bb[lo:hi]
+		}
+		if fast != nil && !k.AScalar && !k.BScalar {
+			fast(dst[lo:hi], a, bb)
+			return
+		}
+		fn(dst[lo:hi], a, bb)
+	})
+	return s.loop()
+}
+
+// fastZip returns inlined loops of the common arithmetic on equal lengths.
+func fastZip[T Float](op BinaryOp) func(dst, a, b []T) {
+	switch op {
+	case Add:
+		return func(dst, a, b []T) {
+			a, b = a[:len(dst)], b[:len(dst)]
+			for i := range dst {
+				dst[i] = a[i] + b[i]
+			}
+		}
+	case Sub:
+		return func(dst, a, b []T) {
+			a, b = a[:len(dst)], b[:len(dst)]
+			for i := range dst {
+				dst[i] = a[i] - b[i]
+			}
+		}
+	case Mul:
+		return func(dst, a, b []T) {
+			a, b = a[:len(dst)], b[:len(dst)]
+			for i := range dst {
+				dst[i] = a[i] * b[i]
+			}
+		}
+	case Div:
+		return func(dst, a, b []T) {
+			a, b = a[:len(dst)], b[:len(dst)]
+			for i := range dst {
+				dst[i] = a[i] / b[i]
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package backend
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Pool is the host's threads as the CPU implementations of the kernels
+// (their Host methods) use them: a large loop is split into parts that
+// run on the pool's goroutines. A Pool is not safe for concurrent use.
+type Pool struct {
+	threads, grain int
+	work           chan task
+	closeOnce      sync.Once
+	closed         atomic.Bool // after Close, loops run on the calling goroutine alone
+}
+
+// NewPool returns a pool of threads goroutines (runtime.GOMAXPROCS(0) when
+// threads <= 0, the caller's own among them) that share a loop in parts of
+// at least grain elements (32768 when grain <= 0).
+func NewPool(threads, grain int) *Pool {
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	if grain <= 0 {
+		grain = 1 << 15
+	}
+	p := &Pool{threads: threads, grain: grain}
+	if p.threads > 1 {
+		p.work = make(chan task, p.threads)
+		for i := 1; i < p.threads; i++ {
+			go worker(p.work)
+		}
+	}
+	return p
+}
+
+// Threads returns the pool's number of threads.
+func (p *Pool) Threads() int { return p.threads }
+
+// Close stops the pool's goroutines; loops run on the caller afterwards.
+func (p *Pool) Close() {
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		if p.work != nil {
+			close(p.work)
+		}
+	})
+}
+
+// task is a chunk [lo, hi) of a parallel loop.
+type task struct {
+	fn     func(lo, hi int)
+	lo, hi int
+	wg     *sync.WaitGroup
+}
+
+func worker(work <-chan task) {
+	for t := range work {
+		t.fn(t.lo, t.hi)
+		t.wg.Done()
+	}
+}
+
+// splitter runs a loop over [0, n) on the pool's threads. It is built once
+// per kernel so that running it does not allocate.
+type splitter struct {
+	p     *Pool
+	n     int
+	parts int
+	fn    func(lo, hi int)
+	wg    sync.WaitGroup
+}
+
+// split returns a splitter over [0, n) in pieces of at least grain units
+// (grain elements per unit of cost; cost is the work of one unit).
+func (p *Pool) split(n, cost int, fn func(lo, hi int)) *splitter {
+	parts := 1
+	if p.threads > 1 && n > 1 {
+		parts = min(p.threads, n, max(1, n*max(cost, 1)/p.grain))
+	}
+	return &splitter{p: p, n: n, parts: parts, fn: fn}
+}
+
+func (s *splitter) run() {
+	if s.parts <= 1 || s.p.closed.Load() {
+		s.fn(0, s.n)
+		return
+	}
+	s.wg.Add(s.parts - 1)
+	for q := 1; q < s.parts; q++ {
+		s.p.work <- task{fn: s.fn, lo: q * s.n / s.parts, hi: (q + 1) * s.n / s.parts, wg: &s.wg}
+	}
+	s.fn(0, s.n/s.parts)
+	s.wg.Wait()
+}
+
+// loop returns a Func that runs the splitter.
+func (s *splitter) loop() Func { return func() error { s.run(); return nil } }
