@@ -48,8 +48,8 @@ func compileModel(be *cpu.Backend) *compiled {
 		log.Fatal(err)
 	}
 	m.solver, err = program.NewSolver(m.prog, []optim.Group{
-		{Select: optim.Param.Constrained, LR: 0.2, RSDM: optim.RSDMConfig{SubmanifoldSize: 3, Seed: 1}},
-		{LR: 0.1, Momentum: 0.9},
+		{Select: optim.Param.Constrained, LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 3, Seed: 1}},
+		{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1},
 	}, optim.Options{})
 	if err != nil {
 		log.Fatal(err)

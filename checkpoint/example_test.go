@@ -63,8 +63,8 @@ func Example() {
 	// Two groups, each with a schedule: RSDM on W, Adam with a warmup on b.
 	groups := []optim.Group{
 		{Select: optim.Param.Constrained, LR: 0.1, Schedule: optim.Cosine{Steps: 20, Final: 0.2},
-			RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
-		{Rule: optim.RuleAdam, LR: 0.05, Schedule: optim.WarmupCosine{Warmup: 5, Steps: 20}},
+			Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
+		{Rule: optim.AdamConfig{}, LR: 0.05, Schedule: optim.WarmupCosine{Warmup: 5, Steps: 20}},
 	}
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)

@@ -116,11 +116,11 @@ func groups(c, r optim.Group) []optim.Group {
 
 func solverConfigs() map[string][]optim.Group {
 	return map[string][]optim.Group{
-		"rsdm-p+sgd-momentum":  groups(optim.Group{LR: 0.2, RSDM: optim.RSDMConfig{SubmanifoldSize: 5, Seed: 3}}, optim.Group{LR: 0.05, Momentum: 0.9}),
-		"rsdm-o+adam":          groups(optim.Group{LR: 0.2, RSDM: optim.RSDMConfig{SubmanifoldSize: 5, Sampling: optim.Orthogonal, Seed: 3}}, optim.Group{Rule: optim.RuleAdam, LR: 0.01}),
-		"rgd-momentum+adam":    groups(optim.Group{Method: optim.MethodRGD, LR: 0.1, Momentum: 0.9}, optim.Group{Rule: optim.RuleAdam, LR: 0.01}),
-		"rsdm-momentum+sgd":    groups(optim.Group{LR: 0.2, RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 3, Seed: 3}}, optim.Group{LR: 0.05}),
-		"radam+adamw+schedule": groups(optim.Group{Method: optim.MethodRiemannianAdam, LR: 0.05, Schedule: optim.Cosine{Steps: 25}}, optim.Group{Rule: optim.RuleAdamW, LR: 0.01, Schedule: optim.WarmupCosine{Warmup: 5, Steps: 25}}),
+		"rsdm-p+sgd-momentum":  groups(optim.Group{LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 5, Seed: 3}}, optim.Group{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.05}),
+		"rsdm-o+adam":          groups(optim.Group{LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 5, Sampling: optim.Orthogonal, Seed: 3}}, optim.Group{Rule: optim.AdamConfig{}, LR: 0.01}),
+		"rgd-momentum+adam":    groups(optim.Group{Rule: optim.RGDConfig{Momentum: 0.9}, LR: 0.1}, optim.Group{Rule: optim.AdamConfig{}, LR: 0.01}),
+		"rsdm-momentum+sgd":    groups(optim.Group{LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 3, Seed: 3}}, optim.Group{LR: 0.05}),
+		"radam+adamw+schedule": groups(optim.Group{Rule: optim.RiemannianAdamConfig{}, LR: 0.05, Schedule: optim.Cosine{Steps: 25}}, optim.Group{Rule: optim.AdamWConfig{}, LR: 0.01, Schedule: optim.WarmupCosine{Warmup: 5, Steps: 25}}),
 	}
 }
 

@@ -23,7 +23,7 @@ var deviceModels = []string{"ffn", "vit", "custom"}
 // deviceRun builds one model in dtype dt from a fixed seed, runs forward and
 // backward on a fixed batch and takes one solver step with RSDM-P (or RGD).
 // It returns the loss, logits, gradients and updated weights by name.
-func deviceRun(model string, dt tensor.Dtype, method optim.Method) (map[string][]float64, error) {
+func deviceRun(model string, dt tensor.Dtype, method optim.Rule) (map[string][]float64, error) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	g := G.NewGraph()
 	var (
@@ -117,8 +117,8 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Method) (map[string][
 		out["grad."+n.Name()] = floats(gr)
 	}
 	s, err := param.NewSolver(params, []optim.Group{
-		{Select: optim.Param.Constrained, Method: method, LR: 0.5, RSDM: optim.RSDMConfig{SubmanifoldSize: 6, Seed: 3}},
-		{LR: 0.1, Momentum: 0.9},
+		{Select: optim.Param.Constrained, Rule: method, LR: 0.5},
+		{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1},
 	}, optim.Options{})
 	if err != nil {
 		return nil, err
@@ -221,8 +221,8 @@ func compareDevice(t *testing.T, label string, got, want map[string][]float64) {
 // against float64's.
 func TestDeviceAgreement(t *testing.T) {
 	for _, model := range deviceModels {
-		for _, method := range []optim.Method{optim.MethodRSDM, optim.MethodRGD} {
-			label := fmt.Sprintf("%s/%s", model, map[optim.Method]string{optim.MethodRSDM: "rsdm", optim.MethodRGD: "rgd"}[method])
+		for _, method := range []optim.Rule{optim.RSDMConfig{SubmanifoldSize: 6, Seed: 3}, optim.RGDConfig{}} {
+			label := fmt.Sprintf("%s/%v", model, method)
 			got, err := deviceRun(model, tensor.Float32, method)
 			if err != nil {
 				if got == nil {

@@ -69,7 +69,7 @@ func ExampleNewFFN() {
 	vm := G.NewTapeMachine(g, G.BindDualValues(m.Nodes()...))
 	defer vm.Close()
 	solver, err := param.NewSolver(m.Params(), []optim.Group{
-		{Select: optim.Param.Constrained, LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
+		{Select: optim.Param.Constrained, LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
 		{LR: 0.05},
 	}, optim.Options{})
 	if err != nil {

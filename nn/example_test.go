@@ -87,8 +87,8 @@ func Example() {
 	vm := G.NewTapeMachine(g, G.BindDualValues(param.Nodes(params)...))
 	defer vm.Close()
 	solver, err := param.NewSolver(params, []optim.Group{
-		{Select: optim.Param.Constrained, LR: 0.2, RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
-		{Rule: optim.RuleAdam, LR: 0.02},
+		{Select: optim.Param.Constrained, LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
+		{Rule: optim.AdamConfig{}, LR: 0.02},
 	}, optim.Options{})
 	if err != nil {
 		log.Fatal(err)

@@ -28,7 +28,7 @@ func BenchmarkStep(b *testing.B) {
 			}
 			b.ReportMetric(2*float64(n*n*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
-		for _, s := range []Sampling{Permutation, Orthogonal} {
+		for _, s := range []Sampler{Permutation, Orthogonal} {
 			b.Run(fmt.Sprintf("rsdm-%v/n=%d/r=%d", s, n, r), func(b *testing.B) {
 				opt, err := NewRSDM(st, RSDMConfig{LR: 1e-3, SubmanifoldSize: r, Sampling: s, ReorthEvery: -1})
 				if err != nil {

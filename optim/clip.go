@@ -26,7 +26,7 @@ func work[T Float](w *clipWork, n int) []T {
 // when their global norm exceeds ClipNorm.
 func (s *Solver) clipGrads() error {
 	var total float64
-	for i, o := range s.opts {
+	for i, o := range s.slots {
 		total += o.sqNorm(s.values[i], s.grads[i], &s.clip[i])
 	}
 	norm := math.Sqrt(total)
@@ -61,8 +61,8 @@ func scale(g any, c float64) {
 // constrained one. With M = X^T G for the column-orthonormal X (W^T for a
 // wide W), ||P_X(G)||^2 is ||G||^2 - ||sym(M)||^2 on the Stiefel manifold
 // and ||G||^2 - ||M||^2 on the Grassmann manifold.
-func (t *typedOpt[T]) sqNorm(v, g any, w *clipWork) float64 {
-	if !t.constrained {
+func (t *typedSlot[T]) sqNorm(v, g any, w *clipWork) float64 {
+	if t.m == nil {
 		gs := g.([]T)
 		return linalg.Dot(gs, gs)
 	}

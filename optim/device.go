@@ -72,7 +72,7 @@ func NewDeviceSolver(be backend.Backend, params []DeviceParam, groups []Group, o
 	}
 	gs := make([]Group, len(groups))
 	for i, g := range groups {
-		if err := g.normalize(); err != nil {
+		if err := g.check(); err != nil {
 			return nil, fmt.Errorf("%w (group %d)", err, i)
 		}
 		gs[i] = g
@@ -175,45 +175,57 @@ func newDevOpt[T Float](d deviceBuild) (devOpt, error) {
 		return nil, err
 	}
 	lr := g.lr(0)
+	hp := Param{Name: p.Name, Shape: p.Shape, Manifold: p.Manifold}
+	rule, err := ruleOf(hp, g)
+	if err != nil {
+		return nil, err
+	}
 	if p.Manifold == nil {
-		if g.Rule == RuleSGD {
-			host, err := NewSGD[T](n, SGDConfig{LR: lr, Momentum: g.Momentum})
+		switch r := rule.(type) {
+		case SGDConfig:
+			host, err := NewSGD[T](n, SGDConfig{LR: lr, Momentum: r.Momentum})
 			if err != nil {
 				return nil, err
 			}
-			return newDevSGD(d, host, n)
+			return newDevSGD(d, host, n, g.WeightDecay)
+		case AdamConfig, AdamWConfig:
+			ac, decay := AdamConfig{}, g.WeightDecay
+			if aw, ok := r.(AdamWConfig); ok {
+				ac = AdamConfig(aw)
+				if decay == 0 {
+					decay = 0.01
+				}
+			} else {
+				ac = r.(AdamConfig)
+			}
+			ac.LR = lr
+			host, err := NewAdam[T](n, ac)
+			if err != nil {
+				return nil, err
+			}
+			return newDevAdam(d, host, n, decay)
 		}
-		ac := g.Adam
-		ac.LR = lr
-		host, err := NewAdam[T](n, ac)
-		if err != nil {
-			return nil, err
-		}
-		return newDevAdam(d, host, n)
-	}
-	if len(p.Shape) != 2 {
-		return nil, fmt.Errorf("marked as constrained but has shape %v, want a matrix", p.Shape)
+		return nil, fmt.Errorf("%v is not available on the %s backend", rule, d.s.be.Name())
 	}
 	if st, ok := p.Manifold.(Stiefel); !ok || st.Retraction != manifold.QR {
 		return nil, fmt.Errorf("weights on the %v manifold are not stepped on the %s backend (the Stiefel manifold with the QR retraction is)", p.Manifold, d.s.be.Name())
 	}
-	m, _, err := ManifoldOf[T](Param{Name: p.Name, Shape: p.Shape, Manifold: p.Manifold})
+	m, _, err := ManifoldOf[T](hp)
 	if err != nil {
 		return nil, err
 	}
 	rows, cols := m.Dims()
-	switch g.Method {
-	case MethodRGD:
-		host, err := NewRGD(m, RGDConfig{LR: lr, Momentum: g.Momentum})
+	switch rc := rule.(type) {
+	case RGDConfig:
+		host, err := NewRGD(m, RGDConfig{LR: lr, Momentum: rc.Momentum})
 		if err != nil {
 			return nil, err
 		}
 		return newDevRGD(d, host, rows, cols)
-	case MethodRSDM:
-		rc := g.RSDM
+	case RSDMConfig:
 		switch {
-		case rc.Sampling == Orthogonal:
-			return nil, fmt.Errorf("RSDM with orthogonal sampling is not available on the %s backend (permutation and blocks are)", d.s.be.Name())
+		case rc.Sampling != nil && !rc.Sampling.Rows():
+			return nil, fmt.Errorf("RSDM with %v sampling is not available on the %s backend (samplers of rows are)", rc.Sampling, d.s.be.Name())
 		case rc.InnerSteps > 1 || rc.Momentum != 0:
 			return nil, fmt.Errorf("RSDM with inner steps or momentum is not available on the %s backend", d.s.be.Name())
 		case rc.Retraction != manifold.QR:
@@ -227,7 +239,7 @@ func newDevOpt[T Float](d deviceBuild) (devOpt, error) {
 		}
 		return newDevRSDM(d, host, rows, cols)
 	}
-	return nil, fmt.Errorf("%v is not available on the %s backend", g.Method, d.s.be.Name())
+	return nil, fmt.Errorf("%v is not available on the %s backend", rule, d.s.be.Name())
 }
 
 // Step enqueues one step of every parameter from the gradients in their
@@ -351,7 +363,7 @@ type devSGD[T Float] struct {
 	started bool // a step with momentum was taken: the buffer is state
 }
 
-func newDevSGD[T Float](d deviceBuild, host *SGD[T], n int) (*devSGD[T], error) {
+func newDevSGD[T Float](d deviceBuild, host *SGD[T], n int, decay float64) (*devSGD[T], error) {
 	o := &devSGD[T]{d: d, host: host, n: n}
 	var err error
 	if host.cfg.Momentum != 0 {
@@ -359,7 +371,7 @@ func newDevSGD[T Float](d deviceBuild, host *SGD[T], n int) (*devSGD[T], error) 
 			return nil, err
 		}
 	}
-	o.step, err = d.prepare(backend.SGDStep{N: n, Momentum: host.cfg.Momentum, Decay: d.g.WeightDecay, W: d.p.Value, G: d.p.Grad, Mom: o.mom, LR: d.lr})
+	o.step, err = d.prepare(backend.SGDStep{N: n, Momentum: host.cfg.Momentum, Decay: decay, W: d.p.Value, G: d.p.Grad, Mom: o.mom, LR: d.lr})
 	return o, err
 }
 
@@ -414,7 +426,7 @@ type devAdam[T Float] struct {
 	step backend.Func
 }
 
-func newDevAdam[T Float](d deviceBuild, host *Adam[T], n int) (*devAdam[T], error) {
+func newDevAdam[T Float](d deviceBuild, host *Adam[T], n int, decay float64) (*devAdam[T], error) {
 	o := &devAdam[T]{d: d, host: host, n: n}
 	dt := backend.DTypeOf(d.p.Value)
 	var err error
@@ -425,7 +437,7 @@ func newDevAdam[T Float](d deviceBuild, host *Adam[T], n int) (*devAdam[T], erro
 		return nil, err
 	}
 	c := host.cfg
-	o.step, err = d.prepare(backend.AdamStep{N: n, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, Decay: d.g.WeightDecay,
+	o.step, err = d.prepare(backend.AdamStep{N: n, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, Decay: decay,
 		W: d.p.Value, G: d.p.Grad, M: o.m, V: o.v, Hyper: d.lr})
 	return o, err
 }
@@ -567,33 +579,21 @@ func newDevRSDM[T Float](d deviceBuild, host *RSDM[T], n, p int) (*devRSDM[T], e
 }
 
 func (o *devRSDM[T]) prepare(lr float64, h []float64) error {
-	o.host.saved = *o.host.src // first: abort restores it whatever fails
-	if err := checkLR(lr); err != nil {
-		return err
-	}
 	if err := o.host.SetLR(lr); err != nil {
 		return err
 	}
 	h[0] = lr
-	if err := o.host.sampler.draw(o.host.rng); err != nil {
+	sub, err := o.host.Draw()
+	if err != nil {
 		return err
 	}
-	var idx []int
-	switch s := o.host.sampler.(type) {
-	case *permSampler[T]:
-		idx = s.idx
-	case *blockSampler[T]:
-		idx = s.idx
-	default:
-		return fmt.Errorf("RSDM's %v sampling is not available on a device", o.host.cfg.Sampling)
-	}
-	for i, v := range idx {
+	for i, v := range sub.Rows {
 		o.rowsInt[i] = int32(v)
 	}
 	return nil
 }
 
-func (o *devRSDM[T]) abort() { o.host.abort() }
+func (o *devRSDM[T]) abort() { o.host.Undraw() }
 
 func (o *devRSDM[T]) run() error {
 	if err := o.d.s.be.CopyIn(o.rows.Buf, o.rows.Off, o.rowsInt); err != nil {
@@ -610,7 +610,7 @@ func (o *devRSDM[T]) run() error {
 	})
 }
 
-func (o *devRSDM[T]) commit()                 { o.host.steps++ }
+func (o *devRSDM[T]) commit()                 { o.host.Advance() }
 func (o *devRSDM[T]) state() (State, error)   { return o.host.State(), nil }
 func (o *devRSDM[T]) setState(st State) error { return o.host.SetState(st) }
 

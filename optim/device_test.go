@@ -39,16 +39,16 @@ func deviceConfigs() map[string][]optim.Group {
 		return []optim.Group{c, rest(u)}
 	}
 	return map[string][]optim.Group{
-		"rsdm-perm+sgd": two(optim.Group{LR: 0.4, RSDM: optim.RSDMConfig{SubmanifoldSize: 3, Seed: 5}},
-			optim.Group{Rule: optim.RuleSGD, LR: 0.1}),
-		"rsdm-blocks+sgd-momentum-decay": two(optim.Group{LR: 0.3, RSDM: optim.RSDMConfig{SubmanifoldSize: 3, Sampling: optim.Blocks, Seed: 2}},
-			optim.Group{Rule: optim.RuleSGD, LR: 0.1, Momentum: 0.9, WeightDecay: 0.01}),
-		"rsdm-reorth+adam-schedule": two(optim.Group{LR: 0.3, RSDM: optim.RSDMConfig{SubmanifoldSize: 4, ReorthEvery: 2}},
-			optim.Group{Rule: optim.RuleAdam, LR: 0.01, Schedule: optim.Cosine{Steps: 5}}),
-		"rgd+adamw": two(optim.Group{Method: optim.MethodRGD, LR: 0.2},
-			optim.Group{Rule: optim.RuleAdamW, LR: 0.01}),
-		"rgd-momentum+sgd": two(optim.Group{Method: optim.MethodRGD, LR: 0.2, Momentum: 0.8},
-			optim.Group{Rule: optim.RuleSGD, LR: 0.05}),
+		"rsdm-perm+sgd": two(optim.Group{LR: 0.4, Rule: optim.RSDMConfig{SubmanifoldSize: 3, Seed: 5}},
+			optim.Group{Rule: optim.SGDConfig{}, LR: 0.1}),
+		"rsdm-blocks+sgd-momentum-decay": two(optim.Group{LR: 0.3, Rule: optim.RSDMConfig{SubmanifoldSize: 3, Sampling: optim.Blocks, Seed: 2}},
+			optim.Group{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1, WeightDecay: 0.01}),
+		"rsdm-reorth+adam-schedule": two(optim.Group{LR: 0.3, Rule: optim.RSDMConfig{SubmanifoldSize: 4, ReorthEvery: 2}},
+			optim.Group{Rule: optim.AdamConfig{}, LR: 0.01, Schedule: optim.Cosine{Steps: 5}}),
+		"rgd+adamw": two(optim.Group{Rule: optim.RGDConfig{}, LR: 0.2},
+			optim.Group{Rule: optim.AdamWConfig{}, LR: 0.01}),
+		"rgd-momentum+sgd": two(optim.Group{Rule: optim.RGDConfig{Momentum: 0.8}, LR: 0.2},
+			optim.Group{Rule: optim.SGDConfig{}, LR: 0.05}),
 	}
 }
 
@@ -285,13 +285,13 @@ func TestDeviceSolverRefuses(t *testing.T) {
 		want   string
 		m      optim.Manifold
 	}{
-		{"radam", []optim.Group{{Method: optim.MethodRiemannianAdam, LR: 0.1}}, optim.Options{}, "radam", nil},
-		{"orthogonal", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 2, Sampling: optim.Orthogonal}}}, optim.Options{}, "orthogonal sampling", nil},
-		{"inner steps", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 2, InnerSteps: 3, Momentum: 0.5}}}, optim.Options{}, "inner steps", nil},
-		{"cayley", []optim.Group{{Method: optim.MethodRGD, LR: 0.1}}, optim.Options{}, "QR retraction", optim.Stiefel{Retraction: manifold.Cayley}},
-		{"grassmann", []optim.Group{{Method: optim.MethodRGD, LR: 0.1}}, optim.Options{}, "grassmann manifold", optim.Grassmann{}},
-		{"clip", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 2}}}, optim.Options{ClipNorm: 1}, "clipping", nil},
-		{"r > n", []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 5}}}, optim.Options{}, "exceeds", nil},
+		{"radam", []optim.Group{{Rule: optim.RiemannianAdamConfig{}, LR: 0.1}}, optim.Options{}, "radam", nil},
+		{"orthogonal", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2, Sampling: optim.Orthogonal}}}, optim.Options{}, "orth sampling", nil},
+		{"inner steps", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2, InnerSteps: 3, Momentum: 0.5}}}, optim.Options{}, "inner steps", nil},
+		{"cayley", []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}, "QR retraction", optim.Stiefel{Retraction: manifold.Cayley}},
+		{"grassmann", []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}, "grassmann manifold", optim.Grassmann{}},
+		{"clip", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2}}}, optim.Options{ClipNorm: 1}, "clipping", nil},
+		{"r > n", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 5}}}, optim.Options{}, "exceeds", nil},
 	} {
 		if c.m == nil {
 			c.m = optim.Stiefel{}

@@ -256,7 +256,7 @@ func testAllocs[T Float](t *testing.T) {
 func TestFloat32Feasibility(t *testing.T) {
 	const n, p, steps = 256, 128, 10000
 	for _, tc := range []struct {
-		sampling Sampling
+		sampling Sampler
 		reorth   int
 	}{{Permutation, 0}, {Orthogonal, 0}} {
 		t.Run(fmt.Sprintf("%v/reorth=%d", tc.sampling, tc.reorth), func(t *testing.T) {
@@ -299,7 +299,7 @@ func TestFloat32Feasibility(t *testing.T) {
 // bit and that another seed does not.
 func TestDeterminism(t *testing.T) {
 	const n, p = 30, 6
-	final := func(seed uint64, s Sampling) []float64 {
+	final := func(seed uint64, s Sampler) []float64 {
 		rng := newRNG(1)
 		st, _ := manifold.NewStiefel[float64](n, p)
 		pr := problem.NewPCA[float64](n, p, rng)
@@ -318,7 +318,7 @@ func TestDeterminism(t *testing.T) {
 		}
 		return x
 	}
-	for _, s := range []Sampling{Permutation, Orthogonal, Blocks} {
+	for _, s := range []Sampler{Permutation, Orthogonal, Blocks} {
 		a, b, c := final(1, s), final(1, s), final(2, s)
 		same, differ := true, false
 		for i := range a {
@@ -349,7 +349,7 @@ func TestBadArguments(t *testing.T) {
 		{"lr=NaN", RSDMConfig{LR: math.NaN(), SubmanifoldSize: 3}, "learning rate NaN"},
 		{"momentum", RSDMConfig{LR: 0.1, SubmanifoldSize: 3, Momentum: 1.5, InnerSteps: 2}, "momentum 1.5"},
 		{"momentum-without-inner", RSDMConfig{LR: 0.1, SubmanifoldSize: 3, Momentum: 0.5}, "InnerSteps > 1"},
-		{"sampling", RSDMConfig{LR: 0.1, SubmanifoldSize: 3, Sampling: 9}, "unknown sampling"},
+		{"sampling", RSDMConfig{LR: 0.1, SubmanifoldSize: 3, Sampling: noDraws{}}, "RSDM's none sampler: no draws of 3 of 10 rows"},
 	} {
 		if _, err := NewRSDM(st, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want it to contain %q", tc.name, err, tc.want)
@@ -398,4 +398,13 @@ func TestBadArguments(t *testing.T) {
 	if _, err := NewRSDM[float64](nil, RSDMConfig{LR: 1, SubmanifoldSize: 2}); err == nil {
 		t.Error("NewRSDM(nil) did not fail")
 	}
+}
+
+// noDraws is a Sampler whose Start fails.
+type noDraws struct{}
+
+func (noDraws) String() string { return "none" }
+func (noDraws) Rows() bool     { return true }
+func (noDraws) Start(n, r int) (Draws, error) {
+	return nil, fmt.Errorf("no draws of %d of %d rows", r, n)
 }

@@ -1,17 +1,12 @@
 package optim
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
 	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/manifold"
 )
-
-// errFactoredRSDMOnly reports a factored gradient given to an optimizer
-// other than RSDM.
-var errFactoredRSDMOnly = errors.New("a factored gradient, which only RSDM steps")
 
 // Manifold makes the manifold a constrained weight lives on, for the
 // weight's element type: Float32 and Float64 return it for an n x p point

@@ -88,7 +88,7 @@ func TestOrthonormalize(t *testing.T) {
 			v[i] = rng.NormFloat64()
 		}
 		p := Param{Name: "w", Shape: tc.shape, Manifold: tc.m, Value: v, Grad: make([]float64, n)}
-		groups := []Group{{LR: 0.1, Method: MethodRGD}}
+		groups := []Group{{LR: 0.1, Rule: RGDConfig{}}}
 		if _, err := NewSolver([]Param{p}, groups, Options{}); err == nil || !strings.Contains(err.Error(), "optim.Param.Orthonormalize") {
 			t.Errorf("%s: a Gaussian weight: error %v, want one naming optim.Param.Orthonormalize", tc.name, err)
 		}

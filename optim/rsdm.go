@@ -8,36 +8,6 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 )
 
-// Sampling selects how RSDM draws the r-dimensional submanifold of a step.
-type Sampling int
-
-const (
-	// Permutation picks r distinct rows uniformly (RSDM-P): a step reads and
-	// writes only those rows, O(r^2 p + r^3).
-	Permutation Sampling = iota
-	// Orthogonal takes r rows of a Haar-random orthogonal matrix (RSDM-O):
-	// every row moves, O(npr).
-	Orthogonal
-	// Blocks partitions the rows at random into ceil(n/r) blocks of r and
-	// visits each block once per pass, so that every pass covers every row
-	// (the paper's Algorithm 2, which converges deterministically). When r
-	// does not divide n the last block of a pass overlaps the one before it.
-	Blocks
-)
-
-// String returns the sampling's short name: perm, orth or blocks.
-func (s Sampling) String() string {
-	switch s {
-	case Permutation:
-		return "perm"
-	case Orthogonal:
-		return "orth"
-	case Blocks:
-		return "blocks"
-	}
-	return fmt.Sprintf("Sampling(%d)", int(s))
-}
-
 // RSDMConfig holds the options of RSDM.
 type RSDMConfig struct {
 	// LR is the step size eta, finite and >= 0.
@@ -45,8 +15,9 @@ type RSDMConfig struct {
 	// SubmanifoldSize is r, the dimension of the orthogonal group O(r) that a
 	// step moves in. Required, 2 <= r <= n.
 	SubmanifoldSize int
-	// Sampling draws the submanifold. The default is Permutation.
-	Sampling Sampling
+	// Sampling draws the submanifolds: Permutation (nil selects it),
+	// Orthogonal, Blocks or a Sampler of one's own.
+	Sampling Sampler
 	// Retraction on O(r) for the inner update. The default is QR.
 	Retraction manifold.Retraction
 	// Momentum is the coefficient beta of RSDM-momentum (the paper's
@@ -81,11 +52,13 @@ type RSDM[T Float] struct {
 	r      int
 	reorth int
 
-	src     *rand.PCG
-	rng     *rand.Rand
-	sampler sampler[T]
-	inner   *manifold.Stiefel[float64] // O(r)
-	qr      linalg.QR[float64]
+	src   *rand.PCG
+	rng   *rand.Rand
+	draws Draws                      // the sampler's draws for this weight
+	sub   *Submanifold               // the last draw
+	apply applier[T]                 // moves matrices in and out of sub
+	inner *manifold.Stiefel[float64] // O(r)
+	qr    linalg.QR[float64]
 
 	steps int // steps taken
 
@@ -148,9 +121,13 @@ func NewRSDM[T Float](m manifold.Manifold[T], cfg RSDMConfig) (*RSDM[T], error) 
 	}
 	o.src = rand.NewPCG(cfg.Seed, 0x5244534d) // "RSDM"
 	o.rng = rand.New(o.src)
-	if o.sampler, err = newSampler[T](cfg.Sampling, n, p, r); err != nil {
-		return nil, err
+	if cfg.Sampling == nil {
+		o.cfg.Sampling = Permutation
 	}
+	if o.draws, err = o.cfg.Sampling.Start(n, r); err != nil {
+		return nil, fmt.Errorf("optim: RSDM's %v sampler: %w", o.cfg.Sampling, err)
+	}
+	o.apply, o.sub = newApplier[T](o.cfg.Sampling, n, p, r)
 	rr, rp := r*r, r*p
 	o.px0, o.pxc, o.pg = make([]T, rp), make([]T, rp), make([]T, rp)
 	o.b = make([]T, rr)
@@ -168,6 +145,33 @@ func NewCoordinateDescent[T Float](m manifold.Manifold[T], lr float64, seed uint
 
 // Steps returns the number of steps taken.
 func (o *RSDM[T]) Steps() int { return o.steps }
+
+// ReorthEvery returns how many steps apart the weight is
+// re-orthonormalized (0: never), RSDMConfig.ReorthEvery with its default
+// filled in.
+func (o *RSDM[T]) ReorthEvery() int { return max(o.reorth, 0) }
+
+// Draw is the first part of a step that another implementation takes (a
+// device's): it draws the submanifold of the next step, as Step would
+// (the same P for the same seed), and returns it. Undraw undoes it, for a
+// step that fails before it moves the weight; Advance counts the step once
+// it has moved it.
+func (o *RSDM[T]) Draw() (*Submanifold, error) {
+	o.saved = *o.src
+	if o.phase() == 0 {
+		if err := o.draws.Draw(o.rng, o.sub); err != nil {
+			o.abort()
+			return nil, fmt.Errorf("optim: RSDM's %v sampler: %w", o.cfg.Sampling, err)
+		}
+	}
+	return o.sub, nil
+}
+
+// Undraw returns the sampler to where it was before the last Draw.
+func (o *RSDM[T]) Undraw() { o.abort() }
+
+// Advance counts a step taken from the last Draw.
+func (o *RSDM[T]) Advance() { o.steps++ }
 
 // phase returns the inner step within the current submanifold: 0 when the
 // next step draws a new one.
@@ -215,25 +219,58 @@ func (o *RSDM[T]) prepare(x, grad []T) error { return o.prepareFrom(x, grad, Fac
 // prepareFactored is prepare for a gradient given by its factors.
 func (o *RSDM[T]) prepareFactored(x []T, g Factored[T]) error { return o.prepareFrom(x, nil, g) }
 
-// prepareFrom is prepare from grad, or from fg when grad is nil: one inner
-// step of Algorithm 3, which with InnerSteps = 1 is Algorithm 1.
+// prepareFrom computes one step of the paper's Algorithm 1 from x along
+// grad (along fg when grad is nil) into workspaces; commit moves x:
+//
+//	3: sample the submanifold P and start at Y = I
+//	4: Omega = skew(P G (PX)^T), the Riemannian gradient of F~ at I (eq. 3)
+//	5: Y_new = R_I(-eta Omega)
+//	6: X <- U(Y_new) X (commit)
+//
+// With InnerSteps = S > 1 (Algorithm 3) the S - 1 steps after a draw stay
+// in its submanifold: innerStep.
 func (o *RSDM[T]) prepareFrom(x, grad []T, fg Factored[T]) error {
 	o.saved = *o.src
-	first := o.phase() == 0
-	if first {
-		// Sample P and start at Y = I (Algorithm 1, line 3).
-		if err := o.sampler.draw(o.rng); err != nil {
+	if o.phase() != 0 {
+		return o.innerStep(x, grad, fg)
+	}
+	if err := o.draws.Draw(o.rng, o.sub); err != nil { // line 3
+		return fmt.Errorf("optim: RSDM's %v sampler: %w", o.cfg.Sampling, err)
+	}
+	o.apply.project(o.px0, x)
+	copy(o.pxc, o.px0)
+	linalg.Identity(o.r, o.y)
+	linalg.Identity(o.r, o.yprev)
+	if err := o.riemannianGradient(grad, fg); err != nil { // line 4
+		return err
+	}
+	for i, w := range o.omega { // line 5
+		o.v[i] = -o.cfg.LR * w
+	}
+	return o.retractAndForm(x) // lines 5 and 6
+}
+
+// innerStep is a step of Algorithm 3 inside the submanifold drawn at its
+// first step, from the current Y: Y_new = R_Y(-eta Omega Y) plus, with
+// momentum beta, beta P_Y(Y - Y_prev) in the direction (line 7).
+func (o *RSDM[T]) innerStep(x, grad []T, fg Factored[T]) error {
+	r := o.r
+	o.apply.project(o.pxc, x)
+	if err := o.riemannianGradient(grad, fg); err != nil {
+		return err
+	}
+	linalg.Gemm(false, false, r, r, r, -o.cfg.LR, o.omega, r, o.y, r, 0, o.v, r)
+	if o.cfg.Momentum != 0 {
+		if err := o.addMomentum(); err != nil {
 			return err
 		}
-		o.sampler.project(o.px0, x)
-		copy(o.pxc, o.px0)
-		linalg.Identity(o.r, o.y)
-		linalg.Identity(o.r, o.yprev)
-	} else {
-		o.sampler.project(o.pxc, x)
 	}
-	// The Riemannian gradient of F~ on O(r), translated to the identity
-	// (line 4): Omega = skew(P G (PX)^T), equation (3).
+	return o.retractAndForm(x)
+}
+
+// riemannianGradient sets omega = skew(P G (PX)^T) from grad, or from fg
+// when grad is nil.
+func (o *RSDM[T]) riemannianGradient(grad []T, fg Factored[T]) error {
 	if grad != nil {
 		o.projectedGradient(grad)
 	} else {
@@ -243,21 +280,21 @@ func (o *RSDM[T]) prepareFrom(x, grad []T, fg Factored[T]) error {
 	if !linalg.Finite(o.omega) { // overflow in the product of finite factors
 		return ErrNotFinite
 	}
-	// Y_new = R_Y(-eta Omega Y + beta P_Y(Y - Y_prev)) (line 5; Algorithm 3).
-	if err := o.direction(first); err != nil {
-		return err
-	}
+	return nil
+}
+
+// retractAndForm sets Y_new = R_Y(V). The move X <- U(Y_new) X_0 waits for
+// commit, unless this step also re-orthonormalizes: that point is formed
+// aside, so that a failure leaves x as it was.
+func (o *RSDM[T]) retractAndForm(x []T) error {
 	if err := o.retract(); err != nil {
 		return fmt.Errorf("optim: RSDM inner retraction: %w", err)
 	}
-	// X <- U(Y_new) X_0 (line 6) waits for commit, unless this step also
-	// re-orthonormalizes: that point is formed aside, so that a failure
-	// leaves x as it was.
 	o.reorthNow = o.reorth > 0 && (o.steps+1)%o.reorth == 0
 	if o.reorthNow {
 		o.scratch = linalg.Grow(o.scratch, len(x))
 		copy(o.scratch, x)
-		o.sampler.update(o.scratch, o.px0, o.y, o.ynew)
+		o.apply.update(o.scratch, o.px0, o.y, o.ynew)
 		if err := o.m.Orthonormalize(o.scratch); err != nil {
 			return fmt.Errorf("optim: RSDM: %w", err)
 		}
@@ -270,7 +307,7 @@ func (o *RSDM[T]) commit(x, _ []T) {
 	if o.reorthNow {
 		copy(x, o.scratch)
 	} else {
-		o.sampler.update(x, o.px0, o.y, o.ynew)
+		o.apply.update(x, o.px0, o.y, o.ynew)
 	}
 	o.yprev, o.y, o.ynew = o.y, o.ynew, o.yprev
 	o.steps++
@@ -282,13 +319,13 @@ func (o *RSDM[T]) commit(x, _ []T) {
 func (o *RSDM[T]) abort() {
 	*o.src = o.saved
 	if o.phase() == 0 { // prepare drew
-		o.sampler.undraw()
+		o.draws.Undraw()
 	}
 }
 
 // projectedGradient sets b = P G (PX)^T.
 func (o *RSDM[T]) projectedGradient(grad []T) {
-	o.sampler.project(o.pg, grad)
+	o.apply.project(o.pg, grad)
 	linalg.Mul(false, true, o.r, o.r, o.p, o.pg, o.pxc, o.b)
 }
 
@@ -298,7 +335,7 @@ func (o *RSDM[T]) factoredProduct(g Factored[T]) {
 	o.fc = linalg.Grow(o.fc, k*r)
 	o.fa = linalg.Grow(o.fa, k*r)
 	linalg.Gemm(false, true, k, r, p, 1, g.B, p, o.pxc, p, 0, o.fc, r)
-	o.sampler.projectFactor(o.fa, g.A, k)
+	o.apply.projectFactor(o.fa, g.A, k)
 	linalg.Gemm(true, false, r, r, k, 1, o.fa, r, o.fc, r, 0, o.b, r)
 }
 
@@ -311,21 +348,9 @@ func skewPart[T Float](r int, omega []float64, b []T) {
 	}
 }
 
-// direction sets the tangent vector V at Y of the inner update:
-// -eta Omega Y + beta P_Y(Y - Y_prev) (Algorithm 3, line 7), which at the
-// first inner step, Y = I, is -eta Omega (Algorithm 1, line 5).
-func (o *RSDM[T]) direction(first bool) error {
-	r := o.r
-	if first {
-		for i, w := range o.omega {
-			o.v[i] = -o.cfg.LR * w
-		}
-		return nil
-	}
-	linalg.Gemm(false, false, r, r, r, -o.cfg.LR, o.omega, r, o.y, r, 0, o.v, r)
-	if o.cfg.Momentum == 0 {
-		return nil
-	}
+// addMomentum adds Algorithm 3's momentum beta P_Y(Y - Y_prev) to the
+// direction V.
+func (o *RSDM[T]) addMomentum() error {
 	for i := range o.tmp {
 		o.tmp[i] = o.y[i] - o.yprev[i]
 	}

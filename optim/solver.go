@@ -8,91 +8,26 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 )
 
-// Method selects the update of a group's constrained weights.
-type Method int
-
-const (
-	// MethodRSDM is the random submanifold method (the default).
-	MethodRSDM Method = iota
-	// MethodRGD is Riemannian gradient descent, with Group.Momentum.
-	MethodRGD
-	// MethodRiemannianAdam is Riemannian Adam (RiemannianAdam).
-	MethodRiemannianAdam
-)
-
-// String returns the method's name: rsdm, rgd or radam.
-func (m Method) String() string {
-	switch m {
-	case MethodRSDM:
-		return "rsdm"
-	case MethodRGD:
-		return "rgd"
-	case MethodRiemannianAdam:
-		return "radam"
-	}
-	return fmt.Sprintf("Method(%d)", int(m))
-}
-
-// Rule selects the update of a group's unconstrained parameters.
-type Rule int
-
-const (
-	// RuleSGD is SGD with Group.Momentum as heavy-ball momentum (PyTorch's
-	// SGD: v = mu v + g, w -= lr v). The default.
-	RuleSGD Rule = iota
-	// RuleAdam is Adam with bias correction (Kingma and Ba 2015).
-	RuleAdam
-	// RuleAdamW is Adam with decoupled weight decay (Loshchilov and Hutter
-	// 2019): Group.WeightDecay, 0.01 when it is 0.
-	RuleAdamW
-)
-
-// String returns the rule's name: sgd, adam or adamw.
-func (r Rule) String() string {
-	switch r {
-	case RuleSGD:
-		return "sgd"
-	case RuleAdam:
-		return "adam"
-	case RuleAdamW:
-		return "adamw"
-	}
-	return fmt.Sprintf("Rule(%d)", int(r))
-}
-
 // Group is a set of parameters that share an update rule and its settings,
-// as a parameter group of torch.optim: a group may hold constrained weights
-// (stepped by Method) and unconstrained parameters (stepped by Rule).
+// as a parameter group of torch.optim.
 type Group struct {
 	// Select picks the group's parameters from those no earlier group
 	// took; nil takes all of them.
 	Select func(Param) bool
-	// Method updates the constrained weights: MethodRSDM (the default),
-	// MethodRGD or MethodRiemannianAdam.
-	Method Method
-	// Rule updates the unconstrained parameters: RuleSGD (the default),
-	// RuleAdam or RuleAdamW.
+	// Rule steps the group's parameters: RSDMConfig, RGDConfig or
+	// RiemannianAdamConfig for constrained weights, SGDConfig, AdamConfig
+	// or AdamWConfig for the others, or a Rule of one's own. If Rule is
+	// nil, SGDConfig{} steps unconstrained parameters (a constrained
+	// weight needs a rule that names it).
 	Rule Rule
 	// LR is the base step size, finite and >= 0 (0 freezes the group).
 	LR float64
 	// Schedule scales LR with the Solver's steps; nil keeps it constant.
 	Schedule Schedule
-	// Momentum is SGD's heavy-ball coefficient and RGD's momentum, in
-	// [0, 1). RSDM's momentum is RSDM.Momentum.
-	Momentum float64
 	// WeightDecay is decoupled weight decay of the unconstrained
 	// parameters: each step first scales them by 1 - lr * WeightDecay.
 	// Constrained weights ignore it.
 	WeightDecay float64
-	// RSDM configures MethodRSDM: SubmanifoldSize (required, 2 <= r <= the
-	// rows of every weight of the group), Sampling, Momentum, InnerSteps,
-	// Retraction, ReorthEvery and Seed. Its LR is ignored (the group's is
-	// used); each weight's sampler is seeded from Seed and the weight's
-	// position in the Solver's parameter list.
-	RSDM RSDMConfig
-	// Adam holds the betas and eps of Adam, AdamW and Riemannian Adam; its
-	// LR is ignored.
-	Adam AdamConfig
 }
 
 // Options holds the options of a Solver that apply across groups.
@@ -106,56 +41,36 @@ type Options struct {
 	ClipNorm float64
 }
 
-// Solver updates parameters from their gradients: each constrained weight
-// on its manifold by its group's Method, every other parameter by its
-// group's Rule. It is built once over its parameters, as torch.optim's
-// optimizers are; Step updates all of them. Every Step is all-or-nothing:
-// on error no parameter, buffer or counter has moved. The Solver counts
-// its steps, which drive the groups' schedules and are part of its state.
+// Solver updates parameters from their gradients, each by the Stepper its
+// group's Rule built for it. It is built once over its parameters, as
+// torch.optim's optimizers are; Step updates all of them. Every Step is
+// all-or-nothing: on error no parameter, buffer or counter has moved. The
+// Solver counts its steps, which drive the groups' schedules and are part
+// of its state.
 type Solver struct {
 	groupSteps // the groups and the step count: SetLR, LR, Steps, SetSteps
 	params     []Param
 	member     []int // each parameter's group
-	opts       []paramOpt
+	slots      []slot
 	options    Options
 	// values and grads are the slices of the Step under way.
 	values, grads []any
 	clip          []clipWork
 }
 
-// paramOpt is one parameter's optimizer, bound to its element type.
-type paramOpt interface {
-	prepare(value, grad any) error
-	commit(value, grad any)
+// slot is one parameter's stepper, with what the Solver does around it
+// for the parameter's element type: the wide weight's transposition and
+// the norm of its gradient for clipping.
+type slot interface {
+	prepare(value, grad any, lr float64) error
+	commit()
 	abort()
 	state() State
 	setState(State) error
-	setLR(lr float64) error
 	// sqNorm returns the squared norm of the gradient the step will follow
 	// (Riemannian for a constrained weight), for clipping.
 	sqNorm(value, grad any, w *clipWork) float64
 }
-
-// twoPhase is an optimizer whose step is split so that a Solver can update
-// every parameter or none: prepare computes the step into workspaces and
-// may fail, commit applies it and cannot, abort undoes what prepare
-// advanced (a sampler).
-type twoPhase[T Float] interface {
-	prepare(x, grad []T) error
-	commit(x, grad []T)
-	abort()
-	State() State
-	SetState(State) error
-	SetLR(float64) error
-}
-
-var (
-	_ twoPhase[float32] = (*RSDM[float32])(nil)
-	_ twoPhase[float32] = (*RGD[float32])(nil)
-	_ twoPhase[float32] = (*RiemannianAdam[float32])(nil)
-	_ twoPhase[float32] = (*SGD[float32])(nil)
-	_ twoPhase[float32] = (*Adam[float32])(nil)
-)
 
 // NewSolver returns a Solver over params, each stepped by the first group
 // whose Select takes it. It checks everything a step will need: every
@@ -172,7 +87,7 @@ func NewSolver(params []Param, groups []Group, o Options) (*Solver, error) {
 	}
 	gs := make([]Group, len(groups))
 	for i, g := range groups {
-		if err := g.normalize(); err != nil {
+		if err := g.check(); err != nil {
 			return nil, fmt.Errorf("%w (group %d)", err, i)
 		}
 		gs[i] = g
@@ -199,41 +114,21 @@ func NewSolver(params []Param, groups []Group, o Options) (*Solver, error) {
 			return nil, fmt.Errorf("optim: %s belongs to no group (add a group with no Select for the rest)", p.describe())
 		}
 	}
-	opts, err := s.build(true)
+	slots, err := s.build(true)
 	if err != nil {
 		return nil, err
 	}
-	s.opts = opts
+	s.slots = slots
 	return s, nil
 }
 
-// normalize fills in the defaults of a group and checks it.
-func (g *Group) normalize() error {
+// check checks a group's settings.
+func (g *Group) check() error {
 	if err := checkLR(g.LR); err != nil {
-		return err
-	}
-	if err := checkMomentum(g.Momentum); err != nil {
 		return err
 	}
 	if !(g.WeightDecay >= 0) || math.IsInf(g.WeightDecay, 0) {
 		return fmt.Errorf("optim: weight decay %v, want a finite value >= 0", g.WeightDecay)
-	}
-	switch g.Method {
-	case MethodRSDM, MethodRGD, MethodRiemannianAdam:
-	default:
-		return fmt.Errorf("optim: unknown method %d for constrained weights", g.Method)
-	}
-	switch g.Rule {
-	case RuleSGD, RuleAdam:
-	case RuleAdamW:
-		if g.WeightDecay == 0 {
-			g.WeightDecay = 0.01
-		}
-	default:
-		return fmt.Errorf("optim: unknown rule %d for unconstrained parameters", g.Rule)
-	}
-	if err := g.Adam.defaults(); err != nil {
-		return err
 	}
 	return checkSchedule(g.Schedule)
 }
@@ -246,135 +141,137 @@ func (g *Group) lr(t int) float64 {
 	return g.LR * g.Schedule.Factor(t)
 }
 
-// build makes every parameter's optimizer from its group; with check it
-// also requires every constrained weight to lie on its manifold.
-func (s *Solver) build(check bool) ([]paramOpt, error) {
-	opts := make([]paramOpt, len(s.params))
+// build makes every parameter's stepper from its group's rule; with check
+// it also requires every constrained weight to lie on its manifold.
+func (s *Solver) build(check bool) ([]slot, error) {
+	slots := make([]slot, len(s.params))
 	for i := range s.params {
-		p := &s.params[i]
-		g := &s.groups[s.member[i]]
 		var err error
-		switch v := p.Value.(type) {
+		switch v := s.params[i].Value.(type) {
 		case []float32:
-			opts[i], err = newParamOpt(g, i, p, v, check)
+			slots[i], err = newSlot(s.params[i], i, &s.groups[s.member[i]], v, check)
 		case []float64:
-			opts[i], err = newParamOpt(g, i, p, v, check)
+			slots[i], err = newSlot(s.params[i], i, &s.groups[s.member[i]], v, check)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	return opts, nil
+	return slots, nil
 }
 
-func newParamOpt[T Float](g *Group, index int, p *Param, v []T, check bool) (paramOpt, error) {
-	lr := g.lr(0)
-	if !p.Constrained() {
-		var opt twoPhase[T]
-		var err error
-		if g.Rule == RuleSGD {
-			opt, err = NewSGD[T](len(v), SGDConfig{LR: lr, Momentum: g.Momentum})
-		} else {
-			ac := g.Adam
-			ac.LR = lr
-			opt, err = NewAdam[T](len(v), ac)
+// ruleOf returns the rule of p in g: the group's, or its default.
+func ruleOf(p Param, g *Group) (Rule, error) {
+	r := g.Rule
+	if r == nil {
+		if p.Constrained() {
+			return nil, fmt.Errorf("optim: %s is on the %v manifold, but its group has no rule (RSDMConfig, RGDConfig, RiemannianAdamConfig or one's own)", p.describe(), p.Manifold)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("optim: %s: %w", p.describe(), err)
-		}
-		return &typedOpt[T]{o: opt, decay: g.WeightDecay, lr: lr}, nil
+		r = SGDConfig{}
 	}
-	m, wide, err := ManifoldOf[T](*p)
+	if r.Constrained() != p.Constrained() {
+		what := "unconstrained parameters"
+		if r.Constrained() {
+			what = "weights on a manifold"
+		}
+		return nil, fmt.Errorf("optim: %s: rule %v steps %s only (give the others a group of their own)", p.describe(), r, what)
+	}
+	return r, nil
+}
+
+func newSlot[T Float](p Param, index int, g *Group, v []T, check bool) (slot, error) {
+	r, err := ruleOf(p, g)
 	if err != nil {
 		return nil, err
 	}
-	n, k := m.Dims()
-	if check {
-		x := v
-		if wide {
-			x = make([]T, len(v))
-			transpose(x, v, k, n)
+	sl := &typedSlot[T]{x: v}
+	view := p
+	if p.Constrained() {
+		if sl.m, sl.wide, err = ManifoldOf[T](p); err != nil {
+			return nil, err
 		}
-		if f := m.Feasibility(x); !(f <= feasibilityTol(m)) {
+		sl.rows, sl.cols = sl.m.Dims()
+		if sl.wide {
+			sl.xt, sl.gt = make([]T, len(v)), make([]T, len(v))
+			transpose(sl.xt, v, sl.cols, sl.rows)
+			view.Shape, view.Value, view.Grad = []int{sl.rows, sl.cols}, sl.xt, nil
+		}
+		if f := sl.m.Feasibility(view.Value.([]T)); check && !(f <= feasibilityTol(sl.m)) {
 			what := "W^T W"
-			if wide {
+			if sl.wide {
 				what = "W W^T"
 			}
 			return nil, fmt.Errorf("optim: %s: marked as constrained but ||%s - I||_F = %.3g: put it on its manifold first (optim.Param.Orthonormalize, or param.Param.Orthonormalize for a Gorgonia node)", p.describe(), what, f)
 		}
 	}
-	if p.GradA != nil && g.Method != MethodRSDM {
-		return nil, fmt.Errorf("optim: %s: has a factored gradient, which only RSDM steps (compile the program without factored gradients for %v)", p.describe(), g.Method)
-	}
-	var opt twoPhase[T]
-	switch g.Method {
-	case MethodRGD:
-		opt, err = NewRGD(m, RGDConfig{LR: lr, Momentum: g.Momentum})
-	case MethodRiemannianAdam:
-		opt, err = NewRiemannianAdam(m, RiemannianAdamConfig{LR: lr, Beta1: g.Adam.Beta1, Beta2: g.Adam.Beta2, Eps: g.Adam.Eps})
-	default:
-		rc := g.RSDM
-		rc.LR = lr
-		rc.Seed = mixSeed(rc.Seed, index)
-		opt, err = NewRSDM(m, rc)
-	}
-	if err != nil {
+	if sl.st, err = r.Stepper(view, Binding{Index: index, WeightDecay: g.WeightDecay}); err != nil {
 		return nil, fmt.Errorf("optim: %s: %w", p.describe(), err)
 	}
-	if wide {
-		opt = newTransposed(opt, n, k)
-	}
-	return &typedOpt[T]{o: opt, constrained: true, m: m, wide: wide, lr: lr}, nil
-}
-
-// typedOpt is one parameter's optimizer of element type T.
-type typedOpt[T Float] struct {
-	o           twoPhase[T]
-	constrained bool
-	m           manifold.Manifold[T] // a constrained weight's (of W^T when wide)
-	wide        bool
-	lr, decay   float64 // the step size and the decoupled weight decay
-}
-
-func (t *typedOpt[T]) prepare(v, g any) error {
-	if f, ok := g.(factored); ok {
-		fs, ok := t.o.(interface {
-			prepareFactored(x []T, g Factored[T]) error
-		})
-		if !ok {
-			return errFactoredRSDMOnly
-		}
-		return fs.prepareFactored(v.([]T), Factored[T]{K: f.k, A: f.a.([]T), B: f.b.([]T)})
-	}
-	return t.o.prepare(v.([]T), g.([]T))
-}
-
-func (t *typedOpt[T]) commit(v, g any) {
-	w := v.([]T)
-	if t.decay > 0 && t.lr > 0 { // decoupled: w <- (1 - lr wd) w, then the update
-		f := T(1 - t.lr*t.decay)
-		for i := range w {
-			w[i] *= f
+	if p.GradA != nil {
+		if f, ok := sl.st.(interface{ takesFactored() bool }); !ok || !f.takesFactored() {
+			return nil, fmt.Errorf("optim: %s: has a factored gradient, which only RSDM steps (compile the program without factored gradients for %v)", p.describe(), r)
 		}
 	}
-	gs, _ := g.([]T) // nil for a factored gradient: RSDM's commit does not read it
-	t.o.commit(w, gs)
+	return sl, nil
 }
 
-func (t *typedOpt[T]) abort()                 { t.o.abort() }
-func (t *typedOpt[T]) state() State           { return t.o.State() }
-func (t *typedOpt[T]) setState(s State) error { return t.o.SetState(s) }
-
-func (t *typedOpt[T]) setLR(lr float64) error {
-	if lr == t.lr {
-		return nil
-	}
-	if err := t.o.SetLR(lr); err != nil {
-		return err
-	}
-	t.lr = lr
-	return nil
+// typedSlot is the slot of a parameter of element type T.
+type typedSlot[T Float] struct {
+	st         Stepper
+	x          []T
+	m          manifold.Manifold[T] // a constrained weight's (of W^T when wide)
+	wide       bool
+	rows, cols int // of the column-orthonormal view
+	xt, gt     []T // a wide weight's view W^T and its gradient G^T
+	// gtBox holds gt, and fBox the last factored gradient (fLast), as the
+	// Stepper takes them: boxed once, not at every step.
+	gtBox, fBox any
+	fLast       Factored[T]
 }
+
+// prepare prepares the step; a wide weight's stepper sees W^T and G^T,
+// copied in first, and a factored gradient A^T B of W is B^T A for W^T:
+// its factors swap, with no copy.
+func (t *typedSlot[T]) prepare(_, grad any, lr float64) error {
+	if t.wide {
+		transpose(t.xt, t.x, t.cols, t.rows)
+	}
+	if f, ok := grad.(factored); ok {
+		g := Factored[T]{K: f.k, A: f.a.([]T), B: f.b.([]T)}
+		if t.wide {
+			g.A, g.B = g.B, g.A
+		}
+		if t.fBox == nil || !sameFactors(g, t.fLast) {
+			t.fBox, t.fLast = g, g
+		}
+		return t.st.Prepare(t.fBox, lr)
+	}
+	if t.wide {
+		transpose(t.gt, grad.([]T), t.cols, t.rows)
+		if t.gtBox == nil {
+			t.gtBox = t.gt
+		}
+		grad = t.gtBox
+	}
+	return t.st.Prepare(grad, lr)
+}
+
+// sameFactors reports whether a and b are the same factors in memory.
+func sameFactors[T Float](a, b Factored[T]) bool {
+	return a.K == b.K && len(a.A) == len(b.A) && len(a.B) == len(b.B) && len(a.A) > 0 && len(a.B) > 0 &&
+		&a.A[0] == &b.A[0] && &a.B[0] == &b.B[0]
+}
+
+func (t *typedSlot[T]) commit() {
+	t.st.Commit()
+	if t.wide {
+		transpose(t.x, t.xt, t.rows, t.cols)
+	}
+}
+
+func (t *typedSlot[T]) abort()                 { t.st.Abort() }
+func (t *typedSlot[T]) state() State           { return t.st.State() }
+func (t *typedSlot[T]) setState(s State) error { return t.st.SetState(s) }
 
 // groupSteps is what Solver and DeviceSolver share: the groups, whose step
 // sizes their schedules scale, and the step count that drives them.
@@ -455,21 +352,16 @@ func (s *Solver) step(scan bool) error {
 			return err
 		}
 	}
-	for i, o := range s.opts {
-		if err := o.setLR(s.groups[s.member[i]].lr(s.steps)); err != nil {
-			return fmt.Errorf("optim: %s: %w", s.params[i].describe(), err)
-		}
-	}
-	for i, o := range s.opts {
-		if err := o.prepare(s.values[i], s.grads[i]); err != nil {
+	for i, o := range s.slots {
+		if err := o.prepare(s.values[i], s.grads[i], s.groups[s.member[i]].lr(s.steps)); err != nil {
 			for k := i; k >= 0; k-- {
-				s.opts[k].abort()
+				s.slots[k].abort()
 			}
 			return fmt.Errorf("optim: %s: %w; no parameter was updated", s.params[i].describe(), err)
 		}
 	}
-	for i, o := range s.opts {
-		o.commit(s.values[i], s.grads[i])
+	for _, o := range s.slots {
+		o.commit()
 	}
 	s.steps++
 	return nil
@@ -478,8 +370,8 @@ func (s *Solver) step(scan bool) error {
 // State returns the state of every parameter's optimizer, in the order of
 // the parameters, for a checkpoint (the step count apart: Steps).
 func (s *Solver) State() []State {
-	out := make([]State, len(s.opts))
-	for i, o := range s.opts {
+	out := make([]State, len(s.slots))
+	for i, o := range s.slots {
 		out[i] = o.state()
 	}
 	return out
@@ -489,23 +381,23 @@ func (s *Solver) State() []State {
 // groups over the same parameters. Empty states reset every optimizer to
 // its fresh state. On error the solver is unchanged.
 func (s *Solver) SetState(states []State) error {
-	opts, err := s.build(false)
+	slots, err := s.build(false)
 	if err != nil {
 		return err
 	}
 	if len(states) == 0 {
-		s.opts = opts
+		s.slots = slots
 		return nil
 	}
 	if len(states) != len(s.params) {
 		return fmt.Errorf("optim: %d states for %d parameters", len(states), len(s.params))
 	}
 	for i, st := range states {
-		if err := opts[i].setState(st); err != nil {
+		if err := slots[i].setState(st); err != nil {
 			return fmt.Errorf("optim: %s: %w", s.params[i].describe(), err)
 		}
 	}
-	s.opts = opts
+	s.slots = slots
 	return nil
 }
 

@@ -34,9 +34,9 @@ func ExampleSolver() {
 
 	solver, err := optim.NewSolver([]optim.Param{big, small, bias}, []optim.Group{
 		{Select: func(p optim.Param) bool { return p.Rows() >= 64 }, LR: 0.5,
-			Schedule: optim.WarmupCosine{Warmup: 20, Steps: 400}, RSDM: optim.RSDMConfig{SubmanifoldSize: 24, Seed: 1}},
-		{Select: optim.Param.Constrained, LR: 0.5, RSDM: optim.RSDMConfig{SubmanifoldSize: 6, Seed: 1}},
-		{Rule: optim.RuleAdamW, LR: 0.05, WeightDecay: 0.01},
+			Schedule: optim.WarmupCosine{Warmup: 20, Steps: 400}, Rule: optim.RSDMConfig{SubmanifoldSize: 24, Seed: 1}},
+		{Select: optim.Param.Constrained, LR: 0.5, Rule: optim.RSDMConfig{SubmanifoldSize: 6, Seed: 1}},
+		{Rule: optim.AdamWConfig{}, LR: 0.05, WeightDecay: 0.01},
 	}, optim.Options{})
 	if err != nil {
 		log.Fatal(err)

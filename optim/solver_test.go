@@ -39,7 +39,7 @@ func plainParam(name string, n int, seed uint64) Param {
 // TestSolverErrors checks that NewSolver refuses every bad weight, group
 // and setting with an error naming it, before any step.
 func TestSolverErrors(t *testing.T) {
-	good := Group{LR: 0.1, RSDM: RSDMConfig{SubmanifoldSize: 3}}
+	good := Group{LR: 0.1, Rule: RSDMConfig{SubmanifoldSize: 3}}
 	off := stiefelParam("w", 5, 2, 1)
 	for i := range off.Value.([]float64) {
 		off.Value.([]float64)[i] = 1
@@ -57,9 +57,10 @@ func TestSolverErrors(t *testing.T) {
 	}{
 		{"no-groups", []Param{stiefelParam("w", 5, 2, 1)}, nil, Options{}, "at least one group"},
 		{"negative-lr", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: -1}}, Options{}, "learning rate -1, want a finite value >= 0 (group 0)"},
-		{"rule", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Rule: 7}}, Options{}, "unknown rule 7"},
-		{"method", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Method: 9}}, Options{}, "unknown method 9"},
-		{"adam", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Rule: RuleAdam, Adam: AdamConfig{Beta1: 1.5}}}, Options{}, "Adam betas"},
+		{"rule", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Rule: RSDMConfig{SubmanifoldSize: 2}}}, Options{}, `parameter "b": rule rsdm steps weights on a manifold only`},
+		{"plain-rule", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 1, Rule: AdamWConfig{}}}, Options{}, `weight "w": rule adamw steps unconstrained parameters only`},
+		{"no-rule", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 1}}, Options{}, `weight "w" is on the stiefel manifold, but its group has no rule`},
+		{"adam", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Rule: AdamConfig{Beta1: 1.5}}}, Options{}, "Adam betas"},
 		{"decay", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, WeightDecay: -1}}, Options{}, "weight decay -1"},
 		{"schedule", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Schedule: Cosine{}}}, Options{}, "cosine schedule over 0 steps"},
 		{"clip", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1}}, Options{ClipNorm: -1}, "clip norm -1"},
@@ -67,8 +68,8 @@ func TestSolverErrors(t *testing.T) {
 		{"off-manifold", []Param{off}, []Group{good}, Options{}, `weight "w": marked as constrained but ||W^T W - I||_F`},
 		{"3-d", []Param{threeD}, []Group{good}, Options{}, `weight "w": marked as constrained but has shape [5 2 1], want a matrix`},
 		{"grassmann-wide", []Param{grassWide}, []Group{good}, Options{}, `weight "w": marked Grassmann but is 2 x 5`},
-		{"r>n", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 0.1, RSDM: RSDMConfig{SubmanifoldSize: 6}}}, Options{}, `weight "w": optim: RSDM submanifold size r = 6 exceeds the 5 rows`},
-		{"r=1", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 0.1, RSDM: RSDMConfig{SubmanifoldSize: 1}}}, Options{}, `weight "w": optim: RSDM submanifold size r = 1, want r >= 2`},
+		{"r>n", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 0.1, Rule: RSDMConfig{SubmanifoldSize: 6}}}, Options{}, `weight "w": optim: RSDM submanifold size r = 6 exceeds the 5 rows`},
+		{"r=1", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 0.1, Rule: RSDMConfig{SubmanifoldSize: 1}}}, Options{}, `weight "w": optim: RSDM submanifold size r = 1, want r >= 2`},
 		{"duplicate", []Param{plainParam("b", 3, 1), plainParam("b", 3, 2)}, []Group{good}, Options{}, `two parameters are named "b"`},
 		{"gradient", []Param{{Name: "b", Shape: []int{3}, Value: []float64{1, 2, 3}, Grad: []float32{1, 2, 3}}}, []Group{good}, Options{}, `parameter "b": value []float64 but gradient []float32`},
 	} {
@@ -88,12 +89,12 @@ func TestSolverGroups(t *testing.T) {
 	sgdB, adamB := plainParam("sgd", 7, 5), plainParam("adamw", 7, 6)
 	params := []Param{big, small, rgdW, radamW, sgdB, adamB}
 	groups := []Group{
-		{Select: func(p Param) bool { return p.Constrained() && p.Rows() >= 32 }, LR: 0.2, RSDM: RSDMConfig{SubmanifoldSize: 12, Seed: 3}},
-		{Select: func(p Param) bool { return p.Name == "small" }, LR: 0.3, RSDM: RSDMConfig{SubmanifoldSize: 3, Seed: 3}},
-		{Select: func(p Param) bool { return p.Name == "rgd" }, Method: MethodRGD, LR: 0.1, Momentum: 0.5},
-		{Select: func(p Param) bool { return p.Name == "radam" }, Method: MethodRiemannianAdam, LR: 0.05},
-		{Select: func(p Param) bool { return p.Name == "sgd" }, LR: 0.1, Momentum: 0.9},
-		{Rule: RuleAdamW, LR: 0.01, WeightDecay: 0.5},
+		{Select: func(p Param) bool { return p.Constrained() && p.Rows() >= 32 }, LR: 0.2, Rule: RSDMConfig{SubmanifoldSize: 12, Seed: 3}},
+		{Select: func(p Param) bool { return p.Name == "small" }, LR: 0.3, Rule: RSDMConfig{SubmanifoldSize: 3, Seed: 3}},
+		{Select: func(p Param) bool { return p.Name == "rgd" }, Rule: RGDConfig{Momentum: 0.5}, LR: 0.1},
+		{Select: func(p Param) bool { return p.Name == "radam" }, Rule: RiemannianAdamConfig{}, LR: 0.05},
+		{Select: func(p Param) bool { return p.Name == "sgd" }, LR: 0.1, Rule: SGDConfig{Momentum: 0.9}},
+		{Rule: AdamWConfig{}, LR: 0.01, WeightDecay: 0.5},
 	}
 	// References: the slice optimizers, each on a copy.
 	copyOf := func(p Param) []float64 { return append([]float64(nil), p.Value.([]float64)...) }
@@ -246,12 +247,12 @@ func TestClipNorm(t *testing.T) {
 		linalg.Dot(b.Grad.([]float64), b.Grad.([]float64)) + proj(fact.Value.([]float64), full, 10, 4)
 	norm := math.Sqrt(want)
 	params := []Param{w, wide, b, fact}
-	s, err := NewSolver(params, []Group{{Select: Param.Constrained, LR: 0.1, RSDM: RSDMConfig{SubmanifoldSize: 3, Seed: 1}}, {LR: 0.1}}, Options{ClipNorm: norm / 4})
+	s, err := NewSolver(params, []Group{{Select: Param.Constrained, LR: 0.1, Rule: RSDMConfig{SubmanifoldSize: 3, Seed: 1}}, {LR: 0.1}}, Options{ClipNorm: norm / 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got float64
-	for i, o := range s.opts {
+	for i, o := range s.slots {
 		g, _ := params[i].gradient()
 		got += o.sqNorm(params[i].Value, g, &s.clip[i])
 	}
@@ -279,10 +280,10 @@ func TestClipNorm(t *testing.T) {
 func TestWideWeights(t *testing.T) {
 	pr := problem.NewProcrustes[float64](9, 4, newRNG(2))
 	for _, g := range []Group{
-		{LR: 0.3, RSDM: RSDMConfig{SubmanifoldSize: 5, Seed: 1}},
-		{LR: 0.3, RSDM: RSDMConfig{SubmanifoldSize: 5, Seed: 1, Sampling: Orthogonal}},
-		{Method: MethodRGD, LR: 0.2, Momentum: 0.5},
-		{Method: MethodRiemannianAdam, LR: 0.05},
+		{LR: 0.3, Rule: RSDMConfig{SubmanifoldSize: 5, Seed: 1}},
+		{LR: 0.3, Rule: RSDMConfig{SubmanifoldSize: 5, Seed: 1, Sampling: Orthogonal}},
+		{Rule: RGDConfig{Momentum: 0.5}, LR: 0.2},
+		{Rule: RiemannianAdamConfig{}, LR: 0.05},
 	} {
 		wide := stiefelParam("w", 4, 9, 5)
 		tall := Param{Name: "w", Shape: []int{9, 4}, Manifold: Stiefel{}, Value: make([]float64, 36), Grad: make([]float64, 36)}
@@ -309,14 +310,14 @@ func TestWideWeights(t *testing.T) {
 		back := make([]float64, 36)
 		transpose(back, wide.Value.([]float64), 4, 9)
 		if d := firstDiff(back, tall.Value.([]float64)); d >= 0 {
-			t.Errorf("%v: the wide weight's steps differ from its transpose's at entry %d", g.Method, d)
+			t.Errorf("%v: the wide weight's steps differ from its transpose's at entry %d", g.Rule, d)
 		}
 		st, _ := manifold.NewStiefel[float64](9, 4)
 		if f := st.Feasibility(back); f > 1e-12 {
-			t.Errorf("%v: ||W W^T - I|| = %g", g.Method, f)
+			t.Errorf("%v: ||W W^T - I|| = %g", g.Rule, f)
 		}
 		if f1 := pr.Value(tall.Value.([]float64)); !(f1 < f0) {
-			t.Errorf("%v: the objective went from %v to %v", g.Method, f0, f1)
+			t.Errorf("%v: the objective went from %v to %v", g.Rule, f0, f1)
 		}
 	}
 }
@@ -355,11 +356,11 @@ func TestSolverAllOrNothing(t *testing.T) {
 		}
 	}
 	cfgs := map[string][]Group{
-		"rsdm-momentum": {{Select: Param.Constrained, LR: 0.3, RSDM: RSDMConfig{SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 2, Seed: 2}}, {LR: 0.1, Momentum: 0.9}},
-		"rsdm-orth":     {{Select: Param.Constrained, LR: 0.3, RSDM: RSDMConfig{SubmanifoldSize: 4, Sampling: Orthogonal, Seed: 2}}, {LR: 0.1, Rule: RuleAdam}},
-		"rsdm-blocks":   {{Select: Param.Constrained, LR: 0.3, RSDM: RSDMConfig{SubmanifoldSize: 3, Sampling: Blocks, Seed: 2}}, {LR: 0.1, Rule: RuleAdamW}},
-		"rgd-momentum":  {{Select: Param.Constrained, Method: MethodRGD, LR: 0.3, Momentum: 0.9}, {LR: 0.1, Rule: RuleAdam}},
-		"radam":         {{Select: Param.Constrained, Method: MethodRiemannianAdam, LR: 0.1, Schedule: Cosine{Steps: 6}}, {LR: 0.1}},
+		"rsdm-momentum": {{Select: Param.Constrained, LR: 0.3, Rule: RSDMConfig{SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 2, Seed: 2}}, {Rule: SGDConfig{Momentum: 0.9}, LR: 0.1}},
+		"rsdm-orth":     {{Select: Param.Constrained, LR: 0.3, Rule: RSDMConfig{SubmanifoldSize: 4, Sampling: Orthogonal, Seed: 2}}, {LR: 0.1, Rule: AdamConfig{}}},
+		"rsdm-blocks":   {{Select: Param.Constrained, LR: 0.3, Rule: RSDMConfig{SubmanifoldSize: 3, Sampling: Blocks, Seed: 2}}, {LR: 0.1, Rule: AdamWConfig{}}},
+		"rgd-momentum":  {{Select: Param.Constrained, Rule: RGDConfig{Momentum: 0.9}, LR: 0.3}, {LR: 0.1, Rule: AdamConfig{}}},
+		"radam":         {{Select: Param.Constrained, Rule: RiemannianAdamConfig{}, LR: 0.1, Schedule: Cosine{Steps: 6}}, {LR: 0.1}},
 	}
 	for name, groups := range cfgs {
 		ref, refG := mk()
@@ -410,7 +411,7 @@ func (failingReorth) Orthonormalize([]float64) error { return errors.New("orthon
 // fails leaves the weight and the optimizer's state as they were.
 func TestRSDMReorthFailure(t *testing.T) {
 	st, _ := manifold.NewStiefel[float64](10, 4)
-	for _, sampling := range []Sampling{Permutation, Orthogonal, Blocks} {
+	for _, sampling := range []Sampler{Permutation, Orthogonal, Blocks} {
 		o, err := NewRSDM[float64](failingReorth{st}, RSDMConfig{LR: 0.2, SubmanifoldSize: 4, Sampling: sampling, ReorthEvery: 3, Seed: 5})
 		if err != nil {
 			t.Fatal(err)
@@ -471,12 +472,13 @@ func TestSolverAbortsPrepared(t *testing.T) {
 		}
 		ps = append(ps, w)
 	}
-	s, err := NewSolver(ps, []Group{{LR: 0.2, RSDM: RSDMConfig{SubmanifoldSize: 4, Seed: 1}}}, Options{})
+	s, err := NewSolver(ps, []Group{{LR: 0.2, Rule: RSDMConfig{SubmanifoldSize: 4, Seed: 1}}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bad, _ := NewRSDM[float64](failingReorth{st}, RSDMConfig{LR: 0.2, SubmanifoldSize: 4, ReorthEvery: 1, Seed: 7})
-	s.opts[1] = &typedOpt[float64]{o: bad, constrained: true, m: st, lr: 0.2}
+	x1 := ps[1].Value.([]float64)
+	s.slots[1] = &typedSlot[float64]{st: &optStepper[float64]{o: bad, x: x1, lr: 0.2}, x: x1, m: st, rows: 10, cols: 4}
 	before := snapshot(ps, s)
 	if err := s.Step(); err == nil || !strings.Contains(err.Error(), `weight "w1"`) || !strings.Contains(err.Error(), "no parameter was updated") {
 		t.Fatalf("error %v", err)

@@ -92,8 +92,16 @@ func (o *RSDM[T]) State() State {
 	b, _ := o.src.MarshalBinary() // cannot fail
 	s.Random["sampler"] = b
 	inLoop := o.phase() != 0 // an inner loop (Algorithm 3) is under way
-	o.sampler.save(s, inLoop)
+	o.draws.Save(s)
 	if inLoop {
+		if o.cfg.Sampling.Rows() {
+			s.Buffers["rows"] = ints64(o.sub.Rows)
+		} else {
+			s.Buffers["haar_rows"] = append([]T(nil), o.apply.(*frameApplier[T]).rows...)
+			// States have always held "rows", which readers before dense
+			// samplers required; a dense draw has no rows to list.
+			s.Buffers["rows"] = make([]int64, o.r)
+		}
 		s.Buffers["px0"] = append([]T(nil), o.px0...)
 		s.Buffers["y"] = append([]float64(nil), o.y...)
 		s.Buffers["yprev"] = append([]float64(nil), o.yprev...)
@@ -123,9 +131,15 @@ func (o *RSDM[T]) SetState(s State) error {
 	if err := restorePCG(s, "sampler", src); err != nil {
 		return err
 	}
-	restoreSampler, err := o.sampler.load(s, inLoop)
+	restoreDraws, err := o.draws.Load(s)
 	if err != nil {
 		return err
+	}
+	restoreSub := func() {}
+	if inLoop {
+		if restoreSub, err = o.loadDraw(s); err != nil {
+			return err
+		}
 	}
 	px0 := make([]T, len(o.px0))
 	y, yprev := make([]float64, len(o.y)), make([]float64, len(o.yprev))
@@ -142,13 +156,41 @@ func (o *RSDM[T]) SetState(s State) error {
 	}
 	*o.src = *src
 	o.steps = steps
-	restoreSampler()
+	restoreDraws()
+	restoreSub()
 	if inLoop {
 		copy(o.px0, px0)
 		copy(o.y, y)
 		copy(o.yprev, yprev)
 	}
 	return nil
+}
+
+// loadDraw checks the drawn submanifold of an inner loop in s and returns
+// the function that restores it.
+func (o *RSDM[T]) loadDraw(s State) (func(), error) {
+	if !o.cfg.Sampling.Rows() {
+		f := o.apply.(*frameApplier[T])
+		rows := make([]T, len(f.rows))
+		if _, err := buffer(s, "haar_rows", rows, false); err != nil {
+			return nil, err
+		}
+		return func() { copy(f.rows, rows) }, nil
+	}
+	idx := make([]int64, o.r)
+	if _, err := buffer(s, "rows", idx, false); err != nil {
+		return nil, err
+	}
+	for _, v := range idx {
+		if v < 0 || v >= int64(o.n) {
+			return nil, fmt.Errorf("optim: rsdm state: sampled row %d outside 0 to %d", v, o.n-1)
+		}
+	}
+	return func() {
+		for i, v := range idx {
+			o.sub.Rows[i] = int(v)
+		}
+	}, nil
 }
 
 // State returns a copy of the optimizer's state.

@@ -66,9 +66,9 @@ func ExampleSolver() {
 	solver, err := param.NewSolver(params, []optim.Group{
 		// The Stiefel weight: RSDM with r = 4, its step size decayed along a cosine.
 		{Select: optim.Param.Constrained, LR: 0.5, Schedule: optim.Cosine{Steps: 500, Final: 0.1},
-			RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
+			Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
 		// The rest: SGD with momentum.
-		{LR: 0.1, Momentum: 0.9},
+		{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1},
 	}, optim.Options{})
 	if err != nil {
 		panic(err)

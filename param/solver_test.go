@@ -91,11 +91,11 @@ func TestSolverConverges(t *testing.T) {
 		tol  float64
 		m    optim.Manifold // the weight's manifold; nil: OnStiefel
 	}{
-		{"rsdm-f64", false, optim.Group{LR: 0.05, RSDM: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}}, 1e-8, nil},
-		{"rsdm-o-f64", false, optim.Group{LR: 0.05, RSDM: optim.RSDMConfig{SubmanifoldSize: 8, Sampling: optim.Orthogonal, Seed: 1}}, 1e-8, nil},
-		{"rgd-f64", false, optim.Group{Method: optim.MethodRGD, LR: 0.02, Momentum: 0.5}, 1e-8, optim.Stiefel{Retraction: manifold.Cayley}},
-		{"radam-f64", false, optim.Group{Method: optim.MethodRiemannianAdam, LR: 0.02, Schedule: optim.Cosine{Steps: 6000}}, 1e-6, nil},
-		{"rsdm-f32", true, optim.Group{LR: 0.05, RSDM: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}}, 1e-5, nil},
+		{"rsdm-f64", false, optim.Group{LR: 0.05, Rule: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}}, 1e-8, nil},
+		{"rsdm-o-f64", false, optim.Group{LR: 0.05, Rule: optim.RSDMConfig{SubmanifoldSize: 8, Sampling: optim.Orthogonal, Seed: 1}}, 1e-8, nil},
+		{"rgd-f64", false, optim.Group{Rule: optim.RGDConfig{Momentum: 0.5}, LR: 0.02}, 1e-8, optim.Stiefel{Retraction: manifold.Cayley}},
+		{"radam-f64", false, optim.Group{Rule: optim.RiemannianAdamConfig{}, LR: 0.02, Schedule: optim.Cosine{Steps: 6000}}, 1e-6, nil},
+		{"rsdm-f32", true, optim.Group{LR: 0.05, Rule: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}}, 1e-5, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var pg *procrustesGraph
@@ -138,7 +138,7 @@ func TestSolverConverges(t *testing.T) {
 // exactly w - lr g (SGD), that a marked one stays on the manifold, and that
 // Adam's first step is lr * g / (|g| + eps) per entry.
 func TestSolverPlainAndConstrained(t *testing.T) {
-	for _, rule := range []optim.Rule{optim.RuleSGD, optim.RuleAdam} {
+	for _, rule := range []optim.Rule{optim.SGDConfig{}, optim.AdamConfig{}} {
 		g := G.NewGraph()
 		rng := newRNG(4)
 		st, _ := manifold.NewStiefel[float64](6, 3)
@@ -157,7 +157,7 @@ func TestSolverPlainAndConstrained(t *testing.T) {
 			t.Fatal(err)
 		}
 		vm := G.NewTapeMachine(g, G.BindDualValues(w, b))
-		s, err := NewSolver([]Param{OnStiefel(w), Plain(b)}, []optim.Group{{Select: optim.Param.Constrained, LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 4}}, {Rule: rule, LR: 0.01}}, optim.Options{})
+		s, err := NewSolver([]Param{OnStiefel(w), Plain(b)}, []optim.Group{{Select: optim.Param.Constrained, LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 4}}, {Rule: rule, LR: 0.01}}, optim.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +167,7 @@ func TestSolverPlainAndConstrained(t *testing.T) {
 		gb, _ := b.Grad()
 		wantB := append([]float64(nil), b.Value().Data().([]float64)...)
 		for i, gi := range gb.Data().([]float64) {
-			if rule == optim.RuleSGD {
+			if rule == optim.Rule(optim.SGDConfig{}) {
 				wantB[i] -= 0.01 * gi
 			} else {
 				wantB[i] -= 0.01 * gi / (math.Abs(gi) + 1e-8)
@@ -215,7 +215,7 @@ func TestSolverZeroesAfterFailure(t *testing.T) {
 	}
 	vm := G.NewTapeMachine(g, G.BindDualValues(w))
 	defer vm.Close()
-	s, err := NewSolver([]Param{OnStiefel(w)}, []optim.Group{{LR: 0.1, RSDM: optim.RSDMConfig{SubmanifoldSize: 3}}}, optim.Options{})
+	s, err := NewSolver([]Param{OnStiefel(w)}, []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 3}}}, optim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

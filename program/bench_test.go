@@ -86,7 +86,7 @@ func TestStepAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	s, err := NewSolver(p, groups(optim.Group{LR: 0.1, Schedule: optim.Cosine{Steps: 100}, RSDM: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}}, optim.Group{LR: 0.1, Momentum: 0.9}), optim.Options{ClipNorm: 1})
+	s, err := NewSolver(p, groups(optim.Group{LR: 0.1, Schedule: optim.Cosine{Steps: 100}, Rule: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}}, optim.Group{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1}), optim.Options{ClipNorm: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,8 +49,8 @@ func Example() {
 	}
 	defer prog.Close()
 	solver, err := program.NewSolver(prog, []optim.Group{
-		{Select: optim.Param.Constrained, LR: 0.5, RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
-		{LR: 0.1, Momentum: 0.9},
+		{Select: optim.Param.Constrained, LR: 0.5, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
+		{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1},
 	}, optim.Options{})
 	if err != nil {
 		log.Fatal(err)

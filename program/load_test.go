@@ -69,8 +69,8 @@ func newTeacherNet(t *testing.T, be backend.Backend, dt tensor.Dtype) *teacherNe
 	}
 	t.Cleanup(func() { m.prog.Close() })
 	m.solver, err = program.NewSolver(m.prog, []optim.Group{
-		{Select: optim.Param.Constrained, LR: 0.5, RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
-		{LR: 0.1, Momentum: 0.9},
+		{Select: optim.Param.Constrained, LR: 0.5, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
+		{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1},
 	}, optim.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -123,12 +123,12 @@ func groups(c, r optim.Group) []optim.Group {
 
 func solverConfigs() map[string][]optim.Group {
 	return map[string][]optim.Group{
-		"rsdm-p+sgd":           groups(optim.Group{LR: 0.3, RSDM: optim.RSDMConfig{SubmanifoldSize: 5, Seed: 1}}, optim.Group{LR: 0.1, Momentum: 0.9}),
-		"rsdm-o+adam":          groups(optim.Group{LR: 0.3, RSDM: optim.RSDMConfig{SubmanifoldSize: 5, Sampling: optim.Orthogonal, Seed: 1}}, optim.Group{Rule: optim.RuleAdam, LR: 0.01}),
-		"rsdm-blocks":          groups(optim.Group{LR: 0.3, RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Sampling: optim.Blocks, Seed: 1}}, optim.Group{LR: 0.1}),
-		"rsdm-momentum":        groups(optim.Group{LR: 0.3, RSDM: optim.RSDMConfig{SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 2, Seed: 1}}, optim.Group{LR: 0.1}),
-		"rgd-momentum+adam":    groups(optim.Group{Method: optim.MethodRGD, LR: 0.2, Momentum: 0.9}, optim.Group{Rule: optim.RuleAdam, LR: 0.01}),
-		"radam+adamw+schedule": groups(optim.Group{Method: optim.MethodRiemannianAdam, LR: 0.05, Schedule: optim.Cosine{Steps: 4}}, optim.Group{Rule: optim.RuleAdamW, LR: 0.01}),
+		"rsdm-p+sgd":           groups(optim.Group{LR: 0.3, Rule: optim.RSDMConfig{SubmanifoldSize: 5, Seed: 1}}, optim.Group{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1}),
+		"rsdm-o+adam":          groups(optim.Group{LR: 0.3, Rule: optim.RSDMConfig{SubmanifoldSize: 5, Sampling: optim.Orthogonal, Seed: 1}}, optim.Group{Rule: optim.AdamConfig{}, LR: 0.01}),
+		"rsdm-blocks":          groups(optim.Group{LR: 0.3, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Sampling: optim.Blocks, Seed: 1}}, optim.Group{LR: 0.1}),
+		"rsdm-momentum":        groups(optim.Group{LR: 0.3, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Momentum: 0.5, InnerSteps: 2, Seed: 1}}, optim.Group{LR: 0.1}),
+		"rgd-momentum+adam":    groups(optim.Group{Rule: optim.RGDConfig{Momentum: 0.9}, LR: 0.2}, optim.Group{Rule: optim.AdamConfig{}, LR: 0.01}),
+		"radam+adamw+schedule": groups(optim.Group{Rule: optim.RiemannianAdamConfig{}, LR: 0.05, Schedule: optim.Cosine{Steps: 4}}, optim.Group{Rule: optim.AdamWConfig{}, LR: 0.01}),
 	}
 }
 
@@ -147,7 +147,7 @@ func TestModelsAgree(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%v/%s", mc.name, dt, name), func(t *testing.T) {
 					compareModel(t, be, mc, dt, cfg, false)
 				})
-				if cfg[0].Method == optim.MethodRSDM {
+				if _, rsdm := cfg[0].Rule.(optim.RSDMConfig); rsdm {
 					t.Run(fmt.Sprintf("%s/%v/%s/factored", mc.name, dt, name), func(t *testing.T) {
 						compareModel(t, be, mc, dt, cfg, true)
 					})
@@ -162,7 +162,7 @@ func factorR(factor bool, groups []optim.Group) int {
 	if !factor {
 		return 0
 	}
-	return groups[0].RSDM.SubmanifoldSize
+	return groups[0].Rule.(optim.RSDMConfig).SubmanifoldSize
 }
 
 // compareModel runs mc on both; with factor the program leaves the

@@ -26,7 +26,17 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/optim"
 )
+
+// samplerNames returns the names of optim's RSDM samplers.
+func samplerNames() []string {
+	var names []string
+	for _, s := range optim.Samplers {
+		names = append(names, s.String())
+	}
+	return names
+}
 
 // config is everything the flags set.
 type config struct {
@@ -149,12 +159,12 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.StringVar(&c.model, "model", "ffn", "network: ffn (orthogonal feed-forward) or vit (orthogonal vision transformer)")
 	fs.StringVar(&c.dataset, "dataset", "fashion-mnist", "data set: mnist, fashion-mnist or cifar10")
 	fs.StringVar(&c.dataDir, "data", "", "folder of the data set's files (default: /usr/share/datasets/fashion-mnist for fashion-mnist, data/NAME otherwise)")
-	fs.StringVar(&c.optim, "optim", "rsdm", "optimizer of the orthogonal weights: rsdm, rgd, or radam (Riemannian Adam)")
-	fs.StringVar(&c.sampling, "sampling", "perm", "RSDM submanifold sampling: perm (rows) or orth (Haar rows)")
+	fs.StringVar(&c.optim, "optim", "rsdm", "optimizer of the orthogonal weights: "+strings.Join(optim.RuleNames(true), ", ")+" (radam: Riemannian Adam)")
+	fs.StringVar(&c.sampling, "sampling", "perm", "RSDM submanifold sampling: "+strings.Join(samplerNames(), ", ")+" (perm: rows, orth: Haar rows, blocks: covering blocks of rows)")
 	fs.IntVar(&c.r, "r", 300, "RSDM submanifold size r (2 <= r <= rows of every orthogonal weight)")
 	fs.Float64Var(&c.lr, "lr", 0.1, "step size of the orthogonal weights")
 	fs.Float64Var(&c.lrOther, "lr-other", 0.05, "step size of the unconstrained parameters")
-	fs.StringVar(&c.other, "other", "sgd", "optimizer of the unconstrained parameters: sgd, adam or adamw")
+	fs.StringVar(&c.other, "other", "sgd", "optimizer of the unconstrained parameters: "+strings.Join(optim.RuleNames(false), ", "))
 	fs.Float64Var(&c.weightDecay, "weight-decay", 0, "decoupled weight decay of the unconstrained parameters (0: none; adamw: 0 means 0.01)")
 	fs.StringVar(&c.schedule, "schedule", "cosine", "step-size schedule of both -lr and -lr-other: const, cosine (decays to 0 over all -epochs), warmup-cosine (rises from 0 over -warmup steps, then cosine), or step (halves every -decay-every steps)")
 	fs.IntVar(&c.warmup, "warmup", 500, "warm-up steps of -schedule warmup-cosine")
@@ -212,9 +222,9 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	for _, e := range []error{
 		oneOf("model", c.model, "ffn", "vit"),
 		oneOf("dataset", c.dataset, data.Datasets...),
-		oneOf("optim", c.optim, "rsdm", "rgd", "radam"),
-		oneOf("sampling", c.sampling, "perm", "orth"),
-		oneOf("other", c.other, "sgd", "adam", "adamw"),
+		oneOf("optim", c.optim, optim.RuleNames(true)...),
+		oneOf("sampling", c.sampling, samplerNames()...),
+		oneOf("other", c.other, optim.RuleNames(false)...),
 		oneOf("schedule", c.schedule, "const", "cosine", "warmup-cosine", "step"),
 		oneOf("device", c.device, "auto", "cpu", "cuda"),
 		oneOf("engine", c.engine, engines...),

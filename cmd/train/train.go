@@ -126,28 +126,12 @@ func solverGroups(c config, totalSteps int) ([]optim.Group, optim.Options) {
 	case "step":
 		sched = optim.StepDecay{Every: c.decayEvery, Gamma: 0.5}
 	}
-	constrained := optim.Group{
-		Select:   optim.Param.Constrained,
-		LR:       c.lr,
-		Schedule: sched,
-		RSDM:     optim.RSDMConfig{SubmanifoldSize: c.r, Seed: c.seed},
-	}
-	switch c.optim {
-	case "rgd":
-		constrained.Method, constrained.Momentum = optim.MethodRGD, c.rgdMomentum
-	case "radam":
-		constrained.Method = optim.MethodRiemannianAdam
-	}
-	if c.sampling == "orth" {
-		constrained.RSDM.Sampling = optim.Orthogonal
-	}
-	rest := optim.Group{LR: c.lrOther, Schedule: sched, Momentum: c.momentum, WeightDecay: c.weightDecay}
-	switch c.other {
-	case "adam":
-		rest.Rule, rest.Momentum = optim.RuleAdam, 0
-	case "adamw":
-		rest.Rule, rest.Momentum = optim.RuleAdamW, 0
-	}
+	// The flags were checked against optim's names: parsing cannot fail.
+	sampling, _ := optim.ParseSampler(c.sampling)
+	rule, _ := optim.ParseRule(c.optim, optim.RuleSettings{SubmanifoldSize: c.r, Sampling: sampling, Seed: c.seed, Momentum: c.rgdMomentum})
+	other, _ := optim.ParseRule(c.other, optim.RuleSettings{Momentum: c.momentum})
+	constrained := optim.Group{Select: optim.Param.Constrained, Rule: rule, LR: c.lr, Schedule: sched}
+	rest := optim.Group{Rule: other, LR: c.lrOther, Schedule: sched, WeightDecay: c.weightDecay}
 	return []optim.Group{constrained, rest}, optim.Options{ClipNorm: c.clipNorm}
 }
 
