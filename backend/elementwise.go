@@ -178,14 +178,9 @@ func (k Map) Operands() []Operand { return []Operand{k.Src, k.Dst} }
 func (k Map) Host(p *Pool) (Func, error) { return onFloats(p, k, mapHost[float32], mapHost[float64]) }
 
 func mapHost[T Float](p *Pool, k Map) Func {
-	u := unaries[k.Op]
-	fn := any(u.f64)
-	if isFloat32[T]() {
-		fn = u.f32
-	}
-	f := fn.(func(T) T)
+	f := unaryFunc[T](k.Op)
 	src, dst := hostData[T](k.Src)[:k.N], hostData[T](k.Dst)[:k.N]
-	return p.split(k.N, u.cost, func(lo, hi int) {
+	return p.split(k.N, unaries[k.Op].cost, func(lo, hi int) {
 		d := dst[lo:hi]
 		for i, x := range src[lo:hi] {
 			d[i] = f(x)
@@ -196,10 +191,12 @@ func mapHost[T Float](p *Pool, k Map) Func {
 // Device launches on_map, whose function is unary() in kernels.cu.
 func (k Map) Device(p Planner) { elementwise(p, "on_map", k.N, int(k.Op), k.N, k.Src, k.Dst) }
 
-func isFloat32[T Float]() bool {
-	var x T
-	_, ok := any(x).(float32)
-	return ok
+// unaryFunc returns op's CPU definition in T.
+func unaryFunc[T Float](op UnaryOp) func(T) T {
+	if f, ok := any(unaries[op].f32).(func(T) T); ok {
+		return f
+	}
+	return any(unaries[op].f64).(func(T) T)
 }
 
 // BinaryOp is an elementwise function of two arguments. Comparisons give 1

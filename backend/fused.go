@@ -605,37 +605,25 @@ func (k BiasAct) Device(p Planner) {
 	elementwise(p, "on_bias_act", k.Rows*k.N, k.Rows, k.N, int(k.Act), false, k.X, k.Bias, k.X, k.Y)
 }
 
+// activations are BiasAct's activations as the UnaryOps that compute them.
+var activations = [...]UnaryOp{ActIdentity: Identity, ActReLU: ReLU, ActGELU: GELU}
+
 func biasActHost[T Float](p *Pool, k BiasAct) Func {
 	n, w := k.Rows*k.N, k.N
 	x, bias, y := hostData[T](k.X)[:n], hostData[T](k.Bias)[:w], hostData[T](k.Y)[:n]
+	f := unaryFunc[T](activations[k.Act])
 	cost := 1
 	if k.Act == ActGELU {
 		cost = 16
 	}
-	s := p.split(k.Rows, cost*w, func(lo, hi int) {
+	return p.split(k.Rows, cost*w, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr, yr := x[r*w:(r+1)*w], y[r*w:(r+1)*w]
-			switch k.Act {
-			case ActReLU:
-				for j, v := range xr {
-					v += bias[j]
-					if v < 0 { // NaN stays NaN
-						v = 0
-					}
-					yr[j] = v
-				}
-			case ActGELU:
-				for j, v := range xr {
-					yr[j] = T(gelu(float64(v + bias[j])))
-				}
-			default:
-				for j, v := range xr {
-					yr[j] = v + bias[j]
-				}
+			for j, v := range xr {
+				yr[j] = f(v + bias[j])
 			}
 		}
-	})
-	return s.loop()
+	}).loop()
 }
 
 // BiasActGrad writes into DX the gradient of BiasAct with respect to X:

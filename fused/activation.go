@@ -67,7 +67,7 @@ func (*GELUOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) back
 }
 
 // Do applies GELU on the CPU backend.
-func (o *GELUOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
+func (o *GELUOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 // SymDiff returns GELUGradOp(x, grad).
 func (*GELUOp) SymDiff(in G.Nodes, _, grad *G.Node) (G.Nodes, error) {
@@ -97,7 +97,7 @@ func (*GELUGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) 
 }
 
 // Do computes the gradient on the CPU backend.
-func (o *GELUGradOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
+func (o *GELUGradOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 // BiasActOp adds a bias to every row of x and applies an activation:
 // arguments x (rows, n) and b (1, n); the result (rows, n) is
@@ -140,7 +140,7 @@ func (o *BiasActOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand)
 }
 
 // Do computes act(x + b) on the CPU backend.
-func (o *BiasActOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
+func (o *BiasActOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 // SymDiff returns the gradient of x (a BiasActGradOp) and of b (its column
 // sums).
@@ -179,4 +179,4 @@ func (o *BiasActGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Oper
 }
 
 // Do computes the gradient on the CPU backend.
-func (o *BiasActGradOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
+func (o *BiasActGradOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }

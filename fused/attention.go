@@ -66,7 +66,7 @@ func (o *AttentionOp) Kernel(s [][]int, in []backend.Operand, out backend.Operan
 }
 
 // Do computes the attention on the CPU backend.
-func (o *AttentionOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
+func (o *AttentionOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 func (*AttentionOp) DiffWRT(int) []bool { return []bool{true, true, true} }
 
@@ -121,4 +121,4 @@ func (o *AttentionGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Op
 }
 
 // Do computes the gradients on the CPU backend.
-func (o *AttentionGradOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
+func (o *AttentionGradOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }

@@ -54,7 +54,7 @@ func (*SoftmaxCrossEntropyOp) Kernel(s [][]int, in []backend.Operand, out backen
 }
 
 // Do computes the loss on the CPU backend.
-func (o *SoftmaxCrossEntropyOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
+func (o *SoftmaxCrossEntropyOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 func (*SoftmaxCrossEntropyOp) DiffWRT(n int) []bool { return []bool{true, false} }
 
@@ -90,4 +90,4 @@ func (*SoftmaxCrossEntropyGradOp) Kernel(s [][]int, in []backend.Operand, out ba
 }
 
 // Do computes the gradient on the CPU backend.
-func (o *SoftmaxCrossEntropyGradOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
+func (o *SoftmaxCrossEntropyGradOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }

@@ -114,9 +114,9 @@ type Lowering interface {
 	Kernel(shapes [][]int, in []backend.Operand, out backend.Operand) backend.Kernel
 }
 
-// do runs op's kernel on the CPU backend over the values of its arguments
-// (of one float type) and returns its result.
-func do(op Lowering, vals []G.Value) (G.Value, error) {
+// Do runs op's kernel on the CPU backend over the values of its arguments
+// (of one float type) and returns its result: the Do of a Lowering op.
+func Do(op Lowering, vals ...G.Value) (G.Value, error) {
 	if len(vals) != op.Arity() {
 		return nil, fmt.Errorf("fused: %v takes %d arguments, got %d", op, op.Arity(), len(vals))
 	}

@@ -54,7 +54,7 @@ func (o *LayerNormOp) Kernel(s [][]int, in []backend.Operand, out backend.Operan
 }
 
 // Do normalizes on the CPU backend.
-func (o *LayerNormOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
+func (o *LayerNormOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 func (*LayerNormOp) DiffWRT(int) []bool { return []bool{true, true, true} }
 
@@ -102,7 +102,7 @@ func (o *LayerNormGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Op
 }
 
 // Do computes the gradient of x on the CPU backend.
-func (o *LayerNormGradOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
+func (o *LayerNormGradOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 // LayerNormParamGradOp is the gradient of LayerNormOp with respect to gamma
 // and beta: arguments x (rows, d) and dy (rows, d); the result (2, d) holds
@@ -135,4 +135,4 @@ func (o *LayerNormParamGradOp) Kernel(s [][]int, in []backend.Operand, out backe
 }
 
 // Do computes the gradients of gamma and beta on the CPU backend.
-func (o *LayerNormParamGradOp) Do(vals ...G.Value) (G.Value, error) { return do(o, vals) }
+func (o *LayerNormParamGradOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
