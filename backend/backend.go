@@ -11,6 +11,12 @@
 // program never fails half-way for want of a kernel. On a device backend a
 // Func only enqueues its work; CopyOut and Sync wait for it.
 //
+// Each kernel type is defined once, here: its struct and Check, then side
+// by side its CPU implementation (Host, which backend/cpu runs) and its
+// CUDA one (Device: the launches of internal/cudak's kernels.cu that
+// backend/cuda runs). The backends dispatch through these methods
+// (HostKernel, DeviceKernel), not through lists of kernel types.
+//
 // Buffers hold float32, float64 or int32 elements. An Operand is a buffer
 // and an element offset into it; the kernel's sizes say how many elements
 // it covers. Matrices are row-major.

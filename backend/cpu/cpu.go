@@ -1,5 +1,6 @@
 // Package cpu is the backend that runs orthonet's compiled programs on the
-// host: matrix products through gonum's BLAS interfaces (OpenBLAS in the
+// host: each kernel's CPU implementation (its Host method, in package
+// backend): matrix products through gonum's BLAS interfaces (OpenBLAS in the
 // openblas build, pure Go otherwise), everything else as Go loops, large
 // loops split across the machine's cores.
 package cpu

@@ -1,6 +1,7 @@
 // Package cudak holds orthonet's CUDA kernels (kernels.cu, our own CUDA C++)
-// and the planner that turns a backend kernel into launches of them and
-// cuBLAS products. The CUDA backend (backend/cuda) runs the plans on a GPU,
+// and the planner that records a backend kernel's launches of them and its
+// cuBLAS products: what the kernel's Device method (package backend, beside
+// its CPU implementation) asks for. The CUDA backend (backend/cuda) runs the plans on a GPU,
 // or on the host model of one (package cudak/standin, which compiles the
 // same kernel source for the host), so that the kernels and the planning
 // are tested without a GPU.
