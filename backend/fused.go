@@ -32,6 +32,17 @@ const (
 	ActGELU // the tanh form, x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 )
 
+// activations are the activations as the UnaryOps that compute them.
+var activations = [...]UnaryOp{ActIdentity: Identity, ActReLU: ReLU, ActGELU: GELU}
+
+// String returns the activation's name: that of its UnaryOp.
+func (a Activation) String() string {
+	if int(a) < len(activations) {
+		return activations[a].String()
+	}
+	return fmt.Sprintf("Activation(%d)", int(a))
+}
+
 func checkAll(name string, dt DType, ops ...any) error {
 	for i := 0; i+2 < len(ops); i += 3 {
 		what, op, n := ops[i].(string), ops[i+1].(Operand), ops[i+2].(int)
@@ -604,9 +615,6 @@ func (k BiasAct) Host(p *Pool) (Func, error) {
 func (k BiasAct) Device(p Planner) {
 	elementwise(p, "on_bias_act", k.Rows*k.N, k.Rows, k.N, int(k.Act), false, k.X, k.Bias, k.X, k.Y)
 }
-
-// activations are BiasAct's activations as the UnaryOps that compute them.
-var activations = [...]UnaryOp{ActIdentity: Identity, ActReLU: ReLU, ActGELU: GELU}
 
 func biasActHost[T Float](p *Pool, k BiasAct) Func {
 	n, w := k.Rows*k.N, k.N

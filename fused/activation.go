@@ -11,29 +11,16 @@ import (
 )
 
 // Activation is an elementwise nonlinearity of BiasAct.
-type Activation int
+type Activation = backend.Activation
 
 const (
 	// Identity is x.
-	Identity = Activation(backend.ActIdentity)
+	Identity = backend.ActIdentity
 	// ReLU is max(x, 0).
-	ReLU = Activation(backend.ActReLU)
+	ReLU = backend.ActReLU
 	// GELUTanh is the tanh form of GELU (see GELUOp).
-	GELUTanh = Activation(backend.ActGELU)
+	GELUTanh = backend.ActGELU
 )
-
-// String returns the activation's name.
-func (a Activation) String() string {
-	switch a {
-	case Identity:
-		return "identity"
-	case ReLU:
-		return "relu"
-	case GELUTanh:
-		return "gelu"
-	}
-	return fmt.Sprintf("Activation(%d)", int(a))
-}
 
 // GELUOp is the Gaussian error linear unit in its tanh form (PyTorch's
 // approximate="tanh"), x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
@@ -118,7 +105,7 @@ func BiasAct(x, b *G.Node, act Activation) (*G.Node, error) {
 	if !b.Shape().Eq(tensor.Shape{1, x.Shape()[1]}) {
 		return nil, fmt.Errorf("fused: bias %v for an input %v, want (1, %d)", b.Shape(), x.Shape(), x.Shape()[1])
 	}
-	if act < Identity || act > GELUTanh {
+	if act > GELUTanh {
 		return nil, fmt.Errorf("fused: unknown activation %v", act)
 	}
 	if err := sameType(x, b); err != nil {
@@ -136,7 +123,7 @@ func (*BiasActOp) DiffWRT(int) []bool       { return []bool{true, true} }
 
 // Kernel returns backend.BiasAct.
 func (o *BiasActOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
-	return backend.BiasAct{Rows: s[0][0], N: s[0][1], Act: backend.Activation(o.Act), X: in[0], Bias: in[1], Y: out}
+	return backend.BiasAct{Rows: s[0][0], N: s[0][1], Act: o.Act, X: in[0], Bias: in[1], Y: out}
 }
 
 // Do computes act(x + b) on the CPU backend.
@@ -175,7 +162,7 @@ func (o *BiasActGradOp) WriteHash(h hashWriter) { writeHash(h, o) }
 
 // Kernel returns backend.BiasActGrad.
 func (o *BiasActGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
-	return backend.BiasActGrad{Rows: s[0][0], N: s[0][1], Act: backend.Activation(o.Act), X: in[0], Bias: in[1], DY: in[2], DX: out}
+	return backend.BiasActGrad{Rows: s[0][0], N: s[0][1], Act: o.Act, X: in[0], Bias: in[1], DY: in[2], DX: out}
 }
 
 // Do computes the gradient on the CPU backend.
