@@ -71,13 +71,18 @@ type Run struct {
 	m   manifest
 }
 
-// CreateRun creates the folder dir, which must not exist yet, for a new run
-// started from parent (nil for a run from scratch).
+// CreateRun creates a new run, started from parent (nil for a run from
+// scratch), in a new folder dir. dir must not exist yet, not even empty: a
+// run owns its folder, and an existing one is an error wrapping
+// fs.ErrExist (OpenRun goes on with a run in its folder). The folders above
+// dir are created as needed.
 func CreateRun(dir string, parent *Origin) (*Run, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return nil, fmt.Errorf("checkpoint: creating run folder: %w", err)
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("checkpoint: creating run folder %s: it exists already, and a new run needs a new folder (OpenRun goes on with the run of an existing one): %w", dir, err)
+	} else if err != nil {
 		return nil, fmt.Errorf("checkpoint: creating run folder: %w", err)
 	}
 	var id [8]byte
@@ -97,6 +102,32 @@ func CreateRun(dir string, parent *Origin) (*Run, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// Discard removes a run that has saved nothing, its manifest and its
+// folder, as if it had never been created (a run stopped before its first
+// step). A run that recorded a checkpoint or a file, or whose folder holds
+// anything besides its manifest, is left as it is, with an error.
+func (r *Run) Discard() error {
+	if len(r.m.Checkpoints) > 0 || r.m.Best != nil || len(r.m.Files) > 0 {
+		return fmt.Errorf("checkpoint: run %s has saved files; not discarding it", r.dir)
+	}
+	ents, err := os.ReadDir(r.dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint: discarding run %s: %w", r.dir, err)
+	}
+	for _, e := range ents {
+		if e.Name() != ManifestName {
+			return fmt.Errorf("checkpoint: run folder %s holds %s; not discarding it", r.dir, e.Name())
+		}
+	}
+	if err := os.Remove(filepath.Join(r.dir, ManifestName)); err != nil {
+		return fmt.Errorf("checkpoint: discarding run %s: %w", r.dir, err)
+	}
+	if err := os.Remove(r.dir); err != nil {
+		return fmt.Errorf("checkpoint: discarding run %s: %w", r.dir, err)
+	}
+	return SyncDir(filepath.Dir(r.dir))
 }
 
 // OpenRun opens the run in dir. A folder without a manifest, or whose

@@ -426,3 +426,62 @@ func TestReadChecksSizeFirst(t *testing.T) {
 		t.Error("Read and Decode disagree")
 	}
 }
+
+// TestCreateRunNeedsNewFolder creates a run in a folder that exists, empty:
+// the error says that a run needs a new folder, names the way to go on
+// with an existing run, and wraps fs.ErrExist.
+func TestCreateRunNeedsNewFolder(t *testing.T) {
+	dir := t.TempDir()
+	_, err := CreateRun(dir, nil)
+	if err == nil || !errors.Is(err, fs.ErrExist) || !strings.Contains(err.Error(), "a new run needs a new folder") || !strings.Contains(err.Error(), "OpenRun") {
+		t.Fatalf("CreateRun on an existing folder: %v", err)
+	}
+}
+
+// TestRunDiscard discards a run that saved nothing (its folder goes), and
+// refuses to discard one that saved a checkpoint or whose folder holds a
+// file of someone else's.
+func TestRunDiscard(t *testing.T) {
+	root := t.TempDir()
+	r, err := CreateRun(filepath.Join(root, "a"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "a")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the discarded run's folder: %v, want it gone", err)
+	}
+
+	r, err = CreateRun(filepath.Join(root, "b"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New()
+	f.Tensors["w"] = Tensor{Shape: []int{1}, Data: []float64{1}}
+	if _, err := r.Save(1, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Discard(); err == nil {
+		t.Error("Discard of a run with a checkpoint succeeded")
+	}
+	if _, _, ok := r.Latest(); !ok {
+		t.Error("a refused Discard removed the run's checkpoint")
+	}
+
+	r, err = CreateRun(filepath.Join(root, "c"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := filepath.Join(root, "c", "notes.txt")
+	if err := os.WriteFile(mine, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Discard(); err == nil {
+		t.Error("Discard of a folder holding a user's file succeeded")
+	}
+	if _, err := OpenRun(filepath.Join(root, "c")); err != nil {
+		t.Errorf("a refused Discard broke the run: %v", err)
+	}
+}

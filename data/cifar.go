@@ -97,6 +97,13 @@ func takeRecord(name string, i int, rec, labels, pixels []byte) error {
 // checks their sizes first and refuses batches whose float32 pixels would
 // take more than DefaultMaxBytes in all, before reading them.
 func ReadCIFAR10(paths ...string) (*Set, error) {
+	return ReadCIFAR10First(0, paths...)
+}
+
+// ReadCIFAR10First reads the first n records of CIFAR-10 binary batch
+// files taken in order (all of them for n <= 0), as ReadCIFAR10 does,
+// reading and allocating only what those n need.
+func ReadCIFAR10First(n int, paths ...string) (*Set, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("data: no CIFAR-10 batch given")
 	}
@@ -114,6 +121,9 @@ func ReadCIFAR10(paths ...string) (*Set, error) {
 			return nil, err
 		}
 		counts[i] = int(fi.Size() / cifarRecord)
+		if n > 0 {
+			counts[i] = min(counts[i], n-total)
+		}
 		total += counts[i]
 	}
 	name := paths[0]
@@ -127,18 +137,23 @@ func ReadCIFAR10(paths ...string) (*Set, error) {
 	pixels := make([]byte, total*cifarPixels)
 	at := 0
 	for i, p := range paths {
-		n := counts[i]
-		if err := readCIFARFile(p, labels[at:at+n], pixels[at*cifarPixels:(at+n)*cifarPixels]); err != nil {
+		k := counts[i]
+		if k == 0 {
+			break // the first n records are read
+		}
+		whole := n <= 0 || at+k < n
+		if err := readCIFARFile(p, labels[at:at+k], pixels[at*cifarPixels:(at+k)*cifarPixels], whole); err != nil {
 			return nil, err
 		}
-		at += n
+		at += k
 	}
 	return newSet(name, append([]string(nil), paths...), total, 3, cifarSide, cifarSide, pixels, labels, name, 10)
 }
 
 // readCIFARFile reads exactly len(labels) records from the batch at path
-// into labels and pixels, and checks that nothing follows them.
-func readCIFARFile(path string, labels, pixels []byte) error {
+// into labels and pixels and, if whole is set, checks that nothing follows
+// them.
+func readCIFARFile(path string, labels, pixels []byte, whole bool) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("data: %w", err)
@@ -153,6 +168,9 @@ func readCIFARFile(path string, labels, pixels []byte) error {
 		if err := takeRecord(path, i, rec, labels, pixels); err != nil {
 			return err
 		}
+	}
+	if !whole {
+		return nil
 	}
 	if n, _ := io.ReadFull(br, rec[:1]); n > 0 {
 		return fmt.Errorf("%w: %s: more than the %d records it held when opened (did the file change while read?)", ErrFormat, path, len(labels))

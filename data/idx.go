@@ -170,6 +170,13 @@ func DecodeIDX(r io.Reader, name string) (dims []int, payload []byte, err error)
 // channel and labels below 10. It refuses images whose float32 pixels would
 // take more than DefaultMaxBytes, before reading them.
 func ReadIDX(imagesPath, labelsPath string) (*Set, error) {
+	return ReadIDXFirst(imagesPath, labelsPath, 0)
+}
+
+// ReadIDXFirst reads the first n images and labels of a pair of IDX files
+// (all of them for n <= 0), as ReadIDX does, reading and allocating only
+// what those n need (see LoadFirst).
+func ReadIDXFirst(imagesPath, labelsPath string, n int) (*Set, error) {
 	imf, err := os.Open(imagesPath)
 	if err != nil {
 		return nil, fmt.Errorf("data: %w", err)
@@ -188,22 +195,47 @@ func ReadIDX(imagesPath, labelsPath string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, h, w := im.dims[0], im.dims[1], im.dims[2]
-	if lb.dims[0] != n {
-		return nil, fmt.Errorf("%w: %s has %d images but %s has %d labels", ErrFormat, imagesPath, n, labelsPath, lb.dims[0])
+	all, h, w := im.dims[0], im.dims[1], im.dims[2]
+	if lb.dims[0] != all {
+		return nil, fmt.Errorf("%w: %s has %d images but %s has %d labels", ErrFormat, imagesPath, all, labelsPath, lb.dims[0])
+	}
+	if n <= 0 || n >= all {
+		n = all
 	}
 	if b := PixelBytes(n, 1, h, w); b > DefaultMaxBytes {
 		return nil, fmt.Errorf("%w: %s: %d images of %dx%d take %d bytes as float32, more than the %d of data.DefaultMaxBytes", ErrFormat, imagesPath, n, h, w, b, DefaultMaxBytes)
 	}
-	pixels, err := im.payload()
+	read := func(s *idxStream, bytes int64) ([]byte, error) {
+		if n == all {
+			return s.payload()
+		}
+		return s.prefix(bytes)
+	}
+	pixels, err := read(im, int64(n)*int64(h)*int64(w))
 	if err != nil {
 		return nil, err
 	}
-	labels, err := lb.payload()
+	labels, err := read(lb, int64(n))
 	if err != nil {
 		return nil, err
 	}
 	return newSet(imagesPath, []string{imagesPath, labelsPath}, n, 1, h, w, pixels, labels, labelsPath, 10)
+}
+
+// prefix reads the first n bytes of the payload, n at most what the header
+// announces, and nothing after them.
+func (s *idxStream) prefix(n int64) ([]byte, error) {
+	if s.avail >= 0 && s.avail < n {
+		return nil, fmt.Errorf("%w: %s: truncated: its first %d bytes are needed, the file has %d", ErrFormat, s.name, n, s.avail)
+	}
+	b, got, err := readN(s.br, n, s.avail >= 0)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("%w: %s: truncated: its first %d bytes are needed, the file has %d", ErrFormat, s.name, n, got)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: reading IDX data: %v", ErrFormat, s.name, err)
+	}
+	return b, nil
 }
 
 // regularSize returns the size of f if it is a regular file, else -1.

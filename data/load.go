@@ -38,6 +38,16 @@ func DefaultDir(dataset string) string {
 // Sources[dataset] publishes; otherwise it refuses, naming both, unless
 // both hold the same data. Errors for missing files match fs.ErrNotExist.
 func Load(dataset, dir string, train bool) (*Set, error) {
+	return LoadFirst(dataset, dir, train, 0)
+}
+
+// LoadFirst reads the first n examples of the training set (train true) or
+// the test set of a dataset, all of them for n <= 0, as Load does. It reads
+// and allocates only what those n examples need, whatever the files'
+// headers announce: a small crafted file that claims millions of images
+// costs no more than n of them. The examples beyond the first n are not
+// read, so their faults (a truncated file, a bad label) go unnoticed.
+func LoadFirst(dataset, dir string, train bool, n int) (*Set, error) {
 	if dir == "" {
 		dir = DefaultDir(dataset)
 	}
@@ -55,7 +65,7 @@ func Load(dataset, dir string, train bool) (*Set, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := ReadIDX(im, lb)
+		s, err := ReadIDXFirst(im, lb, n)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +84,7 @@ func Load(dataset, dir string, train bool) (*Set, error) {
 			}
 			paths[i] = p
 		}
-		s, err := ReadCIFAR10(paths...)
+		s, err := ReadCIFAR10First(n, paths...)
 		if err != nil {
 			return nil, err
 		}
@@ -88,10 +98,17 @@ func Load(dataset, dir string, train bool) (*Set, error) {
 // Load does, and checks that their images have the same shape and their
 // labels the same range: a model trained on one must take the other.
 func LoadSplit(dataset, dir string) (train, test *Set, err error) {
-	if train, err = Load(dataset, dir, true); err != nil {
+	return LoadSplitFirst(dataset, dir, 0, 0)
+}
+
+// LoadSplitFirst reads the first nTrain training and nTest test examples
+// of a dataset (all of a set for n <= 0), as LoadFirst does, and checks
+// them as LoadSplit does.
+func LoadSplitFirst(dataset, dir string, nTrain, nTest int) (train, test *Set, err error) {
+	if train, err = LoadFirst(dataset, dir, true, nTrain); err != nil {
 		return nil, nil, err
 	}
-	if test, err = Load(dataset, dir, false); err != nil {
+	if test, err = LoadFirst(dataset, dir, false, nTest); err != nil {
 		return nil, nil, err
 	}
 	if train.C != test.C || train.H != test.H || train.W != test.W || train.Classes != test.Classes {
