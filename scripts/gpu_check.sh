@@ -67,9 +67,10 @@ run() { # DIR OUT [small]
 	local work
 	work=$(mktemp -d)
 	# Images each run trains on: RSDM, RGD, the profile; PyTorch's steps.
-	local ffn=() vit=(-model vit) ffnn=(16000 3200 1600) vitn=(3200 1600 800) torchffn=1000 torchvit=100
+	local ffn=() vit=(-model vit) r=() ffnn=(16000 3200 1600) vitn=(3200 1600 800) torchffn=1000 torchvit=100
 	if [[ -n $small ]]; then
-		ffn=(-hidden 64 -r 16) vit=(-model vit -dim 32 -depth 1 -heads 2 -mlp 32 -r 16)
+		# RSDM's r goes to the RSDM runs only: train refuses -r with -optim rgd.
+		ffn=(-hidden 64) vit=(-model vit -dim 32 -depth 1 -heads 2 -mlp 32) r=(-r 16)
 		ffnn=(160 160 32) vitn=(256 256 64) torchffn=0 torchvit=0
 	fi
 	go_row() { # NAME BATCH ARGS...
@@ -92,19 +93,19 @@ run() { # DIR OUT [small]
 		printf '%-24s %8s samples/s\n' "$name" "$(python3 "$dir/$script" --device cuda --steps "$steps" "$@" 2>&1 | tail -1 | sed -E 's/.*: ([0-9.]+) samples.*/\1/')"
 	}
 	{
-		go_row ffn-rsdm 16 "${ffn[@]}" -limit-train "${ffnn[0]}"
+		go_row ffn-rsdm 16 "${ffn[@]}" "${r[@]}" -limit-train "${ffnn[0]}"
 		go_row ffn-rgd 16 "${ffn[@]}" -optim rgd -lr 0.01 -limit-train "${ffnn[1]}"
 		torch_row ffn-torch torch_ffn.py "$torchffn"
-		go_row vit-rsdm 32 "${vit[@]}" -lr 0.5 -other adam -lr-other 5e-4 -limit-train "${vitn[0]}"
+		go_row vit-rsdm 32 "${vit[@]}" "${r[@]}" -lr 0.5 -other adam -lr-other 5e-4 -limit-train "${vitn[0]}"
 		go_row vit-rgd 32 "${vit[@]}" -optim rgd -lr 0.05 -other adam -lr-other 5e-4 -limit-train "${vitn[1]}"
 		torch_row vit-torch torch_vit.py "$torchvit"
 	} >"$out/throughput.txt"
 
 	# Where a step's time goes on the device, kernel by kernel.
 	"$dir/train" -device cuda -data "$dir/data" -batch 16 -schedule const -eval-every -1 -limit-test 100 -kernel-profile \
-		"${ffn[@]}" -limit-train "${ffnn[2]}" -out "$work/pf" >"$out/profile-ffn.txt" 2>&1 || echo "FAIL: ffn profile" >>"$out/failures.txt"
+		"${ffn[@]}" "${r[@]}" -limit-train "${ffnn[2]}" -out "$work/pf" >"$out/profile-ffn.txt" 2>&1 || echo "FAIL: ffn profile" >>"$out/failures.txt"
 	"$dir/train" -device cuda -data "$dir/data" -batch 32 -schedule const -eval-every -1 -limit-test 100 -kernel-profile \
-		"${vit[@]}" -limit-train "${vitn[2]}" -out "$work/pv" >"$out/profile-vit.txt" 2>&1 || echo "FAIL: vit profile" >>"$out/failures.txt"
+		"${vit[@]}" "${r[@]}" -limit-train "${vitn[2]}" -out "$work/pv" >"$out/profile-vit.txt" 2>&1 || echo "FAIL: vit profile" >>"$out/failures.txt"
 	rm -rf "$work"
 	cat "$out/throughput.txt"
 	if [[ -e $out/failures.txt ]]; then

@@ -80,8 +80,11 @@ type config struct {
 // flag that differs from the saved one is an error.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c, fs, err := parseArgs(args, stderr)
-	if err != nil || c.resume == "" {
+	if err != nil {
 		return c, err
+	}
+	if c.resume == "" {
+		return c, checkApplicable(c, fs)
 	}
 	path, err := resolveResume(c.resume, c.out)
 	if err != nil {
@@ -89,7 +92,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	f, err := checkpoint.Read(path)
 	if err != nil {
-		return c, fmt.Errorf("-resume: %w", err)
+		err = fmt.Errorf("-resume: %w", err)
+		if others := usableOthers(path); len(others) > 0 {
+			err = fmt.Errorf("%w; these checkpoints of its run load, newest first (go on from one with -resume PATH): %s", err, strings.Join(others, ", "))
+		} else if path != c.resume {
+			err = fmt.Errorf("%w; no other checkpoint of its run loads", err)
+		}
+		return c, err
 	}
 	var saved map[string]string
 	if err := f.JSON(keyFlags, &saved); err != nil {
@@ -301,17 +310,102 @@ func mainCode() int {
 			}
 		}()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifySignals()
 	defer stop()
 	err = run(ctx, c, os.Stdout)
 	var interrupted *interruptedError
+	var usage *usageError
 	switch {
 	case errors.As(err, &interrupted):
 		fmt.Fprintln(os.Stderr, "train:", err)
-		return 130
+		return 128 + int(interrupted.signal)
+	case errors.As(err, &usage):
+		fmt.Fprintln(os.Stderr, "train:", err)
+		return 2
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "train:", err)
 		return 1
 	}
 	return 0
+}
+
+// usageError is a setting that cannot train, found once the data or the
+// network is known (an -r above a weight's rows): the command exits 2 for
+// it, as for a bad flag.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// signalCause is the signal that stopped a run, as its context's cause.
+type signalCause struct{ sig syscall.Signal }
+
+func (s signalCause) Error() string { return s.sig.String() }
+
+// notifySignals returns a context cancelled, with a signalCause, by the
+// first SIGINT (Ctrl-C) or SIGTERM; the run stops at a step boundary and
+// the command exits 128 + the signal's number (130, 143), as a shell
+// reports a process the signal killed.
+func notifySignals() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			sig, ok := s.(syscall.Signal)
+			if !ok {
+				sig = syscall.SIGINT
+			}
+			cancel(signalCause{sig})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
+}
+
+// signalOf returns the signal that cancelled ctx, SIGINT when it was not
+// a signal (a test's cancel).
+func signalOf(ctx context.Context) syscall.Signal {
+	var s signalCause
+	if errors.As(context.Cause(ctx), &s) {
+		return s.sig
+	}
+	return syscall.SIGINT
+}
+
+// checkApplicable refuses flags given on the command line that the chosen
+// optimizers, schedule or model do not use: a setting that would be
+// silently ignored is a mistake the user should hear of.
+func checkApplicable(c config, fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	for _, rule := range []struct {
+		flag, why string
+		applies   bool
+	}{
+		{"sampling", "-optim " + c.optim + " samples no submanifold (RSDM's flag)", c.optim == "rsdm"},
+		{"r", "-optim " + c.optim + " has no submanifold size (RSDM's flag)", c.optim == "rsdm"},
+		{"rgd-momentum", "-optim radam has no momentum flag (RGD's flag)", c.optim != "radam"},
+		{"momentum", "-other " + c.other + " has no heavy-ball momentum (SGD's flag)", c.other == "sgd"},
+		{"warmup", "-schedule " + c.schedule + " has no warm-up (-schedule warmup-cosine's flag)", c.schedule == "warmup-cosine"},
+		{"decay-every", "-schedule " + c.schedule + " does not decay in steps (-schedule step's flag)", c.schedule == "step"},
+		{"hidden", "-model " + c.model + " has no hidden width (the FFN's flag)", c.model == "ffn"},
+		{"dim", "-model " + c.model + " has no embedding width (the ViT's flag)", c.model == "vit"},
+		{"heads", "-model " + c.model + " has no attention heads (the ViT's flag)", c.model == "vit"},
+		{"mlp", "-model " + c.model + " has no MLP width (the ViT's flag)", c.model == "vit"},
+		{"patch", "-model " + c.model + " has no patches (the ViT's flag)", c.model == "vit"},
+		{"dropout", "-model " + c.model + " has no dropout (the ViT's flag)", c.model == "vit"},
+		{"kernel-profile", "-engine tape runs no kernels of its own (-engine program's flag)", c.engine == "program"},
+	} {
+		if given[rule.flag] && !rule.applies {
+			return fmt.Errorf("-%s does not apply: %s", rule.flag, rule.why)
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +26,8 @@ func TestNonFiniteBatches(t *testing.T) {
 		c := smallConfig(t, dir)
 		c.engine = engine
 		c.nanSteps = map[int]bool{5: true}
-		if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "epoch 1, step 5") || !strings.Contains(err.Error(), "-nonfinite skip") {
+		// The batch of the sixth step: metrics.csv counts it as step 6.
+		if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "epoch 1, step 6:") || !strings.Contains(err.Error(), "-nonfinite skip") {
 			t.Errorf("%s, -nonfinite stop: error %v", engine, err)
 		}
 
@@ -35,6 +37,11 @@ func TestNonFiniteBatches(t *testing.T) {
 		out, acc := runForAccuracy(t, c)
 		if n := strings.Count(out, "skipping the batch"); n != 3 {
 			t.Errorf("%s: %d skip lines, want 3:\n%s", engine, n, out)
+		}
+		for _, step := range []string{"6", "7", "41"} {
+			if !strings.Contains(out, ", step "+step+": ") {
+				t.Errorf("%s: no skip line names step %s, as metrics.csv counts it:\n%s", engine, step, out)
+			}
 		}
 		if !strings.Contains(out, "skipped 3 batches") {
 			t.Errorf("%s: the summary does not count the skipped batches:\n%s", engine, out)
@@ -54,17 +61,10 @@ func TestNonFiniteBatches(t *testing.T) {
 		if len(runs) != 1 {
 			t.Fatalf("%s: metrics files %v", engine, runs)
 		}
-		rows, _ := os.ReadFile(runs[0])
-		skipped := 0
-		for _, line := range strings.Split(string(rows), "\n") {
-			f := strings.Split(line, ",")
-			if len(f) == 10 && f[0] == "train" {
-				n, _ := strconv.Atoi(f[8])
-				skipped += n
-			}
-		}
-		if skipped != 3 {
-			t.Errorf("%s: metrics.csv counts %d skipped batches, want 3", engine, skipped)
+		// Every training row is written here (100 steps an epoch or fewer):
+		// each skip is in the row of its step, which has no loss.
+		if skips := skippedRows(t, runs[0]); !maps.Equal(skips, map[string]int{"6": 1, "7": 1, "41": 1}) {
+			t.Errorf("%s: metrics.csv records skips at steps %v, want one at each of steps 6, 7 and 41", engine, skips)
 		}
 
 		c = smallConfig(t, dir)
@@ -73,10 +73,45 @@ func TestNonFiniteBatches(t *testing.T) {
 		for s := 3; s < 20; s++ {
 			c.nanSteps[s] = true
 		}
-		if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "10 batches in a row") {
+		if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "10 batches in a row") || !strings.Contains(err.Error(), "step 13:") {
 			t.Errorf("%s: ten NaN batches in a row: error %v", engine, err)
 		}
+		runs, _ = filepath.Glob(filepath.Join(c.out, "run-*", "metrics.csv"))
+		if len(runs) != 1 {
+			t.Fatalf("%s: metrics files %v", engine, runs)
+		}
+		total := 0
+		for _, n := range skippedRows(t, runs[0]) {
+			total += n
+		}
+		if total != 10 {
+			t.Errorf("%s: the run stopped after 10 skipped batches in a row; metrics.csv records %d", engine, total)
+		}
 	}
+}
+
+// skippedRows returns, per step, the batches metrics.csv records as
+// skipped, checking that a row of skipped batches only has no loss.
+func skippedRows(t *testing.T, path string) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) != 10 || f[0] != "train" {
+			continue
+		}
+		if n, _ := strconv.Atoi(f[8]); n > 0 {
+			out[f[2]] += n
+			if f[4] != "" && n > 0 && f[5] == "" {
+				t.Errorf("%s: row %q has a loss but no accuracy", path, line)
+			}
+		}
+	}
+	return out
 }
 
 // TestRefusedBeforeFolder checks that settings that cannot train are
@@ -90,9 +125,9 @@ func TestRefusedBeforeFolder(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-hidden", "32", "-depth", "2", "-r", "2000"}, `weight "fc1.W": optim: RSDM submanifold size r = 2000 exceeds the 1024 rows`},
-		{[]string{"-hidden", "64"}, `weight "fc2.W": optim: RSDM submanifold size r = 300 exceeds the 64 rows`},
-		{[]string{"-model", "vit", "-dim", "32", "-depth", "1", "-mlp", "8", "-heads", "2"}, `weight "block1.attn.Wq.W": optim: RSDM submanifold size r = 300 exceeds the 32 rows`},
+		{[]string{"-hidden", "32", "-depth", "2", "-r", "2000"}, `-r 2000: RSDM's submanifold size exceeds the 1024 rows of weight "fc1.W" (this network takes 2 <= r <= 32, the rows of "fc2.W")`},
+		{[]string{"-hidden", "64"}, `-r 300: RSDM's submanifold size exceeds the 64 rows of weight "fc2.W"`},
+		{[]string{"-model", "vit", "-dim", "32", "-depth", "1", "-mlp", "8", "-heads", "2"}, `-r 300: RSDM's submanifold size exceeds the 32 rows of weight "block1.attn.Wq.W"`},
 		{[]string{"-r", "0"}, "-r 0: RSDM's submanifold size must be at least 2"},
 		{[]string{"-r", "1"}, "-r 1: RSDM's submanifold size must be at least 2"},
 		{[]string{"-r", "-5"}, "-r -5: RSDM's submanifold size must be at least 2"},

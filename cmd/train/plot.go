@@ -21,7 +21,7 @@ func plotMetrics(w io.Writer, metrics []metric) error {
 		p.Y.Label.Text = ylabel
 		var pts plotter.XYs
 		for _, m := range metrics {
-			if m.Kind == kind {
+			if m.Kind == kind && !m.NoLoss {
 				pts = append(pts, plotter.XY{X: x(m), Y: y(m)})
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -96,13 +97,14 @@ func (t *trainer) save(best bool) error {
 // (an older one, one copied elsewhere, one of a folder without a run
 // manifest) starts a new run folder under -out that records it as its
 // parent and carries its metrics; the checkpoint's folder is not touched.
-func resumeRun(c config, step int, w io.Writer) (*checkpoint.Run, error) {
+// created reports whether the folder is new.
+func resumeRun(c config, step int, w io.Writer) (r *checkpoint.Run, created bool, err error) {
 	dir := filepath.Dir(c.resume)
 	var why string
 	if r, err := checkpoint.OpenRun(dir); err != nil {
 		why = fmt.Sprintf("%s holds no run manifest %s", dir, checkpoint.ManifestName)
 	} else if latest, s, ok := r.Latest(); ok && sameFile(latest, c.resume) {
-		return r, nil
+		return r, false, nil
 	} else if ok {
 		why = fmt.Sprintf("the newest checkpoint of its run is %s", filepath.Base(latest))
 		if s == step {
@@ -111,12 +113,39 @@ func resumeRun(c config, step int, w io.Writer) (*checkpoint.Run, error) {
 	} else {
 		why = fmt.Sprintf("the run in %s wrote no such checkpoint", dir)
 	}
-	r, err := newRunDir(c.out, &checkpoint.Origin{Path: c.resume, Step: step, Run: c.resumed.Meta[checkpoint.KeyRun]})
+	r, err = newRunDir(c.out, &checkpoint.Origin{Path: c.resume, Step: step, Run: c.resumed.Meta[checkpoint.KeyRun]})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	fmt.Fprintf(w, "%s is not the newest checkpoint of its run (%s): going on in a new run folder %s, leaving %s as it is\n", c.resume, why, r.Dir(), dir)
-	return r, nil
+	return r, true, nil
+}
+
+// usableOthers returns, for a checkpoint that failed to load, the other
+// checkpoints of its run that load, newest first (its step checkpoints,
+// then best.safetensors when it holds another step), as "PATH (step N)".
+func usableOthers(path string) []string {
+	r, err := checkpoint.OpenRun(filepath.Dir(path))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	steps := r.Checkpoints()
+	for i := len(steps) - 1; i >= 0; i-- {
+		p := filepath.Join(r.Dir(), checkpoint.StepName(steps[i]))
+		if sameFile(p, path) {
+			continue
+		}
+		if _, err := checkpoint.Read(p); err == nil {
+			out = append(out, fmt.Sprintf("%s (step %d)", p, steps[i]))
+		}
+	}
+	if p, step, ok := r.Best(); ok && !sameFile(p, path) && !slices.Contains(steps, step) {
+		if _, err := checkpoint.Read(p); err == nil {
+			out = append(out, fmt.Sprintf("%s (step %d)", p, step))
+		}
+	}
+	return out
 }
 
 func sameFile(a, b string) bool {

@@ -117,7 +117,7 @@ func TestResumeBitExact(t *testing.T) {
 		cifarFixture(t, cifar, "data_batch_"+strconv.Itoa(i)+".bin", 12, uint32(i))
 	}
 	cifarFixture(t, cifar, "test_batch.bin", 20, 99)
-	ffn := []string{"-dataset", "mnist", "-data", mnist, "-hidden", "32", "-depth", "2", "-r", "8", "-lr", "0.2", "-batch", "10", "-epochs", "3", "-eval-every", "7"}
+	ffn := []string{"-dataset", "mnist", "-data", mnist, "-hidden", "32", "-depth", "2", "-lr", "0.2", "-batch", "10", "-epochs", "3", "-eval-every", "7"}
 	vit := []string{"-model", "vit", "-dataset", "cifar10", "-data", cifar, "-dim", "32", "-depth", "1", "-heads", "2", "-mlp", "16", "-patch", "8",
 		"-r", "8", "-lr", "0.1", "-other", "adam", "-lr-other", "0.002", "-batch", "10", "-epochs", "2", "-dropout", "0.2"}
 	for _, tc := range []struct {
@@ -125,8 +125,8 @@ func TestResumeBitExact(t *testing.T) {
 		args []string
 		k    []int
 	}{
-		{"rsdm-p+sgd-momentum", append(ffn, "-lr-other", "0.05"), []int{1, 20, 27, 33}},
-		{"rsdm-o+adam+cosine", append(ffn, "-sampling", "orth", "-other", "adam", "-lr-other", "0.002", "-schedule", "cosine"), []int{25}},
+		{"rsdm-p+sgd-momentum", append(ffn, "-r", "8", "-lr-other", "0.05"), []int{1, 20, 27, 33}},
+		{"rsdm-o+adam+cosine", append(ffn, "-r", "8", "-sampling", "orth", "-other", "adam", "-lr-other", "0.002", "-schedule", "cosine"), []int{25}},
 		{"rgd-momentum+sgd-momentum", append(ffn, "-optim", "rgd", "-lr", "0.05", "-lr-other", "0.05"), []int{13}},
 		{"radam+adamw+warmup-cosine+clip", append(ffn, "-optim", "radam", "-lr", "0.01", "-other", "adamw", "-lr-other", "0.002",
 			"-schedule", "warmup-cosine", "-warmup", "10", "-clip-norm", "1"), []int{5, 22}},

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -27,12 +28,21 @@ import (
 
 // interruptedError reports a run stopped by a signal at a step boundary.
 type interruptedError struct {
+	signal      syscall.Signal // SIGINT or SIGTERM: the command exits 128 + its number
 	epoch, step int
 	dir, saved  string
+	discarded   bool // the run had taken no step: its new folder was removed
 }
 
 func (e *interruptedError) Error() string {
-	msg := fmt.Sprintf("interrupted at epoch %d, step %d; metrics so far are in %s", e.epoch+1, e.step, e.dir)
+	what := "interrupted"
+	if e.signal == syscall.SIGTERM {
+		what = "terminated"
+	}
+	if e.discarded {
+		return fmt.Sprintf("%s before the first step; removed the new run folder %s, which held nothing", what, e.dir)
+	}
+	msg := fmt.Sprintf("%s at epoch %d, step %d; metrics so far are in %s", what, e.epoch+1, e.step, e.dir)
 	if e.saved != "" {
 		msg += fmt.Sprintf("; saved %s (go on with -resume %s)", e.saved, e.saved)
 	}
@@ -50,6 +60,9 @@ type metric struct {
 	Feasibility *float64 `json:"feasibility,omitempty"` // largest ||W^T W - I||_F where measured (test rows)
 	Examples    int      `json:"examples,omitempty"`    // test images evaluated (test rows)
 	Skipped     int      `json:"skipped,omitempty"`     // batches skipped for a non-finite loss or gradient (train rows)
+	// NoLoss marks a training row whose batches were all skipped: it has no
+	// loss or accuracy (empty in metrics.csv).
+	NoLoss bool `json:"no_loss,omitempty"`
 	// TrainSeconds is the training time so far: Seconds without the
 	// evaluations and checkpoints (-time-limit and -eval-interval count it).
 	TrainSeconds float64 `json:"train_seconds"`
@@ -80,7 +93,8 @@ func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set
 			return nil, nil, err
 		}
 	}
-	if train, test, err = data.LoadSplit(c.dataset, dir); err != nil {
+	// Only the examples -limit-train and -limit-test keep are read.
+	if train, test, err = data.LoadSplitFirst(c.dataset, dir, c.limitTrain, c.limitTest); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("%w (use -data DIR, or -download for mnist and cifar10)", err)
 		}
@@ -176,6 +190,8 @@ type trainer struct {
 	maskSrc     *rand.PCG
 	maskRNG     *rand.Rand
 	dir         *checkpoint.Run // the run folder; nil for a finished run resumed
+	created     bool            // this session created the run folder
+	taken       int             // steps this session has taken
 	last        string          // newest checkpoint written or loaded
 	st          progress
 	start       time.Time // of this session
@@ -222,6 +238,9 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 		return nil, err
 	}
 	t.net, t.yb, t.evNet = net, yb, ev
+	if err := checkR(c, net.Constrained()); err != nil {
+		return nil, &usageError{err}
+	}
 	if t.eng, err = newEngine(c, net, loss, y, ev, c.epochs*(train.N/c.batch)); err != nil {
 		return nil, err
 	}
@@ -233,10 +252,11 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 	if c.resumed != nil {
 		t.last = c.resume
 		if err = t.restore(c.resumed); err == nil && t.st.Epoch < c.epochs {
-			t.dir, err = resumeRun(c, t.st.Step, w)
+			t.dir, t.created, err = resumeRun(c, t.st.Step, w)
 		}
 	} else {
 		t.dir, err = newRunDir(c.out, nil)
+		t.created = true
 	}
 	if err != nil {
 		t.close()
@@ -306,7 +326,47 @@ func (t *trainer) evaluateAndSave(save bool) (metric, error) {
 	return m, err
 }
 
-func (t *trainer) interrupted() error {
+// checkR refuses an RSDM submanifold size r above the rows of any
+// orthogonal weight (of an n x p weight, max(n, p): one with fewer rows
+// than columns is stepped as its transpose), naming the first such weight
+// and the largest r the network takes.
+func checkR(c config, weights G.Nodes) error {
+	if c.optim != "rsdm" || len(weights) == 0 {
+		return nil
+	}
+	rows := func(n *G.Node) int {
+		s := n.Shape()
+		return max(s[0], s[len(s)-1])
+	}
+	smallest := weights[0]
+	for _, n := range weights {
+		if rows(n) < rows(smallest) {
+			smallest = n
+		}
+	}
+	for _, n := range weights {
+		if c.r > rows(n) {
+			return fmt.Errorf("-r %d: RSDM's submanifold size exceeds the %d rows of weight %q (this network takes 2 <= r <= %d, the rows of %q)",
+				c.r, rows(n), n.Name(), rows(smallest), smallest.Name())
+		}
+	}
+	return nil
+}
+
+// interrupted ends a run stopped by a signal (ctx's cause): it saves a
+// checkpoint and the metrics, or, when this session created the run folder
+// and has taken no step, removes the folder, which holds nothing to go on
+// from.
+func (t *trainer) interrupted(ctx context.Context) error {
+	sig := syscall.SIGINT
+	if ctx.Err() != nil {
+		sig = signalOf(ctx)
+	}
+	if t.created && t.taken == 0 {
+		if err := t.dir.Discard(); err == nil {
+			return &interruptedError{signal: sig, dir: t.dir.Dir(), discarded: true}
+		}
+	}
 	saved := ""
 	if err := t.save(false); err != nil {
 		fmt.Fprintln(t.w, "warning: saving a checkpoint:", err)
@@ -314,7 +374,7 @@ func (t *trainer) interrupted() error {
 		saved = t.last
 	}
 	writeOutputs(t.dir, t.st.Metrics, t.w)
-	return &interruptedError{epoch: t.st.Epoch, step: t.st.Step, dir: t.dir.Dir(), saved: saved}
+	return &interruptedError{signal: sig, epoch: t.st.Epoch, step: t.st.Step, dir: t.dir.Dir(), saved: saved}
 }
 
 // run trains the remaining epochs and prints the summary.
@@ -383,17 +443,22 @@ func (t *trainer) epoch(ctx context.Context) (metric, error) {
 	t.epochStart, t.firstBatch = time.Now(), t.st.Batch
 	for t.st.Batch < t.steps {
 		if ctx.Err() != nil || (c.stopAfter > 0 && t.st.Step == c.stopAfter) {
-			return metric{}, t.interrupted()
+			return metric{}, t.interrupted(ctx)
 		}
 		t0 := time.Now()
 		lv, acc, bad, err := t.step(epoch)
 		t.st.TrainSeconds += time.Since(t0).Seconds()
-		if err != nil {
+		if err != nil && (bad == nil || c.nonFinite != "skip") {
 			return metric{}, err
 		}
 		t.st.Batch++
 		t.st.Step++
+		t.taken++
 		t.tally(epoch, lv, acc, bad)
+		if err != nil { // -nonfinite skip: too many batches in a row
+			writeOutputs(t.dir, t.st.Metrics, t.w)
+			return metric{}, err
+		}
 		if t.bar != nil {
 			_ = t.bar.Add(1)
 		}
@@ -511,11 +576,22 @@ func (t *trainer) tally(epoch int, lv, acc float64, bad error) {
 		win.Accuracy += acc
 		win.Count++
 	}
-	if t.st.Step%t.logEvery != 0 || win.Count == 0 {
+	// A skipped batch is recorded in the row of its own step when that
+	// step writes one, else in the next row; the epoch's last step writes
+	// the skips of its window, so that none is lost.
+	due := t.st.Step%t.logEvery == 0 || (win.Skipped > 0 && (t.st.Batch == t.steps || t.st.SkipRun >= maxSkipRun))
+	if !due || win.Count+win.Skipped == 0 {
 		return
 	}
-	t.st.Metrics = append(t.st.Metrics, metric{Kind: "train", Epoch: epoch + 1, Step: t.st.Step, Seconds: t.seconds(),
-		Loss: win.Loss / float64(win.Count), Accuracy: win.Accuracy / float64(win.Count), Skipped: win.Skipped, TrainSeconds: t.st.TrainSeconds})
+	m := metric{Kind: "train", Epoch: epoch + 1, Step: t.st.Step, Seconds: t.seconds(), Skipped: win.Skipped, TrainSeconds: t.st.TrainSeconds}
+	if win.Count == 0 {
+		m.NoLoss = true // every batch of the row was skipped
+		t.st.Metrics = append(t.st.Metrics, m)
+		*win = window{}
+		return
+	}
+	m.Loss, m.Accuracy = win.Loss/float64(win.Count), win.Accuracy/float64(win.Count)
+	t.st.Metrics = append(t.st.Metrics, m)
 	rate := float64((t.st.Batch-t.firstBatch)*t.c.batch) / time.Since(t.epochStart).Seconds()
 	desc := fmt.Sprintf("epoch %d/%d loss %.4f acc %.1f%% %.0f samples/s", epoch+1, t.c.epochs, win.Loss/float64(win.Count), 100*win.Accuracy/float64(win.Count), rate)
 	if t.bar != nil {
@@ -574,7 +650,8 @@ const maxSkipRun = 10
 // moved nothing, and goes on unless maxSkipRun batches in a row were
 // skipped.
 func (t *trainer) skip(why error, epoch int) error {
-	where := fmt.Sprintf("epoch %d, step %d", epoch+1, t.st.Step)
+	// Steps are named as metrics.csv counts them: the n-th step is step n.
+	where := fmt.Sprintf("epoch %d, step %d", epoch+1, t.st.Step+1)
 	if t.c.nonFinite == "stop" {
 		writeOutputs(t.dir, t.st.Metrics, t.w)
 		msg := fmt.Sprintf("%s: %v; stopping rather than training on garbage (try a smaller -lr or -lr-other, or -nonfinite skip to drop such batches)", where, why)
@@ -587,7 +664,6 @@ func (t *trainer) skip(why error, epoch int) error {
 	t.st.SkipRun++
 	fmt.Fprintf(t.w, "%s: %v; skipping the batch (nothing was updated)\n", where, why)
 	if t.st.SkipRun >= maxSkipRun {
-		writeOutputs(t.dir, t.st.Metrics, t.w)
 		return fmt.Errorf("%s: %d batches in a row had a non-finite loss or gradient; stopping (try a smaller -lr or -lr-other)", where, t.st.SkipRun)
 	}
 	return nil
@@ -671,8 +747,12 @@ func writeCSV(f io.Writer, metrics []metric) error {
 		if m.Kind == "train" {
 			skipped = strconv.Itoa(m.Skipped)
 		}
+		loss, acc := strconv.FormatFloat(m.Loss, 'g', 6, 64), strconv.FormatFloat(m.Accuracy, 'g', 6, 64)
+		if m.NoLoss {
+			loss, acc = "", ""
+		}
 		_ = cw.Write([]string{m.Kind, strconv.Itoa(m.Epoch), strconv.Itoa(m.Step), strconv.FormatFloat(m.Seconds, 'f', 3, 64),
-			strconv.FormatFloat(m.Loss, 'g', 6, 64), strconv.FormatFloat(m.Accuracy, 'g', 6, 64), feas, examples, skipped,
+			loss, acc, feas, examples, skipped,
 			strconv.FormatFloat(m.TrainSeconds, 'f', 3, 64)})
 	}
 	cw.Flush()

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestInapplicableFlags gives flags that the chosen optimizer, schedule or
+// model does not use: each is refused, naming the flag; the same flags
+// where they apply are taken.
+func TestInapplicableFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-optim", "rgd", "-r", "8"}, "-r does not apply: -optim rgd"},
+		{[]string{"-optim", "rgd", "-sampling", "orth"}, "-sampling does not apply: -optim rgd"},
+		{[]string{"-optim", "radam", "-r", "8"}, "-r does not apply: -optim radam"},
+		{[]string{"-optim", "radam", "-rgd-momentum", "0.5"}, "-rgd-momentum does not apply: -optim radam"},
+		{[]string{"-other", "adam", "-momentum", "0.5"}, "-momentum does not apply: -other adam"},
+		{[]string{"-schedule", "cosine", "-warmup", "10"}, "-warmup does not apply: -schedule cosine"},
+		{[]string{"-schedule", "const", "-decay-every", "10"}, "-decay-every does not apply"},
+		{[]string{"-model", "ffn", "-dim", "64"}, "-dim does not apply: -model ffn"},
+		{[]string{"-model", "vit", "-hidden", "64"}, "-hidden does not apply: -model vit"},
+		{[]string{"-engine", "tape", "-kernel-profile"}, "-kernel-profile does not apply: -engine tape"},
+	} {
+		if _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"-optim", "rsdm", "-r", "8", "-sampling", "orth"},
+		{"-optim", "rgd", "-rgd-momentum", "0.5"},
+		{"-other", "sgd", "-momentum", "0.5"},
+		{"-schedule", "warmup-cosine", "-warmup", "10"},
+		{"-schedule", "step", "-decay-every", "10"},
+		{"-model", "vit", "-dim", "64", "-heads", "2"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+}
+
+// runMain runs this test binary as cmd/train with args and returns its exit
+// code and stderr.
+func runMain(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), stderr.String()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, stderr.String()
+}
+
+// TestBadRExits2 runs the command with an -r above the rows of a weight of
+// the network: like every other bad setting it exits 2, before any folder
+// is made, with one error that names the weight and says "optim:" at most
+// once.
+func TestBadRExits2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	fixture(t, 30, "train", dir, 1)
+	fixture(t, 10, "t10k", dir, 2)
+	for _, extra := range [][]string{
+		{"-hidden", "64"},
+		{"-hidden", "32", "-depth", "2", "-r", "40"},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		code, stderr := runMain(t, append([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-device", "cpu"}, extra...)...)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2\n%s", extra, code, stderr)
+		}
+		if strings.Count(stderr, "optim:") > 1 || !strings.Contains(stderr, "RSDM's submanifold size exceeds the") || !strings.Contains(stderr, `weight "fc`) {
+			t.Errorf("%q: stderr %q", extra, stderr)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%q: -out %s: %v, want nothing written", extra, out, err)
+		}
+	}
+}
+
+// TestSIGTERMExits143 stops a training process with SIGTERM: it stops at a
+// step boundary as for Ctrl-C and exits 143 (128 + 15), as a shell reports
+// a process SIGTERM ended.
+func TestSIGTERMExits143(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	dir := t.TempDir()
+	fixture(t, 2000, "train", dir, 1)
+	fixture(t, 20, "t10k", dir, 2)
+	cmd := exec.Command(os.Args[0], "-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2", "-r", "8",
+		"-batch", "10", "-epochs", "50", "-device", "cpu", "-eval-every", "-1")
+	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "run folder:") {
+	}
+	time.Sleep(300 * time.Millisecond) // into the steps
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, stdout)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 143 {
+		t.Fatalf("after SIGTERM: %v, want exit status 143\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "train: terminated ") {
+		t.Errorf("stderr %q, want it to say the run was terminated", stderr.String())
+	}
+}
+
+// TestInterruptedBeforeFirstStep interrupts a run before its first step: it
+// leaves no run folder under -out, and says so.
+func TestInterruptedBeforeFirstStep(t *testing.T) {
+	dir := t.TempDir()
+	fixture(t, 100, "train", dir, 1)
+	fixture(t, 20, "t10k", dir, 2)
+	c := smallConfig(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var ie *interruptedError
+	if err := run(ctx, c, io.Discard); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
+		t.Errorf("cancelled run: error %v", err)
+	}
+	if ents, err := os.ReadDir(c.out); err != nil || len(ents) != 0 {
+		t.Errorf("-out after a run interrupted before its first step: %d entries (%v), want none", len(ents), err)
+	}
+	// One step in, the run keeps its folder and checkpoint.
+	c = smallConfig(t, dir)
+	c.stopAfter = 1
+	if err := run(context.Background(), c, io.Discard); !errors.As(err, &ie) || ie.saved == "" {
+		t.Errorf("run stopped after a step: %v, want an interruption with a checkpoint", err)
+	}
+}
+
+// TestDamagedNewestCheckpoint damages a run's newest checkpoint: -resume
+// latest fails naming the damage and the run's older checkpoints that
+// load, newest first.
+func TestDamagedNewestCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	fixture(t, 100, "train", dir, 1)
+	fixture(t, 20, "t10k", dir, 2)
+	out := t.TempDir()
+	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8",
+		"-batch", "10", "-save-every", "3", "-keep", "3", "-eval-every", "-1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), c, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	newest, err := resolveResume("latest", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-10] ^= 1
+	if err := os.WriteFile(newest, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	older, _ := filepath.Glob(filepath.Join(filepath.Dir(newest), "step-*.safetensors"))
+	sort.Sort(sort.Reverse(sort.StringSlice(older)))
+	older = slices.DeleteFunc(older, func(p string) bool { return p == newest })
+	if len(older) != 2 {
+		t.Fatalf("the run kept %v besides %s, want two older checkpoints", older, newest)
+	}
+	_, err = parseFlags([]string{"-resume", "latest", "-out", out}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Fatalf("-resume latest with the newest damaged: %v", err)
+	}
+	msg := err.Error()
+	i, j := strings.Index(msg, older[0]), strings.Index(msg, older[1])
+	if i < 0 || j < 0 || i > j {
+		t.Errorf("error %q does not name the older checkpoints %v, newest first", msg, older)
+	}
+}
+
+// TestLimitTrainBoundsRead trains on the first 30 examples of crafted
+// gzip'd files that announce 60,000 (47 MB of pixels, 188 MB as float32)
+// in under 200 KB: loading allocates what 30 examples need, not what the
+// headers claim.
+func TestLimitTrainBoundsRead(t *testing.T) {
+	dir := t.TempDir()
+	crafted := func(prefix string, n int) {
+		member := func(b []byte) []byte {
+			var z bytes.Buffer
+			zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+			_, _ = zw.Write(b)
+			_ = zw.Close()
+			return z.Bytes()
+		}
+		for _, f := range []struct {
+			name string
+			dims []int
+		}{{prefix + "-images-idx3-ubyte.gz", []int{n, 28, 28}}, {prefix + "-labels-idx1-ubyte.gz", []int{n}}} {
+			var head bytes.Buffer
+			head.Write([]byte{0, 0, 8, byte(len(f.dims))})
+			size := 1
+			for _, d := range f.dims {
+				_ = binary.Write(&head, binary.BigEndian, uint32(d))
+				size *= d
+			}
+			out := bytes.NewBuffer(member(head.Bytes()))
+			zeros := member(make([]byte, 1<<20))
+			for ; size >= 1<<20; size -= 1 << 20 {
+				out.Write(zeros)
+			}
+			out.Write(member(make([]byte, size)))
+			if err := os.WriteFile(filepath.Join(dir, f.name), out.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	crafted("train", 60000)
+	crafted("t10k", 60000)
+	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-limit-train", "30", "-limit-test", "10"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	train, test, err := loadData(context.Background(), c, io.Discard)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if train.N != 30 || test.N != 10 {
+		t.Errorf("loaded %d and %d examples, want 30 and 10", train.N, test.N)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+		t.Errorf("loading 30 + 10 examples allocated %d MB", got>>20)
+	}
+}
+
+// TestResumableFlagsDocumented checks that the README's list of the flags
+// a resumed run may change is the command's list, flag for flag, and that
+// every flag in the list exists.
+func TestResumableFlagsDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(b)), " ")
+	m := regexp.MustCompile(`A resumed run keeps the saved configuration\. It may change only (.*?); any other flag`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatal("README: no sentence listing the flags a resumed run may change")
+	}
+	var documented []string
+	for _, f := range regexp.MustCompile("`-([a-z-]+)`").FindAllStringSubmatch(m[1], -1) {
+		documented = append(documented, f[1])
+	}
+	var binary []string
+	for name := range resumable {
+		binary = append(binary, name)
+	}
+	sort.Strings(documented)
+	sort.Strings(binary)
+	if !slices.Equal(documented, binary) {
+		t.Errorf("README lists %v as changeable on resume, the command %v", documented, binary)
+	}
+	_, fs, err := parseArgs(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range binary {
+		if fs.Lookup(name) == nil {
+			t.Errorf("resumable flag -%s does not exist", name)
+		}
+	}
+	var _ *flag.FlagSet = fs
+}
