@@ -13,8 +13,13 @@
 // A training step is SetInput for each input, Run (forward and backward:
 // gradients are written afresh, never accumulated), then a Solver's Step,
 // which updates the parameters where they live. Read copies any output to
-// the host. Parameters move between the backend and their Gorgonia nodes
-// only by StoreParams and LoadParams (for checkpoints).
+// the host. On a backend whose buffers live on the host, the parameters'
+// Gorgonia nodes are views of the program's buffers from the first Run on;
+// elsewhere parameters move between the backend and their nodes only by
+// StoreParams and LoadParams, and Run refuses (ErrParamsChanged) to train
+// on a copy whose node was changed behind its back.
+// checkpoint.File.LoadProgram loads a checkpoint into the nodes, the
+// program and its solver in one call.
 package program
 
 import (
