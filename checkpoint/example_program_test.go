@@ -24,7 +24,7 @@ import (
 type compiled struct {
 	x, y   *G.Node
 	prog   *program.Program
-	solver *program.Solver
+	solver *optim.Solver
 }
 
 func compileModel(be *cpu.Backend) *compiled {

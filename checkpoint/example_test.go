@@ -44,7 +44,7 @@ func build() *model {
 	return &model{vm: G.NewTapeMachine(g, G.BindDualValues(param.Nodes(params)...)), params: params}
 }
 
-func (m *model) train(s *param.Solver, steps int) {
+func (m *model) train(s *optim.Solver, steps int) {
 	for i := 0; i < steps; i++ {
 		if err := m.vm.RunAll(); err != nil {
 			log.Fatal(err)

@@ -76,7 +76,7 @@ func newToy(t testing.TB, dt tensor.Dtype, hidden int) *toy {
 }
 
 // steps trains from step `from` to `to`; batch k is rows 3k, 3k+1, ... mod N.
-func (m *toy) steps(t testing.TB, s *param.Solver, from, to int) {
+func (m *toy) steps(t testing.TB, s *optim.Solver, from, to int) {
 	t.Helper()
 	for k := from; k < to; k++ {
 		xb, yb := m.x.Value().Data(), m.y.Value().Data()

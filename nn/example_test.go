@@ -18,7 +18,7 @@ import (
 
 // Example builds a small classifier from nn layers on a Gorgonia graph,
 // logits = LayerNorm(ReLU(x W1 + b1)) W2 + b2 with W1 column-orthonormal,
-// and trains it with a param.Solver: RSDM moves W1 on the Stiefel manifold,
+// and trains it with param.NewSolver's solver: RSDM moves W1 on the Stiefel manifold,
 // Adam moves everything else. The graph and its gradients are run by
 // Gorgonia's tape machine.
 func Example() {

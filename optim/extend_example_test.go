@@ -108,7 +108,7 @@ func (s *signStepper) Prepare(grad any, lr float64) error {
 	s.g, s.lr = g, lr
 	return nil
 }
-func (s *signStepper) Commit() {
+func (s *signStepper) Commit() error {
 	for i, g := range s.g {
 		switch {
 		case g > 0:
@@ -117,6 +117,7 @@ func (s *signStepper) Commit() {
 			s.w[i] += s.lr
 		}
 	}
+	return nil
 }
 func (s *signStepper) Abort()             {}
 func (s *signStepper) State() optim.State { return optim.State{Kind: "sign"} }

@@ -163,6 +163,9 @@ func NewAdam[T Float](n int, cfg AdamConfig) (*Adam[T], error) {
 	return &Adam[T]{cfg: cfg, n: n}, nil
 }
 
+// Config returns the optimizer's settings, with the defaults filled in.
+func (o *Adam[T]) Config() AdamConfig { return o.cfg }
+
 // Step updates w from its gradient g. On error w is unchanged.
 func (o *Adam[T]) Step(w, g []T) error {
 	if err := checkPlain(o.n, w, g); err != nil {

@@ -44,8 +44,9 @@ type Stepper interface {
 	// []float32 or []float64 like the value, or a Factored of its type,
 	// which only RSDM takes. The value does not move.
 	Prepare(grad any, lr float64) error
-	// Commit moves the value by the prepared step.
-	Commit()
+	// Commit moves the value by the prepared step. It fails only on a
+	// device, which reports what it met enqueuing the step's work.
+	Commit() error
 	// Abort undoes a Prepare whose step will not be taken.
 	Abort()
 	// State returns a copy of what the next step depends on.
@@ -119,7 +120,7 @@ func (c RSDMConfig) with(s RuleSettings) Rule {
 // Stepper returns RSDM for p, its sampler seeded from Seed and b.Index.
 // Its LR is ignored: the Solver gives each step its group's.
 func (c RSDMConfig) Stepper(p Param, b Binding) (Stepper, error) {
-	c.LR, c.Seed = 0, mixSeed(c.Seed, b.Index)
+	c.LR, c.Seed = 0, WeightSeed(c.Seed, b.Index)
 	return bind(p, b, func(m manifold.Manifold[float32], _ int) (twoPhase[float32], error) { return NewRSDM(m, c) },
 		func(m manifold.Manifold[float64], _ int) (twoPhase[float64], error) { return NewRSDM(m, c) })
 }
@@ -292,7 +293,7 @@ func (s *optStepper[T]) takesFactored() bool {
 	return ok
 }
 
-func (s *optStepper[T]) Commit() {
+func (s *optStepper[T]) Commit() error {
 	if s.decay > 0 && s.lr > 0 { // decoupled: w <- (1 - lr wd) w, then the update
 		f := T(1 - s.lr*s.decay)
 		for i := range s.x {
@@ -300,6 +301,7 @@ func (s *optStepper[T]) Commit() {
 		}
 	}
 	s.o.commit(s.x, s.g)
+	return nil
 }
 
 func (s *optStepper[T]) Abort()                  { s.o.abort() }

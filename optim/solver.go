@@ -1,8 +1,10 @@
 package optim
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math"
 
 	"github.com/orthonet/orthonet/manifold"
@@ -39,6 +41,34 @@ type Options struct {
 	// the step. For a column-orthonormal weight it costs a p x p product
 	// with the gradient (K x p products for a factored one).
 	ClipNorm float64
+	// Device builds the steppers of parameters whose Value and Grad are
+	// not host slices but a device's memory (package optim/device does it
+	// for a backend's operands). If Device is nil, every value must be a
+	// []float32 or []float64.
+	Device Device
+	// Checked, when set, is called at the start of every Step in place of
+	// the scan of every gradient for NaN and Inf, by a caller that checks
+	// them where they are computed (a compiled program). An error fails
+	// the step before any parameter moves.
+	Checked func() error
+	// ZeroGrad sets every gradient to zero after every Step, failed or
+	// not, as Gorgonia's solvers do (a tape machine adds each run's
+	// gradients to the bound ones).
+	ZeroGrad bool
+}
+
+// Device steps parameters whose values live in a device's memory. The
+// Solver does the rest (groups, schedules, validation, the all-or-nothing
+// step, states) as it does for host slices.
+type Device interface {
+	// Check checks p's value and gradient as the device's own and reports
+	// whether their elements are float32.
+	Check(p Param) (float32 bool, err error)
+	// Stepper returns the stepper of p by r, or an error saying what of r
+	// the device does not run. Its Prepare gets a nil gradient (the
+	// stepper reads p.Grad itself); its Commit enqueues the step's work;
+	// it may implement io.Closer to free its memory.
+	Stepper(r Rule, p Param, b Binding) (Stepper, error)
 }
 
 // Solver updates parameters from their gradients, each by the Stepper its
@@ -56,6 +86,7 @@ type Solver struct {
 	// values and grads are the slices of the Step under way.
 	values, grads []any
 	clip          []clipWork
+	host, float32 []bool // each parameter's value is a host slice; of float32
 }
 
 // slot is one parameter's stepper, with what the Solver does around it
@@ -63,7 +94,7 @@ type Solver struct {
 // the norm of its gradient for clipping.
 type slot interface {
 	prepare(value, grad any, lr float64) error
-	commit()
+	commit() error
 	abort()
 	state() State
 	setState(State) error
@@ -93,10 +124,11 @@ func NewSolver(params []Param, groups []Group, o Options) (*Solver, error) {
 		gs[i] = g
 	}
 	s := &Solver{params: append([]Param(nil), params...), groupSteps: groupSteps{groups: gs}, member: make([]int, len(params)), options: o,
-		values: make([]any, len(params)), grads: make([]any, len(params)), clip: make([]clipWork, len(params))}
+		values: make([]any, len(params)), grads: make([]any, len(params)), clip: make([]clipWork, len(params)),
+		host: make([]bool, len(params)), float32: make([]bool, len(params))}
 	seen := map[string]bool{}
 	for i, p := range s.params {
-		if err := p.check(); err != nil {
+		if err := s.checkParam(i); err != nil {
 			return nil, err
 		}
 		if seen[p.Name] {
@@ -120,6 +152,31 @@ func NewSolver(params []Param, groups []Group, o Options) (*Solver, error) {
 	}
 	s.slots = slots
 	return s, nil
+}
+
+// checkParam checks parameter i: a host slice, or a value of the device.
+func (s *Solver) checkParam(i int) error {
+	p := s.params[i]
+	_, s.float32[i] = p.Value.([]float32)
+	if _, s.host[i] = sliceLen(p.Value); s.host[i] || s.options.Device == nil {
+		return p.check()
+	}
+	for _, d := range p.Shape {
+		if d < 0 {
+			return fmt.Errorf("optim: parameter %q has shape %v", p.Name, p.Shape)
+		}
+	}
+	var err error
+	if s.float32[i], err = s.options.Device.Check(p); err != nil {
+		return fmt.Errorf("optim: %s: %w", p.describe(), err)
+	}
+	switch {
+	case p.GradA != nil:
+		return fmt.Errorf("optim: %s has a factored gradient, which the steppers on a device do not take (compile the program without factored gradients)", p.describe())
+	case s.options.ClipNorm > 0:
+		return fmt.Errorf("optim: gradient clipping (ClipNorm %v) reads every gradient on the host, but %s lives on a device", s.options.ClipNorm, p.describe())
+	}
+	return nil
 }
 
 // check checks a group's settings.
@@ -152,12 +209,60 @@ func (s *Solver) build(check bool) ([]slot, error) {
 			slots[i], err = newSlot(s.params[i], i, &s.groups[s.member[i]], v, check)
 		case []float64:
 			slots[i], err = newSlot(s.params[i], i, &s.groups[s.member[i]], v, check)
+		default:
+			slots[i], err = s.deviceSlot(s.params[i], i, &s.groups[s.member[i]])
 		}
 		if err != nil {
+			closeSlots(slots)
 			return nil, err
 		}
 	}
 	return slots, nil
+}
+
+// deviceSlot returns the slot of a parameter in the device's memory.
+func (s *Solver) deviceSlot(p Param, index int, g *Group) (slot, error) {
+	r, err := ruleOf(p, g)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.options.Device.Stepper(r, p, Binding{Index: index, WeightDecay: g.WeightDecay})
+	if err != nil {
+		return nil, fmt.Errorf("optim: %s: %w", p.describe(), err)
+	}
+	return deviceSlot{st}, nil
+}
+
+// deviceSlot is the slot of a parameter in a device's memory: its stepper
+// reads the gradient there.
+type deviceSlot struct{ st Stepper }
+
+func (d deviceSlot) prepare(_, _ any, lr float64) error   { return d.st.Prepare(nil, lr) }
+func (d deviceSlot) commit() error                        { return d.st.Commit() }
+func (d deviceSlot) abort()                               { d.st.Abort() }
+func (d deviceSlot) state() State                         { return d.st.State() }
+func (d deviceSlot) setState(st State) error              { return d.st.SetState(st) }
+func (d deviceSlot) sqNorm(_, _ any, _ *clipWork) float64 { return 0 } // NewSolver refuses clipping
+
+// closeSlots frees what the steppers of slots hold on a device.
+func closeSlots(slots []slot) error {
+	var errs []error
+	for _, sl := range slots {
+		if d, ok := sl.(deviceSlot); ok {
+			if c, ok := d.st.(io.Closer); ok {
+				errs = append(errs, c.Close())
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close frees what the steppers of device parameters hold on the device
+// (nothing for host slices).
+func (s *Solver) Close() error {
+	err := closeSlots(s.slots)
+	s.slots = nil
+	return err
 }
 
 // ruleOf returns the rule of p in g: the group's, or its default.
@@ -262,11 +367,12 @@ func sameFactors[T Float](a, b Factored[T]) bool {
 		&a.A[0] == &b.A[0] && &a.B[0] == &b.B[0]
 }
 
-func (t *typedSlot[T]) commit() {
-	t.st.Commit()
+func (t *typedSlot[T]) commit() error {
+	err := t.st.Commit()
 	if t.wide {
 		transpose(t.x, t.xt, t.rows, t.cols)
 	}
+	return err
 }
 
 func (t *typedSlot[T]) abort()                 { t.st.Abort() }
@@ -318,7 +424,7 @@ func (s *groupSteps) SetSteps(n int) error {
 func (s *Solver) Params() []ParamInfo {
 	out := make([]ParamInfo, len(s.params))
 	for i, p := range s.params {
-		_, is32 := p.Value.([]float32)
+		is32 := s.float32[i]
 		out[i] = ParamInfo{Name: p.Name, Shape: append([]int(nil), p.Shape...), Float32: &is32}
 	}
 	return out
@@ -327,22 +433,33 @@ func (s *Solver) Params() []ParamInfo {
 // Step updates every parameter from its gradient. A NaN or Inf gradient
 // fails the step, with an error wrapping ErrNotFinite and naming the
 // parameter, before any parameter moves; any other failure also leaves
-// every parameter and every optimizer's state as they were.
-func (s *Solver) Step() error { return s.step(true) }
+// every parameter and every optimizer's state as they were, but for an
+// error a device meets enqueuing the step's work (the device reports its
+// faults at its next synchronization, as every step of it does).
+func (s *Solver) Step() error {
+	err := s.step()
+	if s.options.ZeroGrad {
+		err = errors.Join(err, s.ZeroGrad())
+	}
+	return err
+}
 
-// StepChecked is Step for a caller that has already checked every gradient
-// for NaN and Inf (a compiled program checks while it computes them): it
-// skips the scan.
-func (s *Solver) StepChecked() error { return s.step(false) }
-
-func (s *Solver) step(scan bool) error {
+func (s *Solver) step() error {
+	if s.options.Checked != nil {
+		if err := s.options.Checked(); err != nil {
+			return err
+		}
+	}
 	for i := range s.params {
 		p := &s.params[i]
+		if !s.host[i] {
+			continue
+		}
 		g, err := p.gradient()
 		if err != nil {
 			return err
 		}
-		if scan && !finiteAny(g) {
+		if s.options.Checked == nil && !finiteAny(g) {
 			return fmt.Errorf("optim: gradient of %s: %w; no parameter was updated", p.describe(), ErrNotFinite)
 		}
 		s.values[i], s.grads[i] = p.Value, g
@@ -360,11 +477,14 @@ func (s *Solver) step(scan bool) error {
 			return fmt.Errorf("optim: %s: %w; no parameter was updated", s.params[i].describe(), err)
 		}
 	}
-	for _, o := range s.slots {
-		o.commit()
+	var errs []error
+	for i, o := range s.slots {
+		if err := o.commit(); err != nil {
+			errs = append(errs, fmt.Errorf("optim: %s: %w", s.params[i].describe(), err))
+		}
 	}
 	s.steps++
-	return nil
+	return errors.Join(errs...)
 }
 
 // State returns the state of every parameter's optimizer, in the order of
@@ -381,29 +501,30 @@ func (s *Solver) State() []State {
 // groups over the same parameters. Empty states reset every optimizer to
 // its fresh state. On error the solver is unchanged.
 func (s *Solver) SetState(states []State) error {
+	if len(states) != 0 && len(states) != len(s.params) {
+		return fmt.Errorf("optim: %d states for %d parameters", len(states), len(s.params))
+	}
 	slots, err := s.build(false)
 	if err != nil {
 		return err
 	}
-	if len(states) == 0 {
-		s.slots = slots
-		return nil
-	}
-	if len(states) != len(s.params) {
-		return fmt.Errorf("optim: %d states for %d parameters", len(states), len(s.params))
-	}
 	for i, st := range states {
 		if err := slots[i].setState(st); err != nil {
-			return fmt.Errorf("optim: %s: %w", s.params[i].describe(), err)
+			return errors.Join(fmt.Errorf("optim: %s: %w", s.params[i].describe(), err), closeSlots(slots))
 		}
 	}
+	old := s.slots
 	s.slots = slots
-	return nil
+	return closeSlots(old)
 }
 
-// ZeroGrad sets every gradient (or both factors of a factored one) to zero.
+// ZeroGrad sets every gradient on the host (or both factors of a factored
+// one) to zero.
 func (s *Solver) ZeroGrad() error {
 	for i := range s.params {
+		if !s.host[i] {
+			continue
+		}
 		g, err := s.params[i].gradient()
 		if err != nil {
 			return err
@@ -425,9 +546,10 @@ func zero(g any) {
 	}
 }
 
-// mixSeed derives a weight's sampler seed from the run's seed and the
-// weight's position, so that weights draw independent submanifolds.
-func mixSeed(seed uint64, index int) uint64 {
+// WeightSeed derives the seed of a weight's RSDM sampler from its group's
+// seed and the weight's position in the Solver, so that weights draw
+// independent submanifolds.
+func WeightSeed(seed uint64, index int) uint64 {
 	h := fnv.New64a()
 	var b [16]byte
 	for k := 0; k < 8; k++ {

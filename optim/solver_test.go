@@ -102,8 +102,8 @@ func TestSolverGroups(t *testing.T) {
 		st, _ := manifold.NewStiefel[float64](p.Shape[0], p.Shape[1])
 		return st
 	}
-	rBig, _ := NewRSDM(stOf(big), RSDMConfig{LR: 0.2, SubmanifoldSize: 12, Seed: mixSeed(3, 0)})
-	rSmall, _ := NewRSDM(stOf(small), RSDMConfig{LR: 0.3, SubmanifoldSize: 3, Seed: mixSeed(3, 1)})
+	rBig, _ := NewRSDM(stOf(big), RSDMConfig{LR: 0.2, SubmanifoldSize: 12, Seed: WeightSeed(3, 0)})
+	rSmall, _ := NewRSDM(stOf(small), RSDMConfig{LR: 0.3, SubmanifoldSize: 3, Seed: WeightSeed(3, 1)})
 	rRGD, _ := NewRGD(stOf(rgdW), RGDConfig{LR: 0.1, Momentum: 0.5})
 	rRAdam, _ := NewRiemannianAdam(stOf(radamW), RiemannianAdamConfig{LR: 0.05})
 	rSGD, _ := NewSGD[float64](7, SGDConfig{LR: 0.1, Momentum: 0.9})

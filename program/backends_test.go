@@ -40,7 +40,7 @@ func compareBackends(t *testing.T, ref, be backend.Backend, mc modelCase, dt ten
 	type side struct {
 		m    *model
 		prog *Program
-		s    *Solver
+		s    *optim.Solver
 		rng  *rand.Rand
 	}
 	var sides [2]side

@@ -29,7 +29,7 @@ type teacherNet struct {
 	w1, w2        *G.Node
 	params        []param.Param
 	prog          *program.Program
-	solver        *program.Solver
+	solver        *optim.Solver
 	teacher       []float64
 	xs, ys, lossV any
 }

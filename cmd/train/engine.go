@@ -75,7 +75,7 @@ type tapeEngine struct {
 	loss    *G.Node
 	logits  G.Value // copied out by the tape machine on each run (G.Read)
 	vm, evm G.VM
-	s       *param.Solver
+	s       *optim.Solver
 }
 
 func newTapeEngine(net *network, loss *G.Node, ev *network, groups []optim.Group, opts optim.Options) (*tapeEngine, error) {
@@ -145,7 +145,7 @@ func factorFor(c config) int {
 type programEngine struct {
 	be          backend.Backend
 	prog, eprog *program.Program
-	s           *program.Solver
+	s           *optim.Solver
 	net, ev     *network
 	loss        *G.Node
 	// The inputs, each converted to an interface once so that setting

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package optim_test
+package device_test
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package optim_test
+package device_test
 
 import (
 	"fmt"
@@ -11,9 +11,10 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/optim/device"
 )
 
-// deviceBackends start the backends DeviceSolver is checked on: the CPU
+// deviceBackends start the backends the device steppers are checked on: the CPU
 // backend here, the CUDA backend on the host model of the device where cgo is on.
 var deviceBackends = []func() backend.Backend{func() backend.Backend { return cpu.New(cpu.Options{Threads: 2}) }}
 
@@ -59,7 +60,7 @@ type deviceRun[T float32 | float64] struct {
 	values [][]T // the host's
 	grads  [][]T
 	host   *optim.Solver
-	dev    *optim.DeviceSolver
+	dev    *optim.Solver
 	bufs   [][2]backend.Buffer
 	rng    *rand.Rand
 }
@@ -71,7 +72,7 @@ func newDeviceRun[T float32 | float64](t *testing.T, be backend.Backend, groups 
 		dt = backend.Float32
 	}
 	var hp []optim.Param
-	var dp []optim.DeviceParam
+	var dp []optim.Param
 	for _, s := range deviceSpecs {
 		n := 1
 		for _, d := range s.shape {
@@ -121,13 +122,13 @@ func newDeviceRun[T float32 | float64](t *testing.T, be backend.Backend, groups 
 			t.Fatal(err)
 		}
 		r.bufs = append(r.bufs, [2]backend.Buffer{vb, gb})
-		dp = append(dp, optim.DeviceParam{Name: s.name, Shape: s.shape, Manifold: s.manifold, Value: backend.At(vb, 0), Grad: backend.At(gb, 0)})
+		dp = append(dp, optim.Param{Name: s.name, Shape: s.shape, Manifold: s.manifold, Value: backend.At(vb, 0), Grad: backend.At(gb, 0)})
 	}
 	var err error
 	if r.host, err = optim.NewSolver(hp, groups, optim.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if r.dev, err = optim.NewDeviceSolver(be, dp, groups, optim.Options{}); err != nil {
+	if r.dev, err = optim.NewSolver(dp, groups, optim.Options{Device: device.New(be)}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -180,11 +181,11 @@ func (r *deviceRun[T]) compare(what string, tol float64) {
 }
 
 // TestDeviceSolverAgrees steps the same parameters from the same gradients
-// with Solver on the host and DeviceSolver on each backend, and checks the
+// with the Solver on the host and on each backend's memory, and checks the
 // values after each step and the states (same counters and random sources,
 // buffers that agree); then each restores the other's state and both go on
 // alike.
-func TestDeviceSolverAgrees(t *testing.T) {
+func TestDeviceAgrees(t *testing.T) {
 	for bi, newBackend := range deviceBackends {
 		be := newBackend()
 		defer be.Close()
@@ -271,13 +272,10 @@ func floats(v any) []float64 {
 	return nil
 }
 
-// TestDeviceSolverRefuses checks that the settings the device does not
-// implement are refused, naming them.
-func TestDeviceSolverRefuses(t *testing.T) {
-	be := cpu.New(cpu.Options{})
-	defer be.Close()
-	w, _ := be.Alloc(backend.Float64, 12)
-	g, _ := be.Alloc(backend.Float64, 12)
+// TestDeviceRefuses checks that the settings the device steppers do not
+// run are refused by the Solver, naming them, with the same message on
+// every backend.
+func TestDeviceRefuses(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		groups []optim.Group
@@ -285,21 +283,39 @@ func TestDeviceSolverRefuses(t *testing.T) {
 		want   string
 		m      optim.Manifold
 	}{
-		{"radam", []optim.Group{{Rule: optim.RiemannianAdamConfig{}, LR: 0.1}}, optim.Options{}, "radam", nil},
+		{"radam", []optim.Group{{Rule: optim.RiemannianAdamConfig{}, LR: 0.1}}, optim.Options{}, "the radam rule does not run on a device", nil},
 		{"orthogonal", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2, Sampling: optim.Orthogonal}}}, optim.Options{}, "orth sampling", nil},
 		{"inner steps", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2, InnerSteps: 3, Momentum: 0.5}}}, optim.Options{}, "inner steps", nil},
-		{"cayley", []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}, "QR retraction", optim.Stiefel{Retraction: manifold.Cayley}},
+		{"cayley", []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}, "stiefel manifold (cayley retraction)", optim.Stiefel{Retraction: manifold.Cayley}},
 		{"grassmann", []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}, "grassmann manifold", optim.Grassmann{}},
 		{"clip", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2}}}, optim.Options{ClipNorm: 1}, "clipping", nil},
 		{"r > n", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 5}}}, optim.Options{}, "exceeds", nil},
+		{"own rule", []optim.Group{{LR: 0.1, Rule: ownRule{}}}, optim.Options{}, "the own rule does not run on a device", nil},
 	} {
 		if c.m == nil {
 			c.m = optim.Stiefel{}
 		}
-		params := []optim.DeviceParam{{Name: "w", Shape: []int{4, 3}, Manifold: c.m, Value: backend.At(w, 0), Grad: backend.At(g, 0)}}
-		_, err := optim.NewDeviceSolver(be, params, c.groups, c.o)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: got %v, want an error naming %q", c.name, err, c.want)
+		var first string
+		for bi, newBackend := range deviceBackends {
+			be := newBackend()
+			w, _ := be.Alloc(backend.Float64, 12)
+			g, _ := be.Alloc(backend.Float64, 12)
+			params := []optim.Param{{Name: "w", Shape: []int{4, 3}, Manifold: c.m, Value: backend.At(w, 0), Grad: backend.At(g, 0)}}
+			c.o.Device = device.New(be)
+			_, err := optim.NewSolver(params, c.groups, c.o)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: backend %d: got %v, want an error naming %q", c.name, bi, err, c.want)
+			} else if bi == 0 {
+				first = err.Error()
+			} else if err.Error() != first {
+				t.Errorf("%s: backend %d says %q, backend 0 %q", c.name, bi, err, first)
+			}
+			be.Close()
 		}
 	}
 }
+
+// ownRule is a rule of the test's own, which the device does not run.
+type ownRule struct{ optim.RGDConfig }
+
+func (ownRule) String() string { return "own" }

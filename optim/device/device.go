@@ -1,0 +1,602 @@
+// Package device steps optim's rules where a backend keeps the parameters
+// (a compiled program's on a GPU), so that parameters, gradients and
+// optimizer state stay in device memory: New(be) goes into
+// optim.Options.Device, and the one optim.Solver does everything else
+// (groups, schedules, validation, the all-or-nothing step, states that move
+// between host and device).
+//
+// It steps constrained weights on the Stiefel manifold with the QR
+// retraction by RSDM with a sampler of rows (Permutation, Blocks or one's
+// own; one inner step, QR inner retraction) or by RGD, and the other
+// parameters by SGD (with momentum), Adam or AdamW. Each Step enqueues its
+// kernels and returns without waiting for them; the Q factors are Cholesky
+// QR on the device (backend.QF), and a fault the device meets is reported
+// by the backend's next Sync or CopyOut.
+package device
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/manifold"
+	"github.com/orthonet/orthonet/optim"
+)
+
+// Steppers builds the steppers of parameters whose values and gradients
+// are operands of one backend.
+type Steppers struct{ be backend.Backend }
+
+var _ optim.Device = (*Steppers)(nil)
+
+// New returns the steppers of be's operands.
+func New(be backend.Backend) *Steppers { return &Steppers{be: be} }
+
+// Check checks that p's Value and Grad are operands of as many float32 or
+// float64 elements as its shape holds, both of one type.
+func (d *Steppers) Check(p optim.Param) (bool, error) {
+	v, ok1 := p.Value.(backend.Operand)
+	g, ok2 := p.Grad.(backend.Operand)
+	if !ok1 || !ok2 {
+		return false, fmt.Errorf("value %T and gradient %T, want backend operands", p.Value, p.Grad)
+	}
+	dt := backend.DTypeOf(v)
+	if dt != backend.Float32 && dt != backend.Float64 {
+		return false, fmt.Errorf("value of %v, want float32 or float64", dt)
+	}
+	n := size(p.Shape)
+	if err := backend.CheckOperand("value", v, dt, n); err != nil {
+		return false, err
+	}
+	return dt == backend.Float32, backend.CheckOperand("gradient", g, dt, n)
+}
+
+func size(shape []int) int {
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	return n
+}
+
+// errNotOnDevice names a setting the device steppers do not run.
+func errNotOnDevice(what, instead string) error {
+	return fmt.Errorf("%s does not run on a device (what does: %s)", what, instead)
+}
+
+// Stepper returns the stepper of p by r on the device.
+func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (optim.Stepper, error) {
+	if _, err := d.Check(p); err != nil {
+		return nil, err
+	}
+	w := &work{be: d.be, p: p, value: p.Value.(backend.Operand), grad: p.Grad.(backend.Operand)}
+	w.dt = backend.DTypeOf(w.value)
+	st, err := d.stepper(w, r, b)
+	if err != nil {
+		return nil, errors.Join(err, w.Close())
+	}
+	return st, nil
+}
+
+func (d *Steppers) stepper(w *work, r optim.Rule, b optim.Binding) (optim.Stepper, error) {
+	var err error
+	if w.hyper, err = w.alloc(backend.Float64, 4); err != nil {
+		return nil, err
+	}
+	if w.p.Manifold == nil {
+		n := size(w.p.Shape)
+		switch c := r.(type) {
+		case optim.SGDConfig:
+			return newSGD(w, c.Momentum, b.WeightDecay, n)
+		case optim.AdamConfig:
+			return newAdam(w, c, b.WeightDecay, n)
+		case optim.AdamWConfig:
+			if b.WeightDecay == 0 {
+				b.WeightDecay = 0.01
+			}
+			return newAdam(w, optim.AdamConfig(c), b.WeightDecay, n)
+		}
+		return nil, errNotOnDevice(fmt.Sprintf("the %v rule", r), "sgd, adam and adamw")
+	}
+	if st, ok := w.p.Manifold.(optim.Stiefel); !ok || st.Retraction != manifold.QR {
+		return nil, errNotOnDevice(fmt.Sprintf("a weight on the %v manifold (%v retraction)", w.p.Manifold, retractionOf(w.p.Manifold)), "the Stiefel manifold with the QR retraction")
+	}
+	var f frame
+	if f, err = newFrame(w); err != nil {
+		return nil, err
+	}
+	switch c := r.(type) {
+	case optim.RGDConfig:
+		return newRGD(w, f, c)
+	case optim.RSDMConfig:
+		switch {
+		case c.Sampling != nil && !c.Sampling.Rows():
+			return nil, errNotOnDevice(fmt.Sprintf("RSDM with %v sampling", c.Sampling), "a sampler of rows")
+		case c.InnerSteps > 1 || c.Momentum != 0:
+			return nil, errNotOnDevice("RSDM with inner steps or momentum", "RSDM with one inner step")
+		case c.Retraction != manifold.QR:
+			return nil, errNotOnDevice(fmt.Sprintf("RSDM with the %v inner retraction", c.Retraction), "QR")
+		}
+		return newRSDM(w, f, c, b)
+	}
+	return nil, errNotOnDevice(fmt.Sprintf("the %v rule", r), "rsdm and rgd")
+}
+
+// retractionOf returns the retraction of orthonet's manifolds.
+func retractionOf(m optim.Manifold) any {
+	switch v := m.(type) {
+	case optim.Stiefel:
+		return v.Retraction
+	case optim.Grassmann:
+		return v.Retraction
+	}
+	return "its own"
+}
+
+// work is what a parameter's device stepper is built from and holds: the
+// parameter, the buffers it allocated, and its four hyperparameters (the
+// step size first), which Prepare writes before each step.
+type work struct {
+	be          backend.Backend
+	p           optim.Param
+	value, grad backend.Operand
+	dt          backend.DType
+	owned       []backend.Buffer
+	hyper       backend.Operand
+	hyperHost   [4]float64
+}
+
+// alloc returns a zeroed buffer that Close frees.
+func (w *work) alloc(dt backend.DType, n int) (backend.Operand, error) {
+	b, err := w.be.Alloc(dt, n)
+	if err != nil {
+		return backend.Operand{}, err
+	}
+	w.owned = append(w.owned, b)
+	return backend.At(b, 0), nil
+}
+
+// prepare prepares kernels in order into one Func.
+func (w *work) prepare(ks ...backend.Kernel) (backend.Func, error) {
+	fns := make([]backend.Func, len(ks))
+	for i, k := range ks {
+		f, err := w.be.Prepare(k)
+		if err != nil {
+			return nil, err
+		}
+		fns[i] = f
+	}
+	return backend.Sequence(fns), nil
+}
+
+// setHyper writes the step's hyperparameters to the device.
+func (w *work) setHyper(h ...float64) error {
+	copy(w.hyperHost[:], h)
+	return w.be.CopyIn(w.hyper.Buf, w.hyper.Off, w.hyperHost[:])
+}
+
+// Close frees the stepper's buffers.
+func (w *work) Close() error {
+	var errs []error
+	for _, b := range w.owned {
+		errs = append(errs, w.be.Free(b))
+	}
+	w.owned = nil
+	return errors.Join(errs...)
+}
+
+// ---- SGD and Adam -----------------------------------------------------------------
+
+// sgdStep is SGD with momentum and decoupled weight decay.
+type sgdStep struct {
+	*work
+	momentum float64
+	n        int
+	mom      backend.Operand
+	step     backend.Func
+	started  bool // a step with momentum was taken: the buffer is state
+}
+
+func newSGD(w *work, momentum, decay float64, n int) (*sgdStep, error) {
+	if _, err := optim.NewSGD[float64](n, optim.SGDConfig{Momentum: momentum}); err != nil { // checks the settings
+		return nil, err
+	}
+	o := &sgdStep{work: w, momentum: momentum, n: n}
+	var err error
+	if momentum != 0 {
+		if o.mom, err = w.alloc(w.dt, n); err != nil {
+			return nil, err
+		}
+	}
+	o.step, err = w.prepare(backend.SGDStep{N: n, Momentum: momentum, Decay: decay, W: w.value, G: w.grad, Mom: o.mom, LR: w.hyper})
+	return o, err
+}
+
+func (o *sgdStep) Prepare(_ any, lr float64) error { return o.setHyper(lr) }
+func (o *sgdStep) Abort()                          {}
+
+func (o *sgdStep) Commit() error {
+	o.started = o.started || o.momentum != 0
+	return o.step()
+}
+
+func (o *sgdStep) State() optim.State {
+	st := optim.State{Kind: "sgd", Counters: map[string]int64{}, Random: map[string][]byte{}, Buffers: map[string]any{}}
+	return o.download(st, "momentum", o.mom, o.started)
+}
+
+func (o *sgdStep) SetState(st optim.State) error {
+	c := optim.SGDConfig{Momentum: o.momentum}
+	if err := o.checkState(st, func() (interface{ SetState(optim.State) error }, error) { return optim.NewSGD[float32](o.n, c) },
+		func() (interface{ SetState(optim.State) error }, error) { return optim.NewSGD[float64](o.n, c) }); err != nil {
+		return err
+	}
+	_, o.started = st.Buffers["momentum"]
+	return o.upload(st, "momentum", o.mom)
+}
+
+// download reads n elements at op into st's buffer name, when present.
+func (w *work) download(st optim.State, name string, op backend.Operand, present bool) optim.State {
+	if !present {
+		return st
+	}
+	n := size(w.p.Shape)
+	var err error
+	if w.dt == backend.Float32 {
+		h := make([]float32, n)
+		err, st.Buffers[name] = w.be.CopyOut(h, op.Buf, op.Off), h
+	} else {
+		h := make([]float64, n)
+		err, st.Buffers[name] = w.be.CopyOut(h, op.Buf, op.Off), h
+	}
+	if err != nil {
+		// A checkpoint's State cannot fail: a state that does not restore
+		// says what went wrong instead.
+		return optim.State{Kind: "unreadable: " + err.Error()}
+	}
+	return st
+}
+
+// upload writes st's buffer name (checked by the host optimizer) to op.
+func (w *work) upload(st optim.State, name string, op backend.Operand) error {
+	switch b := st.Buffers[name].(type) {
+	case []float32:
+		return w.be.CopyIn(op.Buf, op.Off, b)
+	case []float64:
+		return w.be.CopyIn(op.Buf, op.Off, b)
+	}
+	return nil
+}
+
+// checkState checks st as the host optimizer of the parameter's element
+// type would restore it (SetState of what newHost returns).
+func (w *work) checkState(st optim.State, new32 func() (interface{ SetState(optim.State) error }, error),
+	new64 func() (interface{ SetState(optim.State) error }, error)) error {
+	mk := new64
+	if w.dt == backend.Float32 {
+		mk = new32
+	}
+	o, err := mk()
+	if err != nil {
+		return err
+	}
+	return o.SetState(st)
+}
+
+// adamStep is Adam with bias correction and decoupled weight decay.
+type adamStep struct {
+	*work
+	cfg  optim.AdamConfig
+	n, t int
+	m, v backend.Operand
+	step backend.Func
+}
+
+func newAdam(w *work, c optim.AdamConfig, decay float64, n int) (*adamStep, error) {
+	host, err := optim.NewAdam[float64](n, c)
+	if err != nil {
+		return nil, err
+	}
+	c = host.Config()
+	o := &adamStep{work: w, cfg: c, n: n}
+	if o.m, err = w.alloc(w.dt, n); err != nil {
+		return nil, err
+	}
+	if o.v, err = w.alloc(w.dt, n); err != nil {
+		return nil, err
+	}
+	o.step, err = w.prepare(backend.AdamStep{N: n, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, Decay: decay,
+		W: w.value, G: w.grad, M: o.m, V: o.v, Hyper: w.hyper})
+	return o, err
+}
+
+func (o *adamStep) Prepare(_ any, lr float64) error {
+	t := float64(o.t + 1)
+	return o.setHyper(lr, 1-math.Pow(o.cfg.Beta1, t), 1-math.Pow(o.cfg.Beta2, t))
+}
+func (o *adamStep) Abort() {}
+
+func (o *adamStep) Commit() error {
+	o.t++
+	return o.step()
+}
+
+func (o *adamStep) State() optim.State {
+	st := optim.State{Kind: "adam", Counters: map[string]int64{"t": int64(o.t)}, Random: map[string][]byte{}, Buffers: map[string]any{}}
+	st = o.download(st, "m", o.m, o.t > 0)
+	return o.download(st, "v", o.v, o.t > 0)
+}
+
+func (o *adamStep) SetState(st optim.State) error {
+	if err := o.checkState(st, func() (interface{ SetState(optim.State) error }, error) { return optim.NewAdam[float32](o.n, o.cfg) },
+		func() (interface{ SetState(optim.State) error }, error) { return optim.NewAdam[float64](o.n, o.cfg) }); err != nil {
+		return err
+	}
+	o.t = int(st.Counters["t"]) // a fresh stepper's moments are zero until then
+	return errors.Join(o.upload(st, "m", o.m), o.upload(st, "v", o.v))
+}
+
+// ---- the frame of a constrained weight ---------------------------------------------------
+
+// frame is an n x p weight with orthonormal columns as a step works on it:
+// the weight itself, or for a wide weight its transpose in device memory,
+// copied in before the step and out after it.
+type frame struct {
+	x, g    backend.Operand
+	in, out backend.Func // nil for a tall weight
+	n, p    int
+}
+
+func newFrame(w *work) (frame, error) {
+	if len(w.p.Shape) != 2 {
+		return frame{}, fmt.Errorf("marked as constrained but has shape %v, want a matrix", w.p.Shape)
+	}
+	n, p := w.p.Shape[0], w.p.Shape[1]
+	f := frame{x: w.value, g: w.grad, n: n, p: p}
+	if n >= p {
+		return f, nil
+	}
+	n, p = p, n
+	f.n, f.p = n, p
+	var err error
+	if f.x, err = w.alloc(w.dt, n*p); err != nil {
+		return f, err
+	}
+	if f.g, err = w.alloc(w.dt, n*p); err != nil {
+		return f, err
+	}
+	// The weight is p x n; its transpose X (n x p) has X[i][j] = W[j][i].
+	tr := func(src, dst backend.Operand) backend.Copy {
+		return backend.Copy{Shape: []int{n, p}, Src: src, Dst: dst, SrcStrides: []int{1, n}, DstStrides: []int{p, 1}}
+	}
+	back := backend.Copy{Shape: []int{p, n}, Src: f.x, Dst: w.value, SrcStrides: []int{1, p}, DstStrides: []int{n, 1}}
+	if f.in, err = w.prepare(tr(w.value, f.x), tr(w.grad, f.g)); err != nil {
+		return f, err
+	}
+	f.out, err = w.prepare(back)
+	return f, err
+}
+
+// around runs step between the frame's copies in and out.
+func (f frame) around(step func() error) error {
+	if f.in != nil {
+		if err := f.in(); err != nil {
+			return err
+		}
+	}
+	if err := step(); err != nil {
+		return err
+	}
+	if f.out != nil {
+		return f.out()
+	}
+	return nil
+}
+
+// ---- RSDM ------------------------------------------------------------------------------
+
+// rsdmStep is RSDM whose draws (and state) the host's RSDM makes, through
+// its hooks Draw, Undraw and Advance, so that the host and the device draw
+// the same submanifolds for the same seed.
+type rsdmStep[T optim.Float] struct {
+	*work
+	host    *optim.RSDM[T]
+	f       frame
+	rows    backend.Operand
+	rowsInt []int32
+	step    backend.Func
+	reorth  backend.Func
+}
+
+func newRSDM(w *work, f frame, c optim.RSDMConfig, b optim.Binding) (optim.Stepper, error) {
+	if w.dt == backend.Float32 {
+		return newRSDMOf[float32](w, f, c, b)
+	}
+	return newRSDMOf[float64](w, f, c, b)
+}
+
+func newRSDMOf[T optim.Float](w *work, f frame, c optim.RSDMConfig, b optim.Binding) (*rsdmStep[T], error) {
+	m, err := manifold.NewStiefel[T](f.n, f.p)
+	if err != nil {
+		return nil, err
+	}
+	// The host's RSDM of the same rule, seeded as optim's own stepper is;
+	// Prepare gives it each step's step size.
+	c.LR, c.Seed = 0, optim.WeightSeed(c.Seed, b.Index)
+	host, err := optim.NewRSDM(m, c)
+	if err != nil {
+		return nil, err
+	}
+	r, n, p := c.SubmanifoldSize, f.n, f.p
+	o := &rsdmStep[T]{work: w, host: host, f: f, rowsInt: make([]int32, r)}
+	ops := make([]backend.Operand, 5)
+	for i, size := range []int{r * p, r * p, r * r, r * r, r * p} { // px0, pg, b, yt, upd
+		if ops[i], err = w.alloc(w.dt, size); err != nil {
+			return nil, err
+		}
+	}
+	px0, pg, bb, yt, upd := ops[0], ops[1], ops[2], ops[3], ops[4]
+	if o.rows, err = w.alloc(backend.Int32, r); err != nil {
+		return nil, err
+	}
+	y, err := w.alloc(backend.Float64, r*r)
+	if err != nil {
+		return nil, err
+	}
+	x, g := f.x, f.g
+	o.step, err = w.prepare(
+		backend.GatherRows{N: r, Width: p, Rows: o.rows, Src: x, Dst: px0},
+		backend.GatherRows{N: r, Width: p, Rows: o.rows, Src: g, Dst: pg},
+		// B = P G (PX)^T; Y = qf(I - lr skew(B)), RSDM's step (Algorithm 1).
+		backend.Gemm{TransB: true, M: r, N: r, K: p, Alpha: 1, A: pg, B: px0, C: bb, LDA: p, LDB: p, LDC: r},
+		backend.SkewStep{R: r, B: bb, Y: y, LR: w.hyper},
+		backend.QF{M: r, N: r, A: y},
+		// The sampled rows become PX0 + (Y - I) PX0.
+		backend.IdentityDelta{R: r, Y: y, Dst: yt},
+		backend.Copy{Shape: []int{r * p}, Src: px0, Dst: upd, SrcStrides: []int{1}, DstStrides: []int{1}},
+		backend.Gemm{M: r, N: p, K: r, Alpha: 1, Beta: 1, A: yt, B: px0, C: upd, LDA: r, LDB: p, LDC: p},
+		backend.ScatterRows{N: r, Width: p, Rows: o.rows, Src: upd, Dst: x},
+	)
+	if err != nil {
+		return nil, err
+	}
+	if host.ReorthEvery() > 0 {
+		o.reorth, err = w.prepare(backend.QF{M: n, N: p, A: x})
+	}
+	return o, err
+}
+
+// Prepare draws the submanifold on the host and sends its rows and the
+// step size to the device.
+func (o *rsdmStep[T]) Prepare(_ any, lr float64) error {
+	if err := o.host.SetLR(lr); err != nil {
+		return err
+	}
+	sub, err := o.host.Draw()
+	if err != nil {
+		return err
+	}
+	for i, v := range sub.Rows {
+		o.rowsInt[i] = int32(v)
+	}
+	if err := o.be.CopyIn(o.rows.Buf, o.rows.Off, o.rowsInt); err != nil {
+		o.host.Undraw()
+		return err
+	}
+	if err := o.setHyper(lr); err != nil {
+		o.host.Undraw()
+		return err
+	}
+	return nil
+}
+
+func (o *rsdmStep[T]) Abort() { o.host.Undraw() }
+
+func (o *rsdmStep[T]) Commit() error {
+	reorth := o.reorth != nil && (o.host.Steps()+1)%o.host.ReorthEvery() == 0
+	o.host.Advance()
+	return o.f.around(func() error {
+		if err := o.step(); err != nil {
+			return err
+		}
+		if reorth {
+			return o.reorth()
+		}
+		return nil
+	})
+}
+
+func (o *rsdmStep[T]) State() optim.State            { return o.host.State() }
+func (o *rsdmStep[T]) SetState(st optim.State) error { return o.host.SetState(st) }
+
+// ---- RGD ---------------------------------------------------------------------------------
+
+// rgdStep is RGD with the QR retraction and heavy-ball momentum carried by
+// tangent projection.
+type rgdStep struct {
+	*work
+	f        frame
+	momentum float64
+	mom      backend.Operand
+	step     backend.Func
+	started  bool
+}
+
+func newRGD(w *work, f frame, c optim.RGDConfig) (*rgdStep, error) {
+	st, _ := manifold.NewStiefel[float64](f.n, f.p)
+	if _, err := optim.NewRGD[float64](st, optim.RGDConfig{Momentum: c.Momentum}); err != nil { // checks the settings
+		return nil, err
+	}
+	o := &rgdStep{work: w, f: f, momentum: c.Momentum}
+	n, p, dt := f.n, f.p, w.dt
+	rg, err := w.alloc(dt, n*p)
+	if err != nil {
+		return nil, err
+	}
+	next, err := w.alloc(dt, n*p)
+	if err != nil {
+		return nil, err
+	}
+	pp, err := w.alloc(dt, p*p)
+	if err != nil {
+		return nil, err
+	}
+	x := f.x
+	// proj sets dst = v - x sym(x^T v), the tangent part of v at x.
+	proj := func(dst, x, v backend.Operand) []backend.Kernel {
+		ks := []backend.Kernel{
+			backend.Gemm{TransA: true, M: p, N: p, K: n, Alpha: 1, A: x, B: v, C: pp, LDA: p, LDB: p, LDC: p},
+			backend.Symmetrize{N: p, A: pp},
+		}
+		if dst != v {
+			ks = append(ks, backend.Copy{Shape: []int{n * p}, Src: v, Dst: dst, SrcStrides: []int{1}, DstStrides: []int{1}})
+		}
+		return append(ks, backend.Gemm{M: n, N: p, K: p, Alpha: -1, Beta: 1, A: x, B: pp, C: dst, LDA: p, LDB: p, LDC: p})
+	}
+	ks := proj(rg, x, f.g)
+	dir := rg
+	if c.Momentum > 0 {
+		if o.mom, err = w.alloc(dt, n*p); err != nil {
+			return nil, err
+		}
+		// mom = momentum mom + rg, the direction; moved to the new point after.
+		ks = append(ks, backend.AddScaled{N: n * p, Alpha: c.Momentum, X: rg, Y: o.mom, Dst: o.mom})
+		dir = o.mom
+	}
+	ks = append(ks,
+		backend.AddScaled{N: n * p, Alpha: -1, X: x, Y: dir, Dst: next, Scale: w.hyper},
+		backend.QF{M: n, N: p, A: next},
+	)
+	if c.Momentum > 0 {
+		ks = append(ks, proj(o.mom, next, o.mom)...)
+	}
+	ks = append(ks, backend.Copy{Shape: []int{n * p}, Src: next, Dst: x, SrcStrides: []int{1}, DstStrides: []int{1}})
+	o.step, err = w.prepare(ks...)
+	return o, err
+}
+
+func (o *rgdStep) Prepare(_ any, lr float64) error { return o.setHyper(lr) }
+func (o *rgdStep) Abort()                          {}
+
+func (o *rgdStep) Commit() error {
+	o.started = o.started || o.momentum > 0
+	return o.f.around(o.step)
+}
+
+func (o *rgdStep) State() optim.State {
+	st := optim.State{Kind: "rgd", Counters: map[string]int64{}, Random: map[string][]byte{}, Buffers: map[string]any{}}
+	return o.download(st, "momentum", o.mom, o.started)
+}
+
+func (o *rgdStep) SetState(st optim.State) error {
+	c := optim.RGDConfig{Momentum: o.momentum}
+	st32, _ := manifold.NewStiefel[float32](o.f.n, o.f.p)
+	st64, _ := manifold.NewStiefel[float64](o.f.n, o.f.p)
+	if err := o.checkState(st, func() (interface{ SetState(optim.State) error }, error) { return optim.NewRGD(st32, c) },
+		func() (interface{ SetState(optim.State) error }, error) { return optim.NewRGD(st64, c) }); err != nil {
+		return err
+	}
+	_, o.started = st.Buffers["momentum"]
+	return o.upload(st, "momentum", o.mom)
+}
