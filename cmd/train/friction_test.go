@@ -311,3 +311,23 @@ func TestResumableFlagsDocumented(t *testing.T) {
 	}
 	var _ *flag.FlagSet = fs
 }
+
+// TestSkipAtEpochEnd skips the batch of an epoch's last step where the
+// metrics write a training row every second step only: the skip is still
+// recorded, in a row of its own step.
+func TestSkipAtEpochEnd(t *testing.T) {
+	dir := t.TempDir()
+	fixture(t, 2010, "train", dir, 1)
+	fixture(t, 20, "t10k", dir, 2)
+	c := smallConfig(t, dir)
+	c.epochs, c.nonFinite = 1, "skip"
+	c.nanSteps = map[int]bool{3: true, 200: true} // steps 4 and 201 of 201
+	runForAccuracy(t, c)
+	runs, _ := filepath.Glob(filepath.Join(c.out, "run-*", "metrics.csv"))
+	if len(runs) != 1 {
+		t.Fatalf("metrics files %v", runs)
+	}
+	if skips := skippedRows(t, runs[0]); len(skips) != 2 || skips["4"] != 1 || skips["201"] != 1 {
+		t.Errorf("metrics.csv records skips at steps %v, want one at each of steps 4 and 201", skips)
+	}
+}
