@@ -1,13 +1,20 @@
 // Package optim updates weights that live on the Stiefel or Grassmann
-// manifold: RSDM, the Riemannian random submanifold descent method of Han,
-// Poirion and Takeda (ICML 2025), with its permutation, orthogonal and
-// covering-block samplers and its momentum variant, Riemannian coordinate
-// descent, and Riemannian gradient descent (RGD) with or without momentum.
+// manifold, or on a manifold of one's own: RSDM, the Riemannian random
+// submanifold descent method of Han, Poirion and Takeda (ICML 2025), with
+// its permutation, orthogonal and covering-block samplers and its momentum
+// variant, Riemannian coordinate descent, Riemannian gradient descent (RGD)
+// with or without momentum and Riemannian Adam, and SGD and Adam for the
+// unconstrained parameters.
 //
 // An optimizer is built once for one weight's manifold with its options, and
 // Step is called with the weight and its Euclidean gradient each iteration;
 // Step updates the weight in place and allocates nothing after its first
 // call. Weights are row-major slices of float32 or float64.
+//
+// A Solver steps many parameters, each carrying its Manifold, in groups whose
+// Rule (a value: RSDMConfig, RGDConfig, AdamWConfig, ... or one's own)
+// builds each parameter's Stepper; RSDM's Sampler is a value too. Package
+// optim/device steps the same rules in a backend's memory.
 package optim
 
 import (
