@@ -92,6 +92,15 @@ func (t *trainer) save(best bool) error {
 	return t.dir.Prune(t.c.keep)
 }
 
+// compiledEngine is an engine whose parameters live in a compiled
+// program, apart from their nodes: checkpoints load into it with
+// checkpoint.File.LoadProgram.
+type compiledEngine interface {
+	compiled() checkpoint.Program
+}
+
+func (e *programEngine) compiled() checkpoint.Program { return e.prog }
+
 // resumeRun returns the run folder a resumed run writes to. The newest
 // checkpoint of a run goes on in that run's folder. Any other checkpoint
 // (an older one, one copied elsewhere, one of a folder without a run
@@ -191,14 +200,18 @@ func (t *trainer) restore(f *checkpoint.File) error {
 	if st.Epoch < 0 || st.Batch < 0 || st.Batch > steps || st.Step < 0 || st.Window.Count < 0 {
 		return fmt.Errorf("%s: progress epoch %d, batch %d of %d, step %d is impossible", where, st.Epoch, st.Batch, steps, st.Step)
 	}
-	if err := f.LoadNodes(prefixModel, t.net.Nodes()); err != nil {
-		return fmt.Errorf("%s: %w", where, err)
-	}
-	if err := t.eng.load(); err != nil {
-		return fmt.Errorf("%s: %w", where, err)
-	}
-	if err := f.LoadSolver(prefixOptim, t.solver); err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+	if p, ok := t.eng.(compiledEngine); ok {
+		// One call: the nodes, the program's buffers and the solver.
+		if err := f.LoadProgram(prefixModel, prefixOptim, p.compiled(), t.solver); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	} else {
+		if err := f.LoadNodes(prefixModel, t.net.Nodes()); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		if err := f.LoadSolver(prefixOptim, t.solver); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
 	}
 	if _, ok, _ := f.SolverSteps(prefixOptim); !ok {
 		// Saved before the solver counted its steps: its schedule stands at
