@@ -230,12 +230,11 @@ func (o *RSDM[T]) prepareFactored(x []T, g Factored[T]) error { return o.prepare
 // With InnerSteps = S > 1 (Algorithm 3) the S - 1 steps after a draw stay
 // in its submanifold: innerStep.
 func (o *RSDM[T]) prepareFrom(x, grad []T, fg Factored[T]) error {
-	o.saved = *o.src
+	if _, err := o.Draw(); err != nil { // line 3, at the first step of a submanifold
+		return err
+	}
 	if o.phase() != 0 {
 		return o.innerStep(x, grad, fg)
-	}
-	if err := o.draws.Draw(o.rng, o.sub); err != nil { // line 3
-		return fmt.Errorf("optim: RSDM's %v sampler: %w", o.cfg.Sampling, err)
 	}
 	o.apply.project(o.px0, x)
 	copy(o.pxc, o.px0)
