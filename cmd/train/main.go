@@ -391,6 +391,8 @@ func checkApplicable(c config, fs *flag.FlagSet) error {
 	}{
 		{"sampling", "-optim " + c.optim + " samples no submanifold (RSDM's flag)", c.optim == "rsdm"},
 		{"r", "-optim " + c.optim + " has no submanifold size (RSDM's flag)", c.optim == "rsdm"},
+		// -rgd-momentum with -optim rsdm is taken: scripts/dnn_figure.sh
+		// gives both methods the same arguments.
 		{"rgd-momentum", "-optim radam has no momentum flag (RGD's flag)", c.optim != "radam"},
 		{"momentum", "-other " + c.other + " has no heavy-ball momentum (SGD's flag)", c.other == "sgd"},
 		{"warmup", "-schedule " + c.schedule + " has no warm-up (-schedule warmup-cosine's flag)", c.schedule == "warmup-cosine"},
