@@ -166,15 +166,15 @@ func (s *Solver) checkParam(i int) error {
 			return fmt.Errorf("optim: parameter %q has shape %v", p.Name, p.Shape)
 		}
 	}
-	var err error
-	if s.float32[i], err = s.options.Device.Check(p); err != nil {
-		return fmt.Errorf("optim: %s: %w", p.describe(), err)
-	}
 	switch {
 	case p.GradA != nil:
 		return fmt.Errorf("optim: %s has a factored gradient, which the steppers on a device do not take (compile the program without factored gradients)", p.describe())
 	case s.options.ClipNorm > 0:
 		return fmt.Errorf("optim: gradient clipping (ClipNorm %v) reads every gradient on the host, but %s lives on a device", s.options.ClipNorm, p.describe())
+	}
+	var err error
+	if s.float32[i], err = s.options.Device.Check(p); err != nil {
+		return fmt.Errorf("optim: %s: %w", p.describe(), err)
 	}
 	return nil
 }

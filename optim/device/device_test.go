@@ -291,6 +291,7 @@ func TestDeviceRefuses(t *testing.T) {
 		{"clip", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2}}}, optim.Options{ClipNorm: 1}, "clipping", nil},
 		{"r > n", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 5}}}, optim.Options{}, "exceeds", nil},
 		{"own rule", []optim.Group{{LR: 0.1, Rule: ownRule{}}}, optim.Options{}, "the own rule does not run on a device", nil},
+		{"factored", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2}}}, optim.Options{}, `weight "w" has a factored gradient, which the steppers on a device do not take`, nil},
 	} {
 		if c.m == nil {
 			c.m = optim.Stiefel{}
@@ -301,6 +302,9 @@ func TestDeviceRefuses(t *testing.T) {
 			w, _ := be.Alloc(backend.Float64, 12)
 			g, _ := be.Alloc(backend.Float64, 12)
 			params := []optim.Param{{Name: "w", Shape: []int{4, 3}, Manifold: c.m, Value: backend.At(w, 0), Grad: backend.At(g, 0)}}
+			if c.name == "factored" {
+				params[0].Grad, params[0].GradA, params[0].GradB, params[0].GradK = nil, backend.At(g, 0), backend.At(g, 4), 1
+			}
 			c.o.Device = device.New(be)
 			_, err := optim.NewSolver(params, c.groups, c.o)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
