@@ -379,7 +379,7 @@ func (t *typedSlot[T]) abort()                 { t.st.Abort() }
 func (t *typedSlot[T]) state() State           { return t.st.State() }
 func (t *typedSlot[T]) setState(s State) error { return t.st.SetState(s) }
 
-// groupSteps is what Solver and DeviceSolver share: the groups, whose step
+// groupSteps is the Solver's groups, whose step
 // sizes their schedules scale, and the step count that drives them.
 type groupSteps struct {
 	groups []Group

@@ -15,7 +15,7 @@ import (
 )
 
 // deviceConfigs names the solver configurations of solverConfigs that a
-// device's optimizer (optim.DeviceSolver) takes.
+// device's steppers (optim/device) take.
 var deviceConfigs = []string{"rsdm-p+sgd", "rsdm-blocks", "rgd-momentum+adam"}
 
 // eachDeviceCase runs fn for every model, float type and device

@@ -35,7 +35,7 @@ func startCUDA() backend.Backend {
 
 // TestModelsAgreeOnDevice runs TestModelsAgree's models and the optimizers
 // the device takes on the CUDA backend, the optimizers stepping with
-// optim.DeviceSolver, against the CPU program.
+// optim/device's steppers, against the CPU program.
 func TestModelsAgreeOnDevice(t *testing.T) {
 	be := startCUDA()
 	defer be.Close()

@@ -62,7 +62,7 @@ check() {
 	echo "   ok ($((SECONDS - start))s)"
 }
 
-pkgs=(internal/cudak/standin backend/cuda program optim)
+pkgs=(internal/cudak/standin backend/cuda program optim/device)
 startup='^(TestStartupFailures|TestStartupFailuresWithoutTheFixes|TestMissingPieces|TestSearchPath|TestKernelCache|TestStagingRing|TestCopyOutWaits|TestRowFault|TestQFFault|TestProfile|TestCloseReportsFault|TestBadInput)$'
 
 for half in "${halves[@]}"; do
@@ -79,7 +79,7 @@ for half in "${halves[@]}"; do
 		check asan backend/cuda '^TestKernelsCompileWithNVRTC$'
 		check asan backend/cuda '^TestKernelsAgreeWithCPU$/^order=0,maxgrid=2$'
 		check asan program '^(TestLowerings|TestModelsAgreeOnDevice)$'
-		check asan optim '^TestDeviceSolver'
+		check asan optim/device '^TestDevice'
 		;;
 	tsan)
 		flags="-fsanitize=thread -g -O1"
@@ -92,7 +92,7 @@ for half in "${halves[@]}"; do
 		check tsan backend/cuda '^TestKernelsAgreeWithCPU$/^order=0,maxgrid=2$'
 		check tsan program '^TestModelsAgreeOnDevice$/^(ffn|custom)$'
 		check tsan program '^TestModelsAgreeOnDevice$/^vit$/^float32$/^rsdm-blocks$'
-		check tsan optim '^TestDeviceSolver'
+		check tsan optim/device '^TestDevice'
 		;;
 	*)
 		echo "sanitize: unknown half $half (want asan or tsan)" >&2

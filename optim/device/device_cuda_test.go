@@ -9,7 +9,7 @@ import (
 	"github.com/orthonet/orthonet/backend/cuda"
 )
 
-// DeviceSolver also runs on the CUDA backend: on the host model of the
+// The device steppers also run on the CUDA backend: on the host model of the
 // device, or on a GPU where ORTHONET_CUDA_GPU=1.
 func init() {
 	if os.Getenv("ORTHONET_CUDA_GPU") != "1" {

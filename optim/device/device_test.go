@@ -180,7 +180,7 @@ func (r *deviceRun[T]) compare(what string, tol float64) {
 	}
 }
 
-// TestDeviceSolverAgrees steps the same parameters from the same gradients
+// TestDeviceAgrees steps the same parameters from the same gradients
 // with the Solver on the host and on each backend's memory, and checks the
 // values after each step and the states (same counters and random sources,
 // buffers that agree); then each restores the other's state and both go on
