@@ -27,7 +27,7 @@ pack() { # DIR
 	go build "${ld[@]}" -o "$dir/train" ./cmd/train
 	go test -c "${ld[@]}" -o "$dir/cuda.test" ./backend/cuda
 	go test -c "${ld[@]}" -o "$dir/program.test" ./program
-	go test -c "${ld[@]}" -o "$dir/optim.test" ./optim
+	go test -c "${ld[@]}" -o "$dir/optim.test" ./optim/device
 	cp scripts/torch_ffn.py scripts/torch_vit.py "$dir/"
 	# Fashion-MNIST's test set, also as the training set: the runs measure
 	# throughput, not accuracy, and it keeps DIR small.
@@ -61,7 +61,7 @@ run() { # DIR OUT [small]
 	[[ ${ORTHONET_CUDA_STANDIN:-} == 1 ]] && gpu=0
 	(cd "$root/backend/cuda" && ORTHONET_CUDA_GPU=$gpu "$dir/cuda.test" -test.v -test.count=1 ${small:+-test.run 'TestCopyOutWaits|TestRowFault'}) >"$out/tests-cuda.txt" 2>&1 || echo "FAIL: cuda tests" >>"$out/failures.txt"
 	(cd "$root/program" && ORTHONET_CUDA_GPU=$gpu "$dir/program.test" -test.v -test.count=1 -test.run "${small:+TestModelsAgreeOnDevice/ffn}${small:-Device|Lowerings}") >"$out/tests-program.txt" 2>&1 || echo "FAIL: program tests" >>"$out/failures.txt"
-	(cd "$root/optim" && ORTHONET_CUDA_GPU=$gpu "$dir/optim.test" -test.v -test.count=1 -test.run Device ${small:+-test.short}) >"$out/tests-optim.txt" 2>&1 || echo "FAIL: optim tests" >>"$out/failures.txt"
+	(cd "$root/optim/device" && ORTHONET_CUDA_GPU=$gpu "$dir/optim.test" -test.v -test.count=1 -test.run Device ${small:+-test.short}) >"$out/tests-optim.txt" 2>&1 || echo "FAIL: optim tests" >>"$out/failures.txt"
 
 	# Throughput: train on the device beside PyTorch on the same device.
 	local work
