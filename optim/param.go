@@ -36,26 +36,17 @@ type Stiefel struct {
 	Retraction manifold.Retraction
 }
 
-// String returns "stiefel".
-func (Stiefel) String() string { return "stiefel" }
+// String returns "stiefel", with the retraction when it is not QR.
+func (s Stiefel) String() string { return named("stiefel", s.Retraction) }
 
 // Float32 returns St(n,p) for float32 points.
 func (s Stiefel) Float32(n, p int) (manifold.Manifold[float32], error) {
-	return stiefelOf[float32](n, p, s.Retraction)
+	return builtin[float32](false, n, p, s.Retraction)
 }
 
 // Float64 returns St(n,p) for float64 points.
 func (s Stiefel) Float64(n, p int) (manifold.Manifold[float64], error) {
-	return stiefelOf[float64](n, p, s.Retraction)
-}
-
-func stiefelOf[T Float](n, p int, r manifold.Retraction) (manifold.Manifold[T], error) {
-	st, err := manifold.NewStiefel[T](n, p)
-	if err != nil {
-		return nil, err
-	}
-	st.Retraction = r
-	return st, nil
+	return builtin[float64](false, n, p, s.Retraction)
 }
 
 // Grassmann is the Grassmann manifold Gr(n,p) of p-dimensional subspaces
@@ -66,26 +57,42 @@ type Grassmann struct {
 	Retraction manifold.Retraction
 }
 
-// String returns "grassmann".
-func (Grassmann) String() string { return "grassmann" }
+// String returns "grassmann", with the retraction when it is not QR.
+func (g Grassmann) String() string { return named("grassmann", g.Retraction) }
 
 // Float32 returns Gr(n,p) for float32 points.
 func (g Grassmann) Float32(n, p int) (manifold.Manifold[float32], error) {
-	return grassmannOf[float32](n, p, g.Retraction)
+	return builtin[float32](true, n, p, g.Retraction)
 }
 
 // Float64 returns Gr(n,p) for float64 points.
 func (g Grassmann) Float64(n, p int) (manifold.Manifold[float64], error) {
-	return grassmannOf[float64](n, p, g.Retraction)
+	return builtin[float64](true, n, p, g.Retraction)
 }
 
-func grassmannOf[T Float](n, p int, r manifold.Retraction) (manifold.Manifold[T], error) {
-	g, err := manifold.NewGrassmann[T](n, p)
+func named(name string, r manifold.Retraction) string {
+	if r == manifold.QR {
+		return name
+	}
+	return fmt.Sprintf("%s (%v retraction)", name, r)
+}
+
+// builtin returns St(n,p), or Gr(n,p) when grassmann, with retraction r.
+func builtin[T Float](grassmann bool, n, p int, r manifold.Retraction) (manifold.Manifold[T], error) {
+	if grassmann {
+		g, err := manifold.NewGrassmann[T](n, p)
+		if err != nil {
+			return nil, err
+		}
+		g.Retraction = r
+		return g, nil
+	}
+	st, err := manifold.NewStiefel[T](n, p)
 	if err != nil {
 		return nil, err
 	}
-	g.Retraction = r
-	return g, nil
+	st.Retraction = r
+	return st, nil
 }
 
 // ManifoldOf returns the manifold of a constrained weight with elements of

@@ -78,11 +78,12 @@ type Device interface {
 // Solver counts its steps, which drive the groups' schedules and are part
 // of its state.
 type Solver struct {
-	groupSteps // the groups and the step count: SetLR, LR, Steps, SetSteps
-	params     []Param
-	member     []int // each parameter's group
-	slots      []slot
-	options    Options
+	groups  []Group
+	steps   int // steps taken, which drive the schedules
+	params  []Param
+	member  []int // each parameter's group
+	slots   []slot
+	options Options
 	// values and grads are the slices of the Step under way.
 	values, grads []any
 	clip          []clipWork
@@ -123,7 +124,7 @@ func NewSolver(params []Param, groups []Group, o Options) (*Solver, error) {
 		}
 		gs[i] = g
 	}
-	s := &Solver{params: append([]Param(nil), params...), groupSteps: groupSteps{groups: gs}, member: make([]int, len(params)), options: o,
+	s := &Solver{params: append([]Param(nil), params...), groups: gs, member: make([]int, len(params)), options: o,
 		values: make([]any, len(params)), grads: make([]any, len(params)), clip: make([]clipWork, len(params)),
 		host: make([]bool, len(params)), float32: make([]bool, len(params))}
 	seen := map[string]bool{}
@@ -379,16 +380,9 @@ func (t *typedSlot[T]) abort()                 { t.st.Abort() }
 func (t *typedSlot[T]) state() State           { return t.st.State() }
 func (t *typedSlot[T]) setState(s State) error { return t.st.SetState(s) }
 
-// groupSteps is the Solver's groups, whose step
-// sizes their schedules scale, and the step count that drives them.
-type groupSteps struct {
-	groups []Group
-	steps  int
-}
-
 // SetLR sets the base step size of group i (a manual schedule; a group's
 // Schedule still scales it). It must be finite and >= 0.
-func (s *groupSteps) SetLR(group int, lr float64) error {
+func (s *Solver) SetLR(group int, lr float64) error {
 	if group < 0 || group >= len(s.groups) {
 		return fmt.Errorf("optim: group %d of %d", group, len(s.groups))
 	}
@@ -400,7 +394,7 @@ func (s *groupSteps) SetLR(group int, lr float64) error {
 }
 
 // LR returns the step size group i takes at the next Step.
-func (s *groupSteps) LR(group int) float64 {
+func (s *Solver) LR(group int) float64 {
 	if group < 0 || group >= len(s.groups) {
 		return math.NaN()
 	}
@@ -408,11 +402,11 @@ func (s *groupSteps) LR(group int) float64 {
 }
 
 // Steps returns the number of steps taken: the schedules' step count.
-func (s *groupSteps) Steps() int { return s.steps }
+func (s *Solver) Steps() int { return s.steps }
 
 // SetSteps sets the step count that drives the schedules (for a state
 // saved without it).
-func (s *groupSteps) SetSteps(n int) error {
+func (s *Solver) SetSteps(n int) error {
 	if n < 0 {
 		return fmt.Errorf("optim: step count %d", n)
 	}

@@ -100,7 +100,7 @@ func (d *Steppers) stepper(w *work, r optim.Rule, b optim.Binding) (optim.Steppe
 		return nil, errNotOnDevice(fmt.Sprintf("the %v rule", r), "sgd, adam and adamw")
 	}
 	if st, ok := w.p.Manifold.(optim.Stiefel); !ok || st.Retraction != manifold.QR {
-		return nil, errNotOnDevice(fmt.Sprintf("a weight on the %v manifold (%v retraction)", w.p.Manifold, retractionOf(w.p.Manifold)), "the Stiefel manifold with the QR retraction")
+		return nil, errNotOnDevice(fmt.Sprintf("a weight on the %v manifold", w.p.Manifold), "the Stiefel manifold with the QR retraction")
 	}
 	var f frame
 	if f, err = newFrame(w); err != nil {
@@ -121,17 +121,6 @@ func (d *Steppers) stepper(w *work, r optim.Rule, b optim.Binding) (optim.Steppe
 		return newRSDM(w, f, c, b)
 	}
 	return nil, errNotOnDevice(fmt.Sprintf("the %v rule", r), "rsdm and rgd")
-}
-
-// retractionOf returns the retraction of orthonet's manifolds.
-func retractionOf(m optim.Manifold) any {
-	switch v := m.(type) {
-	case optim.Stiefel:
-		return v.Retraction
-	case optim.Grassmann:
-		return v.Retraction
-	}
-	return "its own"
 }
 
 // work is what a parameter's device stepper is built from and holds: the

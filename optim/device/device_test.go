@@ -286,7 +286,7 @@ func TestDeviceRefuses(t *testing.T) {
 		{"radam", []optim.Group{{Rule: optim.RiemannianAdamConfig{}, LR: 0.1}}, optim.Options{}, "the radam rule does not run on a device", nil},
 		{"orthogonal", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2, Sampling: optim.Orthogonal}}}, optim.Options{}, "orth sampling", nil},
 		{"inner steps", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2, InnerSteps: 3, Momentum: 0.5}}}, optim.Options{}, "inner steps", nil},
-		{"cayley", []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}, "stiefel manifold (cayley retraction)", optim.Stiefel{Retraction: manifold.Cayley}},
+		{"cayley", []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}, "stiefel (cayley retraction) manifold", optim.Stiefel{Retraction: manifold.Cayley}},
 		{"grassmann", []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}, "grassmann manifold", optim.Grassmann{}},
 		{"clip", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2}}}, optim.Options{ClipNorm: 1}, "clipping", nil},
 		{"r > n", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 5}}}, optim.Options{}, "exceeds", nil},
