@@ -77,6 +77,10 @@ type RSDM[T Float] struct {
 	ynew  []float64
 	v     []float64
 	tmp   []float64
+
+	// split makes prepare stop at b = P G (PX)^T, which then lies in the
+	// data-parallel Solver's buffer that the ranks sum (reduce.go).
+	split bool
 }
 
 var _ Optimizer[float64] = (*RSDM[float64])(nil)
@@ -228,36 +232,47 @@ func (o *RSDM[T]) prepareFactored(x []T, g Factored[T]) error { return o.prepare
 //	6: X <- U(Y_new) X (commit)
 //
 // With InnerSteps = S > 1 (Algorithm 3) the S - 1 steps after a draw stay
-// in its submanifold: innerStep.
+// in its submanifold. A split step stops at b = P G (PX)^T, linear in G,
+// which the ranks of a data-parallel Solver sum before finish (reduce.go).
 func (o *RSDM[T]) prepareFrom(x, grad []T, fg Factored[T]) error {
 	if _, err := o.Draw(); err != nil { // line 3, at the first step of a submanifold
 		return err
 	}
-	if o.phase() != 0 {
-		return o.innerStep(x, grad, fg)
+	if o.phase() == 0 {
+		o.apply.project(o.px0, x)
+		copy(o.pxc, o.px0)
+		linalg.Identity(o.r, o.y)
+		linalg.Identity(o.r, o.yprev)
+	} else {
+		o.apply.project(o.pxc, x)
 	}
-	o.apply.project(o.px0, x)
-	copy(o.pxc, o.px0)
-	linalg.Identity(o.r, o.y)
-	linalg.Identity(o.r, o.yprev)
-	if err := o.riemannianGradient(grad, fg); err != nil { // line 4
-		return err
+	if grad != nil {
+		o.projectedGradient(grad)
+	} else {
+		o.factoredProduct(fg)
 	}
-	for i, w := range o.omega { // line 5
-		o.v[i] = -o.cfg.LR * w
+	if o.split {
+		return nil
 	}
-	return o.retractAndForm(x) // lines 5 and 6
+	return o.finish(x)
 }
 
-// innerStep is a step of Algorithm 3 inside the submanifold drawn at its
-// first step, from the current Y: Y_new = R_Y(-eta Omega Y) plus, with
-// momentum beta, beta P_Y(Y - Y_prev) in the direction (line 7).
-func (o *RSDM[T]) innerStep(x, grad []T, fg Factored[T]) error {
-	r := o.r
-	o.apply.project(o.pxc, x)
-	if err := o.riemannianGradient(grad, fg); err != nil {
-		return err
+// finish goes on from b = P G (PX)^T: line 4's skew part, then line 5, at
+// the first inner step from Y = I, at the later ones (Algorithm 3) from
+// the current Y: Y_new = R_Y(-eta Omega Y) plus, with momentum beta,
+// beta P_Y(Y - Y_prev) in the direction (line 7).
+func (o *RSDM[T]) finish(x []T) error {
+	skewPart(o.r, o.omega, o.b)
+	if !linalg.Finite(o.omega) { // overflow in the product of finite factors
+		return ErrNotFinite
 	}
+	if o.phase() == 0 {
+		for i, w := range o.omega {
+			o.v[i] = -o.cfg.LR * w
+		}
+		return o.retractAndForm(x)
+	}
+	r := o.r
 	linalg.Gemm(false, false, r, r, r, -o.cfg.LR, o.omega, r, o.y, r, 0, o.v, r)
 	if o.cfg.Momentum != 0 {
 		if err := o.addMomentum(); err != nil {
@@ -265,21 +280,6 @@ func (o *RSDM[T]) innerStep(x, grad []T, fg Factored[T]) error {
 		}
 	}
 	return o.retractAndForm(x)
-}
-
-// riemannianGradient sets omega = skew(P G (PX)^T) from grad, or from fg
-// when grad is nil.
-func (o *RSDM[T]) riemannianGradient(grad []T, fg Factored[T]) error {
-	if grad != nil {
-		o.projectedGradient(grad)
-	} else {
-		o.factoredProduct(fg)
-	}
-	skewPart(o.r, o.omega, o.b)
-	if !linalg.Finite(o.omega) { // overflow in the product of finite factors
-		return ErrNotFinite
-	}
-	return nil
 }
 
 // retractAndForm sets Y_new = R_Y(V). The move X <- U(Y_new) X_0 waits for

@@ -55,6 +55,15 @@ type Options struct {
 	// not, as Gorgonia's solvers do (a tape machine adds each run's
 	// gradients to the bound ones).
 	ZeroGrad bool
+	// Comm, when set, makes the Solver one rank of data-parallel training:
+	// each Step averages over the ranks what the step needs of the
+	// gradients before any parameter moves (see Communicator). If Comm is
+	// nil the Solver steps alone.
+	Comm Communicator
+	// ChecksumEvery is how many steps apart a Solver with Comm compares a
+	// checksum of its weights across the ranks (Solver.CheckWeights). 0
+	// selects the default, every 100 steps; a negative value never.
+	ChecksumEvery int
 }
 
 // Device steps parameters whose values live in a device's memory. The
@@ -87,7 +96,8 @@ type Solver struct {
 	// values and grads are the slices of the Step under way.
 	values, grads []any
 	clip          []clipWork
-	host, float32 []bool // each parameter's value is a host slice; of float32
+	host, float32 []bool     // each parameter's value is a host slice; of float32
+	red           *reduction // with Options.Comm (reduce.go)
 }
 
 // slot is one parameter's stepper, with what the Solver does around it
@@ -218,6 +228,11 @@ func (s *Solver) build(check bool) ([]slot, error) {
 			return nil, err
 		}
 	}
+	if s.options.Comm != nil {
+		if err := s.split(slots); err != nil {
+			return nil, errors.Join(err, closeSlots(slots))
+		}
+	}
 	return slots, nil
 }
 
@@ -339,6 +354,9 @@ type typedSlot[T Float] struct {
 // copied in first, and a factored gradient A^T B of W is B^T A for W^T:
 // its factors swap, with no copy.
 func (t *typedSlot[T]) prepare(_, grad any, lr float64) error {
+	if _, ok := grad.(summed); ok { // RSDM's P G (PX)^T, summed over the ranks
+		return t.finish()
+	}
 	if t.wide {
 		transpose(t.xt, t.x, t.cols, t.rows)
 	}
@@ -439,6 +457,39 @@ func (s *Solver) Step() error {
 }
 
 func (s *Solver) step() error {
+	err := s.gradients()
+	if s.red != nil {
+		err = s.red.reduce(s, err)
+	}
+	if err != nil {
+		return err
+	}
+	if s.options.ClipNorm > 0 {
+		if err := s.clipGrads(); err != nil {
+			return err
+		}
+	}
+	for i, o := range s.slots {
+		if err := o.prepare(s.values[i], s.grads[i], s.groups[s.member[i]].lr(s.steps)); err != nil {
+			for k := i; k >= 0; k-- {
+				s.slots[k].abort()
+			}
+			s.red.abortSplit(s, i+1, len(s.slots))
+			return fmt.Errorf("optim: %s: %w; no parameter was updated", s.params[i].describe(), err)
+		}
+	}
+	var errs []error
+	for i, o := range s.slots {
+		if err := o.commit(); err != nil {
+			errs = append(errs, fmt.Errorf("optim: %s: %w", s.params[i].describe(), err))
+		}
+	}
+	s.steps++
+	return errors.Join(errs...)
+}
+
+// gradients collects the gradients of the step into s.grads, checked.
+func (s *Solver) gradients() error {
 	if s.options.Checked != nil {
 		if err := s.options.Checked(); err != nil {
 			return err
@@ -458,27 +509,7 @@ func (s *Solver) step() error {
 		}
 		s.values[i], s.grads[i] = p.Value, g
 	}
-	if s.options.ClipNorm > 0 {
-		if err := s.clipGrads(); err != nil {
-			return err
-		}
-	}
-	for i, o := range s.slots {
-		if err := o.prepare(s.values[i], s.grads[i], s.groups[s.member[i]].lr(s.steps)); err != nil {
-			for k := i; k >= 0; k-- {
-				s.slots[k].abort()
-			}
-			return fmt.Errorf("optim: %s: %w; no parameter was updated", s.params[i].describe(), err)
-		}
-	}
-	var errs []error
-	for i, o := range s.slots {
-		if err := o.commit(); err != nil {
-			errs = append(errs, fmt.Errorf("optim: %s: %w", s.params[i].describe(), err))
-		}
-	}
-	s.steps++
-	return errors.Join(errs...)
+	return nil
 }
 
 // State returns the state of every parameter's optimizer, in the order of
