@@ -47,6 +47,19 @@
 // call on every rank return an error wrapping ErrAborted and the cause, and
 // NewLocal's timeout turns a rank that never arrives into ErrTimeout on all.
 //
+// # Training over it
+//
+// optim's Solver takes a Communicator in optim.Options.Comm (optim declares
+// the four methods it needs, which every communicator here has). Each rank
+// steps on its shard of every global batch; the Solver sums, in one call
+// per element type and before any parameter moves, RSDM's r x r matrix
+// P G (PX)^T of each weight (every rank draws the same rows), the full
+// gradients of the other rules and of the unconstrained parameters, and a
+// flag per rank that fails the step on all ranks when one failed. It
+// divides the sums by Size (equal shards: their means' mean is the batch's
+// mean) and compares a checksum of the weights every
+// optim.Options.ChecksumEvery steps. TestMPISolver runs it under mpirun.
+//
 // # Later: NCCL
 //
 // The interface holds no MPI type: buffers are plain slices and roots are

@@ -218,6 +218,8 @@ func child(mode string) int {
 		return 0
 	case "bench":
 		return benchChild(c)
+	case "solver":
+		return solverChild(c)
 	default:
 		return fail("unknown mode %q", mode)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -594,4 +595,94 @@ func TestDataParallelAllocs(t *testing.T) {
 			t.Errorf("factored %v: %v allocations per data-parallel step, %v alone", factored, allocs[1], allocs[0])
 		}
 	}
+}
+
+// BenchmarkDataParallelRSDM steps the paper's 1024 x 1024 layer with RSDM
+// (r = 300, permutation sampling, float32) on 2 in-process ranks and
+// reports what a step all-reduces against what a full-gradient all-reduce
+// would move: 90,000 numbers instead of 1,048,576.
+func BenchmarkDataParallelRSDM(b *testing.B) {
+	const n, r, ranks = 1024, 300, 2
+	rng := rand.New(rand.NewPCG(1, 1))
+	w0, g := make([]float32, n*n), make([]float32, n*n)
+	for i := range w0 {
+		w0[i], g[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+	}
+	if err := (optim.Param{Name: "w", Shape: []int{n, n}, Manifold: optim.Stiefel{}, Value: w0}).Orthonormalize(); err != nil {
+		b.Fatal(err)
+	}
+	comms, err := dist.NewLocal(ranks, time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	solvers := make([]*optim.Solver, ranks)
+	for k, c := range comms {
+		w := append([]float32(nil), w0...)
+		p := []optim.Param{{Name: "w", Shape: []int{n, n}, Manifold: optim.Stiefel{}, Value: w, Grad: g}}
+		if solvers[k], err = optim.NewSolver(p, []optim.Group{{Rule: optim.RSDMConfig{SubmanifoldSize: r}, LR: 1e-3}}, optim.Options{Comm: c}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tr := solvers[0].Traffic()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	errs := make([]error, ranks)
+	for k := range solvers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range b.N {
+				if err := solvers[k].Step(); err != nil {
+					errs[k] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(tr.Constrained), "constrained-B/step")
+	b.ReportMetric(float64(tr.Plain), "plain-B/step")
+	b.ReportMetric(float64(tr.FullGradient), "full-gradient-B/step")
+	b.ReportMetric(float64(tr.FullGradient)/float64(tr.Constrained+tr.Plain+tr.Flags), "x-fewer-B")
+}
+
+// Two ranks, goroutines here (processes under mpirun with dist.OpenMPI),
+// each hold the same weight and the gradient of their half of a batch; their
+// Solvers sum what RSDM needs of the gradients, the r x r matrix
+// P G (PX)^T, and take the same step from its mean.
+func ExampleOptions_dataParallel() {
+	comms, _ := dist.NewLocal(2, time.Minute)
+	var weights [2][]float64
+	var traffic optim.Traffic
+	var wg sync.WaitGroup
+	for k, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w, g := make([]float64, 16*4), make([]float64, 16*4)
+			for i := range w {
+				w[i] = math.Sin(float64(i)) // the same start on every rank
+				g[i] = math.Cos(float64(i * (k + 1)))
+			}
+			p := optim.Param{Name: "w", Shape: []int{16, 4}, Manifold: optim.Stiefel{}, Value: w, Grad: g}
+			_ = p.Orthonormalize()
+			s, err := optim.NewSolver([]optim.Param{p}, []optim.Group{{Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}, LR: 0.1}}, optim.Options{Comm: c})
+			for range 3 {
+				err = errors.Join(err, s.Step())
+			}
+			if err = errors.Join(err, s.CheckWeights()); err != nil {
+				fmt.Println(err)
+			}
+			weights[k], traffic = w, s.Traffic()
+		}()
+	}
+	wg.Wait()
+	fmt.Printf("a step all-reduces %d bytes of P G (PX)^T, not %d of G\n", traffic.Constrained, traffic.FullGradient)
+	fmt.Println("both ranks hold the same weight:", slices.Equal(weights[0], weights[1]))
+	// Output:
+	// a step all-reduces 128 bytes of P G (PX)^T, not 512 of G
+	// both ranks hold the same weight: true
 }
