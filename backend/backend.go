@@ -25,7 +25,10 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // DType is the element type of a buffer.
@@ -112,12 +115,49 @@ type HostBuffer interface {
 // ErrUnsupported reports a kernel a backend does not implement.
 var ErrUnsupported = errors.New("backend: kernel not supported")
 
-// Kernel is one of the kernel types of this package.
+// Kernel is one of the kernel types of this package: a struct whose
+// Operand fields are the buffers it reads and writes (Operands) and whose
+// other fields are its sizes and settings.
 type Kernel interface {
-	// Name returns the kernel's name, for errors and profiles.
-	Name() string
-	// Operands returns every operand the kernel reads or writes.
-	Operands() []Operand
+	// Check reports an error naming the first operand whose buffer is too
+	// short or of another element type than the kernel's.
+	Check() error
+}
+
+var operandType = reflect.TypeFor[Operand]()
+
+// Operands returns every Operand field of k, in their order: the operands
+// it reads or writes.
+func Operands(k Kernel) []Operand {
+	v := reflect.Indirect(reflect.ValueOf(k))
+	var ops []Operand
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Type() == operandType && f.CanInterface() {
+			ops = append(ops, f.Interface().(Operand))
+		}
+	}
+	return ops
+}
+
+// Name returns the name of k's kind, for errors and profiles: its type's
+// name in lower case, with a hyphen between words (SoftmaxGrad:
+// softmax-grad, SGDStep: sgd-step).
+func Name(k Kernel) string {
+	t := reflect.TypeOf(k)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	r := []rune(t.Name())
+	var b strings.Builder
+	for i, c := range r {
+		// A word starts at a capital after a small letter, or at the last
+		// capital of an acronym before a small letter (SGD|Step).
+		if i > 0 && unicode.IsUpper(c) && (unicode.IsLower(r[i-1]) || i+1 < len(r) && unicode.IsLower(r[i+1])) {
+			b.WriteByte('-')
+		}
+		b.WriteRune(unicode.ToLower(c))
+	}
+	return b.String()
 }
 
 // DTypeOf returns the element type of op's buffer, or 0 when it has none.

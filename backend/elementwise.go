@@ -156,9 +156,6 @@ type Map struct {
 	Src, Dst Operand
 }
 
-// Name returns "map".
-func (Map) Name() string { return "map" }
-
 // Check checks the operands.
 func (k Map) Check() error {
 	if !k.Op.valid() {
@@ -170,9 +167,6 @@ func (k Map) Check() error {
 	}
 	return CheckOperand("map destination", k.Dst, dt, k.N)
 }
-
-// Operands returns Src and Dst.
-func (k Map) Operands() []Operand { return []Operand{k.Src, k.Dst} }
 
 // Host runs the function's CPU definition.
 func (k Map) Host(p *Pool) (Func, error) { return onFloats(p, k, mapHost[float32], mapHost[float64]) }
@@ -243,9 +237,6 @@ type Zip struct {
 	AScalar, BScalar bool
 }
 
-// Name returns "zip".
-func (Zip) Name() string { return "zip" }
-
 // Check checks the operands.
 func (k Zip) Check() error {
 	if k.Op == 0 || int(k.Op) >= len(binaryNames) {
@@ -292,9 +283,6 @@ func sameBuffer(a, b Buffer) bool {
 	t := reflect.TypeOf(a)
 	return t == reflect.TypeOf(b) && t.Comparable() && a == b
 }
-
-// Operands returns A, B and Dst.
-func (k Zip) Operands() []Operand { return []Operand{k.A, k.B, k.Dst} }
 
 // Host runs the function on the CPU.
 func (k Zip) Host(p *Pool) (Func, error) { return onFloats(p, k, zipHost[float32], zipHost[float64]) }

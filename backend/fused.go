@@ -43,20 +43,23 @@ func (a Activation) String() string {
 	return fmt.Sprintf("Activation(%d)", int(a))
 }
 
-func checkAll(name string, dt DType, ops ...any) error {
+// checkAll checks operands given as (name, Operand, elements) triples, all
+// of type dt (any when dt is 0).
+func checkAll(k Kernel, dt DType, ops ...any) error {
 	for i := 0; i+2 < len(ops); i += 3 {
 		what, op, n := ops[i].(string), ops[i+1].(Operand), ops[i+2].(int)
-		if err := CheckOperand(name+" "+what, op, dt, n); err != nil {
+		if err := CheckOperand(Name(k)+" "+what, op, dt, n); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func positive(name string, sizes ...int) error {
+// positive reports an error unless every size is at least 1.
+func positive(k Kernel, sizes ...int) error {
 	for _, s := range sizes {
 		if s < 1 {
-			return fmt.Errorf("backend: %s: sizes %v, want positive", name, sizes)
+			return fmt.Errorf("backend: %s: sizes %v, want positive", Name(k), sizes)
 		}
 	}
 	return nil
@@ -70,19 +73,13 @@ type SoftmaxCrossEntropy struct {
 	Z, T, Loss    Operand
 }
 
-// Name returns "softmax-cross-entropy".
-func (SoftmaxCrossEntropy) Name() string { return "softmax-cross-entropy" }
-
-// Operands returns Z, T and Loss.
-func (k SoftmaxCrossEntropy) Operands() []Operand { return []Operand{k.Z, k.T, k.Loss} }
-
 // Check checks the operands.
 func (k SoftmaxCrossEntropy) Check() error {
-	if err := positive(k.Name(), k.Rows, k.Classes); err != nil {
+	if err := positive(k, k.Rows, k.Classes); err != nil {
 		return err
 	}
 	n := k.Rows * k.Classes
-	return checkAll(k.Name(), DTypeOf(k.Loss), "Z", k.Z, n, "T", k.T, n, "loss", k.Loss, 1)
+	return checkAll(k, DTypeOf(k.Loss), "Z", k.Z, n, "T", k.T, n, "loss", k.Loss, 1)
 }
 
 // Host computes the loss row by row, in float64.
@@ -136,19 +133,13 @@ type SoftmaxCrossEntropyGrad struct {
 	Z, T, G, DZ   Operand
 }
 
-// Name returns "softmax-cross-entropy-grad".
-func (SoftmaxCrossEntropyGrad) Name() string { return "softmax-cross-entropy-grad" }
-
-// Operands returns Z, T, G and DZ.
-func (k SoftmaxCrossEntropyGrad) Operands() []Operand { return []Operand{k.Z, k.T, k.G, k.DZ} }
-
 // Check checks the operands.
 func (k SoftmaxCrossEntropyGrad) Check() error {
-	if err := positive(k.Name(), k.Rows, k.Classes); err != nil {
+	if err := positive(k, k.Rows, k.Classes); err != nil {
 		return err
 	}
 	n := k.Rows * k.Classes
-	return checkAll(k.Name(), DTypeOf(k.DZ), "Z", k.Z, n, "T", k.T, n, "G", k.G, 1, "DZ", k.DZ, n)
+	return checkAll(k, DTypeOf(k.DZ), "Z", k.Z, n, "T", k.T, n, "G", k.G, 1, "DZ", k.DZ, n)
 }
 
 // Host computes the gradient row by row.
@@ -190,19 +181,13 @@ type LayerNorm struct {
 	X, Gamma, Beta, Y Operand
 }
 
-// Name returns "layer-norm".
-func (LayerNorm) Name() string { return "layer-norm" }
-
-// Operands returns X, Gamma, Beta and Y.
-func (k LayerNorm) Operands() []Operand { return []Operand{k.X, k.Gamma, k.Beta, k.Y} }
-
 // Check checks the operands.
 func (k LayerNorm) Check() error {
-	if err := positive(k.Name(), k.Rows, k.D); err != nil {
+	if err := positive(k, k.Rows, k.D); err != nil {
 		return err
 	}
 	n := k.Rows * k.D
-	return checkAll(k.Name(), DTypeOf(k.Y), "X", k.X, n, "gamma", k.Gamma, k.D, "beta", k.Beta, k.D, "Y", k.Y, n)
+	return checkAll(k, DTypeOf(k.Y), "X", k.X, n, "gamma", k.Gamma, k.D, "beta", k.Beta, k.D, "Y", k.Y, n)
 }
 
 // Host normalizes row by row, the statistics in float64.
@@ -258,19 +243,13 @@ type LayerNormGrad struct {
 	X, Gamma, DY, DX Operand
 }
 
-// Name returns "layer-norm-grad".
-func (LayerNormGrad) Name() string { return "layer-norm-grad" }
-
-// Operands returns X, Gamma, DY and DX.
-func (k LayerNormGrad) Operands() []Operand { return []Operand{k.X, k.Gamma, k.DY, k.DX} }
-
 // Check checks the operands.
 func (k LayerNormGrad) Check() error {
-	if err := positive(k.Name(), k.Rows, k.D); err != nil {
+	if err := positive(k, k.Rows, k.D); err != nil {
 		return err
 	}
 	n := k.Rows * k.D
-	return checkAll(k.Name(), DTypeOf(k.DX), "X", k.X, n, "gamma", k.Gamma, k.D, "DY", k.DY, n, "DX", k.DX, n)
+	return checkAll(k, DTypeOf(k.DX), "X", k.X, n, "gamma", k.Gamma, k.D, "DY", k.DY, n, "DX", k.DX, n)
 }
 
 // Host computes the gradient row by row.
@@ -316,19 +295,13 @@ type LayerNormParamGrad struct {
 	X, DY, DParams Operand
 }
 
-// Name returns "layer-norm-param-grad".
-func (LayerNormParamGrad) Name() string { return "layer-norm-param-grad" }
-
-// Operands returns X, DY and DParams.
-func (k LayerNormParamGrad) Operands() []Operand { return []Operand{k.X, k.DY, k.DParams} }
-
 // Check checks the operands.
 func (k LayerNormParamGrad) Check() error {
-	if err := positive(k.Name(), k.Rows, k.D); err != nil {
+	if err := positive(k, k.Rows, k.D); err != nil {
 		return err
 	}
 	n := k.Rows * k.D
-	return checkAll(k.Name(), DTypeOf(k.DParams), "X", k.X, n, "DY", k.DY, n, "DParams", k.DParams, 2*k.D)
+	return checkAll(k, DTypeOf(k.DParams), "X", k.X, n, "DY", k.DY, n, "DParams", k.DParams, 2*k.D)
 }
 
 // Host takes the rows' statistics, then the column sums in float64.
@@ -398,22 +371,16 @@ type Attention struct {
 	Q, K, V, Out           Operand
 }
 
-// Name returns "attention".
-func (Attention) Name() string { return "attention" }
-
-// Operands returns Q, K, V and Out.
-func (k Attention) Operands() []Operand { return []Operand{k.Q, k.K, k.V, k.Out} }
-
 // Check checks the sizes and operands.
 func (k Attention) Check() error {
-	if err := positive(k.Name(), k.Seqs, k.Tokens, k.Heads, k.D); err != nil {
+	if err := positive(k, k.Seqs, k.Tokens, k.Heads, k.D); err != nil {
 		return err
 	}
 	if k.D%k.Heads != 0 {
 		return fmt.Errorf("backend: attention: %d heads do not divide %d features", k.Heads, k.D)
 	}
 	n := k.Seqs * k.Tokens * k.D
-	return checkAll(k.Name(), DTypeOf(k.Out), "Q", k.Q, n, "K", k.K, n, "V", k.V, n, "Out", k.Out, n)
+	return checkAll(k, DTypeOf(k.Out), "Q", k.Q, n, "K", k.K, n, "V", k.V, n, "Out", k.Out, n)
 }
 
 // Host computes each sequence's heads across the pool's threads.
@@ -518,22 +485,16 @@ type AttentionGrad struct {
 	Q, K, V, DOut, DQKV    Operand
 }
 
-// Name returns "attention-grad".
-func (AttentionGrad) Name() string { return "attention-grad" }
-
-// Operands returns Q, K, V, DOut and DQKV.
-func (k AttentionGrad) Operands() []Operand { return []Operand{k.Q, k.K, k.V, k.DOut, k.DQKV} }
-
 // Check checks the sizes and operands.
 func (k AttentionGrad) Check() error {
-	if err := positive(k.Name(), k.Seqs, k.Tokens, k.Heads, k.D); err != nil {
+	if err := positive(k, k.Seqs, k.Tokens, k.Heads, k.D); err != nil {
 		return err
 	}
 	if k.D%k.Heads != 0 {
 		return fmt.Errorf("backend: attention-grad: %d heads do not divide %d features", k.Heads, k.D)
 	}
 	n := k.Seqs * k.Tokens * k.D
-	return checkAll(k.Name(), DTypeOf(k.DQKV), "Q", k.Q, n, "K", k.K, n, "V", k.V, n, "DOut", k.DOut, n, "DQKV", k.DQKV, 3*n)
+	return checkAll(k, DTypeOf(k.DQKV), "Q", k.Q, n, "K", k.K, n, "V", k.V, n, "DOut", k.DOut, n, "DQKV", k.DQKV, 3*n)
 }
 
 // Host computes each sequence's heads across the pool's threads.
@@ -588,22 +549,16 @@ type BiasAct struct {
 	X, Bias, Y Operand
 }
 
-// Name returns "bias-act".
-func (BiasAct) Name() string { return "bias-act" }
-
-// Operands returns X, Bias and Y.
-func (k BiasAct) Operands() []Operand { return []Operand{k.X, k.Bias, k.Y} }
-
 // Check checks the operands.
 func (k BiasAct) Check() error {
-	if err := positive(k.Name(), k.Rows, k.N); err != nil {
+	if err := positive(k, k.Rows, k.N); err != nil {
 		return err
 	}
 	if k.Act > ActGELU {
 		return fmt.Errorf("backend: bias-act: unknown activation %d", k.Act)
 	}
 	n := k.Rows * k.N
-	return checkAll(k.Name(), DTypeOf(k.Y), "X", k.X, n, "bias", k.Bias, k.N, "Y", k.Y, n)
+	return checkAll(k, DTypeOf(k.Y), "X", k.X, n, "bias", k.Bias, k.N, "Y", k.Y, n)
 }
 
 // Host adds and applies the activation row by row.
@@ -642,22 +597,16 @@ type BiasActGrad struct {
 	X, Bias, DY, DX Operand
 }
 
-// Name returns "bias-act-grad".
-func (BiasActGrad) Name() string { return "bias-act-grad" }
-
-// Operands returns X, Bias, DY and DX.
-func (k BiasActGrad) Operands() []Operand { return []Operand{k.X, k.Bias, k.DY, k.DX} }
-
 // Check checks the operands.
 func (k BiasActGrad) Check() error {
-	if err := positive(k.Name(), k.Rows, k.N); err != nil {
+	if err := positive(k, k.Rows, k.N); err != nil {
 		return err
 	}
 	if k.Act > ActGELU {
 		return fmt.Errorf("backend: bias-act-grad: unknown activation %d", k.Act)
 	}
 	n := k.Rows * k.N
-	return checkAll(k.Name(), DTypeOf(k.DX), "X", k.X, n, "bias", k.Bias, k.N, "DY", k.DY, n, "DX", k.DX, n)
+	return checkAll(k, DTypeOf(k.DX), "X", k.X, n, "bias", k.Bias, k.N, "DY", k.DY, n, "DX", k.DX, n)
 }
 
 // Host computes the gradient row by row.

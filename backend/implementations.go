@@ -23,7 +23,6 @@ type DeviceKernel interface {
 // defined is what every kernel of this package is: checked, with its CPU
 // and its CUDA implementation.
 type defined interface {
-	Checker
 	HostKernel
 	DeviceKernel
 }
@@ -98,7 +97,7 @@ func alongAxis(p Planner, name string, outer, inner int, args ...any) {
 // FloatType returns the float type of k's data: that of its first float
 // operand. Int32 data is an error wrapping ErrUnsupported.
 func FloatType(k Kernel) (DType, error) {
-	for _, op := range k.Operands() {
+	for _, op := range Operands(k) {
 		if dt := DTypeOf(op); dt == Float32 || dt == Float64 {
 			return dt, nil
 		}

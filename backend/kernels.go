@@ -29,14 +29,6 @@ var (
 	_ defined = QF{}
 )
 
-// Checker is a kernel that can validate its own operands.
-type Checker interface {
-	Kernel
-	// Check reports an error naming the first operand whose buffer is too
-	// short or of another element type than the kernel's.
-	Check() error
-}
-
 // Gemm is C = Alpha op(A) op(B) + Beta C for Batch matrices, op(A) M x K
 // and op(B) K x N (op transposes when TransA / TransB is set), all
 // row-major with leading dimensions LDA, LDB and LDC. Matrix i of a batch
@@ -51,9 +43,6 @@ type Gemm struct {
 	Batch                     int
 	StrideA, StrideB, StrideC int
 }
-
-// Name returns "gemm".
-func (Gemm) Name() string { return "gemm" }
 
 // Batches returns Batch, or 1 when it is 0.
 func (k Gemm) Batches() int { return max(k.Batch, 1) }
@@ -114,9 +103,6 @@ type Reduce struct {
 	Src, Dst          Operand
 }
 
-// Name returns "reduce".
-func (Reduce) Name() string { return "reduce" }
-
 // Check checks the operands.
 func (k Reduce) Check() error {
 	if k.Op != Sum && k.Op != Max {
@@ -141,9 +127,6 @@ type Softmax struct {
 	Src, Dst           Operand
 }
 
-// Name returns "softmax".
-func (Softmax) Name() string { return "softmax" }
-
 // Check checks the operands.
 func (k Softmax) Check() error {
 	if k.Outer < 1 || k.Axis < 1 || k.Inner < 1 {
@@ -166,9 +149,6 @@ type SoftmaxGrad struct {
 	Outer, Axis, Inner int
 	Y, DY, DX          Operand
 }
-
-// Name returns "softmax-grad".
-func (SoftmaxGrad) Name() string { return "softmax-grad" }
 
 // Check checks the operands.
 func (k SoftmaxGrad) Check() error {
@@ -205,9 +185,6 @@ type Copy struct {
 	SrcStrides, DstStrides []int
 	Add                    bool
 }
-
-// Name returns "copy".
-func (Copy) Name() string { return "copy" }
 
 // Check checks the operands.
 func (k Copy) Check() error {
@@ -380,9 +357,6 @@ type Fill struct {
 	Value float64
 }
 
-// Name returns "fill".
-func (Fill) Name() string { return "fill" }
-
 // Check checks the operand.
 func (k Fill) Check() error { return CheckOperand("fill", k.Dst, 0, k.N) }
 
@@ -392,9 +366,6 @@ type CheckFinite struct {
 	N         int
 	Src, Flag Operand
 }
-
-// Name returns "check-finite".
-func (CheckFinite) Name() string { return "check-finite" }
 
 // Check checks the operands.
 func (k CheckFinite) Check() error {
@@ -414,9 +385,6 @@ type CheckProduct struct {
 	RA, CA, CB int
 	A, B, Flag Operand
 }
-
-// Name returns "check-product".
-func (CheckProduct) Name() string { return "check-product" }
 
 // Check checks the operands.
 func (k CheckProduct) Check() error {
@@ -440,9 +408,6 @@ type GatherRows struct {
 	Rows, Src, Dst Operand
 }
 
-// Name returns "gather-rows".
-func (GatherRows) Name() string { return "gather-rows" }
-
 // Check checks the operands; the row indices are checked when the kernel
 // runs.
 func (k GatherRows) Check() error {
@@ -463,9 +428,6 @@ type ScatterRows struct {
 	N, Width       int
 	Rows, Src, Dst Operand
 }
-
-// Name returns "scatter-rows".
-func (ScatterRows) Name() string { return "scatter-rows" }
 
 // Check checks the operands; the row indices are checked when the kernel
 // runs.
@@ -491,9 +453,6 @@ type QF struct {
 	GramBound float64
 }
 
-// Name returns "qf".
-func (QF) Name() string { return "qf" }
-
 // Check checks the operand.
 func (k QF) Check() error {
 	if k.M < k.N || k.N < 1 {
@@ -501,39 +460,6 @@ func (k QF) Check() error {
 	}
 	return CheckOperand("qf", k.A, 0, k.M*k.N)
 }
-
-// Operands returns A, B and C.
-func (k Gemm) Operands() []Operand { return []Operand{k.A, k.B, k.C} }
-
-// Operands returns Src and Dst.
-func (k Reduce) Operands() []Operand { return []Operand{k.Src, k.Dst} }
-
-// Operands returns Src and Dst.
-func (k Softmax) Operands() []Operand { return []Operand{k.Src, k.Dst} }
-
-// Operands returns Y, DY and DX.
-func (k SoftmaxGrad) Operands() []Operand { return []Operand{k.Y, k.DY, k.DX} }
-
-// Operands returns Src and Dst.
-func (k Copy) Operands() []Operand { return []Operand{k.Src, k.Dst} }
-
-// Operands returns Dst.
-func (k Fill) Operands() []Operand { return []Operand{k.Dst} }
-
-// Operands returns Src and Flag.
-func (k CheckFinite) Operands() []Operand { return []Operand{k.Src, k.Flag} }
-
-// Operands returns A, B and Flag.
-func (k CheckProduct) Operands() []Operand { return []Operand{k.A, k.B, k.Flag} }
-
-// Operands returns Src, Dst and Rows.
-func (k GatherRows) Operands() []Operand { return []Operand{k.Src, k.Dst, k.Rows} }
-
-// Operands returns Src, Dst and Rows.
-func (k ScatterRows) Operands() []Operand { return []Operand{k.Src, k.Dst, k.Rows} }
-
-// Operands returns A.
-func (k QF) Operands() []Operand { return []Operand{k.A} }
 
 // Host runs the product through BLAS.
 func (k Gemm) Host(p *Pool) (Func, error) {

@@ -110,7 +110,7 @@ func reach(shape, strides []int) (lo, hi int) {
 // either end, fails naming it. build returns the kernel given its
 // operands; extents gives each operand's lowest and highest element
 // relative to its offset, and its name in errors.
-func exact(t *testing.T, name string, dts []backend.DType, extents [][2]int, names []string, build func(ops []backend.Operand) backend.Checker) {
+func exact(t *testing.T, name string, dts []backend.DType, extents [][2]int, names []string, build func(ops []backend.Operand) backend.Kernel) {
 	t.Helper()
 	ops := make([]backend.Operand, len(extents))
 	for i, e := range extents {
@@ -168,7 +168,7 @@ func TestGemmCheck(t *testing.T) {
 			exact(t, fmt.Sprintf("gemm %v %v batch %d", tA, tB, batch), []backend.DType{f, f, f},
 				[][2]int{ext(ra, ca, lda, sa), ext(rb, cb, ldb, sb), ext(m, n, ldc, sc)},
 				[]string{"gemm A", "gemm B", "gemm C"},
-				func(ops []backend.Operand) backend.Checker {
+				func(ops []backend.Operand) backend.Kernel {
 					return backend.Gemm{TransA: tA, TransB: tB, M: m, N: n, K: k, A: ops[0], B: ops[1], C: ops[2],
 						LDA: lda, LDB: ldb, LDC: ldc, Batch: batch, StrideA: sa, StrideB: sb, StrideC: sc}
 				})
@@ -202,7 +202,7 @@ func TestCopyCheck(t *testing.T) {
 		dlo, dhi := reach(c.shape, c.ds)
 		exact(t, fmt.Sprintf("copy %v %v %v", c.shape, c.ss, c.ds), []backend.DType{f, f},
 			[][2]int{{slo, shi}, {dlo, dhi}}, []string{"copy source", "copy destination"},
-			func(ops []backend.Operand) backend.Checker {
+			func(ops []backend.Operand) backend.Kernel {
 				return backend.Copy{Shape: c.shape, Src: ops[0], Dst: ops[1], SrcStrides: c.ss, DstStrides: c.ds}
 			})
 	}
@@ -237,43 +237,43 @@ func TestChecks(t *testing.T) {
 		dts     []backend.DType
 		extents [][2]int
 		names   []string
-		build   func(ops []backend.Operand) backend.Checker
+		build   func(ops []backend.Operand) backend.Kernel
 	}
 	for _, c := range []kase{
 		{"map", []backend.DType{f, f}, [][2]int{{0, 6}, {0, 6}}, []string{"map source", "map destination"},
-			func(o []backend.Operand) backend.Checker {
+			func(o []backend.Operand) backend.Kernel {
 				return backend.Map{Op: backend.Exp, N: 7, Src: o[0], Dst: o[1]}
 			}},
 		{"zip", []backend.DType{f, f, f}, [][2]int{{0, 6}, {0, 6}, {0, 6}}, []string{"zip A", "zip B", "zip destination"},
-			func(o []backend.Operand) backend.Checker {
+			func(o []backend.Operand) backend.Kernel {
 				return backend.Zip{Op: backend.Pow, N: 7, A: o[0], B: o[1], Dst: o[2]}
 			}},
 		{"zip scalars", []backend.DType{f, f, f}, [][2]int{{0, 0}, {0, 0}, {0, 6}}, []string{"zip A", "zip B", "zip destination"},
-			func(o []backend.Operand) backend.Checker {
+			func(o []backend.Operand) backend.Kernel {
 				return backend.Zip{Op: backend.Ne, N: 7, A: o[0], B: o[1], Dst: o[2], AScalar: true, BScalar: true}
 			}},
 		{"reduce", []backend.DType{f, f}, [][2]int{{0, 3*5*7 - 1}, {0, 3*7 - 1}}, []string{"reduce source", "reduce destination"},
-			func(o []backend.Operand) backend.Checker {
+			func(o []backend.Operand) backend.Kernel {
 				return backend.Reduce{Op: backend.Sum, Outer: 3, Mid: 5, Inner: 7, Src: o[0], Dst: o[1]}
 			}},
 		{"softmax", []backend.DType{f, f}, [][2]int{{0, 104}, {0, 104}}, []string{"softmax source", "softmax destination"},
-			func(o []backend.Operand) backend.Checker {
+			func(o []backend.Operand) backend.Kernel {
 				return backend.Softmax{Outer: 3, Axis: 5, Inner: 7, Src: o[0], Dst: o[1]}
 			}},
 		{"softmax-grad", []backend.DType{f, f, f}, [][2]int{{0, 104}, {0, 104}, {0, 104}}, []string{"softmax-grad Y", "softmax-grad DY", "softmax-grad DX"},
-			func(o []backend.Operand) backend.Checker {
+			func(o []backend.Operand) backend.Kernel {
 				return backend.SoftmaxGrad{Log: true, Outer: 3, Axis: 5, Inner: 7, Y: o[0], DY: o[1], DX: o[2]}
 			}},
 		{"check-product", []backend.DType{f, f, i}, [][2]int{{0, 3*5 - 1}, {0, 3*7 - 1}, {0, 0}}, []string{"check-product A", "check-product B", "check-product flag"},
-			func(o []backend.Operand) backend.Checker {
+			func(o []backend.Operand) backend.Kernel {
 				return backend.CheckProduct{RA: 3, CA: 5, CB: 7, A: o[0], B: o[1], Flag: o[2]}
 			}},
 		{"gather-rows", []backend.DType{i, f, f}, [][2]int{{0, 3}, {0, 4}, {0, 19}}, []string{"gather-rows indices", "gather-rows source", "gather-rows destination"},
-			func(o []backend.Operand) backend.Checker {
+			func(o []backend.Operand) backend.Kernel {
 				return backend.GatherRows{N: 4, Width: 5, Rows: o[0], Src: o[1], Dst: o[2]}
 			}},
 		{"scatter-rows", []backend.DType{i, f, f}, [][2]int{{0, 3}, {0, 19}, {0, 4}}, []string{"scatter-rows indices", "scatter-rows source", "scatter-rows destination"},
-			func(o []backend.Operand) backend.Checker {
+			func(o []backend.Operand) backend.Kernel {
 				return backend.ScatterRows{N: 4, Width: 5, Rows: o[0], Src: o[1], Dst: o[2]}
 			}},
 	} {
@@ -283,19 +283,19 @@ func TestChecks(t *testing.T) {
 	for _, dt := range []backend.DType{backend.Float32, backend.Float64, backend.Int32} {
 		b := backend.At(buf{dt, 12}, 0)
 		flag := backend.At(buf{i, 1}, 0)
-		for _, k := range []backend.Checker{backend.Fill{N: 12, Dst: b}, backend.CheckFinite{N: 12, Src: b, Flag: flag}, backend.QF{M: 4, N: 3, A: b}} {
+		for _, k := range []backend.Kernel{backend.Fill{N: 12, Dst: b}, backend.CheckFinite{N: 12, Src: b, Flag: flag}, backend.QF{M: 4, N: 3, A: b}} {
 			if err := k.Check(); err != nil {
-				t.Errorf("%s of %v: %v", k.Name(), dt, err)
+				t.Errorf("%s of %v: %v", backend.Name(k), dt, err)
 			}
 		}
-		for _, k := range []backend.Checker{backend.Fill{N: 13, Dst: b}, backend.CheckFinite{N: 13, Src: b, Flag: flag}, backend.QF{M: 13, N: 1, A: b}} {
+		for _, k := range []backend.Kernel{backend.Fill{N: 13, Dst: b}, backend.CheckFinite{N: 13, Src: b, Flag: flag}, backend.QF{M: 13, N: 1, A: b}} {
 			if err := k.Check(); err == nil {
-				t.Errorf("%s of 13 elements of %v: no error", k.Name(), dt)
+				t.Errorf("%s of 13 elements of %v: no error", backend.Name(k), dt)
 			}
 		}
 	}
 	f12, flag := backend.At(buf{f, 12}, 0), backend.At(buf{i, 1}, 0)
-	for _, k := range []backend.Checker{
+	for _, k := range []backend.Kernel{
 		backend.CheckFinite{N: 3, Src: f12, Flag: f12},
 		backend.GatherRows{N: 2, Width: 3, Rows: f12, Src: f12, Dst: f12},
 		backend.ScatterRows{N: 2, Width: 3, Rows: f12, Src: f12, Dst: f12},
@@ -318,7 +318,19 @@ func TestChecks(t *testing.T) {
 	}
 }
 
-// TestOperands checks that every kernel lists each of its Operand fields.
+// TestKernelNames checks the names Name derives from the kernels' types,
+// acronyms among them.
+func TestKernelNames(t *testing.T) {
+	for k, want := range map[backend.Kernel]string{backend.Gemm{}: "gemm", backend.QF{}: "qf", backend.SGDStep{}: "sgd-step",
+		backend.SoftmaxCrossEntropyGrad{}: "softmax-cross-entropy-grad", backend.CheckFinite{}: "check-finite"} {
+		if got := backend.Name(k); got != want {
+			t.Errorf("Name(%T) = %q, want %q", k, got, want)
+		}
+	}
+}
+
+// TestOperands checks that Operands lists each Operand field of a kernel,
+// in their order.
 func TestOperands(t *testing.T) {
 	bufs := make([]backend.Operand, 3)
 	for i := range bufs {
@@ -338,12 +350,13 @@ func TestOperands(t *testing.T) {
 		{backend.Fill{Dst: bufs[0]}, bufs[:1]},
 		{backend.CheckFinite{Src: bufs[0], Flag: bufs[1]}, bufs[:2]},
 		{backend.CheckProduct{A: bufs[0], B: bufs[1], Flag: bufs[2]}, bufs},
-		{backend.GatherRows{Src: bufs[0], Dst: bufs[1], Rows: bufs[2]}, bufs},
-		{backend.ScatterRows{Src: bufs[0], Dst: bufs[1], Rows: bufs[2]}, bufs},
+		{backend.GatherRows{Rows: bufs[0], Src: bufs[1], Dst: bufs[2]}, bufs},
+		{backend.ScatterRows{Rows: bufs[0], Src: bufs[1], Dst: bufs[2]}, bufs},
+		{backend.DropoutMask{Dst: bufs[0], Step: bufs[1]}, bufs[:2]},
 		{backend.QF{A: bufs[0]}, bufs[:1]},
 	} {
-		if got := fmt.Sprint(c.k.Operands()); got != fmt.Sprint(c.want) {
-			t.Errorf("%s: operands %s, want %s", c.k.Name(), got, fmt.Sprint(c.want))
+		if got := fmt.Sprint(backend.Operands(c.k)); got != fmt.Sprint(c.want) {
+			t.Errorf("%s: operands %s, want %s", backend.Name(c.k), got, fmt.Sprint(c.want))
 		}
 	}
 }

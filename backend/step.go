@@ -28,19 +28,13 @@ type SGDStep struct {
 	W, G, Mom, LR   Operand
 }
 
-// Name returns "sgd-step".
-func (SGDStep) Name() string { return "sgd-step" }
-
-// Operands returns W, G, Mom and LR.
-func (k SGDStep) Operands() []Operand { return []Operand{k.W, k.G, k.Mom, k.LR} }
-
 // Check checks the operands; Mom may have no buffer when Momentum is 0.
 func (k SGDStep) Check() error {
 	if k.N < 1 {
 		return fmt.Errorf("backend: sgd-step: %d elements", k.N)
 	}
 	dt := DTypeOf(k.W)
-	if err := checkAll(k.Name(), dt, "W", k.W, k.N, "G", k.G, k.N); err != nil {
+	if err := checkAll(k, dt, "W", k.W, k.N, "G", k.G, k.N); err != nil {
 		return err
 	}
 	if k.Momentum != 0 {
@@ -107,18 +101,12 @@ type AdamStep struct {
 	W, G, M, V, Hyper        Operand
 }
 
-// Name returns "adam-step".
-func (AdamStep) Name() string { return "adam-step" }
-
-// Operands returns W, G, M, V and Hyper.
-func (k AdamStep) Operands() []Operand { return []Operand{k.W, k.G, k.M, k.V, k.Hyper} }
-
 // Check checks the operands.
 func (k AdamStep) Check() error {
 	if k.N < 1 {
 		return fmt.Errorf("backend: adam-step: %d elements", k.N)
 	}
-	if err := checkAll(k.Name(), DTypeOf(k.W), "W", k.W, k.N, "G", k.G, k.N, "M", k.M, k.N, "V", k.V, k.N); err != nil {
+	if err := checkAll(k, DTypeOf(k.W), "W", k.W, k.N, "G", k.G, k.N, "M", k.M, k.N, "V", k.V, k.N); err != nil {
 		return err
 	}
 	return CheckOperand("adam-step hyperparameters", k.Hyper, Float64, 3)
@@ -167,15 +155,9 @@ type AddScaled struct {
 	Scale     Operand
 }
 
-// Name returns "add-scaled".
-func (AddScaled) Name() string { return "add-scaled" }
-
-// Operands returns X, Y, Dst and Scale.
-func (k AddScaled) Operands() []Operand { return []Operand{k.X, k.Y, k.Dst, k.Scale} }
-
 // Check checks the operands.
 func (k AddScaled) Check() error {
-	if err := checkAll(k.Name(), DTypeOf(k.Dst), "X", k.X, k.N, "Y", k.Y, k.N, "Dst", k.Dst, k.N); err != nil {
+	if err := checkAll(k, DTypeOf(k.Dst), "X", k.X, k.N, "Y", k.Y, k.N, "Dst", k.Dst, k.N); err != nil {
 		return err
 	}
 	if k.Scale.Buf != nil {
@@ -224,12 +206,6 @@ type SkewStep struct {
 	R        int
 	B, Y, LR Operand
 }
-
-// Name returns "skew-step".
-func (SkewStep) Name() string { return "skew-step" }
-
-// Operands returns B, Y and LR.
-func (k SkewStep) Operands() []Operand { return []Operand{k.B, k.Y, k.LR} }
 
 // Check checks the operands.
 func (k SkewStep) Check() error {
@@ -284,12 +260,6 @@ type IdentityDelta struct {
 	Y, Dst Operand
 }
 
-// Name returns "identity-delta".
-func (IdentityDelta) Name() string { return "identity-delta" }
-
-// Operands returns Y and Dst.
-func (k IdentityDelta) Operands() []Operand { return []Operand{k.Y, k.Dst} }
-
 // Check checks the operands.
 func (k IdentityDelta) Check() error {
 	if k.R < 1 {
@@ -338,12 +308,6 @@ type Symmetrize struct {
 	A Operand
 }
 
-// Name returns "symmetrize".
-func (Symmetrize) Name() string { return "symmetrize" }
-
-// Operands returns A.
-func (k Symmetrize) Operands() []Operand { return []Operand{k.A} }
-
 // Check checks the operand.
 func (k Symmetrize) Check() error {
 	if k.N < 1 {
@@ -383,14 +347,8 @@ type DropoutMask struct {
 	N            int
 	P            float64
 	Seed, Stream uint64
-	Step, Dst    Operand
+	Dst, Step    Operand
 }
-
-// Name returns "dropout-mask".
-func (DropoutMask) Name() string { return "dropout-mask" }
-
-// Operands returns Dst and Step.
-func (k DropoutMask) Operands() []Operand { return []Operand{k.Dst, k.Step} }
 
 // Check checks P and the operands.
 func (k DropoutMask) Check() error {

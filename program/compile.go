@@ -206,9 +206,9 @@ func (p *Program) addDropout(cfg Config) error {
 	for i, k := range ks {
 		f, err := p.be.Prepare(k)
 		if err != nil {
-			return fmt.Errorf("program: preparing %s: %w", k.Name(), err)
+			return fmt.Errorf("program: preparing %s: %w", backend.Name(k), err)
 		}
-		fns[i], kinds[i] = f, k.Name()
+		fns[i], kinds[i] = f, backend.Name(k)
 	}
 	p.funcs = append(fns, p.funcs...)
 	p.kinds = append(kinds, p.kinds...)
@@ -448,7 +448,7 @@ func (c *compiler) checkGrad(i int, g *G.Node) {
 // kernels and copies the constants in.
 func (c *compiler) plan(p *Program) error {
 	for k, kern := range c.kernels {
-		for _, op := range kern.Operands() {
+		for _, op := range backend.Operands(kern) {
 			vb, ok := op.Buf.(*vbuf)
 			if !ok {
 				continue
@@ -536,10 +536,10 @@ func (c *compiler) plan(p *Program) error {
 		bound := rebind(k)
 		f, err := be.Prepare(bound)
 		if err != nil {
-			return fmt.Errorf("program: preparing %s: %w", k.Name(), err)
+			return fmt.Errorf("program: preparing %s: %w", backend.Name(k), err)
 		}
 		p.funcs = append(p.funcs, f)
-		p.kinds = append(p.kinds, k.Name())
+		p.kinds = append(p.kinds, backend.Name(k))
 	}
 	return nil
 }
@@ -560,7 +560,7 @@ var operandType = reflect.TypeOf(backend.Operand{})
 func describe(k backend.Kernel) string {
 	v := reflect.ValueOf(k)
 	var b strings.Builder
-	b.WriteString(k.Name())
+	b.WriteString(backend.Name(k))
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Field(i)
 		if f.Type() == operandType {

@@ -26,10 +26,8 @@ func (c *compiler) lowerFused(n *G.Node, in []*val) (ok bool, err error) {
 		shapes[i], args[i] = v.shape, v.operand()
 	}
 	k := op.Kernel(shapes, args, out.operand())
-	if ch, ok := k.(backend.Checker); ok {
-		if err := ch.Check(); err != nil {
-			return true, fmt.Errorf("%v: %w", op, err)
-		}
+	if err := k.Check(); err != nil {
+		return true, fmt.Errorf("%v: %w", op, err)
 	}
 	c.emit(k)
 	return true, nil

@@ -107,7 +107,7 @@ func (c Case) kernelName() string {
 		}
 		bufs[i] = stub{dt, length(v)}
 	}
-	return c.Kernel(bufs).Name()
+	return backend.Name(c.Kernel(bufs))
 }
 
 type stub struct {

@@ -175,7 +175,7 @@ func TestAllocsPerRun(t *testing.T) {
 				t.Fatal(err)
 			}
 		}); n != 0 {
-			t.Errorf("%s: %v allocations per run", k.Name(), n)
+			t.Errorf("%s: %v allocations per run", backend.Name(k), n)
 		}
 	}
 }

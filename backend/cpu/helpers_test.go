@@ -125,10 +125,10 @@ func run(t testing.TB, b backend.Backend, k backend.Kernel) {
 	t.Helper()
 	f, err := b.Prepare(k)
 	if err != nil {
-		t.Fatalf("preparing %s: %v", k.Name(), err)
+		t.Fatalf("preparing %s: %v", backend.Name(k), err)
 	}
 	if err := f(); err != nil {
-		t.Fatalf("running %s: %v", k.Name(), err)
+		t.Fatalf("running %s: %v", backend.Name(k), err)
 	}
 }
 

@@ -201,9 +201,9 @@ func testRows[T num](t *testing.T) {
 				}
 				err = f()
 				if err == nil || !strings.Contains(err.Error(), fmt.Sprint(bad)) {
-					t.Errorf("%s with index %d: error %v, want one naming the index", k.Name(), bad, err)
+					t.Errorf("%s with index %d: error %v, want one naming the index", backend.Name(k), bad, err)
 				}
-				near(t, k.Name()+" Dst after the error", read[T](t, b, db), wide(want), nil)
+				near(t, backend.Name(k)+" Dst after the error", read[T](t, b, db), wide(want), nil)
 			}
 		}
 	}
@@ -220,9 +220,9 @@ func testRows[T num](t *testing.T) {
 				err = f()
 			}
 			if err != nil {
-				t.Errorf("%s of width 0: %v", k.Name(), err)
+				t.Errorf("%s of width 0: %v", backend.Name(k), err)
 			}
-			near(t, k.Name()+" of width 0", read[T](t, b, db), wide(small), nil)
+			near(t, backend.Name(k)+" of width 0", read[T](t, b, db), wide(small), nil)
 		}
 	}
 }

@@ -565,7 +565,7 @@ func label(k backend.Kernel) string {
 	if g, ok := k.(backend.Gemm); ok {
 		return fmt.Sprintf("gemm %dx%dx%d batch %d", g.M, g.N, g.K, g.Batches())
 	}
-	return k.Name()
+	return backend.Name(k)
 }
 
 // timedFunc wraps f in the events of a new timed kernel.
@@ -706,16 +706,16 @@ func (b *Backend) function(name string) (C.CUfunction, error) {
 // Prepare plans k (package cudak) and returns a Func that enqueues its
 // launches and cuBLAS products on the backend's stream.
 func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
-	for _, op := range k.Operands() {
+	for _, op := range backend.Operands(k) {
 		if op.Buf != nil {
 			if _, err := b.own(op.Buf); err != nil {
-				return nil, fmt.Errorf("cuda: %s: %w", k.Name(), err)
+				return nil, fmt.Errorf("cuda: %s: %w", backend.Name(k), err)
 			}
 		}
 	}
 	steps, err := cudak.Plan(b, k)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: %s: %w", k.Name(), err)
+		return nil, fmt.Errorf("cuda: %s: %w", backend.Name(k), err)
 	}
 	fns := make([]backend.Func, len(steps))
 	for i, s := range steps {
@@ -761,7 +761,7 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 		case cudak.Gemm:
 			for _, v := range []int{s.M, s.N, s.K, s.LDA, s.LDB, s.LDC, s.Batch} {
 				if v > math.MaxInt32 {
-					return nil, fmt.Errorf("cuda: %s: a size of %d is beyond cuBLAS's int", k.Name(), v)
+					return nil, fmt.Errorf("cuda: %s: a size of %d is beyond cuBLAS's int", backend.Name(k), v)
 				}
 			}
 			fns[i] = func() error {
@@ -771,7 +771,7 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 					C.longlong(s.StrideC), C.int(s.Batch)))
 			}
 		default:
-			return nil, fmt.Errorf("cuda: %s: unknown step %T", k.Name(), s)
+			return nil, fmt.Errorf("cuda: %s: unknown step %T", backend.Name(k), s)
 		}
 	}
 	if len(fns) == 0 { // nothing to do (an empty copy, int32 data checked for finiteness)

@@ -119,14 +119,12 @@ func (f Fault) Err() error {
 // launches. A kernel without one is an error wrapping
 // backend.ErrUnsupported.
 func Plan(d Device, k backend.Kernel) ([]Step, error) {
-	if c, ok := k.(backend.Checker); ok {
-		if err := c.Check(); err != nil {
-			return nil, err
-		}
+	if err := k.Check(); err != nil {
+		return nil, err
 	}
 	dk, ok := k.(backend.DeviceKernel)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s", backend.ErrUnsupported, k.Name())
+		return nil, fmt.Errorf("%w: %s", backend.ErrUnsupported, backend.Name(k))
 	}
 	p := planner{d: d}
 	if g, ok := d.(interface{ MaxGrid() int }); ok {
@@ -140,7 +138,7 @@ func Plan(d Device, k backend.Kernel) ([]Step, error) {
 	}
 	dk.Device(&p)
 	if p.sfx == "" {
-		return nil, fmt.Errorf("%w: %s of int32 data", backend.ErrUnsupported, k.Name())
+		return nil, fmt.Errorf("%w: %s of int32 data", backend.ErrUnsupported, backend.Name(k))
 	}
 	if p.err != nil {
 		return nil, p.err
