@@ -171,7 +171,8 @@ func (s *Solver) split(slots []slot) error {
 	return nil
 }
 
-// resize returns buf if it has n elements, else a new buffer of n.
+// resize returns buf if it has n elements, else a new buffer of n: the
+// slots of a SetState that fails share the buffers with those it keeps.
 func resize[T Float](buf []T, n int) []T {
 	if len(buf) == n {
 		return buf

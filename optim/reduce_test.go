@@ -420,28 +420,49 @@ func TestDataParallelNonFinite(t *testing.T) {
 }
 
 // TestDataParallelRankFails: a rank whose gradient cannot be had (its
-// GradFunc fails) fails the step on every rank with ErrRankFailed naming
-// it, and not ErrNotFinite.
+// GradFunc fails) or whose Options.Checked fails the step fails it on every
+// rank, naming that rank, with ErrRankFailed and, only when the cause was a
+// NaN or Inf gradient, ErrNotFinite.
 func TestDataParallelRankFails(t *testing.T) {
-	errs := ranksDo(t, 2, func(c optim.Communicator) error {
-		m := newShardModel[float64](t, false, dpGroups(optim.RGDConfig{}, optim.SGDConfig{}), optim.Options{Comm: c})
-		m.gradients(shard(batch(0), c.Rank(), 2))
-		s, err := optim.NewSolver([]optim.Param{{Name: "c", Shape: []int{mP}, Value: m.c, GradFunc: func() (any, error) {
-			if c.Rank() == 0 {
-				return nil, errors.New("no batch")
+	for _, tc := range []struct {
+		name      string
+		gradErr   error // rank 0's GradFunc error
+		checked   error // rank 0's Checked error
+		notFinite bool
+	}{
+		{"gradient", errors.New("no batch"), nil, false},
+		{"checked-nan", nil, fmt.Errorf("program: gradient of %q: %w", "c", optim.ErrNotFinite), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := ranksDo(t, 2, func(c optim.Communicator) error {
+				m := newShardModel[float64](t, false, dpGroups(optim.RGDConfig{}, optim.SGDConfig{}), optim.Options{})
+				m.gradients(shard(batch(0), c.Rank(), 2))
+				fail := func(err error) error {
+					if c.Rank() == 0 {
+						return err
+					}
+					return nil
+				}
+				p := optim.Param{Name: "c", Shape: []int{mP}, Value: m.c, GradFunc: func() (any, error) { return m.gc, fail(tc.gradErr) }}
+				o := optim.Options{Comm: c, Checked: func() error { return fail(tc.checked) }}
+				s, err := optim.NewSolver([]optim.Param{p}, []optim.Group{{LR: 0.1}}, o)
+				if err != nil {
+					return err
+				}
+				before := append([]float64(nil), m.c...)
+				err = s.Step()
+				if !sameBits(before, m.c) || s.Steps() != 0 {
+					return fmt.Errorf("the failed step moved the bias: %w", err)
+				}
+				return err
+			})
+			if want := errors.Join(tc.gradErr, tc.checked); !errors.Is(errs[0], tc.gradErr) && !errors.Is(errs[0], tc.checked) || !strings.Contains(fmt.Sprint(errs[0]), want.Error()) {
+				t.Errorf("rank 0: %v, want its own error", errs[0])
 			}
-			return m.gc, nil
-		}}}, []optim.Group{{LR: 0.1}}, optim.Options{Comm: c})
-		if err != nil {
-			return err
-		}
-		return s.Step()
-	})
-	if !strings.Contains(fmt.Sprint(errs[0]), "no batch") {
-		t.Errorf("rank 0: %v, want its own error", errs[0])
-	}
-	if !errors.Is(errs[1], optim.ErrRankFailed) || errors.Is(errs[1], optim.ErrNotFinite) || !strings.Contains(errs[1].Error(), "rank 0") {
-		t.Errorf("rank 1: %v, want ErrRankFailed naming rank 0", errs[1])
+			if !errors.Is(errs[1], optim.ErrRankFailed) || errors.Is(errs[1], optim.ErrNotFinite) != tc.notFinite || !strings.Contains(fmt.Sprint(errs[1]), "rank 0") {
+				t.Errorf("rank 1: %v, want ErrRankFailed naming rank 0 (ErrNotFinite: %v)", errs[1], tc.notFinite)
+			}
+		})
 	}
 }
 

@@ -447,7 +447,9 @@ func (s *Solver) Params() []ParamInfo {
 // parameter, before any parameter moves; any other failure also leaves
 // every parameter and every optimizer's state as they were, but for an
 // error a device meets enqueuing the step's work (the device reports its
-// faults at its next synchronization, as every step of it does).
+// faults at its next synchronization, as every step of it does). With
+// Options.Comm every rank calls Step together, and a step that fails on
+// one rank fails on all, none of them moving.
 func (s *Solver) Step() error {
 	err := s.step()
 	if s.options.ZeroGrad {
