@@ -10,7 +10,7 @@ OUT         ?= out
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas gpu-check-smoke sanitize bench paper train clean
+.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas gpu-check-smoke sanitize bench paper dnn-figure train clean
 
 all: test
 
@@ -106,6 +106,21 @@ bench: deps
 PAPER_FLAGS ?=
 paper: deps
 	$(GO) run -tags $(TAGS) ./cmd/bench -paper -out $(OUT)/paper $(PAPER_FLAGS)
+
+# dnn-figure: the paper's neural-network figure measured on this machine
+# (issue 22): the FFN's step-size grid, then RSDM-P against RGD on the FFN
+# (180 s of training, 5 seeds) and the ViT (400 s, 3 seeds), and the page
+# docs/dnn-figure/README.md with its PNGs, tables and verdicts. TIME and
+# SEEDS override both models' training time and seeds (TIME=60s SEEDS="1 2
+# 3"); the runs go to $(OUT)/dnn-figure, and a run finished before with the
+# same command is kept. Every run is timed: run it on a quiet machine (see
+# scripts/dnn_figure.sh for the load checks and how long it takes). Not part
+# of make test.
+dnn-figure: deps
+	TIME='$(TIME)' SEEDS='$(SEEDS)' bash scripts/dnn_figure.sh grid $(OUT)/dnn-figure
+	TIME='$(TIME)' SEEDS='$(SEEDS)' bash scripts/dnn_figure.sh ffn $(OUT)/dnn-figure
+	TIME='$(TIME)' SEEDS='$(SEEDS)' bash scripts/dnn_figure.sh vit $(OUT)/dnn-figure
+	bash scripts/dnn_figure.sh page $(OUT)/dnn-figure docs/dnn-figure
 
 # train: the orthogonal FFN (5 Stiefel layers of 1024) with RSDM-P on
 # Fashion-MNIST for one epoch, offline; prints test accuracy and feasibility.

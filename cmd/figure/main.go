@@ -67,7 +67,7 @@ func run(args []string, w io.Writer) error {
 	out := fs.String("out", ".", "folder for NAME.png, NAME-steps.png and NAME.md")
 	name := fs.String("name", "figure", "base name of the files")
 	title := fs.String("title", "test accuracy", "the page's and the plots' title")
-	every := fs.Duration("every", 0, "grid of training times (0: the runs' median spacing of evaluations)")
+	every := fs.Duration("every", 0, "grid of training times (0: the -eval-interval of the runs' command.txt, else their median spacing of evaluations)")
 	at := fs.String("at", "", "comma-separated training times of the fixed-times table (default: a quarter, half, three quarters and all of the grid)")
 	claim := fs.String("claim", "", "judge a claim of the first LABEL against the second: sooner (reaches high accuracy sooner) or above (stays above throughout)")
 	reach := fs.Float64("reach", 0.95, "-claim sooner: the fraction of the better final mean that counts as high accuracy")
@@ -115,6 +115,9 @@ func run(args []string, w io.Writer) error {
 	}
 	step := every.Seconds()
 	if step <= 0 {
+		step = commandInterval(all)
+	}
+	if !(step > 0) {
 		step = medianSpacing(all, bySeconds)
 	}
 	if !(step > 0) {
@@ -126,11 +129,11 @@ func run(args []string, w io.Writer) error {
 		return err
 	}
 	png := filepath.Join(*out, *name+".png")
-	if err := writePlot(png, *title+" against training time", all, bySeconds); err != nil {
+	if err := writePlot(png, *title+" against training time", all, bySeconds, step); err != nil {
 		return fmt.Errorf("%s: %w", png, err)
 	}
 	pngSteps := filepath.Join(*out, *name+"-steps.png")
-	if err := writePlot(pngSteps, *title+" against steps", all, bySteps); err != nil {
+	if err := writePlot(pngSteps, *title+" against steps", all, bySteps, 0); err != nil {
 		return fmt.Errorf("%s: %w", pngSteps, err)
 	}
 	var v *verdict
@@ -217,6 +220,27 @@ func fixedTimes(at string, grid []float64) ([]float64, error) {
 	return ts, nil
 }
 
+// commandInterval returns the -eval-interval, in seconds, that every run's
+// recorded command gives, or 0 where they do not all give the same one (a
+// run evaluated only once has no spacing to read the grid from).
+func commandInterval(all []series) float64 {
+	iv := ""
+	for _, s := range all {
+		for _, r := range s.runs {
+			v, ok := flagValue(r.command, "eval-interval")
+			if !ok || (iv != "" && v != iv) {
+				return 0
+			}
+			iv = v
+		}
+	}
+	d, err := time.ParseDuration(iv)
+	if err != nil {
+		return 0
+	}
+	return d.Seconds()
+}
+
 var palette = []color.Color{
 	color.RGBA{214, 39, 40, 255}, color.RGBA{31, 119, 180, 255}, color.RGBA{44, 160, 44, 255},
 	color.RGBA{148, 103, 189, 255}, color.RGBA{255, 127, 14, 255},
@@ -224,8 +248,10 @@ var palette = []color.Color{
 
 // writePlot draws each series' mean accuracy (percent) against the axis,
 // with the band from its lowest to its highest run shaded. Against
-// seconds all series share one grid; against steps each has its own.
-func writePlot(path, title string, all []series, a axis) error {
+// seconds all series share the grid of step; against steps each has its
+// own, of its median spacing of evaluations (or one point, at its shortest
+// run's end, where its runs were evaluated once).
+func writePlot(path, title string, all []series, a axis, step float64) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "training seconds"
@@ -234,12 +260,17 @@ func writePlot(path, title string, all []series, a axis) error {
 	}
 	p.Y.Label.Text = "test accuracy (%)"
 	p.Legend.Top, p.Legend.Left = false, false
-	step := medianSpacing(all, a)
+	p.X.Min = 0
 	grid := gridOf(all, a, step)
 	for i, s := range all {
 		if a == bySteps {
 			one := []series{s}
-			step = medianSpacing(one, a)
+			if step = medianSpacing(one, a); !(step > 0) {
+				step = math.Inf(1)
+				for _, r := range s.runs {
+					step = min(step, r.final().x(a))
+				}
+			}
 			grid = gridOf(one, a, step)
 		}
 		var mean, lo, hi plotter.XYs

@@ -157,3 +157,32 @@ func TestReadLoad(t *testing.T) {
 		t.Errorf("a missing load.txt: %+v, %v; want unknown and no error", l, err)
 	}
 }
+
+// TestFigureOneEvaluation checks that runs evaluated once each (a first
+// step longer than -time-limit) take their grid from the -eval-interval of
+// their command.txt, and fail without one.
+func TestFigureOneEvaluation(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	writeRun(t, dir, "a-1", []float64{6.5}, []float64{0.14})
+	writeRun(t, dir, "b-1", []float64{6.9}, []float64{0.12})
+	var log bytes.Buffer
+	args := []string{"-out", out, "-name", "one", "A=" + filepath.Join(dir, "a-*"), "B=" + filepath.Join(dir, "b-*")}
+	if err := run(args, &log); err == nil || !strings.Contains(err.Error(), "give -every") {
+		t.Errorf("no spacing and no command: %v", err)
+	}
+	writeFile(t, dir, "a-1", "command.txt", "train -model vit -time-limit 6s -eval-interval 2s\n")
+	writeFile(t, dir, "b-1", "command.txt", "train -model vit -time-limit 6s -eval-interval 2s\n")
+	if err := run(args, &log); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "one.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "| 6 | 14.00 (14.00 to 14.00) | 12.00 (12.00 to 12.00) | +2.00 |"; !strings.Contains(string(md), want) {
+		t.Errorf("the page lacks %q:\n%s", want, md)
+	}
+	if !strings.Contains(string(md), "at each 2s of training time") {
+		t.Errorf("the grid is not the commands' 2 s:\n%s", md)
+	}
+}

@@ -272,6 +272,9 @@ func medianSpacing(all []series, a axis) float64 {
 // gridOf returns the points k*step on the axis up to the last one every
 // run reached (within half a step, as at reads).
 func gridOf(all []series, a axis, step float64) []float64 {
+	if !(step > 0) {
+		return nil
+	}
 	end := math.Inf(1)
 	for _, s := range all {
 		for _, r := range s.runs {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -105,19 +106,19 @@ func soonerVerdict(a, b series, grid []float64, step, reach float64, minSeeds in
 	ia, ib := first(pa), first(pb)
 	arrival := func(label string, i int) string {
 		if i < 0 {
-			return fmt.Sprintf("%s's mean never reaches it by %gs", label, grid[len(grid)-1])
+			return fmt.Sprintf("%s's mean never reaches it by %ss", label, secs(grid[len(grid)-1]))
 		}
-		return fmt.Sprintf("%s's mean first reaches it at %gs", label, grid[i])
+		return fmt.Sprintf("%s's mean first reaches it at %ss", label, secs(grid[i]))
 	}
 	var b2 strings.Builder
-	fmt.Fprintf(&b2, "threshold %.2f%% (%g of the better final mean, %s's %.2f%% at %gs); %s, %s",
-		100*thr, reach, who, 100*best, grid[len(grid)-1], arrival(a.label, ia), arrival(b.label, ib))
+	fmt.Fprintf(&b2, "threshold %.2f%% (%g of the better final mean, %s's %.2f%% at %ss); %s, %s",
+		100*thr, reach, who, 100*best, secs(grid[len(grid)-1]), arrival(a.label, ia), arrival(b.label, ib))
 	// first is where the sooner of the two arrives (one always does: the
 	// better final mean reaches thr at the last grid time).
 	switch {
 	case ia >= 0 && (ib < 0 || ia < ib):
 		p, q := pa[ia], pb[ia]
-		fmt.Fprintf(&b2, "; at %gs %s's band is %s, %s's %s", p.t, a.label, p.band(), b.label, q.band())
+		fmt.Fprintf(&b2, "; at %ss %s's band is %s, %s's %s", secs(p.t), a.label, p.band(), b.label, q.band())
 		if p.apartAbove(q) {
 			v.outcome = holds
 		} else {
@@ -125,7 +126,7 @@ func soonerVerdict(a, b series, grid []float64, step, reach float64, minSeeds in
 		}
 	case ib >= 0 && (ia < 0 || ib < ia):
 		p, q := pb[ib], pa[ib]
-		fmt.Fprintf(&b2, "; at %gs %s's band is %s, %s's %s", p.t, b.label, p.band(), a.label, q.band())
+		fmt.Fprintf(&b2, "; at %ss %s's band is %s, %s's %s", secs(p.t), b.label, p.band(), a.label, q.band())
 		if p.apartAbove(q) {
 			v.outcome = doesNotHold
 		} else {
@@ -188,8 +189,8 @@ func aboveVerdict(a, b series, grid []float64, step float64, minSeeds int) verdi
 		return v
 	}
 	var b2 strings.Builder
-	fmt.Fprintf(&b2, "%s's mean is above %s's at %d of %d grid times from %gs to %gs (margin %+.2f points at %gs to %+.2f at %gs)",
-		a.label, b.label, len(times)-len(below), len(times), times[0], times[len(times)-1], 100*lowMargin, lowAt, 100*highMargin, highAt)
+	fmt.Fprintf(&b2, "%s's mean is above %s's at %d of %d grid times from %ss to %ss (margin %+.2f points at %ss to %+.2f at %ss)",
+		a.label, b.label, len(times)-len(below), len(times), secs(times[0]), secs(times[len(times)-1]), 100*lowMargin, secs(lowAt), 100*highMargin, secs(highAt))
 	if len(below) > 0 {
 		fmt.Fprintf(&b2, "; not above at %s", spans(below, step))
 	}
@@ -225,11 +226,14 @@ func spans(ts []float64, step float64) string {
 			j++
 		}
 		if j == i {
-			parts = append(parts, fmt.Sprintf("%gs", ts[i]))
+			parts = append(parts, fmt.Sprintf("%ss", secs(ts[i])))
 		} else {
-			parts = append(parts, fmt.Sprintf("%g-%gs", ts[i], ts[j]))
+			parts = append(parts, fmt.Sprintf("%s-%ss", secs(ts[i]), secs(ts[j])))
 		}
 		i = j + 1
 	}
 	return strings.Join(parts, ", ")
 }
+
+// secs formats training seconds to the millisecond.
+func secs(t float64) string { return strconv.FormatFloat(math.Round(t*1000)/1000, 'g', -1, 64) }
