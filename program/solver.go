@@ -14,7 +14,9 @@ import (
 // backend) by optim's steppers on the buffers themselves, on another (a
 // GPU) by package optim/device's. Each Step first has p check its
 // gradients for NaN and Inf (p.CheckGrads). The Solver implements
-// checkpoint.Solver; its Close frees what it holds on the device.
+// checkpoint.Solver; its Close frees what it holds on the device. With
+// o.Comm it is one rank of data-parallel training (optim.Communicator), for
+// parameters on the host: a GPU's are refused (optim.ErrNotDistributed).
 func NewSolver(p *Program, groups []optim.Group, o optim.Options) (*optim.Solver, error) {
 	if p.flags == nil {
 		return nil, fmt.Errorf("program: the program has no gradients (compiled with NoGrad or without parameters)")
