@@ -80,22 +80,22 @@ func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (optim.
 }
 
 func (d *Steppers) stepper(w *work, r optim.Rule, b optim.Binding) (optim.Stepper, error) {
-	var err error
-	if w.hyper, err = w.alloc(backend.Float64, 4); err != nil {
+	hyper, err := w.alloc(backend.Float64, 4)
+	if err != nil {
 		return nil, err
 	}
+	w.hyper, w.rule, w.b, w.shape = hyper[0], r, b, w.p.Shape
 	if w.p.Manifold == nil {
-		n := size(w.p.Shape)
 		switch c := r.(type) {
 		case optim.SGDConfig:
-			return newSGD(w, c.Momentum, b.WeightDecay, n)
+			return newSGD(w, c.Momentum, b.WeightDecay)
 		case optim.AdamConfig:
-			return newAdam(w, c, b.WeightDecay, n)
+			return newAdam(w, c, b.WeightDecay)
 		case optim.AdamWConfig:
 			if b.WeightDecay == 0 {
 				b.WeightDecay = 0.01
 			}
-			return newAdam(w, optim.AdamConfig(c), b.WeightDecay, n)
+			return newAdam(w, optim.AdamConfig(c), b.WeightDecay)
 		}
 		return nil, errNotOnDevice(fmt.Sprintf("the %v rule", r), "sgd, adam and adamw")
 	}
@@ -106,6 +106,7 @@ func (d *Steppers) stepper(w *work, r optim.Rule, b optim.Binding) (optim.Steppe
 	if f, err = newFrame(w); err != nil {
 		return nil, err
 	}
+	w.shape = []int{f.n, f.p}
 	switch c := r.(type) {
 	case optim.RGDConfig:
 		return newRGD(w, f, c)
@@ -124,11 +125,15 @@ func (d *Steppers) stepper(w *work, r optim.Rule, b optim.Binding) (optim.Steppe
 }
 
 // work is what a parameter's device stepper is built from and holds: the
-// parameter, the buffers it allocated, and its four hyperparameters (the
-// step size first), which Prepare writes before each step.
+// parameter and its rule, the buffers it allocated, and its four
+// hyperparameters (the step size first), which Prepare writes before each
+// step.
 type work struct {
 	be          backend.Backend
 	p           optim.Param
+	rule        optim.Rule
+	b           optim.Binding
+	shape       []int // what the rule steps: a weight's column-orthonormal view
 	value, grad backend.Operand
 	dt          backend.DType
 	owned       []backend.Buffer
@@ -136,14 +141,19 @@ type work struct {
 	hyperHost   [4]float64
 }
 
-// alloc returns a zeroed buffer that Close frees.
-func (w *work) alloc(dt backend.DType, n int) (backend.Operand, error) {
-	b, err := w.be.Alloc(dt, n)
-	if err != nil {
-		return backend.Operand{}, err
+// alloc returns zeroed buffers of dt, of each of sizes elements, that
+// Close frees.
+func (w *work) alloc(dt backend.DType, sizes ...int) ([]backend.Operand, error) {
+	ops := make([]backend.Operand, len(sizes))
+	for i, n := range sizes {
+		b, err := w.be.Alloc(dt, n)
+		if err != nil {
+			return nil, err
+		}
+		w.owned = append(w.owned, b)
+		ops[i] = backend.At(b, 0)
 	}
-	w.owned = append(w.owned, b)
-	return backend.At(b, 0), nil
+	return ops, nil
 }
 
 // prepare prepares kernels in order into one Func.
@@ -165,6 +175,17 @@ func (w *work) setHyper(h ...float64) error {
 	return w.be.CopyIn(w.hyper.Buf, w.hyper.Off, w.hyperHost[:])
 }
 
+// hostStepper returns the host's stepper of the same rule for a parameter
+// of w's shape and element type, on zeros: building it checks the rule's
+// settings, and its SetState the states the device's stepper takes.
+func (w *work) hostStepper() (optim.Stepper, error) {
+	p := optim.Param{Name: w.p.Name, Shape: w.shape, Manifold: w.p.Manifold, Value: make([]float64, size(w.shape))}
+	if w.dt == backend.Float32 {
+		p.Value = make([]float32, size(w.shape))
+	}
+	return w.rule.Stepper(p, w.b)
+}
+
 // Close frees the stepper's buffers.
 func (w *work) Close() error {
 	var errs []error
@@ -175,62 +196,126 @@ func (w *work) Close() error {
 	return errors.Join(errs...)
 }
 
-// ---- SGD and Adam -----------------------------------------------------------------
+// ---- SGD, Adam and RGD ---------------------------------------------------------------
 
-// sgdStep is SGD with momentum and decoupled weight decay.
-type sgdStep struct {
+// buffered is SGD (with momentum and decoupled weight decay), Adam (with
+// bias correction and decoupled weight decay) or RGD (with the QR
+// retraction and heavy-ball momentum carried by tangent projection): one
+// prepared step, and the state's buffers, which State and SetState move
+// between the device and the host.
+type buffered struct {
 	*work
-	momentum float64
-	n        int
-	mom      backend.Operand
-	step     backend.Func
-	started  bool // a step with momentum was taken: the buffer is state
+	kind    string
+	names   []string          // the state's buffers
+	bufs    []backend.Operand // where they live
+	adam    *optim.AdamConfig // Adam's settings; nil for SGD and RGD
+	t       int               // steps taken, Adam's counter
+	started bool              // a step was taken: the buffers are state
+	step    backend.Func
 }
 
-func newSGD(w *work, momentum, decay float64, n int) (*sgdStep, error) {
-	if _, err := optim.NewSGD[float64](n, optim.SGDConfig{Momentum: momentum}); err != nil { // checks the settings
+// newBuffered checks w's rule against the host's stepper and allocates
+// the state's buffers, one of the parameter's size per name.
+func newBuffered(w *work, kind string, names ...string) (*buffered, error) {
+	if _, err := w.hostStepper(); err != nil {
 		return nil, err
 	}
-	o := &sgdStep{work: w, momentum: momentum, n: n}
-	var err error
-	if momentum != 0 {
-		if o.mom, err = w.alloc(w.dt, n); err != nil {
-			return nil, err
-		}
+	sizes := make([]int, len(names))
+	for i := range sizes {
+		sizes[i] = size(w.shape)
 	}
-	o.step, err = w.prepare(backend.SGDStep{N: n, Momentum: momentum, Decay: decay, W: w.value, G: w.grad, Mom: o.mom, LR: w.hyper})
+	bufs, err := w.alloc(w.dt, sizes...)
+	return &buffered{work: w, kind: kind, names: names, bufs: bufs}, err
+}
+
+func newSGD(w *work, momentum, decay float64) (*buffered, error) {
+	var names []string
+	if momentum != 0 {
+		names = []string{"momentum"}
+	}
+	o, err := newBuffered(w, "sgd", names...)
+	if err != nil {
+		return nil, err
+	}
+	k := backend.SGDStep{N: size(w.shape), Momentum: momentum, Decay: decay, W: w.value, G: w.grad, LR: w.hyper}
+	if momentum != 0 {
+		k.Mom = o.bufs[0]
+	}
+	o.step, err = w.prepare(k)
 	return o, err
 }
 
-func (o *sgdStep) Prepare(_ any, lr float64) error { return o.setHyper(lr) }
-func (o *sgdStep) Abort()                          {}
+func newAdam(w *work, c optim.AdamConfig, decay float64) (*buffered, error) {
+	host, err := optim.NewAdam[float64](size(w.shape), c)
+	if err != nil {
+		return nil, err
+	}
+	c = host.Config() // with its defaults
+	o, err := newBuffered(w, "adam", "m", "v")
+	if err != nil {
+		return nil, err
+	}
+	o.adam = &c
+	o.step, err = w.prepare(backend.AdamStep{N: size(w.shape), Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, Decay: decay,
+		W: w.value, G: w.grad, M: o.bufs[0], V: o.bufs[1], Hyper: w.hyper})
+	return o, err
+}
 
-func (o *sgdStep) Commit() error {
-	o.started = o.started || o.momentum != 0
+func (o *buffered) Prepare(_ any, lr float64) error {
+	if o.adam == nil {
+		return o.setHyper(lr)
+	}
+	t := float64(o.t + 1)
+	return o.setHyper(lr, 1-math.Pow(o.adam.Beta1, t), 1-math.Pow(o.adam.Beta2, t))
+}
+
+func (o *buffered) Abort() {}
+
+func (o *buffered) Commit() error {
+	o.t++
+	o.started = true
 	return o.step()
 }
 
-func (o *sgdStep) State() optim.State {
-	st := optim.State{Kind: "sgd", Counters: map[string]int64{}, Random: map[string][]byte{}, Buffers: map[string]any{}}
-	return o.download(st, "momentum", o.mom, o.started)
+func (o *buffered) State() optim.State {
+	st := optim.State{Kind: o.kind, Counters: map[string]int64{}, Random: map[string][]byte{}, Buffers: map[string]any{}}
+	if o.adam != nil {
+		st.Counters["t"] = int64(o.t)
+	}
+	for i, name := range o.names {
+		if st = o.download(st, name, o.bufs[i], o.started); st.Buffers == nil {
+			break // unreadable
+		}
+	}
+	return st
 }
 
-func (o *sgdStep) SetState(st optim.State) error {
-	c := optim.SGDConfig{Momentum: o.momentum}
-	if err := o.checkState(st, func() (interface{ SetState(optim.State) error }, error) { return optim.NewSGD[float32](o.n, c) },
-		func() (interface{ SetState(optim.State) error }, error) { return optim.NewSGD[float64](o.n, c) }); err != nil {
+// SetState checks st as the host's stepper restores it, then writes its
+// buffers to the device.
+func (o *buffered) SetState(st optim.State) error {
+	host, err := o.hostStepper()
+	if err != nil {
 		return err
 	}
-	_, o.started = st.Buffers["momentum"]
-	return o.upload(st, "momentum", o.mom)
+	if err := host.SetState(st); err != nil {
+		return err
+	}
+	o.t = int(st.Counters["t"]) // a fresh stepper's buffers are zero until then
+	var errs []error
+	for i, name := range o.names {
+		_, o.started = st.Buffers[name]
+		errs = append(errs, o.upload(st, name, o.bufs[i]))
+	}
+	return errors.Join(errs...)
 }
 
-// download reads n elements at op into st's buffer name, when present.
+// download reads the parameter's elements at op into st's buffer name,
+// when present.
 func (w *work) download(st optim.State, name string, op backend.Operand, present bool) optim.State {
 	if !present {
 		return st
 	}
-	n := size(w.p.Shape)
+	n := size(w.shape)
 	var err error
 	if w.dt == backend.Float32 {
 		h := make([]float32, n)
@@ -247,7 +332,7 @@ func (w *work) download(st optim.State, name string, op backend.Operand, present
 	return st
 }
 
-// upload writes st's buffer name (checked by the host optimizer) to op.
+// upload writes st's buffer name (checked by the host's stepper) to op.
 func (w *work) upload(st optim.State, name string, op backend.Operand) error {
 	switch b := st.Buffers[name].(type) {
 	case []float32:
@@ -258,74 +343,6 @@ func (w *work) upload(st optim.State, name string, op backend.Operand) error {
 	return nil
 }
 
-// checkState checks st as the host optimizer of the parameter's element
-// type would restore it (SetState of what newHost returns).
-func (w *work) checkState(st optim.State, new32 func() (interface{ SetState(optim.State) error }, error),
-	new64 func() (interface{ SetState(optim.State) error }, error)) error {
-	mk := new64
-	if w.dt == backend.Float32 {
-		mk = new32
-	}
-	o, err := mk()
-	if err != nil {
-		return err
-	}
-	return o.SetState(st)
-}
-
-// adamStep is Adam with bias correction and decoupled weight decay.
-type adamStep struct {
-	*work
-	cfg  optim.AdamConfig
-	n, t int
-	m, v backend.Operand
-	step backend.Func
-}
-
-func newAdam(w *work, c optim.AdamConfig, decay float64, n int) (*adamStep, error) {
-	host, err := optim.NewAdam[float64](n, c)
-	if err != nil {
-		return nil, err
-	}
-	c = host.Config()
-	o := &adamStep{work: w, cfg: c, n: n}
-	if o.m, err = w.alloc(w.dt, n); err != nil {
-		return nil, err
-	}
-	if o.v, err = w.alloc(w.dt, n); err != nil {
-		return nil, err
-	}
-	o.step, err = w.prepare(backend.AdamStep{N: n, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, Decay: decay,
-		W: w.value, G: w.grad, M: o.m, V: o.v, Hyper: w.hyper})
-	return o, err
-}
-
-func (o *adamStep) Prepare(_ any, lr float64) error {
-	t := float64(o.t + 1)
-	return o.setHyper(lr, 1-math.Pow(o.cfg.Beta1, t), 1-math.Pow(o.cfg.Beta2, t))
-}
-func (o *adamStep) Abort() {}
-
-func (o *adamStep) Commit() error {
-	o.t++
-	return o.step()
-}
-
-func (o *adamStep) State() optim.State {
-	st := optim.State{Kind: "adam", Counters: map[string]int64{"t": int64(o.t)}, Random: map[string][]byte{}, Buffers: map[string]any{}}
-	st = o.download(st, "m", o.m, o.t > 0)
-	return o.download(st, "v", o.v, o.t > 0)
-}
-
-func (o *adamStep) SetState(st optim.State) error {
-	if err := o.checkState(st, func() (interface{ SetState(optim.State) error }, error) { return optim.NewAdam[float32](o.n, o.cfg) },
-		func() (interface{ SetState(optim.State) error }, error) { return optim.NewAdam[float64](o.n, o.cfg) }); err != nil {
-		return err
-	}
-	o.t = int(st.Counters["t"]) // a fresh stepper's moments are zero until then
-	return errors.Join(o.upload(st, "m", o.m), o.upload(st, "v", o.v))
-}
-
 // ---- the frame of a constrained weight ---------------------------------------------------
 
 // frame is an n x p weight with orthonormal columns as a step works on it:
@@ -333,7 +350,7 @@ func (o *adamStep) SetState(st optim.State) error {
 // copied in before the step and out after it.
 type frame struct {
 	x, g    backend.Operand
-	in, out backend.Func // nil for a tall weight
+	in, out backend.Func // no-ops for a tall weight
 	n, p    int
 }
 
@@ -342,19 +359,17 @@ func newFrame(w *work) (frame, error) {
 		return frame{}, fmt.Errorf("marked as constrained but has shape %v, want a matrix", w.p.Shape)
 	}
 	n, p := w.p.Shape[0], w.p.Shape[1]
-	f := frame{x: w.value, g: w.grad, n: n, p: p}
+	f := frame{x: w.value, g: w.grad, n: n, p: p, in: backend.Sequence(nil), out: backend.Sequence(nil)}
 	if n >= p {
 		return f, nil
 	}
 	n, p = p, n
 	f.n, f.p = n, p
-	var err error
-	if f.x, err = w.alloc(w.dt, n*p); err != nil {
+	ops, err := w.alloc(w.dt, n*p, n*p)
+	if err != nil {
 		return f, err
 	}
-	if f.g, err = w.alloc(w.dt, n*p); err != nil {
-		return f, err
-	}
+	f.x, f.g = ops[0], ops[1]
 	// The weight is p x n; its transpose X (n x p) has X[i][j] = W[j][i].
 	tr := func(src, dst backend.Operand) backend.Copy {
 		return backend.Copy{Shape: []int{n, p}, Src: src, Dst: dst, SrcStrides: []int{1, n}, DstStrides: []int{p, 1}}
@@ -367,20 +382,10 @@ func newFrame(w *work) (frame, error) {
 	return f, err
 }
 
-// around runs step between the frame's copies in and out.
-func (f frame) around(step func() error) error {
-	if f.in != nil {
-		if err := f.in(); err != nil {
-			return err
-		}
-	}
-	if err := step(); err != nil {
-		return err
-	}
-	if f.out != nil {
-		return f.out()
-	}
-	return nil
+// around returns a Func that runs fns between the frame's copies in and
+// out.
+func (f frame) around(fns ...backend.Func) backend.Func {
+	return backend.Sequence(append(append([]backend.Func{f.in}, fns...), f.out))
 }
 
 // ---- RSDM ------------------------------------------------------------------------------
@@ -391,7 +396,6 @@ func (f frame) around(step func() error) error {
 type rsdmStep[T optim.Float] struct {
 	*work
 	host    *optim.RSDM[T]
-	f       frame
 	rows    backend.Operand
 	rowsInt []int32
 	step    backend.Func
@@ -418,42 +422,46 @@ func newRSDMOf[T optim.Float](w *work, f frame, c optim.RSDMConfig, b optim.Bind
 		return nil, err
 	}
 	r, n, p := c.SubmanifoldSize, f.n, f.p
-	o := &rsdmStep[T]{work: w, host: host, f: f, rowsInt: make([]int32, r)}
-	ops := make([]backend.Operand, 5)
-	for i, size := range []int{r * p, r * p, r * r, r * r, r * p} { // px0, pg, b, yt, upd
-		if ops[i], err = w.alloc(w.dt, size); err != nil {
-			return nil, err
-		}
+	o := &rsdmStep[T]{work: w, host: host, rowsInt: make([]int32, r)}
+	ops, err := w.alloc(w.dt, r*p, r*p, r*r, r*r, r*p)
+	if err != nil {
+		return nil, err
 	}
 	px0, pg, bb, yt, upd := ops[0], ops[1], ops[2], ops[3], ops[4]
-	if o.rows, err = w.alloc(backend.Int32, r); err != nil {
+	rows, err := w.alloc(backend.Int32, r)
+	if err != nil {
 		return nil, err
 	}
 	y, err := w.alloc(backend.Float64, r*r)
 	if err != nil {
 		return nil, err
 	}
+	o.rows = rows[0]
 	x, g := f.x, f.g
-	o.step, err = w.prepare(
+	ks := []backend.Kernel{
 		backend.GatherRows{N: r, Width: p, Rows: o.rows, Src: x, Dst: px0},
 		backend.GatherRows{N: r, Width: p, Rows: o.rows, Src: g, Dst: pg},
 		// B = P G (PX)^T; Y = qf(I - lr skew(B)), RSDM's step (Algorithm 1).
 		backend.Gemm{TransB: true, M: r, N: r, K: p, Alpha: 1, A: pg, B: px0, C: bb, LDA: p, LDB: p, LDC: r},
-		backend.SkewStep{R: r, B: bb, Y: y, LR: w.hyper},
-		backend.QF{M: r, N: r, A: y},
+		backend.SkewStep{R: r, B: bb, Y: y[0], LR: w.hyper},
+		backend.QF{M: r, N: r, A: y[0]},
 		// The sampled rows become PX0 + (Y - I) PX0.
-		backend.IdentityDelta{R: r, Y: y, Dst: yt},
+		backend.IdentityDelta{R: r, Y: y[0], Dst: yt},
 		backend.Copy{Shape: []int{r * p}, Src: px0, Dst: upd, SrcStrides: []int{1}, DstStrides: []int{1}},
 		backend.Gemm{M: r, N: p, K: r, Alpha: 1, Beta: 1, A: yt, B: px0, C: upd, LDA: r, LDB: p, LDC: p},
 		backend.ScatterRows{N: r, Width: p, Rows: o.rows, Src: upd, Dst: x},
-	)
+	}
+	step, err := w.prepare(ks...)
 	if err != nil {
 		return nil, err
 	}
+	o.step = f.around(step)
 	if host.ReorthEvery() > 0 {
-		o.reorth, err = w.prepare(backend.QF{M: n, N: p, A: x})
+		qf, err := w.prepare(backend.QF{M: n, N: p, A: x})
+		o.reorth = f.around(step, qf)
+		return o, err
 	}
-	return o, err
+	return o, nil
 }
 
 // Prepare draws the submanifold on the host and sends its rows and the
@@ -485,15 +493,10 @@ func (o *rsdmStep[T]) Abort() { o.host.Undraw() }
 func (o *rsdmStep[T]) Commit() error {
 	reorth := o.reorth != nil && (o.host.Steps()+1)%o.host.ReorthEvery() == 0
 	o.host.Advance()
-	return o.f.around(func() error {
-		if err := o.step(); err != nil {
-			return err
-		}
-		if reorth {
-			return o.reorth()
-		}
-		return nil
-	})
+	if reorth { // the step, then the Q factor of the weight
+		return o.reorth()
+	}
+	return o.step()
 }
 
 func (o *rsdmStep[T]) State() optim.State            { return o.host.State() }
@@ -501,37 +504,21 @@ func (o *rsdmStep[T]) SetState(st optim.State) error { return o.host.SetState(st
 
 // ---- RGD ---------------------------------------------------------------------------------
 
-// rgdStep is RGD with the QR retraction and heavy-ball momentum carried by
-// tangent projection.
-type rgdStep struct {
-	*work
-	f        frame
-	momentum float64
-	mom      backend.Operand
-	step     backend.Func
-	started  bool
-}
-
-func newRGD(w *work, f frame, c optim.RGDConfig) (*rgdStep, error) {
-	st, _ := manifold.NewStiefel[float64](f.n, f.p)
-	if _, err := optim.NewRGD[float64](st, optim.RGDConfig{Momentum: c.Momentum}); err != nil { // checks the settings
-		return nil, err
+func newRGD(w *work, f frame, c optim.RGDConfig) (*buffered, error) {
+	var names []string
+	if c.Momentum > 0 {
+		names = []string{"momentum"}
 	}
-	o := &rgdStep{work: w, f: f, momentum: c.Momentum}
-	n, p, dt := f.n, f.p, w.dt
-	rg, err := w.alloc(dt, n*p)
+	o, err := newBuffered(w, "rgd", names...)
 	if err != nil {
 		return nil, err
 	}
-	next, err := w.alloc(dt, n*p)
+	n, p := f.n, f.p
+	ops, err := w.alloc(w.dt, n*p, n*p, p*p)
 	if err != nil {
 		return nil, err
 	}
-	pp, err := w.alloc(dt, p*p)
-	if err != nil {
-		return nil, err
-	}
-	x := f.x
+	rg, next, pp, x := ops[0], ops[1], ops[2], f.x
 	// proj sets dst = v - x sym(x^T v), the tangent part of v at x.
 	proj := func(dst, x, v backend.Operand) []backend.Kernel {
 		ks := []backend.Kernel{
@@ -546,46 +533,20 @@ func newRGD(w *work, f frame, c optim.RGDConfig) (*rgdStep, error) {
 	ks := proj(rg, x, f.g)
 	dir := rg
 	if c.Momentum > 0 {
-		if o.mom, err = w.alloc(dt, n*p); err != nil {
-			return nil, err
-		}
 		// mom = momentum mom + rg, the direction; moved to the new point after.
-		ks = append(ks, backend.AddScaled{N: n * p, Alpha: c.Momentum, X: rg, Y: o.mom, Dst: o.mom})
-		dir = o.mom
+		mom := o.bufs[0]
+		ks = append(ks, backend.AddScaled{N: n * p, Alpha: c.Momentum, X: rg, Y: mom, Dst: mom})
+		dir = mom
 	}
 	ks = append(ks,
 		backend.AddScaled{N: n * p, Alpha: -1, X: x, Y: dir, Dst: next, Scale: w.hyper},
 		backend.QF{M: n, N: p, A: next},
 	)
 	if c.Momentum > 0 {
-		ks = append(ks, proj(o.mom, next, o.mom)...)
+		ks = append(ks, proj(dir, next, dir)...)
 	}
 	ks = append(ks, backend.Copy{Shape: []int{n * p}, Src: next, Dst: x, SrcStrides: []int{1}, DstStrides: []int{1}})
-	o.step, err = w.prepare(ks...)
+	step, err := w.prepare(ks...)
+	o.step = f.around(step)
 	return o, err
-}
-
-func (o *rgdStep) Prepare(_ any, lr float64) error { return o.setHyper(lr) }
-func (o *rgdStep) Abort()                          {}
-
-func (o *rgdStep) Commit() error {
-	o.started = o.started || o.momentum > 0
-	return o.f.around(o.step)
-}
-
-func (o *rgdStep) State() optim.State {
-	st := optim.State{Kind: "rgd", Counters: map[string]int64{}, Random: map[string][]byte{}, Buffers: map[string]any{}}
-	return o.download(st, "momentum", o.mom, o.started)
-}
-
-func (o *rgdStep) SetState(st optim.State) error {
-	c := optim.RGDConfig{Momentum: o.momentum}
-	st32, _ := manifold.NewStiefel[float32](o.f.n, o.f.p)
-	st64, _ := manifold.NewStiefel[float64](o.f.n, o.f.p)
-	if err := o.checkState(st, func() (interface{ SetState(optim.State) error }, error) { return optim.NewRGD(st32, c) },
-		func() (interface{ SetState(optim.State) error }, error) { return optim.NewRGD(st64, c) }); err != nil {
-		return err
-	}
-	_, o.started = st.Buffers["momentum"]
-	return o.upload(st, "momentum", o.mom)
 }
