@@ -11,7 +11,7 @@
 #   bash scripts/dnn_figure.sh vit OUT      the ViT's runs (the paper's step sizes)
 #   bash scripts/dnn_figure.sh page OUT [DOCS]   the published page (PNGs, tables, commands, machine,
 #                                           verdicts) from OUT's runs into DOCS (default docs/dnn-figure)
-#   bash scripts/dnn_figure.sh all OUT      grid, ffn, vit and page (what make dnn-figure runs)
+#   bash scripts/dnn_figure.sh all OUT [DOCS]   grid, ffn, vit and page
 #
 # Settings (issue 22): FFN 5 Stiefel layers of 1024, ReLU, plain 1024 x 10
 # output, 32 x 32 inputs (train resizes Fashion-MNIST to 32 x 32 for the FFN),
@@ -249,8 +249,12 @@ vit() {
 demote() { sed -E 's/^(#+) /#\1 /' "$1"; }
 
 page() {
-	local docs=${1:-docs/dnn-figure}
-	mkdir -p "$docs"
+	local dest=${1:-docs/dnn-figure}
+	# The page is made in a fresh folder and moved into place whole, so that a
+	# failure leaves the published page as it was.
+	page_tmp=$(mktemp -d)
+	trap 'rm -rf "$page_tmp"' EXIT
+	local docs=$page_tmp
 	go build -o "$out/figure" ./cmd/figure
 	local verdicts=() v
 	if compgen -G "$out/grid/*/command.txt" >/dev/null; then
@@ -313,7 +317,10 @@ page() {
 		done
 	} >"$docs/README.md"
 	rm -f "$docs"/grid.md "$docs"/ffn.md "$docs"/vit.md
-	echo "page: $docs/README.md"
+	mkdir -p "$dest"
+	rm -f "$dest"/README.md "$dest"/*.png
+	mv "$docs"/* "$dest"/
+	echo "page: $dest/README.md"
 	((${#verdicts[@]} == 0)) || printf '%s\n' "${verdicts[@]}"
 }
 
@@ -327,7 +334,7 @@ all)
 	grid
 	ffn
 	vit
-	page
+	page "${3:-}"
 	;;
 *) echo "$usage" >&2; exit 2 ;;
 esac
