@@ -31,8 +31,8 @@
 #   GRID_TIME    training time of a grid point (default 20s); GRID_LRS its step sizes
 #                (default the paper's grid, 0.01 0.05 0.1 0.5 1.0 1.5 2.0)
 #   MOMENTUM     SGD momentum of the FFN's unconstrained parameters (default 0)
-#   LOAD_MAX     the most cores per core that may be busy when a run starts, or
-#                be used by other processes while it runs (default 0.5)
+#   LOAD_MAX     busy cores allowed, per core, when a run starts, and cores other
+#                processes may use, per core, while it runs (default 0.5)
 #   LOAD_POLICY  what a run started under load does: warn (default: run it, and
 #                flag it in its load.txt and on the page), wait (wait up to
 #                WAIT_MAX seconds, default 3600, for the machine to quieten, then
@@ -51,7 +51,8 @@
 # cores other processes used on average while it ran, measured from /proc/stat
 # less the run's own CPU time, and the run's flag). The start is judged by the
 # 5 s sample rather than by the 1-minute load average, which still counts the
-# previous run for a minute after it ends. cmd/figure reads both files.
+# previous run for a minute after it ends, and which train's own threads lift
+# to about 4 on 2 cores while it runs alone. cmd/figure reads both files.
 #
 # How long: planning runs on this workplace's 2-core AMD EPYC (OpenBLAS build,
 # 2026-11-25, RSDM-P, seed 1), rough, the machine being shared. FFN (-time-limit
