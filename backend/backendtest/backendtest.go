@@ -17,14 +17,6 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 )
 
-// Options adjust Compare.
-type Options struct {
-	// Unsupported names the kernels (as Kernel.Name gives them) the backend
-	// does not implement: Compare checks that Prepare refuses each with an
-	// error wrapping backend.ErrUnsupported.
-	Unsupported []string
-}
-
 // Tolerance is how far an output may stray from the CPU backend's, relative
 // to the largest magnitude of the CPU backend's output (or 1 if that is
 // smaller), by element type.
@@ -33,7 +25,7 @@ var Tolerance = map[backend.DType]float64{backend.Float32: 1e-5, backend.Float64
 // Compare runs every case on b and on a CPU backend and fails where an
 // output differs beyond Tolerance, where an integer output (a flag)
 // differs at all, or where a run that fails on one fails not on the other.
-func Compare(t *testing.T, b backend.Backend, o Options) {
+func Compare(t *testing.T, b backend.Backend) {
 	ref := cpu.New(cpu.Options{Threads: 1})
 	t.Cleanup(func() { _ = ref.Close() })
 	// The cases that must fail run last: a device backend keeps reporting
@@ -43,38 +35,28 @@ func Compare(t *testing.T, b backend.Backend, o Options) {
 		cases = append(cases, Cases(dt)...)
 	}
 	sort.SliceStable(cases, func(i, j int) bool { return !cases[i].Fails && cases[j].Fails })
-	{
-		for _, c := range cases {
-			dt := c.Float
-			t.Run(dt.String()+"/"+c.Name, func(t *testing.T) {
-				if slices.Contains(o.Unsupported, c.kernelName()) {
-					_, err := run(b, c)
-					if !errors.Is(err, backend.ErrUnsupported) {
-						t.Fatalf("%s: got %v, want an error wrapping backend.ErrUnsupported", b.Name(), err)
-					}
-					return
+	for _, c := range cases {
+		t.Run(c.Float.String()+"/"+c.Name, func(t *testing.T) {
+			want, werr := run(ref, c)
+			got, gerr := run(b, c)
+			if c.Fails {
+				if werr == nil || gerr == nil {
+					t.Fatalf("want both runs to fail: cpu %v, %s %v", werr, b.Name(), gerr)
 				}
-				want, werr := run(ref, c)
-				got, gerr := run(b, c)
-				if c.Fails {
-					if werr == nil || gerr == nil {
-						t.Fatalf("want both runs to fail: cpu %v, %s %v", werr, b.Name(), gerr)
-					}
-					return
+				return
+			}
+			if werr != nil {
+				t.Fatalf("cpu: %v", werr)
+			}
+			if gerr != nil {
+				t.Fatalf("%s: %v", b.Name(), gerr)
+			}
+			for i := range want {
+				if err := agree(got[i], want[i], Tolerance[c.Float]); err != nil {
+					t.Errorf("output %d (buffer %d): %v", i, c.Out[i], err)
 				}
-				if werr != nil {
-					t.Fatalf("cpu: %v", werr)
-				}
-				if gerr != nil {
-					t.Fatalf("%s: %v", b.Name(), gerr)
-				}
-				for i := range want {
-					if err := agree(got[i], want[i], Tolerance[dt]); err != nil {
-						t.Errorf("output %d (buffer %d): %v", i, c.Out[i], err)
-					}
-				}
-			})
-		}
+			}
+		})
 	}
 }
 
@@ -94,35 +76,6 @@ type Case struct {
 	F64 []int
 	// Fails says the run must fail (a bad row index).
 	Fails bool
-}
-
-func (c Case) kernelName() string {
-	bufs := make([]backend.Buffer, len(c.Bufs))
-	for i, v := range c.Bufs {
-		dt := c.Float
-		if _, ok := v.([]int32); ok {
-			dt = backend.Int32
-		} else if slices.Contains(c.F64, i) {
-			dt = backend.Float64
-		}
-		bufs[i] = stub{dt, length(v)}
-	}
-	return backend.Name(c.Kernel(bufs))
-}
-
-type stub struct {
-	dt backend.DType
-	n  int
-}
-
-func (s stub) DType() backend.DType { return s.dt }
-func (s stub) Len() int             { return s.n }
-
-func length(v any) int {
-	if f, ok := v.([]float64); ok {
-		return len(f)
-	}
-	return len(v.([]int32))
 }
 
 // run allocates c's buffers on b, runs its kernel and returns its outputs

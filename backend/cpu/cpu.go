@@ -47,50 +47,33 @@ func (b *Backend) Close() error {
 // Sync returns at once: every Func has finished when it returns.
 func (b *Backend) Sync() error { return nil }
 
-// buffer is host memory of one element type.
+// buffer is host memory of one element type: a []float32, []float64 or
+// []int32.
 type buffer struct {
-	dt  backend.DType
-	f32 []float32
-	f64 []float64
-	i32 []int32
+	dt   backend.DType
+	n    int
+	data any
 }
 
 func (b *buffer) DType() backend.DType { return b.dt }
-
-func (b *buffer) Len() int {
-	switch b.dt {
-	case backend.Float32:
-		return len(b.f32)
-	case backend.Float64:
-		return len(b.f64)
-	}
-	return len(b.i32)
-}
+func (b *buffer) Len() int             { return b.n }
 
 // Host returns the buffer's elements.
-func (b *buffer) Host() any {
-	switch b.dt {
-	case backend.Float32:
-		return b.f32
-	case backend.Float64:
-		return b.f64
-	}
-	return b.i32
-}
+func (b *buffer) Host() any { return b.data }
 
 // Alloc returns a zeroed buffer.
 func (b *Backend) Alloc(dt backend.DType, n int) (backend.Buffer, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("cpu: buffer of %d elements", n)
 	}
-	buf := &buffer{dt: dt}
+	buf := &buffer{dt: dt, n: n}
 	switch dt {
 	case backend.Float32:
-		buf.f32 = make([]float32, n)
+		buf.data = make([]float32, n)
 	case backend.Float64:
-		buf.f64 = make([]float64, n)
+		buf.data = make([]float64, n)
 	case backend.Int32:
-		buf.i32 = make([]int32, n)
+		buf.data = make([]int32, n)
 	default:
 		return nil, fmt.Errorf("cpu: unknown element type %v", dt)
 	}
@@ -121,18 +104,19 @@ func (b *Backend) CopyIn(dst backend.Buffer, off int, src any) error {
 	}
 	switch s := src.(type) {
 	case []float32:
-		return copyInto(h.f32, off, s, h.dt, backend.Float32)
+		return copyInto(h, off, s, backend.Float32)
 	case []float64:
-		return copyInto(h.f64, off, s, h.dt, backend.Float64)
+		return copyInto(h, off, s, backend.Float64)
 	case []int32:
-		return copyInto(h.i32, off, s, h.dt, backend.Int32)
+		return copyInto(h, off, s, backend.Int32)
 	}
 	return fmt.Errorf("cpu: copying in a %T, want []float32, []float64 or []int32", src)
 }
 
-func copyInto[E any](dst []E, off int, src []E, have, want backend.DType) error {
-	if have != want {
-		return fmt.Errorf("cpu: copying %v into a buffer of %v", want, have)
+func copyInto[E float32 | float64 | int32](h *buffer, off int, src []E, want backend.DType) error {
+	dst, ok := h.data.([]E)
+	if !ok {
+		return fmt.Errorf("cpu: copying %v into a buffer of %v", want, h.dt)
 	}
 	if off < 0 || off+len(src) > len(dst) {
 		return fmt.Errorf("cpu: copying %d elements at %d into a buffer of %d", len(src), off, len(dst))
@@ -149,38 +133,23 @@ func (b *Backend) CopyOut(dst any, src backend.Buffer, off int) error {
 	}
 	switch d := dst.(type) {
 	case []float32:
-		return copyOut(d, h.f32, off, backend.Float32, h.dt)
+		return copyOut(d, h, off, backend.Float32)
 	case []float64:
-		return copyOut(d, h.f64, off, backend.Float64, h.dt)
+		return copyOut(d, h, off, backend.Float64)
 	case []int32:
-		return copyOut(d, h.i32, off, backend.Int32, h.dt)
+		return copyOut(d, h, off, backend.Int32)
 	}
 	return fmt.Errorf("cpu: copying out into a %T, want []float32, []float64 or []int32", dst)
 }
 
-func copyOut[E any](dst, src []E, off int, want, have backend.DType) error {
-	if have != want {
-		return fmt.Errorf("cpu: copying %v out of a buffer of %v", want, have)
+func copyOut[E float32 | float64 | int32](dst []E, h *buffer, off int, want backend.DType) error {
+	src, ok := h.data.([]E)
+	if !ok {
+		return fmt.Errorf("cpu: copying %v out of a buffer of %v", want, h.dt)
 	}
 	if off < 0 || off+len(dst) > len(src) {
 		return fmt.Errorf("cpu: copying %d elements at %d out of a buffer of %d", len(dst), off, len(src))
 	}
 	copy(dst, src[off:])
 	return nil
-}
-
-// Host returns the elements of a CPU buffer from op's offset: the slice
-// aliases the buffer.
-func Host[T float32 | float64 | int32](op backend.Operand) []T {
-	h := op.Buf.(*buffer)
-	var out any
-	switch h.dt {
-	case backend.Float32:
-		out = h.f32[op.Off:]
-	case backend.Float64:
-		out = h.f64[op.Off:]
-	default:
-		out = h.i32[op.Off:]
-	}
-	return out.([]T)
 }

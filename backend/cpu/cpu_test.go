@@ -120,13 +120,13 @@ func TestCopyInOut(t *testing.T) {
 	}
 }
 
-// TestHost checks that cpu.Host aliases the buffer from the operand's
-// offset.
+// TestHost checks that a CPU buffer is a backend.HostBuffer whose
+// elements alias it.
 func TestHost(t *testing.T) {
 	b := cpu.New(cpu.Options{})
 	defer b.Close()
 	buf := load(t, b, []float64{1, 2, 3, 4})
-	h := cpu.Host[float64](backend.At(buf, 1))
+	h := buf.(backend.HostBuffer).Host().([]float64)[1:]
 	h[0] = 9
 	if got := fmt.Sprint(read[float64](t, b, buf), len(h)); got != "[1 9 3 4] 3" {
 		t.Errorf("after writing through Host: %s", got)

@@ -26,18 +26,6 @@ import (
 	"github.com/orthonet/orthonet/internal/cudak"
 )
 
-// Options configure a Backend.
-type Options struct {
-	// Device is the ordinal of the GPU to use.
-	Device int
-	// Profile times every kernel on the device with CUDA events (see
-	// KernelTimes); it adds two event records to each.
-	Profile bool
-	// MaxGrid bounds the blocks of a launch (0: the planner's default);
-	// tests set it small so that the kernels' grid-stride loops repeat.
-	MaxGrid int
-}
-
 // Backend runs kernels on one GPU, in order, on one stream. It is not safe
 // for concurrent use.
 type Backend struct {
@@ -405,39 +393,44 @@ func (b *Backend) MemInfo() (free, total int, err error) {
 	return int(f), int(t), err
 }
 
-// hostBytes returns a Go slice's elements as bytes and their type.
-func hostBytes(s any) ([]byte, backend.DType, error) {
-	b, dt, err := cudak.HostBytes(s)
+// hostCopy checks a copy between buf from element off and the host slice
+// s, and returns s's bytes and the device address of their place in buf.
+func (b *Backend) hostCopy(buf backend.Buffer, off int, s any) ([]byte, C.CUdeviceptr, error) {
+	h, err := b.own(buf)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s: %w", "cuda", err)
+		return nil, 0, err
 	}
-	return b, dt, nil
+	bytes, dt, err := cudak.HostBytes(s)
+	if err != nil {
+		return nil, 0, fmt.Errorf("cuda: %w", err)
+	}
+	if h.dt != dt {
+		return nil, 0, fmt.Errorf("cuda: %v data for a buffer of %v", dt, h.dt)
+	}
+	if n := len(bytes) / dt.Size(); off < 0 || off+n > h.n {
+		return nil, 0, fmt.Errorf("cuda: %d elements at %d of a buffer of %d", n, off, h.n)
+	}
+	return bytes, h.p + C.CUdeviceptr(off*dt.Size()), nil
 }
 
-// span checks n elements of type dt at off in h and returns their address.
-func span(h *buffer, off, n int, dt backend.DType) (C.CUdeviceptr, error) {
-	if h.dt != dt {
-		return 0, fmt.Errorf("cuda: %v data for a buffer of %v", dt, h.dt)
+// grow makes the pinned buffer m hold at least n bytes.
+func (b *Backend) grow(m *hostMem, n int) error {
+	if m.bytes >= n {
+		return nil
 	}
-	if off < 0 || off+n > h.n {
-		return 0, fmt.Errorf("cuda: %d elements at %d of a buffer of %d", n, off, h.n)
+	if err := b.hostFree(m); err != nil {
+		return err
 	}
-	return h.p + C.CUdeviceptr(off*dt.Size()), nil
+	var err error
+	*m, err = b.hostAlloc(max(n, 1<<16))
+	return err
 }
 
 // CopyIn copies src into dst from element off. The copy goes up
 // asynchronously, through a pinned staging buffer: CopyIn returns once src
 // may be reused.
 func (b *Backend) CopyIn(dst backend.Buffer, off int, src any) error {
-	h, err := b.own(dst)
-	if err != nil {
-		return err
-	}
-	s, dt, err := hostBytes(src)
-	if err != nil {
-		return err
-	}
-	p, err := span(h, off, len(s)/dt.Size(), dt)
+	s, p, err := b.hostCopy(dst, off, src)
 	if err != nil || len(s) == 0 {
 		return err
 	}
@@ -449,13 +442,8 @@ func (b *Backend) CopyIn(dst backend.Buffer, off int, src any) error {
 	if err := b.a.result("waiting for a staging buffer", C.on_event_sync(b.a.t, b.ctx, slot.done)); err != nil {
 		return err
 	}
-	if slot.mem.bytes < len(s) {
-		if err := b.hostFree(&slot.mem); err != nil {
-			return err
-		}
-		if slot.mem, err = b.hostAlloc(max(len(s), 1<<16)); err != nil {
-			return err
-		}
+	if err := b.grow(&slot.mem, len(s)); err != nil {
+		return err
 	}
 	copy(slot.mem.slice(), s)
 	return b.a.result("copying to the device", C.on_htod(b.a.t, b.ctx, b.stream, slot.done, p, slot.mem.p, C.size_t(len(s))))
@@ -465,33 +453,14 @@ func (b *Backend) CopyIn(dst backend.Buffer, off int, src any) error {
 // every Func run before it; a bad row index met since the last check is
 // reported instead.
 func (b *Backend) CopyOut(dst any, src backend.Buffer, off int) error {
-	h, err := b.own(src)
+	d, p, err := b.hostCopy(src, off, dst)
 	if err != nil {
 		return err
 	}
-	d, dt, err := hostBytes(dst)
-	if err != nil {
+	if err := b.grow(&b.out, len(d)); err != nil {
 		return err
 	}
-	p, err := span(h, off, len(d)/dt.Size(), dt)
-	if err != nil {
-		return err
-	}
-	if b.out.bytes < len(d) {
-		if err := b.hostFree(&b.out); err != nil {
-			return err
-		}
-		if b.out, err = b.hostAlloc(max(len(d), 1<<16)); err != nil {
-			return err
-		}
-	}
-	if err := b.a.result("copying from the device", C.on_dtoh(b.a.t, b.ctx, b.stream, b.out.p, p, C.size_t(len(d)), b.faultHost.p, b.fault)); err != nil {
-		return err
-	}
-	if err := b.collect(); err != nil {
-		return err
-	}
-	if err := b.checkFault(); err != nil {
+	if err := b.wait("copying from the device", b.out.p, p, len(d)); err != nil {
 		return err
 	}
 	copy(d, b.out.slice())
@@ -500,8 +469,13 @@ func (b *Backend) CopyOut(dst any, src backend.Buffer, off int) error {
 
 // Sync waits for every Func run so far and reports a bad row index met
 // since the last check.
-func (b *Backend) Sync() error {
-	if err := b.a.result("synchronizing", C.on_dtoh(b.a.t, b.ctx, b.stream, nil, 0, 0, b.faultHost.p, b.fault)); err != nil {
+func (b *Backend) Sync() error { return b.wait("synchronizing", nil, 0, 0) }
+
+// wait copies n bytes at src into the pinned memory at dst after every
+// Func run so far (none for n = 0), collects the kernels' times and
+// reports a fault met since the last check.
+func (b *Backend) wait(what string, dst unsafe.Pointer, src C.CUdeviceptr, n int) error {
+	if err := b.a.result(what, C.on_dtoh(b.a.t, b.ctx, b.stream, dst, src, C.size_t(n), b.faultHost.p, b.fault)); err != nil {
 		return err
 	}
 	if err := b.collect(); err != nil {

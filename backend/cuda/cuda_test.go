@@ -71,7 +71,7 @@ func TestKernelsAgreeWithCPU(t *testing.T) {
 		for _, g := range []int{0, 2} {
 			b := start(t, cuda.Options{MaxGrid: g})
 			t.Log(b.Name())
-			backendtest.Compare(t, b, backendtest.Options{})
+			backendtest.Compare(t, b)
 		}
 		return
 	}
@@ -82,7 +82,7 @@ func TestKernelsAgreeWithCPU(t *testing.T) {
 		t.Run(fmt.Sprintf("order=%d,maxgrid=%d", c.order, c.maxGrid), func(t *testing.T) {
 			configure(t, func(m *standin.Config) { m.Order = c.order })
 			b := start(t, cuda.Options{MaxGrid: c.maxGrid})
-			backendtest.Compare(t, b, backendtest.Options{})
+			backendtest.Compare(t, b)
 		})
 	}
 }

@@ -1,5 +1,22 @@
 package cuda
 
+// Options configure a Backend.
+type Options struct {
+	// Device is the ordinal of the GPU to use.
+	Device int
+	// Profile times every kernel on the device with CUDA events (see
+	// KernelTimes); it adds two event records to each.
+	Profile bool
+	// MaxGrid bounds the blocks of a launch (0: the planner's default);
+	// tests set it small so that the kernels' grid-stride loops repeat.
+	MaxGrid int
+}
+
+// StandInEnv names the environment variable that, set to 1, makes the
+// backend load the host model of the device (package
+// internal/cudak/standin) instead of the NVIDIA libraries.
+const StandInEnv = "ORTHONET_CUDA_STANDIN"
+
 // Device describes a GPU as the driver reports it.
 type Device struct {
 	Name          string // e.g. "NVIDIA H100 80GB HBM3"

@@ -35,11 +35,6 @@ import (
 	"github.com/orthonet/orthonet/internal/cudak/standin"
 )
 
-// StandInEnv names the environment variable that, set to 1, makes the
-// backend load the host model of the device (package
-// internal/cudak/standin) instead of the NVIDIA libraries.
-const StandInEnv = "ORTHONET_CUDA_STANDIN"
-
 // standIn reports whether the host model stands in for the NVIDIA
 // libraries.
 func standIn() bool { return os.Getenv(StandInEnv) == "1" }
