@@ -39,6 +39,23 @@ type Optimizer[T Float] interface {
 // ErrNotFinite reports a gradient with a NaN or Inf entry.
 var ErrNotFinite = errors.New("optim: gradient has a NaN or Inf entry")
 
+// step is the Step of an optimizer whose prepare's failures leave it as
+// it was (abort has nothing to undo): after the check err, prepare, then
+// commit.
+func step[T Float](o interface {
+	prepare(x, grad []T) error
+	commit(x, grad []T)
+}, err error, x, grad []T) error {
+	if err == nil {
+		err = o.prepare(x, grad)
+	}
+	if err != nil {
+		return err
+	}
+	o.commit(x, grad)
+	return nil
+}
+
 func checkStep[T Float](n, p int, x, grad []T) error {
 	if len(x) != n*p {
 		return fmt.Errorf("%w: weight has %d entries, want %d x %d", manifold.ErrShape, len(x), n, p)
@@ -78,6 +95,15 @@ func checkLR(lr float64) error {
 	if !(lr >= 0) || math.IsInf(lr, 1) {
 		return fmt.Errorf("optim: learning rate %v, want a finite value >= 0", lr)
 	}
+	return nil
+}
+
+// setLR sets *dst to lr, a step size checked by checkLR.
+func setLR(dst *float64, lr float64) error {
+	if err := checkLR(lr); err != nil {
+		return err
+	}
+	*dst = lr
 	return nil
 }
 

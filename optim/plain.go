@@ -40,13 +40,7 @@ func NewSGD[T Float](n int, cfg SGDConfig) (*SGD[T], error) {
 }
 
 // Step updates w from its gradient g. On error w is unchanged.
-func (o *SGD[T]) Step(w, g []T) error {
-	if err := checkPlain(o.n, w, g); err != nil {
-		return err
-	}
-	o.commit(w, g)
-	return nil
-}
+func (o *SGD[T]) Step(w, g []T) error { return step[T](o, checkPlain(o.n, w, g), w, g) }
 
 func (o *SGD[T]) prepare(_, _ []T) error { return nil }
 func (o *SGD[T]) abort()                 {}
@@ -73,13 +67,7 @@ func (o *SGD[T]) commit(w, g []T) {
 
 // SetLR changes the step size, for a schedule; it must be finite and >= 0
 // (0 freezes the weight).
-func (o *SGD[T]) SetLR(lr float64) error {
-	if err := checkLR(lr); err != nil {
-		return err
-	}
-	o.cfg.LR = lr
-	return nil
-}
+func (o *SGD[T]) SetLR(lr float64) error { return setLR(&o.cfg.LR, lr) }
 
 // State returns a copy of the optimizer's state: the momentum buffer, once
 // a step with momentum has been taken.
@@ -94,22 +82,28 @@ func (o *SGD[T]) State() State {
 // SetState restores a state returned by State of an SGD with the same
 // configuration and size. On error the optimizer is unchanged.
 func (o *SGD[T]) SetState(st State) error {
-	if err := st.check("sgd"); err != nil {
-		return err
-	}
-	m := make([]T, o.n)
-	ok, err := buffer(st, "momentum", m, true)
-	if err != nil {
-		return err
-	}
-	if ok && o.cfg.Momentum == 0 {
-		return fmt.Errorf("optim: sgd state has a momentum buffer but the momentum is 0")
-	}
-	o.mom = nil
-	if ok {
+	m, err := restoreMomentum[T](st, "sgd", o.n, o.cfg.Momentum)
+	if err == nil {
 		o.mom = m
 	}
-	return nil
+	return err
+}
+
+// restoreMomentum reads the momentum buffer of n entries of a state of
+// kind: nil when the state has none (no step taken yet), an error when it
+// has one but the momentum is 0.
+func restoreMomentum[T Float](st State, kind string, n int, momentum float64) ([]T, error) {
+	if err := st.check(kind); err != nil {
+		return nil, err
+	}
+	if _, ok := st.Buffers["momentum"]; ok && momentum == 0 {
+		return nil, fmt.Errorf("optim: %s state has a momentum buffer but the momentum is 0", kind)
+	}
+	m := make([]T, n)
+	if ok, err := buffer(st, "momentum", m, true); !ok || err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // AdamConfig holds the options of Adam.
@@ -167,13 +161,7 @@ func NewAdam[T Float](n int, cfg AdamConfig) (*Adam[T], error) {
 func (o *Adam[T]) Config() AdamConfig { return o.cfg }
 
 // Step updates w from its gradient g. On error w is unchanged.
-func (o *Adam[T]) Step(w, g []T) error {
-	if err := checkPlain(o.n, w, g); err != nil {
-		return err
-	}
-	o.commit(w, g)
-	return nil
-}
+func (o *Adam[T]) Step(w, g []T) error { return step[T](o, checkPlain(o.n, w, g), w, g) }
 
 func (o *Adam[T]) prepare(_, _ []T) error { return nil }
 func (o *Adam[T]) abort()                 {}
@@ -198,13 +186,7 @@ func (o *Adam[T]) commit(w, g []T) {
 
 // SetLR changes the step size, for a schedule; it must be finite and >= 0
 // (0 freezes the weight).
-func (o *Adam[T]) SetLR(lr float64) error {
-	if err := checkLR(lr); err != nil {
-		return err
-	}
-	o.cfg.LR = lr
-	return nil
-}
+func (o *Adam[T]) SetLR(lr float64) error { return setLR(&o.cfg.LR, lr) }
 
 // State returns a copy of the optimizer's state: the step count and, once
 // a step has been taken, the moments m and v.

@@ -58,14 +58,7 @@ func NewRiemannianAdam[T Float](m manifold.Manifold[T], cfg RiemannianAdamConfig
 // Step takes one step from x along the Euclidean gradient grad. On error
 // neither x nor the moments have changed.
 func (o *RiemannianAdam[T]) Step(x, grad []T) error {
-	if err := checkStep(o.n, o.p, x, grad); err != nil {
-		return err
-	}
-	if err := o.prepare(x, grad); err != nil {
-		return err
-	}
-	o.commit(x, grad)
-	return nil
+	return step[T](o, checkStep(o.n, o.p, x, grad), x, grad)
 }
 
 func (o *RiemannianAdam[T]) prepare(x, grad []T) error {
@@ -115,13 +108,7 @@ func (o *RiemannianAdam[T]) abort() {}
 
 // SetLR changes the step size, for a schedule; it must be finite and >= 0
 // (0 freezes the weight).
-func (o *RiemannianAdam[T]) SetLR(lr float64) error {
-	if err := checkLR(lr); err != nil {
-		return err
-	}
-	o.cfg.LR = lr
-	return nil
-}
+func (o *RiemannianAdam[T]) SetLR(lr float64) error { return setLR(&o.cfg.LR, lr) }
 
 // State returns a copy of the optimizer's state: the step count and, once
 // a step has been taken, the moments.

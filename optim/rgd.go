@@ -50,16 +50,7 @@ func NewRGD[T Float](m manifold.Manifold[T], cfg RGDConfig) (*RGD[T], error) {
 
 // Step takes one RGD step from x along the Euclidean gradient grad. On
 // error neither x nor the momentum has changed.
-func (o *RGD[T]) Step(x, grad []T) error {
-	if err := checkStep(o.n, o.p, x, grad); err != nil {
-		return err
-	}
-	if err := o.prepare(x, grad); err != nil {
-		return err
-	}
-	o.commit(x, grad)
-	return nil
-}
+func (o *RGD[T]) Step(x, grad []T) error { return step[T](o, checkStep(o.n, o.p, x, grad), x, grad) }
 
 // prepare computes the next point (and momentum) into workspaces.
 func (o *RGD[T]) prepare(x, grad []T) error {

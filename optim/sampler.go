@@ -96,16 +96,30 @@ func (permutation) Start(n, r int) (Draws, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &permDraws{perm: perm}, nil
+	return &permDraws{positionless{Permutation}, perm}, nil
 }
 
 // permDraws draws r distinct rows uniformly.
-type permDraws struct{ perm *manifold.Permutation }
+type permDraws struct {
+	positionless
+	perm *manifold.Permutation
+}
 
 func (d *permDraws) Draw(rng *rand.Rand, p *Submanifold) error { return d.perm.Sample(p.Rows, rng) }
-func (d *permDraws) Undraw()                                   {} // a draw only advances rng
-func (d *permDraws) Save(st State)                             { st.Counters["block"] = 0 }
-func (d *permDraws) Load(st State) (func(), error)             { return func() {}, noBlock(st, Permutation) }
+
+// positionless is the position of draws that have none of their own: a
+// draw only advances rng, and a state holds block 0.
+type positionless struct{ s Sampler }
+
+func (positionless) Undraw()       {}
+func (positionless) Save(st State) { st.Counters["block"] = 0 }
+
+func (d positionless) Load(st State) (func(), error) {
+	if b, ok := st.Counters["block"]; ok && b != -1 && b != 0 {
+		return nil, fmt.Errorf("optim: rsdm state has block %d but the sampling is %v", b, d.s)
+	}
+	return func() {}, nil
+}
 
 type orthogonal struct{}
 
@@ -118,11 +132,12 @@ func (orthogonal) Start(n, r int) (Draws, error) {
 		return nil, err
 	}
 	h64, _ := manifold.NewHaarRows[float64](n, r)
-	return &haarDraws{h32: h32, h64: h64}, nil
+	return &haarDraws{positionless: positionless{Orthogonal}, h32: h32, h64: h64}, nil
 }
 
 // haarDraws draws r rows of a Haar-random orthogonal matrix.
 type haarDraws struct {
+	positionless
 	h32 *manifold.HaarRows[float32]
 	h64 *manifold.HaarRows[float64]
 }
@@ -132,18 +147,6 @@ func (d *haarDraws) Draw(rng *rand.Rand, p *Submanifold) error {
 		return d.h32.Sample(p.Frame32, rng)
 	}
 	return d.h64.Sample(p.Frame64, rng)
-}
-func (d *haarDraws) Undraw()                       {} // a draw only advances rng
-func (d *haarDraws) Save(st State)                 { st.Counters["block"] = 0 }
-func (d *haarDraws) Load(st State) (func(), error) { return func() {}, noBlock(st, Orthogonal) }
-
-// noBlock checks that a state restored into a sampler without blocks has
-// no block position; State writes "block" = 0 for those samplers.
-func noBlock(st State, s Sampler) error {
-	if b, ok := st.Counters["block"]; ok && b != -1 && b != 0 {
-		return fmt.Errorf("optim: rsdm state has block %d but the sampling is %v", b, s)
-	}
-	return nil
 }
 
 type blocks struct{}

@@ -205,44 +205,17 @@ func (o *RGD[T]) State() State {
 // SetState restores a state returned by State of an RGD with the same
 // configuration and weight shape. On error the optimizer is unchanged.
 func (o *RGD[T]) SetState(s State) error {
-	if err := s.check("rgd"); err != nil {
-		return err
+	m, err := restoreMomentum[T](s, "rgd", o.n*o.p, o.cfg.Momentum)
+	if err == nil {
+		o.mom = m
 	}
-	if o.cfg.Momentum == 0 {
-		if _, ok := s.Buffers["momentum"]; ok {
-			return fmt.Errorf("optim: rgd state has a momentum buffer but the momentum is 0")
-		}
-		return nil
-	}
-	mom := make([]T, o.n*o.p)
-	ok, err := buffer(s, "momentum", mom, true)
-	if err != nil {
-		return err
-	}
-	if ok {
-		o.mom = mom
-	} else {
-		o.mom = nil // no step taken yet
-	}
-	return nil
+	return err
 }
 
 // SetLR changes the step size, for a schedule; it must be finite and >= 0
 // (0 freezes the weight).
-func (o *RSDM[T]) SetLR(lr float64) error {
-	if err := checkLR(lr); err != nil {
-		return err
-	}
-	o.cfg.LR = lr
-	return nil
-}
+func (o *RSDM[T]) SetLR(lr float64) error { return setLR(&o.cfg.LR, lr) }
 
 // SetLR changes the step size, for a schedule; it must be finite and >= 0
 // (0 freezes the weight).
-func (o *RGD[T]) SetLR(lr float64) error {
-	if err := checkLR(lr); err != nil {
-		return err
-	}
-	o.cfg.LR = lr
-	return nil
-}
+func (o *RGD[T]) SetLR(lr float64) error { return setLR(&o.cfg.LR, lr) }
