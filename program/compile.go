@@ -124,6 +124,23 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 			c.checkGrad(i, n)
 		}
 	}
+	// The dropout masks the outputs need are drawn first in every Run.
+	var step *vbuf
+	var masks []backend.Kernel
+	dropout := map[*G.Node]bool{}
+	for i, d := range cfg.Dropout {
+		v, ok := c.vals[d.Node]
+		if !ok {
+			continue // a mask the outputs do not need
+		}
+		if step == nil {
+			step = c.newBuf(backend.Float64, 1, true, "dropout step")
+		}
+		dropout[d.Node] = true // SetInput does not set it
+		masks = append(masks, backend.DropoutMask{N: v.size, P: d.P, Seed: cfg.DropoutSeed, Stream: uint64(i),
+			Step: backend.At(step, 0), Dst: v.operand()})
+	}
+	c.kernels = append(masks, c.kernels...)
 	reads := map[*G.Node]*val{}
 	for _, n := range cfg.Outputs {
 		reads[n] = c.vals[n]
@@ -144,12 +161,17 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		if !ok {
 			continue // an input the outputs do not need
 		}
-		p.inputs[n] = v
+		if !dropout[n] {
+			p.inputs[n] = v
+		}
 		reads[n] = v
 	}
 	if err := c.plan(p); err != nil {
 		_ = p.Close()
 		return nil, err
+	}
+	if step != nil {
+		p.step, p.stepHost = step.phys, make([]float64, 1)
 	}
 	for i := range c.pvals {
 		pv := &c.pvals[i]
@@ -170,57 +192,7 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		p.flagsHost = make([]int32, c.flags.n)
 		p.flagsAny = p.flagsHost
 	}
-	if err := p.addDropout(cfg); err != nil {
-		_ = p.Close()
-		return nil, err
-	}
 	return p, nil
-}
-
-// addDropout puts the kernels that draw cfg.Dropout's masks before the
-// program's others.
-func (p *Program) addDropout(cfg Config) error {
-	var ks []backend.Kernel
-	for i, d := range cfg.Dropout {
-		v, ok := p.inputs[d.Node]
-		if !ok {
-			continue // a mask the outputs do not need
-		}
-		delete(p.inputs, d.Node) // SetInput does not set it
-		if p.step == nil {
-			b, err := p.be.Alloc(backend.Float64, 1)
-			if err != nil {
-				return err
-			}
-			p.owned = append(p.owned, b)
-			p.step, p.stepHost = b, make([]float64, 1)
-		}
-		ks = append(ks, backend.DropoutMask{N: v.size, P: d.P, Seed: cfg.DropoutSeed, Stream: uint64(i),
-			Step: backend.At(p.step, 0), Dst: backend.At(v.vb.phys, v.vb.physOff+v.off)})
-	}
-	if len(ks) == 0 {
-		return nil
-	}
-	fns := make([]backend.Func, len(ks))
-	kinds := make([]string, len(ks))
-	for i, k := range ks {
-		f, err := p.be.Prepare(k)
-		if err != nil {
-			return fmt.Errorf("program: preparing %s: %w", backend.Name(k), err)
-		}
-		fns[i], kinds[i] = f, backend.Name(k)
-	}
-	p.funcs = append(fns, p.funcs...)
-	p.kinds = append(kinds, p.kinds...)
-	if p.profile != nil {
-		descs := make([]string, len(ks))
-		for i, k := range ks {
-			descs[i] = describe(k)
-		}
-		p.descs = append(descs, p.descs...)
-		p.profile = append(make([]time.Duration, len(ks)), p.profile...)
-	}
-	return nil
 }
 
 // order returns the nodes the targets depend on, children before parents.
