@@ -307,15 +307,24 @@ func (c *compiler) node(n *G.Node) error {
 }
 
 func (c *compiler) leaf(n *G.Node) error {
+	_, isParam := c.params[n]
+	if !isParam && !c.inputs[n] {
+		if err := c.constant(n); err != nil {
+			return fmt.Errorf("%w (a leaf that is neither a parameter nor an input is a constant)", err)
+		}
+		return nil
+	}
+	if isParam && c.cfg.Share == nil {
+		return c.constant(n) // its value at Compile, in a buffer of its own
+	}
 	dt, err := dtypeOf(n)
 	if err != nil {
 		return err
 	}
 	shape := []int(n.Shape().Clone())
 	size := tensor.Shape(shape).TotalSize()
-	v := &val{node: n, shape: shape, size: size}
-	switch _, isParam := c.params[n]; {
-	case isParam && c.cfg.Share != nil:
+	v := &val{node: n, shape: shape, size: size, vb: c.newBuf(dt, size, true, n.Name())}
+	if isParam { // a parameter of the shared program
 		other := c.cfg.Share.paramNamed(n.Name())
 		if other == nil {
 			return fmt.Errorf("program: parameter %q is not a parameter of the shared program", n.Name())
@@ -323,27 +332,9 @@ func (c *compiler) leaf(n *G.Node) error {
 		if other.v.vb.dt != dt || other.v.size != size {
 			return fmt.Errorf("program: parameter %q has %d values of %v, the shared program's %d of %v", n.Name(), size, dt, other.v.size, other.v.vb.dt)
 		}
-		v.vb = c.newBuf(dt, size, true, n.Name())
 		v.vb.phys, v.vb.physOff = other.v.vb.phys, other.v.vb.physOff+other.v.off
-	case isParam:
-		data, err := hostData(n)
-		if err != nil {
-			return err
-		}
-		v.vb = c.newBuf(dt, size, true, n.Name())
-		v.vb.init = data
-	case c.inputs[n]:
-		v.vb = c.newBuf(dt, size, true, n.Name())
-		if d, err := hostData(n); err == nil {
-			v.vb.init = d // its value at Compile, until SetInput
-		}
-	default:
-		data, err := hostData(n)
-		if err != nil {
-			return fmt.Errorf("%w (a leaf that is neither a parameter nor an input is a constant)", err)
-		}
-		v.vb = c.newBuf(dt, size, true, n.Name())
-		v.vb.init = data
+	} else if d, err := hostData(n); err == nil {
+		v.vb.init = d // an input's value at Compile, until SetInput
 	}
 	c.vals[n] = v
 	return nil

@@ -95,41 +95,39 @@ func (c *compiler) lower(n *G.Node, in []*val) error {
 		}
 		c.view(n, in[0], 0)
 		return nil
-	case "elemUnaryOp":
-		return c.unary(n, in)
-	case "elemBinOp":
-		return c.binary(n, in)
-	case "linAlgBinOp":
-		return c.linAlg(n, in)
-	case "sumOp":
-		return c.reduce(n, in, backend.Sum)
-	case "maxOp":
-		return c.reduce(n, in, backend.Max)
-	case "softmaxOp", "softmaxDiffOp":
-		return c.softmax(n, in)
-	case "repeatOp":
-		return c.repeat(n, in)
-	case "transposeOp":
-		return c.transpose(n, in)
 	case "sliceOp":
 		return c.slice(n, in)
-	case "sliceIncrOp":
-		return c.sliceIncr(n, in)
-	case "concatOp":
-		return c.concat(n, in)
 	}
-	return fmt.Errorf("%w %v (%T) at node %q: see the README for the ops the compiler knows", ErrUnknownOp, op, op, n.Name())
+	lower, ok := lowerings[opName(op)]
+	if !ok {
+		return fmt.Errorf("%w %v (%T) at node %q: see the README for the ops the compiler knows", ErrUnknownOp, op, op, n.Name())
+	}
+	out, err := c.newVal(n)
+	if err != nil {
+		return err
+	}
+	return lower(c, n, in, out)
+}
+
+// lowerings lower the ops that write a value of their own, out.
+var lowerings = map[string]func(c *compiler, n *G.Node, in []*val, out *val) error{
+	"elemUnaryOp": (*compiler).unary, "elemBinOp": (*compiler).binary, "linAlgBinOp": (*compiler).linAlg,
+	"softmaxOp": (*compiler).softmax, "softmaxDiffOp": (*compiler).softmax, "repeatOp": (*compiler).repeat,
+	"transposeOp": (*compiler).transpose, "sliceIncrOp": (*compiler).sliceIncr, "concatOp": (*compiler).concat,
+	"sumOp": func(c *compiler, n *G.Node, in []*val, out *val) error { return c.reduce(n, in, out, backend.Sum) },
+	"maxOp": func(c *compiler, n *G.Node, in []*val, out *val) error { return c.reduce(n, in, out, backend.Max) },
 }
 
 func size(s tensor.Shape) int { return s.TotalSize() }
 
-// constant makes n's compile-time value a resident constant.
+// constant makes n's value at Compile a resident buffer of its own: a
+// constant, or a parameter's starting value.
 func (c *compiler) constant(n *G.Node) error {
-	data, err := hostData(n)
+	dt, err := dtypeOf(n)
 	if err != nil {
 		return err
 	}
-	dt, err := dtypeOf(n)
+	data, err := hostData(n)
 	if err != nil {
 		return err
 	}
@@ -178,15 +176,11 @@ var unaryOps = map[string]backend.UnaryOp{
 	"log1p": backend.Log1p, "expm1": backend.Expm1, "softplus": backend.Softplus,
 }
 
-func (c *compiler) unary(n *G.Node, in []*val) error {
+func (c *compiler) unary(n *G.Node, in []*val, out *val) error {
 	name := fmt.Sprint(n.Op())
 	uop, ok := unaryOps[name]
 	if !ok {
 		return fmt.Errorf("%w: unary function %q at node %q", ErrUnknownOp, name, n.Name())
-	}
-	out, err := c.newVal(n)
-	if err != nil {
-		return err
 	}
 	if out.size != in[0].size {
 		return fmt.Errorf("unary %s of %d values gives %d", name, in[0].size, out.size)
@@ -200,15 +194,11 @@ var binaryOps = map[string]backend.BinaryOp{
 	"<": backend.Lt, ">": backend.Gt, "<=": backend.Le, ">=": backend.Ge, "==": backend.Eq, "!=": backend.Ne,
 }
 
-func (c *compiler) binary(n *G.Node, in []*val) error {
+func (c *compiler) binary(n *G.Node, in []*val, out *val) error {
 	sym, _, _ := strings.Cut(fmt.Sprint(n.Op()), " ")
 	bop, ok := binaryOps[sym]
 	if !ok {
 		return fmt.Errorf("%w: binary function %q at node %q", ErrUnknownOp, sym, n.Name())
-	}
-	out, err := c.newVal(n)
-	if err != nil {
-		return err
 	}
 	a, b := in[0], in[1]
 	k := backend.Zip{Op: bop, N: out.size, A: a.operand(), B: b.operand(), Dst: out.operand()}
@@ -234,7 +224,7 @@ const (
 	batchedMatMul
 )
 
-func (c *compiler) linAlg(n *G.Node, in []*val) error {
+func (c *compiler) linAlg(n *G.Node, in []*val, out *val) error {
 	op := n.Op()
 	kind, err := intField(op, "āBinaryOperator")
 	if err != nil {
@@ -245,10 +235,6 @@ func (c *compiler) linAlg(n *G.Node, in []*val) error {
 		return err
 	}
 	tB, err := boolField(op, "transB")
-	if err != nil {
-		return err
-	}
-	out, err := c.newVal(n)
 	if err != nil {
 		return err
 	}
@@ -352,7 +338,7 @@ func (c *compiler) thinProduct(g *G.Node) (a, b *val, ok bool) {
 
 // reduce lowers Sum and Max along axes: runs of adjacent axes are reduced
 // at once, from the last run to the first.
-func (c *compiler) reduce(n *G.Node, in []*val, rop backend.ReduceOp) error {
+func (c *compiler) reduce(n *G.Node, in []*val, out *val, rop backend.ReduceOp) error {
 	along, err := intsField(n.Op(), "along")
 	if err != nil {
 		return err
@@ -369,10 +355,6 @@ func (c *compiler) reduce(n *G.Node, in []*val, rop backend.ReduceOp) error {
 		if a < 0 || a >= len(shape) || (i > 0 && along[i-1] == a) {
 			return fmt.Errorf("reduction along %v of shape %v", along, src.shape)
 		}
-	}
-	out, err := c.newVal(n)
-	if err != nil {
-		return err
 	}
 	// Runs of adjacent axes, last first.
 	type run struct{ lo, hi int }
@@ -424,7 +406,7 @@ func softmaxAxis(op G.Op, shape tensor.Shape) (int, error) {
 
 // softmax lowers SoftMax / LogSoftMax, and their gradient softmaxDiffOp
 // (arguments x, y = softmax(x), dy).
-func (c *compiler) softmax(n *G.Node, in []*val) error {
+func (c *compiler) softmax(n *G.Node, in []*val, out *val) error {
 	op := n.Op()
 	isLog, err := boolField(op, "isLog")
 	if err != nil {
@@ -432,10 +414,6 @@ func (c *compiler) softmax(n *G.Node, in []*val) error {
 	}
 	x := in[0]
 	axis, err := softmaxAxis(op, tensor.Shape(x.shape))
-	if err != nil {
-		return err
-	}
-	out, err := c.newVal(n)
 	if err != nil {
 		return err
 	}
@@ -465,12 +443,8 @@ func strides(shape []int) []int {
 
 // repeat lowers gorgonia's repeatOp (broadcasting): every element of the
 // argument is repeated along one axis, as tensor.Repeat does.
-func (c *compiler) repeat(n *G.Node, in []*val) error {
+func (c *compiler) repeat(n *G.Node, in []*val, out *val) error {
 	along, err := intField(n.Op(), "along")
-	if err != nil {
-		return err
-	}
-	out, err := c.newVal(n)
 	if err != nil {
 		return err
 	}
@@ -517,7 +491,7 @@ func (c *compiler) repeat(n *G.Node, in []*val) error {
 	return nil
 }
 
-func (c *compiler) transpose(n *G.Node, in []*val) error {
+func (c *compiler) transpose(n *G.Node, in []*val, out *val) error {
 	pattern, err := intsField(n.Op(), "pattern")
 	if err != nil {
 		return err
@@ -525,10 +499,6 @@ func (c *compiler) transpose(n *G.Node, in []*val) error {
 	x := in[0]
 	if len(pattern) != len(x.shape) {
 		return fmt.Errorf("transpose %v of shape %v", pattern, x.shape)
-	}
-	out, err := c.newVal(n)
-	if err != nil {
-		return err
 	}
 	xst := strides(x.shape)
 	ss := make([]int, len(pattern))
@@ -619,13 +589,9 @@ func (c *compiler) slice(n *G.Node, in []*val) error {
 
 // sliceIncr lowers the gradient of a slice: zeros of the sliced tensor's
 // shape with the slice's window set to the incoming gradient.
-func (c *compiler) sliceIncr(n *G.Node, in []*val) error {
+func (c *compiler) sliceIncr(n *G.Node, in []*val, out *val) error {
 	x, g := in[0], in[1]
 	axis, start, end, step, err := sliceOf(n.Op(), x.shape)
-	if err != nil {
-		return err
-	}
-	out, err := c.newVal(n)
 	if err != nil {
 		return err
 	}
@@ -638,12 +604,8 @@ func (c *compiler) sliceIncr(n *G.Node, in []*val) error {
 	return nil
 }
 
-func (c *compiler) concat(n *G.Node, in []*val) error {
+func (c *compiler) concat(n *G.Node, in []*val, out *val) error {
 	axis, err := intField(n.Op(), "axis")
-	if err != nil {
-		return err
-	}
-	out, err := c.newVal(n)
 	if err != nil {
 		return err
 	}

@@ -192,13 +192,12 @@ type paramVal struct {
 // compares the node with what the program last copied, to refuse training
 // on a stale copy.
 type binding struct {
-	value  G.Value // the node's value; nil until the first Run
-	shared bool    // value is a view of the program's buffer
-	f32    []float32
-	f64    []float64 // value's elements (off the host)
-	probe  []uint64  // the bits of the elements at probePositions
-	sum    uint64    // checksum of all elements
-	verify bool      // the next Run compares the checksum, not only the probes
+	value  G.Value  // the node's value; nil until the first Run
+	shared bool     // value is a view of the program's buffer
+	elems  elems    // value's elements (off the host)
+	probe  []uint64 // the bits of the elements at probePositions
+	sum    uint64   // checksum of all elements
+	verify bool     // the next Run compares the checksum, not only the probes
 }
 
 // val is where one node's value lives: a slice of a (virtual, until
@@ -470,13 +469,13 @@ func (p *Program) checkNodes() error {
 		}
 		if b.verify {
 			b.verify = false
-			if checksum(b.f32, b.f64) != b.sum {
+			if b.elems.checksum() != b.sum {
 				return p.changed(pv, "was written")
 			}
 			continue
 		}
-		for j, n := 0, len(b.f32)+len(b.f64); j < len(b.probe); j++ {
-			if elemBits(b.f32, b.f64, probeAt(j, n)) != b.probe[j] {
+		for j := range b.probe {
+			if b.elems.bits(probeAt(j, b.elems.n)) != b.probe[j] {
 				return p.changed(pv, "was written")
 			}
 		}
@@ -507,19 +506,12 @@ func (p *Program) bind(pv *paramVal) error {
 		pv.node = binding{value: v, shared: true}
 		return nil
 	}
-	b := binding{value: v, verify: true}
-	switch x := v.Data().(type) {
-	case []float32:
-		b.f32 = x
-	case []float64:
-		b.f64 = x
-	}
-	size := len(b.f32) + len(b.f64)
-	b.probe = make([]uint64, probeCount(size))
+	b := binding{value: v, verify: true, elems: elemsOf(v.Data())}
+	b.probe = make([]uint64, probeCount(b.elems.n))
 	for j := range b.probe {
-		b.probe[j] = elemBits(b.f32, b.f64, probeAt(j, size))
+		b.probe[j] = b.elems.bits(probeAt(j, b.elems.n))
 	}
-	b.sum = checksum(b.f32, b.f64)
+	b.sum = b.elems.checksum()
 	pv.node = b
 	return nil
 }
@@ -536,21 +528,33 @@ func probeAt(j, n int) int {
 	return 0
 }
 
-func elemBits(f32 []float32, f64 []float64, i int) uint64 {
-	if f32 != nil {
-		return uint64(math.Float32bits(f32[i]))
+// elems reads the bits of a value's elements: a slice's, or a scalar's
+// (a copy).
+type elems struct {
+	bits func(i int) uint64
+	n    int
+	f32  bool
+}
+
+func elemsOf(data any) elems {
+	switch x := data.(type) {
+	case []float32:
+		return elems{func(i int) uint64 { return uint64(math.Float32bits(x[i])) }, len(x), true}
+	case []float64:
+		return elems{func(i int) uint64 { return math.Float64bits(x[i]) }, len(x), false}
+	case float32:
+		return elemsOf([]float32{x})
+	case float64:
+		return elemsOf([]float64{x})
 	}
-	return math.Float64bits(f64[i])
+	return elems{} // no elements
 }
 
 // checksum is FNV-1a over the elements' bits.
-func checksum(f32 []float32, f64 []float64) uint64 {
+func (e elems) checksum() uint64 {
 	h := uint64(14695981039346656037)
-	for _, x := range f32 {
-		h = (h ^ uint64(math.Float32bits(x))) * 1099511628211
-	}
-	for _, x := range f64 {
-		h = (h ^ math.Float64bits(x)) * 1099511628211
+	for i := range e.n {
+		h = (h ^ e.bits(i)) * 1099511628211
 	}
 	return h
 }
@@ -569,39 +573,18 @@ func sameMemory(a, b any) bool {
 }
 
 // sameBits reports whether a value's data (a slice or a scalar) holds the
-// same bits as the host slice b.
+// same elements, bit for bit, as the host slice b.
 func sameBits(a, b any) bool {
-	switch x := a.(type) {
-	case float32:
-		a = []float32{x}
-	case float64:
-		a = []float64{x}
+	x, y := elemsOf(a), elemsOf(b)
+	if x.bits == nil || y.bits == nil || x.n != y.n || x.f32 != y.f32 {
+		return false
 	}
-	switch x := a.(type) {
-	case []float32:
-		y, ok := b.([]float32)
-		if !ok || len(x) != len(y) {
+	for i := range x.n {
+		if x.bits(i) != y.bits(i) {
 			return false
 		}
-		for i := range x {
-			if math.Float32bits(x[i]) != math.Float32bits(y[i]) {
-				return false
-			}
-		}
-		return true
-	case []float64:
-		y, ok := b.([]float64)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if math.Float64bits(x[i]) != math.Float64bits(y[i]) {
-				return false
-			}
-		}
-		return true
 	}
-	return false
+	return true
 }
 
 // Close frees the buffers the program allocated (not those it shares).
