@@ -161,11 +161,7 @@ func (k Map) Check() error {
 	if !k.Op.valid() {
 		return fmt.Errorf("backend: map: unknown function %v", k.Op)
 	}
-	dt := DTypeOf(k.Dst)
-	if err := CheckOperand("map source", k.Src, dt, k.N); err != nil {
-		return err
-	}
-	return CheckOperand("map destination", k.Dst, dt, k.N)
+	return checkAll(k, DTypeOf(k.Dst), "source", k.Src, k.N, "destination", k.Dst, k.N)
 }
 
 // Host runs the function's CPU definition.
@@ -215,16 +211,73 @@ const (
 	GELUGrad // b GELU'(a): the gradient of GELU at a times b
 )
 
-var binaryNames = [...]string{Add: "add", Sub: "sub", Mul: "mul", Div: "div", Pow: "pow", Lt: "lt", Gt: "gt",
-	Le: "le", Ge: "ge", Eq: "eq", Ne: "ne", Max2: "max", Min2: "min", GELUGrad: "gelu-grad"}
+// binary is the CPU definition of a BinaryOp, as unary is of a UnaryOp.
+type binary struct {
+	name string
+	f32  func(x, y float32) float32
+	f64  func(x, y float64) float64
+	cost int
+}
+
+// binaries are the BinaryOps' CPU definitions.
+var binaries = [...]binary{
+	Add: {"add", add[float32], add[float64], 1}, Sub: {"sub", sub[float32], sub[float64], 1},
+	Mul: {"mul", mul[float32], mul[float64], 1}, Div: {"div", div[float32], div[float64], 1},
+	Pow: {"pow", pow[float32], pow[float64], 16},
+	Lt:  {"lt", lt[float32], lt[float64], 1}, Gt: {"gt", gt[float32], gt[float64], 1},
+	Le: {"le", le[float32], le[float64], 1}, Ge: {"ge", ge[float32], ge[float64], 1},
+	Eq: {"eq", eq[float32], eq[float64], 1}, Ne: {"ne", ne[float32], ne[float64], 1},
+	Max2: {"max", max2[float32], max2[float64], 1}, Min2: {"min", min2[float32], min2[float64], 1},
+	GELUGrad: {"gelu-grad", geluGrad[float32], geluGrad[float64], 16},
+}
+
+func add[T Float](x, y T) T { return x + y }
+func sub[T Float](x, y T) T { return x - y }
+func mul[T Float](x, y T) T { return x * y }
+func div[T Float](x, y T) T { return x / y }
+func pow[T Float](x, y T) T { return T(math.Pow(float64(x), float64(y))) }
+func lt[T Float](x, y T) T  { return one[T](x < y) }
+func gt[T Float](x, y T) T  { return one[T](x > y) }
+func le[T Float](x, y T) T  { return one[T](x <= y) }
+func ge[T Float](x, y T) T  { return one[T](x >= y) }
+func eq[T Float](x, y T) T  { return one[T](x == y) }
+func ne[T Float](x, y T) T  { return one[T](x != y) }
+
+// geluGrad is y GELU'(x).
+func geluGrad[T Float](x, y T) T { return T(float64(y) * geluDeriv(float64(x))) }
+
+// one returns 1 where c holds, else 0.
+func one[T Float](c bool) T {
+	if c {
+		return 1
+	}
+	return 0
+}
+
+// max2 and min2 return NaN where either argument is NaN.
+func max2[T Float](x, y T) T {
+	if x > y || x != x {
+		return x
+	}
+	return y
+}
+
+func min2[T Float](x, y T) T {
+	if x < y || x != x {
+		return x
+	}
+	return y
+}
 
 // String returns the function's name.
 func (o BinaryOp) String() string {
-	if int(o) < len(binaryNames) && binaryNames[o] != "" {
-		return binaryNames[o]
+	if o.valid() {
+		return binaries[o].name
 	}
 	return fmt.Sprintf("BinaryOp(%d)", int(o))
 }
+
+func (o BinaryOp) valid() bool { return o > 0 && int(o) < len(binaries) }
 
 // Zip is Dst[i] = A[i] Op B[i] for N elements. An operand whose Scalar flag
 // is set is one element, used for every i. Dst may be A or B, unless that
@@ -239,10 +292,9 @@ type Zip struct {
 
 // Check checks the operands.
 func (k Zip) Check() error {
-	if k.Op == 0 || int(k.Op) >= len(binaryNames) {
+	if !k.Op.valid() {
 		return fmt.Errorf("backend: zip: unknown function %v", k.Op)
 	}
-	dt := DTypeOf(k.Dst)
 	na, nb := k.N, k.N
 	if k.AScalar {
 		na = 1
@@ -250,13 +302,7 @@ func (k Zip) Check() error {
 	if k.BScalar {
 		nb = 1
 	}
-	if err := CheckOperand("zip A", k.A, dt, na); err != nil {
-		return err
-	}
-	if err := CheckOperand("zip B", k.B, dt, nb); err != nil {
-		return err
-	}
-	if err := CheckOperand("zip destination", k.Dst, dt, k.N); err != nil {
+	if err := checkAll(k, DTypeOf(k.Dst), "A", k.A, na, "B", k.B, nb, "destination", k.Dst, k.N); err != nil {
 		return err
 	}
 	// A scalar operand inside the destination is read by every thread of a
@@ -295,81 +341,35 @@ func (k Zip) Device(p Planner) {
 // binaryFunc returns the loop of a binary function: dst[i] = a[i] op b[i],
 // where a or b of length 1 is broadcast.
 func binaryFunc[T Float](op BinaryOp) func(dst, a, b []T) {
-	gen := func(fn func(x, y T) T) func(dst, a, b []T) {
-		return func(dst, a, b []T) {
-			switch {
-			case len(a) == 1 && len(b) == 1 && len(dst) != 1:
-				v := fn(a[0], b[0])
-				for i := range dst {
-					dst[i] = v
-				}
-			case len(a) == 1 && len(dst) != 1:
-				x := a[0]
-				b = b[:len(dst)]
-				for i, y := range b {
-					dst[i] = fn(x, y)
-				}
-			case len(b) == 1 && len(dst) != 1:
-				y := b[0]
-				a = a[:len(dst)]
-				for i, x := range a {
-					dst[i] = fn(x, y)
-				}
-			default:
-				a, b = a[:len(dst)], b[:len(dst)]
-				for i, x := range a {
-					dst[i] = fn(x, b[i])
-				}
+	fn, ok := any(binaries[op].f32).(func(x, y T) T)
+	if !ok {
+		fn = any(binaries[op].f64).(func(x, y T) T)
+	}
+	return func(dst, a, b []T) {
+		switch {
+		case len(a) == 1 && len(b) == 1 && len(dst) != 1:
+			v := fn(a[0], b[0])
+			for i := range dst {
+				dst[i] = v
+			}
+		case len(a) == 1 && len(dst) != 1:
+			x := a[0]
+			b = b[:len(dst)]
+			for i, y := range b {
+				dst[i] = fn(x, y)
+			}
+		case len(b) == 1 && len(dst) != 1:
+			y := b[0]
+			a = a[:len(dst)]
+			for i, x := range a {
+				dst[i] = fn(x, y)
+			}
+		default:
+			a, b = a[:len(dst)], b[:len(dst)]
+			for i, x := range a {
+				dst[i] = fn(x, b[i])
 			}
 		}
-	}
-	cmp := func(c func(x, y T) bool) func(dst, a, b []T) {
-		return gen(func(x, y T) T {
-			if c(x, y) {
-				return 1
-			}
-			return 0
-		})
-	}
-	switch op {
-	case Add:
-		return gen(func(x, y T) T { return x + y })
-	case Sub:
-		return gen(func(x, y T) T { return x - y })
-	case Mul:
-		return gen(func(x, y T) T { return x * y })
-	case Div:
-		return gen(func(x, y T) T { return x / y })
-	case Pow:
-		return gen(func(x, y T) T { return T(math.Pow(float64(x), float64(y))) })
-	case Lt:
-		return cmp(func(x, y T) bool { return x < y })
-	case Gt:
-		return cmp(func(x, y T) bool { return x > y })
-	case Le:
-		return cmp(func(x, y T) bool { return x <= y })
-	case Ge:
-		return cmp(func(x, y T) bool { return x >= y })
-	case Eq:
-		return cmp(func(x, y T) bool { return x == y })
-	case Ne:
-		return cmp(func(x, y T) bool { return x != y })
-	case Max2:
-		return gen(func(x, y T) T {
-			if x > y || x != x {
-				return x
-			}
-			return y
-		})
-	case GELUGrad:
-		return gen(func(x, y T) T { return T(float64(y) * geluDeriv(float64(x))) })
-	default: // Min2 (Check refuses other values)
-		return gen(func(x, y T) T {
-			if x < y || x != x {
-				return x
-			}
-			return y
-		})
 	}
 }
 
@@ -378,11 +378,7 @@ func zipHost[T Float](p *Pool, k Zip) Func {
 	// Hot same-shape loops without the closure call per element.
 	fast := fastZip[T](k.Op)
 	av, bv, dst := hostData[T](k.A), hostData[T](k.B), hostData[T](k.Dst)[:k.N]
-	cost := 1
-	if k.Op == Pow || k.Op == GELUGrad {
-		cost = 16
-	}
-	s := p.split(k.N, cost, func(lo, hi int) {
+	s := p.split(k.N, binaries[k.Op].cost, func(lo, hi int) {
 		a, bb := av, bv
 		if k.AScalar {
 			a = a[:1]

@@ -43,10 +43,14 @@ func (a Activation) String() string {
 	return fmt.Sprintf("Activation(%d)", int(a))
 }
 
-// checkAll checks operands given as (name, Operand, elements) triples, all
-// of type dt (any when dt is 0).
+// checkAll checks k's operands given as (name, Operand, elements) triples,
+// of type dt (any when dt is 0); a DType among them sets the type of the
+// operands after it.
 func checkAll(k Kernel, dt DType, ops ...any) error {
 	for i := 0; i+2 < len(ops); i += 3 {
+		if t, ok := ops[i].(DType); ok {
+			dt, i = t, i+1
+		}
 		what, op, n := ops[i].(string), ops[i+1].(Operand), ops[i+2].(int)
 		if err := CheckOperand(Name(k)+" "+what, op, dt, n); err != nil {
 			return err

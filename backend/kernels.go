@@ -111,11 +111,7 @@ func (k Reduce) Check() error {
 	if k.Outer < 1 || k.Mid < 1 || k.Inner < 1 {
 		return fmt.Errorf("backend: reduce: shape (%d, %d, %d), want positive sizes", k.Outer, k.Mid, k.Inner)
 	}
-	dt := DTypeOf(k.Dst)
-	if err := CheckOperand("reduce source", k.Src, dt, k.Outer*k.Mid*k.Inner); err != nil {
-		return err
-	}
-	return CheckOperand("reduce destination", k.Dst, dt, k.Outer*k.Inner)
+	return checkAll(k, DTypeOf(k.Dst), "source", k.Src, k.Outer*k.Mid*k.Inner, "destination", k.Dst, k.Outer*k.Inner)
 }
 
 // Softmax writes into Dst the softmax (or with Log its logarithm) of Src, a
@@ -132,12 +128,8 @@ func (k Softmax) Check() error {
 	if k.Outer < 1 || k.Axis < 1 || k.Inner < 1 {
 		return fmt.Errorf("backend: softmax: shape (%d, %d, %d), want positive sizes", k.Outer, k.Axis, k.Inner)
 	}
-	dt := DTypeOf(k.Dst)
 	n := k.Outer * k.Axis * k.Inner
-	if err := CheckOperand("softmax source", k.Src, dt, n); err != nil {
-		return err
-	}
-	return CheckOperand("softmax destination", k.Dst, dt, n)
+	return checkAll(k, DTypeOf(k.Dst), "source", k.Src, n, "destination", k.Dst, n)
 }
 
 // SoftmaxGrad writes into DX the gradient of a softmax along the middle
@@ -155,17 +147,8 @@ func (k SoftmaxGrad) Check() error {
 	if k.Outer < 1 || k.Axis < 1 || k.Inner < 1 {
 		return fmt.Errorf("backend: softmax-grad: shape (%d, %d, %d), want positive sizes", k.Outer, k.Axis, k.Inner)
 	}
-	dt := DTypeOf(k.DX)
 	n := k.Outer * k.Axis * k.Inner
-	for _, o := range []struct {
-		name string
-		op   Operand
-	}{{"Y", k.Y}, {"DY", k.DY}, {"DX", k.DX}} {
-		if err := CheckOperand("softmax-grad "+o.name, o.op, dt, n); err != nil {
-			return err
-		}
-	}
-	return nil
+	return checkAll(k, DTypeOf(k.DX), "Y", k.Y, n, "DY", k.DY, n, "DX", k.DX, n)
 }
 
 // MaxDims bounds the axes of a Copy.
@@ -369,10 +352,7 @@ type CheckFinite struct {
 
 // Check checks the operands.
 func (k CheckFinite) Check() error {
-	if err := CheckOperand("check-finite source", k.Src, 0, k.N); err != nil {
-		return err
-	}
-	return CheckOperand("check-finite flag", k.Flag, Int32, 1)
+	return checkAll(k, 0, "source", k.Src, k.N, Int32, "flag", k.Flag, 1)
 }
 
 // CheckProduct sets Flag like CheckFinite would for the product C = A^T B
@@ -391,14 +371,7 @@ func (k CheckProduct) Check() error {
 	if k.RA < 0 || k.CA < 0 || k.CB < 0 {
 		return fmt.Errorf("backend: check-product: negative size %d x %d, %d x %d", k.RA, k.CA, k.RA, k.CB)
 	}
-	dt := DTypeOf(k.A)
-	if err := CheckOperand("check-product A", k.A, dt, k.RA*k.CA); err != nil {
-		return err
-	}
-	if err := CheckOperand("check-product B", k.B, dt, k.RA*k.CB); err != nil {
-		return err
-	}
-	return CheckOperand("check-product flag", k.Flag, Int32, 1)
+	return checkAll(k, DTypeOf(k.A), "A", k.A, k.RA*k.CA, "B", k.B, k.RA*k.CB, Int32, "flag", k.Flag, 1)
 }
 
 // GatherRows copies row Rows[i] of Src, a matrix of Width columns, into row
@@ -411,14 +384,7 @@ type GatherRows struct {
 // Check checks the operands; the row indices are checked when the kernel
 // runs.
 func (k GatherRows) Check() error {
-	if err := CheckOperand("gather-rows indices", k.Rows, Int32, k.N); err != nil {
-		return err
-	}
-	dt := DTypeOf(k.Dst)
-	if err := CheckOperand("gather-rows source", k.Src, dt, k.Width); err != nil {
-		return err
-	}
-	return CheckOperand("gather-rows destination", k.Dst, dt, k.N*k.Width)
+	return checkAll(k, Int32, "indices", k.Rows, k.N, DTypeOf(k.Dst), "source", k.Src, k.Width, "destination", k.Dst, k.N*k.Width)
 }
 
 // ScatterRows copies row i of Src into row Rows[i] of Dst, a matrix of
@@ -432,14 +398,7 @@ type ScatterRows struct {
 // Check checks the operands; the row indices are checked when the kernel
 // runs.
 func (k ScatterRows) Check() error {
-	if err := CheckOperand("scatter-rows indices", k.Rows, Int32, k.N); err != nil {
-		return err
-	}
-	dt := DTypeOf(k.Src)
-	if err := CheckOperand("scatter-rows source", k.Src, dt, k.N*k.Width); err != nil {
-		return err
-	}
-	return CheckOperand("scatter-rows destination", k.Dst, dt, k.Width)
+	return checkAll(k, Int32, "indices", k.Rows, k.N, DTypeOf(k.Src), "source", k.Src, k.N*k.Width, "destination", k.Dst, k.Width)
 }
 
 // QF replaces A, an M x N matrix with M >= N, by the Q factor of its QR

@@ -106,10 +106,7 @@ func (k AdamStep) Check() error {
 	if k.N < 1 {
 		return fmt.Errorf("backend: adam-step: %d elements", k.N)
 	}
-	if err := checkAll(k, DTypeOf(k.W), "W", k.W, k.N, "G", k.G, k.N, "M", k.M, k.N, "V", k.V, k.N); err != nil {
-		return err
-	}
-	return CheckOperand("adam-step hyperparameters", k.Hyper, Float64, 3)
+	return checkAll(k, DTypeOf(k.W), "W", k.W, k.N, "G", k.G, k.N, "M", k.M, k.N, "V", k.V, k.N, Float64, "hyperparameters", k.Hyper, 3)
 }
 
 // Host steps with the moments in float64.
@@ -215,13 +212,7 @@ func (k SkewStep) Check() error {
 	if dt := DTypeOf(k.B); dt != Float32 && dt != Float64 {
 		return fmt.Errorf("backend: skew-step: B of %v", dt)
 	}
-	if err := CheckOperand("skew-step B", k.B, 0, k.R*k.R); err != nil {
-		return err
-	}
-	if err := CheckOperand("skew-step Y", k.Y, Float64, k.R*k.R); err != nil {
-		return err
-	}
-	return CheckOperand("skew-step step size", k.LR, Float64, 1)
+	return checkAll(k, 0, "B", k.B, k.R*k.R, Float64, "Y", k.Y, k.R*k.R, "step size", k.LR, 1)
 }
 
 // Host computes Y in float64.
@@ -265,7 +256,7 @@ func (k IdentityDelta) Check() error {
 	if k.R < 1 {
 		return fmt.Errorf("backend: identity-delta: r = %d", k.R)
 	}
-	if err := CheckOperand("identity-delta Y", k.Y, Float64, k.R*k.R); err != nil {
+	if err := checkAll(k, Float64, "Y", k.Y, k.R*k.R); err != nil {
 		return err
 	}
 	if dt := DTypeOf(k.Dst); dt != Float32 && dt != Float64 {
@@ -358,10 +349,7 @@ func (k DropoutMask) Check() error {
 	if dt := DTypeOf(k.Dst); dt != Float32 && dt != Float64 {
 		return fmt.Errorf("backend: dropout-mask: destination of %v", dt)
 	}
-	if err := CheckOperand("dropout-mask destination", k.Dst, 0, k.N); err != nil {
-		return err
-	}
-	return CheckOperand("dropout-mask step", k.Step, Float64, 1)
+	return checkAll(k, 0, "destination", k.Dst, k.N, Float64, "step", k.Step, 1)
 }
 
 // Host draws every entry with DropoutDraw.
