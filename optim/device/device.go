@@ -283,9 +283,19 @@ func (o *buffered) State() optim.State {
 		st.Counters["t"] = int64(o.t)
 	}
 	for i, name := range o.names {
-		if st = o.download(st, name, o.bufs[i], o.started); st.Buffers == nil {
-			break // unreadable
+		if !o.started {
+			break
 		}
+		h := any(make([]float64, size(o.shape)))
+		if o.dt == backend.Float32 {
+			h = make([]float32, size(o.shape))
+		}
+		if err := o.be.CopyOut(h, o.bufs[i].Buf, o.bufs[i].Off); err != nil {
+			// A checkpoint's State cannot fail: a state that does not
+			// restore says what went wrong instead.
+			return optim.State{Kind: "unreadable: " + err.Error()}
+		}
+		st.Buffers[name] = h
 	}
 	return st
 }
@@ -303,44 +313,12 @@ func (o *buffered) SetState(st optim.State) error {
 	o.t = int(st.Counters["t"]) // a fresh stepper's buffers are zero until then
 	var errs []error
 	for i, name := range o.names {
-		_, o.started = st.Buffers[name]
-		errs = append(errs, o.upload(st, name, o.bufs[i]))
+		var b any
+		if b, o.started = st.Buffers[name]; o.started { // of the parameter's type, as the host checked
+			errs = append(errs, o.be.CopyIn(o.bufs[i].Buf, o.bufs[i].Off, b))
+		}
 	}
 	return errors.Join(errs...)
-}
-
-// download reads the parameter's elements at op into st's buffer name,
-// when present.
-func (w *work) download(st optim.State, name string, op backend.Operand, present bool) optim.State {
-	if !present {
-		return st
-	}
-	n := size(w.shape)
-	var err error
-	if w.dt == backend.Float32 {
-		h := make([]float32, n)
-		err, st.Buffers[name] = w.be.CopyOut(h, op.Buf, op.Off), h
-	} else {
-		h := make([]float64, n)
-		err, st.Buffers[name] = w.be.CopyOut(h, op.Buf, op.Off), h
-	}
-	if err != nil {
-		// A checkpoint's State cannot fail: a state that does not restore
-		// says what went wrong instead.
-		return optim.State{Kind: "unreadable: " + err.Error()}
-	}
-	return st
-}
-
-// upload writes st's buffer name (checked by the host's stepper) to op.
-func (w *work) upload(st optim.State, name string, op backend.Operand) error {
-	switch b := st.Buffers[name].(type) {
-	case []float32:
-		return w.be.CopyIn(op.Buf, op.Off, b)
-	case []float64:
-		return w.be.CopyIn(op.Buf, op.Off, b)
-	}
-	return nil
 }
 
 // ---- the frame of a constrained weight ---------------------------------------------------
