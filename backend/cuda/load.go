@@ -304,9 +304,12 @@ func cusolverName(m int) string { return "libcusolver.so." + strconv.Itoa(m-1) }
 // from NVRTC's own folder first (NVRTC opens it by soname alone, which
 // fails where the toolkit is not in the loader's path).
 func (a *api) loadNVRTC(f *finder, m int) error {
-	l, err := a.open(f, C.ON_LIB_NVRTC, fmt.Sprintf("NVRTC %d", m), nvrtcNames(m)...)
+	l, err := f.find(nvrtcNames(m)...)
 	if err != nil {
-		return err
+		return fmt.Errorf("NVRTC %d: %w", m, err)
+	}
+	if err := a.resolve(f.o, C.ON_LIB_NVRTC, l); err != nil {
+		return fmt.Errorf("NVRTC %d: %w", m, err)
 	}
 	var maj, min C.int
 	if r := C.on_nvrtc_version(a.t, &maj, &min); r != 0 {
@@ -325,29 +328,22 @@ func (a *api) loadNVRTC(f *finder, m int) error {
 
 // loadBLAS opens cuBLAS and cuSOLVER of CUDA major m.
 func (a *api) loadBLAS(f *finder, m int) error {
-	l, err := a.open(f, C.ON_LIB_CUBLAS, fmt.Sprintf("cuBLAS %d", m), "libcublas.so."+strconv.Itoa(m))
+	l, err := f.find("libcublas.so." + strconv.Itoa(m))
 	if err != nil {
-		return err
+		return fmt.Errorf("cuBLAS %d: %w", m, err)
 	}
-	s, err := a.open(f, C.ON_LIB_CUSOLVER, fmt.Sprintf("cuSOLVER (CUDA %d)", m), cusolverName(m))
+	if err := a.resolve(f.o, C.ON_LIB_CUBLAS, l); err != nil {
+		return fmt.Errorf("cuBLAS %d: %w", m, err)
+	}
+	s, err := f.find(cusolverName(m))
 	if err != nil {
-		return err
+		return fmt.Errorf("cuSOLVER (CUDA %d): %w", m, err)
+	}
+	if err := a.resolve(f.o, C.ON_LIB_CUSOLVER, s); err != nil {
+		return fmt.Errorf("cuSOLVER (CUDA %d): %w", m, err)
 	}
 	a.where = append(a.where, "cuBLAS "+l.path, "cuSOLVER "+s.path)
 	return nil
-}
-
-// open finds the first of names and resolves the functions of library lib
-// from it; errors begin with what.
-func (a *api) open(f *finder, lib int, what string, names ...string) (*library, error) {
-	l, err := f.find(names...)
-	if err == nil {
-		err = a.resolve(f.o, lib, l)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return l, nil
 }
 
 // load opens the driver, then NVRTC, cuBLAS and cuSOLVER of the newest
