@@ -247,19 +247,33 @@ func (c *compiler) linAlg(n *G.Node, in []*val, out *val) error {
 		return nil
 	}
 	switch kind {
-	case matMul:
-		if err := errors.Join(dims(a, 2), dims(b, 2)); err != nil {
-			return err
+	case matMul, batchedMatMul:
+		// Matrices, or batches of them over the leading axes.
+		if kind == matMul {
+			if err := errors.Join(dims(a, 2), dims(b, 2)); err != nil {
+				return err
+			}
+		} else if len(a.shape) < 3 || len(b.shape) != len(a.shape) {
+			return fmt.Errorf("%v: operands of shapes %v and %v, want batches of matrices", op, a.shape, b.shape)
 		}
-		g.M, g.K = a.shape[0], a.shape[1]
+		d := len(a.shape)
+		batch := size(tensor.Shape(a.shape[:d-2]))
+		if size(tensor.Shape(b.shape[:d-2])) != batch {
+			return fmt.Errorf("%v: batches of shapes %v and %v", op, a.shape, b.shape)
+		}
+		ar, ac, br, bc := a.shape[d-2], a.shape[d-1], b.shape[d-2], b.shape[d-1]
+		g.M, g.K = ar, ac
 		if tA {
-			g.M, g.K = g.K, g.M
+			g.M, g.K = ac, ar
 		}
-		g.N = b.shape[1]
+		g.N = bc
 		if tB {
-			g.N = b.shape[0]
+			g.N = br
 		}
-		g.LDA, g.LDB, g.LDC = a.shape[1], b.shape[1], g.N
+		g.LDA, g.LDB, g.LDC = ac, bc, g.N
+		if kind == batchedMatMul {
+			g.Batch, g.StrideA, g.StrideB, g.StrideC = batch, ar*ac, br*bc, g.M*g.N
+		}
 	case matVecMul:
 		// A (m, k) times a vector (k): a GEMM with one column.
 		if err := errors.Join(dims(a, 2), dims(b, 1)); err != nil {
@@ -285,26 +299,6 @@ func (c *compiler) linAlg(n *G.Node, in []*val, out *val) error {
 		g.M, g.N, g.K = a.shape[0], b.shape[0], 1
 		g.TransA, g.TransB = false, false
 		g.LDA, g.LDB, g.LDC = 1, b.shape[0], b.shape[0]
-	case batchedMatMul:
-		if len(a.shape) < 3 || len(b.shape) != len(a.shape) {
-			return fmt.Errorf("%v: operands of shapes %v and %v, want batches of matrices", op, a.shape, b.shape)
-		}
-		d := len(a.shape)
-		batch := size(tensor.Shape(a.shape[:d-2]))
-		if size(tensor.Shape(b.shape[:d-2])) != batch {
-			return fmt.Errorf("%v: batches of shapes %v and %v", op, a.shape, b.shape)
-		}
-		ar, ac, br, bc := a.shape[d-2], a.shape[d-1], b.shape[d-2], b.shape[d-1]
-		g.M, g.K = ar, ac
-		if tA {
-			g.M, g.K = ac, ar
-		}
-		g.N = bc
-		if tB {
-			g.N = br
-		}
-		g.LDA, g.LDB, g.LDC = ac, bc, g.N
-		g.Batch, g.StrideA, g.StrideB, g.StrideC = batch, ar*ac, br*bc, g.M*g.N
 	default:
 		return fmt.Errorf("%w: linear algebra op kind %d (%v)", ErrUnknownOp, kind, op)
 	}
