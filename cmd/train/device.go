@@ -13,10 +13,16 @@ import (
 // the CUDA backend starts on) and otherwise the CPU, cuda the GPU or an
 // error naming what is missing (the library and versions searched, the
 // driver, the device). It says in one line which device the run uses and
-// why, unless that is the CPU by -device cpu.
+// why, unless that is the CPU by -device cpu. Data-parallel training
+// (-dist mpi) takes the CPU.
 func selectDevice(c *config, log io.Writer) error {
 	if c.device == "cpu" || (c.device == "auto" && c.engine == "tape") {
 		c.device = "cpu"
+		return nil
+	}
+	if c.dist == "mpi" { // -device cuda was refused with it
+		c.device = "cpu"
+		fmt.Fprintln(log, "train: device cpu (-dist mpi trains on the CPU)")
 		return nil
 	}
 	be, err := cudabackend.New(cudabackend.Options{})

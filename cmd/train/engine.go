@@ -22,10 +22,13 @@ import (
 )
 
 // solver is what a run needs of its optimizer: a step, a schedule's step
-// sizes, and its state for checkpoints.
+// sizes, its state for checkpoints and, in data-parallel training, the
+// check that the ranks hold the same weights and what a step all-reduces.
 type solver interface {
 	Step() error
 	checkpoint.Solver
+	CheckWeights() error
+	Traffic() optim.Traffic
 }
 
 // engine runs a model's training graph (forward and backward) and its
@@ -63,6 +66,9 @@ var engines = []string{"program", "tape"}
 // loss against the labels node y) and the evaluation network ev.
 func newEngine(c config, net *network, loss, y *G.Node, ev *network, totalSteps int) (engine, error) {
 	groups, opts := solverGroups(c, totalSteps)
+	if c.comm != nil {
+		opts.Comm = c.comm
+	}
 	if c.engine == "tape" {
 		return newTapeEngine(net, loss, ev, groups, opts)
 	}
@@ -140,6 +146,13 @@ func factorFor(c config) int {
 	return 0
 }
 
+// dropoutSeed keys the program's dropout masks: the run's seed, and for
+// data-parallel training the rank, so that each rank's rows get masks of
+// their own (rank 0's are those of one process).
+func dropoutSeed(c config) uint64 {
+	return c.seed ^ 0x64726f706f7574 ^ uint64(c.rank())<<56 // "dropout"
+}
+
 // programEngine runs the graphs as compiled programs on the CPU backend or,
 // with -device cuda, on the GPU, the optimizer stepping there too.
 type programEngine struct {
@@ -169,7 +182,7 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, grou
 			return nil, err
 		}
 	} else {
-		e.be = cpu.New(cpu.Options{})
+		e.be = cpu.New(cpu.Options{Threads: c.blasShare})
 	}
 	inputs := []*G.Node{net.x, y}
 	var drop []program.Dropout
@@ -178,7 +191,7 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, grou
 	}
 	e.prog, err = program.Compile(net.logits.Graph(), program.Config{Backend: e.be, Outputs: []*G.Node{loss, net.logits},
 		Params: net.Params(), Inputs: inputs, FactorForRSDM: factorFor(c), Profile: c.kernelProfile,
-		Dropout: drop, DropoutSeed: c.seed ^ 0x64726f706f7574}) // "dropout"
+		Dropout: drop, DropoutSeed: dropoutSeed(c)})
 	if err != nil {
 		e.close()
 		return nil, fmt.Errorf("compiling the training graph: %w", err)
@@ -306,16 +319,18 @@ func (e *programEngine) close() {
 	e.be.Close()
 }
 
-// buildNetworks builds the training network with its loss and labels, and
-// the evaluation network for batches of evalBatch test images.
+// buildNetworks builds the training network (for one rank's rows of a
+// batch) with its loss and labels, and the evaluation network for batches
+// of evalBatch test images.
 func buildNetworks(c config, train, test *data.Set) (net *network, loss, y *G.Node, yb []float32, ev *network, err error) {
 	rng := rand.New(rand.NewPCG(c.seed, 0x747261696e))
 	g := G.NewGraph()
-	if net, err = buildNet(c, g, c.batch, train, true, rng); err != nil {
+	b := c.shard() // each rank's rows of the global batch
+	if net, err = buildNet(c, g, b, train, true, rng); err != nil {
 		return
 	}
-	yb = make([]float32, c.batch*train.Classes)
-	y = G.NewMatrix(g, tensor.Float32, G.WithShape(c.batch, train.Classes), G.WithName("y"), G.WithValue(tensor.New(tensor.WithShape(c.batch, train.Classes), tensor.WithBacking(yb))))
+	yb = make([]float32, b*train.Classes)
+	y = G.NewMatrix(g, tensor.Float32, G.WithShape(b, train.Classes), G.WithName("y"), G.WithValue(tensor.New(tensor.WithShape(b, train.Classes), tensor.WithBacking(yb))))
 	if loss, err = nn.CrossEntropy(net.logits, y); err != nil {
 		return
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/dist"
 	"github.com/orthonet/orthonet/optim"
 )
 
@@ -67,6 +68,10 @@ type config struct {
 	cpuProfile              string
 	kernelProfile           bool
 	engine                  string
+	dist                    string // -dist: single or mpi
+
+	comm      dist.Communicator // the group of -dist mpi; nil for -dist single
+	blasShare int               // -dist mpi: threads of one rank's OpenBLAS and CPU backend (0: their defaults)
 
 	flags     map[string]string // every flag's value but -resume, saved in checkpoints
 	resumed   *checkpoint.File  // the checkpoint at resume
@@ -150,7 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 // the steps it takes.
 var resumable = map[string]bool{"epochs": true, "eval-every": true, "eval-subset": true, "nonfinite": true, "save-every": true, "keep": true, "min-accuracy": true,
 	"data": true, "download": true, "out": true, "device": true, "cpuprofile": true, "engine": true, "kernel-profile": true,
-	"time-limit": true, "eval-interval": true}
+	"time-limit": true, "eval-interval": true, "dist": true}
 
 func resumableList() string {
 	var names []string
@@ -193,6 +198,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.StringVar(&c.device, "device", "auto", "auto (an NVIDIA GPU where one is usable, else the CPU; it says which and why), cpu, or cuda (the GPU, or an error naming what is missing; with -engine program; ORTHONET_CUDA_STANDIN=1 runs it on the host model of the device)")
 	fs.StringVar(&c.engine, "engine", "program", "what runs the graphs: program (orthonet's compiled executor) or tape (Gorgonia's tape machine, the reference; CPU only)")
 	fs.BoolVar(&c.kernelProfile, "kernel-profile", false, "time every kernel of the compiled training program and print where a step's time goes at the end (-engine program)")
+	fs.StringVar(&c.dist, "dist", "single", "single (one process) or mpi (one rank of `mpirun -np N train -dist mpi ...`: each rank trains on its -batch/N rows of every global batch of -batch, rank 0 writes; CPU only)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
 	fs.BoolVar(&c.download, "download", false, "download MNIST or CIFAR-10 into -data first (SHA-256 checked)")
 	fs.IntVar(&c.hidden, "hidden", 1024, "FFN hidden width")
@@ -238,6 +244,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		oneOf("device", c.device, "auto", "cpu", "cuda"),
 		oneOf("engine", c.engine, engines...),
 		oneOf("nonfinite", c.nonFinite, "stop", "skip"),
+		oneOf("dist", c.dist, "single", "mpi"),
 	} {
 		if e != nil {
 			return c, fs, e
@@ -246,6 +253,8 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	switch {
 	case c.device == "cuda" && c.engine == "tape":
 		return c, fs, errors.New("the tape engine runs on the CPU only; -device cuda needs -engine program")
+	case c.device == "cuda" && c.dist == "mpi":
+		return c, fs, fmt.Errorf("-dist mpi trains on the CPU only (parameters on a device: %w); use -device cpu or auto", optim.ErrNotDistributed)
 	case c.epochs < 1 || c.batch < 1:
 		return c, fs, fmt.Errorf("-epochs %d and -batch %d must be at least 1", c.epochs, c.batch)
 	case c.limitTrain < 0 || c.limitTest < 0 || c.evalSubset < 0:
@@ -310,23 +319,53 @@ func mainCode() int {
 			}
 		}()
 	}
+	comm, err := dist.Open(c.dist)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "train: -dist %s: %v\n", c.dist, err)
+		return 2
+	}
+	w := io.Writer(os.Stdout)
+	if comm.Rank() != 0 {
+		w = io.Discard // rank 0 alone prints, as it alone writes files
+	}
+	if c.dist == "mpi" {
+		c.comm = comm
+		c.blasShare = shareCores(w)
+	}
 	ctx, stop := notifySignals()
 	defer stop()
-	err = run(ctx, c, os.Stdout)
+	err = run(ctx, c, w)
+	code := exitCode(err)
+	if err != nil && comm.Size() > 1 && !sameOnEveryRank(err) {
+		// Only this rank failed: end every rank, naming the error here.
+		fmt.Fprintf(os.Stderr, "train: rank %d of %d: %v\n", comm.Rank(), comm.Size(), err)
+		_ = comm.Abort(err)
+		return 1
+	}
+	if err != nil && comm.Rank() == 0 {
+		fmt.Fprintln(os.Stderr, "train:", err)
+	}
+	if cerr := comm.Close(); cerr != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, "train:", cerr)
+		code = 1
+	}
+	return code
+}
+
+// exitCode is the command's exit status for run's error: 0, 2 for a
+// setting that cannot train, 128 + the signal for a signal, else 1.
+func exitCode(err error) int {
 	var interrupted *interruptedError
 	var usage *usageError
 	switch {
+	case err == nil:
+		return 0
 	case errors.As(err, &interrupted):
-		fmt.Fprintln(os.Stderr, "train:", err)
 		return 128 + int(interrupted.signal)
 	case errors.As(err, &usage):
-		fmt.Fprintln(os.Stderr, "train:", err)
 		return 2
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "train:", err)
-		return 1
 	}
-	return 0
+	return 1
 }
 
 // usageError is a setting that cannot train, found once the data or the

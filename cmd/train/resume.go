@@ -56,7 +56,17 @@ func stepOf(name string) int {
 // when best is set, and removes the run's step checkpoints beyond the
 // newest -keep and its own leftover temporary files (checkpoint.Run.Prune:
 // nothing the run did not write).
+//
+// In data-parallel training every rank calls it at the same step: the ranks
+// first compare their weights (optim.ErrDiverged names a rank that
+// drifted), then rank 0 alone writes.
 func (t *trainer) save(best bool) error {
+	if err := t.solver.CheckWeights(); err != nil {
+		return fmt.Errorf("before the checkpoint of step %d: %w", t.st.Step, err)
+	}
+	if !t.writes() {
+		return nil
+	}
 	st := t.st
 	st.Seconds = t.seconds()
 	b, err := t.maskSrc.MarshalBinary()

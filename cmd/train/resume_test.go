@@ -21,9 +21,21 @@ import (
 	"github.com/orthonet/orthonet/checkpoint"
 )
 
+// faultEnv names the variable (KIND:RANK:STEP) that plants a fault in a run
+// of this test binary as cmd/train (testFault).
+const faultEnv = "ORTHONET_TRAIN_FAULT"
+
 // TestMain lets the kill test run this test binary as cmd/train.
 func TestMain(m *testing.M) {
 	if os.Getenv("ORTHONET_TRAIN_MAIN") == "1" {
+		if v := os.Getenv(faultEnv); v != "" { // KIND:RANK:STEP
+			var f fault
+			if _, err := fmt.Sscanf(strings.ReplaceAll(v, ":", " "), "%s %d %d", &f.Kind, &f.Rank, &f.Step); err != nil {
+				fmt.Fprintf(os.Stderr, "%s=%q: %v\n", faultEnv, v, err)
+				os.Exit(2)
+			}
+			testFault = &f
+		}
 		os.Exit(mainCode())
 	}
 	os.Exit(m.Run())

@@ -189,12 +189,15 @@ type trainer struct {
 	loader      *data.Loader
 	maskSrc     *rand.PCG
 	maskRNG     *rand.Rand
-	dir         *checkpoint.Run // the run folder; nil for a finished run resumed
+	dir         *checkpoint.Run // the run folder; nil for a finished run resumed, and on ranks but 0
+	done        bool            // the run resumed has trained all its epochs
 	created     bool            // this session created the run folder
 	taken       int             // steps this session has taken
 	last        string          // newest checkpoint written or loaded
 	st          progress
 	start       time.Time // of this session
+	clock0      float64   // the training clock when this session began
+	sync        []float64 // what the ranks agree on each step (distributed.go)
 
 	// Per-session loop state, set by run.
 	images     []float32 // the batch being trained on
@@ -223,6 +226,9 @@ func run(ctx context.Context, c config, w io.Writer) error {
 // newTrainer loads the data, builds the model and optimizer, and restores
 // c.resumed when the run goes on from a checkpoint.
 func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
+	if err := checkShards(c); err != nil {
+		return nil, &usageError{err}
+	}
 	train, test, err := loadData(ctx, c, w)
 	if err != nil {
 		return nil, err
@@ -230,7 +236,7 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 	if train.N < c.batch {
 		return nil, fmt.Errorf("%d training examples, fewer than one batch of %d", train.N, c.batch)
 	}
-	t := &trainer{c: c, w: w, train: train, test: test}
+	t := &trainer{c: c, w: w, train: train, test: test, sync: make([]float64, 2)}
 	t.maskSrc = rand.NewPCG(c.seed, 0x64726f70)
 	t.maskRNG = rand.New(t.maskSrc)
 	net, loss, y, yb, ev, err := buildNetworks(c, train, test)
@@ -242,6 +248,9 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 		return nil, &usageError{err}
 	}
 	if t.eng, err = newEngine(c, net, loss, y, ev, c.epochs*(train.N/c.batch)); err != nil {
+		if errors.Is(err, optim.ErrNotDistributed) { // -clip-norm, -sampling orth with -dist mpi
+			return nil, &usageError{fmt.Errorf("-dist %s: %w", c.dist, err)}
+		}
 		return nil, err
 	}
 	t.solver = t.eng.solver()
@@ -251,12 +260,20 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 	}
 	if c.resumed != nil {
 		t.last = c.resume
-		if err = t.restore(c.resumed); err == nil && t.st.Epoch < c.epochs {
+		if err = t.restore(c.resumed); err == nil && t.st.Epoch < c.epochs && t.writes() {
 			t.dir, t.created, err = resumeRun(c, t.st.Step, w)
 		}
-	} else {
+		t.done = t.st.Epoch >= c.epochs
+	} else if t.writes() {
 		t.dir, err = newRunDir(c.out, nil)
 		t.created = true
+	}
+	if err == nil && c.comm != nil {
+		// The same seeds (or checkpoint) must have given every rank the
+		// same weights; the run folder's fate is rank 0's.
+		if err = t.solver.CheckWeights(); err == nil {
+			err = t.syncCreated()
+		}
 	}
 	if err != nil {
 		t.close()
@@ -284,7 +301,7 @@ func (t *trainer) evaluateFirst(epoch, n int) (metric, error) {
 	}
 	if math.IsNaN(m.Loss) || math.IsInf(m.Loss, 0) {
 		writeOutputs(t.dir, t.st.Metrics, t.w)
-		return m, fmt.Errorf("epoch %d, step %d: the test loss is %v: the weights diverged; stopping (try a smaller -lr or -lr-other)", epoch+1, t.st.Step, m.Loss)
+		return m, shared("epoch %d, step %d: the test loss is %v: the weights diverged; stopping (try a smaller -lr or -lr-other)", epoch+1, t.st.Step, m.Loss)
 	}
 	m.Kind, m.Epoch, m.Step, m.Seconds, m.Examples, m.TrainSeconds = "test", epoch+1, t.st.Step, t.seconds(), n, t.st.TrainSeconds
 	feas := maxFeasibility(t.net.Constrained())
@@ -363,6 +380,9 @@ func (t *trainer) interrupted(ctx context.Context) error {
 		sig = signalOf(ctx)
 	}
 	if t.created && t.taken == 0 {
+		if !t.writes() {
+			return &interruptedError{signal: sig, discarded: true}
+		}
 		if err := t.dir.Discard(); err == nil {
 			return &interruptedError{signal: sig, dir: t.dir.Dir(), discarded: true}
 		}
@@ -374,12 +394,12 @@ func (t *trainer) interrupted(ctx context.Context) error {
 		saved = t.last
 	}
 	writeOutputs(t.dir, t.st.Metrics, t.w)
-	return &interruptedError{signal: sig, epoch: t.st.Epoch, step: t.st.Step, dir: t.dir.Dir(), saved: saved}
+	return &interruptedError{signal: sig, epoch: t.st.Epoch, step: t.st.Step, dir: t.dirName(), saved: saved}
 }
 
 // run trains the remaining epochs and prints the summary.
 func (t *trainer) run(ctx context.Context) error {
-	if t.dir == nil {
+	if t.done {
 		t.finished()
 		return nil
 	}
@@ -393,7 +413,7 @@ func (t *trainer) run(ctx context.Context) error {
 	t.images = make([]float32, c.batch*t.train.Dim())
 	t.labels = make([]int, c.batch)
 	t.announce()
-	t.start = time.Now()
+	t.start, t.clock0 = time.Now(), t.st.TrainSeconds
 	var final metric
 	if n := len(t.st.Metrics); n > 0 && t.st.Metrics[n-1].Kind == "test" {
 		final = t.st.Metrics[n-1]
@@ -420,7 +440,10 @@ func (t *trainer) announce() {
 		verb = fmt.Sprintf("resuming from %s at epoch %d, step %d:", c.resume, t.st.Epoch+1, t.st.Step)
 	}
 	fmt.Fprintf(t.w, "%s %s on %s (%d train, %d test images of %dx%dx%d), %s/%s r=%d lr=%g, %s lr=%g, batch %d, %d epochs, BLAS %s\nrun folder: %s\n",
-		verb, c.model, c.dataset, t.train.N, t.test.N, t.train.C, t.train.H, t.train.W, c.optim, c.sampling, c.r, c.lr, c.other, c.lrOther, c.batch, c.epochs, blasName, t.dir.Dir())
+		verb, c.model, c.dataset, t.train.N, t.test.N, t.train.C, t.train.H, t.train.W, c.optim, c.sampling, c.r, c.lr, c.other, c.lrOther, c.batch, c.epochs, blasName, t.dirName())
+	if n := c.ranks(); c.comm != nil {
+		fmt.Fprintf(t.w, "data-parallel: rank 0 of %d, each training on %d rows of every batch of %d\n", n, c.shard(), c.batch)
+	}
 }
 
 // epoch trains the rest of the current epoch, then evaluates on the whole
@@ -434,7 +457,7 @@ func (t *trainer) epoch(ctx context.Context) (metric, error) {
 		t.st.Window = window{}
 	}
 	t.bar = nil
-	if term.IsTerminal(int(os.Stdout.Fd())) {
+	if t.writes() && term.IsTerminal(int(os.Stdout.Fd())) {
 		t.bar = progressbar.NewOptions(t.steps, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(),
 			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30),
 			progressbar.OptionSetDescription(fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs)))
@@ -442,13 +465,20 @@ func (t *trainer) epoch(ctx context.Context) (metric, error) {
 	}
 	t.epochStart, t.firstBatch = time.Now(), t.st.Batch
 	for t.st.Batch < t.steps {
-		if ctx.Err() != nil || (c.stopAfter > 0 && t.st.Step == c.stopAfter) {
+		stop, err := t.anyRank(ctx.Err() != nil || (c.stopAfter > 0 && t.st.Step == c.stopAfter))
+		if err != nil {
+			return metric{}, err
+		}
+		if stop {
 			return metric{}, t.interrupted(ctx)
 		}
 		t0 := time.Now()
 		lv, acc, bad, err := t.step(epoch)
 		t.st.TrainSeconds += time.Since(t0).Seconds()
 		if err != nil && (bad == nil || c.nonFinite != "skip") {
+			return metric{}, err
+		}
+		if err := t.syncClock(); err != nil {
 			return metric{}, err
 		}
 		t.st.Batch++
@@ -537,22 +567,34 @@ func (t *trainer) step(epoch int) (lv, acc float64, bad, err error) {
 	if c.nanSteps[t.st.Step] {
 		t.images[0] = float32(math.NaN())
 	}
-	t.net.fill(t.images, c.batch)
+	t.fault()
+	// This rank's rows of the global batch: [r b, (r+1) b).
+	b, d := c.shard(), t.train.Dim()
+	lo := c.rank() * b
+	labels := t.labels[lo : lo+b]
+	t.net.fill(t.images[lo*d:(lo+b)*d], b)
 	if t.net.vit != nil && !t.eng.drawsMasks() {
 		t.net.vit.FillMasks(t.maskRNG)
 	}
-	if err := nn.OneHot(t.yb, t.labels, t.train.Classes); err != nil {
+	if err := nn.OneHot(t.yb, labels, t.train.Classes); err != nil {
 		return 0, 0, nil, err
 	}
 	lv, logits, err := t.eng.run(t.st.Step)
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("step %d: %w", t.st.Step, err)
 	}
+	if acc, err = nn.Accuracy(logits, labels, t.train.Classes); err != nil {
+		return 0, 0, nil, err
+	}
+	// Every rank sees the global batch's loss, so all skip or step alike.
+	if lv, acc, err = t.batchMean(lv, acc); err != nil {
+		return 0, 0, nil, err
+	}
 	if math.IsNaN(lv) || math.IsInf(lv, 0) {
 		bad = fmt.Errorf("the training loss is %v", lv)
 		t.eng.discard()
 	} else if err := t.solver.Step(); errors.Is(err, optim.ErrNotFinite) {
-		bad = err
+		bad = err // on every rank: the Solver fails a step on all ranks together
 	} else if err != nil {
 		return 0, 0, nil, fmt.Errorf("step %d: %w", t.st.Step, err)
 	}
@@ -560,8 +602,7 @@ func (t *trainer) step(epoch int) (lv, acc float64, bad, err error) {
 		return lv, 0, bad, t.skip(bad, epoch)
 	}
 	t.st.SkipRun = 0
-	acc, err = nn.Accuracy(logits, t.labels, t.train.Classes)
-	return lv, acc, nil, err
+	return lv, acc, nil, nil
 }
 
 // tally adds a step to the training window and, every logEvery steps,
@@ -627,6 +668,7 @@ func (t *trainer) summary(final metric) error {
 	c, w := t.c, t.w
 	writeOutputs(t.dir, t.st.Metrics, w)
 	t.eng.report(w)
+	t.trafficLine(w)
 	if t.st.Skipped > 0 {
 		fmt.Fprintf(w, "skipped %d batches with a non-finite loss or gradient (-nonfinite skip)\n", t.st.Skipped)
 	}
@@ -636,7 +678,7 @@ func (t *trainer) summary(final metric) error {
 	}
 	fmt.Fprintf(w, "checkpoint: %s\n", t.last)
 	if c.minAccuracy > 0 && 100*final.Accuracy < c.minAccuracy {
-		return fmt.Errorf("test accuracy %.2f%% is below -min-accuracy %.2f%%", 100*final.Accuracy, c.minAccuracy)
+		return shared("test accuracy %.2f%% is below -min-accuracy %.2f%%", 100*final.Accuracy, c.minAccuracy)
 	}
 	return nil
 }
@@ -658,13 +700,13 @@ func (t *trainer) skip(why error, epoch int) error {
 		if t.last != "" {
 			msg += "; the last checkpoint is " + t.last
 		}
-		return errors.New(msg)
+		return shared("%s", msg)
 	}
 	t.st.Skipped++
 	t.st.SkipRun++
 	fmt.Fprintf(t.w, "%s: %v; skipping the batch (nothing was updated)\n", where, why)
 	if t.st.SkipRun >= maxSkipRun {
-		return fmt.Errorf("%s: %d batches in a row had a non-finite loss or gradient; stopping (try a smaller -lr or -lr-other)", where, t.st.SkipRun)
+		return shared("%s: %d batches in a row had a non-finite loss or gradient; stopping (try a smaller -lr or -lr-other)", where, t.st.SkipRun)
 	}
 	return nil
 }
@@ -719,8 +761,12 @@ func evaluateOn(e engine, ev *network, s *data.Set, count int) (metric, error) {
 }
 
 // writeOutputs writes metrics.csv and metrics.png into the run folder,
-// each replaced atomically; a failure is a warning on w.
+// each replaced atomically; a failure is a warning on w. Without a run
+// folder (the ranks but 0 of data-parallel training) it writes nothing.
 func writeOutputs(run *checkpoint.Run, metrics []metric, w io.Writer) {
+	if run == nil {
+		return
+	}
 	if err := run.WriteFile("metrics.csv", func(f io.Writer) error { return writeCSV(f, metrics) }); err != nil {
 		fmt.Fprintln(w, "warning: writing metrics:", err)
 	}
@@ -757,4 +803,18 @@ func writeCSV(f io.Writer, metrics []metric) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// shared returns the error of format and a, made by every rank of a
+// data-parallel run at the same step (sameOnEveryRank).
+func shared(format string, a ...any) error {
+	return &sharedError{fmt.Errorf(format, a...)}
+}
+
+// dirName returns the run folder's path, or "" on a rank that writes none.
+func (t *trainer) dirName() string {
+	if t.dir == nil {
+		return ""
+	}
+	return t.dir.Dir()
 }

@@ -1,0 +1,385 @@
+//go:build cgo
+
+package main
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/orthonet/orthonet/checkpoint"
+)
+
+// The tests of -dist mpi run this test binary as cmd/train
+// (ORTHONET_TRAIN_MAIN=1) under mpirun, with the settings that work in this
+// workplace's container (README "Data-parallel (MPI)").
+
+// mpirunTrain returns the command that runs np ranks of cmd/train with args,
+// or skips the test where mpirun is missing and ORTHONET_REQUIRE_MPI is not
+// 1. env adds variables to every rank's environment.
+func mpirunTrain(t *testing.T, ctx context.Context, np int, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	path, err := exec.LookPath("mpirun")
+	if err != nil {
+		if os.Getenv("ORTHONET_REQUIRE_MPI") == "1" {
+			t.Fatalf("mpirun not found and ORTHONET_REQUIRE_MPI=1: %v (make deps installs openmpi-bin)", err)
+		}
+		t.Skipf("mpirun not found (apt-get install openmpi-bin libopenmpi-dev, or make deps): %v", err)
+	}
+	a := []string{"--oversubscribe", "--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo", "-x", "ORTHONET_TRAIN_MAIN"}
+	if os.Geteuid() == 0 {
+		a = append(a, "--allow-run-as-root")
+	}
+	for _, e := range env {
+		a = append(a, "-x", strings.SplitN(e, "=", 2)[0])
+	}
+	a = append(a, "-np", strconv.Itoa(np), os.Args[0])
+	cmd := exec.CommandContext(ctx, path, append(a, args...)...)
+	cmd.Env = append(append(os.Environ(), "ORTHONET_TRAIN_MAIN=1"), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// alone returns the command that runs cmd/train with args as one process
+// (no mpirun).
+func alone(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
+	return cmd
+}
+
+// runCmd runs cmd and returns its output and exit code.
+func runCmd(t *testing.T, cmd *exec.Cmd) (string, int) {
+	t.Helper()
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s: %v", filepath.Base(cmd.Path), time.Since(start).Round(time.Millisecond))
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &exit):
+		return string(out), exit.ExitCode()
+	}
+	t.Fatalf("%v: %v\n%s", cmd, err, out)
+	return "", 0
+}
+
+// distSets writes the small FFN's and ViT's generated data sets and returns
+// their folders.
+func distSets(t *testing.T) (mnist, cifar string) {
+	mnist, cifar = t.TempDir(), t.TempDir()
+	fixture(t, 200, "train", mnist, 1)
+	fixture(t, 50, "t10k", mnist, 2)
+	for i := 1; i <= 5; i++ {
+		cifarFixture(t, cifar, "data_batch_"+strconv.Itoa(i)+".bin", 12, uint32(i))
+	}
+	cifarFixture(t, cifar, "test_batch.bin", 20, 99)
+	return mnist, cifar
+}
+
+func ffnArgs(dir string) []string {
+	return []string{"-dataset", "mnist", "-data", dir, "-hidden", "32", "-depth", "2", "-r", "8", "-lr", "0.2", "-batch", "10", "-epochs", "1", "-eval-every", "5"}
+}
+
+// vitArgs: no dropout, whose masks are drawn per rank (equal in law, not in
+// value, to one process's).
+func vitArgs(dir string) []string {
+	return []string{"-model", "vit", "-dataset", "cifar10", "-data", dir, "-dim", "32", "-depth", "1", "-heads", "2", "-mlp", "32", "-patch", "8",
+		"-r", "8", "-lr", "0.1", "-other", "adam", "-lr-other", "0.002", "-batch", "20", "-epochs", "2", "-dropout", "0"}
+}
+
+// Tolerances of 2 ranks against one process on the same global batches:
+// the ranks' float32 forward and backward passes sum over 5 or 10 rows
+// where one process sums over all, and the Solver averages two means, so
+// each step differs by float32 rounding (6e-8 relative) and the
+// differences grow over the steps. Measured on the runs below: losses
+// within ~1e-6, weights within ~1e-6.
+const (
+	distLossTol   = 1e-4 // relative, per logged loss
+	distWeightTol = 1e-4 // absolute, per weight entry
+)
+
+// TestMPITrainMatchesOneProcess trains a small FFN (on both engines) and a
+// small ViT as 2 ranks under mpirun and as one process with the same global batch and
+// seed: every logged loss and the final weights agree to float rounding.
+// The run's end line must state the bytes optim's Traffic counts (r x r x 4
+// per float32 RSDM weight). And -dist mpi without mpirun (one rank) must
+// train bit for bit as -dist single.
+func TestMPITrainMatchesOneProcess(t *testing.T) {
+	mnist, cifar := distSets(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"ffn", ffnArgs(mnist)},
+		{"ffn-tape", append(ffnArgs(mnist), "-engine", "tape")},
+		{"vit", vitArgs(cifar)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			one, two, mpi1 := t.TempDir(), t.TempDir(), t.TempDir()
+			out, code := runCmd(t, alone(ctx, append(tc.args, "-dist", "single", "-out", one)...))
+			if code != 0 {
+				t.Fatalf("-dist single: exit %d\n%s", code, out)
+			}
+			out, code = runCmd(t, mpirunTrain(t, ctx, 2, nil, append(tc.args, "-dist", "mpi", "-out", two)...))
+			if code != 0 {
+				t.Fatalf("mpirun -np 2: exit %d\n%s", code, out)
+			}
+			fa, pa := finalState(t, one)
+			fb, pb := finalState(t, two)
+			compareRuns(t, fa, fb, pa, pb)
+			checkTrafficLine(t, out, fb, 2)
+
+			if tc.name != "ffn" {
+				return
+			}
+			out, code = runCmd(t, alone(ctx, append(tc.args, "-dist", "mpi", "-out", mpi1)...))
+			if code != 0 {
+				t.Fatalf("-dist mpi alone: exit %d\n%s", code, out)
+			}
+			fc, pc := finalState(t, mpi1)
+			sameTraining(t, "-dist mpi as 1 rank against -dist single", fa, fc, pa, pc)
+			checkTrafficLine(t, out, fc, 1)
+		})
+	}
+}
+
+// compareRuns checks two runs' metrics rows (every training row's loss,
+// every test row) and final weights against the tolerances.
+func compareRuns(t *testing.T, a, b *checkpoint.File, pa, pb progress) {
+	t.Helper()
+	if len(pa.Metrics) != len(pb.Metrics) || pa.Step != pb.Step {
+		t.Fatalf("one process: %d metrics rows, step %d; 2 ranks: %d rows, step %d", len(pa.Metrics), pa.Step, len(pb.Metrics), pb.Step)
+	}
+	worstLoss, train := 0.0, 0
+	for i, ma := range pa.Metrics {
+		mb := pb.Metrics[i]
+		if ma.Kind != mb.Kind || ma.Step != mb.Step {
+			t.Fatalf("row %d: %s at step %d against %s at step %d", i, ma.Kind, ma.Step, mb.Kind, mb.Step)
+		}
+		rel := math.Abs(ma.Loss-mb.Loss) / max(math.Abs(ma.Loss), 1e-12)
+		worstLoss = max(worstLoss, rel)
+		if !(rel <= distLossTol) {
+			t.Errorf("%s row at step %d: loss %.9g with one process, %.9g with 2 ranks", ma.Kind, ma.Step, ma.Loss, mb.Loss)
+		}
+		if ma.Kind == "train" {
+			train++
+		}
+	}
+	if train != pa.Step {
+		t.Errorf("%d training rows over %d steps: want a loss logged at every step", train, pa.Step)
+	}
+	worstW := 0.0
+	for name, ta := range a.Tensors {
+		if !strings.HasPrefix(name, prefixModel) {
+			continue
+		}
+		wa, _ := ta.Data.([]float32)
+		wb, _ := b.Tensors[name].Data.([]float32)
+		if len(wa) == 0 || len(wa) != len(wb) {
+			t.Fatalf("%s: %d values with one process, %d with 2 ranks", name, len(wa), len(wb))
+		}
+		for i := range wa {
+			worstW = max(worstW, math.Abs(float64(wa[i]-wb[i])))
+		}
+	}
+	t.Logf("%d steps: losses within %.2g (relative), weights within %.2g", pa.Step, worstLoss, worstW)
+	if !(worstW <= distWeightTol) {
+		t.Errorf("final weights differ by %.3g between one process and 2 ranks, want <= %g", worstW, distWeightTol)
+	}
+}
+
+// checkTrafficLine checks the run's end line against the bytes that the
+// checkpoint's weights imply: r x r float32 numbers per Stiefel weight
+// (those ||W^T W - I||_F is printed for), the whole gradient of the others,
+// one flag a rank.
+func checkTrafficLine(t *testing.T, out string, f *checkpoint.File, ranks int) {
+	t.Helper()
+	m := regexp.MustCompile(`data-parallel: (\d+) ranks, each step all-reduced (\d+) bytes \(constrained (\d+), plain (\d+), flags (\d+)\) against (\d+) for a full-gradient all-reduce \(([0-9.]+)x less\); ([0-9.]+) samples/s`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no data-parallel line in:\n%s", out)
+	}
+	var flags map[string]string
+	if err := f.JSON(keyFlags, &flags); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := strconv.Atoi(flags["r"])
+	constrained := map[string]bool{}
+	for _, c := range regexp.MustCompile(`\|\|W\^T W - I\|\|_F of (\S+):`).FindAllStringSubmatch(out, -1) {
+		constrained[prefixModel+c[1]] = true
+	}
+	var wantC, wantP, full int64
+	for name, ten := range f.Tensors {
+		if !strings.HasPrefix(name, prefixModel) {
+			continue
+		}
+		n := int64(lenOf(ten.Data)) * 4
+		full += n
+		if constrained[name] {
+			wantC += int64(r * r * 4)
+		} else {
+			wantP += n
+		}
+	}
+	want := []int64{int64(ranks), wantC + wantP + 4*int64(ranks), wantC, wantP, 4 * int64(ranks), full}
+	for i, w := range want {
+		if got, _ := strconv.ParseInt(m[i+1], 10, 64); got != w {
+			t.Errorf("%q: field %d is %d, want %d (%d constrained weights, r = %d)", m[0], i+1, got, w, len(constrained), r)
+		}
+	}
+	if len(constrained) == 0 || wantC >= full {
+		t.Errorf("%d constrained weights, %d bytes of %d: the line's figures test nothing", len(constrained), wantC, full)
+	}
+	if rate, _ := strconv.ParseFloat(m[8], 64); !(rate > 0) {
+		t.Errorf("%q: samples/s %v", m[0], rate)
+	}
+}
+
+// TestMPIFlippedWeightCaught flips the lowest bit of one weight on rank 1
+// after 3 steps: the checksum before the checkpoint of step 5 must stop
+// the run, naming rank 1, with no checkpoint written after the flip.
+func TestMPIFlippedWeightCaught(t *testing.T) {
+	mnist, _ := distSets(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	text, code := runCmd(t, mpirunTrain(t, ctx, 2, []string{faultEnv + "=flip:1:3"}, append(ffnArgs(mnist), "-dist", "mpi", "-eval-every", "-1", "-save-every", "5", "-out", out)...))
+	if code == 0 {
+		t.Fatalf("mpirun exited 0 though rank 1's weights were flipped:\n%s", text)
+	}
+	if want := "before the checkpoint of step 5: optim: after 5 steps the weights of rank 1 differ from rank 0's"; !strings.Contains(text, want) {
+		t.Errorf("no %q in the output:\n%s", want, text)
+	}
+	if ckpts, _ := filepath.Glob(filepath.Join(out, "run-*", "step-*.safetensors")); len(ckpts) != 0 {
+		t.Errorf("checkpoints written after the flip: %v", ckpts)
+	}
+}
+
+// TestMPINonFiniteSkipped puts a NaN into rank 1's rows of the batch of
+// step 4: with -nonfinite skip both ranks must skip that batch together
+// and train on to the end, the skip recorded once.
+func TestMPINonFiniteSkipped(t *testing.T) {
+	mnist, _ := distSets(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	text, code := runCmd(t, mpirunTrain(t, ctx, 2, []string{faultEnv + "=nan:1:3"}, append(ffnArgs(mnist), "-dist", "mpi", "-nonfinite", "skip", "-out", out)...))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, text)
+	}
+	if want := "epoch 1, step 4: the training loss is NaN; skipping the batch"; !strings.Contains(text, want) {
+		t.Errorf("no %q in the output:\n%s", want, text)
+	}
+	_, st := finalState(t, out)
+	if st.Step != 20 || st.Skipped != 1 {
+		t.Errorf("the run ended at step %d with %d batches skipped, want 20 and 1", st.Step, st.Skipped)
+	}
+}
+
+// TestMPIRankKilled kills rank 1 in step 11 of a 2-rank run that saves
+// every 4 steps: mpirun must end non-zero, naming the killed rank, and the
+// newest checkpoint (step 8) must load. Resumed from it on 2 ranks, the run
+// ends bit for bit as a 2-rank run never killed; resumed with one process
+// (-dist single), it goes on to the end and agrees with it to rounding.
+func TestMPIRankKilled(t *testing.T) {
+	mnist, _ := distSets(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := append(ffnArgs(mnist), "-dist", "mpi", "-eval-every", "-1", "-save-every", "4")
+	straight, out, single := t.TempDir(), t.TempDir(), t.TempDir()
+	if text, code := runCmd(t, mpirunTrain(t, ctx, 2, nil, append(args, "-out", straight)...)); code != 0 {
+		t.Fatalf("straight run: exit %d\n%s", code, text)
+	}
+	text, code := runCmd(t, mpirunTrain(t, ctx, 2, []string{faultEnv + "=kill:1:10"}, append(args, "-out", out)...))
+	if code == 0 {
+		t.Fatalf("mpirun exited 0 though rank 1 was killed:\n%s", text)
+	}
+	if !regexp.MustCompile(`(?s)rank 1 .*(signal 9|Killed)`).MatchString(text) {
+		t.Errorf("the output does not name rank 1 and its signal:\n%s", text)
+	}
+	path, err := resolveResume("latest", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stepOf(filepath.Base(path)) != 8 {
+		t.Errorf("newest checkpoint %s, want step 8", path)
+	}
+	if _, err := checkpoint.Read(path); err != nil {
+		t.Fatalf("the last checkpoint does not load: %v", err)
+	}
+	// A copy for the one process: the 2 ranks' run prunes it from its folder.
+	kept := filepath.Join(t.TempDir(), "step-8.safetensors")
+	if b, err := os.ReadFile(path); err != nil || os.WriteFile(kept, b, 0o644) != nil {
+		t.Fatalf("copying %s: %v", path, err)
+	}
+	if text, code = runCmd(t, mpirunTrain(t, ctx, 2, nil, "-resume", path)); code != 0 {
+		t.Fatalf("resuming on 2 ranks: exit %d\n%s", code, text)
+	}
+	fa, pa := finalState(t, straight)
+	fb, pb := finalState(t, out)
+	sameTraining(t, "2 ranks killed and resumed on 2 ranks against 2 ranks straight", fa, fb, pa, pb)
+
+	if text, code = runCmd(t, alone(ctx, "-dist", "single", "-resume", kept, "-out", single)); code != 0 {
+		t.Fatalf("resuming with one process: exit %d\n%s", code, text)
+	}
+	fc, pc := finalState(t, single)
+	if pc.Step != 20 || pc.Epoch != 1 {
+		t.Errorf("resumed run ended at epoch %d, step %d, want 1, 20", pc.Epoch, pc.Step)
+	}
+	compareRuns(t, fa, fc, pa, pc)
+}
+
+// TestDistRefusals runs settings that data-parallel training cannot take:
+// each must exit 2 with its reason before it writes anything.
+func TestDistRefusals(t *testing.T) {
+	mnist, _ := distSets(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		name  string
+		ranks int // 0: one process without mpirun
+		args  []string
+		want  string
+	}{
+		{"batch", 2, []string{"-dist", "mpi", "-batch", "9"}, "-batch 9 is not divisible by the 2 ranks"},
+		{"single-under-mpirun", 2, []string{"-dist", "single"}, "use -dist mpi"},
+		{"clip", 0, []string{"-dist", "mpi", "-clip-norm", "1"}, "gradient clipping by the global norm: optim: not supported in data-parallel training yet"},
+		{"orth", 0, []string{"-dist", "mpi", "-sampling", "orth"}, "not supported in data-parallel training yet"},
+		{"cuda", 0, []string{"-dist", "mpi", "-device", "cuda"}, "-dist mpi trains on the CPU only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			args := append(append(ffnArgs(mnist), "-out", out), tc.args...)
+			var cmd *exec.Cmd
+			if tc.ranks > 0 {
+				cmd = mpirunTrain(t, ctx, tc.ranks, nil, args...)
+			} else {
+				cmd = alone(ctx, args...)
+			}
+			text, code := runCmd(t, cmd)
+			if code != 2 {
+				t.Errorf("exit %d, want 2:\n%s", code, text)
+			}
+			if !strings.Contains(text, tc.want) {
+				t.Errorf("no %q in the output:\n%s", tc.want, text)
+			}
+			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("-out %s: %v, want nothing written", out, err)
+			}
+		})
+	}
+}
