@@ -139,6 +139,18 @@ func Operands(k Kernel) []Operand {
 	return ops
 }
 
+// MapOperands returns a copy of k whose every Operand field op is f(op).
+func MapOperands(k Kernel, f func(Operand) Operand) Kernel {
+	v := reflect.New(reflect.TypeOf(k)).Elem()
+	v.Set(reflect.ValueOf(k))
+	for i := range v.NumField() {
+		if fv := v.Field(i); fv.Type() == operandType && fv.CanSet() {
+			fv.Set(reflect.ValueOf(f(fv.Interface().(Operand))))
+		}
+	}
+	return v.Interface().(Kernel)
+}
+
 // Name returns the name of k's kind, for errors and profiles: its type's
 // name in lower case, with a hyphen between words (SoftmaxGrad:
 // softmax-grad, SGDStep: sgd-step).

@@ -329,6 +329,16 @@ func TestKernelNames(t *testing.T) {
 	}
 }
 
+// TestMapOperands checks that MapOperands rewrites every Operand field of
+// a copy and leaves the other fields and the kernel itself alone.
+func TestMapOperands(t *testing.T) {
+	k := backend.Gemm{M: 2, A: backend.At(buf{backend.Float32, 9}, 1), C: backend.At(buf{backend.Float32, 9}, 3)}
+	got := backend.MapOperands(k, func(op backend.Operand) backend.Operand { op.Off += 10; return op }).(backend.Gemm)
+	if got.M != 2 || got.A.Off != 11 || got.B.Off != 10 || got.C.Off != 13 || k.A.Off != 1 {
+		t.Errorf("MapOperands gave %+v from %+v", got, k)
+	}
+}
+
 // TestOperands checks that Operands lists each Operand field of a kernel,
 // in their order.
 func TestOperands(t *testing.T) {

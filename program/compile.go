@@ -537,17 +537,10 @@ func describe(k backend.Kernel) string {
 // rebind returns a copy of k whose operands point at the physical buffers
 // of their virtual ones.
 func rebind(k backend.Kernel) backend.Kernel {
-	v := reflect.New(reflect.TypeOf(k)).Elem()
-	v.Set(reflect.ValueOf(k))
-	for i := 0; i < v.NumField(); i++ {
-		f := v.Field(i)
-		if f.Type() != operandType {
-			continue
-		}
-		op := f.Interface().(backend.Operand)
+	return backend.MapOperands(k, func(op backend.Operand) backend.Operand {
 		if vb, ok := op.Buf.(*vbuf); ok {
-			f.Set(reflect.ValueOf(backend.Operand{Buf: vb.phys, Off: vb.physOff + op.Off}))
+			return backend.Operand{Buf: vb.phys, Off: vb.physOff + op.Off}
 		}
-	}
-	return v.Interface().(backend.Kernel)
+		return op
+	})
 }

@@ -68,8 +68,9 @@ type Case struct {
 	Bufs []any
 	// Float is the float type of the float buffers.
 	Float backend.DType
-	// Kernel builds the kernel over the allocated buffers.
-	Kernel func(b []backend.Buffer) backend.Kernel
+	// Kernel is the kernel, its operands on the buffers slot(i) that stand
+	// for the case's buffers.
+	Kernel backend.Kernel
 	// Out are the buffers compared after the run.
 	Out []int
 	// F64 are the buffers of Float64 whatever Float is (step sizes).
@@ -118,7 +119,12 @@ func run(b backend.Backend, c Case) (out [][]float64, err error) {
 			return nil, err
 		}
 	}
-	f, err := b.Prepare(c.Kernel(bufs))
+	f, err := b.Prepare(backend.MapOperands(c.Kernel, func(op backend.Operand) backend.Operand {
+		if i, ok := op.Buf.(slot); ok {
+			op.Buf = bufs[i]
+		}
+		return op
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -228,11 +234,17 @@ func constant(n int, v float64) []float64 {
 
 func at(b backend.Buffer) backend.Operand { return backend.At(b, 0) }
 
+// slot stands for buffer i of a case in its kernel.
+type slot int
+
+func (slot) DType() backend.DType { return 0 }
+func (slot) Len() int             { return 0 }
+
 // Cases returns the cases for float type dt.
 func Cases(dt backend.DType) []Case {
 	g := gen{rand.New(rand.NewPCG(7, uint64(dt)))}
 	var cs []Case
-	add := func(name string, kernel func(b []backend.Buffer) backend.Kernel, out []int, bufs ...any) {
+	add := func(name string, kernel backend.Kernel, out []int, bufs ...any) {
 		cs = append(cs, Case{Name: name, Bufs: bufs, Float: dt, Kernel: kernel, Out: out})
 	}
 	f64 := func(bufs ...int) { cs[len(cs)-1].F64 = bufs } // the last case's Float64 buffers
@@ -253,11 +265,9 @@ func Cases(dt backend.DType) []Case {
 				lda, ldb, ldc := ca+2, cb+1, s.n+3
 				sa, sb, sc := ra*lda+5, rb*ldb+1, s.m*ldc+2
 				add(fmt.Sprintf("gemm/%dx%dx%d/trans%v%v/alpha%v-beta%v", s.m, s.n, s.k, tr[0], tr[1], ab[0], ab[1]),
-					func(b []backend.Buffer) backend.Kernel {
-						return backend.Gemm{TransA: tr[0], TransB: tr[1], M: s.m, N: s.n, K: s.k, Alpha: ab[0], Beta: ab[1],
-							A: at(b[0]), B: at(b[1]), C: at(b[2]), LDA: lda, LDB: ldb, LDC: ldc,
-							Batch: batch, StrideA: sa, StrideB: sb, StrideC: sc}
-					}, []int{2}, g.normal(batch*sa, 1), g.normal(batch*sb, 1), g.normal(batch*sc, 1))
+					backend.Gemm{TransA: tr[0], TransB: tr[1], M: s.m, N: s.n, K: s.k, Alpha: ab[0], Beta: ab[1],
+						A: at(slot(0)), B: at(slot(1)), C: at(slot(2)), LDA: lda, LDB: ldb, LDC: ldc,
+						Batch: batch, StrideA: sa, StrideB: sb, StrideC: sc}, []int{2}, g.normal(batch*sa, 1), g.normal(batch*sb, 1), g.normal(batch*sc, 1))
 			}
 		}
 	}
@@ -266,9 +276,9 @@ func Cases(dt backend.DType) []Case {
 		if beta == 0 {
 			c = constant(12, math.NaN())
 		}
-		add(fmt.Sprintf("gemm/k0/beta%v", beta), func(b []backend.Buffer) backend.Kernel {
-			return backend.Gemm{M: 3, N: 4, K: 0, Alpha: 1, Beta: beta, A: at(b[0]), B: at(b[1]), C: at(b[2]), LDC: 4}
-		}, []int{2}, g.normal(1, 1), g.normal(1, 1), c)
+		add(fmt.Sprintf("gemm/k0/beta%v", beta),
+			backend.Gemm{M: 3, N: 4, K: 0, Alpha: 1, Beta: beta, A: at(slot(0)), B: at(slot(1)), C: at(slot(2)), LDC: 4},
+			[]int{2}, g.normal(1, 1), g.normal(1, 1), c)
 	}
 
 	// Elementwise functions over their domains.
@@ -283,13 +293,9 @@ func Cases(dt backend.DType) []Case {
 			x = g.uniform(1000, -60, 60)
 		}
 		x[1] = 0 // the first element the kernel reads
-		add("map/"+op.String(), func(b []backend.Buffer) backend.Kernel {
-			return backend.Map{Op: op, N: 999, Src: backend.At(b[0], 1), Dst: at(b[1])}
-		}, []int{1}, x, g.normal(1000, 1))
+		add("map/"+op.String(), backend.Map{Op: op, N: 999, Src: backend.At(slot(0), 1), Dst: at(slot(1))}, []int{1}, x, g.normal(1000, 1))
 	}
-	add("map/exp-in-place", func(b []backend.Buffer) backend.Kernel {
-		return backend.Map{Op: backend.Exp, N: 300, Src: at(b[0]), Dst: at(b[0])}
-	}, []int{0}, g.normal(300, 1))
+	add("map/exp-in-place", backend.Map{Op: backend.Exp, N: 300, Src: at(slot(0)), Dst: at(slot(0))}, []int{0}, g.normal(300, 1))
 	for op := backend.Add; op <= backend.GELUGrad; op++ {
 		for _, sc := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
 			x, y := g.halves(777), g.halves(777)
@@ -302,18 +308,17 @@ func Cases(dt backend.DType) []Case {
 			if op == backend.Div || op == backend.GELUGrad {
 				x, y = g.normal(777, 2), g.uniform(777, 0.5, 2)
 			}
-			add(fmt.Sprintf("zip/%v/scalars%v%v", op, sc[0], sc[1]), func(b []backend.Buffer) backend.Kernel {
-				return backend.Zip{Op: op, N: 777, A: at(b[0]), B: at(b[1]), Dst: at(b[2]), AScalar: sc[0], BScalar: sc[1]}
-			}, []int{2}, x, y, g.normal(777, 1))
+			add(fmt.Sprintf("zip/%v/scalars%v%v", op, sc[0], sc[1]),
+				backend.Zip{Op: op, N: 777, A: at(slot(0)), B: at(slot(1)), Dst: at(slot(2)), AScalar: sc[0], BScalar: sc[1]},
+				[]int{2}, x, y, g.normal(777, 1))
 		}
 	}
 
 	// Reductions, softmax and its gradient.
 	for _, s := range [][3]int{{1, 1, 1}, {3, 1000, 1}, {2, 5, 7}, {1, 300, 33}, {4, 1, 9}, {2, 700, 37}, {1, 129, 300}} {
 		for _, op := range []backend.ReduceOp{backend.Sum, backend.Max} {
-			add(fmt.Sprintf("reduce/%d/%v", op, s), func(b []backend.Buffer) backend.Kernel {
-				return backend.Reduce{Op: op, Outer: s[0], Mid: s[1], Inner: s[2], Src: at(b[0]), Dst: at(b[1])}
-			}, []int{1}, g.normal(s[0]*s[1]*s[2], 2), g.normal(s[0]*s[2], 1))
+			add(fmt.Sprintf("reduce/%d/%v", op, s), backend.Reduce{Op: op, Outer: s[0], Mid: s[1], Inner: s[2], Src: at(slot(0)), Dst: at(slot(1))},
+				[]int{1}, g.normal(s[0]*s[1]*s[2], 2), g.normal(s[0]*s[2], 1))
 		}
 	}
 	// Rows (inner 1) of more elements than a block's threads (256), so that
@@ -321,16 +326,15 @@ func Cases(dt backend.DType) []Case {
 	for _, s := range [][3]int{{4, 10, 1}, {2, 65, 3}, {1, 1, 1}, {3, 700, 1}, {2, 300, 3}} {
 		for _, log := range []bool{false, true} {
 			n := s[0] * s[1] * s[2]
-			add(fmt.Sprintf("softmax/log%v/%v", log, s), func(b []backend.Buffer) backend.Kernel {
-				return backend.Softmax{Log: log, Outer: s[0], Axis: s[1], Inner: s[2], Src: at(b[0]), Dst: at(b[1])}
-			}, []int{1}, g.normal(n, 3), g.normal(n, 1))
+			add(fmt.Sprintf("softmax/log%v/%v", log, s), backend.Softmax{Log: log, Outer: s[0], Axis: s[1], Inner: s[2], Src: at(slot(0)), Dst: at(slot(1))},
+				[]int{1}, g.normal(n, 3), g.normal(n, 1))
 			y := g.uniform(n, 0, 1)
 			if log {
 				y = g.uniform(n, -5, 0)
 			}
-			add(fmt.Sprintf("softmax-grad/log%v/%v", log, s), func(b []backend.Buffer) backend.Kernel {
-				return backend.SoftmaxGrad{Log: log, Outer: s[0], Axis: s[1], Inner: s[2], Y: at(b[0]), DY: at(b[1]), DX: at(b[2])}
-			}, []int{2}, y, g.normal(n, 1), g.normal(n, 1))
+			add(fmt.Sprintf("softmax-grad/log%v/%v", log, s),
+				backend.SoftmaxGrad{Log: log, Outer: s[0], Axis: s[1], Inner: s[2], Y: at(slot(0)), DY: at(slot(1)), DX: at(slot(2))},
+				[]int{2}, y, g.normal(n, 1), g.normal(n, 1))
 		}
 	}
 
@@ -352,30 +356,23 @@ func Cases(dt backend.DType) []Case {
 		{"eight-axes", []int{2, 1, 2, 3, 1, 2, 2, 3}, []int{72, 72, 36, 12, 12, 6, 3, 1}, []int{1, 2, 2, 4, 12, 12, 24, 48}, 0, 144, 144, false},
 	}
 	for _, c := range copies {
-		add("copy/"+c.name, func(b []backend.Buffer) backend.Kernel {
-			return backend.Copy{Shape: c.shape, Src: backend.At(b[0], c.srcOff), Dst: at(b[1]), SrcStrides: c.ss, DstStrides: c.d, Add: c.add}
-		}, []int{1}, g.normal(c.n, 1), g.normal(c.m, 1))
+		add("copy/"+c.name,
+			backend.Copy{Shape: c.shape, Src: backend.At(slot(0), c.srcOff), Dst: at(slot(1)), SrcStrides: c.ss, DstStrides: c.d, Add: c.add},
+			[]int{1}, g.normal(c.n, 1), g.normal(c.m, 1))
 	}
 
 	// Fills, finiteness flags, and the product bound.
-	add("fill/float", func(b []backend.Buffer) backend.Kernel {
-		return backend.Fill{N: 30, Dst: backend.At(b[0], 2), Value: 2.5}
-	}, []int{0}, g.normal(33, 1))
-	add("fill/int32", func(b []backend.Buffer) backend.Kernel {
-		return backend.Fill{N: 30, Dst: backend.At(b[0], 2), Value: 7}
-	}, []int{0}, make([]int32, 33))
+	add("fill/float", backend.Fill{N: 30, Dst: backend.At(slot(0), 2), Value: 2.5}, []int{0}, g.normal(33, 1))
+	add("fill/int32", backend.Fill{N: 30, Dst: backend.At(slot(0), 2), Value: 7}, []int{0}, make([]int32, 33))
 	for _, bad := range []float64{0, math.NaN(), math.Inf(-1)} {
 		x := g.normal(5000, 1)
 		if bad != 0 {
 			x[4999] = bad
 		}
-		add(fmt.Sprintf("check-finite/%v", bad), func(b []backend.Buffer) backend.Kernel {
-			return backend.CheckFinite{N: 5000, Src: at(b[0]), Flag: backend.At(b[1], 1)}
-		}, []int{1}, x, make([]int32, 2))
+		add(fmt.Sprintf("check-finite/%v", bad), backend.CheckFinite{N: 5000, Src: at(slot(0)), Flag: backend.At(slot(1), 1)},
+			[]int{1}, x, make([]int32, 2))
 	}
-	add("check-finite/int32", func(b []backend.Buffer) backend.Kernel {
-		return backend.CheckFinite{N: 4, Src: at(b[0]), Flag: at(b[1])}
-	}, []int{1}, []int32{1, 2, 3, 4}, make([]int32, 1))
+	add("check-finite/int32", backend.CheckFinite{N: 4, Src: at(slot(0)), Flag: at(slot(1))}, []int{1}, []int32{1, 2, 3, 4}, make([]int32, 1))
 	big := 1e300
 	if dt == backend.Float32 {
 		big = 1e19
@@ -388,17 +385,15 @@ func Cases(dt backend.DType) []Case {
 		if c.v != 0 {
 			a[7], bb[3] = c.v, c.v
 		}
-		add("check-product/"+c.name, func(b []backend.Buffer) backend.Kernel {
-			return backend.CheckProduct{RA: 16, CA: 9, CB: 5, A: at(b[0]), B: at(b[1]), Flag: at(b[2])}
-		}, []int{2}, a, bb, make([]int32, 1))
+		add("check-product/"+c.name, backend.CheckProduct{RA: 16, CA: 9, CB: 5, A: at(slot(0)), B: at(slot(1)), Flag: at(slot(2))},
+			[]int{2}, a, bb, make([]int32, 1))
 		// Many blocks, the outlier in a late one.
 		a, bb = g.normal(700*9, 1), g.normal(700*5, 1)
 		if c.v != 0 {
 			a[700*9-20], bb[700*5-3] = c.v, c.v
 		}
-		add("check-product/blocks/"+c.name, func(b []backend.Buffer) backend.Kernel {
-			return backend.CheckProduct{RA: 700, CA: 9, CB: 5, A: at(b[0]), B: at(b[1]), Flag: at(b[2])}
-		}, []int{2}, a, bb, make([]int32, 1))
+		add("check-product/blocks/"+c.name, backend.CheckProduct{RA: 700, CA: 9, CB: 5, A: at(slot(0)), B: at(slot(1)), Flag: at(slot(2))},
+			[]int{2}, a, bb, make([]int32, 1))
 	}
 	// Only B large, beyond the bound alone: the flag comes from the second
 	// word's maximum.
@@ -407,17 +402,14 @@ func Cases(dt backend.DType) []Case {
 	if dt == backend.Float32 {
 		bb[1234] = 1e37
 	}
-	add("check-product/blocks/large-b", func(b []backend.Buffer) backend.Kernel {
-		return backend.CheckProduct{RA: 700, CA: 9, CB: 5, A: at(b[0]), B: at(b[1]), Flag: at(b[2])}
-	}, []int{2}, a, bb, make([]int32, 1))
+	add("check-product/blocks/large-b", backend.CheckProduct{RA: 700, CA: 9, CB: 5, A: at(slot(0)), B: at(slot(1)), Flag: at(slot(2))},
+		[]int{2}, a, bb, make([]int32, 1))
 
 	// Rows, and the Q factor.
-	add("gather-rows", func(b []backend.Buffer) backend.Kernel {
-		return backend.GatherRows{N: 5, Width: 7, Rows: at(b[0]), Src: at(b[1]), Dst: at(b[2])}
-	}, []int{2}, g.perm(5, 13), g.normal(13*7, 1), g.normal(5*7, 1))
-	add("scatter-rows", func(b []backend.Buffer) backend.Kernel {
-		return backend.ScatterRows{N: 5, Width: 7, Rows: at(b[0]), Src: at(b[1]), Dst: at(b[2])}
-	}, []int{2}, g.perm(5, 13), g.normal(5*7, 1), g.normal(13*7, 1))
+	add("gather-rows", backend.GatherRows{N: 5, Width: 7, Rows: at(slot(0)), Src: at(slot(1)), Dst: at(slot(2))},
+		[]int{2}, g.perm(5, 13), g.normal(13*7, 1), g.normal(5*7, 1))
+	add("scatter-rows", backend.ScatterRows{N: 5, Width: 7, Rows: at(slot(0)), Src: at(slot(1)), Dst: at(slot(2))},
+		[]int{2}, g.perm(5, 13), g.normal(5*7, 1), g.normal(13*7, 1))
 	for _, s := range [][2]int{{9, 4}, {6, 6}, {70, 33}} {
 		for _, bound := range []float64{0, 1e3} {
 			x := g.normal(s[0]*s[1], 1)
@@ -426,53 +418,43 @@ func Cases(dt backend.DType) []Case {
 					x[i*s[1]+i] += 4 // well conditioned, for the Gram path
 				}
 			}
-			add(fmt.Sprintf("qf/%dx%d/bound%v", s[0], s[1], bound), func(b []backend.Buffer) backend.Kernel {
-				return backend.QF{M: s[0], N: s[1], A: at(b[0]), GramBound: bound}
-			}, []int{0}, x)
+			add(fmt.Sprintf("qf/%dx%d/bound%v", s[0], s[1], bound), backend.QF{M: s[0], N: s[1], A: at(slot(0)), GramBound: bound}, []int{0}, x)
 		}
 	}
 
 	// Optimizer steps.
 	for _, c := range []struct{ mom, decay float64 }{{0, 0}, {0.9, 0}, {0.9, 0.01}} {
-		add(fmt.Sprintf("sgd-step/momentum%v/decay%v", c.mom, c.decay), func(b []backend.Buffer) backend.Kernel {
-			return backend.SGDStep{N: 300, Momentum: c.mom, Decay: c.decay, W: at(b[0]), G: at(b[1]), Mom: at(b[2]), LR: at(b[3])}
-		}, []int{0, 2}, g.normal(300, 1), g.normal(300, 1), g.normal(300, 1), []float64{0.05})
+		add(fmt.Sprintf("sgd-step/momentum%v/decay%v", c.mom, c.decay),
+			backend.SGDStep{N: 300, Momentum: c.mom, Decay: c.decay, W: at(slot(0)), G: at(slot(1)), Mom: at(slot(2)), LR: at(slot(3))},
+			[]int{0, 2}, g.normal(300, 1), g.normal(300, 1), g.normal(300, 1), []float64{0.05})
 		f64(3)
 	}
 	for _, decay := range []float64{0, 0.01} {
-		add(fmt.Sprintf("adam-step/decay%v", decay), func(b []backend.Buffer) backend.Kernel {
-			return backend.AdamStep{N: 300, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Decay: decay, W: at(b[0]), G: at(b[1]), M: at(b[2]), V: at(b[3]), Hyper: at(b[4])}
-		}, []int{0, 2, 3}, g.normal(300, 1), g.normal(300, 1), g.normal(300, 0.1), g.uniform(300, 0, 0.1), []float64{1e-3, 1 - 0.9*0.9*0.9, 1 - 0.999*0.999*0.999})
+		add(fmt.Sprintf("adam-step/decay%v", decay),
+			backend.AdamStep{N: 300, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Decay: decay, W: at(slot(0)), G: at(slot(1)), M: at(slot(2)), V: at(slot(3)), Hyper: at(slot(4))},
+			[]int{0, 2, 3}, g.normal(300, 1), g.normal(300, 1), g.normal(300, 0.1), g.uniform(300, 0, 0.1), []float64{1e-3, 1 - 0.9*0.9*0.9, 1 - 0.999*0.999*0.999})
 		f64(4)
 	}
-	add("add-scaled/scale", func(b []backend.Buffer) backend.Kernel {
-		return backend.AddScaled{N: 300, Alpha: -1, X: at(b[0]), Y: at(b[1]), Dst: at(b[0]), Scale: at(b[2])}
-	}, []int{0}, g.normal(300, 1), g.normal(300, 1), []float64{0.3})
+	add("add-scaled/scale", backend.AddScaled{N: 300, Alpha: -1, X: at(slot(0)), Y: at(slot(1)), Dst: at(slot(0)), Scale: at(slot(2))},
+		[]int{0}, g.normal(300, 1), g.normal(300, 1), []float64{0.3})
 	f64(2)
-	add("add-scaled/alpha", func(b []backend.Buffer) backend.Kernel {
-		return backend.AddScaled{N: 300, Alpha: 0.9, X: at(b[0]), Y: at(b[1]), Dst: at(b[2])}
-	}, []int{2}, g.normal(300, 1), g.normal(300, 1), g.normal(300, 1))
-	add("skew-step", func(b []backend.Buffer) backend.Kernel {
-		return backend.SkewStep{R: 7, B: at(b[0]), Y: at(b[1]), LR: at(b[2])}
-	}, []int{1}, g.normal(49, 1), g.normal(49, 1), []float64{0.5})
+	add("add-scaled/alpha", backend.AddScaled{N: 300, Alpha: 0.9, X: at(slot(0)), Y: at(slot(1)), Dst: at(slot(2))},
+		[]int{2}, g.normal(300, 1), g.normal(300, 1), g.normal(300, 1))
+	add("skew-step", backend.SkewStep{R: 7, B: at(slot(0)), Y: at(slot(1)), LR: at(slot(2))},
+		[]int{1}, g.normal(49, 1), g.normal(49, 1), []float64{0.5})
 	f64(1, 2)
 	for _, c := range []struct {
 		p    float64
 		step float64
 	}{{0.1, 0}, {0.5, 7}, {0, 3}} {
-		add(fmt.Sprintf("dropout-mask/p%v/step%v", c.p, c.step), func(b []backend.Buffer) backend.Kernel {
-			return backend.DropoutMask{N: 5000, P: c.p, Seed: 42, Stream: 3, Step: at(b[1]), Dst: at(b[0])}
-		}, []int{0}, g.normal(5000, 1), []float64{c.step})
+		add(fmt.Sprintf("dropout-mask/p%v/step%v", c.p, c.step),
+			backend.DropoutMask{N: 5000, P: c.p, Seed: 42, Stream: 3, Step: at(slot(1)), Dst: at(slot(0))},
+			[]int{0}, g.normal(5000, 1), []float64{c.step})
 		f64(1)
 	}
-	add("symmetrize", func(b []backend.Buffer) backend.Kernel {
-		return backend.Symmetrize{N: 9, A: at(b[0])}
-	}, []int{0}, g.normal(81, 1))
-	cs = append(cs, Case{Name: "identity-delta", Float: dt, Out: []int{1},
-		Bufs: []any{g.normal(49, 1), g.normal(49, 1)},
-		Kernel: func(b []backend.Buffer) backend.Kernel {
-			return backend.IdentityDelta{R: 7, Y: at(b[0]), Dst: at(b[1])}
-		}, F64: []int{0}})
+	add("symmetrize", backend.Symmetrize{N: 9, A: at(slot(0))}, []int{0}, g.normal(81, 1))
+	add("identity-delta", backend.IdentityDelta{R: 7, Y: at(slot(0)), Dst: at(slot(1))}, []int{1}, g.normal(49, 1), g.normal(49, 1))
+	f64(0)
 
 	// Fused layers.
 	for _, s := range [][2]int{{5, 10}, {3, 700}} {
@@ -487,12 +469,12 @@ func Cases(dt backend.DType) []Case {
 					tg[i*classes+g.r.IntN(classes)] = 1
 				}
 			}
-			add(fmt.Sprintf("softmax-cross-entropy/soft%v/%v", soft, s), func(b []backend.Buffer) backend.Kernel {
-				return backend.SoftmaxCrossEntropy{Rows: rows, Classes: classes, Z: at(b[0]), T: at(b[1]), Loss: at(b[2])}
-			}, []int{2}, z, tg, g.normal(1, 1))
-			add(fmt.Sprintf("softmax-cross-entropy-grad/soft%v/%v", soft, s), func(b []backend.Buffer) backend.Kernel {
-				return backend.SoftmaxCrossEntropyGrad{Rows: rows, Classes: classes, Z: at(b[0]), T: at(b[1]), G: at(b[2]), DZ: at(b[3])}
-			}, []int{3}, z, tg, []float64{0.7}, g.normal(n, 1))
+			add(fmt.Sprintf("softmax-cross-entropy/soft%v/%v", soft, s),
+				backend.SoftmaxCrossEntropy{Rows: rows, Classes: classes, Z: at(slot(0)), T: at(slot(1)), Loss: at(slot(2))},
+				[]int{2}, z, tg, g.normal(1, 1))
+			add(fmt.Sprintf("softmax-cross-entropy-grad/soft%v/%v", soft, s),
+				backend.SoftmaxCrossEntropyGrad{Rows: rows, Classes: classes, Z: at(slot(0)), T: at(slot(1)), G: at(slot(2)), DZ: at(slot(3))},
+				[]int{3}, z, tg, []float64{0.7}, g.normal(n, 1))
 		}
 	}
 	for _, s := range [][2]int{{6, 300}, {3, 7}, {300, 37}} {
@@ -503,51 +485,47 @@ func Cases(dt backend.DType) []Case {
 			x[i] += 1.5 // rows away from zero mean
 		}
 		gamma, beta := g.normal(d, 1), g.normal(d, 1)
-		add(fmt.Sprintf("layer-norm/%v", s), func(b []backend.Buffer) backend.Kernel {
-			return backend.LayerNorm{Rows: rows, D: d, Eps: 1e-5, X: at(b[0]), Gamma: at(b[1]), Beta: at(b[2]), Y: at(b[3])}
-		}, []int{3}, x, gamma, beta, g.normal(n, 1))
-		add(fmt.Sprintf("layer-norm-grad/%v", s), func(b []backend.Buffer) backend.Kernel {
-			return backend.LayerNormGrad{Rows: rows, D: d, Eps: 1e-5, X: at(b[0]), Gamma: at(b[1]), DY: at(b[2]), DX: at(b[3])}
-		}, []int{3}, x, gamma, g.normal(n, 1), g.normal(n, 1))
-		add(fmt.Sprintf("layer-norm-param-grad/%v", s), func(b []backend.Buffer) backend.Kernel {
-			return backend.LayerNormParamGrad{Rows: rows, D: d, Eps: 1e-5, X: at(b[0]), DY: at(b[1]), DParams: at(b[2])}
-		}, []int{2}, x, g.normal(n, 1), g.normal(2*d, 1))
+		add(fmt.Sprintf("layer-norm/%v", s),
+			backend.LayerNorm{Rows: rows, D: d, Eps: 1e-5, X: at(slot(0)), Gamma: at(slot(1)), Beta: at(slot(2)), Y: at(slot(3))},
+			[]int{3}, x, gamma, beta, g.normal(n, 1))
+		add(fmt.Sprintf("layer-norm-grad/%v", s),
+			backend.LayerNormGrad{Rows: rows, D: d, Eps: 1e-5, X: at(slot(0)), Gamma: at(slot(1)), DY: at(slot(2)), DX: at(slot(3))},
+			[]int{3}, x, gamma, g.normal(n, 1), g.normal(n, 1))
+		add(fmt.Sprintf("layer-norm-param-grad/%v", s),
+			backend.LayerNormParamGrad{Rows: rows, D: d, Eps: 1e-5, X: at(slot(0)), DY: at(slot(1)), DParams: at(slot(2))},
+			[]int{2}, x, g.normal(n, 1), g.normal(2*d, 1))
 	}
 	for _, s := range [][4]int{{2, 5, 3, 12}, {1, 65, 2, 16}, {1, 300, 2, 8}} {
 		seqs, tokens, heads, d := s[0], s[1], s[2], s[3]
 		n := seqs * tokens * d
 		q, k, v := g.normal(n, 1), g.normal(n, 1), g.normal(n, 1)
 		scale := 1 / math.Sqrt(float64(d/heads))
-		add(fmt.Sprintf("attention/%v", s), func(b []backend.Buffer) backend.Kernel {
-			return backend.Attention{Seqs: seqs, Tokens: tokens, Heads: heads, D: d, Scale: scale, Q: at(b[0]), K: at(b[1]), V: at(b[2]), Out: at(b[3])}
-		}, []int{3}, q, k, v, g.normal(n, 1))
-		add(fmt.Sprintf("attention-grad/%v", s), func(b []backend.Buffer) backend.Kernel {
-			return backend.AttentionGrad{Seqs: seqs, Tokens: tokens, Heads: heads, D: d, Scale: scale, Q: at(b[0]), K: at(b[1]), V: at(b[2]), DOut: at(b[3]), DQKV: at(b[4])}
-		}, []int{4}, q, k, v, g.normal(n, 1), g.normal(3*n, 1))
+		add(fmt.Sprintf("attention/%v", s),
+			backend.Attention{Seqs: seqs, Tokens: tokens, Heads: heads, D: d, Scale: scale, Q: at(slot(0)), K: at(slot(1)), V: at(slot(2)), Out: at(slot(3))},
+			[]int{3}, q, k, v, g.normal(n, 1))
+		add(fmt.Sprintf("attention-grad/%v", s),
+			backend.AttentionGrad{Seqs: seqs, Tokens: tokens, Heads: heads, D: d, Scale: scale, Q: at(slot(0)), K: at(slot(1)), V: at(slot(2)), DOut: at(slot(3)), DQKV: at(slot(4))},
+			[]int{4}, q, k, v, g.normal(n, 1), g.normal(3*n, 1))
 	}
 	for act := backend.ActIdentity; act <= backend.ActGELU; act++ {
 		x, bias := g.normal(9*33, 2), g.normal(33, 1)
-		add(fmt.Sprintf("bias-act/%d", act), func(b []backend.Buffer) backend.Kernel {
-			return backend.BiasAct{Rows: 9, N: 33, Act: act, X: at(b[0]), Bias: at(b[1]), Y: at(b[2])}
-		}, []int{2}, x, bias, g.normal(9*33, 1))
-		add(fmt.Sprintf("bias-act-grad/%d", act), func(b []backend.Buffer) backend.Kernel {
-			return backend.BiasActGrad{Rows: 9, N: 33, Act: act, X: at(b[0]), Bias: at(b[1]), DY: at(b[2]), DX: at(b[3])}
-		}, []int{3}, x, bias, g.normal(9*33, 1), g.normal(9*33, 1))
+		add(fmt.Sprintf("bias-act/%d", act), backend.BiasAct{Rows: 9, N: 33, Act: act, X: at(slot(0)), Bias: at(slot(1)), Y: at(slot(2))},
+			[]int{2}, x, bias, g.normal(9*33, 1))
+		add(fmt.Sprintf("bias-act-grad/%d", act),
+			backend.BiasActGrad{Rows: 9, N: 33, Act: act, X: at(slot(0)), Bias: at(slot(1)), DY: at(slot(2)), DX: at(slot(3))},
+			[]int{3}, x, bias, g.normal(9*33, 1), g.normal(9*33, 1))
 	}
 
 	// A bad row index fails the run on every backend.
 	for _, gather := range []bool{true, false} {
 		rows := g.perm(5, 13)
 		rows[3] = 13
-		c := Case{Name: fmt.Sprintf("rows/out-of-range/gather%v", gather), Float: dt, Fails: true,
-			Bufs: []any{rows, g.normal(13*7, 1), g.normal(13*7, 1)}}
-		c.Kernel = func(b []backend.Buffer) backend.Kernel {
-			if gather {
-				return backend.GatherRows{N: 5, Width: 7, Rows: at(b[0]), Src: at(b[1]), Dst: at(b[2])}
-			}
-			return backend.ScatterRows{N: 5, Width: 7, Rows: at(b[0]), Src: at(b[1]), Dst: at(b[2])}
+		var k backend.Kernel = backend.GatherRows{N: 5, Width: 7, Rows: at(slot(0)), Src: at(slot(1)), Dst: at(slot(2))}
+		if !gather {
+			k = backend.ScatterRows{N: 5, Width: 7, Rows: at(slot(0)), Src: at(slot(1)), Dst: at(slot(2))}
 		}
-		cs = append(cs, c)
+		add(fmt.Sprintf("rows/out-of-range/gather%v", gather), k, nil, rows, g.normal(13*7, 1), g.normal(13*7, 1))
+		cs[len(cs)-1].Fails = true
 	}
 	for i := range cs {
 		cs[i].Name = strings.ReplaceAll(cs[i].Name, " ", "x")
