@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -346,7 +347,7 @@ func TestMPIRankKilled(t *testing.T) {
 // TestDistRefusals runs settings that data-parallel training cannot take:
 // each must exit 2 with its reason before it writes anything.
 func TestDistRefusals(t *testing.T) {
-	mnist, _ := distSets(t)
+	mnist, cifar := distSets(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, tc := range []struct {
@@ -355,6 +356,7 @@ func TestDistRefusals(t *testing.T) {
 		args  []string
 		want  string
 	}{
+		{"tape-dropout", 2, append(vitArgs(cifar), "-dist", "mpi", "-engine", "tape", "-dropout", "0.1"), "-engine tape draws the ViT's dropout masks from one stream"},
 		{"batch", 2, []string{"-dist", "mpi", "-batch", "9"}, "-batch 9 is not divisible by the 2 ranks"},
 		{"single-under-mpirun", 2, []string{"-dist", "single"}, "use -dist mpi"},
 		{"clip", 0, []string{"-dist", "mpi", "-clip-norm", "1"}, "gradient clipping by the global norm: optim: not supported in data-parallel training yet"},
@@ -363,7 +365,10 @@ func TestDistRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
-			args := append(append(ffnArgs(mnist), "-out", out), tc.args...)
+			args := append([]string{"-out", out}, tc.args...)
+			if !slices.Contains(tc.args, "-model") {
+				args = append(ffnArgs(mnist), args...)
+			}
 			var cmd *exec.Cmd
 			if tc.ranks > 0 {
 				cmd = mpirunTrain(t, ctx, tc.ranks, nil, args...)

@@ -383,8 +383,13 @@ func (t *trainer) interrupted(ctx context.Context) error {
 		if !t.writes() {
 			return &interruptedError{signal: sig, discarded: true}
 		}
-		if err := t.dir.Discard(); err == nil {
+		err := t.dir.Discard()
+		if err == nil {
 			return &interruptedError{signal: sig, dir: t.dir.Dir(), discarded: true}
+		}
+		if t.c.ranks() > 1 { // the other ranks do not save either: no checkpoint
+			fmt.Fprintln(t.w, "warning: removing the new run folder:", err)
+			return &interruptedError{signal: sig, epoch: t.st.Epoch, step: t.st.Step, dir: t.dir.Dir()}
 		}
 	}
 	saved := ""
