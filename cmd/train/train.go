@@ -462,7 +462,9 @@ func (t *trainer) epoch(ctx context.Context) (metric, error) {
 		t.st.Window = window{}
 	}
 	t.bar = nil
-	if t.writes() && term.IsTerminal(int(os.Stdout.Fd())) {
+	// Under mpirun a rank's stdout is a pseudo-terminal even where
+	// mpirun's own output goes to a file: several ranks print plain lines.
+	if t.c.ranks() == 1 && term.IsTerminal(int(os.Stdout.Fd())) {
 		t.bar = progressbar.NewOptions(t.steps, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(),
 			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30),
 			progressbar.OptionSetDescription(fmt.Sprintf("epoch %d/%d", epoch+1, c.epochs)))
