@@ -42,13 +42,8 @@ const (
 
 // String returns the type's name: float32, float64 or int32.
 func (d DType) String() string {
-	switch d {
-	case Float32:
-		return "float32"
-	case Float64:
-		return "float64"
-	case Int32:
-		return "int32"
+	if d >= Float32 && d <= Int32 {
+		return [...]string{Float32: "float32", Float64: "float64", Int32: "int32"}[d]
 	}
 	return fmt.Sprintf("DType(%d)", int(d))
 }

@@ -945,28 +945,31 @@ func bitsFloat[T Float](b uint64) float64 {
 }
 
 // Host copies the rows, after checking every index.
-func (k GatherRows) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, rowsHost[float32, GatherRows], rowsHost[float64, GatherRows])
+func (k GatherRows) Host(*Pool) (Func, error) {
+	return rowsHost(k, k.N, k.Width, k.Rows, k.Src, k.Dst, true)
 }
 
 // Device launches on_rows, which records a bad index as a fault.
 func (k GatherRows) Device(p Planner) { rowsDevice(p, k.N, k.Width, k.Rows, k.Src, k.Dst, true) }
 
 // Host copies the rows, after checking every index.
-func (k ScatterRows) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, rowsHost[float32, ScatterRows], rowsHost[float64, ScatterRows])
+func (k ScatterRows) Host(*Pool) (Func, error) {
+	return rowsHost(k, k.N, k.Width, k.Rows, k.Src, k.Dst, false)
 }
 
 // Device launches on_rows, which records a bad index as a fault.
 func (k ScatterRows) Device(p Planner) { rowsDevice(p, k.N, k.Width, k.Rows, k.Src, k.Dst, false) }
 
-// rowsHost is the CPU implementation of GatherRows and ScatterRows.
-func rowsHost[T Float, K GatherRows | ScatterRows](_ *Pool, k K) Func {
-	if g, ok := any(k).(GatherRows); ok {
-		return copyRows[T](g.N, g.Width, g.Rows, g.Src, g.Dst, true)
+// rowsHost is the CPU implementation of k, a GatherRows or a ScatterRows.
+func rowsHost(k Kernel, n, width int, rows, src, dst Operand, gather bool) (Func, error) {
+	dt, err := FloatType(k)
+	if err != nil {
+		return nil, err
 	}
-	s := any(k).(ScatterRows)
-	return copyRows[T](s.N, s.Width, s.Rows, s.Src, s.Dst, false)
+	if dt == Float64 {
+		return copyRows[float64](n, width, rows, src, dst, gather), nil
+	}
+	return copyRows[float32](n, width, rows, src, dst, gather), nil
 }
 
 func rowsDevice(p Planner, n, width int, rows, src, dst Operand, gather bool) {

@@ -455,15 +455,13 @@ func (o *rsdmStep[T]) Prepare(_ any, lr float64) error {
 	for i, v := range sub.Rows {
 		o.rowsInt[i] = int32(v)
 	}
-	if err := o.be.CopyIn(o.rows.Buf, o.rows.Off, o.rowsInt); err != nil {
-		o.host.Undraw()
-		return err
+	if err = o.be.CopyIn(o.rows.Buf, o.rows.Off, o.rowsInt); err == nil {
+		err = o.setHyper(lr)
 	}
-	if err := o.setHyper(lr); err != nil {
+	if err != nil {
 		o.host.Undraw()
-		return err
 	}
-	return nil
+	return err
 }
 
 func (o *rsdmStep[T]) Abort() { o.host.Undraw() }
