@@ -115,23 +115,21 @@ func soonerVerdict(a, b series, grid []float64, step, reach float64, minSeeds in
 		100*thr, reach, who, 100*best, secs(grid[len(grid)-1]), arrival(a.label, ia), arrival(b.label, ib))
 	// first is where the sooner of the two arrives (one always does: the
 	// better final mean reaches thr at the last grid time).
+	// lead compares the sooner one's band (p, of label) with the other's (q)
+	// where it arrives: apart and above gives out.
+	lead := func(p, q point, label, other, out, overlap string) {
+		fmt.Fprintf(&b2, "; at %ss %s's band is %s, %s's %s", secs(p.t), label, p.band(), other, q.band())
+		if p.apartAbove(q) {
+			v.outcome = out
+		} else {
+			b2.WriteString(overlap)
+		}
+	}
 	switch {
 	case ia >= 0 && (ib < 0 || ia < ib):
-		p, q := pa[ia], pb[ia]
-		fmt.Fprintf(&b2, "; at %ss %s's band is %s, %s's %s", secs(p.t), a.label, p.band(), b.label, q.band())
-		if p.apartAbove(q) {
-			v.outcome = holds
-		} else {
-			b2.WriteString(" (overlapping or below)")
-		}
+		lead(pa[ia], pb[ia], a.label, b.label, holds, " (overlapping or below)")
 	case ib >= 0 && (ia < 0 || ib < ia):
-		p, q := pb[ib], pa[ib]
-		fmt.Fprintf(&b2, "; at %ss %s's band is %s, %s's %s", secs(p.t), b.label, p.band(), a.label, q.band())
-		if p.apartAbove(q) {
-			v.outcome = doesNotHold
-		} else {
-			b2.WriteString(" (overlapping)")
-		}
+		lead(pb[ib], pa[ib], b.label, a.label, doesNotHold, " (overlapping)")
 	default:
 		b2.WriteString(" (the same grid time: the grid cannot order them)")
 	}
