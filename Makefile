@@ -112,14 +112,16 @@ paper: deps
 # (180 s of training, 5 seeds) and the ViT (400 s, 3 seeds), and the page
 # docs/dnn-figure/README.md with its PNGs, tables and verdicts. TIME and
 # SEEDS override both models' training time and seeds (TIME=60s SEEDS="1 2
-# 3"); the runs go to $(OUT)/dnn-figure, and a run finished before with the
-# same command is kept. Every run is timed: run it on a quiet machine (see
+# 3"); VIT_TEST the ViT's test images per evaluation (default 2000, 0 for
+# all 10,000: minutes an evaluation on a CPU, cheap on a GPU); the runs go to
+# $(OUT)/dnn-figure, and a run finished before with the same command is
+# kept. Every run is timed: run it on a quiet machine (see
 # scripts/dnn_figure.sh for the load checks and how long it takes). Not part
 # of make test.
 dnn-figure: deps
 	TIME='$(TIME)' SEEDS='$(SEEDS)' bash scripts/dnn_figure.sh grid $(OUT)/dnn-figure
 	TIME='$(TIME)' SEEDS='$(SEEDS)' bash scripts/dnn_figure.sh ffn $(OUT)/dnn-figure
-	TIME='$(TIME)' SEEDS='$(SEEDS)' bash scripts/dnn_figure.sh vit $(OUT)/dnn-figure
+	TIME='$(TIME)' SEEDS='$(SEEDS)' VIT_TEST='$(VIT_TEST)' bash scripts/dnn_figure.sh vit $(OUT)/dnn-figure
 	bash scripts/dnn_figure.sh page $(OUT)/dnn-figure docs/dnn-figure
 
 # train: the orthogonal FFN (5 Stiefel layers of 1024) with RSDM-P on

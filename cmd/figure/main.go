@@ -364,7 +364,7 @@ func writeTable(w io.Writer, title, name string, all []series, grid []float64, s
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprint(w, "Test accuracy (%) on the whole test set at fixed training times: mean over the runs (lowest to highest).\n\n")
+	fmt.Fprintf(w, "Test accuracy (%%) on %s at fixed training times: mean over the runs (lowest to highest).\n\n", evaluationSet(all))
 	header("training seconds")
 	for _, t := range fixed {
 		row(t)
@@ -381,6 +381,25 @@ func writeTable(w io.Writer, title, name string, all []series, grid []float64, s
 	for _, t := range grid {
 		row(t)
 	}
+}
+
+// evaluationSet says what the runs' evaluations were made on: "the N test
+// images of every evaluation", or each run's count where they differ.
+func evaluationSet(all []series) string {
+	counts := map[int]bool{}
+	var names []string
+	for _, s := range all {
+		for _, r := range s.runs {
+			counts[r.examples] = true
+			names = append(names, fmt.Sprintf("%s %d", runName(r.path), r.examples))
+		}
+	}
+	if len(counts) == 1 {
+		for n := range counts {
+			return fmt.Sprintf("the %d test images of every evaluation", n)
+		}
+	}
+	return "each run's test images (" + strings.Join(names, ", ") + ")"
 }
 
 // loadCells formats a run's recorded load as four table cells.

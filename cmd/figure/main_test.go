@@ -77,6 +77,7 @@ func TestFigure(t *testing.T) {
 		"| A: a-2/run-1 | 30 | 3.0 | 10.0 | 90.00 | 2e-6 | 0.05, 0.10, 0.15 | 1.90, 0.90, 0.40 |  | none |",
 		"| B: b-1/run-1 | 30 | 3.5 | 8.6 | 45.00 | 2e-6 | not recorded | | |",
 		"![test accuracy against steps](fig-steps.png)",
+		"Test accuracy (%) on the 1000 test images of every evaluation at fixed training times", // the 100-image subset is not counted
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the page lacks %q:\n%s", want, table)
@@ -184,5 +185,25 @@ func TestFigureOneEvaluation(t *testing.T) {
 	}
 	if !strings.Contains(string(md), "at each 2s of training time") {
 		t.Errorf("the grid is not the commands' 2 s:\n%s", md)
+	}
+}
+
+// TestEvaluationSet checks that the page names the evaluations' test set
+// size, and each run's where the runs differ.
+func TestEvaluationSet(t *testing.T) {
+	run := func(path string, n int) runData { return runData{path: path, examples: n} }
+	for _, c := range []struct {
+		name string
+		all  []series
+		want string
+	}{
+		{"same", []series{{"A", []runData{run("/x/a-1/run-1/metrics.csv", 2000)}}, {"B", []runData{run("/x/b-1/run-1/metrics.csv", 2000)}}},
+			"the 2000 test images of every evaluation"},
+		{"differ", []series{{"A", []runData{run("/x/a-1/run-1/metrics.csv", 2000)}}, {"B", []runData{run("/x/b-1/run-1/metrics.csv", 10000)}}},
+			"each run's test images (a-1/run-1 2000, b-1/run-1 10000)"},
+	} {
+		if got := evaluationSet(c.all); got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
 	}
 }

@@ -56,10 +56,11 @@ func (l runLoad) flagged() bool { return l.known && l.flag != "" && l.flag != "n
 // runData is one run's evaluations, in order, and what was recorded
 // beside it.
 type runData struct {
-	path    string
-	evals   []evaluation
-	load    runLoad
-	command string // the train command line (command.txt), if recorded
+	path     string
+	evals    []evaluation
+	examples int // test images of each evaluation (train's whole test set, or its -limit-test)
+	load     runLoad
+	command  string // the train command line (command.txt), if recorded
 }
 
 // series is a label's runs.
@@ -131,6 +132,7 @@ func readRun(path string) (runData, error) {
 		n, _ := strconv.Atoi(row[col["test_examples"]])
 		most = max(most, n)
 	}
+	r.examples = most
 	for i, row := range rows[1:] {
 		if row[col["kind"]] != "test" {
 			continue
