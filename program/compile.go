@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -155,7 +156,7 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 			pv.g.vb.persistent = true
 		}
 	}
-	p := &Program{be: cfg.Backend, vals: c.vals, inputs: map[*G.Node]*val{}, reads: reads}
+	p := &Program{be: cfg.Backend, inputs: map[*G.Node]*val{}, reads: reads}
 	for n := range c.inputs {
 		v, ok := c.vals[n]
 		if !ok {
@@ -253,25 +254,24 @@ func (c *compiler) newBuf(dt backend.DType, n int, persistent bool, name string)
 // emit appends a kernel to the program.
 func (c *compiler) emit(k backend.Kernel) { c.kernels = append(c.kernels, k) }
 
-// newVal gives n a fresh temporary buffer of its shape and type.
-func (c *compiler) newVal(n *G.Node) (*val, error) {
+// newVal gives n a fresh buffer of its shape and type: a temporary, or
+// resident (persistent) to the end of the run.
+func (c *compiler) newVal(n *G.Node, persistent bool) (*val, error) {
 	dt, err := dtypeOf(n)
 	if err != nil {
 		return nil, err
 	}
-	shape := []int(n.Shape().Clone())
-	size := tensor.Shape(shape).TotalSize()
-	v := &val{node: n, shape: shape, size: size, vb: c.newBuf(dt, size, false, n.Name())}
+	shape := n.Shape().Clone()
+	v := &val{shape: shape, size: shape.TotalSize()}
+	v.vb = c.newBuf(dt, v.size, persistent, n.Name())
 	c.vals[n] = v
 	return v, nil
 }
 
 // view makes n's value a window of base's buffer at element offset off.
-func (c *compiler) view(n *G.Node, base *val, off int) *val {
-	shape := []int(n.Shape().Clone())
-	v := &val{node: n, shape: shape, size: tensor.Shape(shape).TotalSize(), vb: base.vb, off: base.off + off}
-	c.vals[n] = v
-	return v
+func (c *compiler) view(n *G.Node, base *val, off int) {
+	shape := n.Shape().Clone()
+	c.vals[n] = &val{shape: shape, size: shape.TotalSize(), vb: base.vb, off: base.off + off}
 }
 
 func dtypeOf(n *G.Node) (backend.DType, error) {
@@ -317,26 +317,25 @@ func (c *compiler) leaf(n *G.Node) error {
 	if isParam && c.cfg.Share == nil {
 		return c.constant(n) // its value at Compile, in a buffer of its own
 	}
-	dt, err := dtypeOf(n)
+	v, err := c.newVal(n, true)
 	if err != nil {
 		return err
 	}
-	shape := []int(n.Shape().Clone())
-	size := tensor.Shape(shape).TotalSize()
-	v := &val{node: n, shape: shape, size: size, vb: c.newBuf(dt, size, true, n.Name())}
-	if isParam { // a parameter of the shared program
-		other := c.cfg.Share.paramNamed(n.Name())
-		if other == nil {
-			return fmt.Errorf("program: parameter %q is not a parameter of the shared program", n.Name())
-		}
-		if other.v.vb.dt != dt || other.v.size != size {
-			return fmt.Errorf("program: parameter %q has %d values of %v, the shared program's %d of %v", n.Name(), size, dt, other.v.size, other.v.vb.dt)
-		}
-		v.vb.phys, v.vb.physOff = other.v.vb.phys, other.v.vb.physOff+other.v.off
-	} else if d, err := hostData(n); err == nil {
-		v.vb.init = d // an input's value at Compile, until SetInput
+	if !isParam {
+		v.vb.init, _ = hostData(n) // an input's value at Compile (if it has one), until SetInput
+		return nil
 	}
-	c.vals[n] = v
+	// A parameter of the shared program.
+	share := c.cfg.Share.params
+	j := slices.IndexFunc(share, func(pv paramVal) bool { return pv.Node.Name() == n.Name() })
+	if j < 0 {
+		return fmt.Errorf("program: parameter %q is not a parameter of the shared program", n.Name())
+	}
+	other := share[j].v
+	if other.vb.dt != v.vb.dt || other.size != v.size {
+		return fmt.Errorf("program: parameter %q has %d values of %v, the shared program's %d of %v", n.Name(), v.size, v.vb.dt, other.size, other.vb.dt)
+	}
+	v.vb.phys, v.vb.physOff = other.vb.phys, other.vb.physOff+other.off
 	return nil
 }
 
@@ -357,15 +356,6 @@ func hostData(n *G.Node) (any, error) {
 		return []float64{d}, nil
 	}
 	return nil, fmt.Errorf("program: leaf %q holds %T, want float32 or float64 values", n.Name(), val.Data())
-}
-
-func (p *Program) paramNamed(name string) *paramVal {
-	for i := range p.params {
-		if p.params[i].Node.Name() == name {
-			return &p.params[i]
-		}
-	}
-	return nil
 }
 
 // factor leaves the gradient g of parameter i as its factors when

@@ -17,7 +17,7 @@ func (c *compiler) lowerFused(n *G.Node, in []*val) (ok bool, err error) {
 	if !ok {
 		return false, nil
 	}
-	out, err := c.newVal(n)
+	out, err := c.newVal(n, false)
 	if err != nil {
 		return true, err
 	}

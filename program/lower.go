@@ -42,11 +42,10 @@ func field(op G.Op, name string) reflect.Value {
 }
 
 func intField(op G.Op, name string) (int, error) {
-	f := field(op, name)
-	switch f.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+	switch f := field(op, name); {
+	case f.CanInt():
 		return int(f.Int()), nil
-	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uint:
+	case f.CanUint():
 		return int(f.Uint()), nil
 	}
 	return 0, fmt.Errorf("op %T has no integer field %q (gorgonia's internals changed?)", op, name)
@@ -68,12 +67,10 @@ func intsField(op G.Op, name string) ([]int, error) {
 	out := make([]int, f.Len())
 	for i := range out {
 		e := f.Index(i)
-		switch e.Kind() {
-		case reflect.Int, reflect.Int64, reflect.Int32:
-			out[i] = int(e.Int())
-		default:
+		if !e.CanInt() {
 			return nil, fmt.Errorf("op %T: field %q holds %v", op, name, e.Kind())
 		}
+		out[i] = int(e.Int())
 	}
 	return out, nil
 }
@@ -90,7 +87,7 @@ func (c *compiler) lower(n *G.Node, in []*val) error {
 	case "sizeOp":
 		return c.size(n, in)
 	case "reshapeOp":
-		if in[0].size != size(n.Shape()) {
+		if in[0].size != n.Shape().TotalSize() {
 			return fmt.Errorf("reshape of %d values to %v", in[0].size, n.Shape())
 		}
 		c.view(n, in[0], 0)
@@ -102,7 +99,7 @@ func (c *compiler) lower(n *G.Node, in []*val) error {
 	if !ok {
 		return fmt.Errorf("%w %v (%T) at node %q: see the README for the ops the compiler knows", ErrUnknownOp, op, op, n.Name())
 	}
-	out, err := c.newVal(n)
+	out, err := c.newVal(n, false)
 	if err != nil {
 		return err
 	}
@@ -118,25 +115,15 @@ var lowerings = map[string]func(c *compiler, n *G.Node, in []*val, out *val) err
 	"maxOp": func(c *compiler, n *G.Node, in []*val, out *val) error { return c.reduce(n, in, out, backend.Max) },
 }
 
-func size(s tensor.Shape) int { return s.TotalSize() }
-
 // constant makes n's value at Compile a resident buffer of its own: a
 // constant, or a parameter's starting value.
 func (c *compiler) constant(n *G.Node) error {
-	dt, err := dtypeOf(n)
+	v, err := c.newVal(n, true)
 	if err != nil {
 		return err
 	}
-	data, err := hostData(n)
-	if err != nil {
-		return err
-	}
-	shape := []int(n.Shape().Clone())
-	v := &val{node: n, shape: shape, size: tensor.Shape(shape).TotalSize()}
-	v.vb = c.newBuf(dt, v.size, true, n.Name())
-	v.vb.init = data
-	c.vals[n] = v
-	return nil
+	v.vb.init, err = hostData(n)
+	return err
 }
 
 // size lowers gorgonia.SizeOf: the length of an axis of its argument, known
@@ -153,18 +140,14 @@ func (c *compiler) size(n *G.Node, in []*val) error {
 		}
 		v = float64(s[axis])
 	}
-	dt, err := dtypeOf(n)
+	out, err := c.newVal(n, true)
 	if err != nil {
 		return err
 	}
-	out := &val{node: n, shape: nil, size: 1}
-	out.vb = c.newBuf(dt, 1, true, n.Name())
-	if dt == backend.Float32 {
+	out.vb.init = []float64{v}
+	if out.vb.dt == backend.Float32 {
 		out.vb.init = []float32{float32(v)}
-	} else {
-		out.vb.init = []float64{v}
 	}
-	c.vals[n] = out
 	return nil
 }
 
@@ -224,17 +207,17 @@ const (
 	batchedMatMul
 )
 
+// linAlgOf reads a linAlgBinOp's kind and whether it transposes A and B.
+func linAlgOf(op G.Op) (kind int, tA, tB bool, err error) {
+	kind, err1 := intField(op, "āBinaryOperator")
+	tA, err2 := boolField(op, "transA")
+	tB, err3 := boolField(op, "transB")
+	return kind, tA, tB, errors.Join(err1, err2, err3)
+}
+
 func (c *compiler) linAlg(n *G.Node, in []*val, out *val) error {
 	op := n.Op()
-	kind, err := intField(op, "āBinaryOperator")
-	if err != nil {
-		return err
-	}
-	tA, err := boolField(op, "transA")
-	if err != nil {
-		return err
-	}
-	tB, err := boolField(op, "transB")
+	kind, tA, tB, err := linAlgOf(op)
 	if err != nil {
 		return err
 	}
@@ -257,8 +240,8 @@ func (c *compiler) linAlg(n *G.Node, in []*val, out *val) error {
 			return fmt.Errorf("%v: operands of shapes %v and %v, want batches of matrices", op, a.shape, b.shape)
 		}
 		d := len(a.shape)
-		batch := size(tensor.Shape(a.shape[:d-2]))
-		if size(tensor.Shape(b.shape[:d-2])) != batch {
+		batch := a.shape[:d-2].TotalSize()
+		if b.shape[:d-2].TotalSize() != batch {
 			return fmt.Errorf("%v: batches of shapes %v and %v", op, a.shape, b.shape)
 		}
 		ar, ac, br, bc := a.shape[d-2], a.shape[d-1], b.shape[d-2], b.shape[d-1]
@@ -316,10 +299,7 @@ func (c *compiler) thinProduct(g *G.Node) (a, b *val, ok bool) {
 	if op == nil || opName(op) != "linAlgBinOp" {
 		return nil, nil, false
 	}
-	kind, err1 := intField(op, "āBinaryOperator")
-	tA, err2 := boolField(op, "transA")
-	tB, err3 := boolField(op, "transB")
-	if err1 != nil || err2 != nil || err3 != nil || kind != matMul || !tA || tB {
+	if kind, tA, tB, err := linAlgOf(op); err != nil || kind != matMul || !tA || tB {
 		return nil, nil, false
 	}
 	ch := c.children(g)
@@ -338,7 +318,7 @@ func (c *compiler) reduce(n *G.Node, in []*val, out *val, rop backend.ReduceOp) 
 		return err
 	}
 	src := in[0]
-	shape := append([]int(nil), src.shape...)
+	shape := src.shape.Clone()
 	if len(along) == 0 { // every axis
 		for i := range shape {
 			along = append(along, i)
@@ -363,9 +343,7 @@ func (c *compiler) reduce(n *G.Node, in []*val, out *val, rop backend.ReduceOp) 
 	cur := src.operand()
 	for i := len(runs) - 1; i >= 0; i-- {
 		r := runs[i]
-		outer := size(tensor.Shape(shape[:r.lo]))
-		mid := size(tensor.Shape(shape[r.lo:r.hi]))
-		inner := size(tensor.Shape(shape[r.hi:]))
+		outer, mid, inner := shape[:r.lo].TotalSize(), shape[r.lo:r.hi].TotalSize(), shape[r.hi:].TotalSize()
 		dst := out.operand()
 		if i > 0 {
 			dst = backend.At(c.newBuf(out.vb.dt, outer*inner, false, n.Name()+".partial"), 0)
@@ -374,8 +352,8 @@ func (c *compiler) reduce(n *G.Node, in []*val, out *val, rop backend.ReduceOp) 
 		shape = append(shape[:r.lo:r.lo], shape[r.hi:]...)
 		cur = dst
 	}
-	if size(tensor.Shape(shape)) != out.size {
-		return fmt.Errorf("reduction of %v along %v gives %d values, the node %v", src.shape, along, size(tensor.Shape(shape)), out.shape)
+	if shape.TotalSize() != out.size {
+		return fmt.Errorf("reduction of %v along %v gives %d values, the node %v", src.shape, along, shape.TotalSize(), out.shape)
 	}
 	return nil
 }
@@ -407,12 +385,11 @@ func (c *compiler) softmax(n *G.Node, in []*val, out *val) error {
 		return err
 	}
 	x := in[0]
-	axis, err := softmaxAxis(op, tensor.Shape(x.shape))
+	axis, err := softmaxAxis(op, x.shape)
 	if err != nil {
 		return err
 	}
-	outer := size(tensor.Shape(x.shape[:axis]))
-	inner := size(tensor.Shape(x.shape[axis+1:]))
+	outer, inner := x.shape[:axis].TotalSize(), x.shape[axis+1:].TotalSize()
 	if opName(op) == "softmaxOp" {
 		c.emit(backend.Softmax{Log: isLog, Outer: outer, Axis: x.shape[axis], Inner: inner, Src: x.operand(), Dst: out.operand()})
 		return nil
@@ -422,17 +399,6 @@ func (c *compiler) softmax(n *G.Node, in []*val, out *val) error {
 	}
 	c.emit(backend.SoftmaxGrad{Log: isLog, Outer: outer, Axis: x.shape[axis], Inner: inner, Y: in[1].operand(), DY: in[2].operand(), DX: out.operand()})
 	return nil
-}
-
-// strides returns the row-major strides of shape.
-func strides(shape []int) []int {
-	s := make([]int, len(shape))
-	acc := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		s[i] = acc
-		acc *= shape[i]
-	}
-	return s
 }
 
 // repeat lowers gorgonia's repeatOp (broadcasting): every element of the
@@ -448,12 +414,12 @@ func (c *compiler) repeat(n *G.Node, in []*val, out *val) error {
 		return fmt.Errorf("repeat along axis %d into shape %v", along, os)
 	}
 	// The argument's shape, padded with unit axes to the output's rank.
-	xs := make([]int, len(os))
+	xs := make(tensor.Shape, len(os))
 	for i := range xs {
 		xs[i] = 1
 	}
 	copy(xs, x.shape)
-	if size(tensor.Shape(xs)) != x.size {
+	if xs.TotalSize() != x.size {
 		return fmt.Errorf("repeat of shape %v into %v", x.shape, os)
 	}
 	rep := os[along] / xs[along]
@@ -467,9 +433,8 @@ func (c *compiler) repeat(n *G.Node, in []*val, out *val) error {
 	}
 	// Split the repeated axis into (xs[along], rep): the copy reads the
 	// same element rep times (source stride 0).
-	xst := strides(xs)
+	xst, ost := xs.CalcStrides(), os.CalcStrides()
 	var shape, ss, ds []int
-	ost := strides(os)
 	for i := range os {
 		if i == along {
 			shape = append(shape, xs[i], rep)
@@ -494,7 +459,7 @@ func (c *compiler) transpose(n *G.Node, in []*val, out *val) error {
 	if len(pattern) != len(x.shape) {
 		return fmt.Errorf("transpose %v of shape %v", pattern, x.shape)
 	}
-	xst := strides(x.shape)
+	xst := x.shape.CalcStrides()
 	ss := make([]int, len(pattern))
 	for i, p := range pattern {
 		if p < 0 || p >= len(x.shape) || out.shape[i] != x.shape[p] {
@@ -502,82 +467,70 @@ func (c *compiler) transpose(n *G.Node, in []*val, out *val) error {
 		}
 		ss[i] = xst[p]
 	}
-	c.emit(backend.Copy{Shape: out.shape, Src: x.operand(), SrcStrides: ss, Dst: out.operand(), DstStrides: strides(out.shape)})
+	c.emit(backend.Copy{Shape: out.shape, Src: x.operand(), SrcStrides: ss, Dst: out.operand(), DstStrides: out.shape.CalcStrides()})
 	return nil
 }
 
-// sliceOf returns the axis, start, end and step of a sliceOp (or the slice
-// inside a sliceIncrOp) on a tensor of shape, and whether the axis is
-// dropped (a single index).
-func sliceOf(op G.Op, shape []int) (axis, start, end, step int, err error) {
-	axis, err = intField(op, "along")
+// window is a slice's view of the tensor it slices.
+type window struct {
+	shape   tensor.Shape
+	strides []int
+	off     int
+	// contiguous: a slice of leading rows (every axis before the sliced
+	// one of length 1, step 1).
+	contiguous bool
+}
+
+// sliceOf returns the window of a sliceOp (or of the slice inside a
+// sliceIncrOp) on a tensor of shape.
+func sliceOf(op G.Op, shape tensor.Shape) (window, error) {
+	axis, err := intField(op, "along")
 	if err != nil {
-		return
+		return window{}, err
 	}
 	if axis < 0 || axis >= len(shape) {
-		return 0, 0, 0, 0, fmt.Errorf("slice along axis %d of shape %v", axis, shape)
+		return window{}, fmt.Errorf("slice along axis %d of shape %v", axis, shape)
 	}
-	start, end, step = 0, shape[axis], 1
+	start, end, step := 0, shape[axis], 1
 	f := field(op, "Slice")
 	if !f.IsValid() {
-		return 0, 0, 0, 0, fmt.Errorf("op %T has no Slice (gorgonia's internals changed?)", op)
+		return window{}, fmt.Errorf("op %T has no Slice (gorgonia's internals changed?)", op)
 	}
 	if s, ok := op.(interface{ IsSlice() tensor.Slice }); ok && s.IsSlice() != nil {
 		sl := s.IsSlice()
 		start, end, step = sl.Start(), sl.End(), max(sl.Step(), 1)
 	} else if !f.IsNil() {
-		return 0, 0, 0, 0, fmt.Errorf("op %T: cannot read its slice", op)
+		return window{}, fmt.Errorf("op %T: cannot read its slice", op)
 	}
 	if start < 0 || end > shape[axis] || start >= end {
-		return 0, 0, 0, 0, fmt.Errorf("slice %d:%d of axis %d of shape %v", start, end, axis, shape)
+		return window{}, fmt.Errorf("slice %d:%d of axis %d of shape %v", start, end, axis, shape)
 	}
-	return axis, start, end, step, nil
-}
-
-// sliceCopy returns the Copy between a tensor of shape and its slice (the
-// slice's view of the tensor).
-func sliceView(shape []int, axis, start, end, step int) (vshape, vstrides []int, off int) {
-	st := strides(shape)
-	for i, d := range shape {
-		if i == axis {
-			// tensor v0.9.23 takes (end - start) / step elements, rounded
-			// down (tensor.Shape.S), where Python would round up.
-			cnt := (end - start) / step
-			vshape = append(vshape, cnt)
-			vstrides = append(vstrides, st[i]*step)
-			continue
-		}
-		vshape = append(vshape, d)
-		vstrides = append(vstrides, st[i])
-	}
-	return vshape, vstrides, start * st[axis]
+	w := window{shape: shape.Clone(), strides: shape.CalcStrides(), contiguous: shape[:axis].TotalSize() == 1 && step == 1}
+	w.off = start * w.strides[axis]
+	// tensor v0.9.23 takes (end - start) / step elements, rounded down
+	// (tensor.Shape.S), where Python would round up.
+	w.shape[axis], w.strides[axis] = (end-start)/step, w.strides[axis]*step
+	return w, nil
 }
 
 func (c *compiler) slice(n *G.Node, in []*val) error {
 	x := in[0]
-	axis, start, end, step, err := sliceOf(n.Op(), x.shape)
+	w, err := sliceOf(n.Op(), x.shape)
 	if err != nil {
 		return err
 	}
-	vshape, vstrides, off := sliceView(x.shape, axis, start, end, step)
-	if size(tensor.Shape(vshape)) != size(n.Shape()) {
-		return fmt.Errorf("slice of %v gives %v, the node %v", x.shape, vshape, n.Shape())
+	if w.shape.TotalSize() != n.Shape().TotalSize() {
+		return fmt.Errorf("slice of %v gives %v, the node %v", x.shape, w.shape, n.Shape())
 	}
-	// A slice of leading rows (every axis before the sliced one of length
-	// 1, step 1) is contiguous: a view.
-	lead := 1
-	for _, d := range x.shape[:axis] {
-		lead *= d
-	}
-	if lead == 1 && step == 1 {
-		c.view(n, x, off)
+	if w.contiguous {
+		c.view(n, x, w.off)
 		return nil
 	}
-	out, err := c.newVal(n)
+	out, err := c.newVal(n, false)
 	if err != nil {
 		return err
 	}
-	c.emit(backend.Copy{Shape: vshape, Src: backend.At(x.vb, x.off+off), SrcStrides: vstrides, Dst: out.operand(), DstStrides: strides(vshape)})
+	c.emit(backend.Copy{Shape: w.shape, Src: backend.At(x.vb, x.off+w.off), SrcStrides: w.strides, Dst: out.operand(), DstStrides: w.shape.CalcStrides()})
 	return nil
 }
 
@@ -585,16 +538,15 @@ func (c *compiler) slice(n *G.Node, in []*val) error {
 // shape with the slice's window set to the incoming gradient.
 func (c *compiler) sliceIncr(n *G.Node, in []*val, out *val) error {
 	x, g := in[0], in[1]
-	axis, start, end, step, err := sliceOf(n.Op(), x.shape)
+	w, err := sliceOf(n.Op(), x.shape)
 	if err != nil {
 		return err
 	}
-	vshape, vstrides, off := sliceView(x.shape, axis, start, end, step)
-	if size(tensor.Shape(vshape)) != g.size {
-		return fmt.Errorf("slice gradient of %d values into a window of %v", g.size, vshape)
+	if w.shape.TotalSize() != g.size {
+		return fmt.Errorf("slice gradient of %d values into a window of %v", g.size, w.shape)
 	}
 	c.emit(backend.Fill{N: out.size, Dst: out.operand()})
-	c.emit(backend.Copy{Shape: vshape, Src: g.operand(), SrcStrides: strides(vshape), Dst: backend.At(out.vb, out.off+off), DstStrides: vstrides})
+	c.emit(backend.Copy{Shape: w.shape, Src: g.operand(), SrcStrides: w.shape.CalcStrides(), Dst: backend.At(out.vb, out.off+w.off), DstStrides: w.strides})
 	return nil
 }
 
@@ -606,13 +558,13 @@ func (c *compiler) concat(n *G.Node, in []*val, out *val) error {
 	if axis < 0 || axis >= len(out.shape) {
 		return fmt.Errorf("concatenation along axis %d into %v", axis, out.shape)
 	}
-	ost := strides(out.shape)
+	ost := out.shape.CalcStrides()
 	at := 0
 	for _, x := range in {
 		if len(x.shape) != len(out.shape) {
 			return fmt.Errorf("concatenating shape %v into %v", x.shape, out.shape)
 		}
-		c.emit(backend.Copy{Shape: x.shape, Src: x.operand(), SrcStrides: strides(x.shape), Dst: backend.At(out.vb, out.off+at*ost[axis]), DstStrides: ost})
+		c.emit(backend.Copy{Shape: x.shape, Src: x.operand(), SrcStrides: x.shape.CalcStrides(), Dst: backend.At(out.vb, out.off+at*ost[axis]), DstStrides: ost})
 		at += x.shape[axis]
 	}
 	if at != out.shape[axis] {

@@ -113,7 +113,6 @@ type Program struct {
 	be     backend.Backend
 	funcs  []backend.Func
 	kinds  []string // each Func's kernel name
-	vals   map[*G.Node]*val
 	inputs map[*G.Node]*val
 	reads  map[*G.Node]*val
 	params []paramVal
@@ -203,8 +202,7 @@ type binding struct {
 // val is where one node's value lives: a slice of a (virtual, until
 // planned) buffer.
 type val struct {
-	node  *G.Node
-	shape []int
+	shape tensor.Shape
 	size  int
 	vb    *vbuf
 	off   int
