@@ -7,27 +7,12 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 )
 
-// clipWork is one parameter's workspace for the norm of its gradient.
-type clipWork struct {
-	w32 []float32
-	w64 []float64
-}
-
-func work[T Float](w *clipWork, n int) []T {
-	if linalg.Is32[T]() {
-		w.w32 = linalg.Grow(w.w32, n)
-		return any(w.w32).([]T)
-	}
-	w.w64 = linalg.Grow(w.w64, n)
-	return any(w.w64).([]T)
-}
-
 // clipGrads scales every gradient of the step under way by ClipNorm / norm
 // when their global norm exceeds ClipNorm.
 func (s *Solver) clipGrads() error {
 	var total float64
-	for i, o := range s.slots {
-		total += o.sqNorm(s.values[i], s.grads[i], &s.clip[i])
+	for i, o := range s.slots { // typedSlots: NewSolver refuses clipping on a device
+		total += o.(interface{ sqNorm(g any) float64 }).sqNorm(s.grads[i])
 	}
 	norm := math.Sqrt(total)
 	if !(norm > s.options.ClipNorm) {
@@ -61,19 +46,20 @@ func scale(g any, c float64) {
 // constrained one. With M = X^T G for the column-orthonormal X (W^T for a
 // wide W), ||P_X(G)||^2 is ||G||^2 - ||sym(M)||^2 on the Stiefel manifold
 // and ||G||^2 - ||M||^2 on the Grassmann manifold.
-func (t *typedSlot[T]) sqNorm(v, g any, w *clipWork) float64 {
+func (t *typedSlot[T]) sqNorm(g any) float64 {
 	if t.m == nil {
 		gs := g.([]T)
 		return linalg.Dot(gs, gs)
 	}
-	x := v.([]T)
+	x := t.x
 	n, p := t.m.Dims() // of the column-orthonormal view
 	var gg float64
 	var m []T
 	switch gr := g.(type) {
 	case []T:
 		gg = linalg.Dot(gr, gr)
-		m = work[T](w, p*p)
+		t.clip = linalg.Grow(t.clip, p*p)
+		m = t.clip
 		if t.wide { // X^T G' = W G^T, W (p x n) row-major
 			linalg.Gemm(false, true, p, p, n, 1, x, n, gr, n, 0, m, p)
 		} else {
@@ -85,7 +71,8 @@ func (t *typedSlot[T]) sqNorm(v, g any, w *clipWork) float64 {
 		if t.wide { // the view's gradient is B^T A
 			a, b = b, a
 		}
-		ws := work[T](w, p*p+k*p+2*k*k)
+		t.clip = linalg.Grow(t.clip, p*p+k*p+2*k*k)
+		ws := t.clip
 		m = ws[:p*p]
 		ax, aa, bb := ws[p*p:p*p+k*p], ws[p*p+k*p:p*p+k*p+k*k], ws[p*p+k*p+k*k:]
 		// ||A^T B||^2 = <A A^T, B B^T>.

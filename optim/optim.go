@@ -39,17 +39,14 @@ type Optimizer[T Float] interface {
 // ErrNotFinite reports a gradient with a NaN or Inf entry.
 var ErrNotFinite = errors.New("optim: gradient has a NaN or Inf entry")
 
-// step is the Step of an optimizer whose prepare's failures leave it as
-// it was (abort has nothing to undo): after the check err, prepare, then
-// commit.
-func step[T Float](o interface {
-	prepare(x, grad []T) error
-	commit(x, grad []T)
-}, err error, x, grad []T) error {
-	if err == nil {
-		err = o.prepare(x, grad)
-	}
+// step is an optimizer's Step: after the check err, prepare, then commit,
+// or abort what prepare advanced.
+func step[T Float](o twoPhase[T], err error, x, grad []T) error {
 	if err != nil {
+		return err
+	}
+	if err := o.prepare(x, grad); err != nil {
+		o.abort()
 		return err
 	}
 	o.commit(x, grad)

@@ -71,39 +71,42 @@ func (o *SGD[T]) SetLR(lr float64) error { return setLR(&o.cfg.LR, lr) }
 
 // State returns a copy of the optimizer's state: the momentum buffer, once
 // a step with momentum has been taken.
-func (o *SGD[T]) State() State {
-	st := emptyState("sgd")
-	if o.mom != nil {
-		st.Buffers["momentum"] = append([]T(nil), o.mom...)
-	}
-	return st
-}
+func (o *SGD[T]) State() State { return momentumState("sgd", o.mom) }
 
 // SetState restores a state returned by State of an SGD with the same
 // configuration and size. On error the optimizer is unchanged.
 func (o *SGD[T]) SetState(st State) error {
-	m, err := restoreMomentum[T](st, "sgd", o.n, o.cfg.Momentum)
-	if err == nil {
-		o.mom = m
-	}
-	return err
+	return restoreMomentum(st, "sgd", o.cfg.Momentum, &o.mom, o.n)
 }
 
-// restoreMomentum reads the momentum buffer of n entries of a state of
-// kind: nil when the state has none (no step taken yet), an error when it
-// has one but the momentum is 0.
-func restoreMomentum[T Float](st State, kind string, n int, momentum float64) ([]T, error) {
+// momentumState is the state of a heavy-ball optimizer: its momentum
+// buffer, once a step with momentum has been taken.
+func momentumState[T Float](kind string, mom []T) State {
+	st := emptyState(kind)
+	if mom != nil {
+		st.Buffers["momentum"] = append([]T(nil), mom...)
+	}
+	return st
+}
+
+// restoreMomentum sets *mom to the momentum buffer of n entries of a
+// momentumState: nil when the state has none (no step taken yet), an error
+// when it has one but the momentum is 0.
+func restoreMomentum[T Float](st State, kind string, momentum float64, mom *[]T, n int) error {
 	if err := st.check(kind); err != nil {
-		return nil, err
+		return err
 	}
 	if _, ok := st.Buffers["momentum"]; ok && momentum == 0 {
-		return nil, fmt.Errorf("optim: %s state has a momentum buffer but the momentum is 0", kind)
+		return fmt.Errorf("optim: %s state has a momentum buffer but the momentum is 0", kind)
 	}
 	m := make([]T, n)
-	if ok, err := buffer(st, "momentum", m, true); !ok || err != nil {
-		return nil, err
+	if ok, err := buffer(st, "momentum", m, true); err != nil {
+		return err
+	} else if !ok {
+		m = nil
 	}
-	return m, nil
+	*mom = m
+	return nil
 }
 
 // AdamConfig holds the options of Adam.
@@ -194,14 +197,7 @@ func (o *Adam[T]) State() State { return momentState("adam", o.t, o.m, o.v) }
 
 // SetState restores a state returned by State of an Adam with the same
 // configuration and size. On error the optimizer is unchanged.
-func (o *Adam[T]) SetState(st State) error {
-	t, m, v, err := restoreMoments[T](st, "adam", o.n)
-	if err != nil {
-		return err
-	}
-	o.t, o.m, o.v = t, m, v
-	return nil
-}
+func (o *Adam[T]) SetState(st State) error { return restoreMoments(st, "adam", o.n, &o.t, &o.m, &o.v) }
 
 // momentState is the state of an Adam-like optimizer: its step count and,
 // after the first step, its moments m and v.
@@ -215,31 +211,34 @@ func momentState[T Float](kind string, t int, m, v []T) State {
 	return st
 }
 
-// restoreMoments reads a momentState of n entries per moment; m and v are
-// nil for a state saved before the first step.
-func restoreMoments[T Float](st State, kind string, n int) (t int, m, v []T, err error) {
+// restoreMoments sets *t, *m and *v from a momentState of n entries per
+// moment (m and v nil for a state saved before the first step); on error
+// it sets nothing.
+func restoreMoments[T Float](st State, kind string, n int, t *int, m, v *[]T) error {
 	if err := st.check(kind); err != nil {
-		return 0, nil, nil, err
+		return err
 	}
-	if t, err = st.counter("t", 0, 1<<62); err != nil {
-		return 0, nil, nil, err
-	}
-	m, v = make([]T, n), make([]T, n)
-	okm, err := buffer(st, "m", m, true)
+	steps, err := st.counter("t", 0, 1<<62)
 	if err != nil {
-		return 0, nil, nil, err
+		return err
 	}
-	okv, err := buffer(st, "v", v, true)
+	ms, vs := make([]T, n), make([]T, n)
+	okm, err := buffer(st, "m", ms, true)
 	if err != nil {
-		return 0, nil, nil, err
+		return err
 	}
-	if okm != okv || okm != (t > 0) {
-		return 0, nil, nil, fmt.Errorf("optim: %s state: step %d with moments m %v, v %v present", kind, t, okm, okv)
+	okv, err := buffer(st, "v", vs, true)
+	if err != nil {
+		return err
+	}
+	if okm != okv || okm != (steps > 0) {
+		return fmt.Errorf("optim: %s state: step %d with moments m %v, v %v present", kind, steps, okm, okv)
 	}
 	if !okm {
-		return t, nil, nil, nil
+		ms, vs = nil, nil
 	}
-	return t, m, v, nil
+	*t, *m, *v = steps, ms, vs
+	return nil
 }
 
 // checkPlain checks an unconstrained parameter and its gradient.

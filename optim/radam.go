@@ -117,10 +117,5 @@ func (o *RiemannianAdam[T]) State() State { return momentState("radam", o.t, o.m
 // SetState restores a state returned by State of a Riemannian Adam with the
 // same configuration and weight shape. On error the optimizer is unchanged.
 func (o *RiemannianAdam[T]) SetState(st State) error {
-	t, m, v, err := restoreMoments[T](st, "radam", o.n*o.p)
-	if err != nil {
-		return err
-	}
-	o.t, o.mom, o.sq = t, m, v
-	return nil
+	return restoreMoments(st, "radam", o.n*o.p, &o.t, &o.mom, &o.sq)
 }

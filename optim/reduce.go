@@ -116,7 +116,7 @@ type summed struct{}
 
 // split lays out the buffers the ranks sum for slots and splits their
 // RSDM steps around the sum; it refuses what it cannot reduce.
-func (s *Solver) split(slots []slot) error {
+func (s *Solver) split(slots []Stepper) error {
 	if s.options.ClipNorm > 0 {
 		return fmt.Errorf("optim: gradient clipping by the global norm: %w", ErrNotDistributed)
 	}
@@ -182,7 +182,7 @@ func resize[T Float](buf []T, n int) []T {
 
 // rsdm returns the slot's RSDM and the point it steps, if RSDM steps it.
 func (t *typedSlot[T]) rsdm() (*RSDM[T], []T) {
-	if os, ok := t.st.(*optStepper[T]); ok {
+	if os, ok := t.Stepper.(*optStepper[T]); ok {
 		if o, ok := os.o.(*RSDM[T]); ok {
 			return o, os.x
 		}
@@ -206,7 +206,7 @@ func (t *typedSlot[T]) segment(end *int) (segment, error) {
 
 // alias points a split RSDM's P G (PX)^T at buf and returns summed{}, or
 // returns buf, boxed, for a gradient summed whole.
-func alias[T Float](sl slot, seg segment, buf []T) any {
+func alias[T Float](sl Stepper, seg segment, buf []T) any {
 	if !seg.rsdm {
 		return buf
 	}
@@ -272,7 +272,7 @@ func (r *reduction) gather(s *Solver) (int, error) {
 			}
 			continue
 		}
-		if err := sl.prepare(s.values[i], s.grads[i], s.groups[s.member[i]].lr(s.steps)); err != nil {
+		if err := sl.Prepare(s.grads[i], s.groups[s.member[i]].lr(s.steps)); err != nil {
 			return i + 1, fmt.Errorf("optim: %s: %w; no parameter was updated", s.params[i].describe(), err)
 		}
 	}
@@ -357,7 +357,7 @@ func (r *reduction) abortSplit(s *Solver, from, end int) {
 	}
 	for i := from; i < end; i++ {
 		if r.segs[i].rsdm {
-			s.slots[i].abort()
+			s.slots[i].Abort()
 		}
 	}
 }

@@ -185,17 +185,7 @@ func (o *RSDM[T]) phase() int { return o.steps % o.cfg.InnerSteps }
 // only the sampled rows of grad under Permutation and Blocks sampling, but
 // checks all of grad for NaN and Inf. On error neither x nor the optimizer's
 // state (sampler, counters, inner loop) has changed.
-func (o *RSDM[T]) Step(x, grad []T) error {
-	if err := checkStep(o.n, o.p, x, grad); err != nil {
-		return err
-	}
-	if err := o.prepare(x, grad); err != nil {
-		o.abort()
-		return err
-	}
-	o.commit(x, grad)
-	return nil
-}
+func (o *RSDM[T]) Step(x, grad []T) error { return step[T](o, checkStep(o.n, o.p, x, grad), x, grad) }
 
 // StepFactored takes one RSDM step from x along the Euclidean gradient
 // g.A^T g.B, without forming it: the gradient of a linear layer's weight

@@ -55,15 +55,6 @@ type Stepper interface {
 	SetState(State) error
 }
 
-var (
-	_ Rule = RSDMConfig{}
-	_ Rule = RGDConfig{}
-	_ Rule = RiemannianAdamConfig{}
-	_ Rule = SGDConfig{}
-	_ Rule = AdamConfig{}
-	_ Rule = AdamWConfig{}
-)
-
 // Rules lists orthonet's rules, the names ParseRule reads.
 var Rules = []Rule{RSDMConfig{}, RGDConfig{}, RiemannianAdamConfig{}, SGDConfig{}, AdamConfig{}, AdamWConfig{}}
 
@@ -243,14 +234,6 @@ type twoPhase[T Float] interface {
 	SetLR(float64) error
 }
 
-var (
-	_ twoPhase[float32] = (*RSDM[float32])(nil)
-	_ twoPhase[float32] = (*RGD[float32])(nil)
-	_ twoPhase[float32] = (*RiemannianAdam[float32])(nil)
-	_ twoPhase[float32] = (*SGD[float32])(nil)
-	_ twoPhase[float32] = (*Adam[float32])(nil)
-)
-
 // errFactoredRSDMOnly reports a factored gradient given to an optimizer
 // other than RSDM.
 var errFactoredRSDMOnly = errors.New("a factored gradient, which only RSDM steps")
@@ -285,12 +268,6 @@ func (s *optStepper[T]) Prepare(grad any, lr float64) error {
 		return fs.prepareFactored(s.x, g)
 	}
 	return fmt.Errorf("optim: gradient %T for a value of %T", grad, s.x)
-}
-
-// takesFactored reports whether Prepare takes a Factored gradient.
-func (s *optStepper[T]) takesFactored() bool {
-	_, ok := s.o.(*RSDM[T])
-	return ok
 }
 
 func (s *optStepper[T]) Commit() error {

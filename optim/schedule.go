@@ -14,12 +14,7 @@ type Schedule interface {
 	Factor(t int) float64
 }
 
-var (
-	_ Schedule = Constant{}
-	_ Schedule = Cosine{}
-	_ Schedule = WarmupCosine{}
-	_ Schedule = StepDecay{}
-)
+var _ Schedule = Constant{} // and the others, by checkSchedule's switch
 
 // Constant keeps the step size (the default when a Group has no Schedule).
 type Constant struct{}

@@ -87,31 +87,17 @@ type Device interface {
 // Solver counts its steps, which drive the groups' schedules and are part
 // of its state.
 type Solver struct {
-	groups  []Group
-	steps   int // steps taken, which drive the schedules
-	params  []Param
-	member  []int // each parameter's group
-	slots   []slot
-	options Options
-	// values and grads are the slices of the Step under way.
-	values, grads []any
-	clip          []clipWork
+	groups []Group
+	steps  int // steps taken, which drive the schedules
+	params []Param
+	member []int // each parameter's group
+	// slots are the parameters' steppers: a device's, or a typedSlot
+	// around a host parameter's.
+	slots         []Stepper
+	options       Options
+	grads         []any      // the gradients of the Step under way
 	host, float32 []bool     // each parameter's value is a host slice; of float32
 	red           *reduction // with Options.Comm (reduce.go)
-}
-
-// slot is one parameter's stepper, with what the Solver does around it
-// for the parameter's element type: the wide weight's transposition and
-// the norm of its gradient for clipping.
-type slot interface {
-	prepare(value, grad any, lr float64) error
-	commit() error
-	abort()
-	state() State
-	setState(State) error
-	// sqNorm returns the squared norm of the gradient the step will follow
-	// (Riemannian for a constrained weight), for clipping.
-	sqNorm(value, grad any, w *clipWork) float64
 }
 
 // NewSolver returns a Solver over params, each stepped by the first group
@@ -135,8 +121,7 @@ func NewSolver(params []Param, groups []Group, o Options) (*Solver, error) {
 		gs[i] = g
 	}
 	s := &Solver{params: append([]Param(nil), params...), groups: gs, member: make([]int, len(params)), options: o,
-		values: make([]any, len(params)), grads: make([]any, len(params)), clip: make([]clipWork, len(params)),
-		host: make([]bool, len(params)), float32: make([]bool, len(params))}
+		grads: make([]any, len(params)), host: make([]bool, len(params)), float32: make([]bool, len(params))}
 	seen := map[string]bool{}
 	for i, p := range s.params {
 		if err := s.checkParam(i); err != nil {
@@ -211,8 +196,8 @@ func (g *Group) lr(t int) float64 {
 
 // build makes every parameter's stepper from its group's rule; with check
 // it also requires every constrained weight to lie on its manifold.
-func (s *Solver) build(check bool) ([]slot, error) {
-	slots := make([]slot, len(s.params))
+func (s *Solver) build(check bool) ([]Stepper, error) {
+	slots := make([]Stepper, len(s.params))
 	for i := range s.params {
 		var err error
 		switch v := s.params[i].Value.(type) {
@@ -236,8 +221,9 @@ func (s *Solver) build(check bool) ([]slot, error) {
 	return slots, nil
 }
 
-// deviceSlot returns the slot of a parameter in the device's memory.
-func (s *Solver) deviceSlot(p Param, index int, g *Group) (slot, error) {
+// deviceSlot returns the stepper of a parameter in the device's memory,
+// which reads the gradient there.
+func (s *Solver) deviceSlot(p Param, index int, g *Group) (Stepper, error) {
 	r, err := ruleOf(p, g)
 	if err != nil {
 		return nil, err
@@ -246,28 +232,15 @@ func (s *Solver) deviceSlot(p Param, index int, g *Group) (slot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("optim: %s: %w", p.describe(), err)
 	}
-	return deviceSlot{st}, nil
+	return st, nil
 }
 
-// deviceSlot is the slot of a parameter in a device's memory: its stepper
-// reads the gradient there.
-type deviceSlot struct{ st Stepper }
-
-func (d deviceSlot) prepare(_, _ any, lr float64) error   { return d.st.Prepare(nil, lr) }
-func (d deviceSlot) commit() error                        { return d.st.Commit() }
-func (d deviceSlot) abort()                               { d.st.Abort() }
-func (d deviceSlot) state() State                         { return d.st.State() }
-func (d deviceSlot) setState(st State) error              { return d.st.SetState(st) }
-func (d deviceSlot) sqNorm(_, _ any, _ *clipWork) float64 { return 0 } // NewSolver refuses clipping
-
 // closeSlots frees what the steppers of slots hold on a device.
-func closeSlots(slots []slot) error {
+func closeSlots(slots []Stepper) error {
 	var errs []error
 	for _, sl := range slots {
-		if d, ok := sl.(deviceSlot); ok {
-			if c, ok := d.st.(io.Closer); ok {
-				errs = append(errs, c.Close())
-			}
+		if c, ok := sl.(io.Closer); ok {
+			errs = append(errs, c.Close())
 		}
 	}
 	return errors.Join(errs...)
@@ -300,7 +273,7 @@ func ruleOf(p Param, g *Group) (Rule, error) {
 	return r, nil
 }
 
-func newSlot[T Float](p Param, index int, g *Group, v []T, check bool) (slot, error) {
+func newSlot[T Float](p Param, index int, g *Group, v []T, check bool) (Stepper, error) {
 	r, err := ruleOf(p, g)
 	if err != nil {
 		return nil, err
@@ -325,25 +298,28 @@ func newSlot[T Float](p Param, index int, g *Group, v []T, check bool) (slot, er
 			return nil, fmt.Errorf("optim: %s: marked as constrained but ||%s - I||_F = %.3g: put it on its manifold first (optim.Param.Orthonormalize, or param.Param.Orthonormalize for a Gorgonia node)", p.describe(), what, f)
 		}
 	}
-	if sl.st, err = r.Stepper(view, Binding{Index: index, WeightDecay: g.WeightDecay}); err != nil {
+	if sl.Stepper, err = r.Stepper(view, Binding{Index: index, WeightDecay: g.WeightDecay}); err != nil {
 		return nil, fmt.Errorf("optim: %s: %w", p.describe(), err)
 	}
 	if p.GradA != nil {
-		if f, ok := sl.st.(interface{ takesFactored() bool }); !ok || !f.takesFactored() {
+		if o, _ := sl.rsdm(); o == nil {
 			return nil, fmt.Errorf("optim: %s: has a factored gradient, which only RSDM steps (compile the program without factored gradients for %v)", p.describe(), r)
 		}
 	}
 	return sl, nil
 }
 
-// typedSlot is the slot of a parameter of element type T.
+// typedSlot is the stepper of a host parameter of element type T, around
+// the one its rule built: it transposes a wide weight and takes the norm of
+// the gradient for clipping.
 type typedSlot[T Float] struct {
-	st         Stepper
+	Stepper
 	x          []T
 	m          manifold.Manifold[T] // a constrained weight's (of W^T when wide)
 	wide       bool
 	rows, cols int // of the column-orthonormal view
 	xt, gt     []T // a wide weight's view W^T and its gradient G^T
+	clip       []T // sqNorm's workspace
 	// gtBox holds gt, and fBox the last factored gradient (fLast), as the
 	// Stepper takes them: boxed once, not at every step.
 	gtBox, fBox any
@@ -353,7 +329,7 @@ type typedSlot[T Float] struct {
 // prepare prepares the step; a wide weight's stepper sees W^T and G^T,
 // copied in first, and a factored gradient A^T B of W is B^T A for W^T:
 // its factors swap, with no copy.
-func (t *typedSlot[T]) prepare(_, grad any, lr float64) error {
+func (t *typedSlot[T]) Prepare(grad any, lr float64) error {
 	if _, ok := grad.(summed); ok { // RSDM's P G (PX)^T, summed over the ranks
 		return t.finish()
 	}
@@ -368,7 +344,7 @@ func (t *typedSlot[T]) prepare(_, grad any, lr float64) error {
 		if t.fBox == nil || !sameFactors(g, t.fLast) {
 			t.fBox, t.fLast = g, g
 		}
-		return t.st.Prepare(t.fBox, lr)
+		return t.Stepper.Prepare(t.fBox, lr)
 	}
 	if t.wide {
 		transpose(t.gt, grad.([]T), t.cols, t.rows)
@@ -377,7 +353,7 @@ func (t *typedSlot[T]) prepare(_, grad any, lr float64) error {
 		}
 		grad = t.gtBox
 	}
-	return t.st.Prepare(grad, lr)
+	return t.Stepper.Prepare(grad, lr)
 }
 
 // sameFactors reports whether a and b are the same factors in memory.
@@ -386,17 +362,13 @@ func sameFactors[T Float](a, b Factored[T]) bool {
 		&a.A[0] == &b.A[0] && &a.B[0] == &b.B[0]
 }
 
-func (t *typedSlot[T]) commit() error {
-	err := t.st.Commit()
+func (t *typedSlot[T]) Commit() error {
+	err := t.Stepper.Commit()
 	if t.wide {
 		transpose(t.x, t.xt, t.rows, t.cols)
 	}
 	return err
 }
-
-func (t *typedSlot[T]) abort()                 { t.st.Abort() }
-func (t *typedSlot[T]) state() State           { return t.st.State() }
-func (t *typedSlot[T]) setState(s State) error { return t.st.SetState(s) }
 
 // SetLR sets the base step size of group i (a manual schedule; a group's
 // Schedule still scales it). It must be finite and >= 0.
@@ -472,9 +444,9 @@ func (s *Solver) step() error {
 		}
 	}
 	for i, o := range s.slots {
-		if err := o.prepare(s.values[i], s.grads[i], s.groups[s.member[i]].lr(s.steps)); err != nil {
+		if err := o.Prepare(s.grads[i], s.groups[s.member[i]].lr(s.steps)); err != nil {
 			for k := i; k >= 0; k-- {
-				s.slots[k].abort()
+				s.slots[k].Abort()
 			}
 			s.red.abortSplit(s, i+1, len(s.slots))
 			return fmt.Errorf("optim: %s: %w; no parameter was updated", s.params[i].describe(), err)
@@ -482,7 +454,7 @@ func (s *Solver) step() error {
 	}
 	var errs []error
 	for i, o := range s.slots {
-		if err := o.commit(); err != nil {
+		if err := o.Commit(); err != nil {
 			errs = append(errs, fmt.Errorf("optim: %s: %w", s.params[i].describe(), err))
 		}
 	}
@@ -509,7 +481,7 @@ func (s *Solver) gradients() error {
 		if s.options.Checked == nil && !finiteAny(g) {
 			return fmt.Errorf("optim: gradient of %s: %w; no parameter was updated", p.describe(), ErrNotFinite)
 		}
-		s.values[i], s.grads[i] = p.Value, g
+		s.grads[i] = g
 	}
 	return nil
 }
@@ -519,7 +491,7 @@ func (s *Solver) gradients() error {
 func (s *Solver) State() []State {
 	out := make([]State, len(s.slots))
 	for i, o := range s.slots {
-		out[i] = o.state()
+		out[i] = o.State()
 	}
 	return out
 }
@@ -536,7 +508,7 @@ func (s *Solver) SetState(states []State) error {
 		return err
 	}
 	for i, st := range states {
-		if err := slots[i].setState(st); err != nil {
+		if err := slots[i].SetState(st); err != nil {
 			return errors.Join(fmt.Errorf("optim: %s: %w", s.params[i].describe(), err), closeSlots(slots))
 		}
 	}

@@ -194,22 +194,12 @@ func (o *RSDM[T]) loadDraw(s State) (func(), error) {
 }
 
 // State returns a copy of the optimizer's state.
-func (o *RGD[T]) State() State {
-	s := emptyState("rgd")
-	if o.mom != nil {
-		s.Buffers["momentum"] = append([]T(nil), o.mom...)
-	}
-	return s
-}
+func (o *RGD[T]) State() State { return momentumState("rgd", o.mom) }
 
 // SetState restores a state returned by State of an RGD with the same
 // configuration and weight shape. On error the optimizer is unchanged.
 func (o *RGD[T]) SetState(s State) error {
-	m, err := restoreMomentum[T](s, "rgd", o.n*o.p, o.cfg.Momentum)
-	if err == nil {
-		o.mom = m
-	}
-	return err
+	return restoreMomentum(s, "rgd", o.cfg.Momentum, &o.mom, o.n*o.p)
 }
 
 // SetLR changes the step size, for a schedule; it must be finite and >= 0
