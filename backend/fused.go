@@ -59,14 +59,15 @@ func checkAll(k Kernel, dt DType, ops ...any) error {
 	return nil
 }
 
-// positive reports an error unless every size is at least 1.
-func positive(k Kernel, sizes ...int) error {
+// checkSized reports an error unless every size is at least 1, then
+// checks k's operands as checkAll does.
+func checkSized(k Kernel, sizes []int, dt DType, ops ...any) error {
 	for _, s := range sizes {
 		if s < 1 {
 			return fmt.Errorf("backend: %s: sizes %v, want positive", Name(k), sizes)
 		}
 	}
-	return nil
+	return checkAll(k, dt, ops...)
 }
 
 // SoftmaxCrossEntropy writes into Loss (one element) the mean over Rows of
@@ -79,11 +80,8 @@ type SoftmaxCrossEntropy struct {
 
 // Check checks the operands.
 func (k SoftmaxCrossEntropy) Check() error {
-	if err := positive(k, k.Rows, k.Classes); err != nil {
-		return err
-	}
 	n := k.Rows * k.Classes
-	return checkAll(k, DTypeOf(k.Loss), "Z", k.Z, n, "T", k.T, n, "loss", k.Loss, 1)
+	return checkSized(k, []int{k.Rows, k.Classes}, DTypeOf(k.Loss), "Z", k.Z, n, "T", k.T, n, "loss", k.Loss, 1)
 }
 
 // Host computes the loss row by row, in float64.
@@ -139,11 +137,8 @@ type SoftmaxCrossEntropyGrad struct {
 
 // Check checks the operands.
 func (k SoftmaxCrossEntropyGrad) Check() error {
-	if err := positive(k, k.Rows, k.Classes); err != nil {
-		return err
-	}
 	n := k.Rows * k.Classes
-	return checkAll(k, DTypeOf(k.DZ), "Z", k.Z, n, "T", k.T, n, "G", k.G, 1, "DZ", k.DZ, n)
+	return checkSized(k, []int{k.Rows, k.Classes}, DTypeOf(k.DZ), "Z", k.Z, n, "T", k.T, n, "G", k.G, 1, "DZ", k.DZ, n)
 }
 
 // Host computes the gradient row by row.
@@ -187,11 +182,8 @@ type LayerNorm struct {
 
 // Check checks the operands.
 func (k LayerNorm) Check() error {
-	if err := positive(k, k.Rows, k.D); err != nil {
-		return err
-	}
 	n := k.Rows * k.D
-	return checkAll(k, DTypeOf(k.Y), "X", k.X, n, "gamma", k.Gamma, k.D, "beta", k.Beta, k.D, "Y", k.Y, n)
+	return checkSized(k, []int{k.Rows, k.D}, DTypeOf(k.Y), "X", k.X, n, "gamma", k.Gamma, k.D, "beta", k.Beta, k.D, "Y", k.Y, n)
 }
 
 // Host normalizes row by row, the statistics in float64.
@@ -249,11 +241,8 @@ type LayerNormGrad struct {
 
 // Check checks the operands.
 func (k LayerNormGrad) Check() error {
-	if err := positive(k, k.Rows, k.D); err != nil {
-		return err
-	}
 	n := k.Rows * k.D
-	return checkAll(k, DTypeOf(k.DX), "X", k.X, n, "gamma", k.Gamma, k.D, "DY", k.DY, n, "DX", k.DX, n)
+	return checkSized(k, []int{k.Rows, k.D}, DTypeOf(k.DX), "X", k.X, n, "gamma", k.Gamma, k.D, "DY", k.DY, n, "DX", k.DX, n)
 }
 
 // Host computes the gradient row by row.
@@ -301,11 +290,8 @@ type LayerNormParamGrad struct {
 
 // Check checks the operands.
 func (k LayerNormParamGrad) Check() error {
-	if err := positive(k, k.Rows, k.D); err != nil {
-		return err
-	}
 	n := k.Rows * k.D
-	return checkAll(k, DTypeOf(k.DParams), "X", k.X, n, "DY", k.DY, n, "DParams", k.DParams, 2*k.D)
+	return checkSized(k, []int{k.Rows, k.D}, DTypeOf(k.DParams), "X", k.X, n, "DY", k.DY, n, "DParams", k.DParams, 2*k.D)
 }
 
 // Host takes the rows' statistics, then the column sums in float64.
@@ -377,14 +363,20 @@ type Attention struct {
 
 // Check checks the sizes and operands.
 func (k Attention) Check() error {
-	if err := positive(k, k.Seqs, k.Tokens, k.Heads, k.D); err != nil {
+	n := k.Seqs * k.Tokens * k.D
+	return checkHeads(k, k.Seqs, k.Tokens, k.Heads, k.D, DTypeOf(k.Out), "Q", k.Q, n, "K", k.K, n, "V", k.V, n, "Out", k.Out, n)
+}
+
+// checkHeads checks the sizes of Attention or AttentionGrad, then their
+// operands as checkAll does.
+func checkHeads(k Kernel, seqs, tokens, heads, d int, dt DType, ops ...any) error {
+	if err := checkSized(k, []int{seqs, tokens, heads, d}, dt); err != nil {
 		return err
 	}
-	if k.D%k.Heads != 0 {
-		return fmt.Errorf("backend: attention: %d heads do not divide %d features", k.Heads, k.D)
+	if d%heads != 0 {
+		return fmt.Errorf("backend: %s: %d heads do not divide %d features", Name(k), heads, d)
 	}
-	n := k.Seqs * k.Tokens * k.D
-	return checkAll(k, DTypeOf(k.Out), "Q", k.Q, n, "K", k.K, n, "V", k.V, n, "Out", k.Out, n)
+	return checkAll(k, dt, ops...)
 }
 
 // Host computes each sequence's heads across the pool's threads.
@@ -449,19 +441,17 @@ func (a *attention[T]) weights(i int) {
 	softmaxRows(a.p[w:w+a.t*a.t], a.t)
 }
 
-// parallel runs the pairs split across the backend's threads, each product
-// on one OpenBLAS thread: the per-head products are small (65 x 65 x 256 in
-// the paper's ViT) and OpenBLAS's own threads share them badly.
-func parallel(p *Pool, pairs, cost int, fn func(lo, hi int)) Func {
-	s := p.split(pairs, cost, fn)
+// oneBLASThread returns a Func that runs s, its parts split across the
+// pool's threads with OpenBLAS on one thread in each: the per-head products
+// of attention are small (65 x 65 x 256 in the paper's ViT) and OpenBLAS's
+// own threads share them badly.
+func oneBLASThread(s *splitter) Func {
 	return func() error {
-		if s.parts <= 1 {
-			s.run()
-			return nil
+		if s.parts > 1 {
+			prev := linalg.SetBLASThreads(1)
+			defer linalg.SetBLASThreads(prev)
 		}
-		prev := linalg.SetBLASThreads(1)
 		s.run()
-		linalg.SetBLASThreads(prev)
 		return nil
 	}
 }
@@ -469,13 +459,13 @@ func parallel(p *Pool, pairs, cost int, fn func(lo, hi int)) Func {
 func attentionHost[T Float](p *Pool, k Attention) Func {
 	a := newAttention[T](k.Seqs, k.Tokens, k.Heads, k.D, k.Scale, k.Q, k.K, k.V)
 	out := hostData[T](k.Out)[:k.Seqs*k.Tokens*k.D]
-	return parallel(p, a.seqs*a.h, 4*a.t*a.t*a.dh, func(lo, hi int) {
+	return oneBLASThread(p.split(a.seqs*a.h, 4*a.t*a.t*a.dh, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			a.weights(i)
 			o, w := a.block(i)
 			linalg.Gemm(false, false, a.t, a.dh, a.t, 1, a.p[w:], a.t, a.v[o:], a.d, 0, out[o:], a.d)
 		}
-	})
+	}))
 }
 
 // AttentionGrad writes into DQKV (3 x (Seqs*Tokens) x D) the gradients of
@@ -491,14 +481,8 @@ type AttentionGrad struct {
 
 // Check checks the sizes and operands.
 func (k AttentionGrad) Check() error {
-	if err := positive(k, k.Seqs, k.Tokens, k.Heads, k.D); err != nil {
-		return err
-	}
-	if k.D%k.Heads != 0 {
-		return fmt.Errorf("backend: attention-grad: %d heads do not divide %d features", k.Heads, k.D)
-	}
 	n := k.Seqs * k.Tokens * k.D
-	return checkAll(k, DTypeOf(k.DQKV), "Q", k.Q, n, "K", k.K, n, "V", k.V, n, "DOut", k.DOut, n, "DQKV", k.DQKV, 3*n)
+	return checkHeads(k, k.Seqs, k.Tokens, k.Heads, k.D, DTypeOf(k.DQKV), "Q", k.Q, n, "K", k.K, n, "V", k.V, n, "DOut", k.DOut, n, "DQKV", k.DQKV, 3*n)
 }
 
 // Host computes each sequence's heads across the pool's threads.
@@ -519,7 +503,7 @@ func attentionGradHost[T Float](p *Pool, k AttentionGrad) Func {
 	dqkv := hostData[T](k.DQKV)[:3*n]
 	dq, dk, dv := dqkv[:n], dqkv[n:2*n], dqkv[2*n:]
 	ds := make([]T, len(a.p))
-	return parallel(p, a.seqs*a.h, 12*a.t*a.t*a.dh, func(lo, hi int) {
+	return oneBLASThread(p.split(a.seqs*a.h, 12*a.t*a.t*a.dh, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			a.weights(i)
 			o, w := a.block(i)
@@ -542,7 +526,7 @@ func attentionGradHost[T Float](p *Pool, k AttentionGrad) Func {
 			linalg.Gemm(false, false, a.t, a.dh, a.t, a.scale, d, a.t, a.k[o:], a.d, 0, dq[o:], a.d)
 			linalg.Gemm(true, false, a.t, a.dh, a.t, a.scale, d, a.t, a.q[o:], a.d, 0, dk[o:], a.d)
 		}
-	})
+	}))
 }
 
 // BiasAct writes into Y the activation Act of X (Rows x N) plus Bias (N
@@ -555,14 +539,11 @@ type BiasAct struct {
 
 // Check checks the operands.
 func (k BiasAct) Check() error {
-	if err := positive(k, k.Rows, k.N); err != nil {
-		return err
-	}
 	if k.Act > ActGELU {
 		return fmt.Errorf("backend: bias-act: unknown activation %d", k.Act)
 	}
 	n := k.Rows * k.N
-	return checkAll(k, DTypeOf(k.Y), "X", k.X, n, "bias", k.Bias, k.N, "Y", k.Y, n)
+	return checkSized(k, []int{k.Rows, k.N}, DTypeOf(k.Y), "X", k.X, n, "bias", k.Bias, k.N, "Y", k.Y, n)
 }
 
 // Host adds and applies the activation row by row.
@@ -603,14 +584,11 @@ type BiasActGrad struct {
 
 // Check checks the operands.
 func (k BiasActGrad) Check() error {
-	if err := positive(k, k.Rows, k.N); err != nil {
-		return err
-	}
 	if k.Act > ActGELU {
 		return fmt.Errorf("backend: bias-act-grad: unknown activation %d", k.Act)
 	}
 	n := k.Rows * k.N
-	return checkAll(k, DTypeOf(k.DX), "X", k.X, n, "bias", k.Bias, k.N, "DY", k.DY, n, "DX", k.DX, n)
+	return checkSized(k, []int{k.Rows, k.N}, DTypeOf(k.DX), "X", k.X, n, "bias", k.Bias, k.N, "DY", k.DY, n, "DX", k.DX, n)
 }
 
 // Host computes the gradient row by row.

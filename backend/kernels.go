@@ -108,10 +108,7 @@ func (k Reduce) Check() error {
 	if k.Op != Sum && k.Op != Max {
 		return fmt.Errorf("backend: reduce: unknown reduction %d", k.Op)
 	}
-	if k.Outer < 1 || k.Mid < 1 || k.Inner < 1 {
-		return fmt.Errorf("backend: reduce: shape (%d, %d, %d), want positive sizes", k.Outer, k.Mid, k.Inner)
-	}
-	return checkAll(k, DTypeOf(k.Dst), "source", k.Src, k.Outer*k.Mid*k.Inner, "destination", k.Dst, k.Outer*k.Inner)
+	return checkSized(k, []int{k.Outer, k.Mid, k.Inner}, DTypeOf(k.Dst), "source", k.Src, k.Outer*k.Mid*k.Inner, "destination", k.Dst, k.Outer*k.Inner)
 }
 
 // Softmax writes into Dst the softmax (or with Log its logarithm) of Src, a
@@ -125,11 +122,8 @@ type Softmax struct {
 
 // Check checks the operands.
 func (k Softmax) Check() error {
-	if k.Outer < 1 || k.Axis < 1 || k.Inner < 1 {
-		return fmt.Errorf("backend: softmax: shape (%d, %d, %d), want positive sizes", k.Outer, k.Axis, k.Inner)
-	}
 	n := k.Outer * k.Axis * k.Inner
-	return checkAll(k, DTypeOf(k.Dst), "source", k.Src, n, "destination", k.Dst, n)
+	return checkSized(k, []int{k.Outer, k.Axis, k.Inner}, DTypeOf(k.Dst), "source", k.Src, n, "destination", k.Dst, n)
 }
 
 // SoftmaxGrad writes into DX the gradient of a softmax along the middle
@@ -144,11 +138,8 @@ type SoftmaxGrad struct {
 
 // Check checks the operands.
 func (k SoftmaxGrad) Check() error {
-	if k.Outer < 1 || k.Axis < 1 || k.Inner < 1 {
-		return fmt.Errorf("backend: softmax-grad: shape (%d, %d, %d), want positive sizes", k.Outer, k.Axis, k.Inner)
-	}
 	n := k.Outer * k.Axis * k.Inner
-	return checkAll(k, DTypeOf(k.DX), "Y", k.Y, n, "DY", k.DY, n, "DX", k.DX, n)
+	return checkSized(k, []int{k.Outer, k.Axis, k.Inner}, DTypeOf(k.DX), "Y", k.Y, n, "DY", k.DY, n, "DX", k.DX, n)
 }
 
 // MaxDims bounds the axes of a Copy.
@@ -478,12 +469,7 @@ func gemmHost[T Float](p *Pool, k Gemm) Func {
 			linalg.Gemm(k.TransA, k.TransB, hi-lo, k.N, k.K, alpha, a[ao:], k.LDA, bb, k.LDB, beta, c[lo*k.LDC:], k.LDC)
 		})
 		s.parts = p.threads
-		return func() error {
-			prev := linalg.SetBLASThreads(1)
-			s.run()
-			linalg.SetBLASThreads(prev)
-			return nil
-		}
+		return oneBLASThread(s)
 	}
 	return func() error {
 		for i := 0; i < batches; i++ {
@@ -784,12 +770,7 @@ func copyHost[T Float](p *Pool, k Copy) Func {
 					dst[do+i*dIn] = src[so+i*sIn]
 				}
 			}
-			for ax := d - 2; ax >= 0; ax-- {
-				if idx[ax]++; idx[ax] < shape[ax] {
-					break
-				}
-				idx[ax] = 0
-			}
+			next(idx[:d-1], shape[:d-1])
 		}
 	})
 	return s.loop()

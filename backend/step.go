@@ -5,9 +5,10 @@ import (
 	"math"
 )
 
-// The kernels of optimizer steps on a device (optim.DeviceSolver): step
-// sizes come from Float64 operands that the host writes before each step,
-// so that a prepared step serves every step size a schedule gives.
+// The kernels of optimizer steps on a device (package optim/device's
+// steppers, which optim.Solver runs through Options.Device): step sizes
+// come from Float64 operands that the host writes before each step, so
+// that a prepared step serves every step size a schedule gives.
 var (
 	_ defined = SGDStep{}
 	_ defined = AdamStep{}
@@ -30,11 +31,8 @@ type SGDStep struct {
 
 // Check checks the operands; Mom may have no buffer when Momentum is 0.
 func (k SGDStep) Check() error {
-	if k.N < 1 {
-		return fmt.Errorf("backend: sgd-step: %d elements", k.N)
-	}
 	dt := DTypeOf(k.W)
-	if err := checkAll(k, dt, "W", k.W, k.N, "G", k.G, k.N); err != nil {
+	if err := checkSized(k, []int{k.N}, dt, "W", k.W, k.N, "G", k.G, k.N); err != nil {
 		return err
 	}
 	if k.Momentum != 0 {
@@ -103,10 +101,7 @@ type AdamStep struct {
 
 // Check checks the operands.
 func (k AdamStep) Check() error {
-	if k.N < 1 {
-		return fmt.Errorf("backend: adam-step: %d elements", k.N)
-	}
-	return checkAll(k, DTypeOf(k.W), "W", k.W, k.N, "G", k.G, k.N, "M", k.M, k.N, "V", k.V, k.N, Float64, "hyperparameters", k.Hyper, 3)
+	return checkSized(k, []int{k.N}, DTypeOf(k.W), "W", k.W, k.N, "G", k.G, k.N, "M", k.M, k.N, "V", k.V, k.N, Float64, "hyperparameters", k.Hyper, 3)
 }
 
 // Host steps with the moments in float64.
@@ -206,13 +201,10 @@ type SkewStep struct {
 
 // Check checks the operands.
 func (k SkewStep) Check() error {
-	if k.R < 1 {
-		return fmt.Errorf("backend: skew-step: r = %d", k.R)
-	}
 	if dt := DTypeOf(k.B); dt != Float32 && dt != Float64 {
 		return fmt.Errorf("backend: skew-step: B of %v", dt)
 	}
-	return checkAll(k, 0, "B", k.B, k.R*k.R, Float64, "Y", k.Y, k.R*k.R, "step size", k.LR, 1)
+	return checkSized(k, []int{k.R}, 0, "B", k.B, k.R*k.R, Float64, "Y", k.Y, k.R*k.R, "step size", k.LR, 1)
 }
 
 // Host computes Y in float64.
@@ -253,16 +245,10 @@ type IdentityDelta struct {
 
 // Check checks the operands.
 func (k IdentityDelta) Check() error {
-	if k.R < 1 {
-		return fmt.Errorf("backend: identity-delta: r = %d", k.R)
-	}
-	if err := checkAll(k, Float64, "Y", k.Y, k.R*k.R); err != nil {
-		return err
-	}
 	if dt := DTypeOf(k.Dst); dt != Float32 && dt != Float64 {
 		return fmt.Errorf("backend: identity-delta: destination of %v", dt)
 	}
-	return CheckOperand("identity-delta destination", k.Dst, 0, k.R*k.R)
+	return checkSized(k, []int{k.R}, Float64, "Y", k.Y, k.R*k.R, DType(0), "destination", k.Dst, k.R*k.R)
 }
 
 // Host writes Dst in its type.
@@ -301,10 +287,7 @@ type Symmetrize struct {
 
 // Check checks the operand.
 func (k Symmetrize) Check() error {
-	if k.N < 1 {
-		return fmt.Errorf("backend: symmetrize: %d x %d", k.N, k.N)
-	}
-	return CheckOperand("symmetrize", k.A, 0, k.N*k.N)
+	return checkSized(k, []int{k.N}, 0, "A", k.A, k.N*k.N)
 }
 
 // Host averages each pair once.
