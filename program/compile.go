@@ -3,6 +3,7 @@ package program
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"sort"
@@ -62,21 +63,20 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 	}
 	var targets []*G.Node
 	for i, p := range cfg.Params {
-		n, cons := p.Node, p.Manifold
-		if n == nil {
+		n := p.Node
+		_, dup := c.params[n]
+		switch {
+		case n == nil:
 			return nil, fmt.Errorf("program: parameter %d has no node", i)
-		}
-		if n.Op() != nil {
+		case n.Op() != nil:
 			return nil, fmt.Errorf("program: parameter %q is not a leaf node", n.Name())
-		}
-		if _, dup := c.params[n]; dup {
+		case dup:
 			return nil, fmt.Errorf("program: parameter %q is listed twice", n.Name())
-		}
-		if c.inputs[n] {
+		case c.inputs[n]:
 			return nil, fmt.Errorf("program: %q is listed both as a parameter and as an input", n.Name())
 		}
 		c.params[n] = i
-		c.pvals = append(c.pvals, paramVal{Param: Param{Node: n, Manifold: cons}})
+		c.pvals = append(c.pvals, paramVal{Param: Param{Node: n, Manifold: p.Manifold}})
 		targets = append(targets, n)
 		if cfg.NoGrad {
 			continue
@@ -125,24 +125,28 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 			c.checkGrad(i, n)
 		}
 	}
+	reads, inputs := map[*G.Node]*val{}, map[*G.Node]*val{}
+	for n := range c.inputs {
+		if v, ok := c.vals[n]; ok { // an input the outputs need
+			inputs[n], reads[n] = v, v
+		}
+	}
 	// The dropout masks the outputs need are drawn first in every Run.
 	var step *vbuf
 	var masks []backend.Kernel
-	dropout := map[*G.Node]bool{}
 	for i, d := range cfg.Dropout {
-		v, ok := c.vals[d.Node]
+		v, ok := inputs[d.Node]
 		if !ok {
 			continue // a mask the outputs do not need
 		}
 		if step == nil {
 			step = c.newBuf(backend.Float64, 1, true, "dropout step")
 		}
-		dropout[d.Node] = true // SetInput does not set it
+		delete(inputs, d.Node) // SetInput does not set it
 		masks = append(masks, backend.DropoutMask{N: v.size, P: d.P, Seed: cfg.DropoutSeed, Stream: uint64(i),
 			Step: backend.At(step, 0), Dst: v.operand()})
 	}
 	c.kernels = append(masks, c.kernels...)
-	reads := map[*G.Node]*val{}
 	for _, n := range cfg.Outputs {
 		reads[n] = c.vals[n]
 		c.vals[n].vb.persistent = true
@@ -156,17 +160,7 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 			pv.g.vb.persistent = true
 		}
 	}
-	p := &Program{be: cfg.Backend, inputs: map[*G.Node]*val{}, reads: reads}
-	for n := range c.inputs {
-		v, ok := c.vals[n]
-		if !ok {
-			continue // an input the outputs do not need
-		}
-		if !dropout[n] {
-			p.inputs[n] = v
-		}
-		reads[n] = v
-	}
+	p := &Program{be: cfg.Backend, inputs: inputs, reads: reads}
 	if err := c.plan(p); err != nil {
 		_ = p.Close()
 		return nil, err
@@ -412,33 +406,10 @@ func (c *compiler) plan(p *Program) error {
 			vb.last = k
 		}
 	}
-	be := c.cfg.Backend
-	alloc := func(dt backend.DType, n int) (backend.Buffer, error) {
-		b, err := be.Alloc(dt, n)
-		if err != nil {
-			return nil, fmt.Errorf("program: allocating %d values of %v: %w", n, dt, err)
-		}
-		p.owned = append(p.owned, b)
-		return b, nil
-	}
-	var temps []*vbuf
-	for _, vb := range c.vbufs {
-		switch {
-		case vb.phys != nil: // shared
-		case vb.persistent:
-			b, err := alloc(vb.dt, vb.n)
-			if err != nil {
-				return err
-			}
-			vb.phys = b
-		case vb.def >= 0:
-			temps = append(temps, vb)
-		}
-	}
 	// Linear scan: a temporary takes the smallest free physical buffer of
 	// its type that is large enough, else a new one; buffers are sized to
-	// their largest tenant and allocated at the end.
-	sort.SliceStable(temps, func(i, j int) bool { return temps[i].def < temps[j].def })
+	// their largest tenant and allocated at the end. A resident buffer has
+	// a slot of its own, never free.
 	type slot struct {
 		dt      backend.DType
 		n       int
@@ -446,6 +417,17 @@ func (c *compiler) plan(p *Program) error {
 		tenants []*vbuf
 	}
 	var slots []*slot
+	var temps []*vbuf
+	for _, vb := range c.vbufs {
+		switch {
+		case vb.phys != nil: // shared
+		case vb.persistent:
+			slots = append(slots, &slot{dt: vb.dt, n: vb.n, freeAt: math.MaxInt, tenants: []*vbuf{vb}})
+		case vb.def >= 0:
+			temps = append(temps, vb)
+		}
+	}
+	sort.SliceStable(temps, func(i, j int) bool { return temps[i].def < temps[j].def })
 	for _, vb := range temps {
 		var best *slot
 		for _, s := range slots {
@@ -461,11 +443,13 @@ func (c *compiler) plan(p *Program) error {
 		best.freeAt = vb.last
 		best.tenants = append(best.tenants, vb)
 	}
+	be := c.cfg.Backend
 	for _, s := range slots {
-		b, err := alloc(s.dt, s.n)
+		b, err := be.Alloc(s.dt, s.n)
 		if err != nil {
-			return err
+			return fmt.Errorf("program: allocating %d values of %v: %w", s.n, s.dt, err)
 		}
+		p.owned = append(p.owned, b)
 		for _, vb := range s.tenants {
 			vb.phys = b
 		}
@@ -477,22 +461,17 @@ func (c *compiler) plan(p *Program) error {
 			}
 		}
 	}
-	p.funcs = make([]backend.Func, 0, len(c.kernels))
-	p.kinds = make([]string, 0, len(c.kernels))
-	if c.cfg.Profile {
-		p.profile = make([]time.Duration, len(c.kernels))
-		for _, k := range c.kernels {
-			p.descs = append(p.descs, describe(k))
-		}
-	}
 	for _, k := range c.kernels {
-		bound := rebind(k)
-		f, err := be.Prepare(bound)
+		k = rebind(k)
+		f, err := be.Prepare(k)
 		if err != nil {
 			return fmt.Errorf("program: preparing %s: %w", backend.Name(k), err)
 		}
 		p.funcs = append(p.funcs, f)
-		p.kinds = append(p.kinds, backend.Name(k))
+		p.kernels = append(p.kernels, k)
+	}
+	if c.cfg.Profile {
+		p.profile = make([]time.Duration, len(c.kernels))
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"time"
 
@@ -110,12 +111,12 @@ type Param struct {
 
 // Program is a compiled graph. It is not safe for concurrent use.
 type Program struct {
-	be     backend.Backend
-	funcs  []backend.Func
-	kinds  []string // each Func's kernel name
-	inputs map[*G.Node]*val
-	reads  map[*G.Node]*val
-	params []paramVal
+	be      backend.Backend
+	funcs   []backend.Func
+	kernels []backend.Kernel // each Func's kernel
+	inputs  map[*G.Node]*val
+	reads   map[*G.Node]*val
+	params  []paramVal
 	// flags holds, per parameter, whether its gradient may be non-finite
 	// (suspect, from a product bound) and whether it is (scanned).
 	flags     backend.Buffer
@@ -127,7 +128,6 @@ type Program struct {
 	// profile holds each kernel's total time and runs, when profiling.
 	profile []time.Duration
 	runs    int
-	descs   []string // each kernel's description, for the profile
 }
 
 // KernelTime is the time a Run spends in one kind of kernel.
@@ -150,10 +150,11 @@ func (p *Program) Profile() ([]KernelTime, int) {
 	}
 	byDesc := map[string]*KernelTime{}
 	for i, d := range p.profile {
-		kt := byDesc[p.descs[i]]
+		desc := describe(p.kernels[i])
+		kt := byDesc[desc]
 		if kt == nil {
-			kt = &KernelTime{Kernel: p.descs[i]}
-			byDesc[p.descs[i]] = kt
+			kt = &KernelTime{Kernel: desc}
+			byDesc[desc] = kt
 		}
 		kt.Count++
 		kt.PerRun += d / time.Duration(p.runs)
@@ -252,7 +253,7 @@ func (p *Program) Run() error {
 	}
 	for i, f := range p.funcs {
 		if err := f(); err != nil {
-			return fmt.Errorf("program: kernel %d (%s): %w", i, p.kinds[i], err)
+			return fmt.Errorf("program: kernel %d (%s): %w", i, backend.Name(p.kernels[i]), err)
 		}
 	}
 	return nil
@@ -264,7 +265,7 @@ func (p *Program) runProfiled() error {
 		err := f()
 		p.profile[i] += time.Since(t0)
 		if err != nil {
-			return fmt.Errorf("program: kernel %d (%s): %w", i, p.kinds[i], err)
+			return fmt.Errorf("program: kernel %d (%s): %w", i, backend.Name(p.kernels[i]), err)
 		}
 	}
 	p.runs++
@@ -308,7 +309,11 @@ func (p *Program) CheckGrads() error {
 				scans = []*val{pv.fa, pv.fb}
 			}
 			for _, v := range scans {
-				ok, err := p.scan(v)
+				finite := scan[float64]
+				if v.vb.dt == backend.Float32 {
+					finite = scan[float32]
+				}
+				ok, err := finite(p.be, v)
 				if err != nil {
 					return err
 				}
@@ -322,25 +327,12 @@ func (p *Program) CheckGrads() error {
 	return nil
 }
 
-// scan reports whether every element of v is finite, reading it on the
-// host.
-func (p *Program) scan(v *val) (bool, error) {
-	var host any
-	if v.vb.dt == backend.Float32 {
-		host = make([]float32, v.size)
-	} else {
-		host = make([]float64, v.size)
-	}
-	if err := p.be.CopyOut(host, v.vb.phys, v.vb.physOff+v.off); err != nil {
-		return false, err
-	}
-	switch h := host.(type) {
-	case []float32:
-		return linalg.Finite(h), nil
-	case []float64:
-		return linalg.Finite(h), nil
-	}
-	return false, nil
+// scan reports whether every element of v, of type T, is finite, reading
+// it on the host.
+func scan[T linalg.Float](be backend.Backend, v *val) (bool, error) {
+	host := make([]T, v.size)
+	err := be.CopyOut(host, v.vb.phys, v.vb.physOff+v.off)
+	return err == nil && linalg.Finite(host), err
 }
 
 // SetInput copies data ([]float32 or []float64 of n's type and size) into
@@ -505,7 +497,7 @@ func (p *Program) bind(pv *paramVal) error {
 		return nil
 	}
 	b := binding{value: v, verify: true, elems: elemsOf(v.Data())}
-	b.probe = make([]uint64, probeCount(b.elems.n))
+	b.probe = make([]uint64, min(b.elems.n, probePositions))
 	for j := range b.probe {
 		b.probe[j] = b.elems.bits(probeAt(j, b.elems.n))
 	}
@@ -514,13 +506,10 @@ func (p *Program) bind(pv *paramVal) error {
 	return nil
 }
 
-// probeCount is how many elements of n probeAt spreads its positions over.
-func probeCount(n int) int { return min(n, probePositions) }
-
-// probeAt returns the j-th of probeCount(n) positions spread over n
-// elements, the first and the last among them.
+// probeAt returns the j-th of min(n, probePositions) positions spread over
+// n elements, the first and the last among them.
 func probeAt(j, n int) int {
-	if k := probeCount(n); k > 1 {
+	if k := min(n, probePositions); k > 1 {
 		return j * (n - 1) / (k - 1)
 	}
 	return 0
@@ -559,15 +548,8 @@ func (e elems) checksum() uint64 {
 
 // sameMemory reports whether the host slices a and b are the same memory.
 func sameMemory(a, b any) bool {
-	switch x := a.(type) {
-	case []float32:
-		y, ok := b.([]float32)
-		return ok && len(x) == len(y) && len(x) > 0 && &x[0] == &y[0]
-	case []float64:
-		y, ok := b.([]float64)
-		return ok && len(x) == len(y) && len(x) > 0 && &x[0] == &y[0]
-	}
-	return false
+	x, y := reflect.ValueOf(a), reflect.ValueOf(b)
+	return reflect.TypeOf(a) == reflect.TypeOf(b) && x.Kind() == reflect.Slice && x.Len() == y.Len() && x.Len() > 0 && x.Pointer() == y.Pointer()
 }
 
 // sameBits reports whether a value's data (a slice or a scalar) holds the
