@@ -8,16 +8,8 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 )
 
-// RiemannianAdamConfig holds the options of RiemannianAdam.
-type RiemannianAdamConfig struct {
-	// LR is the step size, finite and >= 0.
-	LR float64
-	// Beta1 and Beta2 are the decay rates of the moments, in [0, 1); zero
-	// values select 0.9 and 0.999.
-	Beta1, Beta2 float64
-	// Eps is added to the root of the second moment; zero selects 1e-8.
-	Eps float64
-}
+// RiemannianAdamConfig holds the options of RiemannianAdam, those of Adam.
+type RiemannianAdamConfig AdamConfig
 
 // RiemannianAdam is Adam on a matrix manifold (Bécigneul and Ganea, ICLR
 // 2019), as geoopt's RiemannianAdam does it for the Stiefel manifold with
@@ -50,7 +42,7 @@ func NewRiemannianAdam[T Float](m manifold.Manifold[T], cfg RiemannianAdamConfig
 	if err := ac.defaults(); err != nil {
 		return nil, err
 	}
-	cfg.Beta1, cfg.Beta2, cfg.Eps = ac.Beta1, ac.Beta2, ac.Eps
+	cfg = RiemannianAdamConfig(ac)
 	n, p := m.Dims()
 	return &RiemannianAdam[T]{cfg: cfg, m: m, n: n, p: p}, nil
 }

@@ -215,12 +215,6 @@ func alias[T Float](sl Stepper, seg segment, buf []T) any {
 	return summed{}
 }
 
-// finish completes a split RSDM step from the summed P G (PX)^T.
-func (t *typedSlot[T]) finish() error {
-	o, x := t.rsdm()
-	return o.finish(x)
-}
-
 // reduce sums the step's gradients across the ranks (local is this rank's
 // failure so far) and points s.grads at the means. On error no rank steps:
 // the RSDM steps prepared before the sum are aborted.
@@ -241,7 +235,11 @@ func (r *reduction) reduce(s *Solver, local error) error {
 		if !errors.Is(local, ErrNotFinite) {
 			code = 2
 		}
-		r.setFlag(r.comm.Rank(), code)
+		if r.flags32 { // this rank's flag
+			r.b32[r.n32+r.comm.Rank()] = float32(code)
+		} else {
+			r.b64[r.n64+r.comm.Rank()] = code
+		}
 	}
 	err := r.sum()
 	if err == nil {
@@ -277,16 +275,6 @@ func (r *reduction) gather(s *Solver) (int, error) {
 		}
 	}
 	return len(s.slots), nil
-}
-
-// setFlag sets rank k's flag: 1 for a NaN or Inf gradient, 2 for another
-// failure.
-func (r *reduction) setFlag(k int, code float64) {
-	if r.flags32 {
-		r.b32[r.n32+k] = float32(code)
-	} else {
-		r.b64[r.n64+k] = code
-	}
 }
 
 // flag returns rank k's flag, summed.

@@ -7,15 +7,11 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 )
 
-// RGDConfig holds the options of Riemannian gradient descent.
-type RGDConfig struct {
-	// LR is the step size eta, finite and >= 0.
-	LR float64
-	// Momentum is the heavy-ball coefficient beta in [0, 1); 0 (the default)
-	// gives plain RGD. The momentum buffer is carried to each new point by
-	// tangent projection.
-	Momentum float64
-}
+// RGDConfig holds the options of Riemannian gradient descent, those of
+// SGD: the step size eta (LR) and the heavy-ball coefficient beta
+// (Momentum; 0 gives plain RGD), whose buffer is carried to each new point
+// by tangent projection.
+type RGDConfig SGDConfig
 
 // RGD is Riemannian gradient descent, X <- R_X(-eta m) with m the Riemannian
 // gradient, or with momentum m <- beta m + grad F(X). The retraction is the
@@ -30,8 +26,6 @@ type RGD[T Float] struct {
 	// momNext is the momentum prepare computed.
 	momNext []T
 }
-
-var _ Optimizer[float64] = (*RGD[float64])(nil)
 
 // NewRGD returns RGD on m.
 func NewRGD[T Float](m manifold.Manifold[T], cfg RGDConfig) (*RGD[T], error) {

@@ -83,8 +83,6 @@ type RSDM[T Float] struct {
 	split bool
 }
 
-var _ Optimizer[float64] = (*RSDM[float64])(nil)
-
 // NewRSDM returns RSDM for weights on m (a Stiefel or Grassmann manifold).
 func NewRSDM[T Float](m manifold.Manifold[T], cfg RSDMConfig) (*RSDM[T], error) {
 	if m == nil {

@@ -331,7 +331,8 @@ type typedSlot[T Float] struct {
 // its factors swap, with no copy.
 func (t *typedSlot[T]) Prepare(grad any, lr float64) error {
 	if _, ok := grad.(summed); ok { // RSDM's P G (PX)^T, summed over the ranks
-		return t.finish()
+		o, x := t.rsdm()
+		return o.finish(x)
 	}
 	if t.wide {
 		transpose(t.xt, t.x, t.cols, t.rows)

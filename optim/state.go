@@ -74,17 +74,6 @@ func ints64(a []int) []int64 {
 	return out
 }
 
-func restorePCG(s State, name string, dst *rand.PCG) error {
-	b, ok := s.Random[name]
-	if !ok {
-		return fmt.Errorf("optim: %s state has no random source %q", s.Kind, name)
-	}
-	if err := dst.UnmarshalBinary(b); err != nil {
-		return fmt.Errorf("optim: %s state: random source %q: %w", s.Kind, name, err)
-	}
-	return nil
-}
-
 // State returns a copy of the optimizer's state.
 func (o *RSDM[T]) State() State {
 	s := emptyState("rsdm")
@@ -128,8 +117,12 @@ func (o *RSDM[T]) SetState(s State) error {
 	inLoop := phase != 0
 	// Restore into copies first, so that a bad state changes nothing.
 	src := new(rand.PCG)
-	if err := restorePCG(s, "sampler", src); err != nil {
-		return err
+	b, ok := s.Random["sampler"]
+	if !ok {
+		return fmt.Errorf("optim: rsdm state has no random source \"sampler\"")
+	}
+	if err := src.UnmarshalBinary(b); err != nil {
+		return fmt.Errorf("optim: rsdm state: random source \"sampler\": %w", err)
 	}
 	restoreDraws, err := o.draws.Load(s)
 	if err != nil {
