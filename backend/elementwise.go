@@ -40,13 +40,37 @@ const (
 	SiLU // x sigmoid(x), also called swish
 )
 
-// unary is the CPU definition of a UnaryOp: its function in each float
-// type, and its cost relative to an addition (for splitting loops).
-type unary struct {
+// definition is the CPU definition of an elementwise function: its name,
+// its function in each float type (F32 and F64), and its cost relative to
+// an addition (for splitting loops).
+type definition[F32, F64 any] struct {
 	name string
-	f32  func(float32) float32
-	f64  func(float64) float64
+	f32  F32
+	f64  F64
 	cost int
+}
+
+// unary and binary are the definitions of UnaryOps and BinaryOps.
+type (
+	unary  = definition[func(float32) float32, func(float64) float64]
+	binary = definition[func(x, y float32) float32, func(x, y float64) float64]
+)
+
+// in returns d's function in float type T, F being its type there.
+func in[F any, F32, F64 any](d definition[F32, F64]) F {
+	if f, ok := any(d.f32).(F); ok {
+		return f
+	}
+	return any(d.f64).(F)
+}
+
+// opName returns the name of function i of defs, or kind(i) when there is
+// none.
+func opName[F32, F64 any](defs []definition[F32, F64], i int, kind string) string {
+	if i > 0 && i < len(defs) {
+		return defs[i].name
+	}
+	return fmt.Sprintf("%s(%d)", kind, i)
 }
 
 // unaries are the UnaryOps' CPU definitions.
@@ -140,12 +164,7 @@ func geluDeriv(x float64) float64 {
 }
 
 // String returns the function's name.
-func (o UnaryOp) String() string {
-	if o.valid() {
-		return unaries[o].name
-	}
-	return fmt.Sprintf("UnaryOp(%d)", int(o))
-}
+func (o UnaryOp) String() string { return opName(unaries[:], int(o), "UnaryOp") }
 
 func (o UnaryOp) valid() bool { return o > 0 && int(o) < len(unaries) }
 
@@ -168,7 +187,7 @@ func (k Map) Check() error {
 func (k Map) Host(p *Pool) (Func, error) { return onFloats(p, k, mapHost[float32], mapHost[float64]) }
 
 func mapHost[T Float](p *Pool, k Map) Func {
-	f := unaryFunc[T](k.Op)
+	f := in[func(T) T](unaries[k.Op])
 	src, dst := hostData[T](k.Src)[:k.N], hostData[T](k.Dst)[:k.N]
 	return p.split(k.N, unaries[k.Op].cost, func(lo, hi int) {
 		d := dst[lo:hi]
@@ -180,14 +199,6 @@ func mapHost[T Float](p *Pool, k Map) Func {
 
 // Device launches on_map, whose function is unary() in kernels.cu.
 func (k Map) Device(p Planner) { elementwise(p, "on_map", k.N, int(k.Op), k.N, k.Src, k.Dst) }
-
-// unaryFunc returns op's CPU definition in T.
-func unaryFunc[T Float](op UnaryOp) func(T) T {
-	if f, ok := any(unaries[op].f32).(func(T) T); ok {
-		return f
-	}
-	return any(unaries[op].f64).(func(T) T)
-}
 
 // BinaryOp is an elementwise function of two arguments. Comparisons give 1
 // where they hold and 0 elsewhere, in the operands' type.
@@ -210,14 +221,6 @@ const (
 	Min2     // min(a, b)
 	GELUGrad // b GELU'(a): the gradient of GELU at a times b
 )
-
-// binary is the CPU definition of a BinaryOp, as unary is of a UnaryOp.
-type binary struct {
-	name string
-	f32  func(x, y float32) float32
-	f64  func(x, y float64) float64
-	cost int
-}
 
 // binaries are the BinaryOps' CPU definitions.
 var binaries = [...]binary{
@@ -270,12 +273,7 @@ func min2[T Float](x, y T) T {
 }
 
 // String returns the function's name.
-func (o BinaryOp) String() string {
-	if o.valid() {
-		return binaries[o].name
-	}
-	return fmt.Sprintf("BinaryOp(%d)", int(o))
-}
+func (o BinaryOp) String() string { return opName(binaries[:], int(o), "BinaryOp") }
 
 func (o BinaryOp) valid() bool { return o > 0 && int(o) < len(binaries) }
 
@@ -341,10 +339,7 @@ func (k Zip) Device(p Planner) {
 // binaryFunc returns the loop of a binary function: dst[i] = a[i] op b[i],
 // where a or b of length 1 is broadcast.
 func binaryFunc[T Float](op BinaryOp) func(dst, a, b []T) {
-	fn, ok := any(binaries[op].f32).(func(x, y T) T)
-	if !ok {
-		fn = any(binaries[op].f64).(func(x, y T) T)
-	}
+	fn := in[func(x, y T) T](binaries[op])
 	return func(dst, a, b []T) {
 		switch {
 		case len(a) == 1 && len(b) == 1 && len(dst) != 1:

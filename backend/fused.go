@@ -559,7 +559,7 @@ func (k BiasAct) Device(p Planner) {
 func biasActHost[T Float](p *Pool, k BiasAct) Func {
 	n, w := k.Rows*k.N, k.N
 	x, bias, y := hostData[T](k.X)[:n], hostData[T](k.Bias)[:w], hostData[T](k.Y)[:n]
-	f := unaryFunc[T](activations[k.Act])
+	f := in[func(T) T](unaries[activations[k.Act]])
 	cost := 1
 	if k.Act == ActGELU {
 		cost = 16
