@@ -40,10 +40,9 @@ type Backend struct {
 	funcs   map[string]C.CUfunction
 	maxGrid int
 
-	fault     C.CUdeviceptr         // the row kernels' four fault words
-	faultHost hostMem               // their copy, read at every CopyOut and Sync
-	stage     [stageSlots]stageSlot // pinned buffers that CopyIn goes up through
-	big       stageSlot             // the one for copies over maxStaged bytes
+	fault     C.CUdeviceptr             // the row kernels' four fault words
+	faultHost hostMem                   // their copy, read at every CopyOut and Sync
+	stage     [stageSlots + 1]stageSlot // pinned buffers that CopyIn goes up through
 	next      int
 	out       hostMem // pinned buffer that CopyOut comes down through
 	scratch   []C.CUdeviceptr
@@ -75,8 +74,8 @@ type timed struct {
 const stageSlots = 32
 
 // maxStaged bounds the copies that go through the ring (so that its slots
-// stay small); a larger one goes through one buffer of its own, waiting for
-// the previous large copy.
+// stay small); a larger one goes through one buffer of its own (the slot
+// after the ring), waiting for the previous large copy.
 const maxStaged = 1 << 20
 
 // stageSlot is a pinned buffer and the event recorded after the last copy
@@ -206,18 +205,8 @@ func (b *Backend) loadKernels(major, minor int) (string, error) {
 	return fmt.Sprintf("PTX for compute_%d", target), nil
 }
 
-// Compile compiles the kernels with NVRTC (any of CUDA 11.2 to 13, found
-// as the backend finds it; the host model's where ORTHONET_CUDA_STANDIN=1)
-// for architecture arch (90 for sm_90): a CUBIN, or PTX when cubin is
-// false. It needs no GPU.
-func Compile(arch int, cubin bool) ([]byte, error) {
-	a, err := loadCompiler(systemOpener())
-	if err != nil {
-		return nil, err
-	}
-	return compile(a, arch, cubin)
-}
-
+// compile compiles the kernels with NVRTC for architecture arch (90 for
+// sm_90): a CUBIN, or PTX when cubin is false.
 func compile(a *api, arch int, cubin bool) ([]byte, error) {
 	target := fmt.Sprintf("compute_%d", arch)
 	if cubin {
@@ -304,9 +293,6 @@ func (b *Backend) start() error {
 		if err := b.a.result("creating an event", C.on_event(b.a.t, b.ctx, &b.stage[i].done)); err != nil {
 			return err
 		}
-	}
-	if err := b.a.result("creating an event", C.on_event(b.a.t, b.ctx, &b.big.done)); err != nil {
-		return err
 	}
 	return nil
 }
@@ -434,10 +420,10 @@ func (b *Backend) CopyIn(dst backend.Buffer, off int, src any) error {
 	if err != nil || len(s) == 0 {
 		return err
 	}
-	slot := &b.big // a large copy waits for the last one
+	slot := &b.stage[stageSlots] // a large copy waits for the last one
 	if len(s) <= maxStaged {
 		slot = &b.stage[b.next]
-		b.next = (b.next + 1) % len(b.stage)
+		b.next = (b.next + 1) % stageSlots
 	}
 	if err := b.a.result("waiting for a staging buffer", C.on_event_sync(b.a.t, b.ctx, slot.done)); err != nil {
 		return err
@@ -614,7 +600,6 @@ func (b *Backend) Close() error {
 	for i := range b.stage {
 		errs = append(errs, b.hostFree(&b.stage[i].mem))
 	}
-	errs = append(errs, b.hostFree(&b.big.mem))
 	for _, p := range b.cmem {
 		C.free(p)
 	}
@@ -625,7 +610,6 @@ func (b *Backend) Close() error {
 	for _, s := range b.stage {
 		events = append(events, s.done)
 	}
-	events = append(events, b.big.done)
 	for _, e := range events {
 		if e != nil {
 			errs = append(errs, b.a.result("destroying an event", C.on_event_destroy(b.a.t, b.ctx, e)))

@@ -238,19 +238,22 @@ func TestKernelCache(t *testing.T) {
 	}
 }
 
-// TestCompile checks that Compile gives a CUBIN for a real architecture
+// TestCompile checks that compile gives a CUBIN for a real architecture
 // and PTX for a virtual one (through the host model's NVRTC).
 func TestCompile(t *testing.T) {
-	t.Setenv(StandInEnv, "1")
-	cubin, err := Compile(90, true)
+	a, err := loadCompiler(model{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cubin, err := compile(a, 90, true)
 	if err != nil || !bytes.HasPrefix(cubin, []byte("\x7fELF")) {
 		t.Errorf("CUBIN for sm_90: %q, %v", cubin, err)
 	}
-	ptx, err := Compile(90, false)
+	ptx, err := compile(a, 90, false)
 	if err != nil || !bytes.Contains(ptx, []byte(".target sm_90")) || bytes.HasSuffix(ptx, []byte{0}) {
 		t.Errorf("PTX for compute_90: %q, %v", ptx, err)
 	}
-	if _, err := Compile(91, true); err == nil || !strings.Contains(err.Error(), "NVRTC_ERROR_INVALID_OPTION") {
+	if _, err := compile(a, 91, true); err == nil || !strings.Contains(err.Error(), "NVRTC_ERROR_INVALID_OPTION") {
 		t.Errorf("an architecture NVRTC does not know: %v", err)
 	}
 }

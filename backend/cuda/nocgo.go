@@ -17,6 +17,3 @@ func Probe() (Device, error) { return Device{}, errNoCgo }
 
 // New returns an error: without cgo there is no CUDA.
 func New(Options) (backend.Backend, error) { return nil, errNoCgo }
-
-// Compile returns an error: without cgo there is no NVRTC.
-func Compile(arch int, cubin bool) ([]byte, error) { return nil, errNoCgo }
