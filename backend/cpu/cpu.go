@@ -98,58 +98,52 @@ func own(buf backend.Buffer) (*buffer, error) {
 
 // CopyIn copies src into dst from element off.
 func (b *Backend) CopyIn(dst backend.Buffer, off int, src any) error {
-	h, err := own(dst)
-	if err != nil {
-		return err
-	}
-	switch s := src.(type) {
-	case []float32:
-		return copyInto(h, off, s, backend.Float32)
-	case []float64:
-		return copyInto(h, off, s, backend.Float64)
-	case []int32:
-		return copyInto(h, off, s, backend.Int32)
-	}
-	return fmt.Errorf("cpu: copying in a %T, want []float32, []float64 or []int32", src)
-}
-
-func copyInto[E float32 | float64 | int32](h *buffer, off int, src []E, want backend.DType) error {
-	dst, ok := h.data.([]E)
-	if !ok {
-		return fmt.Errorf("cpu: copying %v into a buffer of %v", want, h.dt)
-	}
-	if off < 0 || off+len(src) > len(dst) {
-		return fmt.Errorf("cpu: copying %d elements at %d into a buffer of %d", len(src), off, len(dst))
-	}
-	copy(dst[off:], src)
-	return nil
+	return transfer(dst, off, src, true)
 }
 
 // CopyOut copies len(dst) elements of src from element off into dst.
 func (b *Backend) CopyOut(dst any, src backend.Buffer, off int) error {
-	h, err := own(src)
+	return transfer(src, off, dst, false)
+}
+
+// transfer copies the host slice s into buf from element off (in), or
+// len(s) elements of buf from element off into s.
+func transfer(buf backend.Buffer, off int, s any, in bool) error {
+	h, err := own(buf)
 	if err != nil {
 		return err
 	}
-	switch d := dst.(type) {
+	switch s := s.(type) {
 	case []float32:
-		return copyOut(d, h, off, backend.Float32)
+		return copyHost(h, off, s, backend.Float32, in)
 	case []float64:
-		return copyOut(d, h, off, backend.Float64)
+		return copyHost(h, off, s, backend.Float64, in)
 	case []int32:
-		return copyOut(d, h, off, backend.Int32)
+		return copyHost(h, off, s, backend.Int32, in)
 	}
-	return fmt.Errorf("cpu: copying out into a %T, want []float32, []float64 or []int32", dst)
+	what := "out into"
+	if in {
+		what = "in"
+	}
+	return fmt.Errorf("cpu: copying %s a %T, want []float32, []float64 or []int32", what, s)
 }
 
-func copyOut[E float32 | float64 | int32](dst []E, h *buffer, off int, want backend.DType) error {
-	src, ok := h.data.([]E)
+func copyHost[E float32 | float64 | int32](h *buffer, off int, s []E, want backend.DType, in bool) error {
+	dir := "out of"
+	if in {
+		dir = "into"
+	}
+	data, ok := h.data.([]E)
 	if !ok {
-		return fmt.Errorf("cpu: copying %v out of a buffer of %v", want, h.dt)
+		return fmt.Errorf("cpu: copying %v %s a buffer of %v", want, dir, h.dt)
 	}
-	if off < 0 || off+len(dst) > len(src) {
-		return fmt.Errorf("cpu: copying %d elements at %d out of a buffer of %d", len(dst), off, len(src))
+	if off < 0 || off+len(s) > len(data) {
+		return fmt.Errorf("cpu: copying %d elements at %d %s a buffer of %d", len(s), off, dir, len(data))
 	}
-	copy(dst, src[off:])
+	if in {
+		copy(data[off:], s)
+	} else {
+		copy(s, data[off:])
+	}
 	return nil
 }
