@@ -106,11 +106,7 @@ func run(b backend.Backend, c Case) (out [][]float64, err error) {
 				return nil, err
 			}
 			if dt == backend.Float32 {
-				f := make([]float32, len(v))
-				for j, x := range v {
-					f[j] = float32(x)
-				}
-				err = b.CopyIn(bufs[i], 0, f)
+				err = b.CopyIn(bufs[i], 0, convert[float32](v))
 			} else {
 				err = b.CopyIn(bufs[i], 0, v)
 			}
@@ -135,22 +131,14 @@ func run(b backend.Backend, c Case) (out [][]float64, err error) {
 		return nil, err
 	}
 	for _, i := range c.Out {
-		o := make([]float64, bufs[i].Len())
+		var o []float64
 		switch bufs[i].DType() {
 		case backend.Float64:
-			err = b.CopyOut(o, bufs[i], 0)
+			o, err = copyOut[float64](b, bufs[i])
 		case backend.Float32:
-			f := make([]float32, len(o))
-			err = b.CopyOut(f, bufs[i], 0)
-			for j, x := range f {
-				o[j] = float64(x)
-			}
+			o, err = copyOut[float32](b, bufs[i])
 		default:
-			n := make([]int32, len(o))
-			err = b.CopyOut(n, bufs[i], 0)
-			for j, x := range n {
-				o[j] = float64(x)
-			}
+			o, err = copyOut[int32](b, bufs[i])
 		}
 		if err != nil {
 			return nil, err
@@ -158,6 +146,22 @@ func run(b backend.Backend, c Case) (out [][]float64, err error) {
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// convert returns v's elements converted to E.
+func convert[E float32 | float64 | int32, F float32 | float64 | int32 | int](v []F) []E {
+	out := make([]E, len(v))
+	for i, x := range v {
+		out[i] = E(x)
+	}
+	return out
+}
+
+// copyOut returns the elements of buf, of element type E, in float64.
+func copyOut[E float32 | float64 | int32](b backend.Backend, buf backend.Buffer) ([]float64, error) {
+	v := make([]E, buf.Len())
+	err := b.CopyOut(v, buf, 0)
+	return convert[float64](v), err
 }
 
 // agree reports the worst element where got strays from want.
@@ -190,47 +194,29 @@ func agree(got, want []float64, tol float64) error {
 // gen fills the cases' buffers from one seeded stream.
 type gen struct{ r *rand.Rand }
 
-func (g gen) normal(n int, scale float64) []float64 {
+// fill returns n values of f, in order.
+func fill(n int, f func() float64) []float64 {
 	v := make([]float64, n)
 	for i := range v {
-		v[i] = scale * g.r.NormFloat64()
+		v[i] = f()
 	}
 	return v
 }
 
+func (g gen) normal(n int, scale float64) []float64 {
+	return fill(n, func() float64 { return scale * g.r.NormFloat64() })
+}
+
 func (g gen) uniform(n int, lo, hi float64) []float64 {
-	v := make([]float64, n)
-	for i := range v {
-		v[i] = lo + (hi-lo)*g.r.Float64()
-	}
-	return v
+	return fill(n, func() float64 { return lo + (hi-lo)*g.r.Float64() })
 }
 
 // halves returns values on a grid of 1/2, so that comparisons meet ties.
 func (g gen) halves(n int) []float64 {
-	v := make([]float64, n)
-	for i := range v {
-		v[i] = float64(g.r.IntN(9)-4) / 2
-	}
-	return v
+	return fill(n, func() float64 { return float64(g.r.IntN(9)-4) / 2 })
 }
 
-func (g gen) perm(n, of int) []int32 {
-	p := g.r.Perm(of)[:n]
-	out := make([]int32, n)
-	for i, x := range p {
-		out[i] = int32(x)
-	}
-	return out
-}
-
-func constant(n int, v float64) []float64 {
-	out := make([]float64, n)
-	for i := range out {
-		out[i] = v
-	}
-	return out
-}
+func (g gen) perm(n, of int) []int32 { return convert[int32](g.r.Perm(of)[:n]) }
 
 func at(b backend.Buffer) backend.Operand { return backend.At(b, 0) }
 
@@ -274,7 +260,7 @@ func Cases(dt backend.DType) []Case {
 	for _, beta := range []float64{0, 2} {
 		c := g.normal(12, 1)
 		if beta == 0 {
-			c = constant(12, math.NaN())
+			c = fill(12, math.NaN)
 		}
 		add(fmt.Sprintf("gemm/k0/beta%v", beta),
 			backend.Gemm{M: 3, N: 4, K: 0, Alpha: 1, Beta: beta, A: at(slot(0)), B: at(slot(1)), C: at(slot(2)), LDC: 4},
