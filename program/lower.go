@@ -222,68 +222,46 @@ func (c *compiler) linAlg(n *G.Node, in []*val, out *val) error {
 		return err
 	}
 	a, b := in[0], in[1]
-	g := backend.Gemm{TransA: tA, TransB: tB, Alpha: 1, A: a.operand(), B: b.operand(), C: out.operand()}
-	dims := func(v *val, want int) error {
-		if len(v.shape) != want {
-			return fmt.Errorf("%v: operand of shape %v, want %d axes", op, v.shape, want)
+	// Vectors are taken as matrices: a matrix times a vector is a GEMM
+	// with one column, a dot product a row times a column, an outer
+	// product a column times a row.
+	as, bs := a.shape, b.shape
+	want := map[int][2]int{matMul: {2, 2}, matVecMul: {2, 1}, vecDot: {1, 1}, outerProd: {1, 1}}[kind] // axes of a and b
+	switch {
+	case kind == batchedMatMul:
+		if len(as) < 3 || len(bs) != len(as) {
+			return fmt.Errorf("%v: operands of shapes %v and %v, want batches of matrices", op, as, bs)
 		}
-		return nil
+	case want == [2]int{}:
+		return fmt.Errorf("%w: linear algebra op kind %d (%v)", ErrUnknownOp, kind, op)
+	case len(as) != want[0] || len(bs) != want[1]:
+		return fmt.Errorf("%v: operands of shapes %v and %v, want %d and %d axes", op, as, bs, want[0], want[1])
 	}
 	switch kind {
-	case matMul, batchedMatMul:
-		// Matrices, or batches of them over the leading axes.
-		if kind == matMul {
-			if err := errors.Join(dims(a, 2), dims(b, 2)); err != nil {
-				return err
-			}
-		} else if len(a.shape) < 3 || len(b.shape) != len(a.shape) {
-			return fmt.Errorf("%v: operands of shapes %v and %v, want batches of matrices", op, a.shape, b.shape)
-		}
-		d := len(a.shape)
-		batch := a.shape[:d-2].TotalSize()
-		if b.shape[:d-2].TotalSize() != batch {
-			return fmt.Errorf("%v: batches of shapes %v and %v", op, a.shape, b.shape)
-		}
-		ar, ac, br, bc := a.shape[d-2], a.shape[d-1], b.shape[d-2], b.shape[d-1]
-		g.M, g.K = ar, ac
-		if tA {
-			g.M, g.K = ac, ar
-		}
-		g.N = bc
-		if tB {
-			g.N = br
-		}
-		g.LDA, g.LDB, g.LDC = ac, bc, g.N
-		if kind == batchedMatMul {
-			g.Batch, g.StrideA, g.StrideB, g.StrideC = batch, ar*ac, br*bc, g.M*g.N
-		}
 	case matVecMul:
-		// A (m, k) times a vector (k): a GEMM with one column.
-		if err := errors.Join(dims(a, 2), dims(b, 1)); err != nil {
-			return err
-		}
-		g.M, g.K = a.shape[0], a.shape[1]
-		if tA {
-			g.M, g.K = g.K, g.M
-		}
-		g.N, g.TransB = 1, false
-		g.LDA, g.LDB, g.LDC = a.shape[1], 1, 1
+		bs, tB = tensor.Shape{bs[0], 1}, false
 	case vecDot:
-		if err := errors.Join(dims(a, 1), dims(b, 1)); err != nil {
-			return err
-		}
-		g.M, g.N, g.K = 1, 1, a.shape[0]
-		g.TransA, g.TransB = false, false
-		g.LDA, g.LDB, g.LDC = a.shape[0], 1, 1
+		as, bs, tA, tB = tensor.Shape{1, as[0]}, tensor.Shape{bs[0], 1}, false, false
 	case outerProd:
-		if err := errors.Join(dims(a, 1), dims(b, 1)); err != nil {
-			return err
-		}
-		g.M, g.N, g.K = a.shape[0], b.shape[0], 1
-		g.TransA, g.TransB = false, false
-		g.LDA, g.LDB, g.LDC = 1, b.shape[0], b.shape[0]
-	default:
-		return fmt.Errorf("%w: linear algebra op kind %d (%v)", ErrUnknownOp, kind, op)
+		as, bs, tA, tB = tensor.Shape{as[0], 1}, tensor.Shape{1, bs[0]}, false, false
+	}
+	// Matrices, or batches of them over the leading axes.
+	d := len(as)
+	batch := as[:d-2].TotalSize()
+	if bs[:d-2].TotalSize() != batch {
+		return fmt.Errorf("%v: batches of shapes %v and %v", op, as, bs)
+	}
+	ar, ac, br, bc := as[d-2], as[d-1], bs[d-2], bs[d-1]
+	g := backend.Gemm{TransA: tA, TransB: tB, Alpha: 1, M: ar, K: ac, N: bc, LDA: ac, LDB: bc, A: a.operand(), B: b.operand(), C: out.operand()}
+	if tA {
+		g.M, g.K = ac, ar
+	}
+	if tB {
+		g.N = br
+	}
+	g.LDC = g.N
+	if kind == batchedMatMul {
+		g.Batch, g.StrideA, g.StrideB, g.StrideC = batch, ar*ac, br*bc, g.M*g.N
 	}
 	if g.Batches()*g.M*g.N != out.size {
 		return fmt.Errorf("%v: product of %v and %v has %d values, the node %v", op, a.shape, b.shape, g.Batches()*g.M*g.N, out.shape)
