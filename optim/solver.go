@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -552,10 +553,8 @@ func zero(g any) {
 func WeightSeed(seed uint64, index int) uint64 {
 	h := fnv.New64a()
 	var b [16]byte
-	for k := 0; k < 8; k++ {
-		b[k] = byte(seed >> (8 * k))
-		b[8+k] = byte(uint64(index) >> (8 * k))
-	}
+	binary.LittleEndian.PutUint64(b[:8], seed)
+	binary.LittleEndian.PutUint64(b[8:], uint64(index))
 	_, _ = h.Write(b[:])
 	return h.Sum64()
 }
