@@ -251,9 +251,9 @@ func (c *compiler) emit(k backend.Kernel) { c.kernels = append(c.kernels, k) }
 // newVal gives n a fresh buffer of its shape and type: a temporary, or
 // resident (persistent) to the end of the run.
 func (c *compiler) newVal(n *G.Node, persistent bool) (*val, error) {
-	dt, err := dtypeOf(n)
-	if err != nil {
-		return nil, err
+	dt, ok := dtypes[n.Dtype()]
+	if !ok {
+		return nil, fmt.Errorf("program: node %q holds %v: only float32 and float64 are supported", n.Name(), n.Dtype())
 	}
 	shape := n.Shape().Clone()
 	v := &val{shape: shape, size: shape.TotalSize()}
@@ -268,15 +268,7 @@ func (c *compiler) view(n *G.Node, base *val, off int) {
 	c.vals[n] = &val{shape: shape, size: shape.TotalSize(), vb: base.vb, off: base.off + off}
 }
 
-func dtypeOf(n *G.Node) (backend.DType, error) {
-	switch n.Dtype() {
-	case tensor.Float32:
-		return backend.Float32, nil
-	case tensor.Float64:
-		return backend.Float64, nil
-	}
-	return 0, fmt.Errorf("program: node %q holds %v: only float32 and float64 are supported", n.Name(), n.Dtype())
-}
+var dtypes = map[tensor.Dtype]backend.DType{tensor.Float32: backend.Float32, tensor.Float64: backend.Float64}
 
 // node lowers one node: a leaf becomes a resident buffer, an op its kernels.
 func (c *compiler) node(n *G.Node) error {

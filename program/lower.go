@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -336,24 +337,6 @@ func (c *compiler) reduce(n *G.Node, in []*val, out *val, rop backend.ReduceOp) 
 	return nil
 }
 
-// softmaxAxis returns the axis gorgonia's softmaxOp works along for shape.
-func softmaxAxis(op G.Op, shape tensor.Shape) (int, error) {
-	axis, err := intField(op, "axis")
-	if err != nil {
-		return 0, err
-	}
-	if axis == -1 {
-		axis = shape.Dims() - 1
-		if shape.IsColVec() || (shape.IsVector() && !shape.IsRowVec()) {
-			axis = 0
-		}
-	}
-	if axis < 0 || axis >= shape.Dims() {
-		return 0, fmt.Errorf("softmax along axis %d of shape %v", axis, shape)
-	}
-	return axis, nil
-}
-
 // softmax lowers SoftMax / LogSoftMax, and their gradient softmaxDiffOp
 // (arguments x, y = softmax(x), dy).
 func (c *compiler) softmax(n *G.Node, in []*val, out *val) error {
@@ -363,9 +346,18 @@ func (c *compiler) softmax(n *G.Node, in []*val, out *val) error {
 		return err
 	}
 	x := in[0]
-	axis, err := softmaxAxis(op, x.shape)
+	axis, err := intField(op, "axis")
 	if err != nil {
 		return err
+	}
+	if axis == -1 { // the axis gorgonia's softmaxOp picks for the shape
+		axis = x.shape.Dims() - 1
+		if x.shape.IsColVec() || (x.shape.IsVector() && !x.shape.IsRowVec()) {
+			axis = 0
+		}
+	}
+	if axis < 0 || axis >= x.shape.Dims() {
+		return fmt.Errorf("softmax along axis %d of shape %v", axis, x.shape)
 	}
 	outer, inner := x.shape[:axis].TotalSize(), x.shape[axis+1:].TotalSize()
 	if opName(op) == "softmaxOp" {
@@ -412,19 +404,9 @@ func (c *compiler) repeat(n *G.Node, in []*val, out *val) error {
 	// Split the repeated axis into (xs[along], rep): the copy reads the
 	// same element rep times (source stride 0).
 	xst, ost := xs.CalcStrides(), os.CalcStrides()
-	var shape, ss, ds []int
-	for i := range os {
-		if i == along {
-			shape = append(shape, xs[i], rep)
-			ss = append(ss, xst[i], 0)
-			ds = append(ds, ost[i]*rep, ost[i])
-			continue
-		}
-		shape = append(shape, os[i])
-		ss = append(ss, xst[i])
-		ds = append(ds, ost[i])
-	}
-	c.emit(backend.Copy{Shape: shape, Src: x.operand(), SrcStrides: ss, Dst: out.operand(), DstStrides: ds})
+	ds := slices.Insert(ost, along+1, ost[along])
+	ds[along] *= rep
+	c.emit(backend.Copy{Shape: slices.Insert(xs, along+1, rep), Src: x.operand(), SrcStrides: slices.Insert(xst, along+1, 0), Dst: out.operand(), DstStrides: ds})
 	return nil
 }
 
