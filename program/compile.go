@@ -364,7 +364,6 @@ func (c *compiler) factor(i int, g *G.Node) bool {
 	a.vb.persistent, b.vb.persistent = true, true
 	pv.fa, pv.fb = a, b
 	c.emit(backend.CheckProduct{RA: a.shape[0], CA: a.shape[1], CB: b.shape[1], A: a.operand(), B: b.operand(), Flag: backend.At(c.flags, 2*i)})
-	pv.suspectOnly = true
 	return true
 }
 
@@ -374,10 +373,8 @@ func (c *compiler) factor(i int, g *G.Node) bool {
 // through its factors, at a fraction of the cost of scanning it.
 func (c *compiler) checkGrad(i int, g *G.Node) {
 	v := c.vals[g]
-	suspect := backend.At(c.flags, 2*i)
 	if a, b, ok := c.thinProduct(g); ok && a.shape[0]*(a.shape[1]+b.shape[1]) < v.size {
-		c.emit(backend.CheckProduct{RA: a.shape[0], CA: a.shape[1], CB: b.shape[1], A: a.operand(), B: b.operand(), Flag: suspect})
-		c.pvals[i].suspectOnly = true
+		c.emit(backend.CheckProduct{RA: a.shape[0], CA: a.shape[1], CB: b.shape[1], A: a.operand(), B: b.operand(), Flag: backend.At(c.flags, 2*i)})
 		return
 	}
 	c.emit(backend.CheckFinite{N: v.size, Src: v.operand(), Flag: backend.At(c.flags, 2*i+1)})

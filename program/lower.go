@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/fused"
 )
 
 // The op types of gorgonia v0.9.18 are unexported; the compiler tells them
@@ -79,10 +80,11 @@ func intsField(op G.Op, name string) ([]int, error) {
 // lower emits the kernels of op node n, whose arguments' values are in.
 func (c *compiler) lower(n *G.Node, in []*val) error {
 	op := n.Op()
-	if ok, err := c.lowerFused(n, in); ok {
-		return err
+	name := opName(op)
+	if _, ok := op.(fused.Lowering); ok {
+		name = "fused" // an op with its own lowering, whatever its type's name
 	}
-	switch opName(op) {
+	switch name {
 	case "constantScalar", "constantTensor":
 		return c.constant(n)
 	case "sizeOp":
@@ -96,7 +98,7 @@ func (c *compiler) lower(n *G.Node, in []*val) error {
 	case "sliceOp":
 		return c.slice(n, in)
 	}
-	lower, ok := lowerings[opName(op)]
+	lower, ok := lowerings[name]
 	if !ok {
 		return fmt.Errorf("%w %v (%T) at node %q: see the README for the ops the compiler knows", ErrUnknownOp, op, op, n.Name())
 	}
@@ -114,6 +116,7 @@ var lowerings = map[string]func(c *compiler, n *G.Node, in []*val, out *val) err
 	"transposeOp": (*compiler).transpose, "sliceIncrOp": (*compiler).sliceIncr, "concatOp": (*compiler).concat,
 	"sumOp": func(c *compiler, n *G.Node, in []*val, out *val) error { return c.reduce(n, in, out, backend.Sum) },
 	"maxOp": func(c *compiler, n *G.Node, in []*val, out *val) error { return c.reduce(n, in, out, backend.Max) },
+	"fused": (*compiler).lowerFused,
 }
 
 // constant makes n's value at Compile a resident buffer of its own: a

@@ -148,20 +148,18 @@ func (p *Program) Profile() ([]KernelTime, int) {
 	if p.profile == nil || p.runs == 0 {
 		return nil, p.runs
 	}
-	byDesc := map[string]*KernelTime{}
+	var res []KernelTime
+	at := map[string]int{} // a description's place in res
 	for i, d := range p.profile {
 		desc := describe(p.kernels[i])
-		kt := byDesc[desc]
-		if kt == nil {
-			kt = &KernelTime{Kernel: desc}
-			byDesc[desc] = kt
+		j, ok := at[desc]
+		if !ok {
+			j = len(res)
+			at[desc] = j
+			res = append(res, KernelTime{Kernel: desc})
 		}
-		kt.Count++
-		kt.PerRun += d / time.Duration(p.runs)
-	}
-	res := make([]KernelTime, 0, len(byDesc))
-	for _, kt := range byDesc {
-		res = append(res, *kt)
+		res[j].Count++
+		res[j].PerRun += d / time.Duration(p.runs)
 	}
 	sort.Slice(res, func(i, j int) bool {
 		if res[i].PerRun != res[j].PerRun {
@@ -177,9 +175,6 @@ type paramVal struct {
 	Param
 	v, g   *val
 	fa, fb *val // the factors of a factored gradient
-	// suspectOnly means only a product bound checks the gradient: when it
-	// fails, the gradient is scanned on the host.
-	suspectOnly bool
 	// node is what the program knows of the parameter's node since it last
 	// copied the node's value in or out.
 	node binding
