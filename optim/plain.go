@@ -120,7 +120,11 @@ type AdamConfig struct {
 	Eps float64
 }
 
+// defaults fills in the zero settings and checks every setting.
 func (c *AdamConfig) defaults() error {
+	if err := checkLR(c.LR); err != nil {
+		return err
+	}
 	if c.Beta1 == 0 {
 		c.Beta1 = 0.9
 	}
@@ -150,9 +154,6 @@ type Adam[T Float] struct {
 func NewAdam[T Float](n int, cfg AdamConfig) (*Adam[T], error) {
 	if n < 1 {
 		return nil, fmt.Errorf("optim: Adam for %d entries, want at least 1", n)
-	}
-	if err := checkLR(cfg.LR); err != nil {
-		return nil, err
 	}
 	if err := cfg.defaults(); err != nil {
 		return nil, err

@@ -35,9 +35,6 @@ func NewRiemannianAdam[T Float](m manifold.Manifold[T], cfg RiemannianAdamConfig
 	if m == nil {
 		return nil, fmt.Errorf("optim: Riemannian Adam needs a manifold")
 	}
-	if err := checkLR(cfg.LR); err != nil {
-		return nil, err
-	}
 	ac := AdamConfig(cfg)
 	if err := ac.defaults(); err != nil {
 		return nil, err
