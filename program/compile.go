@@ -255,7 +255,7 @@ func (c *compiler) newVal(n *G.Node, persistent bool) (*val, error) {
 	if !ok {
 		return nil, fmt.Errorf("program: node %q holds %v: only float32 and float64 are supported", n.Name(), n.Dtype())
 	}
-	shape := n.Shape().Clone()
+	shape := n.Shape() // a copy
 	v := &val{shape: shape, size: shape.TotalSize()}
 	v.vb = c.newBuf(dt, v.size, persistent, n.Name())
 	c.vals[n] = v
@@ -264,7 +264,7 @@ func (c *compiler) newVal(n *G.Node, persistent bool) (*val, error) {
 
 // view makes n's value a window of base's buffer at element offset off.
 func (c *compiler) view(n *G.Node, base *val, off int) {
-	shape := n.Shape().Clone()
+	shape := n.Shape() // a copy
 	c.vals[n] = &val{shape: shape, size: shape.TotalSize(), vb: base.vb, off: base.off + off}
 }
 

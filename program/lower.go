@@ -307,18 +307,16 @@ func (c *compiler) reduce(n *G.Node, in []*val, out *val, rop backend.ReduceOp) 
 		}
 	}
 	sort.Ints(along)
-	for i, a := range along {
-		if a < 0 || a >= len(shape) || (i > 0 && along[i-1] == a) {
-			return fmt.Errorf("reduction along %v of shape %v", along, src.shape)
-		}
-	}
-	// Runs of adjacent axes, last first.
+	// Runs of adjacent axes, reduced last first.
 	type run struct{ lo, hi int }
 	var runs []run
-	for _, a := range along {
-		if l := len(runs) - 1; l >= 0 && runs[l].hi == a {
+	for i, a := range along {
+		switch l := len(runs) - 1; {
+		case a < 0 || a >= len(shape) || (i > 0 && along[i-1] == a):
+			return fmt.Errorf("reduction along %v of shape %v", along, src.shape)
+		case l >= 0 && runs[l].hi == a:
 			runs[l].hi = a + 1
-		} else {
+		default:
 			runs = append(runs, run{a, a + 1})
 		}
 	}

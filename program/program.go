@@ -243,27 +243,22 @@ func (p *Program) Run() error {
 	if err := p.checkNodes(); err != nil {
 		return err
 	}
-	if p.profile != nil {
-		return p.runProfiled()
-	}
 	for i, f := range p.funcs {
-		if err := f(); err != nil {
-			return fmt.Errorf("program: kernel %d (%s): %w", i, backend.Name(p.kernels[i]), err)
+		var t0 time.Time
+		if p.profile != nil {
+			t0 = time.Now()
 		}
-	}
-	return nil
-}
-
-func (p *Program) runProfiled() error {
-	for i, f := range p.funcs {
-		t0 := time.Now()
 		err := f()
-		p.profile[i] += time.Since(t0)
+		if p.profile != nil {
+			p.profile[i] += time.Since(t0)
+		}
 		if err != nil {
 			return fmt.Errorf("program: kernel %d (%s): %w", i, backend.Name(p.kernels[i]), err)
 		}
 	}
-	p.runs++
+	if p.profile != nil {
+		p.runs++
+	}
 	return nil
 }
 
@@ -452,17 +447,13 @@ func (p *Program) checkNodes() error {
 		if b.shared {
 			continue
 		}
-		if b.verify {
-			b.verify = false
-			if b.elems.checksum() != b.sum {
-				return p.changed(pv, "was written")
-			}
-			continue
-		}
+		written := b.verify && b.elems.checksum() != b.sum
+		b.verify = false
 		for j := range b.probe {
-			if b.elems.bits(probeAt(j, b.elems.n)) != b.probe[j] {
-				return p.changed(pv, "was written")
-			}
+			written = written || b.elems.bits(probeAt(j, b.elems.n)) != b.probe[j]
+		}
+		if written {
+			return p.changed(pv, "was written")
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/optim"
@@ -50,11 +51,5 @@ func hostSlice(op backend.Operand, n int) (any, bool) {
 	if !ok {
 		return nil, false
 	}
-	switch d := h.Host().(type) {
-	case []float32:
-		return d[op.Off : op.Off+n], true
-	case []float64:
-		return d[op.Off : op.Off+n], true
-	}
-	return nil, false
+	return reflect.ValueOf(h.Host()).Slice(op.Off, op.Off+n).Interface(), true // a []float32 or []float64
 }
