@@ -196,7 +196,8 @@ type solverParam struct {
 }
 
 // Solver is what PutSolver and LoadSolver need of an optimizer over named
-// parameters: *optim.Solver, *param.Solver and *program.Solver implement it.
+// parameters: *optim.Solver (what param.NewSolver and program.NewSolver
+// return) implements it.
 type Solver interface {
 	Params() []optim.ParamInfo
 	State() []optim.State
