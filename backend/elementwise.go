@@ -336,60 +336,37 @@ func (k Zip) Device(p Planner) {
 	elementwise(p, "on_zip", k.N, int(k.Op), k.N, k.AScalar, k.BScalar, k.A, k.B, k.Dst)
 }
 
-// binaryFunc returns the loop of a binary function: dst[i] = a[i] op b[i],
-// where a or b of length 1 is broadcast.
-func binaryFunc[T Float](op BinaryOp) func(dst, a, b []T) {
-	fn := in[func(x, y T) T](binaries[op])
-	return func(dst, a, b []T) {
-		switch {
-		case len(a) == 1 && len(b) == 1 && len(dst) != 1:
-			v := fn(a[0], b[0])
-			for i := range dst {
-				dst[i] = v
-			}
-		case len(a) == 1 && len(dst) != 1:
-			x := a[0]
-			b = b[:len(dst)]
-			for i, y := range b {
-				dst[i] = fn(x, y)
-			}
-		case len(b) == 1 && len(dst) != 1:
-			y := b[0]
-			a = a[:len(dst)]
-			for i, x := range a {
-				dst[i] = fn(x, y)
-			}
-		default:
-			a, b = a[:len(dst)], b[:len(dst)]
-			for i, x := range a {
-				dst[i] = fn(x, b[i])
-			}
-		}
-	}
-}
-
 func zipHost[T Float](p *Pool, k Zip) Func {
-	fn := binaryFunc[T](k.Op)
+	fn := in[func(x, y T) T](binaries[k.Op])
 	// Hot same-shape loops without the closure call per element.
 	fast := fastZip[T](k.Op)
 	av, bv, dst := hostData[T](k.A), hostData[T](k.B), hostData[T](k.Dst)[:k.N]
 	s := p.split(k.N, binaries[k.Op].cost, func(lo, hi int) {
-		a, bb := av, bv
-		if k.AScalar {
-			a = a[:1]
-		} else {
-			a = a[lo:hi]
+		d := dst[lo:hi]
+		switch {
+		case k.AScalar && k.BScalar:
+			v := fn(av[0], bv[0])
+			for i := range d {
+				d[i] = v
+			}
+		case k.AScalar:
+			x := av[0]
+			for i, y := range bv[lo:hi] {
+				d[i] = fn(x, y)
+			}
+		case k.BScalar:
+			y := bv[0]
+			for i, x := range av[lo:hi] {
+				d[i] = fn(x, y)
+			}
+		case fast != nil:
+			fast(d, av[lo:hi], bv[lo:hi])
+		default:
+			b := bv[lo:hi]
+			for i, x := range av[lo:hi] {
+				d[i] = fn(x, b[i])
+			}
 		}
-		if k.BScalar {
-			bb = bb[:1]
-		} else {
-			bb = bb[lo:hi]
-		}
-		if fast != nil && !k.AScalar && !k.BScalar {
-			fast(dst[lo:hi], a, bb)
-			return
-		}
-		fn(dst[lo:hi], a, bb)
 	})
 	return s.loop()
 }

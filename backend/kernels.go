@@ -713,6 +713,9 @@ func copyHost[T Float](p *Pool, k Copy) Func {
 			return func() error { return nil } // nothing to copy
 		}
 	}
+	if len(shape) == 0 { // one element: an axis of one
+		shape, ss, ds = []int{1}, []int{1}, []int{1}
+	}
 	// Negative strides reach below the operand's offset: index from the
 	// lowest element each view reaches (Check keeps it in the buffer).
 	var s0, d0 int
@@ -723,16 +726,6 @@ func copyHost[T Float](p *Pool, k Copy) Func {
 	src := hostData[T](At(k.Src.Buf, k.Src.Off-s0))
 	dst := hostData[T](At(k.Dst.Buf, k.Dst.Off-d0))
 	d := len(shape)
-	if d == 0 {
-		return func() error {
-			if k.Add {
-				dst[0] += src[0]
-			} else {
-				dst[0] = src[0]
-			}
-			return nil
-		}
-	}
 	inner := shape[d-1]
 	outer := 1
 	for _, n := range shape[:d-1] {
