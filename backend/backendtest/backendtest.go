@@ -91,27 +91,21 @@ func run(b backend.Backend, c Case) (out [][]float64, err error) {
 		}
 	}()
 	for i, v := range c.Bufs {
-		switch v := v.(type) {
-		case []int32:
-			if bufs[i], err = b.Alloc(backend.Int32, len(v)); err != nil {
-				return nil, err
-			}
-			err = b.CopyIn(bufs[i], 0, v)
-		case []float64:
-			dt := c.Float
+		dt, n := backend.Int32, 0
+		if f, ok := v.([]float64); ok {
+			dt, n = c.Float, len(f)
 			if slices.Contains(c.F64, i) {
 				dt = backend.Float64
+			} else if dt == backend.Float32 {
+				v = convert[float32](f)
 			}
-			if bufs[i], err = b.Alloc(dt, len(v)); err != nil {
-				return nil, err
-			}
-			if dt == backend.Float32 {
-				err = b.CopyIn(bufs[i], 0, convert[float32](v))
-			} else {
-				err = b.CopyIn(bufs[i], 0, v)
-			}
+		} else {
+			n = len(v.([]int32))
 		}
-		if err != nil {
+		if bufs[i], err = b.Alloc(dt, n); err != nil {
+			return nil, err
+		}
+		if err = b.CopyIn(bufs[i], 0, v); err != nil {
 			return nil, err
 		}
 	}
