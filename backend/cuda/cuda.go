@@ -596,19 +596,17 @@ func (b *Backend) Close() error {
 			errs = append(errs, b.a.result("freeing scratch memory", C.on_free(b.a.t, b.ctx, p)))
 		}
 	}
-	errs = append(errs, b.hostFree(&b.faultHost), b.hostFree(&b.out))
-	for i := range b.stage {
-		errs = append(errs, b.hostFree(&b.stage[i].mem))
-	}
 	for _, p := range b.cmem {
 		C.free(p)
 	}
+	errs = append(errs, b.hostFree(&b.faultHost), b.hostFree(&b.out))
 	var events []C.CUevent
+	for i := range b.stage {
+		errs = append(errs, b.hostFree(&b.stage[i].mem))
+		events = append(events, b.stage[i].done)
+	}
 	for _, t := range b.timed {
 		events = append(events, t.start, t.end)
-	}
-	for _, s := range b.stage {
-		events = append(events, s.done)
 	}
 	for _, e := range events {
 		if e != nil {
