@@ -192,11 +192,7 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 
 // order returns the nodes the targets depend on, children before parents.
 func (c *compiler) order(targets []*G.Node) ([]*G.Node, error) {
-	const (
-		unseen = iota
-		active
-		done
-	)
+	const active, done = 1, 2 // a node's state; 0 is unseen
 	state := map[*G.Node]int{}
 	var out []*G.Node
 	var visit func(n *G.Node) error
@@ -451,7 +447,13 @@ func (c *compiler) plan(p *Program) error {
 		}
 	}
 	for _, k := range c.kernels {
-		k = rebind(k)
+		// The kernel on the physical buffers of its virtual ones.
+		k = backend.MapOperands(k, func(op backend.Operand) backend.Operand {
+			if vb, ok := op.Buf.(*vbuf); ok {
+				return backend.Operand{Buf: vb.phys, Off: vb.physOff + op.Off}
+			}
+			return op
+		})
 		f, err := be.Prepare(k)
 		if err != nil {
 			return fmt.Errorf("program: preparing %s: %w", backend.Name(k), err)
@@ -474,31 +476,16 @@ func fit(n, m int) int {
 	return 1<<40 + m - n
 }
 
-var operandType = reflect.TypeOf(backend.Operand{})
-
 // describe names a kernel and its sizes (every field but the operands),
 // for profiles.
 func describe(k backend.Kernel) string {
 	v := reflect.ValueOf(k)
 	var b strings.Builder
 	b.WriteString(backend.Name(k))
-	for i := 0; i < v.NumField(); i++ {
-		f := v.Field(i)
-		if f.Type() == operandType {
-			continue
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Type() != reflect.TypeFor[backend.Operand]() {
+			fmt.Fprintf(&b, " %s=%v", v.Type().Field(i).Name, f.Interface())
 		}
-		fmt.Fprintf(&b, " %s=%v", v.Type().Field(i).Name, f.Interface())
 	}
 	return b.String()
-}
-
-// rebind returns a copy of k whose operands point at the physical buffers
-// of their virtual ones.
-func rebind(k backend.Kernel) backend.Kernel {
-	return backend.MapOperands(k, func(op backend.Operand) backend.Operand {
-		if vb, ok := op.Buf.(*vbuf); ok {
-			return backend.Operand{Buf: vb.phys, Off: vb.physOff + op.Off}
-		}
-		return op
-	})
 }

@@ -32,10 +32,7 @@ func opName(op G.Op) string {
 func field(op G.Op, name string) reflect.Value {
 	v := reflect.ValueOf(op)
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-		if v.IsNil() {
-			return reflect.Value{}
-		}
-		v = v.Elem()
+		v = v.Elem() // the zero Value, of no kind, if nil
 	}
 	if v.Kind() != reflect.Struct {
 		return reflect.Value{}

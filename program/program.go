@@ -23,11 +23,13 @@
 package program
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	G "gorgonia.org/gorgonia"
@@ -161,11 +163,8 @@ func (p *Program) Profile() ([]KernelTime, int) {
 		res[j].Count++
 		res[j].PerRun += d / time.Duration(p.runs)
 	}
-	sort.Slice(res, func(i, j int) bool {
-		if res[i].PerRun != res[j].PerRun {
-			return res[i].PerRun > res[j].PerRun
-		}
-		return res[i].Kernel < res[j].Kernel
+	slices.SortFunc(res, func(a, b KernelTime) int { // most time first, then by name
+		return cmp.Or(cmp.Compare(b.PerRun, a.PerRun), strings.Compare(a.Kernel, b.Kernel))
 	})
 	return res, p.runs
 }
