@@ -6,13 +6,19 @@ import (
 	"github.com/orthonet/orthonet/backend"
 )
 
-// Prepare checks k and returns a Func that runs it.
+// Prepare checks k, and that every operand of k is a buffer of this
+// backend, and returns a Func that runs it.
 func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 	if err := k.Check(); err != nil {
 		return nil, err
 	}
-	if err := b.owns(k); err != nil {
-		return nil, err
+	for _, op := range backend.Operands(k) {
+		if op.Buf == nil {
+			continue
+		}
+		if _, err := own(op.Buf); err != nil {
+			return nil, fmt.Errorf("%s: %w", backend.Name(k), err)
+		}
 	}
 	h, ok := k.(backend.HostKernel)
 	if !ok {
@@ -23,17 +29,4 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 		return nil, fmt.Errorf("cpu: %s: %w", backend.Name(k), err)
 	}
 	return f, nil
-}
-
-// owns checks that every operand of k is a buffer of this backend.
-func (b *Backend) owns(k backend.Kernel) error {
-	for _, op := range backend.Operands(k) {
-		if op.Buf == nil {
-			continue
-		}
-		if _, err := own(op.Buf); err != nil {
-			return fmt.Errorf("%s: %w", backend.Name(k), err)
-		}
-	}
-	return nil
 }
