@@ -220,7 +220,7 @@ func (k Copy) checkDestination() error {
 		}
 		// A negative stride reflects its axis, which leaves which tuples
 		// collide as they were.
-		shape, strides = append(shape, n), append(strides, abs(k.DstStrides[i]))
+		shape, strides = append(shape, n), append(strides, max(k.DstStrides[i], -k.DstStrides[i]))
 	}
 	// Sorted by stride, a view whose every stride passes the reach of the
 	// smaller ones is one-to-one: every contiguous, transposed, sliced or
@@ -297,13 +297,6 @@ func next(idx, shape []int) bool {
 		idx[ax] = 0
 	}
 	return false
-}
-
-func abs(x int) int {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
 
 // Simplified returns the copy's shape and strides without its axes of

@@ -314,14 +314,6 @@ func (b *Backend) hostFree(m *hostMem) error {
 	return err
 }
 
-// startSolver makes the cuSOLVER handle, once.
-func (b *Backend) startSolver() error {
-	if b.solver != nil {
-		return nil
-	}
-	return b.a.result("starting cuSOLVER", C.on_solver(b.a.t, b.ctx, b.stream, &b.solver))
-}
-
 // Name says which device this is.
 func (b *Backend) Name() string { return b.name }
 
@@ -520,17 +512,12 @@ func (b *Backend) KernelTimes() ([]backend.KernelTime, time.Duration) {
 	return out, b.span
 }
 
-// label names a kernel in the profile: its name, with a product's sizes.
-func label(k backend.Kernel) string {
-	if g, ok := k.(backend.Gemm); ok {
-		return fmt.Sprintf("gemm %dx%dx%d batch %d", g.M, g.N, g.K, g.Batches())
-	}
-	return backend.Name(k)
-}
-
 // timedFunc wraps f in the events of a new timed kernel.
 func (b *Backend) timedFunc(k backend.Kernel, f backend.Func) (backend.Func, error) {
-	t := timed{label: label(k)}
+	t := timed{label: backend.Name(k)}
+	if g, ok := k.(backend.Gemm); ok { // a product's profile line has its sizes
+		t.label = fmt.Sprintf("gemm %dx%dx%d batch %d", g.M, g.N, g.K, g.Batches())
+	}
 	if err := b.a.result("creating an event", C.on_timing_event(b.a.t, b.ctx, &t.start)); err != nil {
 		return nil, err
 	}
@@ -689,8 +676,10 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 				return b.a.result(what, C.on_launch(b.a.t, b.ctx, b.stream, f, grid, cudak.Threads, args, nbytes))
 			}
 		case cudak.Potrf:
-			if err := b.startSolver(); err != nil {
-				return nil, err
+			if b.solver == nil {
+				if err := b.a.result("starting cuSOLVER", C.on_solver(b.a.t, b.ctx, b.stream, &b.solver)); err != nil {
+					return nil, err
+				}
 			}
 			f64, n := cbool(s.F64), C.int(s.N)
 			var lwork C.int

@@ -35,10 +35,6 @@ import (
 	"github.com/orthonet/orthonet/internal/cudak/standin"
 )
 
-// standIn reports whether the host model stands in for the NVIDIA
-// libraries.
-func standIn() bool { return os.Getenv(StandInEnv) == "1" }
-
 // library is an opened shared library (or one of the host model's).
 type library struct {
 	path  string         // as opened: a soname or a path
@@ -106,7 +102,7 @@ func (model) folder(l *library) string {
 // systemOpener returns the host model where StandInEnv asks for it, else
 // the dynamic loader.
 func systemOpener() opener {
-	if standIn() {
+	if os.Getenv(StandInEnv) == "1" {
 		return model{}
 	}
 	return dl{}
