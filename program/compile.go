@@ -251,8 +251,7 @@ func (c *compiler) newVal(n *G.Node, persistent bool) (*val, error) {
 	if !ok {
 		return nil, fmt.Errorf("program: node %q holds %v: only float32 and float64 are supported", n.Name(), n.Dtype())
 	}
-	shape := n.Shape() // a copy
-	v := &val{shape: shape, size: shape.TotalSize()}
+	v := &val{shape: n.Shape(), size: n.DataSize()} // Shape is a copy
 	v.vb = c.newBuf(dt, v.size, persistent, n.Name())
 	c.vals[n] = v
 	return v, nil
@@ -260,8 +259,7 @@ func (c *compiler) newVal(n *G.Node, persistent bool) (*val, error) {
 
 // view makes n's value a window of base's buffer at element offset off.
 func (c *compiler) view(n *G.Node, base *val, off int) {
-	shape := n.Shape() // a copy
-	c.vals[n] = &val{shape: shape, size: shape.TotalSize(), vb: base.vb, off: base.off + off}
+	c.vals[n] = &val{shape: n.Shape(), size: n.DataSize(), vb: base.vb, off: base.off + off}
 }
 
 var dtypes = map[tensor.Dtype]backend.DType{tensor.Float32: backend.Float32, tensor.Float64: backend.Float64}
@@ -437,11 +435,10 @@ func (c *compiler) plan(p *Program) error {
 		p.owned = append(p.owned, b)
 		for _, vb := range s.tenants {
 			vb.phys = b
-		}
-	}
-	for _, vb := range c.vbufs {
-		if vb.init != nil && vb.phys != nil {
-			if err := be.CopyIn(vb.phys, vb.physOff, vb.init); err != nil {
+			if vb.init == nil {
+				continue
+			}
+			if err := be.CopyIn(b, vb.physOff, vb.init); err != nil {
 				return fmt.Errorf("program: copying %q in: %w", vb.name, err)
 			}
 		}

@@ -87,7 +87,7 @@ func (c *compiler) lower(n *G.Node, in []*val) error {
 	case "sizeOp":
 		return c.size(n, in)
 	case "reshapeOp":
-		if in[0].size != n.Shape().TotalSize() {
+		if in[0].size != n.DataSize() {
 			return fmt.Errorf("reshape of %d values to %v", in[0].size, n.Shape())
 		}
 		c.view(n, in[0], 0)
@@ -274,11 +274,10 @@ func (c *compiler) linAlg(n *G.Node, in []*val, out *val) error {
 // thinProduct reports whether g is the matrix product A^T B, and returns
 // A's and B's values.
 func (c *compiler) thinProduct(g *G.Node) (a, b *val, ok bool) {
-	op := g.Op()
-	if op == nil || opName(op) != "linAlgBinOp" {
+	if op := g.Op(); op == nil || opName(op) != "linAlgBinOp" {
 		return nil, nil, false
 	}
-	if kind, tA, tB, err := linAlgOf(op); err != nil || kind != matMul || !tA || tB {
+	if kind, tA, tB, err := linAlgOf(g.Op()); err != nil || kind != matMul || !tA || tB {
 		return nil, nil, false
 	}
 	ch := c.children(g)
@@ -391,13 +390,10 @@ func (c *compiler) repeat(n *G.Node, in []*val, out *val) error {
 		return fmt.Errorf("repeat of shape %v into %v", x.shape, os)
 	}
 	rep := os[along] / xs[along]
-	if rep*xs[along] != os[along] {
+	want := slices.Clone(xs) // the argument's shape, rep times as long along the axis
+	want[along] *= rep
+	if !slices.Equal(want, os) {
 		return fmt.Errorf("repeat of shape %v into %v along %d", x.shape, os, along)
-	}
-	for i := range os {
-		if i != along && os[i] != xs[i] {
-			return fmt.Errorf("repeat of shape %v into %v along %d", x.shape, os, along)
-		}
 	}
 	// Split the repeated axis into (xs[along], rep): the copy reads the
 	// same element rep times (source stride 0).
@@ -434,8 +430,7 @@ type window struct {
 	shape   tensor.Shape
 	strides []int
 	off     int
-	// contiguous: a slice of leading rows (every axis before the sliced
-	// one of length 1, step 1).
+	// contiguous: leading rows (the axes before the sliced one of length 1), step 1
 	contiguous bool
 }
 
@@ -477,7 +472,7 @@ func (c *compiler) slice(n *G.Node, in []*val) error {
 	if err != nil {
 		return err
 	}
-	if w.shape.TotalSize() != n.Shape().TotalSize() {
+	if w.shape.TotalSize() != n.DataSize() {
 		return fmt.Errorf("slice of %v gives %v, the node %v", x.shape, w.shape, n.Shape())
 	}
 	if w.contiguous {
