@@ -338,8 +338,6 @@ func (k Zip) Device(p Planner) {
 
 func zipHost[T Float](p *Pool, k Zip) Func {
 	fn := in[func(x, y T) T](binaries[k.Op])
-	// Hot same-shape loops without the closure call per element.
-	fast := fastZip[T](k.Op)
 	av, bv, dst := hostData[T](k.A), hostData[T](k.B), hostData[T](k.Dst)[:k.N]
 	s := p.split(k.N, binaries[k.Op].cost, func(lo, hi int) {
 		d := dst[lo:hi]
@@ -349,59 +347,44 @@ func zipHost[T Float](p *Pool, k Zip) Func {
 			for i := range d {
 				d[i] = v
 			}
+			return
 		case k.AScalar:
 			x := av[0]
 			for i, y := range bv[lo:hi] {
 				d[i] = fn(x, y)
 			}
+			return
 		case k.BScalar:
 			y := bv[0]
 			for i, x := range av[lo:hi] {
 				d[i] = fn(x, y)
 			}
-		case fast != nil:
-			fast(d, av[lo:hi], bv[lo:hi])
+			return
+		}
+		// The common arithmetic inline, without a call per element.
+		a, b := av[lo:hi][:len(d)], bv[lo:hi][:len(d)]
+		switch k.Op {
+		case Add:
+			for i := range d {
+				d[i] = a[i] + b[i]
+			}
+		case Sub:
+			for i := range d {
+				d[i] = a[i] - b[i]
+			}
+		case Mul:
+			for i := range d {
+				d[i] = a[i] * b[i]
+			}
+		case Div:
+			for i := range d {
+				d[i] = a[i] / b[i]
+			}
 		default:
-			b := bv[lo:hi]
-			for i, x := range av[lo:hi] {
+			for i, x := range a {
 				d[i] = fn(x, b[i])
 			}
 		}
 	})
 	return s.loop()
-}
-
-// fastZip returns inlined loops of the common arithmetic on equal lengths.
-func fastZip[T Float](op BinaryOp) func(dst, a, b []T) {
-	switch op {
-	case Add:
-		return func(dst, a, b []T) {
-			a, b = a[:len(dst)], b[:len(dst)]
-			for i := range dst {
-				dst[i] = a[i] + b[i]
-			}
-		}
-	case Sub:
-		return func(dst, a, b []T) {
-			a, b = a[:len(dst)], b[:len(dst)]
-			for i := range dst {
-				dst[i] = a[i] - b[i]
-			}
-		}
-	case Mul:
-		return func(dst, a, b []T) {
-			a, b = a[:len(dst)], b[:len(dst)]
-			for i := range dst {
-				dst[i] = a[i] * b[i]
-			}
-		}
-	case Div:
-		return func(dst, a, b []T) {
-			a, b = a[:len(dst)], b[:len(dst)]
-			for i := range dst {
-				dst[i] = a[i] / b[i]
-			}
-		}
-	}
-	return nil
 }
