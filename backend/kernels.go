@@ -63,22 +63,18 @@ func (k Gemm) Check() error {
 	dt := DTypeOf(k.C)
 	b := k.Batches()
 	for _, m := range []struct {
-		name         string
-		op           Operand
-		rows, cols   int
-		ld, stride   int
-		writtenByOut bool
-	}{{"A", k.A, ra, ca, k.LDA, k.StrideA, false}, {"B", k.B, rb, cb, k.LDB, k.StrideB, false}, {"C", k.C, k.M, k.N, k.LDC, k.StrideC, true}} {
-		if m.rows == 0 || m.cols == 0 {
-			if err := CheckOperand("gemm "+m.name, m.op, dt, 0); err != nil {
-				return err
+		name       string
+		op         Operand
+		rows, cols int
+		ld, stride int
+	}{{"A", k.A, ra, ca, k.LDA, k.StrideA}, {"B", k.B, rb, cb, k.LDB, k.StrideB}, {"C", k.C, k.M, k.N, k.LDC, k.StrideC}} {
+		span := 0 // an empty matrix needs only a buffer
+		if m.rows > 0 && m.cols > 0 {
+			if m.ld < m.cols {
+				return fmt.Errorf("backend: gemm: leading dimension of %s is %d, less than its %d columns", m.name, m.ld, m.cols)
 			}
-			continue
+			span = (b-1)*m.stride + (m.rows-1)*m.ld + m.cols
 		}
-		if m.ld < m.cols {
-			return fmt.Errorf("backend: gemm: leading dimension of %s is %d, less than its %d columns", m.name, m.ld, m.cols)
-		}
-		span := (b-1)*m.stride + (m.rows-1)*m.ld + m.cols
 		if err := CheckOperand("gemm "+m.name, m.op, dt, span); err != nil {
 			return err
 		}

@@ -12,7 +12,6 @@ import (
 type Pool struct {
 	threads, grain int
 	work           chan task
-	closeOnce      sync.Once
 	closed         atomic.Bool // after Close, loops run on the calling goroutine alone
 }
 
@@ -41,12 +40,9 @@ func (p *Pool) Threads() int { return p.threads }
 
 // Close stops the pool's goroutines; loops run on the caller afterwards.
 func (p *Pool) Close() {
-	p.closeOnce.Do(func() {
-		p.closed.Store(true)
-		if p.work != nil {
-			close(p.work)
-		}
-	})
+	if !p.closed.Swap(true) && p.work != nil {
+		close(p.work)
+	}
 }
 
 // task is a chunk [lo, hi) of a parallel loop.
