@@ -493,20 +493,19 @@ func (b *Backend) KernelTimes() ([]backend.KernelTime, time.Duration) {
 	if err := b.Sync(); err != nil {
 		return nil, 0
 	}
-	by := map[string]*backend.KernelTime{}
+	at := map[string]int{} // a label's index in out (a pointer would go stale as out grows)
 	var out []backend.KernelTime
 	for _, t := range b.timed {
 		if t.count == 0 {
 			continue
 		}
-		k := by[t.label]
-		if k == nil {
+		i, ok := at[t.label]
+		if !ok {
+			i, at[t.label] = len(out), len(out)
 			out = append(out, backend.KernelTime{Kernel: t.label})
-			k = &out[len(out)-1]
-			by[t.label] = k
 		}
-		k.Count += t.count
-		k.Total += t.total
+		out[i].Count += t.count
+		out[i].Total += t.total
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Total > out[j].Total })
 	return out, b.span
