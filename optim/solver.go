@@ -199,18 +199,24 @@ func (g *Group) lr(t int) float64 {
 // it also requires every constrained weight to lie on its manifold.
 func (s *Solver) build(check bool) ([]Stepper, error) {
 	slots := make([]Stepper, len(s.params))
-	for i := range s.params {
-		var err error
-		switch v := s.params[i].Value.(type) {
-		case []float32:
-			slots[i], err = newSlot(s.params[i], i, &s.groups[s.member[i]], v, check)
-		case []float64:
-			slots[i], err = newSlot(s.params[i], i, &s.groups[s.member[i]], v, check)
-		default:
-			slots[i], err = s.deviceSlot(s.params[i], i, &s.groups[s.member[i]])
+	for i, p := range s.params {
+		g := &s.groups[s.member[i]]
+		b := Binding{Index: i, WeightDecay: g.WeightDecay}
+		r, err := ruleOf(p, g)
+		if err == nil {
+			switch v := p.Value.(type) {
+			case []float32:
+				slots[i], err = newSlot(p, r, b, v, check)
+			case []float64:
+				slots[i], err = newSlot(p, r, b, v, check)
+			default: // in the device's memory, where its stepper reads the gradient
+				if slots[i], err = s.options.Device.Stepper(r, p, b); err != nil {
+					err = fmt.Errorf("optim: %s: %w", p.describe(), err)
+				}
+			}
 		}
 		if err != nil {
-			closeSlots(slots)
+			closeSlots(slots[:i])
 			return nil, err
 		}
 	}
@@ -220,20 +226,6 @@ func (s *Solver) build(check bool) ([]Stepper, error) {
 		}
 	}
 	return slots, nil
-}
-
-// deviceSlot returns the stepper of a parameter in the device's memory,
-// which reads the gradient there.
-func (s *Solver) deviceSlot(p Param, index int, g *Group) (Stepper, error) {
-	r, err := ruleOf(p, g)
-	if err != nil {
-		return nil, err
-	}
-	st, err := s.options.Device.Stepper(r, p, Binding{Index: index, WeightDecay: g.WeightDecay})
-	if err != nil {
-		return nil, fmt.Errorf("optim: %s: %w", p.describe(), err)
-	}
-	return st, nil
 }
 
 // closeSlots frees what the steppers of slots hold on a device.
@@ -274,11 +266,9 @@ func ruleOf(p Param, g *Group) (Rule, error) {
 	return r, nil
 }
 
-func newSlot[T Float](p Param, index int, g *Group, v []T, check bool) (Stepper, error) {
-	r, err := ruleOf(p, g)
-	if err != nil {
-		return nil, err
-	}
+// newSlot returns the stepper of a host parameter by its rule r; with
+// check it requires a constrained weight to lie on its manifold.
+func newSlot[T Float](p Param, r Rule, b Binding, v []T, check bool) (_ Stepper, err error) {
 	sl := &typedSlot[T]{x: v}
 	view := p
 	if p.Constrained() {
@@ -299,7 +289,7 @@ func newSlot[T Float](p Param, index int, g *Group, v []T, check bool) (Stepper,
 			return nil, fmt.Errorf("optim: %s: marked as constrained but ||%s - I||_F = %.3g: put it on its manifold first (optim.Param.Orthonormalize, or param.Param.Orthonormalize for a Gorgonia node)", p.describe(), what, f)
 		}
 	}
-	if sl.Stepper, err = r.Stepper(view, Binding{Index: index, WeightDecay: g.WeightDecay}); err != nil {
+	if sl.Stepper, err = r.Stepper(view, b); err != nil {
 		return nil, fmt.Errorf("optim: %s: %w", p.describe(), err)
 	}
 	if p.GradA != nil {
@@ -327,7 +317,7 @@ type typedSlot[T Float] struct {
 	fLast       Factored[T]
 }
 
-// prepare prepares the step; a wide weight's stepper sees W^T and G^T,
+// Prepare prepares the step; a wide weight's stepper sees W^T and G^T,
 // copied in first, and a factored gradient A^T B of W is B^T A for W^T:
 // its factors swap, with no copy.
 func (t *typedSlot[T]) Prepare(grad any, lr float64) error {
