@@ -72,17 +72,24 @@ type RuleSettings struct {
 // ParseRule returns the rule of Rules whose String is name, with the
 // settings s that it takes.
 func ParseRule(name string, s RuleSettings) (Rule, error) {
-	var names []string
-	for _, r := range Rules {
-		if r.String() == name {
-			if c, ok := r.(interface{ with(RuleSettings) Rule }); ok {
-				r = c.with(s)
-			}
-			return r, nil
-		}
-		names = append(names, r.String())
+	r, err := parse("rule", name, Rules)
+	if c, ok := r.(interface{ with(RuleSettings) Rule }); ok {
+		r = c.with(s)
 	}
-	return nil, fmt.Errorf("optim: unknown rule %q, want one of %s", name, strings.Join(names, ", "))
+	return r, err
+}
+
+// parse returns the one of items whose String is name.
+func parse[E fmt.Stringer](what, name string, items []E) (E, error) {
+	var names []string
+	for _, it := range items {
+		if it.String() == name {
+			return it, nil
+		}
+		names = append(names, it.String())
+	}
+	var none E
+	return none, fmt.Errorf("optim: unknown %s %q, want one of %s", what, name, strings.Join(names, ", "))
 }
 
 // RuleNames returns the names of Rules that step constrained weights

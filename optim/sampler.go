@@ -3,7 +3,6 @@ package optim
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 
 	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/manifold"
@@ -75,16 +74,7 @@ var (
 var Samplers = []Sampler{Permutation, Orthogonal, Blocks}
 
 // ParseSampler returns the sampler of Samplers whose String is name.
-func ParseSampler(name string) (Sampler, error) {
-	var names []string
-	for _, s := range Samplers {
-		if s.String() == name {
-			return s, nil
-		}
-		names = append(names, s.String())
-	}
-	return nil, fmt.Errorf("optim: unknown sampler %q, want one of %s", name, strings.Join(names, ", "))
-}
+func ParseSampler(name string) (Sampler, error) { return parse("sampler", name, Samplers) }
 
 type permutation struct{}
 
