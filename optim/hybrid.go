@@ -37,7 +37,6 @@ type Hybrid[T Float] struct {
 	cfg    HybridConfig
 	opt    Optimizer[T]
 	choice string
-	r      int
 }
 
 // NewHybrid returns a Hybrid for weights on m.
@@ -92,7 +91,10 @@ func (h *Hybrid[T]) Step(x, grad []T) error {
 func (h *Hybrid[T]) choose(x, grad []T) error {
 	n, _ := h.m.Dims()
 	scratch := make([]T, len(x))
-	timeSteps := func(o Optimizer[T]) (float64, error) {
+	timeSteps := func(o Optimizer[T], err error) (float64, error) {
+		if err != nil {
+			return 0, err
+		}
 		copy(scratch, x)
 		if err := o.Step(scratch, grad); err != nil { // warm-up: workspaces
 			return 0, err
@@ -106,43 +108,34 @@ func (h *Hybrid[T]) choose(x, grad []T) error {
 		}
 		return time.Since(start).Seconds() / float64(h.cfg.Probes), nil
 	}
-	rgd, err := NewRGD(h.m, h.cfg.RGD)
+	t, err := timeSteps(NewRGD(h.m, h.cfg.RGD))
 	if err != nil {
 		return err
 	}
-	t, err := timeSteps(rgd)
-	if err != nil {
-		return err
-	}
-	best, bestScore := Optimizer[T](rgd), 1/t
-	h.choice, h.r = "rgd", 0
-	r0 := h.cfg.RSDM.SubmanifoldSize
+	var best RSDMConfig // the chosen RSDM's settings; zero for RGD
+	bestScore, r0 := 1/t, h.cfg.RSDM.SubmanifoldSize
+	h.choice = "rgd"
 	for _, r := range h.cfg.Sizes {
 		c := h.cfg.RSDM
 		c.SubmanifoldSize = r
 		if r > r0 {
 			c.LR *= float64(r0*(r0-1)) / float64(r*(r-1))
 		}
-		o, err := NewRSDM(h.m, c)
-		if err != nil {
-			return err
-		}
-		t, err := timeSteps(o)
+		t, err := timeSteps(NewRSDM(h.m, c))
 		if err != nil {
 			return err
 		}
 		frac := float64(r*(r-1)) / float64(n*(n-1)) * c.LR / h.cfg.RGD.LR
 		if score := frac / t; score > bestScore {
-			// A fresh optimizer, so that the probes leave no trace.
-			if best, err = NewRSDM(h.m, c); err != nil {
-				return err
-			}
-			bestScore, h.choice, h.r = score, fmt.Sprintf("rsdm-p r=%d", r), r
+			best, bestScore, h.choice = c, score, fmt.Sprintf("rsdm-p r=%d", r)
 		}
 	}
-	if h.choice == "rgd" {
-		best, _ = NewRGD(h.m, h.cfg.RGD)
+	// A fresh optimizer, so that the probes leave no trace: one of these
+	// settings built before, which cannot fail now.
+	if best.SubmanifoldSize == 0 {
+		h.opt, _ = NewRGD(h.m, h.cfg.RGD)
+	} else {
+		h.opt, _ = NewRSDM(h.m, best)
 	}
-	h.opt = best
 	return nil
 }

@@ -22,10 +22,7 @@ type Manifold interface {
 	Float64(n, p int) (manifold.Manifold[float64], error)
 }
 
-var (
-	_ Manifold = Stiefel{}
-	_ Manifold = Grassmann{}
-)
+var _ Manifold = Stiefel{} // and Grassmann, by ManifoldOf's type assertion
 
 // Stiefel is the Stiefel manifold St(n,p) of n x p weights with orthonormal
 // columns (W^T W = I), or, for a weight with fewer rows than columns,
