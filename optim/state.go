@@ -80,9 +80,8 @@ func (o *RSDM[T]) State() State {
 	s.Counters["steps"] = int64(o.steps)
 	b, _ := o.src.MarshalBinary() // cannot fail
 	s.Random["sampler"] = b
-	inLoop := o.phase() != 0 // an inner loop (Algorithm 3) is under way
 	o.draws.Save(s)
-	if inLoop {
+	if o.phase() != 0 { // an inner loop (Algorithm 3) is under way
 		if o.cfg.Sampling.Rows() {
 			s.Buffers["rows"] = ints64(o.sub.Rows)
 		} else {
@@ -129,14 +128,12 @@ func (o *RSDM[T]) SetState(s State) error {
 		return err
 	}
 	restoreSub := func() {}
+	px0 := make([]T, len(o.px0))
+	y, yprev := make([]float64, len(o.y)), make([]float64, len(o.yprev))
 	if inLoop {
 		if restoreSub, err = o.loadDraw(s); err != nil {
 			return err
 		}
-	}
-	px0 := make([]T, len(o.px0))
-	y, yprev := make([]float64, len(o.y)), make([]float64, len(o.yprev))
-	if inLoop {
 		if _, err := buffer(s, "px0", px0, false); err != nil {
 			return err
 		}

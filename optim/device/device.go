@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/manifold"
@@ -66,26 +67,23 @@ func errNotOnDevice(what, instead string) error {
 }
 
 // Stepper returns the stepper of p by r on the device.
-func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (optim.Stepper, error) {
+func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st optim.Stepper, err error) {
 	if _, err := d.Check(p); err != nil {
 		return nil, err
 	}
-	w := &work{be: d.be, p: p, value: p.Value.(backend.Operand), grad: p.Grad.(backend.Operand)}
+	w := &work{be: d.be, p: p, rule: r, b: b, shape: p.Shape, value: p.Value.(backend.Operand), grad: p.Grad.(backend.Operand)}
 	w.dt = backend.DTypeOf(w.value)
-	st, err := d.stepper(w, r, b)
-	if err != nil {
-		return nil, errors.Join(err, w.Close())
-	}
-	return st, nil
-}
-
-func (d *Steppers) stepper(w *work, r optim.Rule, b optim.Binding) (optim.Stepper, error) {
+	defer func() {
+		if err != nil {
+			st, err = nil, errors.Join(err, w.Close())
+		}
+	}()
 	hyper, err := w.alloc(backend.Float64, 4)
 	if err != nil {
 		return nil, err
 	}
-	w.hyper, w.rule, w.b, w.shape = hyper[0], r, b, w.p.Shape
-	if w.p.Manifold == nil {
+	w.hyper = hyper[0]
+	if p.Manifold == nil {
 		switch c := r.(type) {
 		case optim.SGDConfig:
 			return newSGD(w, c.Momentum, b.WeightDecay)
@@ -99,11 +97,11 @@ func (d *Steppers) stepper(w *work, r optim.Rule, b optim.Binding) (optim.Steppe
 		}
 		return nil, errNotOnDevice(fmt.Sprintf("the %v rule", r), "sgd, adam and adamw")
 	}
-	if st, ok := w.p.Manifold.(optim.Stiefel); !ok || st.Retraction != manifold.QR {
-		return nil, errNotOnDevice(fmt.Sprintf("a weight on the %v manifold", w.p.Manifold), "the Stiefel manifold with the QR retraction")
+	if m, ok := p.Manifold.(optim.Stiefel); !ok || m.Retraction != manifold.QR {
+		return nil, errNotOnDevice(fmt.Sprintf("a weight on the %v manifold", p.Manifold), "the Stiefel manifold with the QR retraction")
 	}
-	var f frame
-	if f, err = newFrame(w); err != nil {
+	f, err := newFrame(w)
+	if err != nil {
 		return nil, err
 	}
 	w.shape = []int{f.n, f.p}
@@ -215,25 +213,25 @@ type buffered struct {
 }
 
 // newBuffered checks w's rule against the host's stepper and allocates
-// the state's buffers, one of the parameter's size per name.
-func newBuffered(w *work, kind string, names ...string) (*buffered, error) {
+// the state's buffers, of the parameter's size: Adam's moments, or the
+// momentum of SGD and RGD when they have one.
+func newBuffered(w *work, kind string, momentum float64) (*buffered, error) {
 	if _, err := w.hostStepper(); err != nil {
 		return nil, err
 	}
-	sizes := make([]int, len(names))
-	for i := range sizes {
-		sizes[i] = size(w.shape)
+	var names []string
+	switch {
+	case kind == "adam":
+		names = []string{"m", "v"}
+	case momentum != 0:
+		names = []string{"momentum"}
 	}
-	bufs, err := w.alloc(w.dt, sizes...)
+	bufs, err := w.alloc(w.dt, slices.Repeat([]int{size(w.shape)}, len(names))...)
 	return &buffered{work: w, kind: kind, names: names, bufs: bufs}, err
 }
 
 func newSGD(w *work, momentum, decay float64) (*buffered, error) {
-	var names []string
-	if momentum != 0 {
-		names = []string{"momentum"}
-	}
-	o, err := newBuffered(w, "sgd", names...)
+	o, err := newBuffered(w, "sgd", momentum)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +249,7 @@ func newAdam(w *work, c optim.AdamConfig, decay float64) (*buffered, error) {
 		return nil, err
 	}
 	c = host.Config() // with its defaults
-	o, err := newBuffered(w, "adam", "m", "v")
+	o, err := newBuffered(w, "adam", 0)
 	if err != nil {
 		return nil, err
 	}
@@ -481,11 +479,7 @@ func (o *rsdmStep[T]) SetState(st optim.State) error { return o.host.SetState(st
 // ---- RGD ---------------------------------------------------------------------------------
 
 func newRGD(w *work, f frame, c optim.RGDConfig) (*buffered, error) {
-	var names []string
-	if c.Momentum > 0 {
-		names = []string{"momentum"}
-	}
-	o, err := newBuffered(w, "rgd", names...)
+	o, err := newBuffered(w, "rgd", c.Momentum)
 	if err != nil {
 		return nil, err
 	}
