@@ -175,20 +175,16 @@ type factored struct {
 	k    int
 }
 
-func sliceLen(a any) (int, bool) {
+// floats returns the length of a []float32 or []float64 and the bytes of
+// its elements, 4 or 8; 0 and 0 for anything else.
+func floats(a any) (n, bytes int) {
 	switch v := a.(type) {
 	case []float32:
-		return len(v), true
+		return len(v), 4
 	case []float64:
-		return len(v), true
+		return len(v), 8
 	}
-	return 0, false
-}
-
-func sameType(a, b any) bool {
-	_, a32 := a.([]float32)
-	_, b32 := b.([]float32)
-	return a32 == b32
+	return 0, 0
 }
 
 // check checks the parameter's shape, value and (when they are given now)
@@ -201,8 +197,8 @@ func (p Param) check() error {
 		}
 		size *= d
 	}
-	vn, ok := sliceLen(p.Value)
-	if !ok {
+	vn, vb := floats(p.Value)
+	if vb == 0 {
 		return fmt.Errorf("optim: parameter %q: value %T, want []float32 or []float64", p.Name, p.Value)
 	}
 	if vn != size {
@@ -213,9 +209,9 @@ func (p Param) check() error {
 		if !p.Constrained() || len(p.Shape) != 2 {
 			return fmt.Errorf("optim: parameter %q of shape %v has a factored gradient; only a constrained matrix may", p.Name, p.Shape)
 		}
-		an, aok := sliceLen(p.GradA)
-		bn, bok := sliceLen(p.GradB)
-		if !aok || !bok || !sameType(p.Value, p.GradA) || !sameType(p.GradA, p.GradB) {
+		an, ab := floats(p.GradA)
+		bn, bb := floats(p.GradB)
+		if ab != vb || bb != vb {
 			return fmt.Errorf("optim: parameter %q: value %T with gradient factors %T and %T", p.Name, p.Value, p.GradA, p.GradB)
 		}
 		if p.GradK < 1 || an != p.GradK*p.Shape[0] || bn != p.GradK*p.Shape[1] {
@@ -223,8 +219,8 @@ func (p Param) check() error {
 		}
 	case p.GradFunc != nil:
 	default:
-		gn, ok := sliceLen(p.Grad)
-		if !ok || !sameType(p.Value, p.Grad) {
+		gn, gb := floats(p.Grad)
+		if gb != vb {
 			return fmt.Errorf("optim: parameter %q: value %T but gradient %T", p.Name, p.Value, p.Grad)
 		}
 		if gn != size {
@@ -253,9 +249,9 @@ func (p *Param) gradient() (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("optim: gradient of %s: %w", p.describe(), err)
 		}
-		gn, ok := sliceLen(g)
-		vn, _ := sliceLen(p.Value)
-		if !ok || gn != vn || !sameType(g, p.Value) {
+		gn, gb := floats(g)
+		vn, vb := floats(p.Value) // a slice, as check required
+		if gn != vn || gb != vb {
 			return nil, fmt.Errorf("optim: gradient of %s is a %T of %d entries, want %d like its value %T", p.describe(), g, gn, vn, p.Value)
 		}
 		return g, nil

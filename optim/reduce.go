@@ -132,26 +132,23 @@ func (s *Solver) split(slots []Stepper) error {
 	segs := make([]segment, len(slots))
 	for i, sl := range slots {
 		var err error
-		var bytes int64
 		switch ts := sl.(type) {
 		case *typedSlot[float32]:
 			segs[i], err = ts.segment(&n32)
-			bytes = 4
 		case *typedSlot[float64]:
 			segs[i], err = ts.segment(&n64)
-			bytes = 8
 		default:
 			err = fmt.Errorf("lives on a device: %w", ErrNotDistributed)
 		}
 		if err != nil {
 			return fmt.Errorf("optim: %s: %w", s.params[i].describe(), err)
 		}
-		size, _ := sliceLen(s.params[i].Value)
-		t.FullGradient += int64(size) * bytes
+		size, bytes := floats(s.params[i].Value)
+		t.FullGradient += int64(size * bytes)
 		if s.params[i].Constrained() {
-			t.Constrained += int64(segs[i].n) * bytes
+			t.Constrained += int64(segs[i].n * bytes)
 		} else {
-			t.Plain += int64(segs[i].n) * bytes
+			t.Plain += int64(segs[i].n * bytes)
 		}
 	}
 	ranks := len(r.sums)

@@ -154,8 +154,9 @@ func NewSolver(params []Param, groups []Group, o Options) (*Solver, error) {
 // checkParam checks parameter i: a host slice, or a value of the device.
 func (s *Solver) checkParam(i int) error {
 	p := s.params[i]
-	_, s.float32[i] = p.Value.([]float32)
-	if _, s.host[i] = sliceLen(p.Value); s.host[i] || s.options.Device == nil {
+	_, bytes := floats(p.Value)
+	s.host[i], s.float32[i] = bytes > 0, bytes == 4
+	if s.host[i] || s.options.Device == nil {
 		return p.check()
 	}
 	for _, d := range p.Shape {
