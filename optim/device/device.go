@@ -117,7 +117,10 @@ func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st opt
 		case c.Retraction != manifold.QR:
 			return nil, errNotOnDevice(fmt.Sprintf("RSDM with the %v inner retraction", c.Retraction), "QR")
 		}
-		return newRSDM(w, f, c, b)
+		if w.dt == backend.Float32 {
+			return newRSDM[float32](w, f, c, b)
+		}
+		return newRSDM[float64](w, f, c, b)
 	}
 	return nil, errNotOnDevice(fmt.Sprintf("the %v rule", r), "rsdm and rgd")
 }
@@ -378,14 +381,7 @@ type rsdmStep[T optim.Float] struct {
 	reorth  backend.Func
 }
 
-func newRSDM(w *work, f frame, c optim.RSDMConfig, b optim.Binding) (optim.Stepper, error) {
-	if w.dt == backend.Float32 {
-		return newRSDMOf[float32](w, f, c, b)
-	}
-	return newRSDMOf[float64](w, f, c, b)
-}
-
-func newRSDMOf[T optim.Float](w *work, f frame, c optim.RSDMConfig, b optim.Binding) (*rsdmStep[T], error) {
+func newRSDM[T optim.Float](w *work, f frame, c optim.RSDMConfig, b optim.Binding) (*rsdmStep[T], error) {
 	m, err := manifold.NewStiefel[T](f.n, f.p)
 	if err != nil {
 		return nil, err
@@ -397,8 +393,7 @@ func newRSDMOf[T optim.Float](w *work, f frame, c optim.RSDMConfig, b optim.Bind
 	if err != nil {
 		return nil, err
 	}
-	r, n, p := c.SubmanifoldSize, f.n, f.p
-	o := &rsdmStep[T]{work: w, host: host, rowsInt: make([]int32, r)}
+	r, n, p, x := c.SubmanifoldSize, f.n, f.p, f.x
 	ops, err := w.alloc(w.dt, r*p, r*p, r*r, r*r, r*p)
 	if err != nil {
 		return nil, err
@@ -412,11 +407,10 @@ func newRSDMOf[T optim.Float](w *work, f frame, c optim.RSDMConfig, b optim.Bind
 	if err != nil {
 		return nil, err
 	}
-	o.rows = rows[0]
-	x, g := f.x, f.g
+	o := &rsdmStep[T]{work: w, host: host, rows: rows[0], rowsInt: make([]int32, r)}
 	ks := []backend.Kernel{
 		backend.GatherRows{N: r, Width: p, Rows: o.rows, Src: x, Dst: px0},
-		backend.GatherRows{N: r, Width: p, Rows: o.rows, Src: g, Dst: pg},
+		backend.GatherRows{N: r, Width: p, Rows: o.rows, Src: f.g, Dst: pg},
 		// B = P G (PX)^T; Y = qf(I - lr skew(B)), RSDM's step (Algorithm 1).
 		backend.Gemm{TransB: true, M: r, N: r, K: p, Alpha: 1, A: pg, B: px0, C: bb, LDA: p, LDB: p, LDC: r},
 		backend.SkewStep{R: r, B: bb, Y: y[0], LR: w.hyper},
