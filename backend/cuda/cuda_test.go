@@ -354,18 +354,20 @@ func TestQFFault(t *testing.T) {
 }
 
 // TestProfile checks that a profiling backend counts every run of every
-// kernel and that their device time fits in the span it reports, also when
-// a kernel runs twice between two waits (its events are recorded again).
+// kernel, summed by kind over the kernels prepared of it, and that their
+// device time fits in the span it reports, also when a kernel runs twice
+// between two waits (its events are recorded again).
 func TestProfile(t *testing.T) {
 	be := start(t, cuda.Options{Profile: true})
 	const n = 64
 	a, _ := be.Alloc(backend.Float32, n*n)
 	c, _ := be.Alloc(backend.Float32, n*n)
-	fns := make([]backend.Func, 0, 2)
-	for _, k := range []backend.Kernel{
-		backend.Gemm{M: n, N: n, K: n, Alpha: 1, A: backend.At(a, 0), B: backend.At(a, 0), C: backend.At(c, 0), LDA: n, LDB: n, LDC: n},
-		backend.Map{Op: backend.Tanh, N: n * n, Src: backend.At(c, 0), Dst: backend.At(c, 0)},
-	} {
+	// Each kind is prepared twice, interleaved, so that a kind's times are
+	// summed over several prepared kernels while the table of kinds grows.
+	gemm := backend.Gemm{M: n, N: n, K: n, Alpha: 1, A: backend.At(a, 0), B: backend.At(a, 0), C: backend.At(c, 0), LDA: n, LDB: n, LDC: n}
+	tanh := backend.Map{Op: backend.Tanh, N: n * n, Src: backend.At(c, 0), Dst: backend.At(c, 0)}
+	fns := make([]backend.Func, 0, 4)
+	for _, k := range []backend.Kernel{gemm, tanh, gemm, tanh} {
 		f, err := be.Prepare(k)
 		if err != nil {
 			t.Fatal(err)
@@ -388,8 +390,8 @@ func TestProfile(t *testing.T) {
 	var busy time.Duration
 	for _, k := range kernels {
 		t.Logf("%s: %d runs, %v", k.Kernel, k.Count, k.Total)
-		if k.Count != 15 || k.Total <= 0 {
-			t.Errorf("%s: %d runs in %v, want 15 runs taking time", k.Kernel, k.Count, k.Total)
+		if k.Count != 30 || k.Total <= 0 {
+			t.Errorf("%s: %d runs in %v, want 30 runs taking time", k.Kernel, k.Count, k.Total)
 		}
 		busy += k.Total
 	}
