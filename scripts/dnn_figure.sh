@@ -50,13 +50,15 @@
 #
 # Every run gets its folder OUT/<model>/<method>-seed<N> (grid:
 # OUT/grid/<method>-lr<LR>) holding train's run folder, train's log, command.txt
-# (the exact train command) and load.txt (uptime's 1, 5 and 15-minute load
+# (the exact train command), machine.txt (OUT/machine.txt as the run ended:
+# the machine, BLAS, Go and commit it ran on) and load.txt (uptime's 1, 5 and 15-minute load
 # averages before and after the run, the cores busy over the 5 s before it, the
 # cores other processes used on average while it ran, measured from /proc/stat
 # less the run's own CPU time, and the run's flag). The start is judged by the
 # 5 s sample rather than by the 1-minute load average, which still counts the
 # previous run for a minute after it ends, and which train's own threads lift
-# to about 4 on 2 cores while it runs alone. cmd/figure reads both files.
+# to about 4 on 2 cores while it runs alone. cmd/figure reads command.txt and
+# load.txt; the page lists the machines of the runs from their machine.txt.
 #
 # How long: planning runs on this workplace's 2-core AMD EPYC (OpenBLAS build,
 # 2026-11-25, RSDM-P, seed 1), rough, the machine being shared. FFN (-time-limit
@@ -211,6 +213,7 @@ run() {
 		tail -5 "$dir/train.log" >&2
 		return 1
 	fi
+	cp "$out/machine.txt" "$dir/machine.txt"
 	touch "$dir/done"
 	grep -E "^(time limit|test accuracy)" "$dir/train.log" | tr '\n' ' '
 	echo "(load: $(grep -E '^(before|after|flag) ' "$dir/load.txt" | tr '\n' ' '))"
@@ -254,6 +257,17 @@ vit() {
 		run "$out/vit/rsdm-seed$seed" "${vit_args[@]}" -limit-test "$n" -optim rsdm -r 300 -lr 0.5 -seed "$seed" -time-limit "$t" -eval-interval "$e" || failed=$((failed + 1))
 		run "$out/vit/rgd-seed$seed" "${vit_args[@]}" -limit-test "$n" -optim rgd -lr 0.05 -seed "$seed" -time-limit "$t" -eval-interval "$e" || failed=$((failed + 1))
 	done
+}
+
+# machines DIR: the machines DIR's finished runs were made on, one line each
+# ("COUNT key value<TAB>key value..."), from each run's machine.txt (the
+# folder's where a run has none, as runs made before it was kept do not).
+machines() {
+	local d
+	for d in "$1"/*/; do
+		[[ -f $d/done ]] || continue
+		if [[ -f $d/machine.txt ]]; then cat "$d/machine.txt"; else cat "$out/machine.txt"; fi | paste -sd '\t'
+	done | sort | uniq -c | sed -E 's/^ *([0-9]+) /\1 /'
 }
 
 # demote: a page of cmd/figure's as a section of the README (headings one level down).
@@ -304,9 +318,15 @@ page() {
 		echo
 		echo "## Machine"
 		echo
-		if [[ -f $out/machine.txt ]]; then
-			sed -E 's/^([a-z]+) /- \1: /' "$out/machine.txt"
-		fi
+		local label line
+		for m in grid ffn vit; do
+			label=FFN
+			[[ $m != grid ]] || label="FFN step-size grid"
+			[[ $m != vit ]] || label=ViT
+			machines "$out/$m" | while read -r n line; do
+				echo "- $label, $n runs: ${line//$'\t'/; }"
+			done
+		done
 		[[ -z $first_log ]] || grep -m1 '^train: device' "$first_log" | sed 's/^train: /- /' || true
 		echo "- load: each run's load averages (uptime's) before and after it, and the cores other processes used while"
 		echo "  it ran, are in its row below; a flagged run was made under load and should be redone."
