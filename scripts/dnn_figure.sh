@@ -111,11 +111,8 @@ build() {
 			blas="gonum, pure Go (OpenBLAS was not installed)"
 		fi
 	fi
-	# Runs kept from an earlier build of this folder keep their commit on the page.
-	local commit earlier
+	local commit
 	commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- 2>/dev/null || echo ' (with uncommitted changes)')"
-	earlier=$(sed -n 's/^commit //p' "$out/machine.txt" 2>/dev/null | tr ' ()' '\n\n\n' | grep -xE '[0-9a-f]{7,40}' | grep -vxF "${commit%% *}" | sort -u | tr '\n' ' ' || true)
-	[[ -z $earlier ]] || commit="$commit (earlier runs here: ${earlier% })"
 	{
 		echo "cpu $({ lscpu 2>/dev/null || grep -m1 'model name' /proc/cpuinfo | sed 's/model name/Model name/'; } | sed -n 's/^Model name: *//p' | head -1)"
 		echo "cores $cores"
