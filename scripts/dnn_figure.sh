@@ -321,7 +321,9 @@ page() {
 			[[ $m != grid ]] || label="FFN step-size grid"
 			[[ $m != vit ]] || label=ViT
 			machines "$out/$m" | while read -r n line; do
-				echo "- $label, $n runs: ${line//$'\t'/; }"
+				local runs=runs
+				((n != 1)) || runs=run
+				echo "- $label, $n $runs: ${line//$'\t'/; }"
 			done
 		done
 		[[ -z $first_log ]] || grep -m1 '^train: device' "$first_log" | sed 's/^train: /- /' || true

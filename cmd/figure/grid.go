@@ -115,7 +115,7 @@ func writeGrid(w io.Writer, title, flag string, labels []string, grids [][]gridP
 			if j == best {
 				acc = "**" + acc + "**"
 			}
-			fmt.Fprintf(w, "| %s | %g | %s | %d | %.1f | %.1f |\n", labels[i], p.value, acc, e.step, e.train, p.run.stepsPerSecond())
+			fmt.Fprintf(w, "| %s | %g | %s | %d | %.1f | %s |\n", labels[i], p.value, acc, e.step, e.train, rate(p.run.stepsPerSecond()))
 		}
 	}
 }

@@ -40,7 +40,7 @@ func TestGrid(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"| RSDM-P | 0.5 | **85.00** | 10 | 20.0 | 0.5 |",
+		"| RSDM-P | 0.5 | **85.00** | 10 | 20.0 | 0.500 |",
 		"| RSDM-P | 0.1 | 80.00 | 10 |",
 		"| RSDM-P | 2 | no metrics.csv (see its log) | | | |",
 		"| RGD | 0.05 | **70.00** |",
@@ -68,6 +68,30 @@ func TestFlagValue(t *testing.T) {
 	} {
 		if got, ok := flagValue(c.command, "lr"); got != c.want || ok != c.ok {
 			t.Errorf("flagValue(%q) = %q, %v; want %q, %v", c.command, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestRate checks that steps per second keep three significant digits at
+// every scale, without an exponent.
+func TestRate(t *testing.T) {
+	for _, c := range []struct {
+		x    float64
+		want string
+	}{
+		{0.13267, "0.133"},
+		{0.0712, "0.0712"},
+		{2.4319, "2.43"},
+		{36.43, "36.4"},
+		{10, "10.0"},
+		{9.996, "10.0"},
+		{100, "100"},
+		{364.3, "364"},
+		{1234.6, "1235"},
+		{0, "0.0"},
+	} {
+		if got := rate(c.x); got != c.want {
+			t.Errorf("rate(%g) = %q, want %q", c.x, got, c.want)
 		}
 	}
 }

@@ -373,7 +373,7 @@ func writeTable(w io.Writer, title, name string, all []series, grid []float64, s
 	for _, s := range all {
 		for _, r := range s.runs {
 			e := r.final()
-			fmt.Fprintf(w, "| %s: %s | %d | %.1f | %.1f | %.2f | %s | %s |\n", s.label, runName(r.path), e.step, e.train, r.stepsPerSecond(), 100*e.accuracy, e.feasibility, loadCells(r.load))
+			fmt.Fprintf(w, "| %s: %s | %d | %.1f | %s | %.2f | %s | %s |\n", s.label, runName(r.path), e.step, e.train, rate(r.stepsPerSecond()), 100*e.accuracy, e.feasibility, loadCells(r.load))
 		}
 	}
 	fmt.Fprintf(w, "\nTest accuracy (%%) at each %v of training time: mean over the runs (lowest to highest).\n\n", time.Duration(step*float64(time.Second)))

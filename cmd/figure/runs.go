@@ -333,6 +333,23 @@ func (r runData) stepsPerSecond() float64 {
 	return float64(e.step) / e.train
 }
 
+// rate formats a steps-per-second figure with three significant digits (every
+// integer digit from 1000 up) and no exponent, so that a slow model's 0.133
+// and a fast one's 36.4 both show what they measured.
+func rate(x float64) string {
+	if x <= 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	// The exponent of x rounded to three digits, read from its 'e' form:
+	// math.Log10 is inexact at powers of ten, and 9.996 rounds to 10.0.
+	e := strconv.FormatFloat(x, 'e', 2, 64)
+	exp, err := strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
+	if err != nil {
+		return e
+	}
+	return strconv.FormatFloat(x, 'f', max(0, 2-exp), 64)
+}
+
 // runName names a run by its folder, or by the folder that holds it where
 // train named it run-<time>.
 func runName(metrics string) string {
