@@ -72,8 +72,8 @@ func TestFlagValue(t *testing.T) {
 	}
 }
 
-// TestRate checks that steps per second keep three significant digits at
-// every scale, without an exponent.
+// TestRate checks that steps per second keep three significant digits (every
+// integer digit from 1000 up) without an exponent, rounding across powers of ten.
 func TestRate(t *testing.T) {
 	for _, c := range []struct {
 		x    float64

@@ -342,11 +342,9 @@ func rate(x float64) string {
 	}
 	// The exponent of x rounded to three digits, read from its 'e' form:
 	// math.Log10 is inexact at powers of ten, and 9.996 rounds to 10.0.
+	// A finite positive x always has one.
 	e := strconv.FormatFloat(x, 'e', 2, 64)
-	exp, err := strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
-	if err != nil {
-		return e
-	}
+	exp, _ := strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
 	return strconv.FormatFloat(x, 'f', max(0, 2-exp), 64)
 }
 
