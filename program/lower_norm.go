@@ -159,8 +159,10 @@ func (c *compiler) bnRunning(op *G.BatchNormOp, node *G.Node, ch int, dt backend
 			return nil, fmt.Errorf("the gradient's BatchNormOp has no node in the graph")
 		}
 	}
-	mean, vr := op.Stats()
-	if mean == nil || vr == nil {
+	m, v := op.Stats()
+	mean, ok1 := m.(*tensor.Dense)
+	vr, ok2 := v.(*tensor.Dense)
+	if !ok1 || !ok2 || mean == nil || vr == nil {
 		return nil, fmt.Errorf("the BatchNormOp has no running statistics (build it with gorgonia.BatchNorm)")
 	}
 	r := &bnStats{node: node}
@@ -180,7 +182,7 @@ func (c *compiler) bnRunning(op *G.BatchNormOp, node *G.Node, ch int, dt backend
 
 // newState makes a resident buffer of program state: its own, holding
 // init's values, or the shared program's of the same name.
-func (c *compiler) newState(name string, op *G.BatchNormOp, variance bool, init tensor.Tensor, size int, dt backend.DType) (*val, error) {
+func (c *compiler) newState(name string, op *G.BatchNormOp, variance bool, init *tensor.Dense, size int, dt backend.DType) (*val, error) {
 	v := &val{shape: tensor.Shape{size}, size: size, vb: c.newBuf(dt, size, true, name)}
 	if share := c.cfg.Share; share != nil {
 		var o *val

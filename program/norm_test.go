@@ -440,8 +440,8 @@ func TestGorgoniaDropout(t *testing.T) {
 // step, bit for bit, on every backend; that the samples' mean and variance
 // (and the normal's share beyond two deviations) are within 5 standard
 // errors of the distribution's; that two nodes of one distribution draw
-// apart; and that a step draws the same values again and another step
-// others.
+// apart; that a scalar node draws one value; and that a step draws the
+// same values again and another step others.
 func TestRandomNodes(t *testing.T) {
 	const n = 317 * 331
 	type dist struct {
@@ -477,7 +477,8 @@ func TestRandomNodes(t *testing.T) {
 					}
 				}
 				twin := G.UniformRandomNode(g, dt, -1, 3, 331, 317)
-				prog, err := Compile(g, Config{Backend: be, Outputs: append(nodes, twin), NoGrad: true, DropoutSeed: 11})
+				scalar := G.BinomialRandomNode(g, dt, 1, 0.5) // a scalar, as gorgonia's stacked autoencoder draws
+				prog, err := Compile(g, Config{Backend: be, Outputs: append(nodes, twin, scalar), NoGrad: true, DropoutSeed: 11})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -496,6 +497,9 @@ func TestRandomNodes(t *testing.T) {
 					return out
 				}
 				vals := runAt(3)
+				if s, want := readNode(t, prog, scalar), backend.RandomDraw(backend.DrawBinomial, 1, 0.5, 11, streamOf(scalar), 3, 0); len(s) != 1 || s[0] != want {
+					t.Errorf("scalar node: %v, want RandomDraw's %v", s, want)
+				}
 				for k, d := range dists {
 					v := vals[k]
 					var mean, m2, tail float64
