@@ -247,7 +247,9 @@ func (p *Program) Kernels() int { return len(p.funcs) }
 func (p *Program) Backend() backend.Backend { return p.be }
 
 // Run runs the program once: the forward pass and, unless compiled with
-// NoGrad, the backward pass, writing every parameter's gradient afresh.
+// NoGrad, the backward pass, writing every parameter's gradient afresh. Its
+// random draws are those of the program's step, which it then advances by
+// one (SetStep).
 //
 // Run fails with an error wrapping ErrParamsChanged, before any kernel runs,
 // when a parameter's node was given another value since the program copied
