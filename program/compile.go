@@ -31,6 +31,7 @@ type compiler struct {
 	// users counts, for every needed node, the needed nodes that take it
 	// as an argument.
 	users map[*G.Node]int
+	state compileState // the step of the random draws, batch norm's statistics
 }
 
 // Compile compiles the part of g that computes cfg.Outputs and, unless
@@ -132,19 +133,15 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		}
 	}
 	// The dropout masks the outputs need are drawn first in every Run.
-	var step *vbuf
 	var masks []backend.Kernel
 	for i, d := range cfg.Dropout {
 		v, ok := inputs[d.Node]
 		if !ok {
 			continue // a mask the outputs do not need
 		}
-		if step == nil {
-			step = c.newBuf(backend.Float64, 1, true, "dropout step")
-		}
 		delete(inputs, d.Node) // SetInput does not set it
 		masks = append(masks, backend.DropoutMask{N: v.size, P: d.P, Seed: cfg.DropoutSeed, Stream: uint64(i),
-			Step: backend.At(step, 0), Dst: v.operand()})
+			Step: c.stepOperand(), Dst: v.operand()})
 	}
 	c.kernels = append(masks, c.kernels...)
 	for _, n := range cfg.Outputs {
@@ -165,9 +162,7 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		_ = p.Close()
 		return nil, err
 	}
-	if step != nil {
-		p.step, p.stepHost = step.phys, make([]float64, 1)
-	}
+	c.finishState(p)
 	for i := range c.pvals {
 		pv := &c.pvals[i]
 		pv.Value = backend.At(pv.v.vb.phys, pv.v.vb.physOff+pv.v.off)

@@ -101,6 +101,9 @@ type graphCase struct {
 	constant []bool
 	// noGrad compares the forward values only.
 	noGrad bool
+	// evalMode runs the tape machine with gorgonia.EvalMode() and compiles
+	// with Config.EvalMode (batch norm and dropout in inference).
+	evalMode bool
 }
 
 // reference holds what the tape machine computed.
@@ -181,6 +184,9 @@ func runCase(t *testing.T, be backend.Backend, c graphCase, dt tensor.Dtype) {
 	if !c.noGrad {
 		opts = append(opts, G.BindDualValues(ref.params...))
 	}
+	if c.evalMode {
+		opts = append(opts, G.EvalMode())
+	}
 	vm := G.NewTapeMachine(ref.g, opts...)
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
@@ -206,7 +212,7 @@ func runCase(t *testing.T, be backend.Backend, c graphCase, dt tensor.Dtype) {
 	for i, p := range got.params {
 		params[i] = param.Plain(p)
 	}
-	prog, err := Compile(got.g, Config{Backend: be, Outputs: []*G.Node{got.out, got.loss}, Params: params, NoGrad: c.noGrad})
+	prog, err := Compile(got.g, Config{Backend: be, Outputs: []*G.Node{got.out, got.loss}, Params: params, NoGrad: c.noGrad, EvalMode: c.evalMode})
 	if err != nil {
 		t.Fatalf("%s %v: Compile: %v", c.name, dt, err)
 	}

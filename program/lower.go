@@ -114,6 +114,11 @@ var lowerings = map[string]func(c *compiler, n *G.Node, in []*val, out *val) err
 	"sumOp": func(c *compiler, n *G.Node, in []*val, out *val) error { return c.reduce(n, in, out, backend.Sum) },
 	"maxOp": func(c *compiler, n *G.Node, in []*val, out *val) error { return c.reduce(n, in, out, backend.Max) },
 	"fused": (*compiler).lowerFused,
+
+	// Normalizations and random draws (lower_norm.go).
+	"BatchNormOp": (*compiler).batchNorm, "batchnormDiffOp": (*compiler).batchNormGrad,
+	"GroupNormOp": (*compiler).groupNorm, "groupNormDiffOp": (*compiler).groupNorm,
+	"dropoutOp": (*compiler).dropout, "dropoutDiffOp": (*compiler).dropout, "randomOp": (*compiler).random,
 }
 
 // constant makes n's value at Compile a resident buffer of its own: a

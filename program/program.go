@@ -74,12 +74,27 @@ type Config struct {
 	// parameter buffers this program uses for its parameters of the same
 	// names (a forward-only evaluation program of a model being trained).
 	Share *Program
+	// EvalMode compiles gorgonia's ops that have a training mode (BatchNorm
+	// and Dropout, its TrainModeOps) in inference mode, as
+	// gorgonia.EvalMode() makes a VM run them; without it they compile in
+	// training mode, as a VM runs them by default. (A VM sets every such
+	// op's mode when it is made, whatever the op's own flag says; so does
+	// Compile.) An evaluation program (NoGrad, Share) usually sets it: its
+	// batch norms then use the running statistics, which a training-mode
+	// program updates at every Run, and its dropout is the identity.
+	EvalMode bool
 	// Dropout lists leaves that are dropout masks (nn.Dropout's) which the
 	// program draws itself at the start of every Run, on its backend, from
-	// DropoutSeed, the mask's position in the list and the step SetStep set
+	// DropoutSeed, the mask's position in the list and the program's step
 	// (backend.DropoutMask): the same masks on every backend, none copied
 	// to a device.
-	Dropout     []Dropout
+	Dropout []Dropout
+	// DropoutSeed seeds the masks of Dropout and every random draw of the
+	// graph: gorgonia's Dropout ops and its random nodes (UniformRandomNode,
+	// GaussianRandomNode, BinomialRandomNode), which the program draws at
+	// every Run from the seed, the node (its stream is 2^32 plus its node's
+	// ID, the same for a graph built by the same code) and the step
+	// (backend.Dropout, backend.Random).
 	DropoutSeed uint64
 }
 
@@ -125,8 +140,11 @@ type Program struct {
 	flagsHost []int32
 	flagsAny  any              // flagsHost, boxed once so that CheckGrads does not allocate
 	owned     []backend.Buffer // buffers this program allocated
-	step      backend.Buffer   // the step the dropout masks are drawn for (Float64)
+	step      backend.Buffer   // the step the random draws are keyed by (Float64)
 	stepHost  []float64
+	stepAny   any        // stepHost, boxed once
+	stepN     int        // the step the next Run draws for
+	states    []stateVal // batch norm's running statistics
 	// profile holds each kernel's total time and runs, when profiling.
 	profile []time.Duration
 	runs    int
@@ -229,7 +247,9 @@ func (p *Program) Kernels() int { return len(p.funcs) }
 func (p *Program) Backend() backend.Backend { return p.be }
 
 // Run runs the program once: the forward pass and, unless compiled with
-// NoGrad, the backward pass, writing every parameter's gradient afresh.
+// NoGrad, the backward pass, writing every parameter's gradient afresh. Its
+// random draws are those of the program's step, which it then advances by
+// one (SetStep).
 //
 // Run fails with an error wrapping ErrParamsChanged, before any kernel runs,
 // when a parameter's node was given another value since the program copied
@@ -240,6 +260,9 @@ func (p *Program) Backend() backend.Backend { return p.be }
 // hold one copy, and writing into the node's data writes the parameter.
 func (p *Program) Run() error {
 	if err := p.checkNodes(); err != nil {
+		return err
+	}
+	if err := p.copyStep(); err != nil {
 		return err
 	}
 	for i, f := range p.funcs {
@@ -258,20 +281,22 @@ func (p *Program) Run() error {
 	if p.profile != nil {
 		p.runs++
 	}
+	p.stepN++
 	return nil
 }
 
-// SetStep sets the training step whose dropout masks the next Run draws
-// (Config.Dropout); a program without masks ignores it.
+// SetStep sets the step whose random values the next Run draws: the masks
+// of Config.Dropout, gorgonia's Dropout ops and random nodes. Each Run
+// advances the step by one, so that a program whose step is never set
+// draws anew at every Run; a training loop may set it to its own step
+// count before each Run (cmd/train does). A checkpoint of the program
+// (checkpoint.File.PutProgram) keeps the step.
 func (p *Program) SetStep(step int) error {
-	if p.step == nil {
-		return nil
-	}
 	if step < 0 || step > 1<<53 {
-		return fmt.Errorf("program: step %d", step)
+		return fmt.Errorf("program: step %d, want 0 to 2^53", step)
 	}
-	p.stepHost[0] = float64(step)
-	return p.be.CopyIn(p.step, 0, p.stepHost)
+	p.stepN = step
+	return nil
 }
 
 // CheckGrads reports whether every gradient of the last Run is finite:
@@ -381,9 +406,11 @@ func (p *Program) ParamNodes() G.Nodes {
 }
 
 // StoreParams copies every parameter's value from the backend into its
-// Gorgonia node (before a checkpoint is written, or the nodes read). On a
-// backend whose buffers live on the host the nodes are views of the
-// program's buffers after the first Run, and this copies nothing.
+// Gorgonia node (before a checkpoint is written, or the nodes read), and
+// the running statistics of every gorgonia BatchNorm into its op (what its
+// Stats returns), so that the tape machine sees them. On a backend whose
+// buffers live on the host the nodes are views of the program's buffers
+// after the first Run, and this copies no parameter.
 func (p *Program) StoreParams() error {
 	for i := range p.params {
 		pv := &p.params[i]
@@ -394,7 +421,7 @@ func (p *Program) StoreParams() error {
 			return err
 		}
 	}
-	return nil
+	return p.storeStates()
 }
 
 // LoadParams copies every parameter's value from its Gorgonia node into the

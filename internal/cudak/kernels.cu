@@ -874,3 +874,196 @@ template <typename T> __device__ void scale_strided_k(const ScaleArgs<T> &a) {
 }
 KERNEL(on_scale_strided_f32, ScaleArgs<float>) { scale_strided_k(a); }
 KERNEL(on_scale_strided_f64, ScaleArgs<double>) { scale_strided_k(a); }
+
+// ---- batch normalization (backend.BatchNorm, backend.BatchNormGrad) ----------------------
+
+// bn_at is the index of value j (of batch * spatial) of channel ch in a
+// row-major (batch, c, spatial) array.
+__device__ __forceinline__ i64 bn_at(i64 j, i64 ch, i64 c, i64 spatial) { return (j / spatial * c + ch) * spatial + j % spatial; }
+
+// bn_stats takes a block per channel ch: its mean and 1/sqrt(var + eps)
+// (the biased variance) into st[4ch] and st[4ch+1], in double; without dy
+// the sum of squared deviations into st[4ch+2], with dy the sums of dy and
+// of (x - mean) dy into st[4ch+2] and st[4ch+3]. With update, the running
+// mean and (unbiased) variance move towards the batch's by momentum.
+template <typename T> struct BNStatsArgs { i64 batch, c, spatial, update; double momentum, eps; const T *x; const T *dy; T *mean; T *var; double *st; };
+template <typename T> __device__ void bn_stats_k(const BNStatsArgs<T> &a) {
+  SHARED(double, sh, NT);
+  i64 n = a.batch * a.spatial;
+  for (i64 ch = blockIdx.x; ch < a.c; ch += gridDim.x) {
+    double s = 0;
+    for (i64 j = threadIdx.x; j < n; j += NT) s += (double)a.x[bn_at(j, ch, a.c, a.spatial)];
+    double mean = block_sum(s, sh) / (double)n;
+    double v = 0;
+    for (i64 j = threadIdx.x; j < n; j += NT) {
+      double d = (double)a.x[bn_at(j, ch, a.c, a.spatial)] - mean;
+      v += d * d;
+    }
+    double ss = block_sum(v, sh), g = 0, gd = 0;
+    if (a.dy) { // the same for every thread of the block
+      for (i64 j = threadIdx.x; j < n; j += NT) {
+        i64 i = bn_at(j, ch, a.c, a.spatial);
+        double d = (double)a.dy[i];
+        g += d;
+        gd += ((double)a.x[i] - mean) * d;
+      }
+      g = block_sum(g, sh);
+      gd = block_sum(gd, sh);
+    }
+    if (threadIdx.x == 0) {
+      a.st[4 * ch] = mean;
+      a.st[4 * ch + 1] = 1 / sqrt(ss / (double)n + a.eps);
+      a.st[4 * ch + 2] = a.dy ? g : ss;
+      a.st[4 * ch + 3] = gd;
+      if (a.update) {
+        a.mean[ch] = (T)(a.momentum * mean + (1 - a.momentum) * (double)a.mean[ch]);
+        a.var[ch] = (T)(a.momentum * (ss / (double)(n - 1)) + (1 - a.momentum) * (double)a.var[ch]);
+      }
+    }
+  }
+}
+KERNEL_SYNC(on_batch_norm_stats_f32, BNStatsArgs<float>) { bn_stats_k(a); }
+KERNEL_SYNC(on_batch_norm_stats_f64, BNStatsArgs<double>) { bn_stats_k(a); }
+
+// bn_running: the running mean (where there is one) and 1/sqrt(var + eps)
+// into st as bn_stats lays them out.
+template <typename T> struct BNRunArgs { i64 c; double eps; const T *mean; const T *var; double *st; };
+template <typename T> __device__ void bn_running_k(const BNRunArgs<T> &a) {
+  GRID_LOOP(ch, a.c) {
+    if (a.mean) a.st[4 * ch] = (double)a.mean[ch];
+    a.st[4 * ch + 1] = 1 / sqrt((double)a.var[ch] + a.eps);
+  }
+}
+KERNEL(on_batch_norm_running_f32, BNRunArgs<float>) { bn_running_k(a); }
+KERNEL(on_batch_norm_running_f64, BNRunArgs<double>) { bn_running_k(a); }
+
+// bn_apply: y = (x - mean) rstd, in the element type.
+template <typename T> struct BNApplyArgs { i64 n, c, spatial; const T *x; const double *st; T *y; };
+template <typename T> __device__ void bn_apply_k(const BNApplyArgs<T> &a) {
+  GRID_LOOP(i, a.n) {
+    i64 ch = i / a.spatial % a.c;
+    T m = (T)a.st[4 * ch], rs = (T)a.st[4 * ch + 1];
+    a.y[i] = (a.x[i] - m) * rs;
+  }
+}
+KERNEL(on_batch_norm_apply_f32, BNApplyArgs<float>) { bn_apply_k(a); }
+KERNEL(on_batch_norm_apply_f64, BNApplyArgs<double>) { bn_apply_k(a); }
+
+// bn_grad_apply: in training dx = (dy - sum(dy)/n - (x - mean) k) rstd with
+// k = sum((x - mean) dy) rstd^2 / n, in inference dx = dy rstd.
+template <typename T> struct BNGradArgs { i64 n, c, spatial, training; const T *x; const T *dy; const double *st; T *dx; };
+template <typename T> __device__ void bn_grad_apply_k(const BNGradArgs<T> &a) {
+  double count = (double)(a.n / a.c);
+  GRID_LOOP(i, a.n) {
+    i64 ch = i / a.spatial % a.c;
+    const double *st = a.st + 4 * ch;
+    T rs = (T)st[1];
+    if (!a.training) {
+      a.dx[i] = a.dy[i] * rs;
+      continue;
+    }
+    T m = (T)st[0], gm = (T)(st[2] / count), k = (T)(st[3] * st[1] * st[1] / count);
+    a.dx[i] = (a.dy[i] - gm - (a.x[i] - m) * k) * rs;
+  }
+}
+KERNEL(on_batch_norm_grad_apply_f32, BNGradArgs<float>) { bn_grad_apply_k(a); }
+KERNEL(on_batch_norm_grad_apply_f64, BNGradArgs<double>) { bn_grad_apply_k(a); }
+
+// ---- gorgonia's dropout and random nodes (backend.Dropout, backend.Random) ----------------
+//
+// The draws are backend.RandomDraw's bit for bit: mix64 as above, and
+// arithmetic in +, -, *, / and sqrt alone, each correctly rounded (NVRTC
+// runs with --fmad=false, the host model has no fused multiply-add), in the
+// order of the Go code.
+
+// unit_draw is draw i of a stream of key key, uniform in [0, 1).
+__device__ __forceinline__ double unit_draw(u64 key, u64 i) { return (double)(mix64(key ^ i) >> 11) * 0x1p-53; }
+
+// stream_key is the key of stream stream at step step of a run seeded seed.
+__device__ __forceinline__ u64 stream_key(u64 seed, u64 stream, u64 step) { return mix64(mix64(mix64(seed) ^ stream) ^ step); }
+
+// dropout: y = x / (1 - p) where the draw is at least p, else 0.
+template <typename T> struct DropArgs { i64 n; double p; u64 seed, stream; const double *step; const T *x; T *y; };
+template <typename T> __device__ void dropout_k(const DropArgs<T> &a) {
+  u64 key = stream_key(a.seed, a.stream, (u64)a.step[0]);
+  T keep = (T)(1 - a.p);
+  u64 least = (u64)ceil(a.p * 0x1p53); // the draw compared as an integer, as in mask_k
+  GRID_LOOP(i, a.n) a.y[i] = (mix64(key ^ (u64)i) >> 11) >= least ? a.x[i] / keep : (T)0;
+}
+KERNEL(on_dropout_f32, DropArgs<float>) { dropout_k(a); }
+KERNEL(on_dropout_f64, DropArgs<double>) { dropout_k(a); }
+
+// The series of backend's lnUnit and cos2pi (1/(2k+1); (-1)^k/(2k)!;
+// (-1)^k/(2k+1)!), their constants, and Horner's rule.
+__device__ const double ln_series[12] = {0x1p+00, 0x1.5555555555555p-02, 0x1.999999999999ap-03, 0x1.2492492492492p-03,
+  0x1.c71c71c71c71cp-04, 0x1.745d1745d1746p-04, 0x1.3b13b13b13b14p-04, 0x1.1111111111111p-04,
+  0x1.e1e1e1e1e1e1ep-05, 0x1.af286bca1af28p-05, 0x1.8618618618618p-05, 0x1.642c8590b2164p-05};
+__device__ const double cos_series[11] = {0x1p+00, -0x1p-01, 0x1.5555555555555p-05, -0x1.6c16c16c16c17p-10, 0x1.a01a01a01a01ap-16,
+  -0x1.27e4fb7789f5cp-22, 0x1.1eed8eff8d898p-29, -0x1.93974a8c07c9dp-37, 0x1.ae7f3e733b81fp-45,
+  -0x1.6827863b97d97p-53, 0x1.e542ba4020225p-62};
+__device__ const double sin_series[11] = {0x1p+00, -0x1.5555555555555p-03, 0x1.1111111111111p-07, -0x1.a01a01a01a01ap-13,
+  0x1.71de3a556c734p-19, -0x1.ae64567f544e4p-26, 0x1.6124613a86d09p-33, -0x1.ae7f3e733b81fp-41,
+  0x1.952c77030ad4ap-49, -0x1.2f49b46814157p-57, 0x1.71b8ef6dcf572p-66};
+#define RND_SQRT2 0x1.6a09e667f3bcdp+00
+#define RND_LN2_HI 0x1.62e42feep-01
+#define RND_LN2_LO 0x1.a39ef35793c76p-33
+#define RND_TWO_PI 0x1.921fb54442d18p+02
+
+__device__ __forceinline__ double horner(const double *c, int n, double z) {
+  double p = c[n - 1];
+  for (int k = n - 2; k >= 0; k--) p = p * z + c[k];
+  return p;
+}
+
+// ln_unit is ln(u) for u in [2^-53, 1]: u = m 2^e, m in [sqrt(1/2), sqrt(2)].
+__device__ double ln_unit(double u) {
+  u64 bits = abs_bits(u); // u is positive
+  i64 e = (i64)(bits >> 52) - 1023;
+  double m = bits_value((bits & ((1ULL << 52) - 1)) | (1023ULL << 52), 0.0);
+  if (m > RND_SQRT2) {
+    m *= 0.5;
+    e++;
+  }
+  double s = (m - 1) / (m + 1), fe = (double)e;
+  return fe * RND_LN2_HI + (fe * RND_LN2_LO + (2 * s) * horner(ln_series, 12, s * s));
+}
+
+// cos_2pi is cos(2 pi t) for t in [0, 1), reduced exactly to [0, 1/8].
+__device__ double cos_2pi(double t) {
+  double a = t, sign = 1;
+  if (a > 0.5) a = 1 - a;
+  if (a > 0.25) {
+    a = 0.5 - a;
+    sign = -1;
+  }
+  if (a > 0.125) {
+    double x = RND_TWO_PI * (0.25 - a);
+    return sign * (x * horner(sin_series, 11, x * x));
+  }
+  double x = RND_TWO_PI * a;
+  return sign * horner(cos_series, 11, x * x);
+}
+
+// random: dist 1 uniform on [a, b), 2 normal of mean a and deviation b
+// (Box-Muller), 3 binomial of a trials of probability b.
+template <typename T> struct RandomArgs { i64 dist, n; double a, b; u64 seed, stream; const double *step; T *dst; };
+template <typename T> __device__ void random_k(const RandomArgs<T> &a) {
+  u64 key = stream_key(a.seed, a.stream, (u64)a.step[0]);
+  GRID_LOOP(i, a.n) {
+    u64 u = (u64)i;
+    double v;
+    if (a.dist == 1) {
+      v = a.a + (a.b - a.a) * unit_draw(key, u);
+    } else if (a.dist == 2) {
+      double r = sqrt(-2 * ln_unit(1 - unit_draw(key, 2 * u)));
+      v = a.a + a.b * (r * cos_2pi(unit_draw(key, 2 * u + 1)));
+    } else {
+      u64 trials = (u64)a.a, hits = 0;
+      for (u64 j = 0; j < trials; j++) hits += unit_draw(key, u * trials + j) < a.b ? 1 : 0;
+      v = (double)hits;
+    }
+    a.dst[i] = (T)v;
+  }
+}
+KERNEL(on_random_f32, RandomArgs<float>) { random_k(a); }
+KERNEL(on_random_f64, RandomArgs<double>) { random_k(a); }
