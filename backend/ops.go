@@ -43,11 +43,14 @@ func (k Compare) Check() error {
 	if k.BScalar {
 		nb = 1
 	}
+	if err := CheckOperand("compare A", k.A, 0, na); err != nil {
+		return err
+	}
 	dt := DTypeOf(k.A)
 	if dt != Float32 && dt != Float64 {
-		return fmt.Errorf("backend: compare: A holds %v, want floats", dt)
+		return fmt.Errorf("backend: compare A: buffer of %v, want float32 or float64", dt)
 	}
-	return checkAll(k, dt, "A", k.A, na, "B", k.B, nb, Int32, "destination", k.Dst, k.N)
+	return checkAll(k, dt, "B", k.B, nb, Int32, "destination", k.Dst, k.N)
 }
 
 // Host compares on the CPU.

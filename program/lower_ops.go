@@ -72,12 +72,12 @@ func (c *compiler) at(n *G.Node, in []*val, out *val) error {
 	}
 	x := in[0]
 	if len(coords) != len(x.shape) {
-		return fmt.Errorf("At%v of shape %v", coords, x.shape)
+		return fmt.Errorf("coordinates %v of At outside shape %v", coords, x.shape)
 	}
 	off, strides := 0, x.shape.CalcStrides()
 	for i, co := range coords {
 		if co < 0 || co >= x.shape[i] {
-			return fmt.Errorf("At%v of shape %v", coords, x.shape)
+			return fmt.Errorf("coordinates %v of At outside shape %v", coords, x.shape)
 		}
 		off += co * strides[i]
 	}
@@ -106,12 +106,12 @@ func (c *compiler) tensordot(n *G.Node, in []*val, out *val) error {
 	}
 	a, b := in[0], in[1]
 	if len(aAxes) != len(bAxes) {
-		return fmt.Errorf("Tensordot over axes %v of %v and %v of %v", aAxes, a.shape, bAxes, b.shape)
+		return fmt.Errorf("tensordot over axes %v of %v and %v of %v", aAxes, a.shape, bAxes, b.shape)
 	}
 	contract := func(s tensor.Shape, axes []int) (free []int, err error) {
 		for _, ax := range axes {
 			if ax < 0 || ax >= len(s) {
-				return nil, fmt.Errorf("Tensordot over axis %d of shape %v", ax, s)
+				return nil, fmt.Errorf("tensordot over axis %d of shape %v", ax, s)
 			}
 		}
 		for i := range s {
@@ -132,13 +132,13 @@ func (c *compiler) tensordot(n *G.Node, in []*val, out *val) error {
 	k := 1
 	for i, ax := range aAxes {
 		if a.shape[ax] != b.shape[bAxes[i]] {
-			return fmt.Errorf("Tensordot pairs axis %d of %v with axis %d of %v", ax, a.shape, bAxes[i], b.shape)
+			return fmt.Errorf("tensordot pairs axis %d of %v with axis %d of %v", ax, a.shape, bAxes[i], b.shape)
 		}
 		k *= a.shape[ax]
 	}
 	m, nn := a.size/max(k, 1), b.size/max(k, 1)
 	if m*nn != out.size {
-		return fmt.Errorf("Tensordot of %v and %v gives %d values, the node %v", a.shape, b.shape, m*nn, out.shape)
+		return fmt.Errorf("tensordot of %v and %v gives %d values, the node %v", a.shape, b.shape, m*nn, out.shape)
 	}
 	pa := c.permuted(n, a, append(freeA, aAxes...))
 	pb := c.permuted(n, b, append(slices.Clone(bAxes), freeB...))
@@ -236,7 +236,7 @@ func (c *compiler) sparsemax(n *G.Node, in []*val, out *val) error {
 	x := in[0]
 	d := len(x.shape)
 	if d == 0 || (axis != -1 && axis != d-1) {
-		return fmt.Errorf("Sparsemax along axis %d of shape %v: the compiler takes sparsemax along the last axis only, the only axis along which gorgonia v0.9.18 computes it and its gradient right; transpose the axis to the end first", axis, x.shape)
+		return fmt.Errorf("sparsemax along axis %d of shape %v: the compiler takes sparsemax along the last axis only, the only axis along which gorgonia v0.9.18 computes it and its gradient right; transpose the axis to the end first", axis, x.shape)
 	}
 	cols := x.shape[d-1]
 	c.emit(backend.Sparsemax{Rows: x.size / cols, Cols: cols, Src: x.operand(), Dst: out.operand()})
