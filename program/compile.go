@@ -71,6 +71,8 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 			return nil, fmt.Errorf("program: parameter %d has no node", i)
 		case n.Op() != nil:
 			return nil, fmt.Errorf("program: parameter %q is not a leaf node", n.Name())
+		case !isFloat(n.Dtype()):
+			return nil, fmt.Errorf("program: parameter %q holds %v: parameters are float32 or float64", n.Name(), n.Dtype())
 		case dup:
 			return nil, fmt.Errorf("program: parameter %q is listed twice", n.Name())
 		case c.inputs[n]:
@@ -242,9 +244,9 @@ func (c *compiler) emit(k backend.Kernel) { c.kernels = append(c.kernels, k) }
 // newVal gives n a fresh buffer of its shape and type: a temporary, or
 // resident (persistent) to the end of the run.
 func (c *compiler) newVal(n *G.Node, persistent bool) (*val, error) {
-	dt, ok := dtypes[n.Dtype()]
+	dt, ok := dtypeOf(n.Dtype())
 	if !ok {
-		return nil, fmt.Errorf("program: node %q holds %v: only float32 and float64 are supported", n.Name(), n.Dtype())
+		return nil, fmt.Errorf("program: node %q holds %v: only float32, float64, integers and booleans are supported", n.Name(), n.Dtype())
 	}
 	v := &val{shape: n.Shape(), size: n.DataSize()} // Shape is a copy
 	v.vb = c.newBuf(dt, v.size, persistent, n.Name())
@@ -329,6 +331,9 @@ func hostData(n *G.Node) (any, error) {
 		return []float32{d}, nil
 	case float64:
 		return []float64{d}, nil
+	}
+	if !isFloat(n.Dtype()) {
+		return intData(n.Name(), val.Data())
 	}
 	return nil, fmt.Errorf("program: leaf %q holds %T, want float32 or float64 values", n.Name(), val.Data())
 }

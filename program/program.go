@@ -148,6 +148,9 @@ type Program struct {
 	// profile holds each kernel's total time and runs, when profiling.
 	profile []time.Duration
 	runs    int
+	// ints holds, per integer input or output, the host buffer its values
+	// are converted in (ints.go).
+	ints map[*val][]int32
 }
 
 // KernelTime is the time a Run spends in one kind of kernel.
@@ -350,12 +353,17 @@ func scan[T linalg.Float](be backend.Backend, v *val) (bool, error) {
 }
 
 // SetInput copies data ([]float32 or []float64 of n's type and size) into
-// the input n. (Converting a slice to an interface allocates: a caller
-// that reuses one slice can convert it once and pass the same value.)
+// the input n; an integer input (indices) takes []int, []int32 or []int64,
+// each entry within the range of int32, and a boolean one []bool. (Converting
+// a slice to an interface allocates: a caller that reuses one slice can
+// convert it once and pass the same value.)
 func (p *Program) SetInput(n *G.Node, data any) error {
 	v, ok := p.inputs[n]
 	if !ok {
 		return fmt.Errorf("program: node %q is not an input of the program", n.Name())
+	}
+	if v.vb.dt == backend.Int32 {
+		return p.setInts(n, v, data)
 	}
 	if l, ok := hostLen(data); !ok || l != v.size {
 		return fmt.Errorf("program: input %q takes %d values of %v, got %T of %d", n.Name(), v.size, v.vb.dt, data, l)
@@ -364,11 +372,16 @@ func (p *Program) SetInput(n *G.Node, data any) error {
 }
 
 // Read copies the value of n, an output, parameter or input of the program,
-// into dst ([]float32 or []float64 of n's type and size).
+// into dst ([]float32 or []float64 of n's type and size); integers and
+// booleans (comparisons built with retSame false) are read into []int32,
+// []int, []int64 or []bool.
 func (p *Program) Read(n *G.Node, dst any) error {
 	v, ok := p.reads[n]
 	if !ok {
 		return fmt.Errorf("program: node %q is not an output, parameter or input of the program", n.Name())
+	}
+	if v.vb.dt == backend.Int32 {
+		return p.readInts(n, v, dst)
 	}
 	if l, ok := hostLen(dst); !ok || l != v.size {
 		return fmt.Errorf("program: node %q has %d values of %v, reading into %T of %d", n.Name(), v.size, v.vb.dt, dst, l)
@@ -381,6 +394,14 @@ func hostLen(a any) (int, bool) {
 	case []float32:
 		return len(d), true
 	case []float64:
+		return len(d), true
+	case []int32:
+		return len(d), true
+	case []int:
+		return len(d), true
+	case []int64:
+		return len(d), true
+	case []bool:
 		return len(d), true
 	}
 	return 0, false

@@ -509,6 +509,7 @@ func Cases(dt backend.DType) []Case {
 		add(fmt.Sprintf("rows/out-of-range/gather%v", gather), k, nil, rows, g.normal(13*7, 1), g.normal(13*7, 1))
 		cs[len(cs)-1].Fails = true
 	}
+	cs = append(cs, opCases(dt, g)...)
 	for i := range cs {
 		cs[i].Name = strings.ReplaceAll(cs[i].Name, " ", "x")
 	}

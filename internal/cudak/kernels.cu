@@ -1067,3 +1067,194 @@ template <typename T> __device__ void random_k(const RandomArgs<T> &a) {
 }
 KERNEL(on_random_f32, RandomArgs<float>) { random_k(a); }
 KERNEL(on_random_f64, RandomArgs<double>) { random_k(a); }
+
+// ---- Gorgonia's other ops (backend/index.go, backend/ops.go) ------------------------------
+
+// Take: a thread per destination element (o, i, in) of an (outer, n, inner)
+// array, from src[o, idx[i], in]; a bad index records fault 1 and is skipped.
+template <typename T> struct TakeArgs { i64 outer, axis, inner, n; const int *idx; const T *src; T *dst; u64 *fault; };
+template <typename T> __device__ void take_k(const TakeArgs<T> &a) {
+  GRID_LOOP(e, a.outer * a.n * a.inner) {
+    i64 in = e % a.inner, row = e / a.inner, i = row % a.n, o = row / a.n;
+    i64 r = a.idx[i];
+    if (r < 0 || r >= a.axis) {
+      fault_row(a.fault, r, i, a.axis);
+      continue;
+    }
+    a.dst[e] = a.src[(o * a.axis + r) * a.inner + in];
+  }
+}
+KERNEL(on_take_f32, TakeArgs<float>) { take_k(a); }
+KERNEL(on_take_f64, TakeArgs<double>) { take_k(a); }
+
+// TakeGrad, first half (one block): the entries sorted by index, stably:
+// order[offsets[r] .. offsets[r+1]) are the entries of index r in
+// increasing order. Counts by integer atomics, an exclusive prefix sum in
+// chunks of NT, then chunk by chunk each entry's place after those of its
+// index in earlier chunks (cursor) and earlier in its chunk. A bad index
+// records fault 1 and its entry is left out.
+struct TakeIndexArgs { i64 axis, n; const int *idx; int *offsets; int *cursor; int *order; u64 *fault; };
+__device__ void take_index_k(const TakeIndexArgs &a) {
+  SHARED(int, sh, NT);
+  int tid = (int)threadIdx.x;
+  for (i64 r = tid; r < a.axis; r += NT) a.cursor[r] = 0;
+  __syncthreads();
+  for (i64 i = tid; i < a.n; i += NT) {
+    i64 r = a.idx[i];
+    if (r < 0 || r >= a.axis) fault_row(a.fault, r, i, a.axis);
+    else atomicAdd(&a.cursor[r], 1);
+  }
+  __syncthreads();
+  int carry = 0;
+  for (i64 base = 0; base < a.axis; base += NT) {
+    int v = base + tid < a.axis ? a.cursor[base + tid] : 0;
+    sh[tid] = v;
+    __syncthreads();
+    for (int s = 1; s < NT; s <<= 1) { // inclusive scan (Hillis and Steele)
+      int t = tid >= s ? sh[tid - s] : 0;
+      __syncthreads();
+      sh[tid] += t;
+      __syncthreads();
+    }
+    if (base + tid < a.axis) a.offsets[base + tid] = carry + sh[tid] - v;
+    carry += sh[NT - 1];
+    __syncthreads();
+  }
+  if (tid == 0) a.offsets[a.axis] = carry;
+  for (i64 r = tid; r < a.axis; r += NT) a.cursor[r] = a.offsets[r];
+  __syncthreads();
+  for (i64 base = 0; base < a.n; base += NT) {
+    i64 i = base + tid;
+    int r = i < a.n ? a.idx[i] : -1;
+    bool valid = r >= 0 && r < a.axis;
+    sh[tid] = valid ? r : -1;
+    __syncthreads();
+    int rank = 0;
+    bool last = true;
+    if (valid) {
+      for (int t = 0; t < NT; t++) {
+        if (sh[t] != r || t == tid) continue;
+        if (t < tid) rank++;
+        else last = false;
+      }
+      a.order[a.cursor[r] + rank] = (int)i;
+    }
+    __syncthreads();
+    if (valid && last) a.cursor[r] += rank + 1;
+    __syncthreads();
+  }
+}
+KERNEL_SYNC(on_take_index_i32, TakeIndexArgs) { take_index_k(a); }
+
+// TakeGrad, second half: a thread per element (o, r, in) of dx adds its
+// entries' elements of dy in order, in the element type (as the CPU does).
+template <typename T> struct TakeGradArgs { i64 outer, axis, inner, n; const int *offsets; const int *order; const T *dy; T *dx; };
+template <typename T> __device__ void take_grad_k(const TakeGradArgs<T> &a) {
+  GRID_LOOP(e, a.outer * a.axis * a.inner) {
+    i64 in = e % a.inner, row = e / a.inner, r = row % a.axis, o = row / a.axis;
+    T s = 0;
+    for (i64 p = a.offsets[r]; p < a.offsets[r + 1]; p++) s += a.dy[(o * a.n + a.order[p]) * a.inner + in];
+    a.dx[e] = s;
+  }
+}
+KERNEL(on_take_grad_f32, TakeGradArgs<float>) { take_grad_k(a); }
+KERNEL(on_take_grad_f64, TakeGradArgs<double>) { take_grad_k(a); }
+
+// Compare: binary()'s comparisons, as 0/1 ints.
+template <typename T> struct CompareArgs { i64 op, n, ascalar, bscalar; const T *a; const T *b; int *dst; };
+template <typename T> __device__ void compare_k(const CompareArgs<T> &a) {
+  int op = (int)a.op;
+  GRID_LOOP(i, a.n) {
+    T x = a.a[a.ascalar ? 0 : i], y = a.b[a.bscalar ? 0 : i];
+    a.dst[i] = binary(op, x, y) != (T)0 ? 1 : 0;
+  }
+}
+KERNEL(on_compare_f32, CompareArgs<float>) { compare_k(a); }
+KERNEL(on_compare_f64, CompareArgs<double>) { compare_k(a); }
+
+// Sparsemax: a block per row. Element j is in the support where 1 + k z_j
+// exceeds the sum of the k elements at least z_j (z the row less its
+// maximum); tau = (sum of the support - 1) / its size. Counts and sums in
+// double; O(cols^2 / NT) per thread.
+template <typename T> struct SparsemaxArgs { i64 rows, cols; const T *src; T *dst; };
+template <typename T> __device__ void sparsemax_k(const SparsemaxArgs<T> &a) {
+  SHARED(double, shd, NT);
+  SHARED(T, sht, NT);
+  for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const T *x = a.src + r * a.cols;
+    T *y = a.dst + r * a.cols;
+    T m = x[0];
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) m = nanmax(m, x[j]);
+    m = block_max(m, sht);
+    double size = 0, support = 0;
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) {
+      T zj = x[j] - m;
+      double k = 0, s = 0;
+      for (i64 i = 0; i < a.cols; i++) {
+        T zi = x[i] - m;
+        if (zi >= zj) {
+          k += 1;
+          s += (double)zi;
+        }
+      }
+      if (1 + k * (double)zj > s) {
+        size += 1;
+        support += (double)zj;
+      }
+    }
+    size = block_sum(size, shd);
+    support = block_sum(support, shd);
+    double tau = (support - 1) / size;
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) {
+      double v = (double)(x[j] - m) - tau;
+      y[j] = (T)(v > 0 ? v : 0);
+    }
+  }
+}
+KERNEL_SYNC(on_sparsemax_f32, SparsemaxArgs<float>) { sparsemax_k(a); }
+KERNEL_SYNC(on_sparsemax_f64, SparsemaxArgs<double>) { sparsemax_k(a); }
+
+// SparsemaxGrad: a block per row; dx = s (dy - sum(s dy) / sum(s)), s the
+// support (y != 0), the sums in double.
+template <typename T> struct SparsemaxGradArgs { i64 rows, cols; const T *y; const T *dy; T *dx; };
+template <typename T> __device__ void sparsemax_grad_k(const SparsemaxGradArgs<T> &a) {
+  SHARED(double, shd, NT);
+  for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const T *y = a.y + r * a.cols, *dy = a.dy + r * a.cols;
+    T *dx = a.dx + r * a.cols;
+    double s = 0, k = 0;
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) {
+      if (y[j] != (T)0) {
+        s += (double)dy[j];
+        k += 1;
+      }
+    }
+    s = block_sum(s, shd);
+    k = block_sum(k, shd);
+    double mean = k > 0 ? s / k : 0;
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) dx[j] = y[j] != (T)0 ? (T)((double)dy[j] - mean) : (T)0;
+  }
+}
+KERNEL_SYNC(on_sparsemax_grad_f32, SparsemaxGradArgs<float>) { sparsemax_grad_k(a); }
+KERNEL_SYNC(on_sparsemax_grad_f64, SparsemaxGradArgs<double>) { sparsemax_grad_k(a); }
+
+// YOLODecode: a thread per element of the (batch, cells * boxes, attrs)
+// destination.
+template <typename T> struct YoloArgs { i64 batch, boxes, attrs, grid; double stride; const T *anchors; const T *src; T *dst; };
+template <typename T> __device__ void yolo_k(const YoloArgs<T> &a) {
+  i64 cells = a.grid * a.grid;
+  T stride = (T)a.stride;
+  GRID_LOOP(e, a.batch * cells * a.boxes * a.attrs) {
+    i64 k = e % a.attrs, row = e / a.attrs;
+    i64 box = row % a.boxes, cell = (row / a.boxes) % cells, b = row / (a.boxes * cells);
+    T v = a.src[((b * a.boxes + box) * a.attrs + k) * cells + cell];
+    T out;
+    if (k == 0) out = ((T)1 / ((T)1 + m_exp(-v)) + (T)(cell % a.grid)) * stride;
+    else if (k == 1) out = ((T)1 / ((T)1 + m_exp(-v)) + (T)(cell / a.grid)) * stride;
+    else if (k < 4) out = m_exp(v) * a.anchors[2 * box + k - 2] * stride;
+    else out = (T)1 / ((T)1 + m_exp(-v));
+    a.dst[e] = out;
+  }
+}
+KERNEL(on_yolo_f32, YoloArgs<float>) { yolo_k(a); }
+KERNEL(on_yolo_f64, YoloArgs<double>) { yolo_k(a); }

@@ -123,6 +123,9 @@ func Plan(d Device, k backend.Kernel) ([]Step, error) {
 		return nil, err
 	}
 	dk, ok := k.(backend.DeviceKernel)
+	if h, hostOnly := k.(backend.HostOnly); !ok && hostOnly {
+		return nil, fmt.Errorf("%w: %s: %s", backend.ErrUnsupported, backend.Name(k), h.NoDevice())
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", backend.ErrUnsupported, backend.Name(k))
 	}
