@@ -50,7 +50,7 @@ func agreeSettings(c config) error {
 	if c.resumed != nil {
 		var st progress
 		if err := c.resumed.JSON(keyProgress, &st); err == nil {
-			s["resume point"] = fmt.Sprintf("step %d of run %q", st.Step, c.resumed.Meta[checkpoint.KeyRun])
+			s["resume point"] = fmt.Sprintf("step %d of run %s", st.Step, c.resumed.Meta[checkpoint.KeyRun])
 		} else {
 			s["resume point"] = "a checkpoint without progress"
 		}
@@ -175,6 +175,9 @@ func differences(what string, all []map[string]string) error {
 	}
 	if len(diffs) == 0 { // equal maps hash alike: a hash collision, or a rank's JSON that changed on the way
 		return errors.New("-dist mpi: the ranks' " + what + " hash differently but read alike")
+	}
+	if what == "data" {
+		return fmt.Errorf("-dist mpi: the ranks' data differ, and every rank must train on the same images (from a -data folder of its own, if need be): %s", strings.Join(diffs, "; "))
 	}
 	var allowed []string
 	for name := range perRank {
