@@ -150,7 +150,8 @@ func lockRun(dir string) (*os.File, error) {
 			ErrLocked, dir, holder, path)
 	}
 	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt(pid, 0)
 	}
 	if err != nil {
