@@ -166,6 +166,21 @@ func TestRunFolderLocked(t *testing.T) {
 		}
 		sameDigest(t, fmt.Sprintf("%q", args), out, before)
 	}
+	// -resume latest that resolved to step 15 just before the holder saved
+	// step 20 is refused too; -resume of step 15 by its path branches off
+	// into a new folder, the held one untouched.
+	f15, err := checkpoint.Read(filepath.Join(runDir, checkpoint.StepName(15)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := config{resume: filepath.Join(runDir, checkpoint.StepName(15)), resumed: f15, epochs: 3, resumeNewest: true}
+	if r, _, err := resumeFolder(c); r != nil || !errors.Is(err, checkpoint.ErrLocked) || exitCode(err) != 2 {
+		t.Errorf("-resume latest that found step 15 of the held run: %v, want a usage error wrapping checkpoint.ErrLocked", err)
+	}
+	c.resumeNewest = false
+	if r, why, err := resumeFolder(c); r != nil || err != nil || !strings.Contains(why, "the newest checkpoint of its run is "+checkpoint.StepName(20)) {
+		t.Errorf("-resume PATH of step 15 of the held run: %v, %q, %v; want a new folder, as step 20 is newer", r, why, err)
+	}
 	if err := held.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,7 @@ type config struct {
 	minAccuracy             float64
 	saveEvery, keep         int
 	resume                  string // checkpoint path, resolved from -resume
+	resumeNewest            bool   // -resume latest or a run folder: its newest checkpoint was asked for
 	cpuProfile              string
 	kernelProfile           bool
 	engine                  string
@@ -148,7 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err != nil {
 		return c, fmt.Errorf("-resume %s: the saved configuration: %w", path, err)
 	}
-	rc.resume, rc.resumed = path, f
+	rc.resume, rc.resumed, rc.resumeNewest = path, f, path != c.resume
 	return rc, nil
 }
 
