@@ -114,11 +114,13 @@ func (e *programEngine) compiled() checkpoint.Program { return e.prog }
 // resumeFolder settles, before a resumed run loads anything, where it
 // writes. The newest checkpoint of a run goes on in that run's folder,
 // whose lock it returns in held: a folder that another process holds is a
-// usage error naming that process. Any other checkpoint (an older one, one
-// behind a damaged newest one, one copied elsewhere, one of a folder
-// without a run manifest) goes on in a new run folder, for the reason why;
-// its own folder is neither locked nor touched. A finished run (nothing to
-// train) writes nothing and holds nothing.
+// usage error naming that process (also for -resume latest or RUN when
+// that process has saved a newer checkpoint meanwhile). Any other
+// checkpoint (an older one, one behind a damaged newest one, one copied
+// elsewhere, one of a folder without a run manifest) goes on in a new run
+// folder, for the reason why; its own folder is neither locked nor
+// touched. A finished run (nothing to train) writes nothing and holds
+// nothing.
 func resumeFolder(c config) (held *checkpoint.Run, why string, err error) {
 	var st progress
 	if err := c.resumed.JSON(keyProgress, &st); err != nil || st.Epoch >= c.epochs {
@@ -133,6 +135,7 @@ func resumeFolder(c config) (held *checkpoint.Run, why string, err error) {
 	switch {
 	case newest == "":
 		return nil, fmt.Sprintf("the run in %s wrote no such checkpoint", dir), nil
+	case c.resumeNewest: // the run's newest, even if its holder has saved since
 	case !sameFile(newest, c.resume) && bad != nil:
 		return nil, fmt.Sprintf("the newest checkpoint of its run, %s, does not load: %v", filepath.Base(newest), bad), nil
 	case !sameFile(newest, c.resume) && s == st.Step:
