@@ -17,7 +17,13 @@
 // -time-limit and -eval-interval). A run's accuracy at grid time t is its
 // last whole-test-set evaluation before t plus half the grid's step (the one
 // an interval asks for comes at the first step past its time); against
-// steps, each label has its own grid of steps, read the same way.
+// steps, each label has its own grid of steps, read the same way. A
+// matched folder without a whole-test-set evaluation (no metrics.csv, an
+// empty one: a run that failed or never ran) is left out with a warning on
+// the page and on standard output; a malformed metrics.csv (a row of
+// garbage, an accuracy outside [0, 1], evaluations going back in time) and
+// a run that goes on from another matched run (train -resume of an older
+// checkpoint into a seed's folder) are errors naming the file, and the row.
 //
 // scripts/dnn_figure.sh writes load.txt (the load averages before and after
 // the run and its flags) and command.txt (the train command) into each
