@@ -63,7 +63,7 @@ func size(shape []int) int {
 
 // errNotOnDevice names a setting the device steppers do not run.
 func errNotOnDevice(what, instead string) error {
-	return fmt.Errorf("%s does not run on a device (what does: %s)", what, instead)
+	return optim.NotOnDevice(fmt.Sprintf("%s does not run on a device (what does: %s)", what, instead))
 }
 
 // Stepper returns the stepper of p by r on the device.
