@@ -10,8 +10,6 @@ import (
 	"gonum.org/v1/plot/palette/moreland"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // confusionGrid is a confusion matrix as a heat map's grid: column c, row
@@ -83,8 +81,5 @@ func plotConfusion(w io.Writer, m confusion, classes []string) error {
 	}
 	p.NominalY(rev...)
 	side := vg.Length(max(6, k)) * vg.Inch * 0.9
-	img := vgimg.New(side+2*vg.Inch, side)
-	p.Draw(draw.New(img))
-	_, err = (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
-	return err
+	return writePNG(w, side+2*vg.Inch, side, [][]*plot.Plot{{p}})
 }

@@ -85,6 +85,9 @@ func TestEvalReproducesRun(t *testing.T) {
 	if len(dirs) != 2 || !strings.HasSuffix(dirs[1], "-2") {
 		t.Fatalf("report folders %v, want two: eval-step-N and eval-step-N-2", dirs)
 	}
+	// A ViT's checkpoint too (its evaluation cuts the images into patches).
+	_, vitOut, vitWant := tinyRun(t, true)
+	checkEval(t, vitOut, vitWant, "-device", "cpu")
 	// The confusion matrix holds the 250 images with the accuracy on its
 	// diagonal, and predictions.csv one row per image agreeing with it.
 	rows := readCSV(t, filepath.Join(dirs[0], "confusion.csv"))
