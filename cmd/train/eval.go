@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/orthonet/orthonet/checkpoint"
 )
 
 // evalMain runs train eval: it evaluates a checkpoint on its data set's test
@@ -191,8 +189,11 @@ func reportDir(report string, t *trained) (string, error) {
 		base := filepath.Join(filepath.Dir(t.path), fmt.Sprintf("eval-step-%d", t.step))
 		dir := base
 		for k := 2; ; k++ {
-			if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+			switch _, err := os.Lstat(dir); {
+			case errors.Is(err, fs.ErrNotExist):
 				return dir, nil
+			case err != nil:
+				return "", err
 			}
 			dir = fmt.Sprintf("%s-%d", base, k)
 		}
@@ -254,42 +255,6 @@ func writeEvalReport(dir string, r evalReport, classes []string, w io.Writer) (e
 	}
 	fmt.Fprintf(w, "confusion matrix: %s, %s\npredictions: %s\n", written[0], written[1], written[2])
 	return nil
-}
-
-// createNew writes path through write, atomically (a temporary file renamed
-// into place, as checkpoint.Write does), and refuses to replace a file.
-func createNew(path string, write func(io.Writer) error) error {
-	if _, err := os.Lstat(path); err == nil {
-		return fmt.Errorf("%s exists: not replaced", path)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := write(tmp); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	// A hard link fails where path exists: nothing is replaced, even by a
-	// file that appeared meanwhile.
-	if err := os.Link(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	ok = true
-	os.Remove(tmp.Name())
-	return checkpoint.SyncDir(filepath.Dir(path))
 }
 
 // writeConfusionCSV writes the confusion matrix: a row per true class, a
