@@ -177,12 +177,8 @@ type programEngine struct {
 func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, groups []optim.Group, opts optim.Options) (*programEngine, error) {
 	e := &programEngine{net: net, ev: ev, loss: loss}
 	var err error
-	if c.device == "cuda" {
-		if e.be, err = cudabackend.New(cudabackend.Options{Profile: c.kernelProfile}); err != nil {
-			return nil, err
-		}
-	} else {
-		e.be = cpu.New(cpu.Options{Threads: c.blasShare})
+	if e.be, err = newBackend(c); err != nil {
+		return nil, err
 	}
 	inputs := []*G.Node{net.x, y}
 	var drop []program.Dropout
@@ -196,11 +192,9 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, grou
 		e.close()
 		return nil, fmt.Errorf("compiling the training graph: %w", err)
 	}
-	e.eprog, err = program.Compile(ev.logits.Graph(), program.Config{Backend: e.be, Outputs: []*G.Node{ev.logits},
-		Params: ev.Params(), NoGrad: true, Inputs: []*G.Node{ev.x}, Share: e.prog})
-	if err != nil {
+	if err = e.compileEval(ev, e.prog); err != nil {
 		e.close()
-		return nil, fmt.Errorf("compiling the evaluation graph: %w", err)
+		return nil, err
 	}
 	if e.s, err = program.NewSolver(e.prog, groups, opts); err != nil {
 		e.close()
@@ -214,10 +208,32 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, grou
 	e.lossAny = e.lossHost
 	e.logits = make([]float32, tensor.Shape(net.logits.Shape()).TotalSize())
 	e.logitsAny = e.logits
+	return e, nil
+}
+
+// newBackend returns the backend of -device: the GPU's, or the CPU's.
+func newBackend(c config) (backend.Backend, error) {
+	if c.device == "cuda" {
+		return cudabackend.New(cudabackend.Options{Profile: c.kernelProfile})
+	}
+	return cpu.New(cpu.Options{Threads: c.blasShare}), nil
+}
+
+// compileEval compiles the forward pass of the evaluation network ev on
+// e's backend, its parameters those of the training program share (nil:
+// ev's own values, as constants).
+func (e *programEngine) compileEval(ev *network, share *program.Program) error {
+	var err error
+	e.eprog, err = program.Compile(ev.logits.Graph(), program.Config{Backend: e.be, Outputs: []*G.Node{ev.logits},
+		Params: ev.Params(), NoGrad: true, Inputs: []*G.Node{ev.x}, Share: share})
+	if err != nil {
+		return fmt.Errorf("compiling the evaluation graph: %w", err)
+	}
+	e.ev = ev
 	e.evLogits = make([]float32, tensor.Shape(ev.logits.Shape()).TotalSize())
 	e.evLogitsAny = e.evLogits
 	e.evInputAny = ev.xb
-	return e, nil
+	return nil
 }
 
 // drawsMasks reports true: the program draws the masks on its backend

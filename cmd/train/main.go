@@ -7,6 +7,10 @@
 //
 // With no flags it trains the paper's orthogonal FFN with RSDM-P on
 // Fashion-MNIST for one epoch, offline. Ctrl-C stops at a step boundary.
+//
+// Its subcommands use a checkpoint it saved: train eval measures it on a
+// data set, train predict classifies image files, train export writes it
+// as an ONNX model (see use.go; train eval -h and so on).
 package main
 
 import (
@@ -297,6 +301,11 @@ func main() { os.Exit(mainCode()) }
 // mainCode runs the command and returns its exit code, after its deferred
 // work (the CPU profile's flush) has run on every path.
 func mainCode() int {
+	if len(os.Args) > 1 {
+		if sub, ok := subcommands[os.Args[1]]; ok { // train eval, predict, export (use.go)
+			return sub(os.Args[2:], os.Stdout, os.Stderr)
+		}
+	}
 	c, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

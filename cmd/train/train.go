@@ -775,6 +775,12 @@ func maxFeasibility(ns G.Nodes) float64 {
 // network ev over the first count examples of s; the last chunk is
 // zero-padded and its padding ignored.
 func evaluateOn(e engine, ev *network, s *data.Set, count int) (metric, error) {
+	return evaluateWith(e, ev, s, count, nil)
+}
+
+// evaluateWith evaluates as evaluateOn does and, unless observe is nil,
+// gives it the logits (n x classes) and labels of each chunk of n examples.
+func evaluateWith(e engine, ev *network, s *data.Set, count int, observe func(logits []float32, labels []int)) (metric, error) {
 	d, k := s.Dim(), s.Classes
 	batch := len(ev.xb) / d
 	labels := make([]int, batch)
@@ -799,6 +805,9 @@ func evaluateOn(e engine, ev *network, s *data.Set, count int) (metric, error) {
 		}
 		correct += math.Round(acc * float64(n))
 		lossSum += loss * float64(n)
+		if observe != nil {
+			observe(z[:n*k], labels[:n])
+		}
 	}
 	return metric{Loss: lossSum / float64(count), Accuracy: correct / float64(count)}, nil
 }
