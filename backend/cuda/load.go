@@ -124,10 +124,6 @@ func systemOpener() (opener, error) {
 	}
 }
 
-// ErrStandIn is (by errors.Is) the error of a value of StandInEnv that is
-// neither 0 nor 1.
-var ErrStandIn = errors.New("cuda: " + StandInEnv + " is neither 0 nor 1")
-
 // standInError is the error of StandInEnv's value v.
 type standInError struct{ v string }
 

@@ -97,15 +97,6 @@ const (
 	LibCUSOLVER Lib = 3
 )
 
-// jitLinkName returns the soname of the libnvJitLink that cuSOLVER needs
-// under c, or "" where there is no cuSOLVER.
-func jitLinkName(c Config) string {
-	if c.CUSOLVER == 0 {
-		return ""
-	}
-	return fmt.Sprintf("libnvJitLink.so.%d", c.CUSOLVER+1)
-}
-
 // openError is dlopen's message for a library it cannot find.
 func openError(path string) error {
 	return fmt.Errorf("%s: cannot open shared object file: No such file or directory", path)

@@ -57,6 +57,15 @@ func resolve(c Config, path string) (lib Lib, builtins, ok bool) {
 	return LibNone, false, false
 }
 
+// jitLinkName returns the soname of the libnvJitLink that cuSOLVER needs
+// under c, or "" where there is no cuSOLVER.
+func jitLinkName(c Config) string {
+	if c.CUSOLVER == 0 {
+		return ""
+	}
+	return fmt.Sprintf("libnvJitLink.so.%d", c.CUSOLVER+1)
+}
+
 // needs returns the loader's error for opening path (library lib) under c
 // with the libnvJitLink copies already opened (by path; "" where the
 // loader found it by soname): cuSOLVER needs libnvJitLink, which the
