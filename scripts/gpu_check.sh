@@ -366,7 +366,7 @@ throughput() {
 			-kernel-profile "${args[@]}" "${r[@]}" "${prof[@]}" -out "$runs/profile-$m" >"$logs/profile-$m.log" 2>&1 &&
 			grep -q 'device profile' "$logs/profile-$m.log"; then
 			echo "--- kernel profile, $m"
-			sed -n '/device profile/,$p' "$logs/profile-$m.log"
+			sed -n '/device profile/,/^test accuracy/p' "$logs/profile-$m.log"
 		else
 			echo "FAIL: the $m kernel profile: $(tail -1 "$logs/profile-$m.log")"
 			rc=1
@@ -467,6 +467,14 @@ smoke() {
 	out=$(abspath "${1:-out/gpu-check}")
 	rm -rf "$dir" "$out"
 	mkdir -p "$out"
+	# pack refuses a folder that the device tool would not send, or would
+	# send with every call.
+	local d want msg
+	for d in "/tmp/gpu-check-outside:is outside the repository" "docs/gpu-check:is not ignored by git"; do
+		want=${d#*:}
+		msg=$(bash "$script" pack "${d%%:*}" 2>&1) && die "smoke: pack ${d%%:*} did not refuse"
+		[[ $msg == *"$want"* ]] || die "smoke: pack ${d%%:*} refused with \"$msg\", not saying it $want"
+	done
 	pack "$dir" >"$out/pack.txt"
 	local b f
 	for b in "${bins[@]}"; do
