@@ -77,7 +77,11 @@ unit: deps
 	ORTHONET_REQUIRE_DATA=1 ORTHONET_REQUIRE_NVRTC=1 ORTHONET_REQUIRE_MPI=1 ORTHONET_REQUIRE_ONNXRUNTIME=1 $(GO) test -count=1 -tags $(TAGS) ./...
 
 # gpu-check-smoke runs scripts/gpu_check.sh (the checks for a GPU machine)
-# on the host model of the GPU at small sizes, so the script is known to work.
+# on the host model of the GPU at small sizes, so the script is known to
+# work: one pack (under 56 MiB, build.txt listing each binary's GLIBC and
+# GLIBCXX needs), a run whose report.txt gives every stage's exit code and
+# whose logs.tgz holds every stage's log, and a run with a stage made to hang,
+# which must be cut at its limit with the later stages reported not run.
 gpu-check-smoke: deps
 	bash scripts/gpu_check.sh smoke $(OUT)/gpu-check
 

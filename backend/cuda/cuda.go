@@ -90,7 +90,11 @@ var _ backend.Backend = (*Backend)(nil)
 // Probe returns GPU 0 as the driver describes it, or why there is none
 // (no driver library, no device).
 func Probe() (Device, error) {
-	a, err := loadDriver(newFinder(systemOpener()))
+	o, err := systemOpener()
+	if err != nil {
+		return Device{}, err
+	}
+	a, err := loadDriver(newFinder(o))
 	if err != nil {
 		return Device{}, err
 	}
@@ -103,7 +107,11 @@ func Probe() (Device, error) {
 // loads the kernels, compiled by NVRTC for the device (or read from the
 // cache of an earlier start).
 func New(o Options) (backend.Backend, error) {
-	a, err := load(systemOpener())
+	op, err := systemOpener()
+	if err != nil {
+		return nil, err
+	}
+	a, err := load(op)
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,7 @@
 package cuda
 
+import "errors"
+
 // Options configure a Backend.
 type Options struct {
 	// Device is the ordinal of the GPU to use.
@@ -16,6 +18,10 @@ type Options struct {
 // backend load the host model of the device (package
 // internal/cudak/standin) instead of the NVIDIA libraries.
 const StandInEnv = "ORTHONET_CUDA_STANDIN"
+
+// ErrStandIn is (by errors.Is) the error of a value of StandInEnv that is
+// neither 0 nor 1.
+var ErrStandIn = errors.New("cuda: " + StandInEnv + " is neither 0 nor 1")
 
 // Device describes a GPU as the driver reports it.
 type Device struct {

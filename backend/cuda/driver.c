@@ -178,7 +178,7 @@ int on_record(const on_api *A, CUcontext ctx, CUstream stream, CUevent e) {
 int on_elapsed(const on_api *A, CUcontext ctx, CUevent start, CUevent end, float *ms) {
   CUresult r;
   if ((r = A->cuCtxSetCurrent(ctx))) return r;
-  return A->cuEventElapsedTime(ms, start, end);
+  return A->cuEventElapsedTime_v2(ms, start, end);
 }
 
 int on_event_destroy(const on_api *A, CUcontext ctx, CUevent e) {

@@ -38,6 +38,11 @@ func selectDevice(c *config, log io.Writer) error {
 		}
 	}
 	why := strings.TrimPrefix(err.Error(), "cuda: ")
+	if errors.Is(err, cudabackend.ErrStandIn) {
+		// A setting to fix, not a machine without a GPU: auto does not
+		// fall back to the CPU over it.
+		return &usageError{fmt.Errorf("-device %s: %s", c.device, why)}
+	}
 	if c.device == "cuda" {
 		return errors.New("-device cuda: " + why)
 	}

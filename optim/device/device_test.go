@@ -171,12 +171,16 @@ func (r *deviceRun[T]) compare(what string, tol float64) {
 			r.t.Fatal(err)
 		}
 		var d, s float64
+		at := 0
 		for j := range v {
-			d = max(d, math.Abs(float64(got[j])-float64(v[j])))
+			if e := math.Abs(float64(got[j]) - float64(v[j])); e > d || math.IsNaN(e) && !math.IsNaN(d) {
+				d, at = e, j
+			}
 			s = max(s, math.Abs(float64(v[j])))
 		}
 		if !(d <= tol*max(s, 1)) {
-			r.t.Errorf("%s: %s differs from the host's by %.3g (scale %.3g)", what, deviceSpecs[i].name, d, s)
+			r.t.Errorf("%s: %s differs from the host's by %.3g (scale %.3g), most at element %d of %d: %v against the host's %v",
+				what, deviceSpecs[i].name, d, s, at, len(v), got[at], v[at])
 		}
 	}
 }
