@@ -81,6 +81,11 @@ type Config struct {
 	// to a device.
 	Dropout     []Dropout
 	DropoutSeed uint64
+	// Accuracy, when its Logits are set, has every Run also count the
+	// correct predictions of a classifier (backend.CountCorrect, the count
+	// nn.Accuracy makes), which Collect returns: the logits need not leave
+	// the backend.
+	Accuracy Accuracy
 }
 
 // Dropout is a dropout mask leaf and its probability of a zero.
@@ -124,6 +129,12 @@ type Program struct {
 	flags     backend.Buffer
 	flagsHost []int32
 	flagsAny  any              // flagsHost, boxed once so that CheckGrads does not allocate
+	flagsRead bool             // Collect read the flags of the last Run into flagsHost
+	// correct holds Config.Accuracy's count of the last Run.
+	correct     backend.Buffer
+	correctHost []int32
+	correctAny  any
+	collect     []backend.Read // Collect's workspace
 	owned     []backend.Buffer // buffers this program allocated
 	step      backend.Buffer   // the step the dropout masks are drawn for (Float64)
 	stepHost  []float64
@@ -239,6 +250,7 @@ func (p *Program) Backend() backend.Backend { return p.be }
 // a view of the program's buffer: from then on the node and the program
 // hold one copy, and writing into the node's data writes the parameter.
 func (p *Program) Run() error {
+	p.flagsRead = false
 	if err := p.checkNodes(); err != nil {
 		return err
 	}
@@ -277,14 +289,17 @@ func (p *Program) SetStep(step int) error {
 // CheckGrads reports whether every gradient of the last Run is finite:
 // nil if so, else an error that names the first parameter with a NaN or
 // Inf in its gradient and wraps optim.ErrNotFinite. The check was made
-// while the gradients were computed; a gradient flagged only by the bound
-// on its factors is scanned here to be sure.
+// while the gradients were computed, into flags that CheckGrads reads
+// (unless Collect read them after the Run); a gradient flagged only by the
+// bound on its factors is scanned here to be sure.
 func (p *Program) CheckGrads() error {
 	if p.flags == nil {
 		return errors.New("program: compiled with NoGrad or without parameters: there are no gradients")
 	}
-	if err := p.be.CopyOut(p.flagsAny, p.flags, 0); err != nil {
-		return err
+	if !p.flagsRead {
+		if err := p.be.CopyOut(p.flagsAny, p.flags, 0); err != nil {
+			return err
+		}
 	}
 	for i := range p.params {
 		pv := &p.params[i]

@@ -385,6 +385,20 @@ func Cases(dt backend.DType) []Case {
 	add("check-product/blocks/large-b", backend.CheckProduct{RA: 700, CA: 9, CB: 5, A: at(slot(0)), B: at(slot(1)), Flag: at(slot(2))},
 		[]int{2}, a, bb, make([]int32, 1))
 
+	// Correct predictions: scores on a grid of halves (ties), NaNs, one-hot
+	// targets; more rows than a block's threads.
+	for _, s := range [][2]int{{1, 1}, {16, 10}, {300, 7}} {
+		scores, targets := g.halves(s[0]*s[1]), make([]float64, s[0]*s[1])
+		for r := range s[0] {
+			targets[r*s[1]+g.r.IntN(s[1])] = 1
+		}
+		if s[0] > 1 {
+			scores[3], scores[s[1]+1] = math.NaN(), math.NaN()
+		}
+		add(fmt.Sprintf("count-correct/%dx%d", s[0], s[1]), backend.CountCorrect{Rows: s[0], Classes: s[1], Scores: at(slot(0)),
+			Targets: at(slot(1)), Count: at(slot(2))}, []int{2}, scores, targets, []int32{-5})
+	}
+
 	// Rows, and the Q factor.
 	add("gather-rows", backend.GatherRows{N: 5, Width: 7, Rows: at(slot(0)), Src: at(slot(1)), Dst: at(slot(2))},
 		[]int{2}, g.perm(5, 13), g.normal(13*7, 1), g.normal(5*7, 1))

@@ -36,10 +36,10 @@ type solver interface {
 // program, or Gorgonia's tape machine.
 type engine interface {
 	// run runs the forward and backward pass of training step step on the
-	// batch in the training network's input buffers (and the labels in yb)
-	// and returns the loss and the logits (batch x classes, valid until the
-	// next run).
-	run(step int) (loss float64, logits []float32, err error)
+	// batch in the training network's input buffers (and labels, one-hot in
+	// yb) and returns the loss and the accuracy (nn.Accuracy's) of the
+	// batch.
+	run(step int, labels []int) (loss, accuracy float64, err error)
 	// drawsMasks reports whether the engine draws the dropout masks itself
 	// (for the step run is given); otherwise the caller fills them first.
 	drawsMasks() bool
@@ -103,12 +103,13 @@ func newTapeEngine(net *network, loss *G.Node, ev *network, groups []optim.Group
 
 func (e *tapeEngine) drawsMasks() bool { return false }
 
-func (e *tapeEngine) run(int) (float64, []float32, error) {
+func (e *tapeEngine) run(_ int, labels []int) (float64, float64, error) {
 	e.vm.Reset()
 	if err := e.vm.RunAll(); err != nil {
-		return 0, nil, err
+		return 0, 0, err
 	}
-	return float64(e.loss.Value().Data().(float32)), e.logits.Data().([]float32), nil
+	acc, err := nn.Accuracy(e.logits.Data().([]float32), labels, e.net.logits.Shape()[1])
+	return float64(e.loss.Value().Data().(float32)), acc, err
 }
 
 func (e *tapeEngine) solver() solver { return e.s }
@@ -167,8 +168,6 @@ type programEngine struct {
 	inputData   []any
 	lossHost    []float32
 	lossAny     any
-	logits      []float32
-	logitsAny   any
 	evLogits    []float32
 	evLogitsAny any
 	evInputAny  any
@@ -191,7 +190,7 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, grou
 	}
 	e.prog, err = program.Compile(net.logits.Graph(), program.Config{Backend: e.be, Outputs: []*G.Node{loss, net.logits},
 		Params: net.Params(), Inputs: inputs, FactorForRSDM: factorFor(c), Profile: c.kernelProfile,
-		Dropout: drop, DropoutSeed: dropoutSeed(c)})
+		Dropout: drop, DropoutSeed: dropoutSeed(c), Accuracy: program.Accuracy{Logits: net.logits, Targets: y}})
 	if err != nil {
 		e.close()
 		return nil, fmt.Errorf("compiling the training graph: %w", err)
@@ -212,8 +211,6 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, grou
 	}
 	e.lossHost = make([]float32, 1)
 	e.lossAny = e.lossHost
-	e.logits = make([]float32, tensor.Shape(net.logits.Shape()).TotalSize())
-	e.logitsAny = e.logits
 	e.evLogits = make([]float32, tensor.Shape(ev.logits.Shape()).TotalSize())
 	e.evLogitsAny = e.evLogits
 	e.evInputAny = ev.xb
@@ -224,25 +221,27 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, grou
 // (program.Config.Dropout), keyed by the seed and the step.
 func (e *programEngine) drawsMasks() bool { return true }
 
-func (e *programEngine) run(step int) (float64, []float32, error) {
+// run reads, in one wait on a device, the loss, the count of correct
+// predictions (the program counts them where the logits live) and the
+// gradients' finite flags, which the Solver's next Step checks: a step
+// waits for the device once.
+func (e *programEngine) run(step int, labels []int) (float64, float64, error) {
 	if err := e.prog.SetStep(step); err != nil {
-		return 0, nil, err
+		return 0, 0, err
 	}
 	for i, n := range e.inputs {
 		if err := e.prog.SetInput(n, e.inputData[i]); err != nil {
-			return 0, nil, err
+			return 0, 0, err
 		}
 	}
 	if err := e.prog.Run(); err != nil {
-		return 0, nil, err
+		return 0, 0, err
 	}
-	if err := e.prog.Read(e.loss, e.lossAny); err != nil {
-		return 0, nil, err
+	correct, err := e.prog.Collect(program.Read{Node: e.loss, Dst: e.lossAny})
+	if err != nil {
+		return 0, 0, err
 	}
-	if err := e.prog.Read(e.net.logits, e.logitsAny); err != nil {
-		return 0, nil, err
-	}
-	return float64(e.lossHost[0]), e.logits, nil
+	return float64(e.lossHost[0]), float64(correct) / float64(len(labels)), nil
 }
 
 func (e *programEngine) solver() solver { return e.s }

@@ -401,6 +401,27 @@ template <typename T> __device__ void verdict_k(const VerdictArgs<T> &a) {
 KERNEL(on_product_verdict_f32, VerdictArgs<float>) { verdict_k(a); }
 KERNEL(on_product_verdict_f64, VerdictArgs<double>) { verdict_k(a); }
 
+// CountCorrect: one block, a thread per row (rows strided by NT), then the
+// block's sum. A row's largest entry is where a scan that moves on only to
+// a strictly larger entry ends (nn.Accuracy's).
+template <typename T> __device__ i64 argmax_row(const T *x, i64 n) {
+  i64 best = 0;
+  for (i64 j = 1; j < n; j++)
+    if (x[j] > x[best]) best = j;
+  return best;
+}
+template <typename T> struct CorrectArgs { i64 rows, classes; const T *s; const T *t; int *count; };
+template <typename T> __device__ void count_correct_k(const CorrectArgs<T> &a) {
+  SHARED(double, sh, NT);
+  double c = 0;
+  for (i64 r = threadIdx.x; r < a.rows; r += NT)
+    if (argmax_row(a.s + r * a.classes, a.classes) == argmax_row(a.t + r * a.classes, a.classes)) c += 1;
+  c = block_sum(c, sh);
+  if (blockIdx.x == 0 && threadIdx.x == 0) a.count[0] = (int)c;
+}
+KERNEL_SYNC(on_count_correct_f32, CorrectArgs<float>) { count_correct_k(a); }
+KERNEL_SYNC(on_count_correct_f64, CorrectArgs<double>) { count_correct_k(a); }
+
 // ---- rows (RSDM's submatrices) ------------------------------------------------------
 
 // fault records the first bad row index: fault[0] = 1, then the index, its
