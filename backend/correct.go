@@ -15,7 +15,7 @@ var _ defined = CountCorrect{}
 // entry that moves on only to a strictly larger one ends (so that ties go to
 // the first, and a NaN holds the place it was first met at).
 type CountCorrect struct {
-	Rows, Classes           int
+	Rows, Classes          int
 	Scores, Targets, Count Operand
 }
 
