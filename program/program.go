@@ -128,19 +128,21 @@ type Program struct {
 	// (suspect, from a product bound) and whether it is (scanned).
 	flags     backend.Buffer
 	flagsHost []int32
-	flagsAny  any  // flagsHost, boxed once so that CheckGrads does not allocate
-	flagsRead bool // Collect read the flags of the last Run into flagsHost
-	// correct holds Config.Accuracy's count of the last Run.
-	correct     backend.Buffer
-	correctHost []int32
-	correctAny  any
-	collect     []backend.Read   // Collect's workspace
-	owned       []backend.Buffer // buffers this program allocated
-	step        backend.Buffer   // the step the dropout masks are drawn for (Float64)
-	stepHost    []float64
+	flagsAny  any              // flagsHost, boxed once so that CheckGrads does not allocate
+	owned     []backend.Buffer // buffers this program allocated
+	step      backend.Buffer   // the step the dropout masks are drawn for (Float64)
+	stepHost  []float64
 	// profile holds each kernel's total time and runs, when profiling.
 	profile []time.Duration
 	runs    int
+
+	// flagsRead says Collect read the flags of the last Run into
+	// flagsHost; correct holds Config.Accuracy's count of the last Run.
+	flagsRead   bool
+	correct     backend.Buffer
+	correctHost []int32
+	correctAny  any
+	collect     []backend.Read // Collect's workspace
 }
 
 // KernelTime is the time a Run spends in one kind of kernel.
