@@ -426,7 +426,7 @@ func Cases(dt backend.DType) []Case {
 	for _, decay := range []float64{0, 0.01} {
 		add(fmt.Sprintf("adam-step/decay%v", decay),
 			backend.AdamStep{N: 300, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Decay: decay, W: at(slot(0)), G: at(slot(1)), M: at(slot(2)), V: at(slot(3)), Hyper: at(slot(4))},
-			[]int{0, 2, 3}, g.normal(300, 1), g.normal(300, 1), g.normal(300, 0.1), g.uniform(300, 0, 0.1), []float64{1e-3, 1 - 0.9*0.9*0.9, 1 - 0.999*0.999*0.999})
+			[]int{0, 2, 3}, g.normal(300, 1), g.normal(300, 1), g.normal(300, 0.1), g.uniform(300, 0, 0.1), []float64{1e-3, 3})
 		f64(4)
 	}
 	add("add-scaled/scale", backend.AddScaled{N: 300, Alpha: -1, X: at(slot(0)), Y: at(slot(1)), Dst: at(slot(0)), Scale: at(slot(2))},

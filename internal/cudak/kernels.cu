@@ -640,9 +640,42 @@ template <typename T> __device__ void sgd_k(const SGDArgs<T> &a) {
 KERNEL(on_sgd_f32, SGDArgs<float>) { sgd_k(a); }
 KERNEL(on_sgd_f64, SGDArgs<double>) { sgd_k(a); }
 
+// pow_count returns x^n for x in [0, 1) and a whole n >= 1 (a step count)
+// as Go's math.Pow makes it, bit for bit: the mantissa squared and
+// multiplied in by the bits of n, the powers of two counted apart, and one
+// scaling at the end. (Only the rounding of a result below 2^-1022 may
+// differ, where 1 - x^n is 1 either way.)
+__device__ double pow_count(double x, double n) {
+  if (n == 0 || x == 1) return 1;
+  if (n == 1) return x;
+  if (x == 0) return 0;
+  int e0;
+  double a1 = 1, x1 = frexp(x, &e0);
+  i64 ae = 0, xe = e0;
+  for (i64 i = (i64)n; i != 0; i >>= 1) {
+    if (xe < -(1 << 12) || (1 << 12) < xe) {
+      ae += xe;
+      break;
+    }
+    if (i & 1) {
+      a1 *= x1;
+      ae += xe;
+    }
+    x1 *= x1;
+    xe *= 2;
+    if (x1 < .5) {
+      x1 += x1;
+      xe--;
+    }
+  }
+  return ldexp(a1, (int)(ae < -4000 ? -4000 : ae));
+}
+
+// Hyper holds the step size and the step count, from which each thread
+// computes the bias corrections.
 template <typename T> struct AdamArgs { i64 n; double b1, b2, eps, decay; T *w; const T *g; T *m; T *v; const double *hyper; };
 template <typename T> __device__ void adam_k(const AdamArgs<T> &a) {
-  double lr = a.hyper[0], c1 = a.hyper[1], c2 = a.hyper[2];
+  double lr = a.hyper[0], c1 = 1 - pow_count(a.b1, a.hyper[1]), c2 = 1 - pow_count(a.b2, a.hyper[1]);
   T f = (T)(1 - lr * a.decay);
   bool decay = a.decay > 0 && lr > 0;
   // The moments and the step in the element type (the CPU backend's are in
