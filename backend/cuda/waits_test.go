@@ -57,7 +57,7 @@ func TestCopyOutAll(t *testing.T) {
 
 	model = standin.HostWaits()
 	for _, r := range [][]backend.Read{
-		{{Dst: a, Src: f32, Off: 3}},         // past the end
+		{{Dst: a, Src: f32, Off: 3}},          // past the end
 		{{Dst: make([]float64, 1), Src: f32}}, // another type
 	} {
 		if err := b.CopyOutAll(r); err == nil {
