@@ -50,6 +50,11 @@ type Counter interface {
 	Counts() Counts
 }
 
+// Add returns the sums of c's and o's counts.
+func (c Counts) Add(o Counts) Counts {
+	return Counts{Launches: c.Launches + o.Launches, CopiesIn: c.CopiesIn + o.CopiesIn, Waits: c.Waits + o.Waits}
+}
+
 // Sub returns the counts from o to c.
 func (c Counts) Sub(o Counts) Counts {
 	return Counts{Launches: c.Launches - o.Launches, CopiesIn: c.CopiesIn - o.CopiesIn, Waits: c.Waits - o.Waits}

@@ -221,7 +221,7 @@ func (k SkewStep) Host(p *Pool) (Func, error) {
 // Device launches on_skew in B's type.
 func (k SkewStep) Device(p Planner) {
 	p.SetType(DTypeOf(k.B))
-	elementwise(p, "on_skew", k.R*k.R, k.R, k.B, k.Y, k.LR)
+	elementwise(p, indexed(p, "on_skew", k.R*k.R), k.R*k.R, k.R, k.B, k.Y, k.LR)
 }
 
 func skewHost[T Float](_ *Pool, k SkewStep) Func {
@@ -268,7 +268,7 @@ func (k IdentityDelta) Host(p *Pool) (Func, error) {
 // Device launches on_identity_delta in Dst's type.
 func (k IdentityDelta) Device(p Planner) {
 	p.SetType(DTypeOf(k.Dst))
-	elementwise(p, "on_identity_delta", k.R*k.R, k.R, k.Y, k.Dst)
+	elementwise(p, indexed(p, "on_identity_delta", k.R*k.R), k.R*k.R, k.R, k.Y, k.Dst)
 }
 
 func identityDeltaHost[T Float](_ *Pool, k IdentityDelta) Func {
@@ -302,7 +302,9 @@ func (k Symmetrize) Host(p *Pool) (Func, error) {
 }
 
 // Device launches on_symmetrize.
-func (k Symmetrize) Device(p Planner) { elementwise(p, "on_symmetrize", k.N*k.N, k.N, k.A) }
+func (k Symmetrize) Device(p Planner) {
+	elementwise(p, indexed(p, "on_symmetrize", k.N*k.N), k.N*k.N, k.N, k.A)
+}
 
 func symmetrizeHost[T Float](_ *Pool, k Symmetrize) Func {
 	n := k.N

@@ -245,3 +245,44 @@ func TestAccuracyRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectAllocs checks that Collect allocates nothing: nor does a
+// training step that reads its loss and count with it on the CPU backend.
+// (On the CUDA backend the device steppers' Step allocates, as it did
+// before Collect.)
+func TestCollectAllocs(t *testing.T) {
+	if os.Getenv("ORTHONET_CUDA_GPU") != "1" {
+		t.Setenv(cuda.StandInEnv, "1")
+	}
+	dev, err := cuda.New(cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	for _, be := range []backend.Backend{cpu.New(cpu.Options{Threads: 2}), dev} {
+		c := newClassifier(t, be)
+		c.batch(t, rand.New(rand.NewPCG(1, 1)))
+		var loss any = make([]float32, 1)
+		collect := func() {
+			if _, err := c.prog.Collect(program.Read{Node: c.loss, Dst: loss}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		step := func() {
+			if err := c.prog.Run(); err != nil {
+				t.Fatal(err)
+			}
+			collect()
+			if err := c.solver.Step(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		step()
+		if n := testing.AllocsPerRun(10, collect); n != 0 {
+			t.Errorf("%s: Collect makes %v allocations, want 0", be.Name(), n)
+		}
+		if n := testing.AllocsPerRun(10, step); be != dev && n != 0 {
+			t.Errorf("%s: %v allocations per step, want 0", be.Name(), n)
+		}
+	}
+}

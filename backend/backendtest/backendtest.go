@@ -526,3 +526,34 @@ func Cases(dt backend.DType) []Case {
 	}
 	return cs
 }
+
+// Same runs every case on a and on b, two configurations of backends that
+// must compute alike (the CUDA backend's kernels with 32-bit and with
+// 64-bit index arithmetic), and fails where an output differs in any bit or
+// where a run fails on one and not on the other.
+func Same(t *testing.T, a, b backend.Backend) {
+	var cases []Case
+	for _, dt := range []backend.DType{backend.Float32, backend.Float64} {
+		cases = append(cases, Cases(dt)...)
+	}
+	sort.SliceStable(cases, func(i, j int) bool { return !cases[i].Fails && cases[j].Fails })
+	for _, c := range cases {
+		t.Run(c.Float.String()+"/"+c.Name, func(t *testing.T) {
+			x, xerr := run(a, c)
+			y, yerr := run(b, c)
+			if (xerr == nil) != (yerr == nil) || c.Fails {
+				if xerr == nil || yerr == nil {
+					t.Fatalf("%s: %v; %s: %v", a.Name(), xerr, b.Name(), yerr)
+				}
+				return
+			}
+			for i := range x {
+				for j := range x[i] {
+					if math.Float64bits(x[i][j]) != math.Float64bits(y[i][j]) {
+						t.Fatalf("output %d (buffer %d), element %d: %v and %v", i, c.Out[i], j, x[i][j], y[i][j])
+					}
+				}
+			}
+		})
+	}
+}

@@ -39,6 +39,7 @@ type Backend struct {
 	mod     C.CUmodule
 	funcs   map[string]C.CUfunction
 	maxGrid int
+	index64 bool
 
 	fault     C.CUdeviceptr             // the row kernels' four fault words
 	faultHost hostMem                   // their copy, read at every CopyOut and Sync
@@ -123,7 +124,7 @@ func New(o Options) (backend.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{a: a, funcs: map[string]C.CUfunction{}, profile: o.Profile, maxGrid: o.MaxGrid}
+	b := &Backend{a: a, funcs: map[string]C.CUfunction{}, profile: o.Profile, maxGrid: o.MaxGrid, index64: o.Index64}
 	if err := a.result("starting device "+strconv.Itoa(o.Device), C.on_init(a.t, C.int(o.Device), &b.dev, &b.ctx, &b.stream, &b.blas)); err != nil {
 		return nil, err
 	}
@@ -806,3 +807,7 @@ func cbool(v bool) C.int {
 // MaxGrid returns Options.MaxGrid, the planner's bound on a launch's blocks
 // (0: its default).
 func (b *Backend) MaxGrid() int { return b.maxGrid }
+
+// Index64 returns Options.Index64: whether the planner keeps to 64-bit
+// index arithmetic.
+func (b *Backend) Index64() bool { return b.index64 }

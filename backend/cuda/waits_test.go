@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/backendtest"
 	"github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/internal/cudak/standin"
 )
@@ -130,5 +131,19 @@ func TestAdamBiasCorrection(t *testing.T) {
 				t.Errorf("betas %v, t = %v: the device stepped to %v, math.Pow's bias corrections to %v", betas, c, got[0], want)
 			}
 		}
+	}
+}
+
+// TestIndexWidthsAgree runs every kernel with 32-bit index arithmetic
+// where the sizes allow (the default) and with 64-bit arithmetic
+// throughout (Options.Index64): the outputs agree bit for bit.
+func TestIndexWidthsAgree(t *testing.T) {
+	if !onGPU() {
+		configure(t, func(m *standin.Config) { m.Order = standin.Forward })
+	}
+	for _, g := range []int{0, 2} {
+		narrow := start(t, cuda.Options{MaxGrid: g})
+		wide := start(t, cuda.Options{MaxGrid: g, Index64: true})
+		backendtest.Same(t, narrow, wide)
 	}
 }

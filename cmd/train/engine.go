@@ -171,6 +171,30 @@ type programEngine struct {
 	evLogits    []float32
 	evLogitsAny any
 	evInputAny  any
+	// With -kernel-profile on a backend that counts its launches, copies
+	// and waits (backend.Counter): their totals over the forward and
+	// backward passes (with the reads of run) and over the optimizer's
+	// steps, and how many of each.
+	counter        backend.Counter
+	runCounts      backend.Counts
+	stepCounts     backend.Counts
+	runs, stepRuns int
+}
+
+// countedSolver is the programEngine's Solver when it counts the device's
+// work of each optimizer step.
+type countedSolver struct {
+	*optim.Solver
+	e *programEngine
+}
+
+// Step steps the Solver and counts what it made the device do.
+func (s countedSolver) Step() error {
+	before := s.e.counter.Counts()
+	err := s.Solver.Step()
+	s.e.stepCounts = s.e.stepCounts.Add(s.e.counter.Counts().Sub(before))
+	s.e.stepRuns++
+	return err
 }
 
 func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, groups []optim.Group, opts optim.Options) (*programEngine, error) {
@@ -214,6 +238,9 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, grou
 	e.evLogits = make([]float32, tensor.Shape(ev.logits.Shape()).TotalSize())
 	e.evLogitsAny = e.evLogits
 	e.evInputAny = ev.xb
+	if c.kernelProfile {
+		e.counter, _ = e.be.(backend.Counter)
+	}
 	return e, nil
 }
 
@@ -226,6 +253,13 @@ func (e *programEngine) drawsMasks() bool { return true }
 // gradients' finite flags, which the Solver's next Step checks: a step
 // waits for the device once.
 func (e *programEngine) run(step int, labels []int) (float64, float64, error) {
+	if e.counter != nil {
+		before := e.counter.Counts()
+		defer func() {
+			e.runCounts = e.runCounts.Add(e.counter.Counts().Sub(before))
+			e.runs++
+		}()
+	}
 	if err := e.prog.SetStep(step); err != nil {
 		return 0, 0, err
 	}
@@ -244,7 +278,12 @@ func (e *programEngine) run(step int, labels []int) (float64, float64, error) {
 	return float64(e.lossHost[0]), float64(correct) / float64(len(labels)), nil
 }
 
-func (e *programEngine) solver() solver { return e.s }
+func (e *programEngine) solver() solver {
+	if e.counter != nil {
+		return countedSolver{e.s, e}
+	}
+	return e.s
+}
 
 // discard does nothing: a program writes its gradients afresh each run.
 func (e *programEngine) discard()     {}
@@ -271,6 +310,7 @@ func (e *programEngine) report(w io.Writer) {
 	if runs == 0 {
 		return
 	}
+	e.reportCounts(w)
 	if t, ok := e.be.(backend.Timer); ok {
 		// On a device the host's times below are the cost of enqueueing.
 		kernels, span := t.KernelTimes()
@@ -303,6 +343,33 @@ func (e *programEngine) report(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %7.3f ms %5.1f%% %4dx %s\n", k.PerRun.Seconds()*1e3, 100*k.PerRun.Seconds()/total.Seconds(), k.Count, k.Kernel)
 	}
+}
+
+// reportCounts prints the device's launches, copies and waits per
+// training step: the forward and backward pass with its reads, and the
+// optimizer's step.
+func (e *programEngine) reportCounts(w io.Writer) {
+	if e.counter == nil || e.runs == 0 {
+		return
+	}
+	per := func(c backend.Counts, n int) (float64, float64, float64) {
+		if n == 0 {
+			return 0, 0, 0
+		}
+		return float64(c.Launches) / float64(n), float64(c.CopiesIn) / float64(n), float64(c.Waits) / float64(n)
+	}
+	rl, rc, rw := per(e.runCounts, e.runs)
+	sl, sc, sw := per(e.stepCounts, e.stepRuns)
+	fmt.Fprintf(w, "device work per training step: %.4g kernel launches (%.4g forward and backward, %.4g in the optimizer's step); %.4g copies in, %.4g %s for the device\n",
+		rl+sl, rl, sl, rc+sc, rw+sw, plural(rw+sw, "wait", "waits"))
+}
+
+// plural returns one for n == 1, else many.
+func plural(n float64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func (e *programEngine) close() {
