@@ -13,7 +13,8 @@
 // A training step is SetInput for each input, Run (forward and backward:
 // gradients are written afresh, never accumulated), then a Solver's Step,
 // which updates the parameters where they live. Read copies any output to
-// the host. On a backend whose buffers live on the host, the parameters'
+// the host; Collect copies outputs with the gradients' finite flags that
+// the Step checks, in one wait for a device. On a backend whose buffers live on the host, the parameters'
 // Gorgonia nodes are views of the program's buffers from the first Run on;
 // elsewhere parameters move between the backend and their nodes only by
 // StoreParams and LoadParams, and Run refuses (ErrParamsChanged) to train
