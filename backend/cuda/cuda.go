@@ -468,6 +468,7 @@ func (b *Backend) CopyOutAll(reads []backend.Read) error {
 	for _, r := range reads {
 		d, p, err := b.hostCopy(r.Src, r.Off, r.Dst)
 		if err != nil {
+			clear(b.readDst)
 			return err
 		}
 		b.readSrc, b.readBytes, b.readDst = append(b.readSrc, p), append(b.readBytes, C.size_t(len(d))), append(b.readDst, d)
@@ -483,16 +484,15 @@ func (b *Backend) CopyOutAll(reads []backend.Read) error {
 	}
 	err := b.waited("copying from the device", C.on_dtoh_many(b.a.t, b.ctx, b.stream, (*C.char)(b.out.p), src, bytes,
 		C.int(len(reads)), b.faultHost.p, b.fault))
-	if err != nil {
-		return err
+	if err == nil {
+		out, off := b.out.slice(), 0
+		for _, d := range b.readDst {
+			copy(d, out[off:off+len(d)])
+			off += (len(d) + 7) &^ 7
+		}
 	}
-	out, off := b.out.slice(), 0
-	for i, d := range b.readDst {
-		copy(d, out[off:off+len(d)])
-		off += (len(d) + 7) &^ 7
-		b.readDst[i] = nil // no reference to the caller's memory is kept
-	}
-	return nil
+	clear(b.readDst) // no reference to the caller's memory is kept
+	return err
 }
 
 // Sync waits for every Func run so far and reports a bad row index met
