@@ -18,10 +18,16 @@ FASHION     := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
 
 # deps installs, through apt-get as root (or says which command to run),
 # what the build and the tests need when it is missing: Debian's OpenBLAS
-# (headers and library), g++ (the host model of the GPU), Fashion-MNIST, and
+# (headers and library), g++ (the host model of the GPU), Fashion-MNIST,
 # NVRTC (libnvrtc11.2, in Debian's non-free component, which deps adds to
 # apt's sources when they lack it, and says so), with which the tests compile
-# every CUDA kernel for real GPUs.
+# every CUDA kernel for real GPUs, and Node.js with npm; then ONNX Runtime
+# (npm's onnxruntime-node at the version scripts/onnxruntime pins) into
+# $(ORT_DIR), in which the tests run exported ONNX models. Its postinstall
+# would fetch CUDA binaries: ONNXRUNTIME_NODE_INSTALL=skip stops that (the
+# CPU binaries ship in the package).
+ORT_DIR     := build/onnxruntime
+
 deps:
 	@missing=""; \
 	printf '#include <cblas.h>\nint main(void){return 0;}\n' | gcc -x c - -lopenblas -o /dev/null >/dev/null 2>&1 || missing="libopenblas-dev"; \
@@ -29,8 +35,9 @@ deps:
 	[ -e $(FASHION) ] || missing="$$missing dataset-fashion-mnist"; \
 	/sbin/ldconfig -p | grep -q 'libnvrtc\.so\.' || missing="$$missing libnvrtc11.2"; \
 	command -v mpirun >/dev/null && /sbin/ldconfig -p | grep -q 'libmpi\.so\.40 ' || missing="$$missing openmpi-bin libopenmpi-dev"; \
+	command -v node >/dev/null && command -v npm >/dev/null || missing="$$missing nodejs npm"; \
 	if [ -z "$$missing" ]; then \
-		echo "deps: OpenBLAS, g++, Fashion-MNIST and NVRTC found"; \
+		echo "deps: OpenBLAS, g++, Fashion-MNIST, NVRTC, MPI, Node.js and npm found"; \
 	elif [ "$$(id -u)" = 0 ]; then \
 		case "$$missing" in *libnvrtc11.2*) \
 			if ! grep -rqsE '^(Components:|deb ).* non-free( |$$)' /etc/apt/sources.list /etc/apt/sources.list.d/; then \
@@ -44,6 +51,13 @@ deps:
 	else \
 		echo "deps: missing$$missing; run: sudo apt-get install$$missing (libnvrtc11.2 is in Debian's non-free component)" >&2; exit 1; \
 	fi
+	@if [ -e $(ORT_DIR)/node_modules/onnxruntime-node/package.json ] && cmp -s scripts/onnxruntime/package-lock.json $(ORT_DIR)/package-lock.json; then \
+		echo "deps: ONNX Runtime found in $(ORT_DIR)"; \
+	else \
+		echo "deps: installing ONNX Runtime (npm's onnxruntime-node) into $(ORT_DIR)"; \
+		rm -rf $(ORT_DIR) && mkdir -p $(ORT_DIR) && cp scripts/onnxruntime/package.json scripts/onnxruntime/package-lock.json $(ORT_DIR)/ && \
+		cd $(ORT_DIR) && ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund --loglevel=error >/dev/null; \
+	fi
 
 $(BIN)/staticcheck:
 	GOBIN=$(BIN) $(GO) install $(STATICCHECK)
@@ -56,14 +70,18 @@ lint: deps $(BIN)/staticcheck
 	$(BIN)/staticcheck -tags $(TAGS) ./...
 	CGO_ENABLED=0 $(BIN)/staticcheck ./...
 
-# ORTHONET_REQUIRE_DATA and ORTHONET_REQUIRE_NVRTC turn the real-data and
-# real-NVRTC tests' skips into failures. The CUDA backend's tests run on the
+# ORTHONET_REQUIRE_DATA, _NVRTC, _MPI and _ONNXRUNTIME turn the skips of the
+# tests that need real data, NVRTC, mpirun and ONNX Runtime into failures. The CUDA backend's tests run on the
 # host model of the GPU.
 unit: deps
-	ORTHONET_REQUIRE_DATA=1 ORTHONET_REQUIRE_NVRTC=1 ORTHONET_REQUIRE_MPI=1 $(GO) test -count=1 -tags $(TAGS) ./...
+	ORTHONET_REQUIRE_DATA=1 ORTHONET_REQUIRE_NVRTC=1 ORTHONET_REQUIRE_MPI=1 ORTHONET_REQUIRE_ONNXRUNTIME=1 $(GO) test -count=1 -tags $(TAGS) ./...
 
 # gpu-check-smoke runs scripts/gpu_check.sh (the checks for a GPU machine)
-# on the host model of the GPU at small sizes, so the script is known to work.
+# on the host model of the GPU at small sizes, so the script is known to
+# work: one pack (under 56 MiB, build.txt listing each binary's GLIBC and
+# GLIBCXX needs), a run whose report.txt gives every stage's exit code and
+# whose logs.tgz holds every stage's log, and a run with a stage made to hang,
+# which must be cut at its limit with the later stages reported not run.
 gpu-check-smoke: deps
 	bash scripts/gpu_check.sh smoke $(OUT)/gpu-check
 

@@ -2,8 +2,10 @@
 // compiled programs: memory (Alloc, Free, copies in and out) and a catalog
 // of kernels, each a plain struct describing one operation on buffers
 // (GEMM, elementwise maps, reductions, softmax, strided copies, orthonet's
-// fused layers, and the row gathers, scatters and small factorizations that
-// RSDM and RGD need).
+// fused layers, the row gathers, scatters and small factorizations that
+// RSDM and RGD need, and Gorgonia's other ops: indexing along an axis and
+// its scatter-add, comparisons with boolean results, sparsemax, YOLOv3's
+// decoding, and the CTC loss, which runs on the CPU only: HostOnly).
 //
 // A program is built once: every kernel is handed to Prepare, which checks
 // it and returns a Func that runs it; a training step then calls the Funcs

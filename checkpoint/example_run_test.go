@@ -47,7 +47,11 @@ func ExampleRun() {
 		log.Fatal(err)
 	}
 
-	// Later: open the folder again.
+	// Later: open the folder again (the lock, held until Close, keeps a
+	// second writer out).
+	if err := run.Close(); err != nil {
+		log.Fatal(err)
+	}
 	r, err := checkpoint.OpenRun(filepath.Join(root, "run-1"))
 	if err != nil {
 		log.Fatal(err)
@@ -76,6 +80,7 @@ func ExampleRun() {
 	//   best.safetensors
 	//   notes.txt
 	//   run.json
+	//   run.lock
 	//   step-000000001.safetensors
 	//   step-000000040.safetensors
 	//   step-000000050.safetensors

@@ -20,6 +20,7 @@ import (
 const (
 	ManifestName = "run.json"         // the run's record of what it wrote
 	BestName     = "best.safetensors" // the checkpoint MarkBest chose
+	LockName     = "run.lock"         // locked by the process that writes the run; holds its PID
 )
 
 // Metadata keys that Run.Save sets in every checkpoint it writes: the id of
@@ -37,6 +38,10 @@ const (
 
 // ErrNotRun reports a folder that holds no run manifest.
 var ErrNotRun = errors.New("checkpoint: not a run folder")
+
+// ErrLocked reports a run folder that another process holds open for
+// writing (CreateRun or OpenRun): one process at a time writes a run.
+var ErrLocked = errors.New("checkpoint: run folder in use")
 
 // Origin is the checkpoint a run started from.
 type Origin struct {
@@ -65,10 +70,18 @@ type manifest struct {
 //
 // The manifest lists a file before the file is written, so after a crash
 // it may name a checkpoint that was never completed; Latest and Prune skip
-// such entries. A Run is not safe for use by several processes at once.
+// such entries.
+//
+// A Run that CreateRun or OpenRun returns holds the folder's lock (an OS
+// lock on run.lock, which holds the holder's PID) until Close or the end of
+// its process, however it ends: a second process's OpenRun fails with
+// ErrLocked naming the holder. ReadRun reads a run without the lock, for
+// looking only; its writing methods fail. A Run is not safe for concurrent
+// use by several goroutines.
 type Run struct {
-	dir string
-	m   manifest
+	dir  string
+	m    manifest
+	lock *os.File // the locked run.lock; nil for ReadRun's and after Close
 }
 
 // CreateRun creates a new run, started from parent (nil for a run from
@@ -85,9 +98,13 @@ func CreateRun(dir string, parent *Origin) (*Run, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("checkpoint: creating run folder: %w", err)
 	}
+	lock, err := lockRun(dir)
+	if err != nil {
+		return nil, err
+	}
 	var id [8]byte
 	_, _ = crand.Read(id[:]) // never fails
-	r := &Run{dir: dir, m: manifest{Format: runFormat, Version: runVersion, ID: hex.EncodeToString(id[:]), Checkpoints: []int{}}}
+	r := &Run{dir: dir, lock: lock, m: manifest{Format: runFormat, Version: runVersion, ID: hex.EncodeToString(id[:]), Checkpoints: []int{}}}
 	if parent != nil {
 		p := *parent
 		if abs, err := filepath.Abs(p.Path); err == nil {
@@ -96,19 +113,85 @@ func CreateRun(dir string, parent *Origin) (*Run, error) {
 		r.m.Parent = &p
 	}
 	if err := r.writeManifest(); err != nil {
+		r.Close()
 		return nil, err
 	}
 	if err := SyncDir(filepath.Dir(dir)); err != nil {
+		r.Close()
 		return nil, err
 	}
 	return r, nil
 }
 
-// Discard removes a run that has saved nothing, its manifest and its
-// folder, as if it had never been created (a run stopped before its first
-// step). A run that recorded a checkpoint or a file, or whose folder holds
-// anything besides its manifest, is left as it is, with an error.
+// lockRun takes the lock of the run folder dir without waiting: it opens
+// (creating it if needed) dir/run.lock, locks it and writes this process's
+// PID into it. A lock another process holds is an error wrapping ErrLocked
+// that names that process's PID, as its lock file records it.
+func lockRun(dir string) (*os.File, error) {
+	path := filepath.Join(dir, LockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|noFollow, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: locking run folder %s: %w", dir, err)
+	}
+	ok, err := tryLock(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("checkpoint: locking run folder %s: %w", dir, err)
+	}
+	if !ok {
+		b := make([]byte, 32)
+		n, _ := f.ReadAt(b, 0)
+		f.Close()
+		holder := "another process"
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n]))); err == nil && pid > 0 {
+			holder = "process " + strconv.Itoa(pid)
+		}
+		return nil, fmt.Errorf("%w: %s is held by %s (%s), which writes the run now; one process at a time trains in a run folder",
+			ErrLocked, dir, holder, path)
+	}
+	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	err = f.Truncate(0)
+	if err == nil {
+		_, err = f.WriteAt(pid, 0)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("checkpoint: locking run folder %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+// Close releases the run folder's lock. The Run reads on, but its writing
+// methods fail. A second Close does nothing.
+func (r *Run) Close() error {
+	if r.lock == nil {
+		return nil
+	}
+	err := r.lock.Close()
+	r.lock = nil
+	if err != nil {
+		return fmt.Errorf("checkpoint: releasing run folder %s: %w", r.dir, err)
+	}
+	return nil
+}
+
+// writable returns an error unless r holds its folder's lock.
+func (r *Run) writable() error {
+	if r.lock == nil {
+		return fmt.Errorf("checkpoint: run %s is open for reading only (ReadRun, or closed): OpenRun opens it for writing", r.dir)
+	}
+	return nil
+}
+
+// Discard removes a run that has saved nothing, its manifest, its lock file
+// and its folder, as if it had never been created (a run stopped before its
+// first step), and releases the lock. A run that recorded a checkpoint or a
+// file, or whose folder holds anything besides its manifest and lock file,
+// is left as it is, with an error.
 func (r *Run) Discard() error {
+	if err := r.writable(); err != nil {
+		return err
+	}
 	if len(r.m.Checkpoints) > 0 || r.m.Best != nil || len(r.m.Files) > 0 {
 		return fmt.Errorf("checkpoint: run %s has saved files; not discarding it", r.dir)
 	}
@@ -117,12 +200,18 @@ func (r *Run) Discard() error {
 		return fmt.Errorf("checkpoint: discarding run %s: %w", r.dir, err)
 	}
 	for _, e := range ents {
-		if e.Name() != ManifestName {
+		if e.Name() != ManifestName && e.Name() != LockName {
 			return fmt.Errorf("checkpoint: run folder %s holds %s; not discarding it", r.dir, e.Name())
 		}
 	}
 	if err := os.Remove(filepath.Join(r.dir, ManifestName)); err != nil {
 		return fmt.Errorf("checkpoint: discarding run %s: %w", r.dir, err)
+	}
+	if err := os.Remove(filepath.Join(r.dir, LockName)); err != nil {
+		return fmt.Errorf("checkpoint: discarding run %s: %w", r.dir, err)
+	}
+	if err := r.Close(); err != nil {
+		return err
 	}
 	if err := os.Remove(r.dir); err != nil {
 		return fmt.Errorf("checkpoint: discarding run %s: %w", r.dir, err)
@@ -130,10 +219,32 @@ func (r *Run) Discard() error {
 	return SyncDir(filepath.Dir(r.dir))
 }
 
-// OpenRun opens the run in dir. A folder without a manifest, or whose
-// manifest is not a regular file of this format, is an error wrapping
-// ErrNotRun.
+// OpenRun opens the run in dir for writing: it takes the folder's lock
+// (see Run), which the caller releases with Close. A folder held by
+// another process is an error wrapping ErrLocked that names its PID; a
+// folder without a manifest, or whose manifest is not a regular file of
+// this format, is an error wrapping ErrNotRun.
 func OpenRun(dir string) (*Run, error) {
+	if _, err := ReadRun(dir); err != nil { // no lock file is made in a folder that is no run
+		return nil, err
+	}
+	lock, err := lockRun(dir)
+	if err != nil {
+		return nil, err
+	}
+	r, err := ReadRun(dir) // again, under the lock: the holder before may have written since
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	r.lock = lock
+	return r, nil
+}
+
+// ReadRun reads the run in dir without taking its lock, for looking at it
+// (Latest, Checkpoints, Best, Parent); its writing methods fail. Errors are
+// those of OpenRun but ErrLocked.
+func ReadRun(dir string) (*Run, error) {
 	path := filepath.Join(dir, ManifestName)
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -201,6 +312,9 @@ func (r *Run) Save(step int, f *File) (string, error) {
 	if step < 0 {
 		return "", fmt.Errorf("checkpoint: saving step %d: negative step", step)
 	}
+	if err := r.writable(); err != nil {
+		return "", err
+	}
 	path := filepath.Join(r.dir, StepName(step))
 	if err := r.replaceable(path, step); err != nil {
 		return "", err
@@ -238,12 +352,22 @@ func (r *Run) replaceable(path string, step int) error {
 
 // owns reports whether path is a regular file holding a checkpoint this run
 // saved at step (at any step if step < 0). It reads the header only.
-func (r *Run) owns(path string, step int) bool {
+func (r *Run) owns(path string, step int) bool { return r.check(path, step) == nil }
+
+// check returns nil if path is a regular file holding a checkpoint this run
+// saved at step (at any step if step < 0), else an error naming the file
+// and why it is not. It reads the header only.
+func (r *Run) check(path string, step int) error {
 	meta, err := readMeta(path)
-	if err != nil || meta[KeyRun] != r.m.ID {
-		return false
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %w", path, err)
+	case meta[KeyRun] != r.m.ID:
+		return fmt.Errorf("checkpoint: %s is not a checkpoint of run %s (it carries run id %q)", path, r.m.ID, meta[KeyRun])
+	case step >= 0 && meta[KeyStep] != strconv.Itoa(step):
+		return fmt.Errorf("checkpoint: %s holds step %q of run %s, not step %d", path, meta[KeyStep], r.m.ID, step)
 	}
-	return step < 0 || meta[KeyStep] == strconv.Itoa(step)
+	return nil
 }
 
 // readMeta returns the metadata of the checkpoint at path, a regular file,
@@ -301,10 +425,32 @@ func (r *Run) Latest() (path string, step int, ok bool) {
 	return "", 0, false
 }
 
+// Newest returns the path and step of the newest checkpoint the run
+// recorded whose file is on disk, whether it is the run's or not, or ""
+// where there is none. err is nil where that file is the run's checkpoint
+// of that step (as Latest returns it) and otherwise says why it is not
+// (damaged, or another file put in its place); Latest skips such a file.
+func (r *Run) Newest() (path string, step int, err error) {
+	for i := len(r.m.Checkpoints) - 1; i >= 0; i-- {
+		s := r.m.Checkpoints[i]
+		p := filepath.Join(r.dir, StepName(s))
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			continue // listed, never written: a crash before the rename
+		} else if err != nil {
+			return p, s, fmt.Errorf("checkpoint: %w", err)
+		}
+		return p, s, r.check(p, s)
+	}
+	return "", 0, nil
+}
+
 // MarkBest makes best.safetensors the run's checkpoint of step: a hard
 // link to it, or where links are not supported a copy, put in place
 // atomically. A best.safetensors that the run did not write is an error.
 func (r *Run) MarkBest(step int) error {
+	if err := r.writable(); err != nil {
+		return err
+	}
 	src := filepath.Join(r.dir, StepName(step))
 	if !r.owns(src, step) {
 		return fmt.Errorf("checkpoint: marking step %d best: %s is not a checkpoint of run %s", step, src, r.m.ID)
@@ -362,6 +508,9 @@ func (r *Run) Prune(keep int) error {
 	if keep < 0 {
 		return fmt.Errorf("checkpoint: pruning to %d checkpoints", keep)
 	}
+	if err := r.writable(); err != nil {
+		return err
+	}
 	names := map[string]bool{ManifestName: true, BestName: true}
 	for _, s := range r.m.Checkpoints {
 		names[StepName(s)] = true
@@ -405,6 +554,9 @@ func (r *Run) WriteFile(name string, write func(io.Writer) error) error {
 	if err := reservedName(name); err != nil {
 		return err
 	}
+	if err := r.writable(); err != nil {
+		return err
+	}
 	path := filepath.Join(r.dir, name)
 	if !slices.Contains(r.m.Files, name) {
 		if _, err := os.Lstat(path); err == nil {
@@ -430,7 +582,7 @@ func reservedName(name string) error {
 	switch {
 	case name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, "."):
 		return fmt.Errorf("checkpoint: file name %q: want a plain name without a leading dot", name)
-	case name == ManifestName || name == BestName ||
+	case name == ManifestName || name == BestName || name == LockName ||
 		strings.HasPrefix(name, "step-") && strings.HasSuffix(name, ".safetensors"):
 		return fmt.Errorf("checkpoint: file name %q is reserved for the run's checkpoints", name)
 	}

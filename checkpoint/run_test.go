@@ -283,7 +283,7 @@ func TestRunCrash(t *testing.T) {
 	p3, _ := other.Save(3, stepFile(3))
 	b3, _ := os.ReadFile(p3)
 	_ = os.WriteFile(filepath.Join(dir, StepName(3)), b3, 0o644) // a copy over step 3
-	for _, run := range []*Run{r, must(OpenRun(dir))} {
+	for _, run := range []*Run{r, must(ReadRun(dir))} {
 		if p, s, ok := run.Latest(); !ok || s != 2 || p != filepath.Join(dir, StepName(2)) {
 			t.Errorf("latest %s %d %v, want step 2", p, s, ok)
 		}
@@ -294,7 +294,7 @@ func TestRunCrash(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, StepName(3))); !bytes.Equal(b, b3) {
 		t.Error("prune changed the copied file")
 	}
-	if got := must(OpenRun(dir)).Checkpoints(); !reflect.DeepEqual(got, []int{1, 2}) {
+	if got := must(ReadRun(dir)).Checkpoints(); !reflect.DeepEqual(got, []int{1, 2}) {
 		t.Errorf("after prune the manifest lists %v, want [1 2]", got)
 	}
 	if _, err := r.Save(4, stepFile(4)); err != nil {
@@ -318,7 +318,7 @@ func TestOpenRunErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back := must(OpenRun(r.Dir()))
+	back := must(ReadRun(r.Dir()))
 	if p := back.Parent(); p == nil || !filepath.IsAbs(p.Path) || p.Step != 7 || p.Run != "0123456789abcdef" || back.ID() != r.ID() {
 		t.Errorf("reopened run: parent %+v, id %s (want %s)", p, back.ID(), r.ID())
 	}
@@ -348,7 +348,7 @@ func TestOpenRunErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want ErrNotRun saying %q", tc.name, err, tc.want)
 		}
 	}
-	for _, name := range []string{"", ".hidden", "a/b", ManifestName, BestName, StepName(3), "step-x.safetensors"} {
+	for _, name := range []string{"", ".hidden", "a/b", ManifestName, BestName, LockName, StepName(3), "step-x.safetensors"} {
 		if err := r.WriteFile(name, func(io.Writer) error { return nil }); err == nil {
 			t.Errorf("WriteFile(%q) succeeded", name)
 		}
@@ -481,7 +481,7 @@ func TestRunDiscard(t *testing.T) {
 	if err := r.Discard(); err == nil {
 		t.Error("Discard of a folder holding a user's file succeeded")
 	}
-	if _, err := OpenRun(filepath.Join(root, "c")); err != nil {
+	if _, err := ReadRun(filepath.Join(root, "c")); err != nil {
 		t.Errorf("a refused Discard broke the run: %v", err)
 	}
 }

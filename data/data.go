@@ -99,9 +99,15 @@ func newSet(name string, files []string, n, c, h, w int, pixels, labels []byte, 
 			return nil, fmt.Errorf("%w: %s: label %d of example %d is not below %d", ErrFormat, labelsFile, l, i, classes)
 		}
 	}
-	s := &Set{Name: name, Files: files, N: n, C: c, H: h, W: w, X: make([]float32, len(pixels)), Y: labels, Classes: classes}
+	return &Set{Name: name, Files: files, N: n, C: c, H: h, W: w, X: scalePixels(pixels), Y: labels, Classes: classes}, nil
+}
+
+// scalePixels scales 8-bit pixels to [-1, 1]: p / 127.5 - 1, for every set
+// and image file read.
+func scalePixels(pixels []byte) []float32 {
+	x := make([]float32, len(pixels))
 	for i, p := range pixels {
-		s.X[i] = float32(p)/127.5 - 1
+		x[i] = float32(p)/127.5 - 1
 	}
-	return s, nil
+	return x
 }

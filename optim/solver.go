@@ -168,7 +168,7 @@ func (s *Solver) checkParam(i int) error {
 	case p.GradA != nil:
 		return fmt.Errorf("optim: %s has a factored gradient, which the steppers on a device do not take (compile the program without factored gradients)", p.describe())
 	case s.options.ClipNorm > 0:
-		return fmt.Errorf("optim: gradient clipping (ClipNorm %v) reads every gradient on the host, but %s lives on a device", s.options.ClipNorm, p.describe())
+		return NotOnDevice(fmt.Sprintf("optim: gradient clipping (ClipNorm %v) reads every gradient on the host, but %s lives on a device", s.options.ClipNorm, p.describe()))
 	}
 	var err error
 	if s.float32[i], err = s.options.Device.Check(p); err != nil {

@@ -89,7 +89,7 @@ func compareBackends(t *testing.T, ref, be backend.Backend, mc modelCase, dt ten
 	check := func(what string, a, b []float64) {
 		t.Helper()
 		if d := relDiff(a, b); !(d <= tol) {
-			t.Errorf("%s: %s differs from %s's by %.3g (relative), tolerance %g", what, be.Name(), ref.Name(), d, tol)
+			t.Errorf("%s: %s differs from %s's by %.3g (relative), tolerance %g, %s", what, be.Name(), ref.Name(), d, tol, worst(a, b))
 		}
 	}
 	for step := range 2 {

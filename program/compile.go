@@ -27,10 +27,12 @@ type compiler struct {
 	params  map[*G.Node]int
 	grads   map[*G.Node][]int // gradient node -> parameters it is the gradient of
 	flags   *vbuf
+	correct *vbuf // Config.Accuracy's count
 	pvals   []paramVal
 	// users counts, for every needed node, the needed nodes that take it
 	// as an argument.
 	users map[*G.Node]int
+	state compileState // the step of the random draws, batch norm's statistics
 }
 
 // Compile compiles the part of g that computes cfg.Outputs and, unless
@@ -70,6 +72,8 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 			return nil, fmt.Errorf("program: parameter %d has no node", i)
 		case n.Op() != nil:
 			return nil, fmt.Errorf("program: parameter %q is not a leaf node", n.Name())
+		case !isFloat(n.Dtype()):
+			return nil, fmt.Errorf("program: parameter %q holds %v: parameters are float32 or float64", n.Name(), n.Dtype())
 		case dup:
 			return nil, fmt.Errorf("program: parameter %q is listed twice", n.Name())
 		case c.inputs[n]:
@@ -125,6 +129,9 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 			c.checkGrad(i, n)
 		}
 	}
+	if err := c.countCorrect(); err != nil {
+		return nil, err
+	}
 	reads, inputs := map[*G.Node]*val{}, map[*G.Node]*val{}
 	for n := range c.inputs {
 		if v, ok := c.vals[n]; ok { // an input the outputs need
@@ -132,19 +139,15 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		}
 	}
 	// The dropout masks the outputs need are drawn first in every Run.
-	var step *vbuf
 	var masks []backend.Kernel
 	for i, d := range cfg.Dropout {
 		v, ok := inputs[d.Node]
 		if !ok {
 			continue // a mask the outputs do not need
 		}
-		if step == nil {
-			step = c.newBuf(backend.Float64, 1, true, "dropout step")
-		}
 		delete(inputs, d.Node) // SetInput does not set it
 		masks = append(masks, backend.DropoutMask{N: v.size, P: d.P, Seed: cfg.DropoutSeed, Stream: uint64(i),
-			Step: backend.At(step, 0), Dst: v.operand()})
+			Step: c.stepOperand(), Dst: v.operand()})
 	}
 	c.kernels = append(masks, c.kernels...)
 	for _, n := range cfg.Outputs {
@@ -165,9 +168,7 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		_ = p.Close()
 		return nil, err
 	}
-	if step != nil {
-		p.step, p.stepHost = step.phys, make([]float64, 1)
-	}
+	c.finishState(p)
 	for i := range c.pvals {
 		pv := &c.pvals[i]
 		pv.Value = backend.At(pv.v.vb.phys, pv.v.vb.physOff+pv.v.off)
@@ -186,6 +187,10 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		p.flags = c.flags.phys
 		p.flagsHost = make([]int32, c.flags.n)
 		p.flagsAny = p.flagsHost
+	}
+	if c.correct != nil {
+		p.correct, p.correctHost = c.correct.phys, make([]int32, 1)
+		p.correctAny = p.correctHost
 	}
 	return p, nil
 }
@@ -247,9 +252,9 @@ func (c *compiler) emit(k backend.Kernel) { c.kernels = append(c.kernels, k) }
 // newVal gives n a fresh buffer of its shape and type: a temporary, or
 // resident (persistent) to the end of the run.
 func (c *compiler) newVal(n *G.Node, persistent bool) (*val, error) {
-	dt, ok := dtypes[n.Dtype()]
+	dt, ok := dtypeOf(n.Dtype())
 	if !ok {
-		return nil, fmt.Errorf("program: node %q holds %v: only float32 and float64 are supported", n.Name(), n.Dtype())
+		return nil, fmt.Errorf("program: node %q holds %v: only float32, float64, integers and booleans are supported", n.Name(), n.Dtype())
 	}
 	v := &val{shape: n.Shape(), size: n.DataSize()} // Shape is a copy
 	v.vb = c.newBuf(dt, v.size, persistent, n.Name())
@@ -334,6 +339,9 @@ func hostData(n *G.Node) (any, error) {
 		return []float32{d}, nil
 	case float64:
 		return []float64{d}, nil
+	}
+	if !isFloat(n.Dtype()) {
+		return intData(n.Name(), val.Data())
 	}
 	return nil, fmt.Errorf("program: leaf %q holds %T, want float32 or float64 values", n.Name(), val.Data())
 }

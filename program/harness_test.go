@@ -37,6 +37,25 @@ func relDiff(a, b []float64) float64 {
 	return d / max(s, 1e-300)
 }
 
+// worst says where a and b differ most, for a failure's message: the
+// element and both values there (a NaN on one side only counts first).
+func worst(a, b []float64) string {
+	at, d := -1, -1.0
+	for i := range b {
+		if math.IsNaN(a[i]) != math.IsNaN(b[i]) {
+			at = i
+			break
+		}
+		if e := math.Abs(a[i] - b[i]); e > d {
+			at, d = i, e
+		}
+	}
+	if at < 0 {
+		return "no elements"
+	}
+	return fmt.Sprintf("most at element %d of %d: %v against %v", at, len(b), a[at], b[at])
+}
+
 func floats(v any) []float64 {
 	switch d := v.(type) {
 	case []float32:
@@ -101,6 +120,9 @@ type graphCase struct {
 	constant []bool
 	// noGrad compares the forward values only.
 	noGrad bool
+	// evalMode runs the tape machine with gorgonia.EvalMode() and compiles
+	// with Config.EvalMode (batch norm and dropout in inference).
+	evalMode bool
 }
 
 // reference holds what the tape machine computed.
@@ -181,6 +203,9 @@ func runCase(t *testing.T, be backend.Backend, c graphCase, dt tensor.Dtype) {
 	if !c.noGrad {
 		opts = append(opts, G.BindDualValues(ref.params...))
 	}
+	if c.evalMode {
+		opts = append(opts, G.EvalMode())
+	}
 	vm := G.NewTapeMachine(ref.g, opts...)
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
@@ -206,7 +231,7 @@ func runCase(t *testing.T, be backend.Backend, c graphCase, dt tensor.Dtype) {
 	for i, p := range got.params {
 		params[i] = param.Plain(p)
 	}
-	prog, err := Compile(got.g, Config{Backend: be, Outputs: []*G.Node{got.out, got.loss}, Params: params, NoGrad: c.noGrad})
+	prog, err := Compile(got.g, Config{Backend: be, Outputs: []*G.Node{got.out, got.loss}, Params: params, NoGrad: c.noGrad, EvalMode: c.evalMode})
 	if err != nil {
 		t.Fatalf("%s %v: Compile: %v", c.name, dt, err)
 	}
@@ -235,7 +260,7 @@ func runCase(t *testing.T, be backend.Backend, c graphCase, dt tensor.Dtype) {
 			return
 		}
 		if d := relDiff(a, b); !(d <= tol) {
-			t.Errorf("%s %v: %s differs from the tape machine's by %.3g (relative), tolerance %g\n got %v\nwant %v", c.name, dt, what, d, tol, trim(a), trim(b))
+			t.Errorf("%s %v: %s differs from the tape machine's by %.3g (relative), tolerance %g, %s\n got %v\nwant %v", c.name, dt, what, d, tol, worst(a, b), trim(a), trim(b))
 		}
 	}
 	check("output", read(got.out), want.out)

@@ -93,11 +93,17 @@ func (c *compiler) lower(n *G.Node, in []*val) error {
 		c.view(n, in[0], 0)
 		return nil
 	case "sliceOp":
+		if err := checkInts(n, name, in); err != nil {
+			return err
+		}
 		return c.slice(n, in)
 	}
 	lower, ok := lowerings[name]
 	if !ok {
 		return fmt.Errorf("%w %v (%T) at node %q: see the README for the ops the compiler knows", ErrUnknownOp, op, op, n.Name())
+	}
+	if err := checkInts(n, name, in); err != nil {
+		return err
 	}
 	out, err := c.newVal(n, false)
 	if err != nil {
@@ -114,6 +120,19 @@ var lowerings = map[string]func(c *compiler, n *G.Node, in []*val, out *val) err
 	"sumOp": func(c *compiler, n *G.Node, in []*val, out *val) error { return c.reduce(n, in, out, backend.Sum) },
 	"maxOp": func(c *compiler, n *G.Node, in []*val, out *val) error { return c.reduce(n, in, out, backend.Max) },
 	"fused": (*compiler).lowerFused,
+
+	// Normalizations and random draws (lower_norm.go).
+	"BatchNormOp": (*compiler).batchNorm, "batchnormDiffOp": (*compiler).batchNormGrad,
+	"GroupNormOp": (*compiler).groupNorm, "groupNormDiffOp": (*compiler).groupNorm,
+	"dropoutOp": (*compiler).dropout, "dropoutDiffOp": (*compiler).dropout, "randomOp": (*compiler).random,
+
+	// Indexing, products, pooling-free image ops, sparsemax, CTC and YOLO (lower_ops.go).
+	"byIndicesOp": (*compiler).take, "byIndicesOpDiffOp": (*compiler).takeGrad, "atOp": (*compiler).at,
+	"tensordotOp": (*compiler).tensordot, "diagFlatOp": (*compiler).diagFlat, "Iop": (*compiler).identity,
+	"upsampleOp": (*compiler).upsample, "upsampleDiffOp": (*compiler).upsampleGrad,
+	"sparsemaxOp": (*compiler).sparsemax, "sparsemaxDiffOp": (*compiler).sparsemaxGrad,
+	"minBetween": (*compiler).between, "maxBetween": (*compiler).between,
+	"ctcLossOp": (*compiler).ctcLoss, "ctcLossDiffOp": (*compiler).ctcLossGrad, "yoloOp": (*compiler).yolo,
 }
 
 // constant makes n's value at Compile a resident buffer of its own: a
@@ -183,6 +202,9 @@ func (c *compiler) binary(n *G.Node, in []*val, out *val) error {
 	bop, ok := binaryOps[sym]
 	if !ok {
 		return fmt.Errorf("%w: binary function %q at node %q", ErrUnknownOp, sym, n.Name())
+	}
+	if out.vb.dt == backend.Int32 { // a comparison with retSame false
+		return c.compare(n, bop, in, out)
 	}
 	a, b := in[0], in[1]
 	k := backend.Zip{Op: bop, N: out.size, A: a.operand(), B: b.operand(), Dst: out.operand()}

@@ -149,15 +149,15 @@ func TestUnknownOp(t *testing.T) {
 	x := newLeaf(g, tensor.Float64, "x", []int{2, 3}, []float64{1, 2, 3, 4, 5, 6})
 	y := G.Must(G.Cos(x))
 	z := G.Must(G.SoftMax(y))
-	// sparsemax has no lowering.
-	am := G.Must(G.Sparsemax(z))
+	// ConvType (dtConvOp) has no lowering.
+	conv := G.Must(G.ConvType(z, tensor.Float64, tensor.Int))
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
-	_, err := Compile(g, Config{Backend: be, Outputs: []*G.Node{am}})
-	if !errors.Is(err, ErrUnknownOp) || !strings.Contains(err.Error(), "sparsemax") {
-		t.Fatalf("error %v, want ErrUnknownOp naming sparsemax", err)
+	_, err := Compile(g, Config{Backend: be, Outputs: []*G.Node{conv}})
+	if !errors.Is(err, ErrUnknownOp) || !strings.Contains(err.Error(), "dtConvOp") {
+		t.Fatalf("error %v, want ErrUnknownOp naming dtConvOp", err)
 	}
-	if !strings.Contains(err.Error(), am.Name()) {
-		t.Errorf("error %v does not name the node %q", err, am.Name())
+	if !strings.Contains(err.Error(), conv.Name()) {
+		t.Errorf("error %v does not name the node %q", err, conv.Name())
 	}
 }

@@ -203,7 +203,7 @@ func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtyp
 	check := func(what string, a, b []float64) {
 		t.Helper()
 		if d := relDiff(a, b); !(d <= tol) {
-			t.Errorf("%s differs by %.3g (relative), tolerance %g", what, d, tol)
+			t.Errorf("%s differs by %.3g (relative), tolerance %g, %s", what, d, tol, worst(a, b))
 		}
 	}
 	host := func(n int) any {

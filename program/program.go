@@ -13,7 +13,8 @@
 // A training step is SetInput for each input, Run (forward and backward:
 // gradients are written afresh, never accumulated), then a Solver's Step,
 // which updates the parameters where they live. Read copies any output to
-// the host. On a backend whose buffers live on the host, the parameters'
+// the host; Collect copies outputs with the gradients' finite flags that
+// the Step checks, in one wait for a device. On a backend whose buffers live on the host, the parameters'
 // Gorgonia nodes are views of the program's buffers from the first Run on;
 // elsewhere parameters move between the backend and their nodes only by
 // StoreParams and LoadParams, and Run refuses (ErrParamsChanged) to train
@@ -74,13 +75,33 @@ type Config struct {
 	// parameter buffers this program uses for its parameters of the same
 	// names (a forward-only evaluation program of a model being trained).
 	Share *Program
+	// EvalMode compiles gorgonia's ops that have a training mode (BatchNorm
+	// and Dropout, its TrainModeOps) in inference mode, as
+	// gorgonia.EvalMode() makes a VM run them; without it they compile in
+	// training mode, as a VM runs them by default. (A VM sets every such
+	// op's mode when it is made, whatever the op's own flag says; so does
+	// Compile.) An evaluation program (NoGrad, Share) usually sets it: its
+	// batch norms then use the running statistics, which a training-mode
+	// program updates at every Run, and its dropout is the identity.
+	EvalMode bool
 	// Dropout lists leaves that are dropout masks (nn.Dropout's) which the
 	// program draws itself at the start of every Run, on its backend, from
-	// DropoutSeed, the mask's position in the list and the step SetStep set
+	// DropoutSeed, the mask's position in the list and the program's step
 	// (backend.DropoutMask): the same masks on every backend, none copied
 	// to a device.
-	Dropout     []Dropout
+	Dropout []Dropout
+	// DropoutSeed seeds the masks of Dropout and every random draw of the
+	// graph: gorgonia's Dropout ops and its random nodes (UniformRandomNode,
+	// GaussianRandomNode, BinomialRandomNode), which the program draws at
+	// every Run from the seed, the node (its stream is 2^32 plus its node's
+	// ID, the same for a graph built by the same code) and the step
+	// (backend.Dropout, backend.Random).
 	DropoutSeed uint64
+	// Accuracy, when its Logits are set, has every Run also count the
+	// correct predictions of a classifier (backend.CountCorrect, the count
+	// nn.Accuracy makes), which Collect returns: the logits need not leave
+	// the backend.
+	Accuracy Accuracy
 }
 
 // Dropout is a dropout mask leaf and its probability of a zero.
@@ -125,11 +146,25 @@ type Program struct {
 	flagsHost []int32
 	flagsAny  any              // flagsHost, boxed once so that CheckGrads does not allocate
 	owned     []backend.Buffer // buffers this program allocated
-	step      backend.Buffer   // the step the dropout masks are drawn for (Float64)
+	step      backend.Buffer   // the step the random draws are keyed by (Float64)
 	stepHost  []float64
+	stepAny   any        // stepHost, boxed once
+	stepN     int        // the step the next Run draws for
+	states    []stateVal // batch norm's running statistics
 	// profile holds each kernel's total time and runs, when profiling.
 	profile []time.Duration
 	runs    int
+	// ints holds, per integer input or output, the host buffer its values
+	// are converted in (ints.go).
+	ints map[*val][]int32
+
+	// flagsRead says Collect read the flags of the last Run into
+	// flagsHost; correct holds Config.Accuracy's count of the last Run.
+	flagsRead   bool
+	correct     backend.Buffer
+	correctHost []int32
+	correctAny  any
+	collect     []backend.Read // Collect's workspace
 }
 
 // KernelTime is the time a Run spends in one kind of kernel.
@@ -229,7 +264,9 @@ func (p *Program) Kernels() int { return len(p.funcs) }
 func (p *Program) Backend() backend.Backend { return p.be }
 
 // Run runs the program once: the forward pass and, unless compiled with
-// NoGrad, the backward pass, writing every parameter's gradient afresh.
+// NoGrad, the backward pass, writing every parameter's gradient afresh. Its
+// random draws are those of the program's step, which it then advances by
+// one (SetStep).
 //
 // Run fails with an error wrapping ErrParamsChanged, before any kernel runs,
 // when a parameter's node was given another value since the program copied
@@ -239,7 +276,11 @@ func (p *Program) Backend() backend.Backend { return p.be }
 // a view of the program's buffer: from then on the node and the program
 // hold one copy, and writing into the node's data writes the parameter.
 func (p *Program) Run() error {
+	p.flagsRead = false
 	if err := p.checkNodes(); err != nil {
+		return err
+	}
+	if err := p.copyStep(); err != nil {
 		return err
 	}
 	for i, f := range p.funcs {
@@ -258,33 +299,38 @@ func (p *Program) Run() error {
 	if p.profile != nil {
 		p.runs++
 	}
+	p.stepN++
 	return nil
 }
 
-// SetStep sets the training step whose dropout masks the next Run draws
-// (Config.Dropout); a program without masks ignores it.
+// SetStep sets the step whose random values the next Run draws: the masks
+// of Config.Dropout, gorgonia's Dropout ops and random nodes. Each Run
+// advances the step by one, so that a program whose step is never set
+// draws anew at every Run; a training loop may set it to its own step
+// count before each Run (cmd/train does). A checkpoint of the program
+// (checkpoint.File.PutProgram) keeps the step.
 func (p *Program) SetStep(step int) error {
-	if p.step == nil {
-		return nil
-	}
 	if step < 0 || step > 1<<53 {
-		return fmt.Errorf("program: step %d", step)
+		return fmt.Errorf("program: step %d, want 0 to 2^53", step)
 	}
-	p.stepHost[0] = float64(step)
-	return p.be.CopyIn(p.step, 0, p.stepHost)
+	p.stepN = step
+	return nil
 }
 
 // CheckGrads reports whether every gradient of the last Run is finite:
 // nil if so, else an error that names the first parameter with a NaN or
 // Inf in its gradient and wraps optim.ErrNotFinite. The check was made
-// while the gradients were computed; a gradient flagged only by the bound
-// on its factors is scanned here to be sure.
+// while the gradients were computed, into flags that CheckGrads reads
+// (unless Collect read them after the Run); a gradient flagged only by the
+// bound on its factors is scanned here to be sure.
 func (p *Program) CheckGrads() error {
 	if p.flags == nil {
 		return errors.New("program: compiled with NoGrad or without parameters: there are no gradients")
 	}
-	if err := p.be.CopyOut(p.flagsAny, p.flags, 0); err != nil {
-		return err
+	if !p.flagsRead {
+		if err := p.be.CopyOut(p.flagsAny, p.flags, 0); err != nil {
+			return err
+		}
 	}
 	for i := range p.params {
 		pv := &p.params[i]
@@ -325,12 +371,17 @@ func scan[T linalg.Float](be backend.Backend, v *val) (bool, error) {
 }
 
 // SetInput copies data ([]float32 or []float64 of n's type and size) into
-// the input n. (Converting a slice to an interface allocates: a caller
-// that reuses one slice can convert it once and pass the same value.)
+// the input n; an integer input (indices) takes []int, []int32 or []int64,
+// each entry within the range of int32, and a boolean one []bool. (Converting
+// a slice to an interface allocates: a caller that reuses one slice can
+// convert it once and pass the same value.)
 func (p *Program) SetInput(n *G.Node, data any) error {
 	v, ok := p.inputs[n]
 	if !ok {
 		return fmt.Errorf("program: node %q is not an input of the program", n.Name())
+	}
+	if v.vb.dt == backend.Int32 {
+		return p.setInts(n, v, data)
 	}
 	if l, ok := hostLen(data); !ok || l != v.size {
 		return fmt.Errorf("program: input %q takes %d values of %v, got %T of %d", n.Name(), v.size, v.vb.dt, data, l)
@@ -339,11 +390,16 @@ func (p *Program) SetInput(n *G.Node, data any) error {
 }
 
 // Read copies the value of n, an output, parameter or input of the program,
-// into dst ([]float32 or []float64 of n's type and size).
+// into dst ([]float32 or []float64 of n's type and size); integers and
+// booleans (comparisons built with retSame false) are read into []int32,
+// []int, []int64 or []bool.
 func (p *Program) Read(n *G.Node, dst any) error {
 	v, ok := p.reads[n]
 	if !ok {
 		return fmt.Errorf("program: node %q is not an output, parameter or input of the program", n.Name())
+	}
+	if v.vb.dt == backend.Int32 {
+		return p.readInts(n, v, dst)
 	}
 	if l, ok := hostLen(dst); !ok || l != v.size {
 		return fmt.Errorf("program: node %q has %d values of %v, reading into %T of %d", n.Name(), v.size, v.vb.dt, dst, l)
@@ -356,6 +412,14 @@ func hostLen(a any) (int, bool) {
 	case []float32:
 		return len(d), true
 	case []float64:
+		return len(d), true
+	case []int32:
+		return len(d), true
+	case []int:
+		return len(d), true
+	case []int64:
+		return len(d), true
+	case []bool:
 		return len(d), true
 	}
 	return 0, false
@@ -381,9 +445,11 @@ func (p *Program) ParamNodes() G.Nodes {
 }
 
 // StoreParams copies every parameter's value from the backend into its
-// Gorgonia node (before a checkpoint is written, or the nodes read). On a
-// backend whose buffers live on the host the nodes are views of the
-// program's buffers after the first Run, and this copies nothing.
+// Gorgonia node (before a checkpoint is written, or the nodes read), and
+// the running statistics of every gorgonia BatchNorm into its op (what its
+// Stats returns), so that the tape machine sees them. On a backend whose
+// buffers live on the host the nodes are views of the program's buffers
+// after the first Run, and this copies no parameter.
 func (p *Program) StoreParams() error {
 	for i := range p.params {
 		pv := &p.params[i]
@@ -394,7 +460,7 @@ func (p *Program) StoreParams() error {
 			return err
 		}
 	}
-	return nil
+	return p.storeStates()
 }
 
 // LoadParams copies every parameter's value from its Gorgonia node into the

@@ -10,7 +10,9 @@
 #   bash scripts/dnn_figure.sh ffn OUT [LR_RSDM LR_RGD]   the FFN's runs (step sizes: the grid's choice)
 #   bash scripts/dnn_figure.sh vit OUT      the ViT's runs (the paper's step sizes)
 #   bash scripts/dnn_figure.sh page OUT [DOCS]   the published page (PNGs, tables, commands, machine,
-#                                           verdicts) from OUT's runs into DOCS (default docs/dnn-figure)
+#                                           verdicts) from OUT's runs into DOCS (default docs/dnn-figure);
+#                                           an OUT without finished runs is refused, and the page is made
+#                                           in a folder beside DOCS and renamed into it only when complete
 #   bash scripts/dnn_figure.sh all OUT [DOCS]   grid, ffn, vit and page
 #
 # Settings (issue 22): FFN 5 Stiefel layers of 1024, ReLU, plain 1024 x 10
@@ -43,7 +45,8 @@
 #                warn), or refuse (fail without running it)
 #   DEVICE       train's -device (default auto); DATA the Fashion-MNIST folder where
 #                it is not the Debian package's; TRAIN a train binary to use instead
-#                of building one (with -tags openblas where OpenBLAS is installed)
+#                of building one (with -tags openblas where OpenBLAS is installed);
+#                FIGURE a figure binary that page uses instead of building one
 #   EXTRA        more train flags for every run (a smoke test: EXTRA="-limit-test 500")
 #   REDO=1       redo runs that finished before with the same command and no load flag
 #                (kept by default, so that an interrupted make dnn-figure goes on)
@@ -79,17 +82,33 @@
 # do not lengthen it; 400 s of training is only about 130 ViT steps of 32
 # images here (the paper's runs were on a GPU).
 set -euo pipefail
+here=$PWD # the caller's folder: a relative OUT or DOCS is taken from it
 cd "$(dirname "$0")/.."
+root=$(realpath .)
+
+# place PATH: PATH as the caller meant it (from the caller's folder), relative
+# to the repository root where it lies inside it (so that the commands recorded
+# in command.txt, and the page, do not depend on where the script was run from).
+place() {
+	local p=$1
+	[[ $p == /* ]] || p=$here/$p
+	p=$(realpath -m -- "$p")
+	case $p in
+	"$root") echo . ;;
+	"$root"/*) echo "${p#"$root"/}" ;;
+	*) echo "$p" ;;
+	esac
+}
+
 usage="usage: dnn_figure.sh grid|ffn|vit|page|all OUT ..."
 what=${1:?$usage}
-out=${2:?$usage}
+out=$(place "${2:?$usage}")
 device=${DEVICE:-auto}
 load_max=${LOAD_MAX:-0.5}
 policy=${LOAD_POLICY:-warn}
 case $policy in warn | wait | refuse) ;; *) echo "LOAD_POLICY=$policy: want warn, wait or refuse" >&2; exit 2 ;; esac
 data=()
 [[ -z ${DATA:-} ]] || data=(-data "$DATA")
-mkdir -p "$out"
 cores=$(nproc)
 failed=0
 
@@ -97,6 +116,7 @@ failed=0
 # OUT/machine.txt, what the page says of the machine.
 build() {
 	local blas
+	mkdir -p "$out"
 	if [[ -n ${TRAIN:-} ]]; then
 		train=$TRAIN
 		blas="as built by $TRAIN's builder (TRAIN)"
@@ -271,24 +291,37 @@ machines() {
 demote() { sed -E 's/^(#+) /#\1 /' "$1"; }
 
 page() {
-	local dest=${1:-docs/dnn-figure}
-	# The page is made in a fresh folder and moved into place whole, so that a
-	# failure leaves the published page as it was.
-	page_tmp=$(mktemp -d)
-	trap 'rm -rf "$page_tmp"' EXIT
-	local docs=$page_tmp
-	go build -o "$out/figure" ./cmd/figure
+	local dest
+	dest=$(place "${1:-docs/dnn-figure}")
+	if [[ ! -d $out ]]; then
+		echo "dnn_figure: page: OUT $out is not a folder (the folder that grid, ffn and vit wrote their runs into); $dest is left as it is" >&2
+		exit 2
+	fi
+	if ! compgen -G "$out/grid/*/done" >/dev/null && ! compgen -G "$out/ffn/*/done" >/dev/null && ! compgen -G "$out/vit/*/done" >/dev/null; then
+		echo "dnn_figure: page: OUT $out holds no finished runs (no $out/grid/*/done, $out/ffn/*/done or $out/vit/*/done): nothing to draw; $dest is left as it is" >&2
+		exit 2
+	fi
+	# The page is made in a fresh folder beside DOCS (on its file system) and
+	# renamed into DOCS only when complete, so that a failure leaves the
+	# published page as it was.
+	mkdir -p "$(dirname "$dest")"
+	page_tmp=$(mktemp -d "$(dirname "$dest")/.$(basename "$dest").page-XXXXXX")
+	bin_tmp=$(mktemp -d)
+	trap 'rm -rf "$page_tmp" "$bin_tmp"' EXIT
+	local docs=$page_tmp figure=${FIGURE:-$bin_tmp/figure}
+	[[ -n ${FIGURE:-} ]] || go build -o "$figure" ./cmd/figure
 	local verdicts=() v
 	if compgen -G "$out/grid/*/command.txt" >/dev/null; then
-		"$out/figure" -grid lr -out "$docs" -name grid -title "FFN step-size grid" RSDM-P="$out/grid/rsdm-lr*" RGD="$out/grid/rgd-lr*" >/dev/null
+		"$figure" -grid lr -out "$docs" -name grid -title "FFN step-size grid" RSDM-P="$out/grid/rsdm-lr*" RGD="$out/grid/rgd-lr*" >/dev/null
 	fi
 	for m in ffn vit; do
 		compgen -G "$out/$m/*/done" >/dev/null || continue
 		local claim=sooner model=FFN
 		if [[ $m == vit ]]; then claim=above model=ViT; fi
 		local title="Orthogonal $model on Fashion-MNIST"
-		v=$("$out/figure" -out "$docs" -name "$m" -title "$title" -claim "$claim" \
-			RSDM-P="$out/$m/rsdm-seed*" RGD="$out/$m/rgd-seed*" | sed -n 's/^verdict: //p')
+		# figure's warnings (runs not counted) go to the terminal too.
+		v=$("$figure" -out "$docs" -name "$m" -title "$title" -claim "$claim" \
+			RSDM-P="$out/$m/rsdm-seed*" RGD="$out/$m/rgd-seed*" | sed -n -e 's/^verdict: //p' -e '/^figure: warning: /w /dev/stderr')
 		verdicts+=("- $model: $v")
 	done
 	local first_log
@@ -302,7 +335,7 @@ page() {
 		echo
 		echo "## Verdicts on the paper's claims"
 		echo
-		if ((${#verdicts[@]})); then printf '%s\n' "${verdicts[@]}"; else echo "No finished runs."; fi
+		if ((${#verdicts[@]})); then printf '%s\n' "${verdicts[@]}"; else echo "No finished runs of the FFN or the ViT (only the step-size grid's)."; fi
 		echo
 		echo "How they are judged (cmd/figure): FFN, \"RSDM reaches high test accuracy sooner than RGD in wall time\":"
 		echo "high accuracy is 95% of the better of the two final mean accuracies; the claim holds where RSDM-P's mean"
@@ -347,9 +380,20 @@ page() {
 		done
 	} >"$docs/README.md"
 	rm -f "$docs"/grid.md "$docs"/ffn.md "$docs"/vit.md
+	# Into place: each PNG, then the README, by a rename on one file system;
+	# only then the PNGs of an earlier page that this one does not have go.
 	mkdir -p "$dest"
-	rm -f "$dest"/README.md "$dest"/*.png
-	mv "$docs"/* "$dest"/
+	local f pngs=()
+	for f in "$docs"/*.png; do
+		[[ -e $f ]] || continue
+		pngs+=("$(basename "$f")")
+		mv -f "$f" "$dest/"
+	done
+	mv -f "$docs/README.md" "$dest/README.md"
+	for f in "$dest"/*.png; do
+		[[ -e $f && " ${pngs[*]} " != *" $(basename "$f") "* ]] || continue
+		rm -f "$f"
+	done
 	echo "page: $dest/README.md"
 	((${#verdicts[@]} == 0)) || printf '%s\n' "${verdicts[@]}"
 }

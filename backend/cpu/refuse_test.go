@@ -82,6 +82,16 @@ func tightKernels(t *testing.T, b backend.Backend) []tightKernel {
 		{backend.GatherRows{N: 2, Width: 3, Rows: i32(2), Src: f(3), Dst: f(6)}, []string{"gather-rows indices", "gather-rows source", "gather-rows destination"}},
 		{backend.ScatterRows{N: 2, Width: 3, Rows: i32(2), Src: f(6), Dst: f(3)}, []string{"scatter-rows indices", "scatter-rows source", "scatter-rows destination"}},
 		{backend.QF{M: 3, N: 2, A: f(6)}, []string{"qf"}},
+		{backend.Take{Outer: 2, Axis: 3, Inner: 2, N: 4, Indices: i32(4), Src: f(12), Dst: f(16)}, []string{"take indices", "take source", "take destination"}},
+		{backend.TakeGrad{Outer: 2, Axis: 3, Inner: 2, N: 4, Indices: i32(4), DY: f(16), DX: f(12)}, []string{"take-grad indices", "take-grad DY", "take-grad DX"}},
+		{backend.Compare{Op: backend.Lt, N: 5, A: f(5), B: f(1), Dst: i32(5), BScalar: true}, []string{"compare A", "compare B", "compare destination"}},
+		{backend.Sparsemax{Rows: 2, Cols: 3, Src: f(6), Dst: f(6)}, []string{"sparsemax source", "sparsemax destination"}},
+		{backend.SparsemaxGrad{Rows: 2, Cols: 3, Y: f(6), DY: f(6), DX: f(6)}, []string{"sparsemax-grad Y", "sparsemax-grad DY", "sparsemax-grad DX"}},
+		{backend.YOLODecode{Batch: 2, Boxes: 2, Attrs: 6, Grid: 2, Stride: 8, Anchors: f(4), Src: f(96), Dst: f(96)}, []string{"yolo-decode anchors", "yolo-decode source", "yolo-decode destination"}},
+		{backend.CTCLoss{CTC: backend.CTC{Time: 4, Batch: 2, Labels: 3, Width: 2, Entries: 4}, LogProbs: f(24), Targets: i32(4), InputLengths: i32(2), TargetLengths: i32(2), Loss: f(1)},
+			[]string{"ctc-loss log-probabilities", "ctc-loss targets", "ctc-loss input lengths", "ctc-loss target lengths", "ctc-loss loss"}},
+		{backend.CTCLossGrad{CTC: backend.CTC{Time: 4, Batch: 2, Labels: 3, Entries: 3}, LogProbs: f(24), Targets: i32(3), InputLengths: i32(2), TargetLengths: i32(2), GradOut: f(1), DX: f(24)},
+			[]string{"ctc-loss-grad log-probabilities", "ctc-loss-grad targets", "ctc-loss-grad input lengths", "ctc-loss-grad target lengths", "ctc-loss-grad gradient of the loss", "ctc-loss-grad DX"}},
 	}
 }
 

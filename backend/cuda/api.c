@@ -22,3 +22,9 @@ const char *on_api_name(int i, int *lib) {
 }
 
 void on_api_set(on_api *a, int i, void *f) { memcpy((char *)a + entries[i].offset, &f, sizeof f); }
+
+void *on_api_get(const on_api *a, int i) {
+  void *f;
+  memcpy(&f, (const char *)a + entries[i].offset, sizeof f);
+  return f;
+}

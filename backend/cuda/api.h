@@ -16,4 +16,6 @@ int on_api_count(void);
 const char *on_api_name(int i, int *lib);
 // on_api_set stores the address of function i.
 void on_api_set(on_api *a, int i, void *f);
+// on_api_get returns the address of function i.
+void *on_api_get(const on_api *a, int i);
 #endif

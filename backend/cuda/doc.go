@@ -6,9 +6,11 @@
 // Sync wait for it.
 //
 // The NVIDIA libraries are loaded when a backend starts, not linked: the
-// driver (libcuda.so.1) and CUDA 12 or 13's NVRTC, cuBLAS and cuSOLVER,
-// from the loader's path, CUDA_HOME or CUDA_PATH, /usr/local/cuda, a conda
-// environment, or NVIDIA's Python wheels. Building the package needs cgo
+// driver (libcuda.so.1, from the loader's path, /usr/local/nvidia/lib64 or
+// the system's library folders) and CUDA 12 or 13's NVRTC, cuBLAS and
+// cuSOLVER, from the loader's path, CUDA_HOME or CUDA_PATH,
+// /usr/local/cuda, a conda environment, or NVIDIA's Python wheels (a
+// library's own dependencies from its own folder first). Building the package needs cgo
 // but no CUDA header, library or build tag, so one binary runs on a GPU
 // where there is one and on the CPU elsewhere. With ORTHONET_CUDA_STANDIN=1
 // the package loads the host model of the device (internal/cudak/standin)

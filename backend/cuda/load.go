@@ -7,11 +7,21 @@ package cuda
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include "driver.h"
 
-static void *on_dlopen(const char *path) { return dlopen(path, RTLD_NOW | RTLD_GLOBAL); }
-static const char *on_dlerror(void) { return dlerror(); }
+// on_dlopen opens path; where that fails it copies dlerror's reason into
+// err in the same call: dlerror's state is per thread, and a goroutine may
+// move to another OS thread between two cgo calls.
+static void *on_dlopen(const char *path, char *err, size_t cap) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+  if (h == NULL) {
+    const char *e = dlerror();
+    snprintf(err, cap, "%s", e != NULL ? e : "dlopen failed and gave no reason");
+  }
+  return h;
+}
 static void *on_dlsym(void *h, const char *name) { return dlsym(h, name); }
 // on_dlpath returns the path a library was loaded from.
 static const char *on_dlpath(void *h) {
@@ -27,6 +37,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,9 +68,10 @@ type dl struct{}
 func (dl) open(path string) (*library, error) {
 	p := C.CString(path)
 	defer C.free(unsafe.Pointer(p))
-	h := C.on_dlopen(p)
+	var reason [1024]C.char
+	h := C.on_dlopen(p, &reason[0], C.size_t(len(reason)))
 	if h == nil {
-		return nil, errors.New(C.GoString(C.on_dlerror()))
+		return nil, errors.New(C.GoString(&reason[0]))
 	}
 	return &library{path: path, dl: h}, nil
 }
@@ -99,13 +111,37 @@ func (model) folder(l *library) string {
 	return ""
 }
 
-// systemOpener returns the host model where StandInEnv asks for it, else
-// the dynamic loader.
-func systemOpener() opener {
-	if os.Getenv(StandInEnv) == "1" {
-		return model{}
+// systemOpener returns the host model where StandInEnv is 1, else the
+// dynamic loader; any other value than "", 0 or 1 is an error naming it.
+func systemOpener() (opener, error) {
+	switch v := os.Getenv(StandInEnv); v {
+	case "1":
+		return model{}, nil
+	case "", "0":
+		return dl{}, nil
+	default:
+		return nil, standInError{v}
 	}
-	return dl{}
+}
+
+// standInError is the error of StandInEnv's value v.
+type standInError struct{ v string }
+
+func (e standInError) Error() string {
+	return fmt.Sprintf("cuda: %s=%q: want 1 (the host model of the device), or 0 or unset (the NVIDIA libraries)", StandInEnv, e.v)
+}
+
+func (e standInError) Is(target error) bool { return target == ErrStandIn }
+
+// driverFolders are where libcuda.so.1 is looked for after the loader's
+// own path: the folder where container runtimes mount the driver, and the
+// system's library folders (a driver whose folder the loader's cache lacks).
+func driverFolders() []string {
+	dirs := []string{"/usr/local/nvidia/lib64", "/usr/local/nvidia/lib"}
+	if m := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}[runtime.GOARCH]; m != "" {
+		dirs = append(dirs, "/usr/lib/"+m, "/lib/"+m)
+	}
+	return append(dirs, "/usr/lib64", "/lib64", "/usr/lib", "/lib", "/usr/lib/wsl/lib")
 }
 
 // searchPath is where libraries are looked for besides the loader's own
@@ -163,13 +199,30 @@ func searchPath() []string {
 
 // finder opens libraries by soname, first through the loader's own path,
 // then in the search path's folders; a library whose dependency is missing
-// gets the dependency opened from the same folders first.
+// gets the dependency opened first, from the library's own folder, then
+// from the search path's.
 type finder struct {
-	o    opener
-	dirs []string
+	o      opener
+	dirs   []string // the search path
+	driver []string // libcuda.so.1's candidates, in order
 }
 
-func newFinder(o opener) *finder { return &finder{o: o, dirs: searchPath()} }
+func newFinder(o opener) *finder {
+	f := &finder{o: o, dirs: searchPath(), driver: []string{driverName}}
+	for _, d := range driverFolders() {
+		f.driver = append(f.driver, filepath.Join(d, driverName))
+	}
+	return f
+}
+
+// driverName is the soname of the NVIDIA driver's library.
+const driverName = "libcuda.so.1"
+
+// missing reports whether err is dlopen's error for a path that is not
+// there at all (rather than there but unloadable).
+func missing(path string, err error) bool {
+	return strings.HasPrefix(err.Error(), path+": cannot open shared object file: No such file")
+}
 
 // find opens the first of names that it finds.
 func (f *finder) find(names ...string) (*library, error) {
@@ -180,7 +233,7 @@ func (f *finder) find(names ...string) (*library, error) {
 			if err == nil {
 				return l, nil
 			}
-			if !strings.Contains(err.Error(), "No such file") || !strings.Contains(err.Error(), filepath.Base(p)) {
+			if !missing(p, err) {
 				errs = append(errs, err.Error()) // it is there but does not load
 			}
 		}
@@ -189,11 +242,10 @@ func (f *finder) find(names ...string) (*library, error) {
 	if len(f.dirs) > 0 {
 		where += ", " + strings.Join(f.dirs, ", ")
 	}
-	msg := fmt.Sprintf("%s not found (searched %s)", strings.Join(names, " or "), where)
 	if len(errs) > 0 {
-		msg += "; " + strings.Join(errs, "; ")
+		return nil, fmt.Errorf("%s found but does not load: %s (searched %s)", strings.Join(names, " or "), strings.Join(errs, "; "), where)
 	}
-	return nil, errors.New(msg)
+	return nil, fmt.Errorf("%s not found (searched %s)", strings.Join(names, " or "), where)
 }
 
 func (f *finder) paths(name string) []string {
@@ -205,8 +257,11 @@ func (f *finder) paths(name string) []string {
 }
 
 // openWithDeps opens p; where the loader names a missing dependency
-// ("libX.so.N: cannot open shared object file"), it opens that from the
-// search path and tries again, at most depth times.
+// ("libX.so.N: cannot open shared object file"), it opens that from p's
+// own folder first (where a package keeps the versions that go together:
+// an older libnvJitLink elsewhere on the search path lacks the symbols a
+// newer cuSOLVER needs), then from the search path, and tries again, at
+// most depth times.
 func (f *finder) openWithDeps(p string, depth int) (*library, error) {
 	l, err := f.o.open(p)
 	if err == nil || depth == 0 {
@@ -216,7 +271,16 @@ func (f *finder) openWithDeps(p string, depth int) (*library, error) {
 	if !ok || strings.Contains(dep, "/") || dep == filepath.Base(p) {
 		return nil, err
 	}
+	var cands []string
+	if strings.Contains(p, "/") {
+		cands = append(cands, filepath.Join(filepath.Dir(p), dep))
+	}
 	for _, q := range f.paths(dep) {
+		if !slices.Contains(cands, q) {
+			cands = append(cands, q)
+		}
+	}
+	for _, q := range cands {
 		if _, derr := f.openWithDeps(q, depth-1); derr == nil {
 			return f.openWithDeps(p, depth-1)
 		}
@@ -235,6 +299,12 @@ type api struct {
 	where  []string // what was loaded from where, for messages
 }
 
+// olderNames maps a name of cuapi.h's list to the name that libraries
+// before it exported for the same function (same parameters and meaning),
+// tried where the first is missing: CUDA 13's headers declare
+// cuEventElapsedTime_v2 alone, older drivers export cuEventElapsedTime alone.
+var olderNames = map[string]string{"cuEventElapsedTime_v2": "cuEventElapsedTime"}
+
 // resolve fills the table's functions of library lib from l.
 func (a *api) resolve(o opener, lib int, l *library) error {
 	a.libs[lib] = l
@@ -245,6 +315,9 @@ func (a *api) resolve(o opener, lib int, l *library) error {
 			continue
 		}
 		f := o.sym(l, name)
+		if old, ok := olderNames[name]; ok && f == nil {
+			f = o.sym(l, old)
+		}
 		if f == nil {
 			return fmt.Errorf("%s has no function %s (too old a version?)", l.path, name)
 		}
@@ -253,17 +326,62 @@ func (a *api) resolve(o opener, lib int, l *library) error {
 	return nil
 }
 
+// fn returns the address the table holds for the function of that name in
+// cuapi.h's list, or nil.
+func (a *api) fn(name string) unsafe.Pointer {
+	for i := range int(C.on_api_count()) {
+		var li C.int
+		if C.GoString(C.on_api_name(C.int(i), &li)) == name {
+			return C.on_api_get(a.t, C.int(i))
+		}
+	}
+	return nil
+}
+
+// loadedFrom names l's file for messages: its path where the loader
+// found it by soname and can say in which folder, else as opened.
+func loadedFrom(o opener, l *library) string {
+	if strings.Contains(l.path, "/") {
+		return l.path
+	}
+	if d := o.folder(l); d != "" {
+		return filepath.Join(d, l.path)
+	}
+	return l.path
+}
+
 func newAPI() *api {
 	return &api{t: new(C.on_api)}
 }
 
-// loadDriver opens the NVIDIA driver's library, libcuda.so.1.
+// loadDriver opens the NVIDIA driver's library, libcuda.so.1: through the
+// loader's own path, then from the driver folders.
 func loadDriver(f *finder) (*api, error) {
 	a := newAPI()
 	_, a.model = f.o.(model)
-	l, err := f.o.open("libcuda.so.1")
-	if err != nil {
-		return nil, fmt.Errorf("cuda: the NVIDIA driver (libcuda.so.1) is not installed or not in the loader's path: %v", err)
+	var l *library
+	var broken []string // found but unloadable: the path and dlerror's reason
+	for _, p := range f.driver {
+		var err error
+		if l, err = f.o.open(p); err == nil {
+			break
+		}
+		msg := err.Error()
+		if missing(p, err) {
+			continue
+		}
+		if !strings.Contains(msg, p) {
+			msg = p + ": " + msg
+		}
+		if !slices.Contains(broken, msg) {
+			broken = append(broken, msg)
+		}
+	}
+	if l == nil && len(broken) > 0 {
+		return nil, fmt.Errorf("cuda: the NVIDIA driver's library (%s) was found but does not load: %s", driverName, strings.Join(broken, "; "))
+	}
+	if l == nil {
+		return nil, fmt.Errorf("cuda: the NVIDIA driver (%s) is not installed: not in the loader's path nor in %s", driverName, strings.Join(f.folders(f.driver), ", "))
 	}
 	if err := a.resolve(f.o, C.ON_LIB_CUDA, l); err != nil {
 		return nil, fmt.Errorf("cuda: the NVIDIA driver: %w", err)
@@ -273,8 +391,19 @@ func loadDriver(f *finder) (*api, error) {
 		return nil, err
 	}
 	a.driver = int(v)
-	a.where = append(a.where, fmt.Sprintf("driver CUDA %s", cudaVersion(a.driver)))
+	a.where = append(a.where, fmt.Sprintf("driver CUDA %s (%s)", cudaVersion(a.driver), loadedFrom(f.o, l)))
 	return a, nil
+}
+
+// folders returns the folders of the paths among paths (not the sonames).
+func (f *finder) folders(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if strings.Contains(p, "/") {
+			out = append(out, filepath.Dir(p))
+		}
+	}
+	return out
 }
 
 // cudaVersion writes a driver version (12020) as CUDA writes it (12.2).
@@ -318,7 +447,7 @@ func (a *api) loadNVRTC(f *finder, m int) error {
 			builtins = filepath.Join(dir, builtins)
 		}
 	}
-	a.where = append(a.where, fmt.Sprintf("NVRTC %d.%d (%s, builtins %s)", maj, min, l.path, builtins))
+	a.where = append(a.where, fmt.Sprintf("NVRTC %d.%d (%s, builtins %s)", maj, min, loadedFrom(f.o, l), builtins))
 	return nil
 }
 
@@ -338,9 +467,14 @@ func (a *api) loadBLAS(f *finder, m int) error {
 	if err := a.resolve(f.o, C.ON_LIB_CUSOLVER, s); err != nil {
 		return fmt.Errorf("cuSOLVER (CUDA %d): %w", m, err)
 	}
-	a.where = append(a.where, "cuBLAS "+l.path, "cuSOLVER "+s.path)
+	a.where = append(a.where, "cuBLAS "+loadedFrom(f.o, l), "cuSOLVER "+loadedFrom(f.o, s))
 	return nil
 }
+
+// wheelHint names the pip packages of NVIDIA's libraries for CUDA 13 and
+// 12, for the error of a machine that lacks them.
+const wheelHint = "for example pip install nvidia-cuda-nvrtc nvidia-cublas nvidia-cusolver nvidia-nvjitlink for CUDA 13, " +
+	"or nvidia-cuda-nvrtc-cu12 nvidia-cublas-cu12 nvidia-cusolver-cu12 nvidia-nvjitlink-cu12 for CUDA 12"
 
 // load opens the driver, then NVRTC, cuBLAS and cuSOLVER of the newest
 // CUDA major version that the driver runs and that is installed whole.
@@ -356,6 +490,7 @@ func load(o opener) (*api, error) {
 			errs = append(errs, fmt.Sprintf("CUDA %d: the driver runs CUDA %s", m, cudaVersion(a.driver)))
 			continue
 		}
+		where := len(a.where)
 		err := a.loadNVRTC(f, m)
 		if err == nil {
 			err = a.loadBLAS(f, m)
@@ -364,10 +499,11 @@ func load(o opener) (*api, error) {
 			a.cuda = m
 			return a, nil
 		}
+		a.where = a.where[:where] // what CUDA m loaded before it failed is not used
 		errs = append(errs, err.Error())
 	}
-	return nil, fmt.Errorf("cuda: no CUDA 12 or 13 libraries to go with the driver (CUDA %s): %s; install them (for example pip install nvidia-cuda-nvrtc-cu12 nvidia-cublas-cu12 nvidia-cusolver-cu12) or set CUDA_HOME",
-		cudaVersion(a.driver), strings.Join(errs, "; "))
+	return nil, fmt.Errorf("cuda: no CUDA 12 or 13 libraries to go with the driver (CUDA %s): %s; install them (%s) or set CUDA_HOME",
+		cudaVersion(a.driver), strings.Join(errs, "; "), wheelHint)
 }
 
 // loadCompiler opens NVRTC alone (any of CUDA 13, 12 or 11), for compiling

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -67,8 +68,11 @@ func loadGrid(label, pattern, flag string) ([]gridPoint, error) {
 		case len(files) > 1:
 			return nil, fmt.Errorf("%s: %d runs in one grid point's folder", m, len(files))
 		default:
-			if p.run, err = readRun(files[0]); err != nil {
+			p.run, err = readRun(files[0])
+			if errors.Is(err, errNoEvaluations) {
 				p.failed = "no whole-test-set evaluation: diverged or failed (see its log)"
+			} else if err != nil {
+				return nil, err
 			}
 		}
 		ps = append(ps, p)

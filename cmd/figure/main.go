@@ -17,7 +17,13 @@
 // -time-limit and -eval-interval). A run's accuracy at grid time t is its
 // last whole-test-set evaluation before t plus half the grid's step (the one
 // an interval asks for comes at the first step past its time); against
-// steps, each label has its own grid of steps, read the same way.
+// steps, each label has its own grid of steps, read the same way. A
+// matched folder without a whole-test-set evaluation (no metrics.csv, an
+// empty one: a run that failed or never ran) is left out with a warning on
+// the page and on standard output; a malformed metrics.csv (a row of
+// garbage, an accuracy outside [0, 1], evaluations going back in time) and
+// a run that goes on from another matched run (train -resume of an older
+// checkpoint into a seed's folder) are errors naming the file, and the row.
 //
 // scripts/dnn_figure.sh writes load.txt (the load averages before and after
 // the run and its flags) and command.txt (the train command) into each
@@ -54,12 +60,33 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "figure:", err)
-		os.Exit(1)
+func main() { os.Exit(mainCode(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// mainCode runs the command and returns its exit status: 0 (also for -h,
+// whose usage goes to stdout), 2 for flags that cannot be parsed, 1 for
+// any other error, which it writes to stderr in one line.
+func mainCode(args []string, stdout, stderr io.Writer) int {
+	err := run(args, stdout)
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(*usageError)):
+		fmt.Fprintln(stderr, "figure:", err)
+		return 2
 	}
+	fmt.Fprintln(stderr, "figure:", err)
+	return 1
 }
+
+// usageError is a flag the flag package could not parse (it has printed
+// the usage).
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// maxGrid bounds the grid times of a page: each is a row of its table.
+const maxGrid = 10000
 
 func run(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("figure", flag.ContinueOnError)
@@ -73,8 +100,10 @@ func run(args []string, w io.Writer) error {
 	reach := fs.Float64("reach", 0.95, "-claim sooner: the fraction of the better final mean that counts as high accuracy")
 	minSeeds := fs.Int("min-seeds", 3, "-claim: the fewest runs of each label a verdict other than \"cannot tell\" needs")
 	grid := fs.String("grid", "", "read a step-size grid over this train flag (e.g. lr) instead of drawing a figure")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return err
+	} else if err != nil {
+		return &usageError{err}
 	}
 	if fs.NArg() == 0 {
 		return errors.New("no LABEL=PATTERN given")
@@ -98,6 +127,18 @@ func run(args []string, w io.Writer) error {
 	if !(*reach > 0 && *reach <= 1) {
 		return fmt.Errorf("-reach %v: want a fraction in (0, 1]", *reach)
 	}
+	switch {
+	case *every < 0:
+		return fmt.Errorf("-every %v: want a positive grid step (or 0: from the runs)", *every)
+	case *minSeeds < 1:
+		return fmt.Errorf("-min-seeds %d: want at least 1", *minSeeds)
+	case *name == "" || *name == "." || *name == ".." || strings.ContainsAny(*name, `/\`):
+		return fmt.Errorf("-name %q: want a file name without a folder (NAME.png, NAME.md go into -out)", *name)
+	case strings.ContainsAny(*title, "\r\n"):
+		return fmt.Errorf("-title %q: want one line", *title)
+	case *grid != "" && (strings.HasPrefix(*grid, "-") || strings.ContainsAny(*grid, "= \t\r\n")):
+		return fmt.Errorf("-grid %q: want the name of a train flag, such as lr", *grid)
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
@@ -106,22 +147,30 @@ func run(args []string, w io.Writer) error {
 		return runGrid(w, md, *title, *grid, labels, patterns)
 	}
 	var all []series
+	var warnings []string
 	for i := range labels {
-		s, err := load(labels[i], patterns[i])
+		s, warned, err := load(labels[i], patterns[i])
+		for _, warning := range warned {
+			fmt.Fprintln(w, "figure: warning:", warning)
+		}
 		if err != nil {
 			return err
 		}
-		all = append(all, s)
+		all, warnings = append(all, s), append(warnings, warned...)
 	}
-	step := every.Seconds()
+	step, from := every.Seconds(), "-every"
 	if step <= 0 {
-		step = commandInterval(all)
+		step, from = commandInterval(all), "the runs' -eval-interval"
 	}
 	if !(step > 0) {
-		step = medianSpacing(all, bySeconds)
+		step, from = medianSpacing(all, bySeconds), "the runs' spacing of evaluations"
 	}
 	if !(step > 0) {
 		return errors.New("cannot tell the grid of training times: give -every")
+	}
+	if end := gridEnd(all, bySeconds); end/step > maxGrid {
+		return fmt.Errorf("a grid step of %v (%s) makes %.3g grid times over the shortest run's %gs of training, more than %d: give a larger -every",
+			time.Duration(step*float64(time.Second)), from, end/step, end, maxGrid)
 	}
 	times := gridOf(all, bySeconds, step)
 	fixed, err := fixedTimes(*at, times)
@@ -149,7 +198,7 @@ func run(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	writeTable(f, *title, *name, all, times, step, fixed, v)
+	writeTable(f, *title, *name, all, times, step, fixed, v, warnings)
 	if err := f.Close(); err != nil {
 		return err
 	}
@@ -326,8 +375,12 @@ func cell(s series, t, step float64) string {
 
 // writeTable writes the page: the plots, the verdict, the accuracy at the
 // fixed times and at every grid time, and each run's summary.
-func writeTable(w io.Writer, title, name string, all []series, grid []float64, step float64, fixed []float64, v *verdict) {
-	fmt.Fprintf(w, "# %s\n\n![%s against training time](%s.png)\n\n![%s against steps](%s-steps.png)\n\n", title, title, name, title, name)
+func writeTable(w io.Writer, title, name string, all []series, grid []float64, step float64, fixed []float64, v *verdict, warnings []string) {
+	fmt.Fprintf(w, "# %s\n\n", title)
+	for _, s := range warnings {
+		fmt.Fprintf(w, "**Warning:** %s.\n\n", s)
+	}
+	fmt.Fprintf(w, "![%s against training time](%s.png)\n\n![%s against steps](%s-steps.png)\n\n", title, name, title, name)
 	if v != nil {
 		fmt.Fprintf(w, "**Verdict: %s: %s.** %s.\n\n", v.claim, v.outcome, upperFirst(v.detail))
 	}

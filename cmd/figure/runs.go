@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -61,6 +63,8 @@ type runData struct {
 	examples int // test images of each evaluation (train's whole test set, or its -limit-test)
 	load     runLoad
 	command  string // the train command line (command.txt), if recorded
+	id       string // the run's id and its parent run's, from run.json where there is one
+	parent   string
 }
 
 // series is a label's runs.
@@ -69,27 +73,59 @@ type series struct {
 	runs  []runData
 }
 
-// load reads the runs a pattern matches.
-func load(label, pattern string) (series, error) {
+// load reads the runs a pattern matches. A matched folder without a run
+// that has evaluations (no metrics.csv, an empty one, one without a
+// whole-test-set evaluation: a run that failed or never ran) is not
+// counted, and warnings say so; a malformed metrics.csv, or a run that
+// goes on from another run matched here (a child resumed in a seed's
+// folder, which would count the parent's evaluations twice), is an error.
+func load(label, pattern string) (s series, warnings []string, err error) {
 	matches, err := filepath.Glob(pattern)
 	if err != nil {
-		return series{}, fmt.Errorf("%s: %w", pattern, err)
+		return series{}, nil, fmt.Errorf("%s: %w", pattern, err)
 	}
-	s := series{label: label}
+	s = series{label: label}
 	for _, m := range matches {
-		for _, path := range metricsFiles(m) {
+		if fi, err := os.Stat(m); err != nil || !fi.IsDir() {
+			continue // a file beside the run folders
+		}
+		files := metricsFiles(m)
+		if len(files) == 0 {
+			warnings = append(warnings, fmt.Sprintf("%s: %s holds no metrics.csv (in it or in a run-* folder): not counted (its run failed or never ran)", label, m))
+		}
+		for _, path := range files {
 			r, err := readRun(path)
+			if errors.Is(err, errNoEvaluations) {
+				warnings = append(warnings, fmt.Sprintf("%s: %v: not counted", label, err))
+				continue
+			}
 			if err != nil {
-				return s, err
+				return s, warnings, err
 			}
 			s.runs = append(s.runs, r)
 		}
 	}
-	if len(s.runs) == 0 {
-		return s, fmt.Errorf("%s=%s: no metrics.csv with evaluations", label, pattern)
+	byID := map[string]string{}
+	for _, r := range s.runs {
+		if r.id != "" {
+			byID[r.id] = filepath.Dir(r.path)
+		}
 	}
-	return s, nil
+	for _, r := range s.runs {
+		if p, ok := byID[r.parent]; ok && r.parent != "" {
+			return s, warnings, fmt.Errorf("%s=%s: %s goes on from %s (its run.json's parent): its metrics.csv repeats the parent's evaluations, which would count twice; keep one of the two (a seed's folder holds one run)",
+				label, pattern, filepath.Dir(r.path), p)
+		}
+	}
+	if len(s.runs) == 0 {
+		return s, warnings, fmt.Errorf("%s=%s: no metrics.csv with evaluations", label, pattern)
+	}
+	return s, warnings, nil
 }
+
+// errNoEvaluations is wrapped by readRun's error for a metrics.csv that
+// holds no whole-test-set evaluation (empty, or a run that failed first).
+var errNoEvaluations = errors.New("no whole-test-set evaluation")
 
 // metricsFiles returns the metrics.csv of a run folder, or of the run
 // folders (run-*) that a folder holds.
@@ -112,7 +148,7 @@ func readRun(path string) (runData, error) {
 		return runData{}, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(rows) == 0 {
-		return runData{}, fmt.Errorf("%s: empty", path)
+		return runData{}, fmt.Errorf("%s: empty: %w", path, errNoEvaluations)
 	}
 	col := map[string]int{}
 	for i, h := range rows[0] {
@@ -125,33 +161,36 @@ func readRun(path string) (runData, error) {
 	}
 	r := runData{path: path}
 	most := 0
-	for _, row := range rows[1:] {
-		if row[col["kind"]] != "test" {
-			continue
+	examples := make([]int, len(rows))
+	for i, row := range rows[1:] {
+		if err := checkRow(row, col); err != nil {
+			return runData{}, fmt.Errorf("%s: row %d: %w", path, i+2, err)
 		}
-		n, _ := strconv.Atoi(row[col["test_examples"]])
-		most = max(most, n)
+		if row[col["kind"]] == "test" {
+			examples[i+1], _ = strconv.Atoi(row[col["test_examples"]]) // checked
+			most = max(most, examples[i+1])
+		}
 	}
 	r.examples = most
 	for i, row := range rows[1:] {
-		if row[col["kind"]] != "test" {
-			continue
-		}
-		if n, _ := strconv.Atoi(row[col["test_examples"]]); n < most {
-			continue // an evaluation on a subset
+		if row[col["kind"]] != "test" || examples[i+1] < most {
+			continue // a training row, or an evaluation on a subset
 		}
 		e := evaluation{feasibility: row[col["max_feasibility"]]}
-		var errs [3]error
-		e.step, errs[0] = strconv.Atoi(row[col["step"]])
-		e.accuracy, errs[1] = strconv.ParseFloat(row[col["accuracy"]], 64)
-		e.train, errs[2] = strconv.ParseFloat(row[col["train_seconds"]], 64)
-		if err := errors.Join(errs[:]...); err != nil {
-			return runData{}, fmt.Errorf("%s: row %d: %w", path, i+2, err)
+		e.step, _ = strconv.Atoi(row[col["step"]]) // checked, as the two below
+		e.accuracy, _ = strconv.ParseFloat(row[col["accuracy"]], 64)
+		e.train, _ = strconv.ParseFloat(row[col["train_seconds"]], 64)
+		if n := len(r.evals); n > 0 && (e.step < r.evals[n-1].step || e.train < r.evals[n-1].train) {
+			return runData{}, fmt.Errorf("%s: row %d: step %d at %g training seconds comes after step %d at %g: the evaluations must go forward",
+				path, i+2, e.step, e.train, r.evals[n-1].step, r.evals[n-1].train)
 		}
 		r.evals = append(r.evals, e)
 	}
 	if len(r.evals) == 0 {
-		return runData{}, fmt.Errorf("%s: no whole-test-set evaluations", path)
+		return runData{}, fmt.Errorf("%s: %w", path, errNoEvaluations)
+	}
+	if r.id, r.parent, err = readRunIDs(filepath.Join(filepath.Dir(path), "run.json")); err != nil {
+		return runData{}, err
 	}
 	dir := filepath.Dir(path)
 	for _, d := range []string{dir, filepath.Dir(dir)} {
@@ -164,6 +203,57 @@ func readRun(path string) (runData, error) {
 	}
 	r.command = readCommand(dir)
 	return r, nil
+}
+
+// checkRow checks a row of a metrics.csv: its kind, its step, and for a
+// test row its accuracy (a fraction in [0, 1]), its training seconds and
+// its count of test images.
+func checkRow(row []string, col map[string]int) error {
+	kind := row[col["kind"]]
+	if kind != "train" && kind != "test" {
+		return fmt.Errorf("kind %q: want train or test", kind)
+	}
+	if n, err := strconv.Atoi(row[col["step"]]); err != nil || n < 0 {
+		return fmt.Errorf("step %q: want a count of steps", row[col["step"]])
+	}
+	if kind == "train" {
+		return nil
+	}
+	if a, err := strconv.ParseFloat(row[col["accuracy"]], 64); err != nil || !(a >= 0 && a <= 1) {
+		return fmt.Errorf("accuracy %q: want a fraction from 0 to 1", row[col["accuracy"]])
+	}
+	if s, err := strconv.ParseFloat(row[col["train_seconds"]], 64); err != nil || !(s >= 0) || math.IsInf(s, 0) {
+		return fmt.Errorf("train_seconds %q: want a time in seconds, at least 0", row[col["train_seconds"]])
+	}
+	if n, err := strconv.Atoi(row[col["test_examples"]]); err != nil || n < 1 {
+		return fmt.Errorf("test_examples %q: want a count of test images", row[col["test_examples"]])
+	}
+	return nil
+}
+
+// readRunIDs returns the run's id and its parent run's from the run.json
+// train writes beside metrics.csv, or "" where there is none.
+func readRunIDs(path string) (id, parent string, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	var m struct {
+		ID     string `json:"id"`
+		Parent *struct {
+			Run string `json:"run"`
+		} `json:"parent"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return "", "", fmt.Errorf("%s: %w", path, err)
+	}
+	if m.Parent != nil {
+		parent = m.Parent.Run
+	}
+	return m.ID, parent, nil
 }
 
 // readCommand returns the train command recorded in command.txt beside a
@@ -277,17 +367,24 @@ func gridOf(all []series, a axis, step float64) []float64 {
 	if !(step > 0) {
 		return nil
 	}
+	end := gridEnd(all, a)
+	var g []float64
+	for k := 1; float64(k)*step <= end+step/2; k++ {
+		g = append(g, float64(k)*step)
+	}
+	return g
+}
+
+// gridEnd returns the point on the axis that every run reached: the
+// shortest run's last evaluation.
+func gridEnd(all []series, a axis) float64 {
 	end := math.Inf(1)
 	for _, s := range all {
 		for _, r := range s.runs {
 			end = min(end, r.evals[len(r.evals)-1].x(a))
 		}
 	}
-	var g []float64
-	for k := 1; float64(k)*step <= end+step/2; k++ {
-		g = append(g, float64(k)*step)
-	}
-	return g
+	return end
 }
 
 // at returns a run's accuracy at point x of a grid of step on the axis:

@@ -14,8 +14,10 @@ import (
 // error naming what is missing (the library and versions searched, the
 // driver, the device). It says in one line which device the run uses and
 // why, unless that is the CPU by -device cpu. Data-parallel training
-// (-dist mpi) takes the CPU.
+// (-dist mpi) takes the CPU. c.asked keeps the setting: auto later takes
+// the CPU where the device's optimizer refuses a setting (newTrainer).
 func selectDevice(c *config, log io.Writer) error {
+	c.asked = c.device
 	if c.device == "cpu" || (c.device == "auto" && c.engine == "tape") {
 		c.device = "cpu"
 		return nil
@@ -36,6 +38,11 @@ func selectDevice(c *config, log io.Writer) error {
 		}
 	}
 	why := strings.TrimPrefix(err.Error(), "cuda: ")
+	if errors.Is(err, cudabackend.ErrStandIn) {
+		// A setting to fix, not a machine without a GPU: auto does not
+		// fall back to the CPU over it.
+		return &usageError{fmt.Errorf("-device %s: %s", c.device, why)}
+	}
 	if c.device == "cuda" {
 		return errors.New("-device cuda: " + why)
 	}

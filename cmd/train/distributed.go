@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -82,7 +83,16 @@ func (c config) shard() int { return c.batch / c.ranks() }
 // (each rank's gradient is the mean over its rows, and the Solver averages
 // the ranks' means: equal shards make that the batch's mean).
 func checkShards(c config) error {
-	if n := c.ranks(); c.batch%n != 0 {
+	if n := c.ranks(); c.batch%n != 0 && c.resumed != nil {
+		// A resumed run keeps its -batch: another number of ranks, then.
+		var fit []string
+		for k := 1; k <= c.batch; k++ {
+			if c.batch%k == 0 {
+				fit = append(fit, strconv.Itoa(k))
+			}
+		}
+		return fmt.Errorf("-batch %d, the checkpoint's, is not divisible by the %d ranks: each rank trains on an equal share of every global batch, and a resumed run keeps its -batch; resume on a number of ranks that divides it (%s)", c.batch, n, strings.Join(fit, ", "))
+	} else if c.batch%n != 0 {
 		return fmt.Errorf("-batch %d is not divisible by the %d ranks: each rank trains on an equal share of every global batch (try -batch %d)", c.batch, n, max(n, c.batch/n*n))
 	}
 	if c.ranks() > 1 && c.engine == "tape" && c.model == "vit" && c.dropout > 0 {

@@ -7,6 +7,10 @@
 //
 // With no flags it trains the paper's orthogonal FFN with RSDM-P on
 // Fashion-MNIST for one epoch, offline. Ctrl-C stops at a step boundary.
+//
+// Its subcommands use a checkpoint it saved: train eval measures it on a
+// data set, train predict classifies image files, train export writes it
+// as an ONNX model (see use.go; train eval -h and so on).
 package main
 
 import (
@@ -57,7 +61,8 @@ type config struct {
 	rgdMomentum             float64
 	out                     string
 	limitTrain, limitTest   int
-	device                  string
+	device                  string // -device; after selectDevice, the one chosen: cpu or cuda
+	asked                   string // -device as given: auto, cpu or cuda (selectDevice)
 	download                bool
 	hidden, depth           int
 	dim, heads, mlp, patch  int
@@ -65,6 +70,7 @@ type config struct {
 	minAccuracy             float64
 	saveEvery, keep         int
 	resume                  string // checkpoint path, resolved from -resume
+	resumeNewest            bool   // -resume latest or a run folder: its newest checkpoint was asked for
 	cpuProfile              string
 	kernelProfile           bool
 	engine                  string
@@ -147,7 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err != nil {
 		return c, fmt.Errorf("-resume %s: the saved configuration: %w", path, err)
 	}
-	rc.resume, rc.resumed = path, f
+	rc.resume, rc.resumed, rc.resumeNewest = path, f, path != c.resume
 	return rc, nil
 }
 
@@ -198,7 +204,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.StringVar(&c.device, "device", "auto", "auto (an NVIDIA GPU where one is usable, else the CPU; it says which and why), cpu, or cuda (the GPU, or an error naming what is missing; with -engine program; ORTHONET_CUDA_STANDIN=1 runs it on the host model of the device)")
 	fs.StringVar(&c.engine, "engine", "program", "what runs the graphs: program (orthonet's compiled executor) or tape (Gorgonia's tape machine, the reference; CPU only)")
 	fs.BoolVar(&c.kernelProfile, "kernel-profile", false, "time every kernel of the compiled training program and print where a step's time goes at the end (-engine program)")
-	fs.StringVar(&c.dist, "dist", "single", "single (one process) or mpi (one rank of `mpirun -np N train -dist mpi ...`: each rank trains on its -batch/N rows of every global batch of -batch, rank 0 writes; CPU only)")
+	fs.StringVar(&c.dist, "dist", "single", "single (one process) or mpi (one rank of 'mpirun -np N train -dist mpi ...': each rank trains on its -batch/N rows of every global batch of -batch, rank 0 writes; CPU only)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
 	fs.BoolVar(&c.download, "download", false, "download MNIST or CIFAR-10 into -data first (SHA-256 checked)")
 	fs.IntVar(&c.hidden, "hidden", 1024, "FFN hidden width")
@@ -295,6 +301,11 @@ func main() { os.Exit(mainCode()) }
 // mainCode runs the command and returns its exit code, after its deferred
 // work (the CPU profile's flush) has run on every path.
 func mainCode() int {
+	if len(os.Args) > 1 {
+		if sub, ok := subcommands[os.Args[1]]; ok { // train eval, predict, export (use.go)
+			return sub(os.Args[2:], os.Stdout, os.Stderr)
+		}
+	}
 	c, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

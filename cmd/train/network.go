@@ -19,6 +19,7 @@ type network struct {
 	vit    *models.ViT
 	xb     []float32 // the input node's backing array
 	x      *G.Node   // the input node
+	images bool      // x takes whole images (buildNetFrom)
 	logits *G.Node
 	c      config
 	set    *data.Set
@@ -26,14 +27,38 @@ type network struct {
 
 // buildNet builds the configured model on g for batches of b images of set.
 func buildNet(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rng *rand.Rand) (*network, error) {
-	n := &network{c: c, set: set}
+	return buildNetFrom(c, g, b, set, train, rng, false)
+}
+
+// buildNetFrom builds the model as buildNet does; with images set, its
+// input node x takes b whole images (b, C, H, W), which the graph
+// flattens (the FFN) or cuts into patches (the ViT, models.Patches): the
+// form train export writes.
+func buildNetFrom(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rng *rand.Rand, images bool) (*network, error) {
+	n := &network{c: c, set: set, images: images}
+	// input returns the input node, of shape (or whole images), and fills n.
+	input := func(shape ...int) (*G.Node, error) {
+		if images {
+			shape = []int{b, set.C, set.H, set.W}
+		}
+		n.xb = make([]float32, tensor.Shape(shape).TotalSize())
+		n.x = G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName("x"), G.WithValue(tensor.New(tensor.WithShape(shape...), tensor.WithBacking(n.xb))))
+		switch {
+		case !images:
+			return n.x, nil
+		case c.model == "vit":
+			return models.Patches(n.x, c.patch)
+		}
+		return G.Reshape(n.x, tensor.Shape{b, set.Dim()})
+	}
+	var x *G.Node
 	var err error
 	switch c.model {
 	case "ffn":
 		d := set.Dim()
-		n.xb = make([]float32, b*d)
-		x := G.NewMatrix(g, tensor.Float32, G.WithShape(b, d), G.WithName("x"), G.WithValue(tensor.New(tensor.WithShape(b, d), tensor.WithBacking(n.xb))))
-		n.x = x
+		if x, err = input(b, d); err != nil {
+			return nil, err
+		}
 		if n.ffn, err = models.NewFFN(g, models.FFNConfig{In: d, Hidden: c.hidden, Classes: set.Classes, Depth: c.depth, Bias: true}, tensor.Float32, rng); err != nil {
 			return nil, err
 		}
@@ -43,10 +68,9 @@ func buildNet(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rng *r
 		if set.H != set.W {
 			return nil, fmt.Errorf("the ViT needs square images, got %dx%d", set.H, set.W)
 		}
-		t, pd := cfg.Tokens(), cfg.PatchDim()
-		n.xb = make([]float32, b*t*pd)
-		x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(b, t, pd), G.WithName("x"), G.WithValue(tensor.New(tensor.WithShape(b, t, pd), tensor.WithBacking(n.xb))))
-		n.x = x
+		if x, err = input(b, cfg.Tokens(), cfg.PatchDim()); err != nil {
+			return nil, err
+		}
 		if n.vit, err = models.NewViT(g, cfg, tensor.Float32, rng); err != nil {
 			return nil, err
 		}
@@ -64,7 +88,7 @@ func buildNet(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rng *r
 // zero-padding the rest of the batch.
 func (n *network) fill(images []float32, count int) {
 	d := n.set.Dim()
-	if n.ffn != nil {
+	if n.ffn != nil || n.images {
 		copy(n.xb, images[:count*d])
 		clear(n.xb[count*d:])
 		return

@@ -66,9 +66,15 @@ func plotMetrics(w io.Writer, metrics []metric) error {
 		}
 		plots[i/2] = append(plots[i/2], p)
 	}
-	img := vgimg.New(10*vg.Inch, 7*vg.Inch)
+	return writePNG(w, 10*vg.Inch, 7*vg.Inch, plots)
+}
+
+// writePNG draws plots, rows of panels, as a PNG image of the given size
+// into w.
+func writePNG(w io.Writer, width, height vg.Length, plots [][]*plot.Plot) error {
+	img := vgimg.New(width, height)
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 2, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	tiles := draw.Tiles{Rows: len(plots), Cols: len(plots[0]), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
 	canvases := plot.Align(plots, tiles, dc)
 	for i := range plots {
 		for j := range plots[i] {

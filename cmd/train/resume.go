@@ -111,32 +111,70 @@ type compiledEngine interface {
 
 func (e *programEngine) compiled() checkpoint.Program { return e.prog }
 
-// resumeRun returns the run folder a resumed run writes to. The newest
-// checkpoint of a run goes on in that run's folder. Any other checkpoint
-// (an older one, one copied elsewhere, one of a folder without a run
-// manifest) starts a new run folder under -out that records it as its
-// parent and carries its metrics; the checkpoint's folder is not touched.
-// created reports whether the folder is new.
-func resumeRun(c config, step int, w io.Writer) (r *checkpoint.Run, created bool, err error) {
+// resumeFolder settles, before a resumed run loads anything, where it
+// writes. The newest checkpoint of a run goes on in that run's folder,
+// whose lock it returns in held: a folder that another process holds is a
+// usage error naming that process (also for -resume latest or RUN when
+// that process has saved a newer checkpoint meanwhile). Any other
+// checkpoint (an older one, one behind a damaged newest one, one copied
+// elsewhere, one of a folder without a run manifest) goes on in a new run
+// folder, for the reason why; its own folder is neither locked nor
+// touched. A finished run (nothing to train) writes nothing and holds
+// nothing.
+func resumeFolder(c config) (held *checkpoint.Run, why string, err error) {
+	var st progress
+	if err := c.resumed.JSON(keyProgress, &st); err != nil || st.Epoch >= c.epochs {
+		return nil, "", nil // restore says what is wrong; a finished run writes nothing
+	}
 	dir := filepath.Dir(c.resume)
-	var why string
-	if r, err := checkpoint.OpenRun(dir); err != nil {
-		why = fmt.Sprintf("%s holds no run manifest %s", dir, checkpoint.ManifestName)
-	} else if latest, s, ok := r.Latest(); ok && sameFile(latest, c.resume) {
-		return r, false, nil
-	} else if ok {
-		why = fmt.Sprintf("the newest checkpoint of its run is %s", filepath.Base(latest))
-		if s == step {
-			why = fmt.Sprintf("it is not the run's own %s", filepath.Base(latest))
-		}
-	} else {
-		why = fmt.Sprintf("the run in %s wrote no such checkpoint", dir)
+	ro, err := checkpoint.ReadRun(dir)
+	if err != nil {
+		return nil, fmt.Sprintf("%s holds no run manifest %s", dir, checkpoint.ManifestName), nil
+	}
+	newest, s, bad := ro.Newest()
+	switch {
+	case newest == "":
+		return nil, fmt.Sprintf("the run in %s wrote no such checkpoint", dir), nil
+	case c.resumeNewest: // the run's newest, even if its holder has saved since
+	case !sameFile(newest, c.resume) && bad != nil:
+		return nil, fmt.Sprintf("the newest checkpoint of its run, %s, does not load: %v", filepath.Base(newest), bad), nil
+	case !sameFile(newest, c.resume) && s == st.Step:
+		return nil, fmt.Sprintf("it is not the run's own %s", filepath.Base(newest)), nil
+	case !sameFile(newest, c.resume):
+		return nil, fmt.Sprintf("the newest checkpoint of its run is %s", filepath.Base(newest)), nil
+	case bad != nil: // it loads, but the run did not save it there
+		return nil, fmt.Sprintf("it is not the checkpoint its run saved there: %v", bad), nil
+	}
+	held, err = checkpoint.OpenRun(dir)
+	if errors.Is(err, checkpoint.ErrLocked) {
+		return nil, "", &usageError{fmt.Errorf("-resume %s: %w", c.resume, err)}
+	}
+	if err != nil {
+		return nil, fmt.Sprintf("its folder cannot be written: %v", err), nil
+	}
+	// Under the lock: the process that held the folder before may have
+	// saved since.
+	if newest, _, _ := held.Newest(); !sameFile(newest, c.resume) {
+		held.Close()
+		return nil, fmt.Sprintf("the newest checkpoint of its run is now %s", filepath.Base(newest)), nil
+	}
+	return held, "", nil
+}
+
+// resumeRun returns the run folder a resumed run writes to: held, the
+// folder of the run whose newest checkpoint it goes on from, or else a new
+// run folder under -out that records the checkpoint as its parent and
+// carries its metrics (why: resumeFolder's reason). created reports
+// whether the folder is new.
+func resumeRun(c config, held *checkpoint.Run, why string, step int, w io.Writer) (r *checkpoint.Run, created bool, err error) {
+	if held != nil {
+		return held, false, nil
 	}
 	r, err = newRunDir(c.out, &checkpoint.Origin{Path: c.resume, Step: step, Run: c.resumed.Meta[checkpoint.KeyRun]})
 	if err != nil {
 		return nil, false, err
 	}
-	fmt.Fprintf(w, "%s is not the newest checkpoint of its run (%s): going on in a new run folder %s, leaving %s as it is\n", c.resume, why, r.Dir(), dir)
+	fmt.Fprintf(w, "%s is not the newest checkpoint of its run (%s): going on in a new run folder %s, leaving %s as it is\n", c.resume, why, r.Dir(), filepath.Dir(c.resume))
 	return r, true, nil
 }
 
@@ -144,7 +182,7 @@ func resumeRun(c config, step int, w io.Writer) (r *checkpoint.Run, created bool
 // checkpoints of its run that load, newest first (its step checkpoints,
 // then best.safetensors when it holds another step), as "PATH (step N)".
 func usableOthers(path string) []string {
-	r, err := checkpoint.OpenRun(filepath.Dir(path))
+	r, err := checkpoint.ReadRun(filepath.Dir(path))
 	if err != nil {
 		return nil
 	}
@@ -242,7 +280,10 @@ func (t *trainer) restore(f *checkpoint.File) error {
 
 // resolveResume turns -resume's value into a checkpoint file: a file as it
 // is, a run folder's newest checkpoint, or for "latest" the newest
-// checkpoint of the run folder under out that saved last.
+// checkpoint of the run folder under out that saved last. A newest
+// checkpoint that is damaged (or another file put in its place) is an
+// error naming it and the run's checkpoints that load: going on from an
+// older one silently would drop the steps after it.
 func resolveResume(arg, out string) (string, error) {
 	if arg != "latest" {
 		fi, err := os.Stat(arg)
@@ -252,12 +293,15 @@ func resolveResume(arg, out string) (string, error) {
 		if !fi.IsDir() {
 			return arg, nil
 		}
-		path, _, err := newestIn(arg)
+		path, _, bad, err := newestIn(arg)
 		if err != nil {
 			return "", err
 		}
 		if path == "" {
 			return "", fmt.Errorf("-resume %s: the folder holds no step-*.safetensors checkpoint", arg)
+		}
+		if bad != nil {
+			return "", damagedNewest(arg, path, bad)
 		}
 		return path, nil
 	}
@@ -267,35 +311,50 @@ func resolveResume(arg, out string) (string, error) {
 	}
 	var best string
 	var bestTime int64
+	var bestBad error
 	for _, dir := range runs {
-		path, mtime, err := newestIn(dir)
+		path, mtime, bad, err := newestIn(dir)
 		if err != nil {
 			return "", err
 		}
 		if path != "" && (best == "" || mtime > bestTime) {
-			best, bestTime = path, mtime
+			best, bestTime, bestBad = path, mtime, bad
 		}
 	}
 	if best == "" {
 		return "", fmt.Errorf("-resume latest: no checkpoint under %s (looked for %s)", out, filepath.Join(out, "run-*", "step-*.safetensors"))
 	}
+	if bestBad != nil {
+		return "", damagedNewest("latest", best, bestBad)
+	}
 	return best, nil
+}
+
+// damagedNewest is resolveResume's error for a run whose newest checkpoint
+// path is not the run's (bad says why), with the run's checkpoints that
+// load.
+func damagedNewest(arg, path string, bad error) error {
+	err := fmt.Errorf("-resume %s: the newest checkpoint of run %s does not load: %w", arg, filepath.Dir(path), bad)
+	if others := usableOthers(path); len(others) > 0 {
+		return fmt.Errorf("%w; these checkpoints of its run load, newest first (go on from one with -resume PATH, in a new run folder): %s", err, strings.Join(others, ", "))
+	}
+	return fmt.Errorf("%w; no other checkpoint of its run loads", err)
 }
 
 // newestIn returns the newest checkpoint of the run in dir and its
 // modification time, or "" when there is none: the newest its manifest
-// lists, or in a folder of an earlier version without one the
-// step-*.safetensors file of the highest step. It only reads.
-func newestIn(dir string) (string, int64, error) {
-	var path string
-	r, err := checkpoint.OpenRun(dir)
+// lists that is on disk, or in a folder of an earlier version without one
+// the step-*.safetensors file of the highest step. bad says why the file
+// is not the run's checkpoint (checkpoint.Run.Newest). It only reads.
+func newestIn(dir string) (path string, mtime int64, bad, err error) {
+	r, err := checkpoint.ReadRun(dir)
 	switch {
 	case err == nil:
-		path, _, _ = r.Latest()
+		path, _, bad = r.Newest()
 	case errors.Is(err, checkpoint.ErrNotRun):
 		ents, err := os.ReadDir(dir)
 		if err != nil {
-			return "", 0, fmt.Errorf("-resume: %w", err)
+			return "", 0, nil, fmt.Errorf("-resume: %w", err)
 		}
 		bestStep := -1
 		for _, e := range ents {
@@ -304,14 +363,14 @@ func newestIn(dir string) (string, int64, error) {
 			}
 		}
 	default:
-		return "", 0, fmt.Errorf("-resume: %w", err)
+		return "", 0, nil, fmt.Errorf("-resume: %w", err)
 	}
 	if path == "" {
-		return "", 0, nil
+		return "", 0, nil, nil
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return "", 0, fmt.Errorf("-resume: %w", err)
+		return "", 0, nil, fmt.Errorf("-resume: %w", err)
 	}
-	return path, fi.ModTime().UnixNano(), nil
+	return path, fi.ModTime().UnixNano(), bad, nil
 }

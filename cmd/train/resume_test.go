@@ -198,7 +198,7 @@ func TestCheckpointFiles(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	want := []string{checkpoint.BestName, "metrics.csv", "metrics.png", checkpoint.ManifestName, checkpoint.StepName(57), checkpoint.StepName(60)}
+	want := []string{checkpoint.BestName, "metrics.csv", "metrics.png", checkpoint.ManifestName, checkpoint.LockName, checkpoint.StepName(57), checkpoint.StepName(60)}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("run folder holds %v, want %v", names, want)
 	}

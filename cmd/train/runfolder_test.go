@@ -139,7 +139,7 @@ func TestResumeElsewhere(t *testing.T) {
 		t.Fatalf("run folders %v", runs)
 	}
 	orig := runs[0]
-	origRun, err := checkpoint.OpenRun(orig)
+	origRun, err := checkpoint.ReadRun(orig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestResumeElsewhere(t *testing.T) {
 		if !strings.Contains(msg, "going on in a new run folder "+child) {
 			t.Errorf("resume from step 20 does not say where it goes:\n%s", msg)
 		}
-		r, err := checkpoint.OpenRun(child)
+		r, err := checkpoint.ReadRun(child)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +269,7 @@ func TestResumeElsewhere(t *testing.T) {
 			t.Errorf("%s is not the run's regular file after it wrote it: %v", name, err)
 		}
 	}
-	r, _ := checkpoint.OpenRun(folder)
+	r, _ := checkpoint.ReadRun(folder)
 	if got := r.Checkpoints(); !reflect.DeepEqual(got, []int{20, 30, 40}) {
 		t.Errorf("the run in place holds checkpoints %v, want [20 30 40]", got)
 	}

@@ -224,13 +224,34 @@ func run(ctx context.Context, c config, w io.Writer) error {
 }
 
 // newTrainer loads the data, builds the model and optimizer, and restores
-// c.resumed when the run goes on from a checkpoint.
-func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
+// c.resumed when the run goes on from a checkpoint. The ranks of a
+// data-parallel run first compare their settings, and a resumed run takes
+// its run folder's lock, before anything is loaded or written.
+func newTrainer(ctx context.Context, c config, w io.Writer) (_ *trainer, err error) {
+	if err := agreeSettings(c); err != nil {
+		return nil, err
+	}
 	if err := checkShards(c); err != nil {
 		return nil, &usageError{err}
 	}
+	var held *checkpoint.Run // the folder a resumed run goes on in, locked
+	var why string           // why it goes on in a new folder instead
+	if c.resumed != nil && c.rank() == 0 {
+		held, why, err = resumeFolder(c)
+	}
+	if err = fromRank0(c, err); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && held != nil {
+			held.Close()
+		}
+	}()
 	train, test, err := loadData(ctx, c, w)
 	if err != nil {
+		return nil, err
+	}
+	if err := agreeData(c, train, test); err != nil {
 		return nil, err
 	}
 	if train.N < c.batch {
@@ -247,9 +268,18 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 	if err := checkR(c, net.Constrained()); err != nil {
 		return nil, &usageError{err}
 	}
-	if t.eng, err = newEngine(c, net, loss, y, ev, c.epochs*(train.N/c.batch)); err != nil {
-		if errors.Is(err, optim.ErrNotDistributed) { // -clip-norm, -sampling orth with -dist mpi
+	t.eng, err = newEngine(c, net, loss, y, ev, c.epochs*(train.N/c.batch))
+	if errors.Is(err, optim.ErrNotOnDevice) && c.asked == "auto" { // -clip-norm, -sampling orth, -optim radam
+		fmt.Fprintf(w, "train: device cpu instead: %v; -device auto trains on the CPU what the device's optimizer does not run\n", err)
+		c.device, t.c.device = "cpu", "cpu"
+		t.eng, err = newEngine(c, net, loss, y, ev, c.epochs*(train.N/c.batch))
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, optim.ErrNotDistributed): // -clip-norm, -sampling orth with -dist mpi
 			return nil, &usageError{fmt.Errorf("-dist %s: %w", c.dist, err)}
+		case errors.Is(err, optim.ErrNotOnDevice):
+			return nil, &usageError{fmt.Errorf("-device %s: %w (-device cpu or auto trains with it)", c.device, err)}
 		}
 		return nil, err
 	}
@@ -261,7 +291,7 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 	if c.resumed != nil {
 		t.last = c.resume
 		if err = t.restore(c.resumed); err == nil && t.st.Epoch < c.epochs && t.writes() {
-			t.dir, t.created, err = resumeRun(c, t.st.Step, w)
+			t.dir, t.created, err = resumeRun(c, held, why, t.st.Step, w)
 		}
 		t.done = t.st.Epoch >= c.epochs
 	} else if t.writes() {
@@ -282,7 +312,13 @@ func newTrainer(ctx context.Context, c config, w io.Writer) (*trainer, error) {
 	return t, nil
 }
 
-func (t *trainer) close() { t.eng.close() }
+// close frees the engine and releases the run folder.
+func (t *trainer) close() {
+	t.eng.close()
+	if t.dir != nil {
+		t.dir.Close()
+	}
+}
 
 func (t *trainer) seconds() float64 { return t.st.Seconds + time.Since(t.start).Seconds() }
 
@@ -586,12 +622,9 @@ func (t *trainer) step(epoch int) (lv, acc float64, bad, err error) {
 	if err := nn.OneHot(t.yb, labels, t.train.Classes); err != nil {
 		return 0, 0, nil, err
 	}
-	lv, logits, err := t.eng.run(t.st.Step)
+	lv, acc, err = t.eng.run(t.st.Step, labels)
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("step %d: %w", t.st.Step, err)
-	}
-	if acc, err = nn.Accuracy(logits, labels, t.train.Classes); err != nil {
-		return 0, 0, nil, err
 	}
 	// Every rank sees the global batch's loss, so all skip or step alike.
 	if lv, acc, err = t.batchMean(lv, acc); err != nil {
@@ -645,7 +678,7 @@ func (t *trainer) tally(epoch int, lv, acc float64, bad error) {
 	if t.bar != nil {
 		t.bar.Describe(desc)
 	} else if t.st.Step%max(1, t.steps/10) < t.logEvery {
-		fmt.Fprintf(t.w, "%s (step %d/%d)\n", desc, t.st.Batch, t.steps)
+		fmt.Fprintf(t.w, "%s (step %d/%d)\n", desc, t.st.Step, t.c.epochs*t.steps) // steps of the run, as metrics.csv counts them
 	}
 	*win = window{}
 }
@@ -739,6 +772,12 @@ func maxFeasibility(ns G.Nodes) float64 {
 // network ev over the first count examples of s; the last chunk is
 // zero-padded and its padding ignored.
 func evaluateOn(e engine, ev *network, s *data.Set, count int) (metric, error) {
+	return evaluateWith(e, ev, s, count, nil)
+}
+
+// evaluateWith evaluates as evaluateOn does and, unless observe is nil,
+// gives it the logits (n x classes) and labels of each chunk of n examples.
+func evaluateWith(e engine, ev *network, s *data.Set, count int, observe func(logits []float32, labels []int)) (metric, error) {
 	d, k := s.Dim(), s.Classes
 	batch := len(ev.xb) / d
 	labels := make([]int, batch)
@@ -763,6 +802,9 @@ func evaluateOn(e engine, ev *network, s *data.Set, count int) (metric, error) {
 		}
 		correct += math.Round(acc * float64(n))
 		lossSum += loss * float64(n)
+		if observe != nil {
+			observe(z[:n*k], labels[:n])
+		}
 	}
 	return metric{Loss: lossSum / float64(count), Accuracy: correct / float64(count)}, nil
 }

@@ -115,7 +115,8 @@ enum { ON_LIB_CUDA = 0, ON_LIB_NVRTC = 1, ON_LIB_CUBLAS = 2, ON_LIB_CUSOLVER = 3
 
 // ON_API(X) calls X(library, name, return type, parameters) for every
 // function orthonet calls, by the name the library exports (versioned
-// names, such as cuMemAlloc_v2, where the headers map the plain one to them).
+// names, such as cuMemAlloc_v2, where the headers map the plain one to them;
+// backend/cuda falls back to an older name where its olderNames says so).
 #define ON_API(X)                                                                                                  \
   X(ON_LIB_CUDA, cuInit, CUresult, (unsigned flags))                                                               \
   X(ON_LIB_CUDA, cuDriverGetVersion, CUresult, (int *version))                                                    \
@@ -142,7 +143,7 @@ enum { ON_LIB_CUDA = 0, ON_LIB_NVRTC = 1, ON_LIB_CUBLAS = 2, ON_LIB_CUSOLVER = 3
   X(ON_LIB_CUDA, cuEventCreate, CUresult, (CUevent * event, unsigned flags))                                      \
   X(ON_LIB_CUDA, cuEventRecord, CUresult, (CUevent event, CUstream stream))                                       \
   X(ON_LIB_CUDA, cuEventSynchronize, CUresult, (CUevent event))                                                   \
-  X(ON_LIB_CUDA, cuEventElapsedTime, CUresult, (float *ms, CUevent start, CUevent end))                           \
+  X(ON_LIB_CUDA, cuEventElapsedTime_v2, CUresult, (float *ms, CUevent start, CUevent end))                        \
   X(ON_LIB_CUDA, cuEventDestroy_v2, CUresult, (CUevent event))                                                    \
   X(ON_LIB_CUDA, cuModuleLoadData, CUresult, (CUmodule * module, const void *image))                              \
   X(ON_LIB_CUDA, cuModuleGetFunction, CUresult, (CUfunction * f, CUmodule module, const char *name))              \

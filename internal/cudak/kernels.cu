@@ -36,7 +36,18 @@ __device__ __forceinline__ double bits_value(u64 b, float) { return (double)__in
 #endif
 
 #define NT 256
-#define GRID_LOOP(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)blockDim.x * gridDim.x)
+// GRID_LOOP_T strides index i, of type I, over [0, n) across the grid.
+#define GRID_LOOP_T(I, i, n) for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (I)(n); i += (I)blockDim.x * gridDim.x)
+#define GRID_LOOP(i, n) GRID_LOOP_T(i64, i, n)
+
+// The kernels that divide indices per element (strided copies, rows, bias,
+// column reductions, softmax lanes, r x r steps) come in two instances: one
+// with 64-bit index arithmetic, and one named _x32 (before the type's
+// suffix) with 32-bit arithmetic (unsigned for indices, int for signed
+// offsets), several times cheaper on a GPU, which the planner picks where
+// every index the kernel computes is below 2^31. Both compute the same
+// indices, so their results are the same.
+typedef unsigned u32;
 
 // ---- scalar functions (the CPU backend's definitions) ----------------------
 
@@ -199,21 +210,25 @@ KERNEL(on_fill_i32, FillArgs<int>) { fill_k(a); }
 
 // Copy: a strided view into a strided view, axes simplified by the planner.
 template <typename T> struct CopyArgs { i64 nd, n, add; i64 shape[8], ss[8], ds[8]; const T *src; T *dst; };
-template <typename T> __device__ void copy_k(const CopyArgs<T> &a) {
-  GRID_LOOP(i, a.n) {
-    i64 r = i, so = 0, dof = 0;
+// U is the index type, S that of the (signed) offsets.
+template <typename T, typename U, typename S> __device__ void copy_k(const CopyArgs<T> &a) {
+  GRID_LOOP_T(U, i, a.n) {
+    U r = i;
+    S so = 0, dof = 0;
     for (int ax = (int)a.nd - 1; ax >= 0; ax--) {
-      i64 c = r % a.shape[ax];
-      r /= a.shape[ax];
-      so += c * a.ss[ax];
-      dof += c * a.ds[ax];
+      U len = (U)a.shape[ax], c = r % len;
+      r /= len;
+      so += (S)c * (S)a.ss[ax];
+      dof += (S)c * (S)a.ds[ax];
     }
     if (a.add) a.dst[dof] += a.src[so];
     else a.dst[dof] = a.src[so];
   }
 }
-KERNEL(on_copy_f32, CopyArgs<float>) { copy_k(a); }
-KERNEL(on_copy_f64, CopyArgs<double>) { copy_k(a); }
+KERNEL(on_copy_f32, CopyArgs<float>) { copy_k<float, i64, i64>(a); }
+KERNEL(on_copy_f64, CopyArgs<double>) { copy_k<double, i64, i64>(a); }
+KERNEL(on_copy_x32_f32, CopyArgs<float>) { copy_k<float, u32, int>(a); }
+KERNEL(on_copy_x32_f64, CopyArgs<double>) { copy_k<double, u32, int>(a); }
 
 // ---- reductions and softmax -----------------------------------------------------
 
@@ -241,23 +256,26 @@ KERNEL_SYNC(on_reduce_rows_f32, ReduceArgs<float>) { reduce_rows_k(a); }
 KERNEL_SYNC(on_reduce_rows_f64, ReduceArgs<double>) { reduce_rows_k(a); }
 
 // Reduce with Inner > 1: a thread per output, down the middle axis.
-template <typename T> __device__ void reduce_mid_k(const ReduceArgs<T> &a) {
-  GRID_LOOP(i, a.outer * a.inner) {
-    i64 o = i / a.inner, in = i % a.inner;
-    const T *p = a.src + o * a.mid * a.inner + in;
+template <typename T, typename U> __device__ void reduce_mid_k(const ReduceArgs<T> &a) {
+  U inner = (U)a.inner, mid = (U)a.mid;
+  GRID_LOOP_T(U, i, a.outer * a.inner) {
+    U o = i / inner, in = i % inner;
+    const T *p = a.src + o * mid * inner + in;
     if (a.op == 1) {
       double s = 0;
-      for (i64 m = 0; m < a.mid; m++) s += (double)p[m * a.inner];
+      for (U m = 0; m < mid; m++) s += (double)p[m * inner];
       a.dst[i] = (T)s;
     } else {
       T m = p[0];
-      for (i64 j = 1; j < a.mid; j++) m = nanmax(m, p[j * a.inner]);
+      for (U j = 1; j < mid; j++) m = nanmax(m, p[j * inner]);
       a.dst[i] = m;
     }
   }
 }
-KERNEL(on_reduce_mid_f32, ReduceArgs<float>) { reduce_mid_k(a); }
-KERNEL(on_reduce_mid_f64, ReduceArgs<double>) { reduce_mid_k(a); }
+KERNEL(on_reduce_mid_f32, ReduceArgs<float>) { reduce_mid_k<float, i64>(a); }
+KERNEL(on_reduce_mid_f64, ReduceArgs<double>) { reduce_mid_k<double, i64>(a); }
+KERNEL(on_reduce_mid_x32_f32, ReduceArgs<float>) { reduce_mid_k<float, u32>(a); }
+KERNEL(on_reduce_mid_x32_f64, ReduceArgs<double>) { reduce_mid_k<double, u32>(a); }
 
 // Softmax and its gradient along a middle axis of (outer, axis, inner)
 // arrays. With inner == 1 the axis is a row of consecutive elements and a
@@ -268,28 +286,31 @@ KERNEL(on_reduce_mid_f64, ReduceArgs<double>) { reduce_mid_k(a); }
 // in the element type (expf for float32 data: within 2 ulp, where the CPU
 // backend rounds exp's double result to float32 in the end).
 template <typename T> struct SoftmaxArgs { i64 log, outer, axis, inner; const T *src; T *dst; };
-template <typename T> __device__ void softmax_k(const SoftmaxArgs<T> &a) {
-  GRID_LOOP(lane, a.outer * a.inner) {
-    i64 o = lane / a.inner, in = lane % a.inner;
-    i64 base = o * a.axis * a.inner + in;
+template <typename T, typename U> __device__ void softmax_k(const SoftmaxArgs<T> &a) {
+  U inner = (U)a.inner, axis = (U)a.axis;
+  GRID_LOOP_T(U, lane, a.outer * a.inner) {
+    U o = lane / inner, in = lane % inner;
+    U base = o * axis * inner + in;
     T m = a.src[base];
-    for (i64 j = 1; j < a.axis; j++) {
-      T v = a.src[base + j * a.inner];
+    for (U j = 1; j < axis; j++) {
+      T v = a.src[base + j * inner];
       if (v > m) m = v;
     }
     double z = 0;
-    for (i64 j = 0; j < a.axis; j++) z += (double)m_exp(a.src[base + j * a.inner] - m);
+    for (U j = 0; j < axis; j++) z += (double)m_exp(a.src[base + j * inner] - m);
     if (a.log) {
       T lz = (T)log(z);
-      for (i64 j = 0; j < a.axis; j++) a.dst[base + j * a.inner] = (a.src[base + j * a.inner] - m) - lz;
+      for (U j = 0; j < axis; j++) a.dst[base + j * inner] = (a.src[base + j * inner] - m) - lz;
     } else {
       T inv = (T)(1 / z);
-      for (i64 j = 0; j < a.axis; j++) a.dst[base + j * a.inner] = m_exp(a.src[base + j * a.inner] - m) * inv;
+      for (U j = 0; j < axis; j++) a.dst[base + j * inner] = m_exp(a.src[base + j * inner] - m) * inv;
     }
   }
 }
-KERNEL(on_softmax_f32, SoftmaxArgs<float>) { softmax_k(a); }
-KERNEL(on_softmax_f64, SoftmaxArgs<double>) { softmax_k(a); }
+KERNEL(on_softmax_f32, SoftmaxArgs<float>) { softmax_k<float, i64>(a); }
+KERNEL(on_softmax_f64, SoftmaxArgs<double>) { softmax_k<double, i64>(a); }
+KERNEL(on_softmax_x32_f32, SoftmaxArgs<float>) { softmax_k<float, u32>(a); }
+KERNEL(on_softmax_x32_f64, SoftmaxArgs<double>) { softmax_k<double, u32>(a); }
 
 // Inner == 1: a block per row of axis elements, rows strided over the grid.
 template <typename T> __device__ void softmax_rows_k(const SoftmaxArgs<T> &a) {
@@ -321,24 +342,27 @@ template <typename T> struct SoftmaxGradArgs { i64 log, outer, axis, inner; cons
 template <typename T> __device__ __forceinline__ T softmax_grad_at(bool log, T y, T dy, T dot) {
   return log ? dy - m_exp(y) * dot : y * (dy - dot);
 }
-template <typename T> __device__ void softmax_grad_k(const SoftmaxGradArgs<T> &a) {
-  GRID_LOOP(lane, a.outer * a.inner) {
-    i64 o = lane / a.inner, in = lane % a.inner;
-    i64 base = o * a.axis * a.inner + in;
+template <typename T, typename U> __device__ void softmax_grad_k(const SoftmaxGradArgs<T> &a) {
+  U inner = (U)a.inner, axis = (U)a.axis;
+  GRID_LOOP_T(U, lane, a.outer * a.inner) {
+    U o = lane / inner, in = lane % inner;
+    U base = o * axis * inner + in;
     double dot = 0;
-    for (i64 j = 0; j < a.axis; j++) {
-      i64 i = base + j * a.inner;
+    for (U j = 0; j < axis; j++) {
+      U i = base + j * inner;
       dot += a.log ? (double)a.dy[i] : (double)(a.dy[i] * a.y[i]);
     }
     T d = (T)dot;
-    for (i64 j = 0; j < a.axis; j++) {
-      i64 i = base + j * a.inner;
+    for (U j = 0; j < axis; j++) {
+      U i = base + j * inner;
       a.dx[i] = softmax_grad_at(a.log != 0, a.y[i], a.dy[i], d);
     }
   }
 }
-KERNEL(on_softmax_grad_f32, SoftmaxGradArgs<float>) { softmax_grad_k(a); }
-KERNEL(on_softmax_grad_f64, SoftmaxGradArgs<double>) { softmax_grad_k(a); }
+KERNEL(on_softmax_grad_f32, SoftmaxGradArgs<float>) { softmax_grad_k<float, i64>(a); }
+KERNEL(on_softmax_grad_f64, SoftmaxGradArgs<double>) { softmax_grad_k<double, i64>(a); }
+KERNEL(on_softmax_grad_x32_f32, SoftmaxGradArgs<float>) { softmax_grad_k<float, u32>(a); }
+KERNEL(on_softmax_grad_x32_f64, SoftmaxGradArgs<double>) { softmax_grad_k<double, u32>(a); }
 
 // Inner == 1: a block per row.
 template <typename T> __device__ void softmax_grad_rows_k(const SoftmaxGradArgs<T> &a) {
@@ -401,6 +425,27 @@ template <typename T> __device__ void verdict_k(const VerdictArgs<T> &a) {
 KERNEL(on_product_verdict_f32, VerdictArgs<float>) { verdict_k(a); }
 KERNEL(on_product_verdict_f64, VerdictArgs<double>) { verdict_k(a); }
 
+// CountCorrect: one block, a thread per row (rows strided by NT), then the
+// block's sum. A row's largest entry is where a scan that moves on only to
+// a strictly larger entry ends (nn.Accuracy's).
+template <typename T> __device__ i64 argmax_row(const T *x, i64 n) {
+  i64 best = 0;
+  for (i64 j = 1; j < n; j++)
+    if (x[j] > x[best]) best = j;
+  return best;
+}
+template <typename T> struct CorrectArgs { i64 rows, classes; const T *s; const T *t; int *count; };
+template <typename T> __device__ void count_correct_k(const CorrectArgs<T> &a) {
+  SHARED(double, sh, NT);
+  double c = 0;
+  for (i64 r = threadIdx.x; r < a.rows; r += NT)
+    if (argmax_row(a.s + r * a.classes, a.classes) == argmax_row(a.t + r * a.classes, a.classes)) c += 1;
+  c = block_sum(c, sh);
+  if (blockIdx.x == 0 && threadIdx.x == 0) a.count[0] = (int)c;
+}
+KERNEL_SYNC(on_count_correct_f32, CorrectArgs<float>) { count_correct_k(a); }
+KERNEL_SYNC(on_count_correct_f64, CorrectArgs<double>) { count_correct_k(a); }
+
 // ---- rows (RSDM's submatrices) ------------------------------------------------------
 
 // fault records the first bad row index: fault[0] = 1, then the index, its
@@ -414,20 +459,24 @@ __device__ void fault_row(u64 *fault, i64 r, i64 entry, i64 limit) {
 }
 
 template <typename T> struct RowsArgs { i64 n, width, limit, gather; const int *rows; const T *src; T *dst; u64 *fault; };
-template <typename T> __device__ void rows_k(const RowsArgs<T> &a) {
-  GRID_LOOP(i, a.n * a.width) {
-    i64 e = i / a.width, c = i % a.width;
+template <typename T, typename U> __device__ void rows_k(const RowsArgs<T> &a) {
+  U width = (U)a.width;
+  GRID_LOOP_T(U, i, a.n * a.width) {
+    U e = i / width, c = i % width;
     i64 r = a.rows[e];
     if (r < 0 || r >= a.limit) {
-      fault_row(a.fault, r, e, a.limit);
+      fault_row(a.fault, r, (i64)e, a.limit);
       continue;
     }
-    if (a.gather) a.dst[i] = a.src[r * a.width + c];
-    else a.dst[r * a.width + c] = a.src[i];
+    U at = (U)r * width + c;
+    if (a.gather) a.dst[i] = a.src[at];
+    else a.dst[at] = a.src[i];
   }
 }
-KERNEL(on_rows_f32, RowsArgs<float>) { rows_k(a); }
-KERNEL(on_rows_f64, RowsArgs<double>) { rows_k(a); }
+KERNEL(on_rows_f32, RowsArgs<float>) { rows_k<float, i64>(a); }
+KERNEL(on_rows_f64, RowsArgs<double>) { rows_k<double, i64>(a); }
+KERNEL(on_rows_x32_f32, RowsArgs<float>) { rows_k<float, u32>(a); }
+KERNEL(on_rows_x32_f64, RowsArgs<double>) { rows_k<double, u32>(a); }
 
 // ---- fused layers -------------------------------------------------------------------
 
@@ -579,9 +628,10 @@ KERNEL(on_layer_norm_param_f32, LNParamArgs<float>) { ln_param_k(a); }
 KERNEL(on_layer_norm_param_f64, LNParamArgs<double>) { ln_param_k(a); }
 
 template <typename T> struct BiasActArgs { i64 rows, n, act, grad; const T *x; const T *bias; const T *dy; T *out; };
-template <typename T> __device__ void bias_act_k(const BiasActArgs<T> &a) {
-  GRID_LOOP(i, a.rows * a.n) {
-    T v = a.x[i] + a.bias[i % a.n];
+template <typename T, typename U> __device__ void bias_act_k(const BiasActArgs<T> &a) {
+  U n = (U)a.n;
+  GRID_LOOP_T(U, i, a.rows * a.n) {
+    T v = a.x[i] + a.bias[i % n];
     if (!a.grad) {
       if (a.act == ACT_RELU) a.out[i] = v < 0 ? (T)0 : v;
       else if (a.act == ACT_GELU) a.out[i] = gelu(v);
@@ -593,8 +643,10 @@ template <typename T> __device__ void bias_act_k(const BiasActArgs<T> &a) {
     }
   }
 }
-KERNEL(on_bias_act_f32, BiasActArgs<float>) { bias_act_k(a); }
-KERNEL(on_bias_act_f64, BiasActArgs<double>) { bias_act_k(a); }
+KERNEL(on_bias_act_f32, BiasActArgs<float>) { bias_act_k<float, i64>(a); }
+KERNEL(on_bias_act_f64, BiasActArgs<double>) { bias_act_k<double, i64>(a); }
+KERNEL(on_bias_act_x32_f32, BiasActArgs<float>) { bias_act_k<float, u32>(a); }
+KERNEL(on_bias_act_x32_f64, BiasActArgs<double>) { bias_act_k<double, u32>(a); }
 
 // ---- optimizer steps (backend/step.go) ------------------------------------------------
 
@@ -619,9 +671,42 @@ template <typename T> __device__ void sgd_k(const SGDArgs<T> &a) {
 KERNEL(on_sgd_f32, SGDArgs<float>) { sgd_k(a); }
 KERNEL(on_sgd_f64, SGDArgs<double>) { sgd_k(a); }
 
+// pow_count returns x^n for x in [0, 1) and a whole n >= 1 (a step count)
+// as Go's math.Pow makes it, bit for bit: the mantissa squared and
+// multiplied in by the bits of n, the powers of two counted apart, and one
+// scaling at the end. (Only the rounding of a result below 2^-1022 may
+// differ, where 1 - x^n is 1 either way.)
+__device__ double pow_count(double x, double n) {
+  if (n == 0 || x == 1) return 1;
+  if (n == 1) return x;
+  if (x == 0) return 0;
+  int e0;
+  double a1 = 1, x1 = frexp(x, &e0);
+  i64 ae = 0, xe = e0;
+  for (i64 i = (i64)n; i != 0; i >>= 1) {
+    if (xe < -(1 << 12) || (1 << 12) < xe) {
+      ae += xe;
+      break;
+    }
+    if (i & 1) {
+      a1 *= x1;
+      ae += xe;
+    }
+    x1 *= x1;
+    xe *= 2;
+    if (x1 < .5) {
+      x1 += x1;
+      xe--;
+    }
+  }
+  return ldexp(a1, (int)(ae < -4000 ? -4000 : ae));
+}
+
+// Hyper holds the step size and the step count, from which each thread
+// computes the bias corrections.
 template <typename T> struct AdamArgs { i64 n; double b1, b2, eps, decay; T *w; const T *g; T *m; T *v; const double *hyper; };
 template <typename T> __device__ void adam_k(const AdamArgs<T> &a) {
-  double lr = a.hyper[0], c1 = a.hyper[1], c2 = a.hyper[2];
+  double lr = a.hyper[0], c1 = 1 - pow_count(a.b1, a.hyper[1]), c2 = 1 - pow_count(a.b2, a.hyper[1]);
   T f = (T)(1 - lr * a.decay);
   bool decay = a.decay > 0 && lr > 0;
   // The moments and the step in the element type (the CPU backend's are in
@@ -651,41 +736,50 @@ KERNEL(on_add_scaled_f32, AddScaledArgs<float>) { add_scaled_k(a); }
 KERNEL(on_add_scaled_f64, AddScaledArgs<double>) { add_scaled_k(a); }
 
 template <typename T> struct SkewArgs { i64 r; const T *b; double *y; const double *lr; };
-template <typename T> __device__ void skew_k(const SkewArgs<T> &a) {
+template <typename T, typename U> __device__ void skew_k(const SkewArgs<T> &a) {
   double lr = a.lr[0];
-  GRID_LOOP(k, a.r * a.r) {
-    i64 i = k / a.r, j = k % a.r;
-    double omega = ((double)a.b[i * a.r + j] - (double)a.b[j * a.r + i]) / 2;
+  U r = (U)a.r;
+  GRID_LOOP_T(U, k, a.r * a.r) {
+    U i = k / r, j = k % r;
+    double omega = ((double)a.b[i * r + j] - (double)a.b[j * r + i]) / 2;
     double v = -lr * omega;
     a.y[k] = i == j ? v + 1 : v;
   }
 }
-KERNEL(on_skew_f32, SkewArgs<float>) { skew_k(a); }
-KERNEL(on_skew_f64, SkewArgs<double>) { skew_k(a); }
+KERNEL(on_skew_f32, SkewArgs<float>) { skew_k<float, i64>(a); }
+KERNEL(on_skew_f64, SkewArgs<double>) { skew_k<double, i64>(a); }
+KERNEL(on_skew_x32_f32, SkewArgs<float>) { skew_k<float, u32>(a); }
+KERNEL(on_skew_x32_f64, SkewArgs<double>) { skew_k<double, u32>(a); }
 
 template <typename T> struct DeltaArgs { i64 r; const double *y; T *dst; };
-template <typename T> __device__ void delta_k(const DeltaArgs<T> &a) {
-  GRID_LOOP(k, a.r * a.r) {
-    i64 i = k / a.r, j = k % a.r;
+template <typename T, typename U> __device__ void delta_k(const DeltaArgs<T> &a) {
+  U r = (U)a.r;
+  GRID_LOOP_T(U, k, a.r * a.r) {
+    U i = k / r, j = k % r;
     a.dst[k] = i == j ? (T)(a.y[k] - 1) : (T)a.y[k];
   }
 }
-KERNEL(on_identity_delta_f32, DeltaArgs<float>) { delta_k(a); }
-KERNEL(on_identity_delta_f64, DeltaArgs<double>) { delta_k(a); }
+KERNEL(on_identity_delta_f32, DeltaArgs<float>) { delta_k<float, i64>(a); }
+KERNEL(on_identity_delta_f64, DeltaArgs<double>) { delta_k<double, i64>(a); }
+KERNEL(on_identity_delta_x32_f32, DeltaArgs<float>) { delta_k<float, u32>(a); }
+KERNEL(on_identity_delta_x32_f64, DeltaArgs<double>) { delta_k<double, u32>(a); }
 
 template <typename T> struct SymArgs { i64 n; T *a; };
-template <typename T> __device__ void sym_k(const SymArgs<T> &a) {
-  GRID_LOOP(k, a.n * a.n) {
-    i64 i = k / a.n, j = k % a.n;
+template <typename T, typename U> __device__ void sym_k(const SymArgs<T> &a) {
+  U n = (U)a.n;
+  GRID_LOOP_T(U, k, a.n * a.n) {
+    U i = k / n, j = k % n;
     if (i < j) {
-      T m = (a.a[i * a.n + j] + a.a[j * a.n + i]) / (T)2;
-      a.a[i * a.n + j] = m;
-      a.a[j * a.n + i] = m;
+      T m = (a.a[i * n + j] + a.a[j * n + i]) / (T)2;
+      a.a[i * n + j] = m;
+      a.a[j * n + i] = m;
     }
   }
 }
-KERNEL(on_symmetrize_f32, SymArgs<float>) { sym_k(a); }
-KERNEL(on_symmetrize_f64, SymArgs<double>) { sym_k(a); }
+KERNEL(on_symmetrize_f32, SymArgs<float>) { sym_k<float, i64>(a); }
+KERNEL(on_symmetrize_f64, SymArgs<double>) { sym_k<double, i64>(a); }
+KERNEL(on_symmetrize_x32_f32, SymArgs<float>) { sym_k<float, u32>(a); }
+KERNEL(on_symmetrize_x32_f64, SymArgs<double>) { sym_k<double, u32>(a); }
 
 // ---- the Q factor, by Cholesky QR twice ----------------------------------------------------
 
@@ -864,13 +958,400 @@ KERNEL(on_potrf_check_f64, PotrfCheckArgs<double>) { potrf_check_k(a); }
 // scale_strided is a product over an empty inner dimension: C = beta C over
 // a strided batch of m x n matrices (0 where beta is 0, C not read).
 template <typename T> struct ScaleArgs { i64 batch, m, n, ldc, stride; double beta; T *c; };
-template <typename T> __device__ void scale_strided_k(const ScaleArgs<T> &a) {
+template <typename T, typename U> __device__ void scale_strided_k(const ScaleArgs<T> &a) {
   T beta = (T)a.beta;
-  GRID_LOOP(i, a.batch * a.m * a.n) {
-    i64 b = i / (a.m * a.n), r = (i / a.n) % a.m, j = i % a.n;
-    T *p = a.c + b * a.stride + r * a.ldc + j;
+  U m = (U)a.m, n = (U)a.n;
+  GRID_LOOP_T(U, i, a.batch * a.m * a.n) {
+    U b = i / (m * n), r = (i / n) % m, j = i % n;
+    T *p = a.c + b * (U)a.stride + r * (U)a.ldc + j;
     *p = a.beta == 0 ? (T)0 : beta * *p;
   }
 }
-KERNEL(on_scale_strided_f32, ScaleArgs<float>) { scale_strided_k(a); }
-KERNEL(on_scale_strided_f64, ScaleArgs<double>) { scale_strided_k(a); }
+KERNEL(on_scale_strided_f32, ScaleArgs<float>) { scale_strided_k<float, i64>(a); }
+KERNEL(on_scale_strided_f64, ScaleArgs<double>) { scale_strided_k<double, i64>(a); }
+KERNEL(on_scale_strided_x32_f32, ScaleArgs<float>) { scale_strided_k<float, u32>(a); }
+KERNEL(on_scale_strided_x32_f64, ScaleArgs<double>) { scale_strided_k<double, u32>(a); }
+
+// ---- batch normalization (backend.BatchNorm, backend.BatchNormGrad) ----------------------
+
+// bn_at is the index of value j (of batch * spatial) of channel ch in a
+// row-major (batch, c, spatial) array.
+__device__ __forceinline__ i64 bn_at(i64 j, i64 ch, i64 c, i64 spatial) { return (j / spatial * c + ch) * spatial + j % spatial; }
+
+// bn_stats takes a block per channel ch: its mean and 1/sqrt(var + eps)
+// (the biased variance) into st[4ch] and st[4ch+1], in double; without dy
+// the sum of squared deviations into st[4ch+2], with dy the sums of dy and
+// of (x - mean) dy into st[4ch+2] and st[4ch+3]. With update, the running
+// mean and (unbiased) variance move towards the batch's by momentum.
+template <typename T> struct BNStatsArgs { i64 batch, c, spatial, update; double momentum, eps; const T *x; const T *dy; T *mean; T *var; double *st; };
+template <typename T> __device__ void bn_stats_k(const BNStatsArgs<T> &a) {
+  SHARED(double, sh, NT);
+  i64 n = a.batch * a.spatial;
+  for (i64 ch = blockIdx.x; ch < a.c; ch += gridDim.x) {
+    double s = 0;
+    for (i64 j = threadIdx.x; j < n; j += NT) s += (double)a.x[bn_at(j, ch, a.c, a.spatial)];
+    double mean = block_sum(s, sh) / (double)n;
+    double v = 0;
+    for (i64 j = threadIdx.x; j < n; j += NT) {
+      double d = (double)a.x[bn_at(j, ch, a.c, a.spatial)] - mean;
+      v += d * d;
+    }
+    double ss = block_sum(v, sh), g = 0, gd = 0;
+    if (a.dy) { // the same for every thread of the block
+      for (i64 j = threadIdx.x; j < n; j += NT) {
+        i64 i = bn_at(j, ch, a.c, a.spatial);
+        double d = (double)a.dy[i];
+        g += d;
+        gd += ((double)a.x[i] - mean) * d;
+      }
+      g = block_sum(g, sh);
+      gd = block_sum(gd, sh);
+    }
+    if (threadIdx.x == 0) {
+      a.st[4 * ch] = mean;
+      a.st[4 * ch + 1] = 1 / sqrt(ss / (double)n + a.eps);
+      a.st[4 * ch + 2] = a.dy ? g : ss;
+      a.st[4 * ch + 3] = gd;
+      if (a.update) {
+        a.mean[ch] = (T)(a.momentum * mean + (1 - a.momentum) * (double)a.mean[ch]);
+        a.var[ch] = (T)(a.momentum * (ss / (double)(n - 1)) + (1 - a.momentum) * (double)a.var[ch]);
+      }
+    }
+  }
+}
+KERNEL_SYNC(on_batch_norm_stats_f32, BNStatsArgs<float>) { bn_stats_k(a); }
+KERNEL_SYNC(on_batch_norm_stats_f64, BNStatsArgs<double>) { bn_stats_k(a); }
+
+// bn_running: the running mean (where there is one) and 1/sqrt(var + eps)
+// into st as bn_stats lays them out.
+template <typename T> struct BNRunArgs { i64 c; double eps; const T *mean; const T *var; double *st; };
+template <typename T> __device__ void bn_running_k(const BNRunArgs<T> &a) {
+  GRID_LOOP(ch, a.c) {
+    if (a.mean) a.st[4 * ch] = (double)a.mean[ch];
+    a.st[4 * ch + 1] = 1 / sqrt((double)a.var[ch] + a.eps);
+  }
+}
+KERNEL(on_batch_norm_running_f32, BNRunArgs<float>) { bn_running_k(a); }
+KERNEL(on_batch_norm_running_f64, BNRunArgs<double>) { bn_running_k(a); }
+
+// bn_apply: y = (x - mean) rstd, in the element type.
+template <typename T> struct BNApplyArgs { i64 n, c, spatial; const T *x; const double *st; T *y; };
+template <typename T> __device__ void bn_apply_k(const BNApplyArgs<T> &a) {
+  GRID_LOOP(i, a.n) {
+    i64 ch = i / a.spatial % a.c;
+    T m = (T)a.st[4 * ch], rs = (T)a.st[4 * ch + 1];
+    a.y[i] = (a.x[i] - m) * rs;
+  }
+}
+KERNEL(on_batch_norm_apply_f32, BNApplyArgs<float>) { bn_apply_k(a); }
+KERNEL(on_batch_norm_apply_f64, BNApplyArgs<double>) { bn_apply_k(a); }
+
+// bn_grad_apply: in training dx = (dy - sum(dy)/n - (x - mean) k) rstd with
+// k = sum((x - mean) dy) rstd^2 / n, in inference dx = dy rstd.
+template <typename T> struct BNGradArgs { i64 n, c, spatial, training; const T *x; const T *dy; const double *st; T *dx; };
+template <typename T> __device__ void bn_grad_apply_k(const BNGradArgs<T> &a) {
+  double count = (double)(a.n / a.c);
+  GRID_LOOP(i, a.n) {
+    i64 ch = i / a.spatial % a.c;
+    const double *st = a.st + 4 * ch;
+    T rs = (T)st[1];
+    if (!a.training) {
+      a.dx[i] = a.dy[i] * rs;
+      continue;
+    }
+    T m = (T)st[0], gm = (T)(st[2] / count), k = (T)(st[3] * st[1] * st[1] / count);
+    a.dx[i] = (a.dy[i] - gm - (a.x[i] - m) * k) * rs;
+  }
+}
+KERNEL(on_batch_norm_grad_apply_f32, BNGradArgs<float>) { bn_grad_apply_k(a); }
+KERNEL(on_batch_norm_grad_apply_f64, BNGradArgs<double>) { bn_grad_apply_k(a); }
+
+// ---- gorgonia's dropout and random nodes (backend.Dropout, backend.Random) ----------------
+//
+// The draws are backend.RandomDraw's bit for bit: mix64 as above, and
+// arithmetic in +, -, *, / and sqrt alone, each correctly rounded (NVRTC
+// runs with --fmad=false, the host model has no fused multiply-add), in the
+// order of the Go code.
+
+// unit_draw is draw i of a stream of key key, uniform in [0, 1).
+__device__ __forceinline__ double unit_draw(u64 key, u64 i) { return (double)(mix64(key ^ i) >> 11) * 0x1p-53; }
+
+// stream_key is the key of stream stream at step step of a run seeded seed.
+__device__ __forceinline__ u64 stream_key(u64 seed, u64 stream, u64 step) { return mix64(mix64(mix64(seed) ^ stream) ^ step); }
+
+// dropout: y = x / (1 - p) where the draw is at least p, else 0.
+template <typename T> struct DropArgs { i64 n; double p; u64 seed, stream; const double *step; const T *x; T *y; };
+template <typename T> __device__ void dropout_k(const DropArgs<T> &a) {
+  u64 key = stream_key(a.seed, a.stream, (u64)a.step[0]);
+  T keep = (T)(1 - a.p);
+  u64 least = (u64)ceil(a.p * 0x1p53); // the draw compared as an integer, as in mask_k
+  GRID_LOOP(i, a.n) a.y[i] = (mix64(key ^ (u64)i) >> 11) >= least ? a.x[i] / keep : (T)0;
+}
+KERNEL(on_dropout_f32, DropArgs<float>) { dropout_k(a); }
+KERNEL(on_dropout_f64, DropArgs<double>) { dropout_k(a); }
+
+// The series of backend's lnUnit and cos2pi (1/(2k+1); (-1)^k/(2k)!;
+// (-1)^k/(2k+1)!), their constants, and Horner's rule.
+__device__ const double ln_series[12] = {0x1p+00, 0x1.5555555555555p-02, 0x1.999999999999ap-03, 0x1.2492492492492p-03,
+  0x1.c71c71c71c71cp-04, 0x1.745d1745d1746p-04, 0x1.3b13b13b13b14p-04, 0x1.1111111111111p-04,
+  0x1.e1e1e1e1e1e1ep-05, 0x1.af286bca1af28p-05, 0x1.8618618618618p-05, 0x1.642c8590b2164p-05};
+__device__ const double cos_series[11] = {0x1p+00, -0x1p-01, 0x1.5555555555555p-05, -0x1.6c16c16c16c17p-10, 0x1.a01a01a01a01ap-16,
+  -0x1.27e4fb7789f5cp-22, 0x1.1eed8eff8d898p-29, -0x1.93974a8c07c9dp-37, 0x1.ae7f3e733b81fp-45,
+  -0x1.6827863b97d97p-53, 0x1.e542ba4020225p-62};
+__device__ const double sin_series[11] = {0x1p+00, -0x1.5555555555555p-03, 0x1.1111111111111p-07, -0x1.a01a01a01a01ap-13,
+  0x1.71de3a556c734p-19, -0x1.ae64567f544e4p-26, 0x1.6124613a86d09p-33, -0x1.ae7f3e733b81fp-41,
+  0x1.952c77030ad4ap-49, -0x1.2f49b46814157p-57, 0x1.71b8ef6dcf572p-66};
+#define RND_SQRT2 0x1.6a09e667f3bcdp+00
+#define RND_LN2_HI 0x1.62e42feep-01
+#define RND_LN2_LO 0x1.a39ef35793c76p-33
+#define RND_TWO_PI 0x1.921fb54442d18p+02
+
+__device__ __forceinline__ double horner(const double *c, int n, double z) {
+  double p = c[n - 1];
+  for (int k = n - 2; k >= 0; k--) p = p * z + c[k];
+  return p;
+}
+
+// ln_unit is ln(u) for u in [2^-53, 1]: u = m 2^e, m in [sqrt(1/2), sqrt(2)].
+__device__ double ln_unit(double u) {
+  u64 bits = abs_bits(u); // u is positive
+  i64 e = (i64)(bits >> 52) - 1023;
+  double m = bits_value((bits & ((1ULL << 52) - 1)) | (1023ULL << 52), 0.0);
+  if (m > RND_SQRT2) {
+    m *= 0.5;
+    e++;
+  }
+  double s = (m - 1) / (m + 1), fe = (double)e;
+  return fe * RND_LN2_HI + (fe * RND_LN2_LO + (2 * s) * horner(ln_series, 12, s * s));
+}
+
+// cos_2pi is cos(2 pi t) for t in [0, 1), reduced exactly to [0, 1/8].
+__device__ double cos_2pi(double t) {
+  double a = t, sign = 1;
+  if (a > 0.5) a = 1 - a;
+  if (a > 0.25) {
+    a = 0.5 - a;
+    sign = -1;
+  }
+  if (a > 0.125) {
+    double x = RND_TWO_PI * (0.25 - a);
+    return sign * (x * horner(sin_series, 11, x * x));
+  }
+  double x = RND_TWO_PI * a;
+  return sign * horner(cos_series, 11, x * x);
+}
+
+// random: dist 1 uniform on [a, b), 2 normal of mean a and deviation b
+// (Box-Muller), 3 binomial of a trials of probability b.
+template <typename T> struct RandomArgs { i64 dist, n; double a, b; u64 seed, stream; const double *step; T *dst; };
+template <typename T> __device__ void random_k(const RandomArgs<T> &a) {
+  u64 key = stream_key(a.seed, a.stream, (u64)a.step[0]);
+  GRID_LOOP(i, a.n) {
+    u64 u = (u64)i;
+    double v;
+    if (a.dist == 1) {
+      v = a.a + (a.b - a.a) * unit_draw(key, u);
+    } else if (a.dist == 2) {
+      double r = sqrt(-2 * ln_unit(1 - unit_draw(key, 2 * u)));
+      v = a.a + a.b * (r * cos_2pi(unit_draw(key, 2 * u + 1)));
+    } else {
+      u64 trials = (u64)a.a, hits = 0;
+      for (u64 j = 0; j < trials; j++) hits += unit_draw(key, u * trials + j) < a.b ? 1 : 0;
+      v = (double)hits;
+    }
+    a.dst[i] = (T)v;
+  }
+}
+KERNEL(on_random_f32, RandomArgs<float>) { random_k(a); }
+KERNEL(on_random_f64, RandomArgs<double>) { random_k(a); }
+
+// ---- Gorgonia's other ops (backend/index.go, backend/ops.go) ------------------------------
+
+// Take: a thread per destination element (o, i, in) of an (outer, n, inner)
+// array, from src[o, idx[i], in]; a bad index records fault 1 and is skipped.
+template <typename T> struct TakeArgs { i64 outer, axis, inner, n; const int *idx; const T *src; T *dst; u64 *fault; };
+template <typename T> __device__ void take_k(const TakeArgs<T> &a) {
+  GRID_LOOP(e, a.outer * a.n * a.inner) {
+    i64 in = e % a.inner, row = e / a.inner, i = row % a.n, o = row / a.n;
+    i64 r = a.idx[i];
+    if (r < 0 || r >= a.axis) {
+      fault_row(a.fault, r, i, a.axis);
+      continue;
+    }
+    a.dst[e] = a.src[(o * a.axis + r) * a.inner + in];
+  }
+}
+KERNEL(on_take_f32, TakeArgs<float>) { take_k(a); }
+KERNEL(on_take_f64, TakeArgs<double>) { take_k(a); }
+
+// TakeGrad, first half (one block): the entries sorted by index, stably:
+// order[offsets[r] .. offsets[r+1]) are the entries of index r in
+// increasing order. Counts by integer atomics, an exclusive prefix sum in
+// chunks of NT, then chunk by chunk each entry's place after those of its
+// index in earlier chunks (cursor) and earlier in its chunk. A bad index
+// records fault 1 and its entry is left out.
+struct TakeIndexArgs { i64 axis, n; const int *idx; int *offsets; int *cursor; int *order; u64 *fault; };
+__device__ void take_index_k(const TakeIndexArgs &a) {
+  SHARED(int, sh, NT);
+  int tid = (int)threadIdx.x;
+  for (i64 r = tid; r < a.axis; r += NT) a.cursor[r] = 0;
+  __syncthreads();
+  for (i64 i = tid; i < a.n; i += NT) {
+    i64 r = a.idx[i];
+    if (r < 0 || r >= a.axis) fault_row(a.fault, r, i, a.axis);
+    else atomicAdd(&a.cursor[r], 1);
+  }
+  __syncthreads();
+  int carry = 0;
+  for (i64 base = 0; base < a.axis; base += NT) {
+    int v = base + tid < a.axis ? a.cursor[base + tid] : 0;
+    sh[tid] = v;
+    __syncthreads();
+    for (int s = 1; s < NT; s <<= 1) { // inclusive scan (Hillis and Steele)
+      int t = tid >= s ? sh[tid - s] : 0;
+      __syncthreads();
+      sh[tid] += t;
+      __syncthreads();
+    }
+    if (base + tid < a.axis) a.offsets[base + tid] = carry + sh[tid] - v;
+    carry += sh[NT - 1];
+    __syncthreads();
+  }
+  if (tid == 0) a.offsets[a.axis] = carry;
+  for (i64 r = tid; r < a.axis; r += NT) a.cursor[r] = a.offsets[r];
+  __syncthreads();
+  for (i64 base = 0; base < a.n; base += NT) {
+    i64 i = base + tid;
+    int r = i < a.n ? a.idx[i] : -1;
+    bool valid = r >= 0 && r < a.axis;
+    sh[tid] = valid ? r : -1;
+    __syncthreads();
+    int rank = 0;
+    bool last = true;
+    if (valid) {
+      for (int t = 0; t < NT; t++) {
+        if (sh[t] != r || t == tid) continue;
+        if (t < tid) rank++;
+        else last = false;
+      }
+      a.order[a.cursor[r] + rank] = (int)i;
+    }
+    __syncthreads();
+    if (valid && last) a.cursor[r] += rank + 1;
+    __syncthreads();
+  }
+}
+KERNEL_SYNC(on_take_index_i32, TakeIndexArgs) { take_index_k(a); }
+
+// TakeGrad, second half: a thread per element (o, r, in) of dx adds its
+// entries' elements of dy in order, in the element type (as the CPU does).
+template <typename T> struct TakeGradArgs { i64 outer, axis, inner, n; const int *offsets; const int *order; const T *dy; T *dx; };
+template <typename T> __device__ void take_grad_k(const TakeGradArgs<T> &a) {
+  GRID_LOOP(e, a.outer * a.axis * a.inner) {
+    i64 in = e % a.inner, row = e / a.inner, r = row % a.axis, o = row / a.axis;
+    T s = 0;
+    for (i64 p = a.offsets[r]; p < a.offsets[r + 1]; p++) s += a.dy[(o * a.n + a.order[p]) * a.inner + in];
+    a.dx[e] = s;
+  }
+}
+KERNEL(on_take_grad_f32, TakeGradArgs<float>) { take_grad_k(a); }
+KERNEL(on_take_grad_f64, TakeGradArgs<double>) { take_grad_k(a); }
+
+// Compare: binary()'s comparisons, as 0/1 ints.
+template <typename T> struct CompareArgs { i64 op, n, ascalar, bscalar; const T *a; const T *b; int *dst; };
+template <typename T> __device__ void compare_k(const CompareArgs<T> &a) {
+  int op = (int)a.op;
+  GRID_LOOP(i, a.n) {
+    T x = a.a[a.ascalar ? 0 : i], y = a.b[a.bscalar ? 0 : i];
+    a.dst[i] = binary(op, x, y) != (T)0 ? 1 : 0;
+  }
+}
+KERNEL(on_compare_f32, CompareArgs<float>) { compare_k(a); }
+KERNEL(on_compare_f64, CompareArgs<double>) { compare_k(a); }
+
+// Sparsemax: a block per row. Element j is in the support where 1 + k z_j
+// exceeds the sum of the k elements at least z_j (z the row less its
+// maximum); tau = (sum of the support - 1) / its size. Counts and sums in
+// double; O(cols^2 / NT) per thread.
+template <typename T> struct SparsemaxArgs { i64 rows, cols; const T *src; T *dst; };
+template <typename T> __device__ void sparsemax_k(const SparsemaxArgs<T> &a) {
+  SHARED(double, shd, NT);
+  SHARED(T, sht, NT);
+  for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const T *x = a.src + r * a.cols;
+    T *y = a.dst + r * a.cols;
+    T m = x[0];
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) m = nanmax(m, x[j]);
+    m = block_max(m, sht);
+    double size = 0, support = 0;
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) {
+      T zj = x[j] - m;
+      double k = 0, s = 0;
+      for (i64 i = 0; i < a.cols; i++) {
+        T zi = x[i] - m;
+        if (zi >= zj) {
+          k += 1;
+          s += (double)zi;
+        }
+      }
+      if (1 + k * (double)zj > s) {
+        size += 1;
+        support += (double)zj;
+      }
+    }
+    size = block_sum(size, shd);
+    support = block_sum(support, shd);
+    double tau = (support - 1) / size;
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) {
+      double v = (double)(x[j] - m) - tau;
+      y[j] = (T)(v > 0 ? v : 0);
+    }
+  }
+}
+KERNEL_SYNC(on_sparsemax_f32, SparsemaxArgs<float>) { sparsemax_k(a); }
+KERNEL_SYNC(on_sparsemax_f64, SparsemaxArgs<double>) { sparsemax_k(a); }
+
+// SparsemaxGrad: a block per row; dx = s (dy - sum(s dy) / sum(s)), s the
+// support (y != 0), the sums in double.
+template <typename T> struct SparsemaxGradArgs { i64 rows, cols; const T *y; const T *dy; T *dx; };
+template <typename T> __device__ void sparsemax_grad_k(const SparsemaxGradArgs<T> &a) {
+  SHARED(double, shd, NT);
+  for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const T *y = a.y + r * a.cols, *dy = a.dy + r * a.cols;
+    T *dx = a.dx + r * a.cols;
+    double s = 0, k = 0;
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) {
+      if (y[j] != (T)0) {
+        s += (double)dy[j];
+        k += 1;
+      }
+    }
+    s = block_sum(s, shd);
+    k = block_sum(k, shd);
+    double mean = k > 0 ? s / k : 0;
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) dx[j] = y[j] != (T)0 ? (T)((double)dy[j] - mean) : (T)0;
+  }
+}
+KERNEL_SYNC(on_sparsemax_grad_f32, SparsemaxGradArgs<float>) { sparsemax_grad_k(a); }
+KERNEL_SYNC(on_sparsemax_grad_f64, SparsemaxGradArgs<double>) { sparsemax_grad_k(a); }
+
+// YOLODecode: a thread per element of the (batch, cells * boxes, attrs)
+// destination.
+template <typename T> struct YoloArgs { i64 batch, boxes, attrs, grid; double stride; const T *anchors; const T *src; T *dst; };
+template <typename T> __device__ void yolo_k(const YoloArgs<T> &a) {
+  i64 cells = a.grid * a.grid;
+  T stride = (T)a.stride;
+  GRID_LOOP(e, a.batch * cells * a.boxes * a.attrs) {
+    i64 k = e % a.attrs, row = e / a.attrs;
+    i64 box = row % a.boxes, cell = (row / a.boxes) % cells, b = row / (a.boxes * cells);
+    T v = a.src[((b * a.boxes + box) * a.attrs + k) * cells + cell];
+    T out;
+    if (k == 0) out = ((T)1 / ((T)1 + m_exp(-v)) + (T)(cell % a.grid)) * stride;
+    else if (k == 1) out = ((T)1 / ((T)1 + m_exp(-v)) + (T)(cell / a.grid)) * stride;
+    else if (k < 4) out = m_exp(v) * a.anchors[2 * box + k - 2] * stride;
+    else out = (T)1 / ((T)1 + m_exp(-v));
+    a.dst[e] = out;
+  }
+}
+KERNEL(on_yolo_f32, YoloArgs<float>) { yolo_k(a); }
+KERNEL(on_yolo_f64, YoloArgs<double>) { yolo_k(a); }

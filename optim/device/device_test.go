@@ -1,6 +1,7 @@
 package device_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -170,12 +171,16 @@ func (r *deviceRun[T]) compare(what string, tol float64) {
 			r.t.Fatal(err)
 		}
 		var d, s float64
+		at := 0
 		for j := range v {
-			d = max(d, math.Abs(float64(got[j])-float64(v[j])))
+			if e := math.Abs(float64(got[j]) - float64(v[j])); e > d || math.IsNaN(e) && !math.IsNaN(d) {
+				d, at = e, j
+			}
 			s = max(s, math.Abs(float64(v[j])))
 		}
 		if !(d <= tol*max(s, 1)) {
-			r.t.Errorf("%s: %s differs from the host's by %.3g (scale %.3g)", what, deviceSpecs[i].name, d, s)
+			r.t.Errorf("%s: %s differs from the host's by %.3g (scale %.3g), most at element %d of %d: %v against the host's %v",
+				what, deviceSpecs[i].name, d, s, at, len(v), got[at], v[at])
 		}
 	}
 }
@@ -307,8 +312,14 @@ func TestDeviceRefuses(t *testing.T) {
 			}
 			c.o.Device = device.New(be)
 			_, err := optim.NewSolver(params, c.groups, c.o)
+			// A setting the host runs is optim.ErrNotOnDevice (cmd/train's
+			// -device auto takes the CPU for it); a bad r or a program
+			// compiled for the host is not.
+			hostRuns := c.name != "r > n" && c.name != "factored"
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%s: backend %d: got %v, want an error naming %q", c.name, bi, err, c.want)
+			} else if errors.Is(err, optim.ErrNotOnDevice) != hostRuns {
+				t.Errorf("%s: backend %d: %v: errors.Is ErrNotOnDevice is %v, want %v", c.name, bi, err, !hostRuns, hostRuns)
 			} else if bi == 0 {
 				first = err.Error()
 			} else if err.Error() != first {

@@ -28,8 +28,19 @@ type Config struct {
 	Memory         int64  // bytes per device
 	Folder         string // "": libraries found by soname; else only by their path in Folder
 	BuiltinsInPath bool   // libnvrtc-builtins found by soname (else it must be opened from Folder first)
-	Order          Order
-	Seed           uint64
+	// DriverFolder, when set, is where libcuda.so.1 is: found only by its
+	// path there, not by soname (a driver the loader's path lacks).
+	DriverFolder string
+	// StaleJitLink, when set, is a folder that holds an older copy of the
+	// libnvJitLink that cuSOLVER needs: loaded first, it leaves cuSOLVER an
+	// undefined symbol. (cuSOLVER of soname major N needs libnvJitLink.so.N+1,
+	// found beside it in Folder, or by soname where Folder is "".)
+	StaleJitLink string
+	// Lacks lists functions that the model's libraries do not export (as a
+	// driver older or newer than a name lacks it).
+	Lacks []string
+	Order Order
+	Seed  uint64
 }
 
 // DefaultConfig returns a CUDA 12.8 installation (driver 12080, NVRTC 12.8,

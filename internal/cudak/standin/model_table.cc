@@ -1,9 +1,11 @@
 // The model's dlsym: every function of cuapi.h's ON_API list, by library
-// and name.
+// and name, and the older names drivers export besides (cuEventElapsedTime).
 #include <cstring>
 
 #include "model.h"
 #include "standin_c.h"
+
+extern "C" ON_HIDDEN CUresult model_cuEventElapsedTime(float *ms, CUevent start, CUevent end);
 
 namespace model {
 namespace {
@@ -13,7 +15,11 @@ struct Entry {
   void *fn;
 };
 #define ON_ENTRY(lib, name, ret, params) {lib, #name, reinterpret_cast<void *>(&name)},
-const Entry table[] = {ON_API(ON_ENTRY)};
+const Entry table[] = {
+    ON_API(ON_ENTRY)
+    // Older names that drivers export besides (backend/cuda's olderNames).
+    {ON_LIB_CUDA, "cuEventElapsedTime", reinterpret_cast<void *>(&model_cuEventElapsedTime)},
+};
 #undef ON_ENTRY
 } // namespace
 } // namespace model

@@ -3,13 +3,17 @@
 package standin
 
 // #cgo CXXFLAGS: -std=c++20 -O1
-// #cgo LDFLAGS: -lstdc++
+// // No -lstdc++: the go command links with g++ (the package has C++ files),
+// // which adds libstdc++ itself, and an explicit one would defeat
+// // -static-libstdc++ (scripts/gpu_check.sh pack).
 // #include <stdlib.h>
 // #include "standin_c.h"
 import "C"
 
 import (
 	"errors"
+	"path/filepath"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -22,6 +26,9 @@ const Available = true
 var (
 	mu  sync.Mutex
 	cur Config
+	// jit holds the libnvJitLink copies opened since the last Configure,
+	// by soname: the path opened, as the process's loader keeps them.
+	jit map[string]string
 )
 
 func init() {
@@ -53,6 +60,8 @@ func Configure(c Config) error {
 		return errors.New("standin: configure: a primary context is still retained (release it first)")
 	}
 	cur = c
+	cur.Lacks = slices.Clone(c.Lacks)
+	jit = map[string]string{}
 	return nil
 }
 
@@ -60,7 +69,9 @@ func Configure(c Config) error {
 func Current() Config {
 	mu.Lock()
 	defer mu.Unlock()
-	return cur
+	c := cur
+	c.Lacks = slices.Clone(cur.Lacks)
+	return c
 }
 
 // Open is the model's dlopen: the library that path names under the
@@ -72,8 +83,16 @@ func Open(path string) (Lib, error) {
 	if !ok {
 		return LibNone, openError(path)
 	}
+	if err := needs(cur, path, lib, jit); err != nil {
+		return LibNone, err
+	}
 	if builtins {
 		C.standin_mark_builtins()
+	}
+	if name := jitLinkName(cur); name != "" && filepath.Base(path) == name {
+		if _, ok := jit[name]; !ok {
+			jit[name] = path // the first copy opened stays, as with dlopen
+		}
 	}
 	return lib, nil
 }
@@ -81,10 +100,22 @@ func Open(path string) (Lib, error) {
 // Sym is the model's dlsym: the C function of that name in library l, or
 // nil when l has no such function.
 func Sym(l Lib, name string) unsafe.Pointer {
-	if l < LibCUDA || l > LibCUSOLVER {
+	mu.Lock()
+	lacks := slices.Contains(cur.Lacks, name)
+	mu.Unlock()
+	if l < LibCUDA || l > LibCUSOLVER || lacks {
 		return nil
 	}
 	s := C.CString(name)
 	defer C.free(unsafe.Pointer(s))
 	return C.standin_sym(C.int(l), s)
 }
+
+// HostWaits returns how many calls into the model so far made the host
+// wait for a stream's work that had not run yet (cuStreamSynchronize,
+// cuEventSynchronize, a copy to pageable host memory, and the frees and
+// unloads that wait for the device), in every context of the process. The
+// model runs a stream's work only when the host waits for it, so the count
+// is at least what a GPU would block on: tests difference it around the
+// work they measure.
+func HostWaits() uint64 { return uint64(C.standin_host_waits()) }

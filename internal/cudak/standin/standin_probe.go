@@ -186,7 +186,7 @@ func (p *probe) eventSync(e C.CUevent) cuResult {
 
 func (p *probe) elapsed(a, b C.CUevent) (float32, cuResult) {
 	var ms C.float
-	r := p.on(func() C.CUresult { return C.cuEventElapsedTime(&ms, a, b) })
+	r := p.on(func() C.CUresult { return C.cuEventElapsedTime_v2(&ms, a, b) })
 	return float32(ms), r
 }
 

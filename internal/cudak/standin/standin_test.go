@@ -73,47 +73,74 @@ func TestOpen(t *testing.T) {
 	noDriver.Driver = 0
 	cuda11 := def
 	cuda11.NVRTC = Version{11, 8}
+	driverFolder := def
+	driverFolder.DriverFolder = "/usr/local/nvidia/lib64"
+	stale := folder
+	stale.StaleJitLink = "/usr/local/cuda/lib64"
+	const jit, staleJit = "/opt/cuda/lib64/libnvJitLink.so.12", "/usr/local/cuda/lib64/libnvJitLink.so.12"
 	for _, c := range []struct {
-		name string
-		c    Config
-		path string
-		lib  Lib
-		ok   bool
+		name   string
+		c      Config
+		before []string // opened first, each found
+		path   string
+		lib    Lib
+		ok     bool
+		err    string // the error when not dlopen's for path itself
 	}{
-		{"driver", def, "libcuda.so.1", LibCUDA, true},
-		{"driver by path", def, "/usr/lib/libcuda.so.1", LibNone, false},
-		{"no driver", noDriver, "libcuda.so.1", LibNone, false},
-		{"driver beside a folder", folder, "libcuda.so.1", LibCUDA, true},
-		{"nvrtc", def, "libnvrtc.so.12", LibNVRTC, true},
-		{"nvrtc of another major", def, "libnvrtc.so.13", LibNone, false},
-		{"nvrtc 11", cuda11, "libnvrtc.so.11.2", LibNVRTC, true},
-		{"nvrtc 11 by major", cuda11, "libnvrtc.so.11", LibNone, false},
-		{"nvrtc by path without folder", def, "/opt/cuda/lib64/libnvrtc.so.12", LibNone, false},
-		{"nvrtc in folder", folder, "/opt/cuda/lib64/libnvrtc.so.12", LibNVRTC, true},
-		{"nvrtc by soname with folder", folder, "libnvrtc.so.12", LibNone, false},
-		{"nvrtc in another folder", folder, "/usr/lib/libnvrtc.so.12", LibNone, false},
-		{"builtins in path", def, "libnvrtc-builtins.so.12.8", LibNone, true},
-		{"builtins of another minor", def, "libnvrtc-builtins.so.12.6", LibNone, false},
-		{"builtins not in path", folder, "libnvrtc-builtins.so.12.8", LibNone, false},
-		{"builtins in folder", folder, "/opt/cuda/lib64/libnvrtc-builtins.so.12.8", LibNone, true},
-		{"cublas", def, "libcublas.so.12", LibCUBLAS, true},
-		{"cublasLt", def, "libcublasLt.so.12", LibNone, true},
-		{"cublas 13", def, "libcublas.so.13", LibNone, false},
-		{"cusolver", def, "libcusolver.so.11", LibCUSOLVER, true},
-		{"cusolver in folder", folder, "/opt/cuda/lib64/libcusolver.so.11", LibCUSOLVER, true},
-		{"unknown", def, "libfoo.so.1", LibNone, false},
+		{"driver", def, nil, "libcuda.so.1", LibCUDA, true, ""},
+		{"driver by path", def, nil, "/usr/lib/libcuda.so.1", LibNone, false, ""},
+		{"no driver", noDriver, nil, "libcuda.so.1", LibNone, false, ""},
+		{"driver beside a folder", folder, nil, "libcuda.so.1", LibCUDA, true, ""},
+		{"driver in its folder", driverFolder, nil, "/usr/local/nvidia/lib64/libcuda.so.1", LibCUDA, true, ""},
+		{"driver by soname outside the loader's path", driverFolder, nil, "libcuda.so.1", LibNone, false, ""},
+		{"driver in another folder", driverFolder, nil, "/usr/lib64/libcuda.so.1", LibNone, false, ""},
+		{"nvJitLink in folder", folder, nil, jit, LibNone, true, ""},
+		{"nvJitLink by soname with folder", folder, nil, "libnvJitLink.so.12", LibNone, false, ""},
+		{"stale nvJitLink", stale, nil, staleJit, LibNone, true, ""},
+		{"cusolver in folder without its nvJitLink", folder, nil, "/opt/cuda/lib64/libcusolver.so.11", LibNone, false,
+			"libnvJitLink.so.12: cannot open shared object file: No such file or directory"},
+		{"cusolver after a stale nvJitLink", stale, []string{staleJit}, "/opt/cuda/lib64/libcusolver.so.11", LibNone, false,
+			"/opt/cuda/lib64/libcusolver.so.11: undefined symbol: __nvJitLinkCreate_12_0, version libnvJitLink.so.12"},
+		{"cusolver after its nvJitLink then a stale one", stale, []string{jit, staleJit}, "/opt/cuda/lib64/libcusolver.so.11", LibCUSOLVER, true, ""},
+		{"nvrtc", def, nil, "libnvrtc.so.12", LibNVRTC, true, ""},
+		{"nvrtc of another major", def, nil, "libnvrtc.so.13", LibNone, false, ""},
+		{"nvrtc 11", cuda11, nil, "libnvrtc.so.11.2", LibNVRTC, true, ""},
+		{"nvrtc 11 by major", cuda11, nil, "libnvrtc.so.11", LibNone, false, ""},
+		{"nvrtc by path without folder", def, nil, "/opt/cuda/lib64/libnvrtc.so.12", LibNone, false, ""},
+		{"nvrtc in folder", folder, nil, "/opt/cuda/lib64/libnvrtc.so.12", LibNVRTC, true, ""},
+		{"nvrtc by soname with folder", folder, nil, "libnvrtc.so.12", LibNone, false, ""},
+		{"nvrtc in another folder", folder, nil, "/usr/lib/libnvrtc.so.12", LibNone, false, ""},
+		{"builtins in path", def, nil, "libnvrtc-builtins.so.12.8", LibNone, true, ""},
+		{"builtins of another minor", def, nil, "libnvrtc-builtins.so.12.6", LibNone, false, ""},
+		{"builtins not in path", folder, nil, "libnvrtc-builtins.so.12.8", LibNone, false, ""},
+		{"builtins in folder", folder, nil, "/opt/cuda/lib64/libnvrtc-builtins.so.12.8", LibNone, true, ""},
+		{"cublas", def, nil, "libcublas.so.12", LibCUBLAS, true, ""},
+		{"cublasLt", def, nil, "libcublasLt.so.12", LibNone, true, ""},
+		{"cublas 13", def, nil, "libcublas.so.13", LibNone, false, ""},
+		{"cusolver", def, nil, "libcusolver.so.11", LibCUSOLVER, true, ""},
+		{"cusolver in folder", folder, []string{jit}, "/opt/cuda/lib64/libcusolver.so.11", LibCUSOLVER, true, ""},
+		{"unknown", def, nil, "libfoo.so.1", LibNone, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if err := Configure(c.c); err != nil {
 				t.Fatal(err)
 			}
 			defer Configure(DefaultConfig())
+			for _, p := range c.before {
+				if _, err := Open(p); err != nil {
+					t.Fatal(err)
+				}
+			}
 			lib, err := Open(c.path)
 			if c.ok != (err == nil) || lib != c.lib {
 				t.Fatalf("Open(%q) = %d, %v; want %d, found %v", c.path, lib, err, c.lib, c.ok)
 			}
-			if err != nil && err.Error() != c.path+": cannot open shared object file: No such file or directory" {
-				t.Fatalf("Open(%q): %q is not dlopen's message", c.path, err)
+			want := c.err
+			if want == "" {
+				want = c.path + ": cannot open shared object file: No such file or directory"
+			}
+			if err != nil && err.Error() != want {
+				t.Fatalf("Open(%q): %q, want dlopen's message %q", c.path, err, want)
 			}
 		})
 	}
@@ -129,6 +156,8 @@ func TestSym(t *testing.T) {
 		{LibCUDA, "cuInit", true},
 		{LibCUDA, "cuLaunchKernel", true},
 		{LibCUDA, "cuMemAlloc", false}, // only the versioned name is exported
+		{LibCUDA, "cuEventElapsedTime_v2", true},
+		{LibCUDA, "cuEventElapsedTime", true}, // its older name, exported besides
 		{LibCUDA, "nvrtcVersion", false},
 		{LibNVRTC, "nvrtcCompileProgram", true},
 		{LibCUBLAS, "cublasDgemmStridedBatched", true},
@@ -138,6 +167,24 @@ func TestSym(t *testing.T) {
 	} {
 		if got := Sym(c.lib, c.name) != nil; got != c.found {
 			t.Errorf("Sym(%d, %q) found %v, want %v", c.lib, c.name, got, c.found)
+		}
+	}
+	if Sym(LibCUDA, "cuEventElapsedTime") == Sym(LibCUDA, "cuEventElapsedTime_v2") {
+		t.Error("cuEventElapsedTime and its _v2 are one function: a test cannot tell which a loader took")
+	}
+	lacks := DefaultConfig()
+	lacks.Lacks = []string{"cuEventElapsedTime", "cublasSetMathMode"}
+	if err := Configure(lacks); err != nil {
+		t.Fatal(err)
+	}
+	defer Configure(DefaultConfig())
+	for _, c := range []struct {
+		lib   Lib
+		name  string
+		found bool
+	}{{LibCUDA, "cuEventElapsedTime", false}, {LibCUDA, "cuEventElapsedTime_v2", true}, {LibCUBLAS, "cublasSetMathMode", false}} {
+		if got := Sym(c.lib, c.name) != nil; got != c.found {
+			t.Errorf("lacking %v: Sym(%d, %q) found %v, want %v", lacks.Lacks, c.lib, c.name, got, c.found)
 		}
 	}
 }
@@ -253,6 +300,73 @@ func TestLazyStream(t *testing.T) {
 		want(t, "DtoH past the end", p.dtoh(make([]byte, n+1), d), rInvalidValue)
 		want(t, "memset of no allocation", p.memset(d+n+512, 0, 1), rInvalidValue)
 	})
+}
+
+// TestHostWaits checks what HostWaits counts: each call that waits for
+// work not yet run (a stream sync, an event sync, a copy into pageable
+// memory, a free), and no call that finds the work done or only enqueues
+// (asynchronous copies to pinned memory, a full queue running itself).
+func TestHostWaits(t *testing.T) {
+	p := open(t, DefaultConfig())
+	const n = 64
+	d, r := p.alloc(n)
+	want(t, "cuMemAlloc", r, rSuccess)
+	pin, r := p.hostAlloc(n)
+	want(t, "cuMemHostAlloc", r, rSuccess)
+	defer p.hostFree(pin)
+	e, r := p.eventCreate(0)
+	want(t, "cuEventCreate", r, rSuccess)
+	defer p.eventDestroy(e)
+	for _, tc := range []struct {
+		name  string
+		calls func() cuResult
+		waits uint64
+	}{
+		{"asynchronous copies", func() cuResult {
+			if r := p.memset(d, 1, n); r != rSuccess {
+				return r
+			}
+			if r := p.htod(d, pin); r != rSuccess {
+				return r
+			}
+			return p.dtoh(pin, d)
+		}, 0},
+		{"a sync of pending work", p.sync, 1},
+		{"a sync of nothing", p.sync, 0},
+		{"pageable copy of pending work", func() cuResult {
+			if r := p.memset(d, 2, n); r != rSuccess {
+				return r
+			}
+			return p.dtoh(make([]byte, n), d)
+		}, 1},
+		{"event sync, pending and done", func() cuResult {
+			if r := p.memset(d, 3, n); r != rSuccess {
+				return r
+			}
+			if r := p.record(e); r != rSuccess {
+				return r
+			}
+			if r := p.eventSync(e); r != rSuccess {
+				return r
+			}
+			return p.eventSync(e)
+		}, 1},
+		{"a full queue runs itself", func() cuResult {
+			for i := 0; i < 1100; i++ {
+				if r := p.memset(d, byte(i), 1); r != rSuccess {
+					return r
+				}
+			}
+			return rSuccess
+		}, 0},
+		{"a free waits for the rest", func() cuResult { return p.free(d) }, 1},
+	} {
+		before := HostWaits()
+		want(t, tc.name, tc.calls(), rSuccess)
+		if got := HostWaits() - before; got != tc.waits {
+			t.Errorf("%s: %d host waits, want %d", tc.name, got, tc.waits)
+		}
+	}
 }
 
 // TestQueueLimit checks that a stream runs its queue, without a wait, once

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pageScript runs `bash scripts/dnn_figure.sh page OUT DOCS` from the
+// folder caller, with this test binary as its figure, and returns its exit
+// status and output.
+func pageScript(t *testing.T, caller, out, docs string) (int, string) {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "dnn_figure.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash:", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", script, "page", out, docs)
+	cmd.Dir = caller
+	cmd.Env = append(os.Environ(), "FIGURE="+os.Args[0], "ORTHONET_FIGURE_MAIN=1")
+	b, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("the script did not end in 120 s:\n%s", b)
+	}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(b)
+	case errors.As(err, &exit):
+		return exit.ExitCode(), string(b)
+	}
+	t.Fatalf("the script: %v\n%s", err, b)
+	return 0, ""
+}
+
+// tree returns the SHA-256 of every file under root, by path relative to
+// it ("" for a folder that does not exist).
+func tree(t *testing.T, root string) map[string][32]byte {
+	t.Helper()
+	out := map[string][32]byte{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		rel, _ := filepath.Rel(root, path)
+		out[rel] = sha256.Sum256(b)
+		return err
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameTree(t *testing.T, what string, a, b map[string][32]byte) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Errorf("%s: %d files, then %d", what, len(a), len(b))
+	}
+	for p, h := range a {
+		if b[p] != h {
+			t.Errorf("%s: %s changed or went", what, p)
+		}
+	}
+}
+
+// seedRun writes a finished run of the script: OUT/ffn/NAME holding done,
+// command.txt, machine.txt, train.log and a run folder with metrics.csv.
+func seedRun(t *testing.T, out, name string, accs []float64) {
+	t.Helper()
+	writeRun(t, filepath.Join(out, "ffn"), name, []float64{1, 2, 3}, accs)
+	for file, text := range map[string]string{
+		"done": "", "command.txt": "out/train -seed 1 -eval-interval 1s\n", "machine.txt": "cpu test\ncores 2\n",
+		"train.log": "train: device cpu (test)\n", "load.txt": "cores 2\nbefore 0 0 0\nafter 0 0 0\nflag none\n",
+	} {
+		writeFile(t, filepath.Join(out, "ffn"), name, file, text)
+	}
+}
+
+// TestPageScript publishes a page with scripts/dnn_figure.sh page from a
+// caller's folder other than the repository's, with a relative OUT and
+// DOCS: they are taken from the caller's folder, and an earlier page's
+// PNG that the new page lacks goes once the page is in place. An OUT that
+// does not exist, one without finished runs, and one whose runs make
+// figure fail are each refused with a non-zero exit: the published page
+// stays byte for byte as it was, the missing OUT is not created, and no
+// temporary folder is left beside it.
+func TestPageScript(t *testing.T) {
+	caller := t.TempDir()
+	out := filepath.Join(caller, "runs")
+	seedRun(t, out, "rsdm-seed1", []float64{0.5, 0.6, 0.7})
+	seedRun(t, out, "rgd-seed1", []float64{0.4, 0.5, 0.6})
+	docs := filepath.Join(caller, "docs")
+	writeFile(t, caller, "docs", "vit.png", "an earlier page's")
+
+	code, text := pageScript(t, caller, "runs", "docs")
+	if code != 0 {
+		t.Fatalf("page: exit %d\n%s", code, text)
+	}
+	for _, f := range []string{"README.md", "ffn.png", "ffn-steps.png"} {
+		if _, err := os.Stat(filepath.Join(docs, f)); err != nil {
+			t.Errorf("the page lacks %s: %v", f, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(docs, "vit.png")); !os.IsNotExist(err) {
+		t.Errorf("the earlier page's vit.png: %v, want it gone", err)
+	}
+	readme, _ := os.ReadFile(filepath.Join(docs, "README.md"))
+	if !strings.Contains(string(readme), "from the runs in\n`"+out+"`") || !strings.Contains(string(readme), "- FFN: RSDM-P reaches") {
+		t.Errorf("the page does not name %s's runs and their verdict:\n%s", out, readme)
+	}
+
+	published := tree(t, docs)
+	if err := os.Mkdir(filepath.Join(caller, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(caller, "bad")
+	seedRun(t, bad, "rsdm-seed1", []float64{0.5, 0.6, 0.7})
+	seedRun(t, bad, "rgd-seed1", []float64{0.4, 0.5, 0.6})
+	writeFile(t, filepath.Join(bad, "ffn"), filepath.Join("rgd-seed1", "run-1"), "metrics.csv",
+		"kind,epoch,step,seconds,loss,accuracy,max_feasibility,test_examples,skipped,train_seconds\ntest,1,10,1,1,7,,1000,,1\n")
+	for _, tc := range []struct{ out, want string }{
+		{"missing", "is not a folder"},
+		{"empty", "holds no finished runs"},
+		{"bad", `accuracy "7"`},
+	} {
+		code, text := pageScript(t, caller, tc.out, "docs")
+		if code == 0 || !strings.Contains(text, tc.want) {
+			t.Errorf("page %s: exit %d, want a failure saying %q:\n%s", tc.out, code, tc.want, text)
+		}
+		sameTree(t, "page "+tc.out, published, tree(t, docs))
+		if tc.out == "missing" {
+			if _, err := os.Stat(filepath.Join(caller, "missing")); !os.IsNotExist(err) {
+				t.Errorf("page missing created it: %v", err)
+			}
+		}
+		ents, _ := os.ReadDir(caller)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("page %s left %s behind", tc.out, e.Name())
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join("..", "..", "runs")); err == nil {
+		t.Errorf("a relative OUT was taken from the repository root")
+	}
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	G "gorgonia.org/gorgonia"
+
+	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/data"
+)
+
+// subcommands are the commands that use a checkpoint of train instead of
+// training: train eval, train predict and train export. Each takes
+// -resume (a checkpoint file, a run folder, or latest under -out, as
+// train -resume does) and reads the model from the checkpoint's saved
+// flags, so no model flag is given. A bad flag or argument, or a
+// checkpoint that cannot be used (missing, damaged, of another program,
+// weights that do not fit its flags), exits 2 with one line; a failure
+// while working (data that cannot be read, a file that cannot be written,
+// an image refused) exits 1.
+var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"eval":    evalMain,
+	"predict": predictMain,
+	"export":  exportMain,
+}
+
+// useFlags are the flags every subcommand has.
+type useFlags struct {
+	resume, out    string
+	device, engine string
+}
+
+// register defines -resume and -out, and when the subcommand runs the
+// model -device (default device) and -engine.
+func (u *useFlags) register(fs *flag.FlagSet, device string) {
+	fs.StringVar(&u.resume, "resume", "latest", "the checkpoint: a .safetensors file, a run folder (its newest), or latest (the newest under -out)")
+	fs.StringVar(&u.out, "out", "checkpoints", "folder whose run folders -resume latest searches")
+	if device != "" {
+		fs.StringVar(&u.device, "device", device, "auto (an NVIDIA GPU where one is usable, else the CPU; it says which and why), cpu, or cuda (with -engine program)")
+		fs.StringVar(&u.engine, "engine", "program", "what runs the model: program (orthonet's compiled executor) or tape (Gorgonia's tape machine; CPU only)")
+	}
+}
+
+// parseSub parses a subcommand's flags into fs, which must have been made
+// with flag.ContinueOnError. A bad flag is returned as one line; -h prints
+// the usage to stderr and returns flag.ErrHelp.
+func parseSub(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stderr)
+		fs.Usage()
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%w (%s -h lists the flags)", err, fs.Name())
+	}
+	return nil
+}
+
+// errReported is a failure already reported on stderr (train predict's
+// refused files, a line each): the exit status is 1, nothing more is said.
+var errReported = errors.New("reported")
+
+// subExit prints err as the one line of a subcommand named name and
+// returns the exit code: 0 for nil or -h, 2 for a usageError, else 1.
+func subExit(name string, err error, stderr io.Writer) int {
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errReported):
+		return 1
+	case errors.As(err, new(*usageError)):
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	return 1
+}
+
+// trained is a checkpoint of train loaded for use: the configuration it was
+// trained with and the shape of its data.
+type trained struct {
+	c       config           // the run's, with this command's -device, -engine and -data
+	path    string           // the checkpoint file
+	f       *checkpoint.File // its content
+	info    dataInfo         // the data it was trained on (images resized)
+	step    int              // the steps it had taken
+	flags   map[string]string
+	classes []string // class names, by label
+}
+
+// loadTrained reads the checkpoint u names and the configuration saved in
+// it. A non-empty dataDir replaces the run's -data. Every error is a
+// usageError (exit 2).
+func loadTrained(u useFlags, dataDir string) (*trained, error) {
+	args := []string{"-resume", u.resume, "-out", u.out, "-dist", "single"}
+	if u.device != "" {
+		args = append(args, "-device", u.device, "-engine", u.engine)
+	}
+	if dataDir != "" {
+		args = append(args, "-data", dataDir)
+	}
+	c, err := parseFlags(args, io.Discard)
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	t := &trained{c: c, path: c.resume, f: c.resumed}
+	var st progress
+	for _, e := range []error{t.f.JSON(keyFlags, &t.flags), t.f.JSON(keyData, &t.info), t.f.JSON(keyProgress, &st)} {
+		if e != nil {
+			return nil, &usageError{fmt.Errorf("%s: not a checkpoint of train: %w", t.path, e)}
+		}
+	}
+	t.step = st.Step
+	if s := t.info.Shape; s[0] < 1 || s[1] < 1 || s[2] < 1 || t.info.Classes < 2 {
+		return nil, &usageError{fmt.Errorf("%s: the checkpoint's data of shape %v with %d classes is impossible", t.path, s, t.info.Classes)}
+	}
+	t.classes = data.ClassNames(c.dataset)
+	if len(t.classes) != t.info.Classes {
+		t.classes = make([]string, t.info.Classes)
+		for i := range t.classes {
+			t.classes[i] = strconv.Itoa(i)
+		}
+	}
+	return t, nil
+}
+
+// set returns an empty set of the checkpoint's images: their shape and
+// classes.
+func (t *trained) set() *data.Set {
+	s := t.info.Shape
+	return &data.Set{Name: t.c.dataset, C: s[0], H: s[1], W: s[2], Classes: t.info.Classes}
+}
+
+// describe says in words what the checkpoint holds.
+func (t *trained) describe() string {
+	s := t.info.Shape
+	return fmt.Sprintf("%s (step %d): %s on %s, images %dx%dx%d, %d classes", t.path, t.step, t.c.model, t.c.dataset, s[0], s[1], s[2], t.info.Classes)
+}
+
+// network builds the checkpoint's model for batches of b images with its
+// weights; images makes its input whole images (buildNetFrom). Weights that
+// do not fit the model the flags describe are a usageError.
+func (t *trained) network(b int, images bool) (*network, error) {
+	net, err := buildNetFrom(t.c, G.NewGraph(), b, t.set(), false, rand.New(rand.NewPCG(0, 0)), images)
+	if err != nil {
+		return nil, &usageError{fmt.Errorf("%s: building its %s: %w", t.path, t.c.model, err)}
+	}
+	if err := t.f.LoadNodes(prefixModel, net.Nodes()); err != nil {
+		return nil, &usageError{fmt.Errorf("%s: %w", t.path, err)}
+	}
+	return net, nil
+}
+
+// newEvalEngine returns an engine that runs net forward only, on -engine
+// and -device: only its evaluate and close may be called.
+func newEvalEngine(c config, net *network) (engine, error) {
+	if c.engine == "tape" {
+		return &tapeEngine{ev: net, evm: G.NewTapeMachine(net.logits.Graph())}, nil
+	}
+	be, err := newBackend(c)
+	if err != nil {
+		return nil, err
+	}
+	e := &programEngine{be: be}
+	if err := e.compileEval(net, nil); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// startEngine settles -device (saying which it took on log) and returns an
+// evaluation engine for net.
+func (t *trained) startEngine(net *network, log io.Writer) (engine, error) {
+	if err := selectDevice(&t.c, log); err != nil {
+		return nil, &usageError{err}
+	}
+	return newEvalEngine(t.c, net)
+}
+
+// argmax returns the index of the largest value.
+func argmax(row []float32) int {
+	best := 0
+	for j, v := range row {
+		if v > row[best] {
+			best = j
+		}
+	}
+	return best
+}
+
+// createNew writes path through write, atomically (a temporary file renamed
+// into place, as checkpoint.Write does), and refuses to replace a file.
+func createNew(path string, write func(io.Writer) error) error {
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("%s exists: not replaced", path)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := write(tmp); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	// A hard link fails where path exists: nothing is replaced, even by a
+	// file that appeared meanwhile. Where links are not supported, a rename.
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if _, serr := os.Lstat(path); serr == nil {
+			return fmt.Errorf("%s exists: not replaced", path)
+		}
+		if err := os.Rename(tmp.Name(), path); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
+	ok = true
+	os.Remove(tmp.Name())
+	return checkpoint.SyncDir(filepath.Dir(path))
+}

@@ -1,0 +1,492 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"image"
+	"image/png"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/onnxrt"
+)
+
+// runSub runs this test binary as train with args and returns its exit
+// code, stdout and stderr.
+func runSub(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), stdout.String(), stderr.String()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, stdout.String(), stderr.String()
+}
+
+// tinyRun trains a small FFN (or, with vit, a small ViT on CIFAR-format
+// data) for an epoch on generated data, evaluating on the first 250 test
+// images, and returns the data folder, the -out folder and the test
+// accuracy line the run ended with.
+func tinyRun(t *testing.T, vit bool) (dir, out, accuracy string) {
+	t.Helper()
+	dir, out = t.TempDir(), t.TempDir()
+	args := []string{"-dataset", "mnist", "-hidden", "32", "-depth", "2", "-r", "8", "-lr", "0.2", "-lr-other", "0.05"}
+	if vit {
+		for i := 1; i <= 5; i++ {
+			cifarFixture(t, dir, "data_batch_"+strconv.Itoa(i)+".bin", 40, uint32(i))
+		}
+		cifarFixture(t, dir, "test_batch.bin", 260, 99)
+		args = []string{"-model", "vit", "-dataset", "cifar10", "-dim", "32", "-depth", "1", "-heads", "2", "-mlp", "16", "-patch", "8",
+			"-r", "8", "-lr", "0.1", "-other", "adam", "-lr-other", "0.002"}
+	} else {
+		fixture(t, 400, "train", dir, 1)
+		fixture(t, 300, "t10k", dir, 2)
+	}
+	c, err := parseFlags(append(args, "-data", dir, "-out", out, "-batch", "10", "-epochs", "1", "-limit-test", "250", "-device", "cpu"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := runForAccuracy(t, c)
+	return dir, out, regexp.MustCompile(`(?m)^test accuracy: [0-9.]+%$`).FindString(o)
+}
+
+// TestEvalReproducesRun evaluates a run's newest checkpoint with no model
+// flag: the test accuracy must be the run's last one, on both engines; the
+// report files must agree with it and be written into a new folder each
+// time, never over a run's files.
+func TestEvalReproducesRun(t *testing.T) {
+	_, out, want := tinyRun(t, false)
+	if want == "" {
+		t.Fatal("the run printed no test accuracy")
+	}
+	for _, args := range [][]string{{"-device", "cpu"}, {"-engine", "tape"}} {
+		checkEval(t, out, want, args...)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(out, "run-*", "eval-step-*"))
+	if len(dirs) != 2 || !strings.HasSuffix(dirs[1], "-2") {
+		t.Fatalf("report folders %v, want two: eval-step-N and eval-step-N-2", dirs)
+	}
+	// A ViT's checkpoint too (its evaluation cuts the images into patches).
+	_, vitOut, vitWant := tinyRun(t, true)
+	checkEval(t, vitOut, vitWant, "-device", "cpu")
+	// The confusion matrix holds the 250 images with the accuracy on its
+	// diagonal, and predictions.csv one row per image agreeing with it.
+	rows := readCSV(t, filepath.Join(dirs[0], "confusion.csv"))
+	var total, right int
+	for k, row := range rows[1:] {
+		for j, v := range row[1:] {
+			n, _ := strconv.Atoi(v)
+			total += n
+			if j == k {
+				right += n
+			}
+		}
+	}
+	if acc := strconv.FormatFloat(100*float64(right)/float64(total), 'f', 2, 64); total != 250 || "test accuracy: "+acc+"%" != want {
+		t.Errorf("confusion.csv holds %d images, %d on the diagonal: want 250 and %q", total, right, want)
+	}
+	preds := readCSV(t, filepath.Join(dirs[0], "predictions.csv"))
+	agree := 0
+	for _, r := range preds[1:] {
+		if r[1] == r[2] {
+			agree++
+		}
+	}
+	if len(preds) != 251 || agree != right {
+		t.Errorf("predictions.csv: %d rows, %d right; want 250 and %d", len(preds)-1, agree, right)
+	}
+	if b, err := os.ReadFile(filepath.Join(dirs[0], "confusion.png")); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("confusion.png: %v", err)
+	}
+	// A -report folder that holds the files already is refused before any work.
+	if code, _, stderr := runSub(t, "eval", "-out", out, "-device", "cpu", "-report", dirs[0]); code != 2 || !strings.Contains(stderr, "already holds confusion.csv") {
+		t.Errorf("-report over an earlier report: exit %d, %q", code, stderr)
+	}
+}
+
+// checkEval runs train eval -resume latest with args on the run in out:
+// the test accuracy it prints must be want, the run's, on the run's own
+// engine and device, and at most one of the 250 images apart elsewhere.
+func checkEval(t *testing.T, out, want string, args ...string) {
+	t.Helper()
+	code, stdout, stderr := runSub(t, append([]string{"eval", "-resume", "latest", "-out", out}, args...)...)
+	if code != 0 {
+		t.Fatalf("eval %v: exit %d: %s", args, code, stderr)
+	}
+	got := regexp.MustCompile(`(?m)^test accuracy: [0-9.]+%`).FindString(stdout)
+	if args[0] == "-device" && args[1] == "cpu" { // the run's engine and device
+		if got != want {
+			t.Errorf("eval %v printed %q, the run %q:\n%s", args, got, want, stdout)
+		}
+	} else if a, b := percent(t, got), percent(t, want); math.Abs(a-b) > 100.0/250+1e-9 {
+		// Another engine or device rounds the products otherwise: an image
+		// near a tie may change class, no more.
+		t.Errorf("eval %v printed %q, the run %q: more than one image apart:\n%s", args, got, want, stdout)
+	}
+	if !strings.Contains(stdout, " of 250)") {
+		t.Errorf("eval %v did not evaluate the run's 250 test images:\n%s", args, stdout)
+	}
+}
+
+// percent returns the number of a "test accuracy: NN.NN%" line.
+func percent(t *testing.T, line string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(line, "test accuracy: "), "%"), 64)
+	if err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	return v
+}
+
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// TestPredictMatchesEval cuts three test images into PNG files: train
+// predict must give each the class that the run's evaluation gives it, and
+// a file that is not an image among them is refused alone, with one line.
+func TestPredictMatchesEval(t *testing.T) {
+	dir, out, _ := tinyRun(t, false)
+	if code, _, stderr := runSub(t, "eval", "-out", out, "-device", "cpu"); code != 0 {
+		t.Fatalf("eval: %s", stderr)
+	}
+	reports, _ := filepath.Glob(filepath.Join(out, "run-*", "eval-step-*", "predictions.csv"))
+	if len(reports) != 1 {
+		t.Fatalf("predictions: %v", reports)
+	}
+	preds := readCSV(t, reports[0])
+	raw, err := os.ReadFile(filepath.Join(dir, "t10k-images-idx3-ubyte"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	want := map[string]string{}
+	classes := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		img := image.NewGray(image.Rect(0, 0, 28, 28))
+		copy(img.Pix, raw[16+i*784:16+(i+1)*784])
+		path := filepath.Join(t.TempDir(), "test-"+strconv.Itoa(i)+".png")
+		var b bytes.Buffer
+		if err := png.Encode(&b, img); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, path)
+		want[path] = preds[1+i][2]
+		classes[preds[1+i][2]] = true
+	}
+	if len(classes) < 2 {
+		t.Fatalf("the evaluation gives the three images one class %v: the check would not tell images apart", classes)
+	}
+	notImage := filepath.Join(t.TempDir(), "notes.png")
+	if err := os.WriteFile(notImage, []byte("not a picture\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []bool{false, true} {
+		args := append([]string{"predict", "-out", out, "-device", "cpu", "-json"}, files...)
+		if bad {
+			args = append(args[:len(args)-1], notImage, files[2])
+		}
+		code, stdout, stderr := runSub(t, args...)
+		if wantCode := map[bool]int{false: 0, true: 1}[bad]; code != wantCode {
+			t.Errorf("predict (a bad file: %v): exit %d, want %d: %s", bad, code, wantCode, stderr)
+		}
+		if lines := strings.Split(strings.TrimSpace(stderr), "\n"); bad && (len(lines) != 1 || !strings.Contains(lines[0], notImage) || !strings.Contains(lines[0], "not an image")) {
+			t.Errorf("predict: stderr %q, want one line refusing %s", stderr, notImage)
+		}
+		sc := bufio.NewScanner(strings.NewReader(stdout))
+		n := 0
+		for sc.Scan() {
+			var p prediction
+			if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+				t.Fatalf("predict -json line %q: %v", sc.Text(), err)
+			}
+			if p.File != files[n] || len(p.Top) != 3 || strconv.Itoa(p.Top[0].Class) != want[p.File] {
+				t.Errorf("predict: %+v, want %s classified as %s (the evaluation's)", p, files[n], want[files[n]])
+			}
+			n++
+		}
+		if n != 3 {
+			t.Errorf("predict printed %d predictions, want 3:\n%s", n, stdout)
+		}
+	}
+}
+
+// TestExportRunsInONNXRuntime exports a trained FFN and a trained ViT with
+// train export and runs the files in ONNX Runtime on test images: the
+// logits must be orthonet's evaluation's to 1e-5.
+func TestExportRunsInONNXRuntime(t *testing.T) {
+	onnxrt.Need(t)
+	for _, vit := range []bool{false, true} {
+		_, out, _ := tinyRun(t, vit)
+		file := filepath.Join(t.TempDir(), "model.onnx")
+		code, stdout, stderr := runSub(t, "export", "-out", out, "-batch", "4", "-o", file)
+		if code != 0 {
+			t.Fatalf("export: exit %d: %s", code, stderr)
+		}
+		if !strings.Contains(stdout, "onnxruntime.InferenceSession") {
+			t.Errorf("export does not say how to serve the file:\n%s", stdout)
+		}
+		tr, err := loadTrained(useFlags{resume: "latest", out: out, device: "cpu", engine: "program"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := tr.c
+		c.limitTrain, c.limitTest = 1, 4
+		_, test, err := loadData(context.Background(), c, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net, err := tr.network(4, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := newEvalEngine(tr.c, net)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.fill(test.X, 4)
+		want, err := eng.evaluate()
+		eng.close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := tr.info.Shape
+		res, err := onnxrt.Run(file, map[string]onnxrt.Tensor{"images": {Dims: []int{4, s[0], s[1], s[2]}, Data: test.X}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := res["logits"].Data.([]float32)
+		if len(got) != len(want) || len(got) != 4*tr.info.Classes {
+			t.Fatalf("%s: ONNX Runtime gives %d logits, orthonet %d", tr.c.model, len(got), len(want))
+		}
+		var diff, scale float64
+		for i := range want {
+			diff = max(diff, math.Abs(float64(got[i])-float64(want[i])))
+			scale = max(scale, math.Abs(float64(want[i])))
+		}
+		t.Logf("%s: ONNX Runtime's logits within %.2g of orthonet's (largest %.3g)", tr.c.model, diff, scale)
+		if !(diff <= 1e-5*max(1, scale)) {
+			t.Errorf("%s: ONNX Runtime's logits differ from orthonet's by %.3g (largest logit %.3g)", tr.c.model, diff, scale)
+		}
+		// The metadata: the classes, the input and its preprocessing, the flags.
+		m, err := exportModel(tr, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		var in inputInfo
+		var flags map[string]string
+		for k, v := range map[string]any{metaClasses: &names, metaInput: &in, metaFlags: &flags} {
+			if err := json.Unmarshal([]byte(m.Metadata[k]), v); err != nil {
+				t.Fatalf("metadata %s: %v", k, err)
+			}
+		}
+		if len(names) != tr.info.Classes || names[3] != tr.classes[3] || in.Shape[0] != 4 || in.Shape[1] != s[0] || in.Shape[3] != s[2] ||
+			!strings.Contains(in.Scale, "p/127.5 - 1") || flags["model"] != tr.c.model {
+			t.Errorf("metadata: classes %v, input %+v, flags %v", names, in, flags)
+		}
+	}
+}
+
+// TestUseRefusals gives the subcommands bad flags, checkpoints that are not
+// usable and a file that is not an image: each exits 2 or 1 with one line
+// saying why, and writes nothing.
+func TestUseRefusals(t *testing.T) {
+	_, out, _ := tinyRun(t, false)
+	latest, err := resolveResume("latest", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := t.TempDir()
+	// A safetensors file of another program: tensors, no train flags.
+	foreign := checkpoint.New()
+	foreign.Tensors["w"] = checkpoint.Tensor{Shape: []int{2}, Data: []float32{1, 2}}
+	foreignPath := filepath.Join(elsewhere, "foreign.safetensors")
+	if err := checkpoint.Write(foreignPath, foreign); err != nil {
+		t.Fatal(err)
+	}
+	// A damaged copy of the run's checkpoint.
+	b, err := os.ReadFile(latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := filepath.Join(elsewhere, "damaged.safetensors")
+	if err := os.WriteFile(damaged, b[:len(b)-100], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The run's weights under the flags of another model (a wider FFN).
+	f, err := checkpoint.Read(latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags map[string]string
+	if err := f.JSON(keyFlags, &flags); err != nil {
+		t.Fatal(err)
+	}
+	flags["hidden"] = "48"
+	if err := f.SetJSON(keyFlags, flags); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(elsewhere, "other.safetensors")
+	if err := checkpoint.Write(other, f); err != nil {
+		t.Fatal(err)
+	}
+	notImage := filepath.Join(elsewhere, "image.png")
+	if err := os.WriteFile(notImage, []byte("GIF89a, not really\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	existing := filepath.Join(elsewhere, "model.onnx")
+	if err := os.WriteFile(existing, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fine := filepath.Join(elsewhere, "fine.png")
+	var pb bytes.Buffer
+	if err := png.Encode(&pb, image.NewGray(image.Rect(0, 0, 28, 28))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fine, pb.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"eval", "-resume", foreignPath}, 2, "not a checkpoint of cmd/train"},
+		{[]string{"predict", "-resume", foreignPath, fine}, 2, "not a checkpoint of cmd/train"},
+		{[]string{"export", "-resume", foreignPath}, 2, "not a checkpoint of cmd/train"},
+		{[]string{"eval", "-resume", damaged}, 2, "damaged"},
+		{[]string{"export", "-resume", damaged}, 2, "damaged"},
+		{[]string{"eval", "-resume", other}, 2, `has shape [1024 32], the model's (1024, 48)`},
+		{[]string{"predict", "-resume", other, fine}, 2, "has shape [1024 32]"},
+		{[]string{"export", "-resume", other}, 2, "has shape [1024 32]"},
+		{[]string{"eval", "-resume", filepath.Join(elsewhere, "missing.safetensors")}, 2, "no such file"},
+		{[]string{"predict", "-resume", latest, notImage}, 1, "not an image"},
+		{[]string{"predict", "-resume", latest}, 2, "no image files given"},
+		{[]string{"predict", "-resume", latest, "-top", "0", fine}, 2, "-top 0"},
+		{[]string{"eval", "-resume", latest, "-split", "validation"}, 2, `-split "validation"`},
+		{[]string{"eval", "-resume", latest, "-hidden", "64"}, 2, "flag provided but not defined: -hidden"},
+		{[]string{"eval", "-resume", latest, "-limit-train", "5"}, 2, "-limit-train does not apply"},
+		{[]string{"eval", "-resume", latest, "stray"}, 2, `unexpected argument "stray"`},
+		{[]string{"eval", "-resume", latest, "-engine", "tape", "-device", "cuda"}, 2, "-device cuda needs -engine program"},
+		{[]string{"export", "-resume", latest, "-format", "tflite"}, 2, `-format "tflite"`},
+		{[]string{"export", "-resume", latest, "-batch", "0"}, 2, "-batch 0"},
+		{[]string{"export", "-resume", latest, "-o", existing}, 2, "exists: export replaces no file"},
+	} {
+		before, beforeElsewhere := tree(t, out), tree(t, elsewhere)
+		code, _, stderr := runSub(t, append([]string{tc.args[0], "-out", out}, tc.args[1:]...)...)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		if code != tc.code || len(lines) != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and one line saying %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+		if after := tree(t, out); !sameMaps(before, after) {
+			t.Errorf("%v wrote into %s", tc.args, out)
+		}
+		if after := tree(t, elsewhere); !sameMaps(beforeElsewhere, after) {
+			t.Errorf("%v wrote into %s", tc.args, elsewhere)
+		}
+	}
+}
+
+func sameMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestLoadCheckpointPyTorch runs scripts/load_checkpoint.py, which builds
+// the FFN in PyTorch from a checkpoint and preprocesses images as train
+// does: its logits on test images must be orthonet's. It needs PyTorch
+// (Debian's python3-torch) and is skipped without it; the ONNX export is
+// checked without PyTorch.
+func TestLoadCheckpointPyTorch(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
+		t.Skipf("PyTorch is not importable by /usr/bin/python3: %v", err)
+	}
+	dir, out, _ := tinyRun(t, false)
+	tr, err := loadTrained(useFlags{resume: "latest", out: out, device: "cpu", engine: "program"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/usr/bin/python3", filepath.Join("..", "..", "scripts", "load_checkpoint.py"), tr.path,
+		"--images", filepath.Join(dir, "t10k-images-idx3-ubyte"), "--first", "5", "--json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("load_checkpoint.py: %v: %s", err, stderr.String())
+	}
+	var res struct{ Logits [][]float64 }
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	c := tr.c
+	c.limitTrain, c.limitTest = 1, 5
+	_, test, err := loadData(context.Background(), c, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, err := tr.network(5, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := newEvalEngine(tr.c, net)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.close()
+	net.fill(test.X, 5)
+	want, err := eng.evaluate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Logits) != 5 {
+		t.Fatalf("PyTorch gave %d rows of logits, want 5", len(res.Logits))
+	}
+	k := tr.info.Classes
+	for i, row := range res.Logits {
+		for j, v := range row {
+			if w := float64(want[i*k+j]); math.Abs(v-w) > 1e-4*max(1, math.Abs(w)) {
+				t.Errorf("image %d, class %d: PyTorch %v, orthonet %v", i, j, v, w)
+			}
+		}
+	}
+}

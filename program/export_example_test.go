@@ -1,0 +1,43 @@
+package program_test
+
+import (
+	"fmt"
+	"log"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/fused"
+	"github.com/orthonet/orthonet/program"
+)
+
+// ExampleExportONNX writes a dense layer with a fused bias and ReLU as an
+// ONNX model: the input x becomes the graph's input, the weight and the
+// bias initializers, and each op the ONNX nodes of its exporter.
+func ExampleExportONNX() {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 3), G.WithName("x"), G.WithInit(G.Zeroes()))
+	w := G.NewMatrix(g, tensor.Float32, G.WithShape(3, 4), G.WithName("W"), G.WithInit(G.Ones()))
+	b := G.NewMatrix(g, tensor.Float32, G.WithShape(1, 4), G.WithName("b"), G.WithInit(G.Zeroes()))
+	y := G.Must(fused.BiasAct(G.Must(G.Mul(x, w)), b, fused.ReLU))
+
+	m, err := program.ExportONNX(g, program.ExportConfig{Inputs: []*G.Node{x}, Outputs: []*G.Node{y}, OutputNames: []string{"y"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, n := range m.Graph.Nodes {
+		fmt.Println(n.OpType, n.Inputs, "->", n.Outputs)
+	}
+	for _, t := range m.Graph.Initializers {
+		fmt.Println("initializer", t.Name, t.Type, t.Dims)
+	}
+	fmt.Println("opset", m.Opset)
+	// Output:
+	// Gemm [x W] -> [gemm]
+	// Add [gemm b] -> [add]
+	// Relu [add] -> [relu]
+	// Identity [relu] -> [y]
+	// initializer W FLOAT [3 4]
+	// initializer b FLOAT [1 4]
+	// opset 17
+}

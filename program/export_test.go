@@ -1,0 +1,371 @@
+package program
+
+import (
+	"errors"
+	"fmt"
+	"hash"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/fused"
+	"github.com/orthonet/orthonet/internal/onnxrt"
+	"github.com/orthonet/orthonet/models"
+)
+
+// exportCases are graphs whose ONNX export ONNX Runtime must compute as the
+// compiled program does: every entry of exporters is used by one at least.
+// Leaf 0 is the ONNX graph's input, the others initializers.
+func exportCases() []graphCase {
+	unary := func(name string, f func(*G.Node) (*G.Node, error), positive bool) graphCase {
+		return graphCase{name: name, shapes: [][]int{{3, 5}}, build: one(f), positive: positive}
+	}
+	return []graphCase{
+		{name: "matmul", shapes: [][]int{{3, 4}, {4, 5}}, build: two(G.Mul)},
+		{name: "matmul-aT", shapes: [][]int{{4, 3}, {4, 5}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.Mul(G.Must(G.Transpose(a)), b) })},
+		{name: "matmul-bT", shapes: [][]int{{3, 4}, {5, 4}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.Mul(a, G.Must(G.Transpose(b))) })},
+		{name: "matvec", shapes: [][]int{{3, 4}, {4}}, build: two(G.Mul)},
+		{name: "vecdot", shapes: [][]int{{7}, {7}}, build: two(G.Mul)},
+		{name: "outer", shapes: [][]int{{3}, {5}}, build: two(G.OuterProd)},
+		{name: "batched", shapes: [][]int{{2, 3, 4}, {2, 4, 5}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.BatchedMatMul(a, b) })},
+		{name: "batched-bT", shapes: [][]int{{2, 3, 4}, {2, 5, 4}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.BatchedMatMul(a, b, false, true) })},
+		{name: "batched-aT", shapes: [][]int{{3, 4, 2}, {3, 4, 5}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.BatchedMatMul(a, b, true, false) })},
+		unary("neg", G.Neg, false),
+		unary("exp", G.Exp, false),
+		unary("log", G.Log, true),
+		unary("log2", G.Log2, true),
+		unary("sqrt", G.Sqrt, true),
+		unary("inverse-sqrt", G.InverseSqrt, true),
+		unary("square", G.Square, false),
+		unary("cube", G.Cube, false),
+		unary("tanh", G.Tanh, false),
+		unary("sigmoid", G.Sigmoid, false),
+		unary("abs", G.Abs, false),
+		unary("sign", G.Sign, false),
+		unary("inverse", G.Inverse, true),
+		unary("log1p", G.Log1p, true),
+		unary("expm1", G.Expm1, false),
+		unary("softplus", G.Softplus, false),
+		unary("relu", G.Rectify, false),
+		{name: "add", shapes: [][]int{{3, 5}, {3, 5}}, build: two(G.Add)},
+		{name: "sub", shapes: [][]int{{2, 3, 4}, {2, 3, 4}}, build: two(G.Sub)},
+		{name: "hadamard", shapes: [][]int{{7}, {7}}, build: two(G.HadamardProd)},
+		{name: "div", shapes: [][]int{{3, 5}, {3, 5}}, build: two(G.HadamardDiv), positive: true},
+		{name: "scalar-mul", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Mul(scalarOf(a, 1.5), a) })},
+		{name: "scalar-div", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.HadamardDiv(scalarOf(a, 2), a) }), positive: true},
+		{name: "pow", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Pow(a, scalarOf(a, 3)) }), positive: true},
+		{name: "param-scalar", shapes: [][]int{{4, 3}, {}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.Mul(b, a) })},
+		{name: "broadcast-add-rows", shapes: [][]int{{4, 3}, {1, 3}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.BroadcastAdd(a, b, nil, []byte{0}) })},
+		{name: "broadcast-sub-cols", shapes: [][]int{{4, 3}, {4, 1}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.BroadcastSub(a, b, nil, []byte{1}) })},
+		{name: "broadcast-mul-3d", shapes: [][]int{{2, 3, 4}, {2, 3, 1}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.BroadcastHadamardProd(a, b, nil, []byte{2}) })},
+		{name: "broadcast-left", shapes: [][]int{{1, 3}, {4, 3}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.BroadcastAdd(a, b, []byte{0}, nil) })},
+		{name: "comparisons", shapes: [][]int{{3, 5}, {3, 5}}, build: two(func(a, b *G.Node) (*G.Node, error) {
+			lt := G.Must(G.Lt(a, b, true))
+			eq := G.Must(G.Eq(a, a, true))
+			ne := G.Must(G.Ne(a, b, true))
+			gt := G.Must(G.Gt(a, b, true))
+			lte := G.Must(G.Lte(a, b, true))
+			gte := G.Must(G.Gte(a, b, true))
+			return G.Add(G.Must(G.Add(lt, eq)), G.Must(G.Add(G.Must(G.Add(ne, gte)), G.Must(G.Add(gt, lte)))))
+		})},
+		{name: "reshape", shapes: [][]int{{3, 4}}, build: one(func(a *G.Node) (*G.Node, error) {
+			return G.Mul(G.Must(G.Reshape(a, tensor.Shape{2, 6})), G.Must(G.Reshape(G.Must(G.Square(a)), tensor.Shape{6, 2})))
+		})},
+		{name: "transpose-2d", shapes: [][]int{{3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Transpose(a) })},
+		{name: "transpose-4d", shapes: [][]int{{2, 3, 4, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Transpose(a, 0, 2, 1, 3) })},
+		{name: "slice-rows", shapes: [][]int{{5, 3}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, G.S(1, 4)) })},
+		{name: "slice-cols", shapes: [][]int{{5, 6}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, nil, G.S(1, 5)) })},
+		{name: "slice-step", shapes: [][]int{{8, 3}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, G.S(1, 8, 3)) })},
+		{name: "slice-index", shapes: [][]int{{4, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, nil, G.S(2)) })},
+		{name: "slice-3d-middle", shapes: [][]int{{2, 5, 3}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, nil, G.S(1, 3)) })},
+		{name: "concat-1", shapes: [][]int{{2, 3, 2}, {2, 1, 2}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.Concat(1, a, b) })},
+		{name: "sum-all", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sum(a) })},
+		{name: "sum-0-2", shapes: [][]int{{2, 3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sum(a, 0, 2) })},
+		{name: "mean-1", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Mean(a, 1) })},
+		{name: "max-0", shapes: [][]int{{4, 3}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Max(a, 0) })},
+		{name: "max-3d-2", shapes: [][]int{{2, 3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Max(a, 2) })},
+		{name: "softmax", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.SoftMax(a) })},
+		{name: "logsoftmax", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.LogSoftMax(a) })},
+		{name: "softmax-3d-axis1", shapes: [][]int{{2, 3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.SoftMax(a, 1) })},
+		{name: "fused-layer-norm", shapes: [][]int{{6, 5}, {1, 5}, {1, 5}}, build: func(l []*G.Node) (*G.Node, error) { return fused.LayerNorm(l[0], l[1], l[2], 1e-5) }},
+		{name: "fused-attention", shapes: [][]int{{6, 4}, {6, 4}, {6, 4}}, build: func(l []*G.Node) (*G.Node, error) { return fused.Attention(l[0], l[1], l[2], 2, 3) }},
+		{name: "fused-attention-odd", shapes: [][]int{{14, 6}, {14, 6}, {14, 6}}, build: func(l []*G.Node) (*G.Node, error) { return fused.Attention(l[0], l[1], l[2], 3, 7) }},
+		{name: "fused-gelu", shapes: [][]int{{3, 7}}, build: one(fused.GELU)},
+		{name: "fused-bias-identity", shapes: [][]int{{4, 5}, {1, 5}}, build: two(func(a, b *G.Node) (*G.Node, error) { return fused.BiasAct(a, b, fused.Identity) })},
+		{name: "fused-bias-relu", shapes: [][]int{{4, 5}, {1, 5}}, build: two(func(a, b *G.Node) (*G.Node, error) { return fused.BiasAct(a, b, fused.ReLU) })},
+		{name: "fused-bias-gelu", shapes: [][]int{{3, 6}, {1, 6}}, build: two(func(a, b *G.Node) (*G.Node, error) { return fused.BiasAct(a, b, fused.GELUTanh) })},
+	}
+}
+
+// exportTolerance is the largest relative difference allowed between ONNX
+// Runtime and the compiled program.
+func exportTolerance(dt tensor.Dtype) float64 {
+	if dt == tensor.Float32 {
+		return 1e-5
+	}
+	return 1e-10
+}
+
+// compileForward compiles the forward pass of out and returns its value
+// (the other leaves are constants).
+func compileForward(t *testing.T, g *G.ExprGraph, inputs []*G.Node, out *G.Node) []float64 {
+	t.Helper()
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	prog, err := Compile(g, Config{Backend: be, Outputs: []*G.Node{out}, Inputs: inputs, NoGrad: true})
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	defer prog.Close()
+	if err := prog.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host := any(make([]float64, max(out.Shape().TotalSize(), 1)))
+	if out.Dtype() == tensor.Float32 {
+		host = make([]float32, max(out.Shape().TotalSize(), 1))
+	}
+	if err := prog.Read(out, host); err != nil {
+		t.Fatal(err)
+	}
+	return floats(host)
+}
+
+// runExported exports out (with inputs as the graph's inputs), runs it in
+// ONNX Runtime on the inputs' current values, and returns the output.
+func runExported(t *testing.T, g *G.ExprGraph, inputs []*G.Node, out *G.Node, f32 bool) []float64 {
+	t.Helper()
+	m, err := ExportONNX(g, ExportConfig{Inputs: inputs, Outputs: []*G.Node{out}, OutputNames: []string{"y"}, Float32: f32})
+	if err != nil {
+		t.Fatalf("ExportONNX: %v", err)
+	}
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "model.onnx")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	feeds := map[string]onnxrt.Tensor{}
+	for _, n := range inputs {
+		data, err := hostData(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := data.([]float64); ok && f32 {
+			data = toFloat32(d)
+		}
+		feeds[n.Name()] = onnxrt.Tensor{Dims: n.Shape(), Data: data}
+	}
+	res, err := onnxrt.Run(path, feeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, ok := res["y"]
+	if !ok {
+		t.Fatalf("ONNX Runtime returned %v, no output y", res)
+	}
+	if !sameDims(y.Dims, out.Shape()) {
+		t.Errorf("ONNX Runtime's output has dimensions %v, the node %v", y.Dims, out.Shape())
+	}
+	return floats(y.Data)
+}
+
+func toFloat32(d []float64) []float32 {
+	f := make([]float32, len(d))
+	for i, v := range d {
+		f[i] = float32(v)
+	}
+	return f
+}
+
+func sameDims(a []int, s tensor.Shape) bool {
+	if len(a) != len(s) {
+		return false
+	}
+	for i := range a {
+		if a[i] != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestExportONNXOps exports every case in float32 and float64 and checks
+// that ONNX Runtime computes what the compiled program computes.
+func TestExportONNXOps(t *testing.T) {
+	onnxrt.Need(t)
+	for _, c := range exportCases() {
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			g := G.NewGraph()
+			rng := rand.New(rand.NewPCG(7, uint64(len(c.name))))
+			var leaves []*G.Node
+			for i, s := range c.shapes {
+				v := make([]float64, numel(s))
+				for j := range v {
+					if c.positive {
+						v[j] = 0.5 + 1.5*rng.Float64()
+					} else {
+						v[j] = rng.NormFloat64()
+					}
+				}
+				leaves = append(leaves, newLeaf(g, dt, fmt.Sprintf("x%d", i), s, v))
+			}
+			out, err := c.build(leaves)
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			want := compileForward(t, g, leaves[:1], out)
+			got := runExported(t, g, leaves[:1], out, false)
+			if len(got) != len(want) {
+				t.Errorf("%s %v: ONNX Runtime gives %d values, the program %d", c.name, dt, len(got), len(want))
+				continue
+			}
+			if d := relDiff(got, want); !(d <= exportTolerance(dt)) {
+				t.Errorf("%s %v: ONNX Runtime differs from the program by %.3g (relative), tolerance %g\n got %v\nwant %v", c.name, dt, d, exportTolerance(dt), trim(got), trim(want))
+			}
+		}
+	}
+}
+
+// TestExportONNXModels exports the FFN and a ViT and compares ONNX
+// Runtime's logits with the program's: float32 models, and a float64 FFN
+// exported both as DOUBLE and, rounded, as FLOAT (Float32).
+func TestExportONNXModels(t *testing.T) {
+	onnxrt.Need(t)
+	for _, mc := range modelCases() {
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			m, err := mc.build(dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := m.inputs[0]
+			want := compileForward(t, m.g, []*G.Node{x}, m.logits)
+			for _, f32 := range []bool{false, true} {
+				if f32 && dt == tensor.Float32 {
+					continue
+				}
+				got := runExported(t, m.g, []*G.Node{x}, m.logits, f32)
+				tol := exportTolerance(dt)
+				if f32 {
+					tol = exportTolerance(tensor.Float32)
+				}
+				if d := relDiff(got, want); !(d <= tol) {
+					t.Errorf("%s %v (as float32: %v): ONNX Runtime's logits differ from the program's by %.3g (relative), tolerance %g", mc.name, dt, f32, d, tol)
+				}
+			}
+		}
+	}
+}
+
+// TestExportONNXPatches exports a ViT whose input is whole images, cut
+// into patches in the graph (models.Patches): ONNX Runtime must give the
+// logits the program gives for the patches models.Patchify cuts.
+func TestExportONNXPatches(t *testing.T) {
+	onnxrt.Need(t)
+	cfg := models.ViTConfig{Image: 8, Patch: 4, Channels: 3, Dim: 16, Depth: 1, Heads: 2, MLP: 12, Classes: 10}
+	const batch = 2
+	side, d := cfg.Image, cfg.Channels*cfg.Image*cfg.Image
+	images := make([]float32, batch*d)
+	rng := rand.New(rand.NewPCG(8, 8))
+	for i := range images {
+		images[i] = float32(2*rng.Float64() - 1)
+	}
+	// The program on patches cut on the host.
+	g := G.NewGraph()
+	patches := make([]float32, batch*cfg.Tokens()*cfg.PatchDim())
+	for i := 0; i < batch; i++ {
+		models.Patchify(patches[i*d:(i+1)*d], images[i*d:(i+1)*d], cfg.Channels, side, cfg.Patch)
+	}
+	x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(batch, cfg.Tokens(), cfg.PatchDim()), G.WithName("x"),
+		G.WithValue(tensor.New(tensor.WithShape(batch, cfg.Tokens(), cfg.PatchDim()), tensor.WithBacking(patches))))
+	vit, err := models.NewViT(g, cfg, tensor.Float32, rand.New(rand.NewPCG(9, 9)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits, err := vit.Forward(x, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := compileForward(t, g, []*G.Node{x}, logits)
+	// The export of images cut in the graph, with the same weights.
+	g2 := G.NewGraph()
+	img := G.NewTensor(g2, tensor.Float32, 4, G.WithShape(batch, cfg.Channels, side, side), G.WithName("images"),
+		G.WithValue(tensor.New(tensor.WithShape(batch, cfg.Channels, side, side), tensor.WithBacking(images))))
+	vit2, err := models.NewViT(g2, cfg, tensor.Float32, rand.New(rand.NewPCG(9, 9)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := models.Patches(img, cfg.Patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits2, err := vit2.Forward(p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := relDiff(compileForward(t, g2, []*G.Node{img}, logits2), want); !(d <= 1e-6) {
+		t.Errorf("the program on images cut in the graph differs from the program on Patchify's patches by %.3g", d)
+	}
+	got := runExported(t, g2, []*G.Node{img}, logits2, false)
+	if d := relDiff(got, want); !(d <= exportTolerance(tensor.Float32)) {
+		t.Errorf("ONNX Runtime's logits differ from the program's by %.3g (relative)", d)
+	}
+}
+
+// absOp is an op that Compile lowers (it carries its kernel) but that has
+// no ONNX export: a stand-in for an op added to the compiler alone.
+type absOp struct{}
+
+func (absOp) Arity() int { return 1 }
+func (absOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	return hm.NewFnType(a, a)
+}
+func (absOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	return in[0].(tensor.Shape).Clone(), nil
+}
+func (o absOp) Do(v ...G.Value) (G.Value, error) { return fused.Do(o, v...) }
+func (absOp) ReturnsPtr() bool                   { return false }
+func (absOp) CallsExtern() bool                  { return false }
+func (absOp) OverwritesInput() int               { return -1 }
+func (absOp) WriteHash(h hash.Hash)              { _, _ = h.Write([]byte("absOp")) }
+func (absOp) Hashcode() uint32                   { return 7 }
+func (absOp) String() string                     { return "absOp" }
+func (absOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
+	return backend.Map{Op: backend.Abs, N: numel(s[0]), Src: in[0], Dst: out}
+}
+
+// TestExportONNXRefusesUnknownOp builds a model with an op that Compile
+// accepts but exporters has no entry for: ExportONNX must refuse it with
+// ErrNotExportable, naming the op type and the node.
+func TestExportONNXRefusesUnknownOp(t *testing.T) {
+	g := G.NewGraph()
+	x := newLeaf(g, tensor.Float32, "x", []int{2, 3}, []float64{1, -2, 3, -4, 5, -6})
+	w := newLeaf(g, tensor.Float32, "w", []int{3, 2}, []float64{1, 0, 0, 1, 1, 1})
+	h := G.Must(G.Mul(x, w))
+	y, err := G.ApplyOp(absOp{}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := compileForward(t, g, []*G.Node{x}, y); fmt.Sprint(got) != "[4 1 10 1]" {
+		t.Fatalf("the compiled program computes %v, want [4 1 10 1]", got)
+	}
+	_, err = ExportONNX(g, ExportConfig{Inputs: []*G.Node{x}, Outputs: []*G.Node{y}})
+	if !errors.Is(err, ErrNotExportable) {
+		t.Fatalf("error %v, want ErrNotExportable", err)
+	}
+	for _, want := range []string{"absOp", y.Name()} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+}

@@ -1,0 +1,409 @@
+package program
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/backend"
+)
+
+// The lowerings of Gorgonia's ops beyond those of orthonet's models:
+// indexing (ByIndices and its gradient, At), contractions (Tensordot),
+// DiagFlat, Upsample2D, Sparsemax, MinBetween and MaxBetween, the CTC loss,
+// YOLOv3's decoding, and Gorgonia's identity op. The README's op table says
+// which op types compile and which are refused, and why.
+
+// take lowers ByIndices: the slices of x along the op's axis at the
+// indices (an integer vector).
+func (c *compiler) take(n *G.Node, in []*val, out *val) error {
+	x, idx := in[0], in[1]
+	outer, axis, inner, err := aroundAxis(n.Op(), x.shape)
+	if err != nil {
+		return err
+	}
+	if idx.vb.dt != backend.Int32 {
+		return fmt.Errorf("ByIndices: the indices hold %v, want integers", idx.vb.dt)
+	}
+	if outer*idx.size*inner != out.size {
+		return fmt.Errorf("ByIndices of %v at %d indices gives %d values, the node %v", x.shape, idx.size, outer*idx.size*inner, out.shape)
+	}
+	c.emit(backend.Take{Outer: outer, Axis: axis, Inner: inner, N: idx.size, Indices: idx.operand(), Src: x.operand(), Dst: out.operand()})
+	return nil
+}
+
+// takeGrad lowers ByIndices' gradient (arguments x, the gradient of the
+// result, the indices): a scatter-add into zeros of x's shape.
+func (c *compiler) takeGrad(n *G.Node, in []*val, out *val) error {
+	x, dy, idx := in[0], in[1], in[2]
+	outer, axis, inner, err := aroundAxis(n.Op(), x.shape)
+	if err != nil {
+		return err
+	}
+	if idx.vb.dt != backend.Int32 || outer*idx.size*inner != dy.size || out.size != x.size {
+		return fmt.Errorf("ByIndices' gradient of %v at %d indices from a gradient of %v", x.shape, idx.size, dy.shape)
+	}
+	c.emit(backend.TakeGrad{Outer: outer, Axis: axis, Inner: inner, N: idx.size, Indices: idx.operand(), DY: dy.operand(), DX: out.operand()})
+	return nil
+}
+
+// aroundAxis splits shape around the op's axis: the elements before it,
+// along it and after it.
+func aroundAxis(op G.Op, shape tensor.Shape) (outer, axis, inner int, err error) {
+	a, err := intField(op, "axis")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if a < 0 || a >= len(shape) {
+		return 0, 0, 0, fmt.Errorf("axis %d of shape %v", a, shape)
+	}
+	return shape[:a].TotalSize(), shape[a], shape[a+1:].TotalSize(), nil
+}
+
+// at lowers At: the element at the op's coordinates, copied.
+func (c *compiler) at(n *G.Node, in []*val, out *val) error {
+	coords, err := intsField(n.Op(), "coordinates")
+	if err != nil {
+		return err
+	}
+	x := in[0]
+	if len(coords) != len(x.shape) {
+		return fmt.Errorf("coordinates %v of At outside shape %v", coords, x.shape)
+	}
+	off, strides := 0, x.shape.CalcStrides()
+	for i, co := range coords {
+		if co < 0 || co >= x.shape[i] {
+			return fmt.Errorf("coordinates %v of At outside shape %v", coords, x.shape)
+		}
+		off += co * strides[i]
+	}
+	c.emit(backend.Copy{Src: backend.At(x.vb, x.off+off), Dst: out.operand()})
+	return nil
+}
+
+// identity lowers Gorgonia's Iop: a copy.
+func (c *compiler) identity(n *G.Node, in []*val, out *val) error {
+	if in[0].size != out.size {
+		return fmt.Errorf("identity of %v into %v", in[0].shape, out.shape)
+	}
+	c.emit(backend.Copy{Shape: []int{out.size}, Src: in[0].operand(), SrcStrides: []int{1}, Dst: out.operand(), DstStrides: []int{1}})
+	return nil
+}
+
+// tensordot lowers Tensordot: a's free axes and b's are kept in order, the
+// contracted axes paired in the order given; a is copied to (free,
+// contracted), b to (contracted, free) where they are not laid out so
+// already, and one GEMM multiplies them.
+func (c *compiler) tensordot(n *G.Node, in []*val, out *val) error {
+	aAxes, err1 := intsField(n.Op(), "aAxes")
+	bAxes, err2 := intsField(n.Op(), "bAxes")
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	a, b := in[0], in[1]
+	if len(aAxes) != len(bAxes) {
+		return fmt.Errorf("tensordot over axes %v of %v and %v of %v", aAxes, a.shape, bAxes, b.shape)
+	}
+	contract := func(s tensor.Shape, axes []int) (free []int, err error) {
+		for _, ax := range axes {
+			if ax < 0 || ax >= len(s) {
+				return nil, fmt.Errorf("tensordot over axis %d of shape %v", ax, s)
+			}
+		}
+		for i := range s {
+			if !slices.Contains(axes, i) {
+				free = append(free, i)
+			}
+		}
+		return free, nil
+	}
+	freeA, err := contract(a.shape, aAxes)
+	if err != nil {
+		return err
+	}
+	freeB, err := contract(b.shape, bAxes)
+	if err != nil {
+		return err
+	}
+	k := 1
+	for i, ax := range aAxes {
+		if a.shape[ax] != b.shape[bAxes[i]] {
+			return fmt.Errorf("tensordot pairs axis %d of %v with axis %d of %v", ax, a.shape, bAxes[i], b.shape)
+		}
+		k *= a.shape[ax]
+	}
+	m, nn := a.size/max(k, 1), b.size/max(k, 1)
+	if m*nn != out.size {
+		return fmt.Errorf("tensordot of %v and %v gives %d values, the node %v", a.shape, b.shape, m*nn, out.shape)
+	}
+	pa := c.permuted(n, a, append(freeA, aAxes...))
+	pb := c.permuted(n, b, append(slices.Clone(bAxes), freeB...))
+	c.emit(backend.Gemm{Alpha: 1, M: m, N: nn, K: k, A: pa, B: pb, C: out.operand(), LDA: max(k, 1), LDB: max(nn, 1), LDC: max(nn, 1)})
+	return nil
+}
+
+// permuted returns v's elements with its axes in the order perm: v itself
+// where perm is the identity, else a copy in a temporary of n's type.
+func (c *compiler) permuted(n *G.Node, v *val, perm []int) backend.Operand {
+	if slices.IsSorted(perm) {
+		return v.operand()
+	}
+	shape, ss := make([]int, len(perm)), make([]int, len(perm))
+	st := v.shape.CalcStrides()
+	for i, p := range perm {
+		shape[i], ss[i] = v.shape[p], st[p]
+	}
+	dst := backend.At(c.newBuf(v.vb.dt, v.size, false, n.Name()+".permuted"), 0)
+	c.emit(backend.Copy{Shape: shape, Src: v.operand(), SrcStrides: ss, Dst: dst, DstStrides: tensor.Shape(shape).CalcStrides()})
+	return dst
+}
+
+// diagFlat lowers DiagFlat: zeros, and the flattened argument on the
+// diagonal.
+func (c *compiler) diagFlat(n *G.Node, in []*val, out *val) error {
+	x := in[0]
+	if out.size != x.size*x.size {
+		return fmt.Errorf("DiagFlat of %d values into %v", x.size, out.shape)
+	}
+	c.emit(backend.Fill{N: out.size, Dst: out.operand()})
+	c.emit(backend.Copy{Shape: []int{x.size}, Src: x.operand(), SrcStrides: []int{1}, Dst: out.operand(), DstStrides: []int{x.size + 1}})
+	return nil
+}
+
+// upsample lowers Upsample2D: each pixel of a (B, C, H, W) tensor repeated
+// f x f times (f the op's stride plus one), as a copy that reads every
+// source element f^2 times.
+func (c *compiler) upsample(n *G.Node, in []*val, out *val) error {
+	f, err := upsampleFactor(n.Op())
+	if err != nil {
+		return err
+	}
+	x := in[0]
+	if len(x.shape) != 4 || out.size != x.size*f*f {
+		return fmt.Errorf("Upsample2D by %d of %v into %v", f, x.shape, out.shape)
+	}
+	rows, w := x.shape[:3].TotalSize(), x.shape[3]
+	c.emit(backend.Copy{Shape: []int{rows, f, w, f}, Src: x.operand(), SrcStrides: []int{w, 0, 1, 0},
+		Dst: out.operand(), DstStrides: []int{f * w * f, w * f, f, 1}})
+	return nil
+}
+
+// upsampleGrad lowers Upsample2D's gradient (arguments x, the result, its
+// gradient): each f x f block of the gradient summed, along its rows and
+// then down its columns.
+func (c *compiler) upsampleGrad(n *G.Node, in []*val, out *val) error {
+	f, err := upsampleFactor(n.Op())
+	if err != nil {
+		return err
+	}
+	x, dy := in[0], in[2]
+	if len(x.shape) != 4 || dy.size != x.size*f*f || out.size != x.size {
+		return fmt.Errorf("Upsample2D's gradient by %d of %v from %v", f, x.shape, dy.shape)
+	}
+	rows, w := x.shape[:3].TotalSize(), x.shape[3]
+	tmp := backend.At(c.newBuf(out.vb.dt, rows*f*w, false, n.Name()+".rows"), 0)
+	c.emit(backend.Reduce{Op: backend.Sum, Outer: rows * f * w, Mid: f, Inner: 1, Src: dy.operand(), Dst: tmp})
+	c.emit(backend.Reduce{Op: backend.Sum, Outer: rows, Mid: f, Inner: w, Src: tmp, Dst: out.operand()})
+	return nil
+}
+
+// upsampleFactor returns how many times Upsample2D repeats each pixel
+// along each axis: its op's stride plus one.
+func upsampleFactor(op G.Op) (int, error) {
+	s, err := intField(op, "stride")
+	if err != nil {
+		return 0, err
+	}
+	if s < 0 {
+		return 0, fmt.Errorf("Upsample2D with stride %d", s)
+	}
+	return s + 1, nil
+}
+
+// sparsemax lowers Sparsemax along the last axis. Along another axis
+// gorgonia v0.9.18 computes it wrong (its Do transposes with an invalid
+// pattern and never back, and its gradient op sums along the last axis of
+// a matrix whatever the axis), so the compiler refuses it.
+func (c *compiler) sparsemax(n *G.Node, in []*val, out *val) error {
+	axis, err := intField(n.Op(), "axis")
+	if err != nil {
+		return err
+	}
+	x := in[0]
+	d := len(x.shape)
+	if d == 0 || (axis != -1 && axis != d-1) {
+		return fmt.Errorf("sparsemax along axis %d of shape %v: the compiler takes sparsemax along the last axis only, the only axis along which gorgonia v0.9.18 computes it and its gradient right; transpose the axis to the end first", axis, x.shape)
+	}
+	cols := x.shape[d-1]
+	c.emit(backend.Sparsemax{Rows: x.size / cols, Cols: cols, Src: x.operand(), Dst: out.operand()})
+	return nil
+}
+
+// sparsemaxGrad lowers sparsemax's gradient (arguments the sparsemax y and
+// the gradient of y), along y's last axis.
+func (c *compiler) sparsemaxGrad(n *G.Node, in []*val, out *val) error {
+	y, dy := in[0], in[1]
+	if len(y.shape) == 0 || dy.size != y.size || out.size != y.size {
+		return fmt.Errorf("sparsemax's gradient of %v from %v", y.shape, dy.shape)
+	}
+	cols := y.shape[len(y.shape)-1]
+	c.emit(backend.SparsemaxGrad{Rows: y.size / cols, Cols: cols, Y: y.operand(), DY: dy.operand(), DX: out.operand()})
+	return nil
+}
+
+// between lowers MinBetween and MaxBetween: elementwise.
+func (c *compiler) between(n *G.Node, in []*val, out *val) error {
+	a, b := in[0], in[1]
+	if a.size != out.size || b.size != out.size {
+		return fmt.Errorf("%v of shapes %v and %v", n.Op(), a.shape, b.shape)
+	}
+	op := backend.Min2
+	if opName(n.Op()) == "maxBetween" {
+		op = backend.Max2
+	}
+	c.emit(backend.Zip{Op: op, N: out.size, A: a.operand(), B: b.operand(), Dst: out.operand()})
+	return nil
+}
+
+// ctc reads the CTC loss's sizes from its arguments (log-probabilities,
+// targets, input lengths, target lengths).
+func ctc(n *G.Node, in []*val) (backend.CTC, error) {
+	lp, targets, il, tl := in[0], in[1], in[2], in[3]
+	for _, v := range in[1:4] {
+		if v.vb.dt != backend.Int32 {
+			return backend.CTC{}, fmt.Errorf("CTCLoss: targets and lengths hold %v, want integers", v.vb.dt)
+		}
+	}
+	if len(lp.shape) != 3 {
+		return backend.CTC{}, fmt.Errorf("CTCLoss of log-probabilities of shape %v, want (time, batch, labels)", lp.shape)
+	}
+	c := backend.CTC{Time: lp.shape[0], Batch: lp.shape[1], Labels: lp.shape[2], Entries: targets.size}
+	if il.size != c.Batch || tl.size != c.Batch {
+		return c, fmt.Errorf("CTCLoss of a batch of %d with %d input lengths and %d target lengths", c.Batch, il.size, tl.size)
+	}
+	switch len(targets.shape) {
+	case 1:
+	case 2:
+		if targets.shape[0] != c.Batch {
+			return c, fmt.Errorf("CTCLoss of a batch of %d with targets of shape %v", c.Batch, targets.shape)
+		}
+		c.Width = targets.shape[1]
+	default:
+		return c, fmt.Errorf("CTCLoss with targets of shape %v, want a vector or a matrix", targets.shape)
+	}
+	reduction, err := intField(n.Op(), "reduction")
+	if err != nil {
+		return c, err
+	}
+	if reduction != int(G.ReductionMean) && reduction != int(G.ReductionSum) {
+		return c, fmt.Errorf("CTCLoss with reduction %d", reduction)
+	}
+	c.Mean = reduction == int(G.ReductionMean)
+	return c, nil
+}
+
+// ctcLoss lowers CTCLoss (on the CPU only: its kernel has no CUDA
+// implementation yet, and the CUDA backend refuses it at Compile).
+func (c *compiler) ctcLoss(n *G.Node, in []*val, out *val) error {
+	k, err := ctc(n, in)
+	if err != nil {
+		return err
+	}
+	c.emit(backend.CTCLoss{CTC: k, LogProbs: in[0].operand(), Targets: in[1].operand(), InputLengths: in[2].operand(),
+		TargetLengths: in[3].operand(), Loss: out.operand()})
+	return nil
+}
+
+// ctcLossGrad lowers CTCLoss's gradient (the loss's arguments and the
+// gradient of the loss).
+func (c *compiler) ctcLossGrad(n *G.Node, in []*val, out *val) error {
+	k, err := ctc(n, in)
+	if err != nil {
+		return err
+	}
+	if in[4].size != 1 || out.size != in[0].size {
+		return fmt.Errorf("CTCLoss's gradient from a gradient of %v", in[4].shape)
+	}
+	c.emit(backend.CTCLossGrad{CTC: k, LogProbs: in[0].operand(), Targets: in[1].operand(), InputLengths: in[2].operand(),
+		TargetLengths: in[3].operand(), GradOut: in[4].operand(), DX: out.operand()})
+	return nil
+}
+
+// yolo lowers YOLOv3's decoding outside training. Gorgonia's training mode
+// (YOLOv3 given targets) matches boxes to targets by IoU on the host in
+// float32 and defines no gradient: the compiler refuses it.
+func (c *compiler) yolo(n *G.Node, in []*val, out *val) error {
+	op := n.Op()
+	train, err := boolField(op, "trainMode")
+	if err != nil {
+		return err
+	}
+	if train {
+		return fmt.Errorf("YOLOv3 in training mode (given targets): gorgonia v0.9.18 matches its boxes to the targets on the host, in float32, and defines no gradient for it; the compiler takes YOLOv3 without targets (decoding) only")
+	}
+	masks, err1 := intsField(op, "masks")
+	netSize, err2 := intField(op, "dimensions")
+	classes, err3 := intField(op, "numClasses")
+	af := field(op, "anchors")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return err
+	}
+	if af.Kind() != reflect.Slice || af.Type().Elem().Kind() != reflect.Float32 {
+		return fmt.Errorf("op %T has no []float32 field \"anchors\" (gorgonia's internals changed?)", op)
+	}
+	x := in[0]
+	boxes, attrs := len(masks), 5+classes
+	if len(x.shape) != 4 || boxes == 0 || x.shape[1] != boxes*attrs || x.shape[2] != x.shape[3] || x.shape[2] == 0 {
+		return fmt.Errorf("YOLOv3 of %d boxes of %d attributes on a grid of shape %v, want (batch, %d, grid, grid)", boxes, attrs, x.shape, boxes*attrs)
+	}
+	grid := x.shape[2]
+	for _, m := range masks {
+		if m < 0 || m >= af.Len()/2 {
+			return fmt.Errorf("YOLOv3 mask %v for %d anchors", masks, af.Len()/2)
+		}
+	}
+	stride := netSize / grid
+	if stride < 1 {
+		return fmt.Errorf("YOLOv3 of a network of size %d on a grid of %d", netSize, grid)
+	}
+	// Gorgonia takes the anchors of the first len(masks) pairs (not those
+	// the masks name), divided by the stride in the data's type.
+	anchors := c.newBuf(out.vb.dt, 2*boxes, true, n.Name()+".anchors")
+	a32, a64 := make([]float32, 2*boxes), make([]float64, 2*boxes)
+	for i := range a32 {
+		v := float32(af.Index(i).Float())
+		a32[i], a64[i] = v/float32(stride), float64(v)/float64(stride)
+	}
+	anchors.init = a64
+	if out.vb.dt == backend.Float32 {
+		anchors.init = a32
+	}
+	if out.size != x.size {
+		return fmt.Errorf("YOLOv3 of %v into %v", x.shape, out.shape)
+	}
+	c.emit(backend.YOLODecode{Batch: x.shape[0], Boxes: boxes, Attrs: attrs, Grid: grid, Stride: float64(stride),
+		Anchors: backend.At(anchors, 0), Src: x.operand(), Dst: out.operand()})
+	return nil
+}
+
+// compare lowers a comparison whose result is booleans (gorgonia's
+// elemBinOp with retSame false): 0 or 1 in an Int32 buffer.
+func (c *compiler) compare(n *G.Node, bop backend.BinaryOp, in []*val, out *val) error {
+	a, b := in[0], in[1]
+	k := backend.Compare{Op: bop, N: out.size, A: a.operand(), B: b.operand(), Dst: out.operand()}
+	switch {
+	case a.size == out.size && b.size == out.size:
+	case a.size == 1 && b.size == out.size:
+		k.AScalar = true
+	case b.size == 1 && a.size == out.size:
+		k.BScalar = true
+	default:
+		return fmt.Errorf("comparison %v of shapes %v and %v into %v", n.Op(), a.shape, b.shape, out.shape)
+	}
+	c.emit(k)
+	return nil
+}
