@@ -47,12 +47,12 @@ import (
 
 func main() {
 	harness.Main(harness.Example{Name: "convnet", Input: []int{1, 28, 28}, Classes: 10, Stiefel: "w3",
-		Build: func(g *G.ExprGraph, t tensor.Dtype, batch int, dropout bool) (*harness.Model, error) {
+		Build: func(g *G.ExprGraph, t tensor.Dtype, batch int, dropout float64) (*harness.Model, error) {
 			dt = t
 			x := G.NewTensor(g, dt, 4, G.WithShape(batch, 1, 28, 28), G.WithName("x"))
 			m := newConvNet(g)
-			if !dropout {
-				m.d0, m.d1, m.d2, m.d3 = 0, 0, 0, 0
+			if dropout >= 0 {
+				m.d0, m.d1, m.d2, m.d3 = dropout, dropout, dropout, dropout
 			}
 			if err := m.fwd(x); err != nil {
 				return nil, err
@@ -72,12 +72,12 @@ import (
 
 func main() {
 	harness.Main(harness.Example{Name: "resnet", Input: []int{1, 28, 28}, Classes: 10, Stiefel: "w3",
-		Build: func(g *G.ExprGraph, t tensor.Dtype, batch int, dropout bool) (*harness.Model, error) {
+		Build: func(g *G.ExprGraph, t tensor.Dtype, batch int, dropout float64) (*harness.Model, error) {
 			dt = t
 			x := G.NewTensor(g, dt, 4, G.WithShape(batch, 1, 28, 28), G.WithName("x"))
 			m := newResNet(g)
-			if !dropout {
-				m.d0, m.d1, m.d2, m.d3 = 0, 0, 0, 0
+			if dropout >= 0 {
+				m.d0, m.d1, m.d2, m.d3 = dropout, dropout, dropout, dropout
 			}
 			if err := m.fwd(x); err != nil {
 				return nil, err

@@ -13,8 +13,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"slices"
 	"time"
+	"unsafe"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -53,9 +55,10 @@ type Example struct {
 	// Stiefel names the learnable node put on the Stiefel manifold and
 	// stepped by RSDM; every other one is stepped by Adam.
 	Stiefel string
-	// Build builds the model on g in dt for batches of batch inputs, with
-	// its dropout layers active or not.
-	Build func(g *G.ExprGraph, dt tensor.Dtype, batch int, dropout bool) (*Model, error)
+	// Build builds the model on g in dt for batches of batch inputs, every
+	// dropout layer's probability set to dropout, or the example's own
+	// where dropout is negative.
+	Build func(g *G.ExprGraph, dt tensor.Dtype, batch int, dropout float64) (*Model, error)
 }
 
 // Report is what a run of the harness prints, as JSON.
@@ -159,9 +162,12 @@ type net struct {
 	params []param.Param
 }
 
+// ownDropout asks Build for the example's own dropout probabilities.
+const ownDropout = -1
+
 // build builds ex on a new graph with a loss, its gradients, and the
 // parameters marked: the Stiefel one orthonormalized.
-func build(ex Example, dt tensor.Dtype, batch int, dropout bool) (*net, error) {
+func build(ex Example, dt tensor.Dtype, batch int, dropout float64) (*net, error) {
 	g := G.NewGraph()
 	m, err := ex.Build(g, dt, batch, dropout)
 	if err != nil {
@@ -363,23 +369,76 @@ func grads(p *program.Program, dt tensor.Dtype) ([][]float64, error) {
 	return out, nil
 }
 
-func compile(n *net, be backend.Backend, noGrad bool, share *program.Program) (*program.Program, error) {
+// dropoutSeed seeds the programs' dropout masks.
+const dropoutSeed = 1
+
+// compile compiles n's model for training, or with eval forward only in
+// inference mode (its dropout the identity).
+func compile(n *net, be backend.Backend, eval bool) (*program.Program, error) {
 	return program.Compile(n.g, program.Config{Backend: be, Outputs: []*G.Node{n.m.Out, n.loss}, Params: n.params,
-		Inputs: []*G.Node{n.m.X, n.y}, NoGrad: noGrad, Share: share, DropoutSeed: 1})
+		Inputs: []*G.Node{n.m.X, n.y}, NoGrad: eval, EvalMode: eval, DropoutSeed: dropoutSeed})
 }
 
-// compare builds the model twice with its dropout off, runs one as a
-// compiled program and the other on the tape machine on the same
-// parameters and inputs, and compares the output, the loss and every
-// gradient; then trains both for o.steps steps with the same Solver and
-// compares the parameters.
+// compareDropout is the dropout probability of compare: the one at which
+// gorgonia v0.9.18's dropout gradient (dy / p where the output is not zero)
+// equals the true one, dy / (1 - p) where an element is kept.
+const compareDropout = 0.5
+
+// drawLikeProgram makes every dropout op of tape (a graph built by the same
+// code as prog's, so its nodes have the same IDs) draw the masks that the
+// program compiled from prog draws: gorgonia's dropoutOp keeps element i
+// where its generator's i-th value r of the run is below 1 - p, the
+// program where DropoutDraw(seed, 2^32 + the node's ID, step, i) >= p (see
+// program.Config.DropoutSeed), so the generator returns 1 - that draw, run
+// k being step k. The generator is an unexported field of gorgonia's op,
+// set here by reflection: a test's means to run both on the same masks.
+func drawLikeProgram(tape, prog *G.ExprGraph) (int, error) {
+	tn, pn := tape.AllNodes(), prog.AllNodes()
+	if len(tn) != len(pn) {
+		return 0, fmt.Errorf("the graphs have %d and %d nodes", len(tn), len(pn))
+	}
+	count := 0
+	for i, n := range tn {
+		op := n.Op()
+		if op == nil || reflect.TypeOf(op).String() != "*gorgonia.dropoutOp" {
+			continue
+		}
+		if pn[i].ID() != n.ID() || reflect.TypeOf(pn[i].Op()) != reflect.TypeOf(op) {
+			return 0, fmt.Errorf("node %d: %v and %v: the graphs differ", i, n, pn[i])
+		}
+		f := reflect.ValueOf(op).Elem().FieldByName("rndGen")
+		if !f.IsValid() || f.Kind() != reflect.Func {
+			return 0, fmt.Errorf("gorgonia's dropoutOp has no generator field rndGen (gorgonia's internals changed?)")
+		}
+		stream, size := uint64(1)<<32+uint64(n.ID()), uint64(n.Shape().TotalSize())
+		var calls uint64
+		gen := func() float64 {
+			i, step := calls%size, calls/size
+			calls++
+			return 1 - backend.DropoutDraw(dropoutSeed, stream, step, i)
+		}
+		reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(gen))
+		count++
+	}
+	return count, nil
+}
+
+// compare builds the model twice, runs one as a compiled program and the
+// other on the tape machine on the same parameters and inputs, and
+// compares the output, the loss and every gradient; then trains both for
+// o.steps steps with the same Solver and compares the parameters. Every
+// dropout has probability compareDropout, and the tape machine's draw the
+// program's masks (drawLikeProgram).
 func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
-	a, err := build(ex, dt, o.batch, false)
+	a, err := build(ex, dt, o.batch, compareDropout)
 	if err != nil {
 		return nil, err
 	}
-	b, err := build(ex, dt, o.batch, false)
+	b, err := build(ex, dt, o.batch, compareDropout)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := drawLikeProgram(b.g, a.g); err != nil {
 		return nil, err
 	}
 	if err := copyParams(b, a); err != nil {
@@ -390,7 +449,7 @@ func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		return nil, err
 	}
 	defer be.Close()
-	prog, err := compile(a, be, false, nil)
+	prog, err := compile(a, be, false)
 	if err != nil {
 		return nil, fmt.Errorf("compiling: %w", err)
 	}
@@ -531,11 +590,11 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if want := ex.Input; trainSet.C != want[0] || trainSet.H != want[1] || trainSet.W != want[2] {
 		return nil, fmt.Errorf("images of %dx%dx%d, the model takes %v", trainSet.C, trainSet.H, trainSet.W, want)
 	}
-	a, err := build(ex, dt, o.batch, true)
+	a, err := build(ex, dt, o.batch, ownDropout)
 	if err != nil {
 		return nil, err
 	}
-	ev, err := build(ex, dt, o.batch, false)
+	ev, err := build(ex, dt, o.batch, ownDropout)
 	if err != nil {
 		return nil, err
 	}
@@ -544,7 +603,7 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		return nil, err
 	}
 	defer be.Close()
-	prog, err := compile(a, be, false, nil)
+	prog, err := compile(a, be, false)
 	if err != nil {
 		return nil, fmt.Errorf("compiling: %w", err)
 	}
@@ -596,7 +655,7 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if err := copyParams(ev, a); err != nil {
 		return nil, err
 	}
-	eprog, err := compile(ev, be, true, nil)
+	eprog, err := compile(ev, be, true)
 	if err != nil {
 		return nil, fmt.Errorf("compiling the evaluation: %w", err)
 	}
@@ -626,7 +685,7 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 
 	// The tape machine's time per batch, the same model and Solver.
 	if o.tapeSteps > 0 {
-		t, err := build(ex, dt, o.batch, true)
+		t, err := build(ex, dt, o.batch, ownDropout)
 		if err != nil {
 			return nil, err
 		}
@@ -675,7 +734,7 @@ func throughput(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := build(ex, dt, o.batch, true)
+	n, err := build(ex, dt, o.batch, ownDropout)
 	if err != nil {
 		return nil, err
 	}
@@ -701,7 +760,7 @@ func throughput(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 			return nil, err
 		}
 		defer be.Close()
-		prog, err := compile(n, be, false, nil)
+		prog, err := compile(n, be, false)
 		if err != nil {
 			return nil, fmt.Errorf("compiling: %w", err)
 		}
