@@ -496,6 +496,8 @@ func Cases(dt backend.DType) []Case {
 			[]int{3}, x, bias, g.normal(9*33, 1), g.normal(9*33, 1))
 	}
 
+	cs = append(cs, convCases(dt, g)...)
+
 	// A bad row index fails the run on every backend.
 	for _, gather := range []bool{true, false} {
 		rows := g.perm(5, 13)

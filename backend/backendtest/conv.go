@@ -1,0 +1,64 @@
+package backendtest
+
+import (
+	"fmt"
+
+	"github.com/orthonet/orthonet/backend"
+)
+
+// convCases are the convolution and pooling kernels' cases for float type
+// dt: asymmetric kernels, paddings, strides and dilations, one channel and
+// several, one image and several, the fused kernels in chunks that do not
+// divide the batch, and poolings with ties, overlapping windows and windows
+// in the padding.
+func convCases(dt backend.DType, g gen) []Case {
+	var cs []Case
+	add := func(name string, kernel backend.Kernel, out []int, bufs ...any) {
+		cs = append(cs, Case{Name: name, Bufs: bufs, Float: dt, Kernel: kernel, Out: out})
+	}
+	geoms := []backend.ConvGeom{
+		{B: 2, C: 3, H: 5, W: 7, KH: 3, KW: 2, PadH: 1, PadW: 2, StrideH: 2, StrideW: 1, DilH: 1, DilW: 2},
+		{B: 1, C: 1, H: 6, W: 4, KH: 2, KW: 3, StrideH: 1, StrideW: 1, DilH: 2, DilW: 1},
+		{B: 5, C: 2, H: 4, W: 9, KH: 1, KW: 3, PadW: 1, StrideH: 1, StrideW: 3, DilH: 1, DilW: 1},
+	}
+	for _, geo := range geoms {
+		oh, ow := geo.Out()
+		in, p, k := geo.B*geo.C*geo.H*geo.W, oh*ow, geo.Patch()
+		add(fmt.Sprintf("im2col/%v", geo), backend.Im2Col{Geom: geo, Src: at(slot(0)), Dst: at(slot(1))},
+			[]int{1}, g.normal(in, 1), g.normal(geo.B*p*k, 1))
+		add(fmt.Sprintf("col2im/%v", geo), backend.Col2Im{Geom: geo, Src: at(slot(0)), Dst: at(slot(1))},
+			[]int{1}, g.normal(geo.B*p*k, 1), g.normal(in, 1))
+		for _, chunk := range []int{0, 2} {
+			const f = 4
+			add(fmt.Sprintf("conv/%v/chunk%d", geo, chunk),
+				backend.Conv{Geom: geo, F: f, Chunk: chunk, X: at(slot(0)), W: at(slot(1)), Y: at(slot(2))},
+				[]int{2}, g.normal(in, 1), g.normal(f*k, 1), g.normal(geo.B*f*p, 1))
+			add(fmt.Sprintf("conv-grad-input/%v/chunk%d", geo, chunk),
+				backend.ConvGradInput{Geom: geo, F: f, Chunk: chunk, DY: at(slot(0)), W: at(slot(1)), DX: at(slot(2))},
+				[]int{2}, g.normal(geo.B*f*p, 1), g.normal(f*k, 1), g.normal(in, 1))
+			add(fmt.Sprintf("conv-grad-filter/%v/chunk%d", geo, chunk),
+				backend.ConvGradFilter{Geom: geo, F: f, Chunk: chunk, X: at(slot(0)), DY: at(slot(1)), DW: at(slot(2))},
+				[]int{2}, g.normal(in, 1), g.normal(geo.B*f*p, 1), g.normal(f*k, 1))
+		}
+	}
+	pools := []backend.PoolGeom{
+		{B: 2, C: 3, H: 5, W: 7, KH: 2, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 2, OutH: 6, OutW: 4},
+		{B: 1, C: 2, H: 6, W: 6, KH: 2, KW: 2, StrideH: 2, StrideW: 2, OutH: 3, OutW: 3},
+		// Windows wholly in the padding (the first row of windows), as
+		// gorgonia makes them with PadH >= KH.
+		{B: 1, C: 1, H: 4, W: 5, KH: 1, KW: 2, PadH: 2, PadW: 0, StrideH: 1, StrideW: 1, OutH: 8, OutW: 4},
+	}
+	for _, geo := range pools {
+		in, out := geo.B*geo.C*geo.H*geo.W, geo.B*geo.C*geo.OutH*geo.OutW
+		// Values on a grid of halves, so that windows meet ties.
+		add(fmt.Sprintf("max-pool/%v", geo), backend.MaxPool{Geom: geo, X: at(slot(0)), Y: at(slot(1))},
+			[]int{1}, g.halves(in), g.normal(out, 1))
+		add(fmt.Sprintf("max-pool-grad/%v", geo), backend.MaxPoolGrad{Geom: geo, X: at(slot(0)), DY: at(slot(1)), DX: at(slot(2))},
+			[]int{2}, g.halves(in), g.normal(out, 1), g.normal(in, 1))
+		add(fmt.Sprintf("avg-pool/%v", geo), backend.AvgPool{Geom: geo, X: at(slot(0)), Y: at(slot(1))},
+			[]int{1}, g.normal(in, 1), g.normal(out, 1))
+		add(fmt.Sprintf("avg-pool-grad/%v", geo), backend.AvgPoolGrad{Geom: geo, DY: at(slot(0)), DX: at(slot(1))},
+			[]int{1}, g.normal(out, 1), g.normal(in, 1))
+	}
+	return cs
+}

@@ -1,0 +1,299 @@
+package backend
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/orthonet/orthonet/internal/linalg"
+)
+
+// Pooling as gorgonia v0.9.18 computes it (maxPoolOp, maxPoolDiffOp,
+// avgPoolOp, avgPoolDiffOp), quirks included: a compiled program agrees with
+// the tape machine.
+var (
+	_ defined = MaxPool{}
+	_ defined = MaxPoolGrad{}
+	_ defined = AvgPool{}
+	_ defined = AvgPoolGrad{}
+)
+
+// PoolGeom is the geometry of a pooling over a batch of images in NCHW
+// order: B images of C channels of H x W, KH x KW windows StrideH rows
+// (StrideW columns) apart, the first starting PadH rows above (PadW columns
+// left of) the image, OutH x OutW windows. A window covers only the input
+// elements inside it: the padding holds nothing. (gorgonia counts OutH from
+// both paddings, north and south, but starts the first window at the north
+// one, or with four paddings given at the south one.)
+type PoolGeom struct {
+	B, C, H, W       int
+	KH, KW           int
+	PadH, PadW       int
+	StrideH, StrideW int
+	OutH, OutW       int
+}
+
+// String describes the geometry briefly, for profiles.
+func (g PoolGeom) String() string {
+	return fmt.Sprintf("%dx%dx%dx%d window %dx%d pad %d,%d stride %d,%d out %dx%d",
+		g.B, g.C, g.H, g.W, g.KH, g.KW, g.PadH, g.PadW, g.StrideH, g.StrideW, g.OutH, g.OutW)
+}
+
+// check reports an error naming k unless every size and stride is
+// positive and no padding negative.
+func (g PoolGeom) check(k Kernel) error {
+	if min(g.B, g.C, g.H, g.W, g.KH, g.KW, g.StrideH, g.StrideW, g.OutH, g.OutW) < 1 || min(g.PadH, g.PadW) < 0 {
+		return fmt.Errorf("backend: %s: geometry %v: sizes and strides must be positive, paddings not negative", Name(k), g)
+	}
+	return nil
+}
+
+// window returns the input rows [h0, h1) and columns [w0, w1) of output
+// (y, x)'s window; empty when the window lies in the padding.
+func (g PoolGeom) window(y, x int) (h0, h1, w0, w1 int) {
+	h0, w0 = y*g.StrideH-g.PadH, x*g.StrideW-g.PadW
+	h1, w1 = min(h0+g.KH, g.H), min(w0+g.KW, g.W)
+	return max(h0, 0), h1, max(w0, 0), w1
+}
+
+// checkPool checks a pooling kernel's geometry and its operands: in has the
+// input's elements, out the output's.
+func checkPool(k Kernel, g PoolGeom, dt DType, ops ...any) error {
+	if err := g.check(k); err != nil {
+		return err
+	}
+	return checkAll(k, dt, ops...)
+}
+
+func (g PoolGeom) sizes() (in, out int) { return g.B * g.C * g.H * g.W, g.B * g.C * g.OutH * g.OutW }
+
+// MaxPool writes into Y (B, C, OutH, OutW) the largest element of each
+// window of X (B, C, H, W): the first of equal ones, NaNs never; a window
+// with none above the type's lowest finite value, or none at all, gives
+// that value.
+type MaxPool struct {
+	Geom PoolGeom
+	X, Y Operand
+}
+
+// Check checks the geometry and the operands.
+func (k MaxPool) Check() error {
+	in, out := k.Geom.sizes()
+	return checkPool(k, k.Geom, DTypeOf(k.Y), "X", k.X, in, "Y", k.Y, out)
+}
+
+// MaxPoolGrad writes into DX (B, C, H, W) the gradient of MaxPool: each
+// element of DY (B, C, OutH, OutW) added at the element MaxPool took from X
+// for its window (none for a window MaxPool took nothing from).
+type MaxPoolGrad struct {
+	Geom      PoolGeom
+	X, DY, DX Operand
+}
+
+// Check checks the geometry and the operands.
+func (k MaxPoolGrad) Check() error {
+	in, out := k.Geom.sizes()
+	return checkPool(k, k.Geom, DTypeOf(k.DX), "X", k.X, in, "DY", k.DY, out, "DX", k.DX, in)
+}
+
+// AvgPool writes into Y (B, C, OutH, OutW) gorgonia's average pooling: the
+// sum of each window's elements (in row-major order, in the element type)
+// divided by W, the input's width, not by the window's size.
+type AvgPool struct {
+	Geom PoolGeom
+	X, Y Operand
+}
+
+// Check checks the geometry and the operands.
+func (k AvgPool) Check() error {
+	in, out := k.Geom.sizes()
+	return checkPool(k, k.Geom, DTypeOf(k.Y), "X", k.X, in, "Y", k.Y, out)
+}
+
+// AvgPoolGrad writes into DX (B, C, H, W) what gorgonia's avgPoolDiffOp
+// computes from DY (B, C, OutH, OutW), which is not AvgPool's gradient: per
+// image and channel, DX is zeroed, each element of DY is added at the last
+// input element of its window, and then, for every input position (h, w)
+// in row-major order, DX at (h, w) becomes the sum over the window that
+// output (h, w) would have, read from DX as it stands (positions before it
+// already rewritten), divided by W.
+type AvgPoolGrad struct {
+	Geom   PoolGeom
+	DY, DX Operand
+}
+
+// Check checks the geometry and the operands.
+func (k AvgPoolGrad) Check() error {
+	in, out := k.Geom.sizes()
+	return checkPool(k, k.Geom, DTypeOf(k.DX), "DY", k.DY, out, "DX", k.DX, in)
+}
+
+// lowest returns the lowest finite value of T.
+func lowest[T Float]() T {
+	low := -math.MaxFloat64
+	if linalg.Is32[T]() {
+		low = -math.MaxFloat32
+	}
+	return T(low)
+}
+
+// argmax returns the index in plane of the largest element of window
+// (y, x), as MaxPool picks it, and the element; -1 for none.
+func argmax[T Float](g PoolGeom, plane []T, y, x int) (int, T) {
+	h0, h1, w0, w1 := g.window(y, x)
+	m, at := lowest[T](), -1
+	for h := h0; h < h1; h++ {
+		for w := w0; w < w1; w++ {
+			if v := plane[h*g.W+w]; v > m {
+				m, at = v, h*g.W+w
+			}
+		}
+	}
+	return at, m
+}
+
+func poolArgs(g PoolGeom) []any {
+	return []any{g.B, g.C, g.H, g.W, g.KH, g.KW, g.PadH, g.PadW, g.StrideH, g.StrideW, g.OutH, g.OutW}
+}
+
+// Host pools plane by plane, split across the pool's threads.
+func (k MaxPool) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, maxPoolHost[float32], maxPoolHost[float64])
+}
+
+// Device launches on_max_pool, a thread per output element.
+func (k MaxPool) Device(p Planner) {
+	_, out := k.Geom.sizes()
+	elementwise(p, "on_max_pool", out, append(poolArgs(k.Geom), k.X, k.Y)...)
+}
+
+func maxPoolHost[T Float](p *Pool, k MaxPool) Func {
+	g := k.Geom
+	in, out := g.sizes()
+	x, y := hostData[T](k.X)[:in], hostData[T](k.Y)[:out]
+	hw, ohw := g.H*g.W, g.OutH*g.OutW
+	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
+		for pl := lo; pl < hi; pl++ {
+			plane, dst := x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw]
+			for yy := range g.OutH {
+				for xx := range g.OutW {
+					_, dst[yy*g.OutW+xx] = argmax(g, plane, yy, xx)
+				}
+			}
+		}
+	}).loop()
+}
+
+// Host adds each output gradient at its window's largest element, plane
+// by plane, split across the pool's threads.
+func (k MaxPoolGrad) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, maxPoolGradHost[float32], maxPoolGradHost[float64])
+}
+
+// Device launches on_max_pool_grad, a thread per input element that sums
+// the gradients of the windows whose largest element it is, in the order
+// of the windows, as the CPU adds them.
+func (k MaxPoolGrad) Device(p Planner) {
+	in, _ := k.Geom.sizes()
+	elementwise(p, "on_max_pool_grad", in, append(poolArgs(k.Geom), k.X, k.DY, k.DX)...)
+}
+
+func maxPoolGradHost[T Float](p *Pool, k MaxPoolGrad) Func {
+	g := k.Geom
+	in, out := g.sizes()
+	x, dy, dx := hostData[T](k.X)[:in], hostData[T](k.DY)[:out], hostData[T](k.DX)[:in]
+	hw, ohw := g.H*g.W, g.OutH*g.OutW
+	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
+		for pl := lo; pl < hi; pl++ {
+			plane, src, dst := x[pl*hw:(pl+1)*hw], dy[pl*ohw:(pl+1)*ohw], dx[pl*hw:(pl+1)*hw]
+			clear(dst)
+			for yy := range g.OutH {
+				for xx := range g.OutW {
+					if at, _ := argmax(g, plane, yy, xx); at >= 0 {
+						dst[at] += src[yy*g.OutW+xx]
+					}
+				}
+			}
+		}
+	}).loop()
+}
+
+// Host averages plane by plane, split across the pool's threads.
+func (k AvgPool) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, avgPoolHost[float32], avgPoolHost[float64])
+}
+
+// Device launches on_avg_pool, a thread per output element.
+func (k AvgPool) Device(p Planner) {
+	_, out := k.Geom.sizes()
+	elementwise(p, "on_avg_pool", out, append(poolArgs(k.Geom), k.X, k.Y)...)
+}
+
+func avgPoolHost[T Float](p *Pool, k AvgPool) Func {
+	g := k.Geom
+	in, out := g.sizes()
+	x, y := hostData[T](k.X)[:in], hostData[T](k.Y)[:out]
+	hw, ohw := g.H*g.W, g.OutH*g.OutW
+	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
+		for pl := lo; pl < hi; pl++ {
+			plane, dst := x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw]
+			for yy := range g.OutH {
+				for xx := range g.OutW {
+					dst[yy*g.OutW+xx] = windowSum(g, plane, yy, xx) / T(g.W)
+				}
+			}
+		}
+	}).loop()
+}
+
+// windowSum returns the sum of window (y, x) of plane in row-major order,
+// in T (as gorgonia adds).
+func windowSum[T Float](g PoolGeom, plane []T, y, x int) T {
+	h0, h1, w0, w1 := g.window(y, x)
+	var s T
+	if w0 >= w1 {
+		return s
+	}
+	for h := h0; h < h1; h++ {
+		for _, v := range plane[h*g.W+w0 : h*g.W+w1] {
+			s += v
+		}
+	}
+	return s
+}
+
+// Host runs gorgonia's two passes plane by plane, the planes split across
+// the pool's threads.
+func (k AvgPoolGrad) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, avgPoolGradHost[float32], avgPoolGradHost[float64])
+}
+
+// Device launches on_avg_pool_grad, a thread per plane: the second pass
+// reads what it has written.
+func (k AvgPoolGrad) Device(p Planner) {
+	elementwise(p, "on_avg_pool_grad", k.Geom.B*k.Geom.C, append(poolArgs(k.Geom), k.DY, k.DX)...)
+}
+
+func avgPoolGradHost[T Float](p *Pool, k AvgPoolGrad) Func {
+	g := k.Geom
+	in, out := g.sizes()
+	dy, dx := hostData[T](k.DY)[:out], hostData[T](k.DX)[:in]
+	hw, ohw := g.H*g.W, g.OutH*g.OutW
+	return p.split(g.B*g.C, hw*g.KH*g.KW, func(lo, hi int) {
+		for pl := lo; pl < hi; pl++ {
+			src, dst := dy[pl*ohw:(pl+1)*ohw], dx[pl*hw:(pl+1)*hw]
+			clear(dst)
+			for yy := range g.OutH {
+				for xx := range g.OutW {
+					if h0, h1, w0, w1 := g.window(yy, xx); h0 < h1 && w0 < w1 {
+						dst[(h1-1)*g.W+w1-1] += src[yy*g.OutW+xx]
+					}
+				}
+			}
+			for h := range g.H {
+				for w := range g.W {
+					dst[h*g.W+w] = windowSum(g, dst, h, w) / T(g.W)
+				}
+			}
+		}
+	}).loop()
+}
