@@ -12,8 +12,8 @@ import (
 // images a chunk at a time into a workspace that feeds one GEMM per chunk
 // and write NCHW directly.
 var (
-	_ defined = Im2Col{}
-	_ defined = Col2Im{}
+	_ defined = Im2col{}
+	_ defined = Col2im{}
 	_ defined = Conv{}
 	_ defined = ConvGradInput{}
 	_ defined = ConvGradFilter{}
@@ -70,18 +70,18 @@ func (g ConvGeom) sizes() (in, p, k int) {
 	return g.B * g.C * g.H * g.W, oh * ow, g.Patch()
 }
 
-// Im2Col writes into Dst, a (B, OutH, OutW, C KH KW) array, the windows of
+// Im2col writes into Dst, a (B, OutH, OutW, C KH KW) array, the windows of
 // the images Src (B, C, H, W) as gorgonia's im2colOp does: element
 // (b, y, x, (c KH + i) KW + j) is the input at channel c, row
 // y StrideH - PadH + i DilH, column x StrideW - PadW + j DilW, or 0 in the
 // padding.
-type Im2Col struct {
+type Im2col struct {
 	Geom     ConvGeom
 	Src, Dst Operand
 }
 
 // Check checks the geometry and the operands.
-func (k Im2Col) Check() error {
+func (k Im2col) Check() error {
 	if err := k.Geom.check(k); err != nil {
 		return err
 	}
@@ -89,16 +89,16 @@ func (k Im2Col) Check() error {
 	return checkAll(k, DTypeOf(k.Dst), "source", k.Src, in, "destination", k.Dst, k.Geom.B*p*kk)
 }
 
-// Col2Im writes into Dst (B, C, H, W) the sum, over every window element of
-// Src (Im2Col's layout) that Im2Col takes from an input element, of those
-// elements: gorgonia's col2imOp, the gradient of Im2Col.
-type Col2Im struct {
+// Col2im writes into Dst (B, C, H, W) the sum, over every window element of
+// Src (Im2col's layout) that Im2col takes from an input element, of those
+// elements: gorgonia's col2imOp, the gradient of Im2col.
+type Col2im struct {
 	Geom     ConvGeom
 	Src, Dst Operand
 }
 
 // Check checks the geometry and the operands.
-func (k Col2Im) Check() error {
+func (k Col2im) Check() error {
 	if err := k.Geom.check(k); err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func checkConv(k Kernel, g ConvGeom, f, chunk int) error {
 
 // colLayout says where an unfolded element lives: that of image j (of a
 // chunk), window row k (the tap (c, i, j) at (c KH + i) KW + j) and output
-// position p is at j J + k K + p P. Im2Col's layout is (OutH OutW K, 1, K);
+// position p is at j J + k K + p P. Im2col's layout is (OutH OutW K, 1, K);
 // the fused kernels' chunk of n images is (P, n P, 1) (K x nP, every
 // image's positions side by side) or (K P, P, 1) (n K x P blocks).
 type colLayout struct{ J, K, P int }
@@ -200,7 +200,7 @@ func taps(off, s, n, out int) (lo, hi int) {
 }
 
 // unfold writes the windows of images b0 .. b0+n-1 of x into col in layout
-// l, with zeros for taps in the padding.
+// l (image b0 is col's image 0), with zeros for taps in the padding.
 func unfold[T Float](g ConvGeom, x []T, b0, n int, col []T, l colLayout) {
 	oh, ow := g.Out()
 	hw := g.H * g.W
@@ -249,8 +249,9 @@ func unfold[T Float](g ConvGeom, x []T, b0, n int, col []T, l colLayout) {
 	}
 }
 
-// fold adds the unfolded windows of images b0 .. b0+n-1 in col (layout l)
-// into dx at the input elements they were taken from.
+// fold adds the unfolded windows of images b0 .. b0+n-1 in col (layout l;
+// image b0 is col's image 0) into dx at the input elements they were taken
+// from.
 func fold[T Float](g ConvGeom, col []T, l colLayout, dx []T, b0, n int) {
 	oh, ow := g.Out()
 	hw := g.H * g.W
@@ -289,44 +290,44 @@ func fold[T Float](g ConvGeom, col []T, l colLayout, dx []T, b0, n int) {
 }
 
 // Host unfolds the images, split across the pool's threads.
-func (k Im2Col) Host(p *Pool) (Func, error) {
+func (k Im2col) Host(p *Pool) (Func, error) {
 	return onFloats(p, k, im2colHost[float32], im2colHost[float64])
 }
 
-// Device launches on_unfold in Im2Col's layout, a thread per element.
-func (k Im2Col) Device(p Planner) {
+// Device launches on_unfold in Im2col's layout, a thread per element.
+func (k Im2col) Device(p Planner) {
 	g := k.Geom
 	_, pp, kk := g.sizes()
 	unfoldDevice(p, g, g.B, colLayout{pp * kk, 1, kk}, p.Addr(k.Src), p.Addr(k.Dst))
 }
 
-func im2colHost[T Float](p *Pool, k Im2Col) Func {
+func im2colHost[T Float](p *Pool, k Im2col) Func {
 	g := k.Geom
 	in, pp, kk := g.sizes()
 	x, col := hostData[T](k.Src)[:in], hostData[T](k.Dst)[:g.B*pp*kk]
-	return p.split(g.B, pp*kk, func(lo, hi int) { unfold(g, x, lo, hi-lo, col, colLayout{pp * kk, 1, kk}) }).loop()
+	return p.split(g.B, pp*kk, func(lo, hi int) { unfold(g, x, lo, hi-lo, col[lo*pp*kk:], colLayout{pp * kk, 1, kk}) }).loop()
 }
 
 // Host folds image by image, split across the pool's threads.
-func (k Col2Im) Host(p *Pool) (Func, error) {
+func (k Col2im) Host(p *Pool) (Func, error) {
 	return onFloats(p, k, col2imHost[float32], col2imHost[float64])
 }
 
 // Device launches on_fold, a thread per input element that sums its taps.
-func (k Col2Im) Device(p Planner) {
+func (k Col2im) Device(p Planner) {
 	g := k.Geom
 	_, pp, kk := g.sizes()
 	foldDevice(p, g, g.B, colLayout{pp * kk, 1, kk}, p.Addr(k.Src), p.Addr(k.Dst))
 }
 
-func col2imHost[T Float](p *Pool, k Col2Im) Func {
+func col2imHost[T Float](p *Pool, k Col2im) Func {
 	g := k.Geom
 	in, pp, kk := g.sizes()
 	col, dx := hostData[T](k.Src)[:g.B*pp*kk], hostData[T](k.Dst)[:in]
 	per := in / g.B
 	return p.split(g.B, pp*kk, func(lo, hi int) {
 		clear(dx[lo*per : hi*per])
-		fold(g, col, colLayout{pp * kk, 1, kk}, dx, lo, hi-lo)
+		fold(g, col[lo*pp*kk:], colLayout{pp * kk, 1, kk}, dx, lo, hi-lo)
 	}).loop()
 }
 

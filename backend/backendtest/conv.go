@@ -24,9 +24,9 @@ func convCases(dt backend.DType, g gen) []Case {
 	for _, geo := range geoms {
 		oh, ow := geo.Out()
 		in, p, k := geo.B*geo.C*geo.H*geo.W, oh*ow, geo.Patch()
-		add(fmt.Sprintf("im2col/%v", geo), backend.Im2Col{Geom: geo, Src: at(slot(0)), Dst: at(slot(1))},
+		add(fmt.Sprintf("im2col/%v", geo), backend.Im2col{Geom: geo, Src: at(slot(0)), Dst: at(slot(1))},
 			[]int{1}, g.normal(in, 1), g.normal(geo.B*p*k, 1))
-		add(fmt.Sprintf("col2im/%v", geo), backend.Col2Im{Geom: geo, Src: at(slot(0)), Dst: at(slot(1))},
+		add(fmt.Sprintf("col2im/%v", geo), backend.Col2im{Geom: geo, Src: at(slot(0)), Dst: at(slot(1))},
 			[]int{1}, g.normal(geo.B*p*k, 1), g.normal(in, 1))
 		for _, chunk := range []int{0, 2} {
 			const f = 4
