@@ -83,16 +83,17 @@ func (k MaxPool) Check() error {
 
 // MaxPoolGrad writes into DX (B, C, H, W) the gradient of MaxPool: each
 // element of DY (B, C, OutH, OutW) added at the element MaxPool took from X
-// for its window (none for a window MaxPool took nothing from).
+// for its window (none for a window MaxPool took nothing from), found from
+// Y, MaxPool's output: the window's first element equal to it.
 type MaxPoolGrad struct {
-	Geom      PoolGeom
-	X, DY, DX Operand
+	Geom         PoolGeom
+	X, Y, DY, DX Operand
 }
 
 // Check checks the geometry and the operands.
 func (k MaxPoolGrad) Check() error {
 	in, out := k.Geom.sizes()
-	return checkPool(k, k.Geom, DTypeOf(k.DX), "X", k.X, in, "DY", k.DY, out, "DX", k.DX, in)
+	return checkPool(k, k.Geom, DTypeOf(k.DX), "X", k.X, in, "Y", k.Y, out, "DY", k.DY, out, "DX", k.DX, in)
 }
 
 // AvgPool writes into Y (B, C, OutH, OutW) gorgonia's average pooling: the
@@ -136,19 +137,77 @@ func lowest[T Float]() T {
 	return T(low)
 }
 
-// argmax returns the index in plane of the largest element of window
-// (y, x), as MaxPool picks it, and the element; -1 for none.
-func argmax[T Float](g PoolGeom, plane []T, y, x int) (int, T) {
-	h0, h1, w0, w1 := g.window(y, x)
-	m, at := lowest[T](), -1
-	for h := h0; h < h1; h++ {
-		for w := w0; w < w1; w++ {
-			if v := plane[h*g.W+w]; v > m {
-				m, at = v, h*g.W+w
+// maxPlane writes into y the largest element of each window of plane (one
+// image's channel) as MaxPool picks it, a row of windows at a time.
+func maxPlane[T Float](g PoolGeom, plane, y []T) {
+	low := lowest[T]()
+	for r := range g.OutH {
+		h0 := r*g.StrideH - g.PadH
+		h1 := min(h0+g.KH, g.H)
+		yr := y[r*g.OutW : (r+1)*g.OutW]
+		for c := range yr {
+			yr[c] = low
+		}
+		for h := max(h0, 0); h < h1; h++ {
+			row := plane[h*g.W : (h+1)*g.W]
+			if g.KW == 2 && g.StrideW == 2 && g.PadW == 0 && 2*len(yr) <= len(row) {
+				// 2 x 2 windows side by side, the common case.
+				for c := range yr {
+					m, a, b := yr[c], row[2*c], row[2*c+1]
+					if a > m {
+						m = a
+					}
+					if b > m {
+						m = b
+					}
+					yr[c] = m
+				}
+				continue
+			}
+			for c := range yr {
+				w0 := c*g.StrideW - g.PadW
+				w1 := min(w0+g.KW, g.W)
+				m := yr[c]
+				for w := max(w0, 0); w < w1; w++ {
+					if v := row[w]; v > m {
+						m = v
+					}
+				}
+				yr[c] = m
 			}
 		}
 	}
-	return at, m
+}
+
+// maxPlaneGrad adds each element of dy into dx at the element of plane that
+// MaxPool took for its window: the first equal to y, the window's largest
+// (none where y is the lowest finite value: MaxPool took nothing).
+func maxPlaneGrad[T Float](g PoolGeom, plane, y, dy, dx []T) {
+	low := lowest[T]()
+	for r := range g.OutH {
+		h0 := r*g.StrideH - g.PadH
+		h1 := min(h0+g.KH, g.H)
+		h0 = max(h0, 0)
+		for c := range g.OutW {
+			o := r*g.OutW + c
+			m := y[o]
+			if m == low {
+				continue
+			}
+			w0 := c*g.StrideW - g.PadW
+			w1 := min(w0+g.KW, g.W)
+			w0 = max(w0, 0)
+		window:
+			for h := h0; h < h1; h++ {
+				for w := w0; w < w1; w++ {
+					if plane[h*g.W+w] == m {
+						dx[h*g.W+w] += dy[o]
+						break window
+					}
+				}
+			}
+		}
+	}
 }
 
 func poolArgs(g PoolGeom) []any {
@@ -173,12 +232,7 @@ func maxPoolHost[T Float](p *Pool, k MaxPool) Func {
 	hw, ohw := g.H*g.W, g.OutH*g.OutW
 	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
 		for pl := lo; pl < hi; pl++ {
-			plane, dst := x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw]
-			for yy := range g.OutH {
-				for xx := range g.OutW {
-					_, dst[yy*g.OutW+xx] = argmax(g, plane, yy, xx)
-				}
-			}
+			maxPlane(g, x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw])
 		}
 	}).loop()
 }
@@ -190,29 +244,23 @@ func (k MaxPoolGrad) Host(p *Pool) (Func, error) {
 }
 
 // Device launches on_max_pool_grad, a thread per input element that sums
-// the gradients of the windows whose largest element it is, in the order
-// of the windows, as the CPU adds them.
+// the gradients of the windows that took it, in the order of the windows,
+// as the CPU adds them.
 func (k MaxPoolGrad) Device(p Planner) {
 	in, _ := k.Geom.sizes()
-	elementwise(p, "on_max_pool_grad", in, append(poolArgs(k.Geom), k.X, k.DY, k.DX)...)
+	elementwise(p, "on_max_pool_grad", in, append(poolArgs(k.Geom), k.X, k.Y, k.DY, k.DX)...)
 }
 
 func maxPoolGradHost[T Float](p *Pool, k MaxPoolGrad) Func {
 	g := k.Geom
 	in, out := g.sizes()
-	x, dy, dx := hostData[T](k.X)[:in], hostData[T](k.DY)[:out], hostData[T](k.DX)[:in]
+	x, y, dy, dx := hostData[T](k.X)[:in], hostData[T](k.Y)[:out], hostData[T](k.DY)[:out], hostData[T](k.DX)[:in]
 	hw, ohw := g.H*g.W, g.OutH*g.OutW
 	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
 		for pl := lo; pl < hi; pl++ {
-			plane, src, dst := x[pl*hw:(pl+1)*hw], dy[pl*ohw:(pl+1)*ohw], dx[pl*hw:(pl+1)*hw]
+			dst := dx[pl*hw : (pl+1)*hw]
 			clear(dst)
-			for yy := range g.OutH {
-				for xx := range g.OutW {
-					if at, _ := argmax(g, plane, yy, xx); at >= 0 {
-						dst[at] += src[yy*g.OutW+xx]
-					}
-				}
-			}
+			maxPlaneGrad(g, x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw], dy[pl*ohw:(pl+1)*ohw], dst)
 		}
 	}).loop()
 }

@@ -111,7 +111,7 @@ func (c *compiler) pool(n *G.Node, in []*val, out *val) error {
 // poolGrad lowers maxPoolDiffOp and avgPoolDiffOp, whose arguments are the
 // pooling's input, its output and the output's gradient. (gorgonia's
 // backward reads the window positions its forward op recorded; the max
-// pooling's gradient finds them again from the input.)
+// pooling's gradient finds them again from the input and the output.)
 func (c *compiler) poolGrad(n *G.Node, in []*val, out *val) error {
 	if len(in) != 3 {
 		return fmt.Errorf("pooling gradient of %d arguments, want 3", len(in))
@@ -121,7 +121,7 @@ func (c *compiler) poolGrad(n *G.Node, in []*val, out *val) error {
 		return err
 	}
 	if opName(n.Op()) == "maxPoolDiffOp" {
-		c.emit(backend.MaxPoolGrad{Geom: g, X: in[0].operand(), DY: in[2].operand(), DX: out.operand()})
+		c.emit(backend.MaxPoolGrad{Geom: g, X: in[0].operand(), Y: in[1].operand(), DY: in[2].operand(), DX: out.operand()})
 	} else {
 		c.emit(backend.AvgPoolGrad{Geom: g, DY: in[2].operand(), DX: out.operand()})
 	}

@@ -953,19 +953,16 @@ __device__ __forceinline__ void pool_window(const PoolGeom &g, i64 y, i64 x, i64
   w0 = imax(w0, 0);
 }
 
-// pool_argmax returns the index in plane of window (y, x)'s first largest
-// element above the lowest finite value, or -1, and sets m to it.
-template <typename T> __device__ i64 pool_argmax(const PoolGeom &g, const T *plane, i64 y, i64 x, T &m) {
-  i64 h0, h1, w0, w1, at = -1;
+// pool_max returns window (y, x)'s largest element above the lowest finite
+// value (NaNs never), or that value.
+template <typename T> __device__ T pool_max(const PoolGeom &g, const T *plane, i64 y, i64 x) {
+  i64 h0, h1, w0, w1;
   pool_window(g, y, x, h0, h1, w0, w1);
-  m = lowest(T());
+  T m = lowest(T());
   for (i64 r = h0; r < h1; r++)
     for (i64 s = w0; s < w1; s++)
-      if (plane[r * g.w + s] > m) {
-        m = plane[r * g.w + s];
-        at = r * g.w + s;
-      }
-  return at;
+      if (plane[r * g.w + s] > m) m = plane[r * g.w + s];
+  return m;
 }
 
 template <typename T> struct PoolArgs { PoolGeom g; const T *x; T *y; };
@@ -973,30 +970,42 @@ template <typename T> __device__ void max_pool_k(const PoolArgs<T> &a) {
   const PoolGeom &g = a.g;
   GRID_LOOP(i, g.b * g.c * g.oh * g.ow) {
     i64 pl = i / (g.oh * g.ow), q = i % (g.oh * g.ow);
-    T m;
-    pool_argmax(g, a.x + pl * g.h * g.w, q / g.ow, q % g.ow, m);
-    a.y[i] = m;
+    a.y[i] = pool_max(g, a.x + pl * g.h * g.w, q / g.ow, q % g.ow);
   }
 }
 KERNEL(on_max_pool_f32, PoolArgs<float>) { max_pool_k(a); }
 KERNEL(on_max_pool_f64, PoolArgs<double>) { max_pool_k(a); }
 
 // max_pool_grad: a thread per input element sums, in the order of the
-// windows, the gradients of those whose largest element it is.
-template <typename T> struct MaxPoolGradArgs { PoolGeom g; const T *x; const T *dy; T *dx; };
+// windows, the gradients of those that took it: whose output y it is the
+// first element equal to (none where y is the lowest finite value).
+template <typename T> struct MaxPoolGradArgs { PoolGeom g; const T *x; const T *y; const T *dy; T *dx; };
 template <typename T> __device__ void max_pool_grad_k(const MaxPoolGradArgs<T> &a) {
   const PoolGeom &g = a.g;
   GRID_LOOP(i, g.b * g.c * g.h * g.w) {
     i64 pl = i / (g.h * g.w), e = i % (g.h * g.w), r = e / g.w, s = e % g.w;
     const T *plane = a.x + pl * g.h * g.w;
-    const T *dy = a.dy + pl * g.oh * g.ow;
+    const T *y = a.y + pl * g.oh * g.ow, *dy = a.dy + pl * g.oh * g.ow;
     i64 ly = r + g.padh - g.kh + 1, lx = s + g.padw - g.kw + 1;
     i64 y0 = ly <= 0 ? 0 : (ly + g.strideh - 1) / g.strideh, y1 = imin(g.oh - 1, (r + g.padh) / g.strideh);
     i64 x0 = lx <= 0 ? 0 : (lx + g.stridew - 1) / g.stridew, x1 = imin(g.ow - 1, (s + g.padw) / g.stridew);
-    T sum = (T)0, m;
-    for (i64 y = y0; y <= y1; y++)
-      for (i64 x = x0; x <= x1; x++)
-        if (pool_argmax(g, plane, y, x, m) == e) sum += dy[y * g.ow + x];
+    T sum = (T)0, v = plane[e];
+    for (i64 oy = y0; oy <= y1; oy++)
+      for (i64 ox = x0; ox <= x1; ox++) {
+        T m = y[oy * g.ow + ox];
+        if (v != m || m == lowest(T())) continue;
+        // Taken unless an element before it in the window equals m too.
+        i64 h0, h1, w0, w1;
+        pool_window(g, oy, ox, h0, h1, w0, w1);
+        bool first = true;
+        for (i64 q = h0; q <= r && first; q++)
+          for (i64 t = w0; t < (q == r ? s : w1); t++)
+            if (plane[q * g.w + t] == m) {
+              first = false;
+              break;
+            }
+        if (first) sum += dy[oy * g.ow + ox];
+      }
     a.dx[i] = sum;
   }
 }
