@@ -204,6 +204,10 @@ func taps(off, s, n, out int) (lo, hi int) {
 func unfold[T Float](g ConvGeom, x []T, b0, n int, col []T, l colLayout) {
 	oh, ow := g.Out()
 	hw := g.H * g.W
+	// With unit strides and as many output columns as input ones, a tap's
+	// outputs are its input plane shifted: one copy, then the columns that
+	// wrapped around are zeroed.
+	shifted := l.P == 1 && g.StrideH == 1 && g.StrideW == 1 && ow == g.W
 	for j := range n {
 		img := x[(b0+j)*g.C*hw:]
 		for c := range g.C {
@@ -213,6 +217,10 @@ func unfold[T Float](g ConvGeom, x []T, b0, n int, col []T, l colLayout) {
 					k := (c*g.KH+i)*g.KW + jj
 					base := j*l.J + k*l.K
 					off := jj*g.DilW - g.PadW
+					if shifted {
+						unfoldShifted(plane, col[base:base+oh*ow], i*g.DilH-g.PadH, off, g.H, ow)
+						continue
+					}
 					lo, hi := taps(off, g.StrideW, g.W, ow)
 					for y := range oh {
 						o := base + y*ow*l.P
@@ -235,7 +243,7 @@ func unfold[T Float](g ConvGeom, x []T, b0, n int, col []T, l colLayout) {
 						clear(dst[:lo])
 						clear(dst[hi:])
 						row := plane[r*g.W:]
-						if g.StrideW == 1 {
+						if g.StrideW == 1 && lo < hi {
 							copy(dst[lo:hi], row[off+lo:off+hi])
 							continue
 						}
@@ -249,12 +257,75 @@ func unfold[T Float](g ConvGeom, x []T, b0, n int, col []T, l colLayout) {
 	}
 }
 
+// unfoldShifted writes into dst (oh x w) the plane (h x w) shifted by dh
+// rows and dw columns: dst[y][x] = plane[y+dh][x+dw], 0 outside the plane.
+func unfoldShifted[T Float](plane, dst []T, dh, dw, h, w int) {
+	oh := len(dst) / w
+	y0, y1 := min(max(0, -dh), oh), max(min(oh, h-dh), 0)
+	if y0 >= y1 {
+		clear(dst)
+		return
+	}
+	d0, d1, shift := y0*w, y1*w, dh*w+dw
+	a := min(max(d0, -shift), d1)
+	b := max(min(d1, len(plane)-shift), a)
+	clear(dst[:a])
+	if a < b {
+		copy(dst[a:b], plane[a+shift:b+shift])
+	}
+	clear(dst[b:])
+	if dw == 0 {
+		return
+	}
+	for y := y0; y < y1; y++ {
+		row := dst[y*w : (y+1)*w]
+		if dw < 0 {
+			clear(row[:min(-dw, w)])
+		} else {
+			clear(row[max(w-dw, 0):])
+		}
+	}
+}
+
+// foldShifted adds src (oh x w), a tap's outputs as unfoldShifted writes
+// them, into the plane (h x w) shifted by dh rows and dw columns. It zeroes
+// the columns of src that wrap around, so that the rest is one addition
+// over a range.
+func foldShifted[T Float](src, plane []T, dh, dw, h, w int) {
+	oh := len(src) / w
+	y0, y1 := min(max(0, -dh), oh), max(min(oh, h-dh), 0)
+	if y0 >= y1 {
+		return
+	}
+	if dw != 0 {
+		for y := y0; y < y1; y++ {
+			row := src[y*w : (y+1)*w]
+			if dw < 0 {
+				clear(row[:min(-dw, w)])
+			} else {
+				clear(row[max(w-dw, 0):])
+			}
+		}
+	}
+	shift := dh*w + dw
+	a := min(max(y0*w, -shift), y1*w)
+	b := max(min(y1*w, len(plane)-shift), a)
+	if a == b {
+		return
+	}
+	s, d := src[a:b], plane[a+shift:b+shift]
+	for i, v := range s {
+		d[i] += v
+	}
+}
+
 // fold adds the unfolded windows of images b0 .. b0+n-1 in col (layout l;
 // image b0 is col's image 0) into dx at the input elements they were taken
-// from.
+// from. It may zero elements of col that stand for taps in the padding.
 func fold[T Float](g ConvGeom, col []T, l colLayout, dx []T, b0, n int) {
 	oh, ow := g.Out()
 	hw := g.H * g.W
+	shifted := l.P == 1 && g.StrideH == 1 && g.StrideW == 1 && ow == g.W // as in unfold
 	for j := range n {
 		img := dx[(b0+j)*g.C*hw:]
 		for c := range g.C {
@@ -264,6 +335,10 @@ func fold[T Float](g ConvGeom, col []T, l colLayout, dx []T, b0, n int) {
 					k := (c*g.KH+i)*g.KW + jj
 					base := j*l.J + k*l.K
 					off := jj*g.DilW - g.PadW
+					if shifted {
+						foldShifted(col[base:base+oh*ow], plane, i*g.DilH-g.PadH, off, g.H, ow)
+						continue
+					}
 					lo, hi := taps(off, g.StrideW, g.W, ow)
 					for y := range oh {
 						r := y*g.StrideH - g.PadH + i*g.DilH
@@ -272,7 +347,7 @@ func fold[T Float](g ConvGeom, col []T, l colLayout, dx []T, b0, n int) {
 						}
 						o := base + y*ow*l.P
 						row := plane[r*g.W:]
-						if l.P == 1 && g.StrideW == 1 {
+						if l.P == 1 && g.StrideW == 1 && lo < hi {
 							src, dst := col[o+lo:o+hi], row[off+lo:off+hi]
 							for x, v := range src {
 								dst[x] += v
@@ -325,6 +400,8 @@ func col2imHost[T Float](p *Pool, k Col2im) Func {
 	in, pp, kk := g.sizes()
 	col, dx := hostData[T](k.Src)[:g.B*pp*kk], hostData[T](k.Dst)[:in]
 	per := in / g.B
+	// fold leaves col as it is: in Im2col's layout only a 1 x 1 kernel
+	// without padding takes its shifted path, which then zeroes nothing.
 	return p.split(g.B, pp*kk, func(lo, hi int) {
 		clear(dx[lo*per : hi*per])
 		fold(g, col[lo*pp*kk:], colLayout{pp * kk, 1, kk}, dx, lo, hi-lo)

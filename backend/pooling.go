@@ -69,10 +69,13 @@ func (g PoolGeom) sizes() (in, out int) { return g.B * g.C * g.H * g.W, g.B * g.
 // MaxPool writes into Y (B, C, OutH, OutW) the largest element of each
 // window of X (B, C, H, W): the first of equal ones, NaNs never; a window
 // with none above the type's lowest finite value, or none at all, gives
-// that value.
+// that value. With Rectify, X is first rectified as gorgonia.Rectify
+// computes it, x times (x >= 0): x, or -0 (NaN for NaN and -Inf), so that
+// MaxPool(Rectify(x)) runs without the rectified tensor.
 type MaxPool struct {
-	Geom PoolGeom
-	X, Y Operand
+	Geom    PoolGeom
+	Rectify bool
+	X, Y    Operand
 }
 
 // Check checks the geometry and the operands.
@@ -84,9 +87,13 @@ func (k MaxPool) Check() error {
 // MaxPoolGrad writes into DX (B, C, H, W) the gradient of MaxPool: each
 // element of DY (B, C, OutH, OutW) added at the element MaxPool took from X
 // for its window (none for a window MaxPool took nothing from), found from
-// Y, MaxPool's output: the window's first element equal to it.
+// Y, MaxPool's output: the window's first element equal to it. With
+// Rectify, the elements are X's rectified as MaxPool's are, and the
+// gradient is then multiplied by x >= 0 (0 or 1), as gorgonia.Rectify's
+// gradient is.
 type MaxPoolGrad struct {
 	Geom         PoolGeom
+	Rectify      bool
 	X, Y, DY, DX Operand
 }
 
@@ -137,10 +144,53 @@ func lowest[T Float]() T {
 	return T(low)
 }
 
+// rectify returns x times (x >= 0), as gorgonia.Rectify computes it.
+func rectify[T Float](x T) T {
+	z := x * 0
+	if !(x >= 0) {
+		x = z
+	}
+	return x
+}
+
+// step returns 1 where x >= 0, else 0: gorgonia.Rectify's mask.
+func step[T Float](x T) T {
+	var s T
+	if x >= 0 {
+		s = 1
+	}
+	return s
+}
+
+// tiles2 reports whether g's windows are 2 x 2, side by side without
+// padding: the common case, which the CPU runs by a loop of its own.
+func (g PoolGeom) tiles2() bool {
+	return g.KH == 2 && g.KW == 2 && g.StrideH == 2 && g.StrideW == 2 && g.PadH == 0 && g.PadW == 0 &&
+		2*g.OutH <= g.H && 2*g.OutW <= g.W
+}
+
 // maxPlane writes into y the largest element of each window of plane (one
-// image's channel) as MaxPool picks it, a row of windows at a time.
-func maxPlane[T Float](g PoolGeom, plane, y []T) {
+// image's channel), rectified first with rect, as MaxPool picks it.
+func maxPlane[T Float](g PoolGeom, rect bool, plane, y []T) {
 	low := lowest[T]()
+	if g.tiles2() {
+		for r := range g.OutH {
+			r0, r1, yr := plane[2*r*g.W:(2*r+1)*g.W], plane[(2*r+1)*g.W:(2*r+2)*g.W], y[r*g.OutW:(r+1)*g.OutW]
+			for c := range yr {
+				m, v := low, [4]T{r0[2*c], r0[2*c+1], r1[2*c], r1[2*c+1]}
+				for _, x := range v {
+					if rect {
+						x = rectify(x)
+					}
+					if x > m {
+						m = x
+					}
+				}
+				yr[c] = m
+			}
+		}
+		return
+	}
 	for r := range g.OutH {
 		h0 := r*g.StrideH - g.PadH
 		h1 := min(h0+g.KH, g.H)
@@ -150,26 +200,16 @@ func maxPlane[T Float](g PoolGeom, plane, y []T) {
 		}
 		for h := max(h0, 0); h < h1; h++ {
 			row := plane[h*g.W : (h+1)*g.W]
-			if g.KW == 2 && g.StrideW == 2 && g.PadW == 0 && 2*len(yr) <= len(row) {
-				// 2 x 2 windows side by side, the common case.
-				for c := range yr {
-					m, a, b := yr[c], row[2*c], row[2*c+1]
-					if a > m {
-						m = a
-					}
-					if b > m {
-						m = b
-					}
-					yr[c] = m
-				}
-				continue
-			}
 			for c := range yr {
 				w0 := c*g.StrideW - g.PadW
 				w1 := min(w0+g.KW, g.W)
 				m := yr[c]
 				for w := max(w0, 0); w < w1; w++ {
-					if v := row[w]; v > m {
+					v := row[w]
+					if rect {
+						v = rectify(v)
+					}
+					if v > m {
 						m = v
 					}
 				}
@@ -179,11 +219,41 @@ func maxPlane[T Float](g PoolGeom, plane, y []T) {
 	}
 }
 
-// maxPlaneGrad adds each element of dy into dx at the element of plane that
-// MaxPool took for its window: the first equal to y, the window's largest
-// (none where y is the lowest finite value: MaxPool took nothing).
-func maxPlaneGrad[T Float](g PoolGeom, plane, y, dy, dx []T) {
+// maxPlaneGrad writes into dx the gradient of maxPlane: each element of dy
+// added at the element of plane that MaxPool took for its window, the first
+// equal to y, the window's largest (none where y is the lowest finite
+// value: MaxPool took nothing), times step(x) with rect.
+func maxPlaneGrad[T Float](g PoolGeom, rect bool, plane, y, dy, dx []T) {
 	low := lowest[T]()
+	if g.tiles2() {
+		// Every input element in one window at most: one pass.
+		clear(dx[2*g.OutH*g.W:])
+		for r := range g.OutH {
+			i0, i1 := 2*r*g.W, (2*r+1)*g.W
+			clear(dx[i0+2*g.OutW : i1])
+			clear(dx[i1+2*g.OutW : i1+g.W])
+			for c := range g.OutW {
+				m, d := y[r*g.OutW+c], dy[r*g.OutW+c]
+				taken := m == low // nothing left to take
+				for _, e := range [4]int{i0 + 2*c, i0 + 2*c + 1, i1 + 2*c, i1 + 2*c + 1} {
+					x := plane[e]
+					if rect {
+						x = rectify(x)
+					}
+					var v T
+					if !taken && x == m {
+						v, taken = d, true
+					}
+					if rect {
+						v *= step(plane[e])
+					}
+					dx[e] = v
+				}
+			}
+		}
+		return
+	}
+	clear(dx)
 	for r := range g.OutH {
 		h0 := r*g.StrideH - g.PadH
 		h1 := min(h0+g.KH, g.H)
@@ -200,12 +270,21 @@ func maxPlaneGrad[T Float](g PoolGeom, plane, y, dy, dx []T) {
 		window:
 			for h := h0; h < h1; h++ {
 				for w := w0; w < w1; w++ {
-					if plane[h*g.W+w] == m {
+					x := plane[h*g.W+w]
+					if rect {
+						x = rectify(x)
+					}
+					if x == m {
 						dx[h*g.W+w] += dy[o]
 						break window
 					}
 				}
 			}
+		}
+	}
+	if rect {
+		for i, x := range plane {
+			dx[i] *= step(x)
 		}
 	}
 }
@@ -222,7 +301,7 @@ func (k MaxPool) Host(p *Pool) (Func, error) {
 // Device launches on_max_pool, a thread per output element.
 func (k MaxPool) Device(p Planner) {
 	_, out := k.Geom.sizes()
-	elementwise(p, "on_max_pool", out, append(poolArgs(k.Geom), k.X, k.Y)...)
+	elementwise(p, "on_max_pool", out, append(poolArgs(k.Geom), k.Rectify, k.X, k.Y)...)
 }
 
 func maxPoolHost[T Float](p *Pool, k MaxPool) Func {
@@ -232,7 +311,7 @@ func maxPoolHost[T Float](p *Pool, k MaxPool) Func {
 	hw, ohw := g.H*g.W, g.OutH*g.OutW
 	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
 		for pl := lo; pl < hi; pl++ {
-			maxPlane(g, x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw])
+			maxPlane(g, k.Rectify, x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw])
 		}
 	}).loop()
 }
@@ -248,7 +327,7 @@ func (k MaxPoolGrad) Host(p *Pool) (Func, error) {
 // as the CPU adds them.
 func (k MaxPoolGrad) Device(p Planner) {
 	in, _ := k.Geom.sizes()
-	elementwise(p, "on_max_pool_grad", in, append(poolArgs(k.Geom), k.X, k.Y, k.DY, k.DX)...)
+	elementwise(p, "on_max_pool_grad", in, append(poolArgs(k.Geom), k.Rectify, k.X, k.Y, k.DY, k.DX)...)
 }
 
 func maxPoolGradHost[T Float](p *Pool, k MaxPoolGrad) Func {
@@ -258,9 +337,7 @@ func maxPoolGradHost[T Float](p *Pool, k MaxPoolGrad) Func {
 	hw, ohw := g.H*g.W, g.OutH*g.OutW
 	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
 		for pl := lo; pl < hi; pl++ {
-			dst := dx[pl*hw : (pl+1)*hw]
-			clear(dst)
-			maxPlaneGrad(g, x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw], dy[pl*ohw:(pl+1)*ohw], dst)
+			maxPlaneGrad(g, k.Rectify, x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw], dy[pl*ohw:(pl+1)*ohw], dx[pl*hw:(pl+1)*hw])
 		}
 	}).loop()
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,7 +76,10 @@ func convnet(tb testing.TB, batch int, dt tensor.Dtype) (m *model, masks []Dropo
 
 // BenchmarkConvnet times one forward and backward pass (no optimizer step)
 // of gorgonia's examples/convnet network at batch 32 on the tape machine
-// and as a compiled program on the CPU backend, float32 and float64.
+// and as a compiled program on the CPU backend (its default threads, and
+// one), float32 and float64. Besides the time it reports the process's CPU
+// time per pass (cpu-ms/op), which on a shared machine says more about the
+// work than the time does.
 func BenchmarkConvnet(b *testing.B) {
 	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 		b.Run(fmt.Sprintf("%v/tape", dt), func(b *testing.B) {
@@ -83,31 +87,42 @@ func BenchmarkConvnet(b *testing.B) {
 			m.masks(rand.New(rand.NewPCG(1, 1)))
 			vm := G.NewTapeMachine(m.g, G.BindDualValues(nodesOf(m.params)...))
 			defer vm.Close()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if err := vm.RunAll(); err != nil {
+			timeCPU(b, func() error {
+				defer vm.Reset()
+				return vm.RunAll()
+			})
+		})
+		for _, threads := range []int{0, 1} {
+			b.Run(fmt.Sprintf("%v/program-threads%d", dt, threads), func(b *testing.B) {
+				m, masks := convnet(b, 32, dt)
+				be := cpu.New(cpu.Options{Threads: threads})
+				defer be.Close()
+				p, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.loss, m.logits}, Params: m.params, Inputs: m.inputs, Dropout: masks, DropoutSeed: 1})
+				if err != nil {
 					b.Fatal(err)
 				}
-				vm.Reset()
-			}
-		})
-		b.Run(fmt.Sprintf("%v/program", dt), func(b *testing.B) {
-			m, masks := convnet(b, 32, dt)
-			be := cpu.New(cpu.Options{})
-			defer be.Close()
-			p, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.loss, m.logits}, Params: m.params, Inputs: m.inputs, Dropout: masks, DropoutSeed: 1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Close()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if err := p.Run(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+				defer p.Close()
+				timeCPU(b, p.Run)
+			})
+		}
 	}
+}
+
+// timeCPU runs f b.N times, timed, and reports the process's CPU time (user
+// and system, all threads) per run.
+func timeCPU(b *testing.B, f func() error) {
+	var r0, r1 syscall.Rusage
+	b.ResetTimer()
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+	for i := 0; i < b.N; i++ {
+		if err := f(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+	b.StopTimer()
+	cpu := time.Duration(r1.Utime.Nano() - r0.Utime.Nano() + r1.Stime.Nano() - r0.Stime.Nano())
+	b.ReportMetric(ms(cpu)/float64(b.N), "cpu-ms/op")
 }
 
 // BenchmarkConvnetProfile runs the compiled convnet pass with

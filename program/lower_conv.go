@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -167,6 +168,7 @@ type fusion struct {
 // bias and activation after a convolution) is one more entry.
 var fusions = []func(c *compiler, needed []*G.Node, users map[*G.Node][]*G.Node) []fusion{
 	(*compiler).convFusions,
+	(*compiler).rectifyPoolFusions,
 }
 
 // fuse takes every fusion whose inner nodes nothing else needs: neither
@@ -359,4 +361,84 @@ func (c *compiler) convFusion(y *G.Node, users map[*G.Node][]*G.Node) (fusion, b
 		}
 	}
 	return fu, true
+}
+
+// isBinary reports whether n is the elementwise op sym (gorgonia's symbol:
+// "⊙", ">=") returning values of its arguments' type.
+func isBinary(n *G.Node, sym string) bool {
+	if !isOp(n, "elemBinOp") {
+		return false
+	}
+	s, _, _ := strings.Cut(fmt.Sprint(n.Op()), " ")
+	same, err := boolField(n.Op(), "retSame")
+	return s == sym && (err == nil && same || sym == "⊙")
+}
+
+// isZero reports whether n is a constant scalar 0.
+func isZero(n *G.Node) bool {
+	if !isOp(n, "constantScalar") {
+		return false
+	}
+	v, err := hostData(n)
+	if err != nil {
+		return false
+	}
+	switch d := v.(type) {
+	case []float32:
+		return len(d) == 1 && d[0] == 0
+	case []float64:
+		return len(d) == 1 && d[0] == 0
+	}
+	return false
+}
+
+// rectifyPoolFusions finds max pooling after gorgonia.Rectify, which builds
+// a = x ⊙ m with m = (x >= 0), and their gradients, gorgonia.Grad's
+// dx = m ⊙ maxPoolDiff(a, p, dp): the pooling p and dx become one
+// MaxPool and one MaxPoolGrad of x with Rectify set, the mask m and the
+// rectified a never written.
+func (c *compiler) rectifyPoolFusions(needed []*G.Node, users map[*G.Node][]*G.Node) []fusion {
+	var out []fusion
+	for _, p := range needed {
+		if !isOp(p, "maxPoolOp") {
+			continue
+		}
+		a := c.children(p)[0]
+		if !isBinary(a, "⊙") {
+			continue
+		}
+		ach := c.children(a)
+		x, m := ach[0], ach[1]
+		if isBinary(x, ">=") {
+			x, m = m, x
+		}
+		if !isBinary(m, ">=") || c.children(m)[0] != x || !isZero(c.children(m)[1]) {
+			continue
+		}
+		g, err := poolGeomOf(p.Op(), x.Shape(), p.Shape())
+		if err != nil {
+			continue
+		}
+		f := fusion{roots: map[*G.Node]rewrite{p: {inputs: []*G.Node{x}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+			c.emit(backend.MaxPool{Geom: g, Rectify: true, X: in[0].operand(), Y: out.operand()})
+			return nil
+		}}}, inner: []*G.Node{a, m}}
+		for _, d := range users[a] {
+			if !isOp(d, "maxPoolDiffOp") || len(users[d]) != 1 {
+				continue
+			}
+			dch := c.children(d)
+			dx := users[d][0]
+			if len(dch) != 3 || dch[0] != a || dch[1] != p || !isBinary(dx, "⊙") || !slices.Contains(c.children(dx), m) {
+				continue
+			}
+			f.roots[dx] = rewrite{inputs: []*G.Node{x, p, dch[2]}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+				c.emit(backend.MaxPoolGrad{Geom: g, Rectify: true, X: in[0].operand(), Y: in[1].operand(), DY: in[2].operand(), DX: out.operand()})
+				return nil
+			}}
+			f.inner = append(f.inner, d)
+		}
+		out = append(out, f)
+	}
+	return out
 }

@@ -64,6 +64,8 @@ func TestConvLowerings(t *testing.T) {
 		convCase("conv-one-channel", []int{3, 1, 7, 5}, []int{2, 1, 2, 3}, []int{0, 2}, []int{2, 1}, []int{1, 1}, false),
 		convCase("conv-dilated", []int{1, 2, 8, 7}, []int{3, 2, 3, 2}, []int{2, 1}, []int{1, 2}, []int{2, 3}, false),
 		convCase("conv-same", []int{2, 3, 6, 6}, []int{5, 3, 3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}, false),
+		// Taps further from the window's edge than the image is wide.
+		convCase("conv-far-taps", []int{2, 2, 3, 3}, []int{2, 2, 1, 2}, []int{0, 10}, []int{1, 1}, []int{1, 20}, false),
 		convCase("conv-input-constant", []int{3, 2, 5, 4}, []int{3, 2, 2, 2}, []int{1, 1}, []int{2, 2}, []int{1, 1}, true),
 		{name: "conv1d", shapes: [][]int{{2, 3, 1, 9}, {4, 3, 1, 3}}, build: two(func(x, w *G.Node) (*G.Node, error) { return G.Conv1d(x, w, 3, 1, 2, 1) })},
 		{name: "conv1d-dilated", shapes: [][]int{{1, 2, 1, 11}, {2, 2, 1, 2}}, build: two(func(x, w *G.Node) (*G.Node, error) { return G.Conv1d(x, w, 2, 0, 1, 4) })},
@@ -89,6 +91,20 @@ func TestConvLowerings(t *testing.T) {
 			s := a1.Shape()
 			return G.Mul(G.Must(G.Reshape(a1, tensor.Shape{s[0], s[1] * s[2] * s[3]})), l[3])
 		}},
+		// Max pooling after gorgonia.Rectify (fused): 2 x 2 tiles with an
+		// odd side left out, overlapping padded windows, and the rectified
+		// values used elsewhere too (the general path).
+		{name: "relu-maxpool", shapes: [][]int{{2, 3, 6, 5}}, build: pool(func(x *G.Node) (*G.Node, error) {
+			return G.MaxPool2D(G.Must(G.Rectify(x)), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2})
+		})},
+		{name: "relu-maxpool-overlap", shapes: [][]int{{2, 2, 5, 6}}, build: pool(func(x *G.Node) (*G.Node, error) {
+			return G.MaxPool2D(G.Must(G.Rectify(x)), tensor.Shape{3, 3}, []int{1, 1}, []int{2, 2})
+		})},
+		{name: "relu-maxpool-shared", shapes: [][]int{{2, 2, 4, 4}}, build: pool(func(x *G.Node) (*G.Node, error) {
+			r := G.Must(G.Rectify(x))
+			p := G.Must(G.MaxPool2D(r, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+			return G.Mul(p, G.Must(G.Mean(r)))
+		})},
 		// Max pooling: overlapping windows, paddings (symmetric and, with
 		// four, gorgonia's asymmetric reading of them), one dimension.
 		{name: "maxpool", shapes: [][]int{{2, 3, 5, 7}}, build: pool(func(x *G.Node) (*G.Node, error) {
@@ -323,6 +339,47 @@ func TestGorgoniaPoolingGradients(t *testing.T) {
 			t.Errorf("%s: gorgonia's gradient now agrees with finite differences: the compiled kernels copy the old one (backend.AvgPoolGrad) and the README says it is wrong", c.name)
 		case !c.agree:
 			t.Logf("%s, as expected: %v", c.name, err)
+		}
+	}
+}
+
+// TestRectifyPoolFusion checks which path max pooling after
+// gorgonia.Rectify takes: one MaxPool and one MaxPoolGrad with Rectify set
+// and no comparison or product left, unless the rectified values have
+// another user.
+func TestRectifyPoolFusion(t *testing.T) {
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	for _, shared := range []bool{false, true} {
+		g := G.NewGraph()
+		x := newLeaf(g, tensor.Float64, "x", []int{2, 3, 6, 4}, make([]float64, 144))
+		r := G.Must(G.Rectify(x))
+		y := G.Must(G.MaxPool2D(r, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+		if shared {
+			y = G.Must(G.Mul(y, G.Must(G.Mean(r))))
+		}
+		loss := G.Must(G.Sum(y))
+		if _, err := G.Grad(loss, x); err != nil {
+			t.Fatal(err)
+		}
+		p, err := Compile(g, Config{Backend: be, Outputs: []*G.Node{loss}, Params: []param.Param{param.Plain(x)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rectified, compares int
+		for _, k := range p.kernels {
+			switch k := k.(type) {
+			case backend.MaxPool:
+				rectified += map[bool]int{true: 1}[k.Rectify]
+			case backend.MaxPoolGrad:
+				rectified += map[bool]int{true: 1}[k.Rectify]
+			case backend.Zip:
+				compares += map[bool]int{true: 1}[k.Op == backend.Ge]
+			}
+		}
+		p.Close()
+		if want := map[bool][2]int{false: {2, 0}, true: {0, 1}}[shared]; rectified != want[0] || compares != want[1] {
+			t.Errorf("shared %v: %d rectifying poolings and %d comparisons, want %d and %d", shared, rectified, compares, want[0], want[1])
 		}
 	}
 }

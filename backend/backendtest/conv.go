@@ -21,6 +21,9 @@ func convCases(dt backend.DType, g gen) []Case {
 		{B: 2, C: 3, H: 5, W: 7, KH: 3, KW: 2, PadH: 1, PadW: 2, StrideH: 2, StrideW: 1, DilH: 1, DilW: 2},
 		{B: 1, C: 1, H: 6, W: 4, KH: 2, KW: 3, StrideH: 1, StrideW: 1, DilH: 2, DilW: 1},
 		{B: 5, C: 2, H: 4, W: 9, KH: 1, KW: 3, PadW: 1, StrideH: 1, StrideW: 3, DilH: 1, DilW: 1},
+		{B: 3, C: 2, H: 4, W: 4, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1},
+		{B: 2, C: 2, H: 2, W: 3, KH: 2, KW: 3, PadH: 3, PadW: 4, StrideH: 1, StrideW: 1, DilH: 6, DilW: 4},
+		{B: 2, C: 2, H: 3, W: 3, KH: 1, KW: 2, PadH: 0, PadW: 10, StrideH: 1, StrideW: 1, DilH: 1, DilW: 20},
 	}
 	for _, geo := range geoms {
 		oh, ow := geo.Out()
@@ -45,6 +48,7 @@ func convCases(dt backend.DType, g gen) []Case {
 	pools := []backend.PoolGeom{
 		{B: 2, C: 3, H: 5, W: 7, KH: 2, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 2, OutH: 6, OutW: 4},
 		{B: 1, C: 2, H: 6, W: 6, KH: 2, KW: 2, StrideH: 2, StrideW: 2, OutH: 3, OutW: 3},
+		{B: 2, C: 2, H: 5, W: 7, KH: 2, KW: 2, StrideH: 2, StrideW: 2, OutH: 2, OutW: 3}, // odd sides left out
 		// Windows wholly in the padding (rows, then columns of windows),
 		// as gorgonia makes them with a padding not below the window.
 		{B: 1, C: 1, H: 4, W: 5, KH: 1, KW: 2, PadH: 2, PadW: 0, StrideH: 1, StrideW: 1, OutH: 8, OutW: 4},
@@ -52,12 +56,15 @@ func convCases(dt backend.DType, g gen) []Case {
 	}
 	for _, geo := range pools {
 		in, out := geo.B*geo.C*geo.H*geo.W, geo.B*geo.C*geo.OutH*geo.OutW
-		// Values on a grid of halves, so that windows meet ties.
-		add(fmt.Sprintf("max-pool/%v", geo), backend.MaxPool{Geom: geo, X: at(slot(0)), Y: at(slot(1))},
-			[]int{1}, g.halves(in), g.normal(out, 1))
-		x := g.halves(in)
-		add(fmt.Sprintf("max-pool-grad/%v", geo), backend.MaxPoolGrad{Geom: geo, X: at(slot(0)), Y: at(slot(1)), DY: at(slot(2)), DX: at(slot(3))},
-			[]int{3}, x, maxPool(geo, x, dt), g.normal(out, 1), g.normal(in, 1))
+		// Values on a grid of halves, so that windows meet ties (and,
+		// rectified, many zeros).
+		for _, rect := range []bool{false, true} {
+			add(fmt.Sprintf("max-pool/%v/rectify%v", geo, rect), backend.MaxPool{Geom: geo, Rectify: rect, X: at(slot(0)), Y: at(slot(1))},
+				[]int{1}, g.halves(in), g.normal(out, 1))
+			x := g.halves(in)
+			add(fmt.Sprintf("max-pool-grad/%v/rectify%v", geo, rect), backend.MaxPoolGrad{Geom: geo, Rectify: rect, X: at(slot(0)), Y: at(slot(1)), DY: at(slot(2)), DX: at(slot(3))},
+				[]int{3}, x, maxPool(geo, rect, x, dt), g.normal(out, 1), g.normal(in, 1))
+		}
 		add(fmt.Sprintf("avg-pool/%v", geo), backend.AvgPool{Geom: geo, X: at(slot(0)), Y: at(slot(1))},
 			[]int{1}, g.normal(in, 1), g.normal(out, 1))
 		add(fmt.Sprintf("avg-pool-grad/%v", geo), backend.AvgPoolGrad{Geom: geo, DY: at(slot(0)), DX: at(slot(1))},
@@ -66,8 +73,9 @@ func convCases(dt backend.DType, g gen) []Case {
 	return cs
 }
 
-// maxPool returns MaxPool's output for x, a reference for MaxPoolGrad's Y.
-func maxPool(g backend.PoolGeom, x []float64, dt backend.DType) []float64 {
+// maxPool returns MaxPool's output for x (rectified first with rect), a
+// reference for MaxPoolGrad's Y.
+func maxPool(g backend.PoolGeom, rect bool, x []float64, dt backend.DType) []float64 {
 	low := -math.MaxFloat64
 	if dt == backend.Float32 {
 		low = -math.MaxFloat32
@@ -79,7 +87,11 @@ func maxPool(g backend.PoolGeom, x []float64, dt backend.DType) []float64 {
 				m := low
 				for h := max(r*g.StrideH-g.PadH, 0); h < min(r*g.StrideH-g.PadH+g.KH, g.H); h++ {
 					for w := max(c*g.StrideW-g.PadW, 0); w < min(c*g.StrideW-g.PadW+g.KW, g.W); w++ {
-						if v := x[(pl*g.H+h)*g.W+w]; v > m {
+						v := x[(pl*g.H+h)*g.W+w]
+						if rect && !(v >= 0) {
+							v *= 0
+						}
+						if v > m {
 							m = v
 						}
 					}

@@ -953,35 +953,44 @@ __device__ __forceinline__ void pool_window(const PoolGeom &g, i64 y, i64 x, i64
   w0 = imax(w0, 0);
 }
 
-// pool_max returns window (y, x)'s largest element above the lowest finite
-// value (NaNs never), or that value.
-template <typename T> __device__ T pool_max(const PoolGeom &g, const T *plane, i64 y, i64 x) {
+// rectify is gorgonia.Rectify's x times (x >= 0): x, or -0 (NaN for NaN and
+// -Inf); step its mask.
+template <typename T> __device__ __forceinline__ T rectify(T x) { return x >= (T)0 ? x : x * (T)0; }
+template <typename T> __device__ __forceinline__ T step(T x) { return x >= (T)0 ? (T)1 : (T)0; }
+
+// pool_max returns window (y, x)'s largest element (rectified first with
+// rect) above the lowest finite value (NaNs never), or that value.
+template <typename T> __device__ T pool_max(const PoolGeom &g, bool rect, const T *plane, i64 y, i64 x) {
   i64 h0, h1, w0, w1;
   pool_window(g, y, x, h0, h1, w0, w1);
   T m = lowest(T());
   for (i64 r = h0; r < h1; r++)
-    for (i64 s = w0; s < w1; s++)
-      if (plane[r * g.w + s] > m) m = plane[r * g.w + s];
+    for (i64 s = w0; s < w1; s++) {
+      T v = rect ? rectify(plane[r * g.w + s]) : plane[r * g.w + s];
+      if (v > m) m = v;
+    }
   return m;
 }
 
-template <typename T> struct PoolArgs { PoolGeom g; const T *x; T *y; };
-template <typename T> __device__ void max_pool_k(const PoolArgs<T> &a) {
+template <typename T> struct MaxPoolArgs { PoolGeom g; i64 rect; const T *x; T *y; };
+template <typename T> __device__ void max_pool_k(const MaxPoolArgs<T> &a) {
   const PoolGeom &g = a.g;
   GRID_LOOP(i, g.b * g.c * g.oh * g.ow) {
     i64 pl = i / (g.oh * g.ow), q = i % (g.oh * g.ow);
-    a.y[i] = pool_max(g, a.x + pl * g.h * g.w, q / g.ow, q % g.ow);
+    a.y[i] = pool_max(g, a.rect != 0, a.x + pl * g.h * g.w, q / g.ow, q % g.ow);
   }
 }
-KERNEL(on_max_pool_f32, PoolArgs<float>) { max_pool_k(a); }
-KERNEL(on_max_pool_f64, PoolArgs<double>) { max_pool_k(a); }
+KERNEL(on_max_pool_f32, MaxPoolArgs<float>) { max_pool_k(a); }
+KERNEL(on_max_pool_f64, MaxPoolArgs<double>) { max_pool_k(a); }
 
 // max_pool_grad: a thread per input element sums, in the order of the
 // windows, the gradients of those that took it: whose output y it is the
-// first element equal to (none where y is the lowest finite value).
-template <typename T> struct MaxPoolGradArgs { PoolGeom g; const T *x; const T *y; const T *dy; T *dx; };
+// first element equal to (none where y is the lowest finite value); with
+// rect, the elements rectified and the sum times their step.
+template <typename T> struct MaxPoolGradArgs { PoolGeom g; i64 rect; const T *x; const T *y; const T *dy; T *dx; };
 template <typename T> __device__ void max_pool_grad_k(const MaxPoolGradArgs<T> &a) {
   const PoolGeom &g = a.g;
+  bool rect = a.rect != 0;
   GRID_LOOP(i, g.b * g.c * g.h * g.w) {
     i64 pl = i / (g.h * g.w), e = i % (g.h * g.w), r = e / g.w, s = e % g.w;
     const T *plane = a.x + pl * g.h * g.w;
@@ -989,7 +998,7 @@ template <typename T> __device__ void max_pool_grad_k(const MaxPoolGradArgs<T> &
     i64 ly = r + g.padh - g.kh + 1, lx = s + g.padw - g.kw + 1;
     i64 y0 = ly <= 0 ? 0 : (ly + g.strideh - 1) / g.strideh, y1 = imin(g.oh - 1, (r + g.padh) / g.strideh);
     i64 x0 = lx <= 0 ? 0 : (lx + g.stridew - 1) / g.stridew, x1 = imin(g.ow - 1, (s + g.padw) / g.stridew);
-    T sum = (T)0, v = plane[e];
+    T sum = (T)0, v = rect ? rectify(plane[e]) : plane[e];
     for (i64 oy = y0; oy <= y1; oy++)
       for (i64 ox = x0; ox <= x1; ox++) {
         T m = y[oy * g.ow + ox];
@@ -1000,13 +1009,13 @@ template <typename T> __device__ void max_pool_grad_k(const MaxPoolGradArgs<T> &
         bool first = true;
         for (i64 q = h0; q <= r && first; q++)
           for (i64 t = w0; t < (q == r ? s : w1); t++)
-            if (plane[q * g.w + t] == m) {
+            if ((rect ? rectify(plane[q * g.w + t]) : plane[q * g.w + t]) == m) {
               first = false;
               break;
             }
         if (first) sum += dy[oy * g.ow + ox];
       }
-    a.dx[i] = sum;
+    a.dx[i] = rect ? sum * step(plane[e]) : sum;
   }
 }
 KERNEL(on_max_pool_grad_f32, MaxPoolGradArgs<float>) { max_pool_grad_k(a); }
@@ -1023,6 +1032,7 @@ template <typename T> __device__ T window_sum(const PoolGeom &g, const T *plane,
 }
 
 // avg_pool: gorgonia's average, the window's sum over the input's width.
+template <typename T> struct PoolArgs { PoolGeom g; const T *x; T *y; };
 template <typename T> __device__ void avg_pool_k(const PoolArgs<T> &a) {
   const PoolGeom &g = a.g;
   GRID_LOOP(i, g.b * g.c * g.oh * g.ow) {
