@@ -172,25 +172,11 @@ func (g PoolGeom) tiles2() bool {
 // maxPlane writes into y the largest element of each window of plane (one
 // image's channel), rectified first with rect, as MaxPool picks it.
 func maxPlane[T Float](g PoolGeom, rect bool, plane, y []T) {
-	low := lowest[T]()
 	if g.tiles2() {
-		for r := range g.OutH {
-			r0, r1, yr := plane[2*r*g.W:(2*r+1)*g.W], plane[(2*r+1)*g.W:(2*r+2)*g.W], y[r*g.OutW:(r+1)*g.OutW]
-			for c := range yr {
-				m, v := low, [4]T{r0[2*c], r0[2*c+1], r1[2*c], r1[2*c+1]}
-				for _, x := range v {
-					if rect {
-						x = rectify(x)
-					}
-					if x > m {
-						m = x
-					}
-				}
-				yr[c] = m
-			}
-		}
+		maxTiles2(g, rect, plane, y)
 		return
 	}
+	low := lowest[T]()
 	for r := range g.OutH {
 		h0 := r*g.StrideH - g.PadH
 		h1 := min(h0+g.KH, g.H)
@@ -219,40 +205,98 @@ func maxPlane[T Float](g PoolGeom, rect bool, plane, y []T) {
 	}
 }
 
+// maxTiles2 is maxPlane for 2 x 2 windows side by side, without a branch
+// on the data: a window's largest element, NaNs left out, is max over its
+// elements with NaNs taken as the lowest value, and the largest rectified
+// one is that or 0 (windows of nothing above the lowest value aside). A
+// zero may come out +0 where gorgonia's is -0.
+func maxTiles2[T Float](g PoolGeom, rect bool, plane, y []T) {
+	low := lowest[T]()
+	for r := range g.OutH {
+		r0, r1 := plane[2*r*g.W:(2*r+1)*g.W], plane[(2*r+1)*g.W:(2*r+2)*g.W]
+		yr := y[r*g.OutW : (r+1)*g.OutW]
+		for c := range yr {
+			m := low
+			for _, v := range [4]T{r0[2*c], r0[2*c+1], r1[2*c], r1[2*c+1]} {
+				if v != v {
+					v = low
+				}
+				m = max(m, v)
+			}
+			if rect {
+				if m == low { // rare: rectify each element
+					for _, v := range [4]T{r0[2*c], r0[2*c+1], r1[2*c], r1[2*c+1]} {
+						if v = rectify(v); v > m {
+							m = v
+						}
+					}
+				} else {
+					m = max(m, 0)
+				}
+			}
+			yr[c] = m
+		}
+	}
+}
+
+// flag returns 1 for true, 0 for false, without a branch.
+func flag(b bool) uint64 {
+	var u uint64
+	if b {
+		u = 1
+	}
+	return u
+}
+
+// pick returns x where take is 1, +0 where it is 0, without a branch.
+func pick[T Float](x T, take uint64) T {
+	if linalg.Is32[T]() {
+		return T(math.Float32frombits(math.Float32bits(float32(x)) & uint32(-take)))
+	}
+	return T(math.Float64frombits(math.Float64bits(float64(x)) & -take))
+}
+
+// maxTiles2Grad is maxPlaneGrad for 2 x 2 windows side by side: every input
+// element in one window at most, written once, without a branch on the
+// data.
+func maxTiles2Grad[T Float](g PoolGeom, rect bool, plane, y, dy, dx []T) {
+	low := lowest[T]()
+	clear(dx[2*g.OutH*g.W:])
+	for r := range g.OutH {
+		i0, i1 := 2*r*g.W, (2*r+1)*g.W
+		clear(dx[i0+2*g.OutW : i1])
+		clear(dx[i1+2*g.OutW : i1+g.W])
+		r0, r1 := plane[i0:i0+g.W], plane[i1:i1+g.W]
+		d0, d1 := dx[i0:i0+g.W], dx[i1:i1+g.W]
+		for c := range g.OutW {
+			m, d := y[r*g.OutW+c], dy[r*g.OutW+c]
+			a, b, e, f := r0[2*c], r0[2*c+1], r1[2*c], r1[2*c+1]
+			// Which elements equal the window's (rectified) largest one:
+			// where it is 0, every element from the lowest value to 0.
+			some, zero := flag(m != low), flag(rect && m == 0)
+			ta := some & (flag(a == m) | zero&flag(a <= 0)&flag(a >= low))
+			tb := some & (flag(b == m) | zero&flag(b <= 0)&flag(b >= low)) &^ ta
+			te := some & (flag(e == m) | zero&flag(e <= 0)&flag(e >= low)) &^ (ta | tb)
+			tf := some & (flag(f == m) | zero&flag(f <= 0)&flag(f >= low)) &^ (ta | tb | te)
+			va, vb, ve, vf := pick(d, ta), pick(d, tb), pick(d, te), pick(d, tf)
+			if rect {
+				va, vb, ve, vf = va*step(a), vb*step(b), ve*step(e), vf*step(f)
+			}
+			d0[2*c], d0[2*c+1], d1[2*c], d1[2*c+1] = va, vb, ve, vf
+		}
+	}
+}
+
 // maxPlaneGrad writes into dx the gradient of maxPlane: each element of dy
 // added at the element of plane that MaxPool took for its window, the first
 // equal to y, the window's largest (none where y is the lowest finite
 // value: MaxPool took nothing), times step(x) with rect.
 func maxPlaneGrad[T Float](g PoolGeom, rect bool, plane, y, dy, dx []T) {
-	low := lowest[T]()
 	if g.tiles2() {
-		// Every input element in one window at most: one pass.
-		clear(dx[2*g.OutH*g.W:])
-		for r := range g.OutH {
-			i0, i1 := 2*r*g.W, (2*r+1)*g.W
-			clear(dx[i0+2*g.OutW : i1])
-			clear(dx[i1+2*g.OutW : i1+g.W])
-			for c := range g.OutW {
-				m, d := y[r*g.OutW+c], dy[r*g.OutW+c]
-				taken := m == low // nothing left to take
-				for _, e := range [4]int{i0 + 2*c, i0 + 2*c + 1, i1 + 2*c, i1 + 2*c + 1} {
-					x := plane[e]
-					if rect {
-						x = rectify(x)
-					}
-					var v T
-					if !taken && x == m {
-						v, taken = d, true
-					}
-					if rect {
-						v *= step(plane[e])
-					}
-					dx[e] = v
-				}
-			}
-		}
+		maxTiles2Grad(g, rect, plane, y, dy, dx)
 		return
 	}
+	low := lowest[T]()
 	clear(dx)
 	for r := range g.OutH {
 		h0 := r*g.StrideH - g.PadH
