@@ -3,6 +3,7 @@ package backend
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/orthonet/orthonet/internal/linalg"
 )
@@ -239,6 +240,47 @@ func maxTiles2[T Float](g PoolGeom, rect bool, plane, y []T) {
 	}
 }
 
+// maxTiles2Grad is maxPlaneGrad for 2 x 2 windows side by side: every input
+// element in one window at most, written once. The element a window took
+// is found without a branch on the data (ties and windows of zeros aside).
+func maxTiles2Grad[T Float](g PoolGeom, rect bool, plane, y, dy, dx []T) {
+	low := lowest[T]()
+	clear(dx[2*g.OutH*g.W:])
+	for r := range g.OutH {
+		i0, i1 := 2*r*g.W, (2*r+1)*g.W
+		clear(dx[i0+2*g.OutW : i1])
+		clear(dx[i1+2*g.OutW : i1+g.W])
+		r0, r1 := plane[i0:i0+g.W], plane[i1:i1+g.W]
+		for c := range g.OutW {
+			o, j := r*g.OutW+c, 2*c
+			dx[i0+j], dx[i0+j+1], dx[i1+j], dx[i1+j+1] = 0, 0, 0, 0
+			m := y[o]
+			if m == low {
+				continue // the window took nothing
+			}
+			a, b, e, f := r0[j], r0[j+1], r1[j], r1[j+1]
+			// k: the first element equal to the window's (rectified)
+			// largest one; where that is 0, the first from the lowest
+			// value to 0.
+			var k int
+			if rect && m == 0 {
+				k = firstNonPositive(low, a, b, e, f)
+			} else {
+				k = bits.TrailingZeros64(flag(a == m) | flag(b == m)<<1 | flag(e == m)<<2 | flag(f == m)<<3 | 16)
+			}
+			if k == 4 {
+				continue // not one of them: Y is not this X's pooling
+			}
+			at := i0 + (k>>1)*g.W + j + k&1
+			v := dy[o]
+			if rect {
+				v *= step(plane[at])
+			}
+			dx[at] = v
+		}
+	}
+}
+
 // flag returns 1 for true, 0 for false, without a branch.
 func flag(b bool) uint64 {
 	var u uint64
@@ -248,43 +290,15 @@ func flag(b bool) uint64 {
 	return u
 }
 
-// pick returns x where take is 1, +0 where it is 0, without a branch.
-func pick[T Float](x T, take uint64) T {
-	if linalg.Is32[T]() {
-		return T(math.Float32frombits(math.Float32bits(float32(x)) & uint32(-take)))
-	}
-	return T(math.Float64frombits(math.Float64bits(float64(x)) & -take))
-}
-
-// maxTiles2Grad is maxPlaneGrad for 2 x 2 windows side by side: every input
-// element in one window at most, written once, without a branch on the
-// data.
-func maxTiles2Grad[T Float](g PoolGeom, rect bool, plane, y, dy, dx []T) {
-	low := lowest[T]()
-	clear(dx[2*g.OutH*g.W:])
-	for r := range g.OutH {
-		i0, i1 := 2*r*g.W, (2*r+1)*g.W
-		clear(dx[i0+2*g.OutW : i1])
-		clear(dx[i1+2*g.OutW : i1+g.W])
-		r0, r1 := plane[i0:i0+g.W], plane[i1:i1+g.W]
-		d0, d1 := dx[i0:i0+g.W], dx[i1:i1+g.W]
-		for c := range g.OutW {
-			m, d := y[r*g.OutW+c], dy[r*g.OutW+c]
-			a, b, e, f := r0[2*c], r0[2*c+1], r1[2*c], r1[2*c+1]
-			// Which elements equal the window's (rectified) largest one:
-			// where it is 0, every element from the lowest value to 0.
-			some, zero := flag(m != low), flag(rect && m == 0)
-			ta := some & (flag(a == m) | zero&flag(a <= 0)&flag(a >= low))
-			tb := some & (flag(b == m) | zero&flag(b <= 0)&flag(b >= low)) &^ ta
-			te := some & (flag(e == m) | zero&flag(e <= 0)&flag(e >= low)) &^ (ta | tb)
-			tf := some & (flag(f == m) | zero&flag(f <= 0)&flag(f >= low)) &^ (ta | tb | te)
-			va, vb, ve, vf := pick(d, ta), pick(d, tb), pick(d, te), pick(d, tf)
-			if rect {
-				va, vb, ve, vf = va*step(a), vb*step(b), ve*step(e), vf*step(f)
-			}
-			d0[2*c], d0[2*c+1], d1[2*c], d1[2*c+1] = va, vb, ve, vf
+// firstNonPositive returns the index of the first of a, b, e, f from low
+// to 0, or 4.
+func firstNonPositive[T Float](low, a, b, e, f T) int {
+	for i, v := range [4]T{a, b, e, f} {
+		if v <= 0 && v >= low {
+			return i
 		}
 	}
+	return 4
 }
 
 // maxPlaneGrad writes into dx the gradient of maxPlane: each element of dy
