@@ -51,14 +51,22 @@ func (g ConvGeom) String() string {
 		g.B, g.C, g.H, g.W, g.KH, g.KW, g.PadH, g.PadW, g.StrideH, g.StrideW, g.DilH, g.DilW)
 }
 
-// check reports an error naming k unless every size, stride and dilation is
+// Check reports an error unless every size, stride and dilation is
 // positive, no padding negative, and the output has at least one element.
-func (g ConvGeom) check(k Kernel) error {
+func (g ConvGeom) Check() error {
 	if min(g.B, g.C, g.H, g.W, g.KH, g.KW, g.StrideH, g.StrideW, g.DilH, g.DilW) < 1 || min(g.PadH, g.PadW) < 0 {
-		return fmt.Errorf("backend: %s: geometry %v: sizes, strides and dilations must be positive, paddings not negative", Name(k), g)
+		return fmt.Errorf("convolution %v: sizes, strides and dilations must be positive, paddings not negative", g)
 	}
 	if oh, ow := g.Out(); oh < 1 || ow < 1 {
-		return fmt.Errorf("backend: %s: geometry %v has an output of %d x %d", Name(k), g, oh, ow)
+		return fmt.Errorf("convolution %v: the kernel does not fit the padded image (an output of %d x %d)", g, oh, ow)
+	}
+	return nil
+}
+
+// check is Check for kernel k.
+func (g ConvGeom) check(k Kernel) error {
+	if err := g.Check(); err != nil {
+		return fmt.Errorf("backend: %s: %w", Name(k), err)
 	}
 	return nil
 }

@@ -39,11 +39,19 @@ func (g PoolGeom) String() string {
 		g.B, g.C, g.H, g.W, g.KH, g.KW, g.PadH, g.PadW, g.StrideH, g.StrideW, g.OutH, g.OutW)
 }
 
-// check reports an error naming k unless every size and stride is
-// positive and no padding negative.
-func (g PoolGeom) check(k Kernel) error {
+// Check reports an error unless every size and stride is positive and no
+// padding negative.
+func (g PoolGeom) Check() error {
 	if min(g.B, g.C, g.H, g.W, g.KH, g.KW, g.StrideH, g.StrideW, g.OutH, g.OutW) < 1 || min(g.PadH, g.PadW) < 0 {
-		return fmt.Errorf("backend: %s: geometry %v: sizes and strides must be positive, paddings not negative", Name(k), g)
+		return fmt.Errorf("pooling %v: sizes and strides must be positive, paddings not negative", g)
+	}
+	return nil
+}
+
+// check is Check for kernel k.
+func (g PoolGeom) check(k Kernel) error {
+	if err := g.Check(); err != nil {
+		return fmt.Errorf("backend: %s: %w", Name(k), err)
 	}
 	return nil
 }

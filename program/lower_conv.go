@@ -33,7 +33,10 @@ func convGeomOf(op G.Op, x tensor.Shape) (backend.ConvGeom, error) {
 		v, err := intField(op, f.name)
 		*f.v, errs = v, append(errs, err)
 	}
-	return g, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return g, err
+	}
+	return g, g.Check()
 }
 
 // colShape returns the shape of gorgonia's im2col of geometry g.
@@ -92,7 +95,10 @@ func poolGeomOf(op G.Op, x, pooled tensor.Shape) (backend.PoolGeom, error) {
 	errs = append(errs, err)
 	g.PadW, err = intField(op, pads[explicit][1])
 	errs = append(errs, err)
-	return g, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return g, err
+	}
+	return g, g.Check()
 }
 
 // pool lowers maxPoolOp and avgPoolOp.

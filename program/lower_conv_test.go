@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -381,5 +382,24 @@ func TestRectifyPoolFusion(t *testing.T) {
 		if want := map[bool][2]int{false: {2, 0}, true: {0, 1}}[shared]; rectified != want[0] || compares != want[1] {
 			t.Errorf("shared %v: %d rectifying poolings and %d comparisons, want %d and %d", shared, rectified, compares, want[0], want[1])
 		}
+	}
+}
+
+// TestConvGeometryRefused checks that a convolution gorgonia builds but
+// whose kernel does not fit the padded image is refused at Compile, with
+// an error that names the node and says why.
+func TestConvGeometryRefused(t *testing.T) {
+	g := G.NewGraph()
+	x := newLeaf(g, tensor.Float64, "x", []int{1, 1, 2, 2}, make([]float64, 4))
+	// gorgonia gives it an output of (2 - 5)/1 + 1 = -2 rows.
+	im, err := G.Im2Col(x, tensor.Shape{5, 1}, tensor.Shape{0, 0}, tensor.Shape{1, 1}, tensor.Shape{1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	_, err = Compile(g, Config{Backend: be, Outputs: []*G.Node{im}, NoGrad: true})
+	if err == nil || !strings.Contains(err.Error(), im.Name()) || !strings.Contains(err.Error(), "does not fit") {
+		t.Errorf("Compile: %v, want an error naming %q and saying the kernel does not fit", err, im.Name())
 	}
 }

@@ -4,7 +4,8 @@ and 128 filters, each with ReLU, 2x2 max pooling and dropout 0.2; a 1152 x 625 d
 dropout 0.55; a 625 x 10 one; softmax and the example's loss -mean(log(softmax) * onehot)), trained as the
 issue's floor trains it with orthonet: the 1152 x 625 weight on the Stiefel manifold stepped by RSDM-P
 (r = 300, lr 0.5, done the efficient way: gather r rows, QR of an r x r matrix, scatter), Adam (lr 1e-3) on
-the other weights. Prints steady samples/s over timed steps on random data.
+the other weights. Prints steady samples/s over timed steps on random data, and the process's CPU time a
+step (all threads), which on a shared machine says more about the work than the time does.
 
 Run: /usr/bin/python3 scripts/torch_cnn.py [--threads 2] [--steps 100] [--batch 32] [--dtype float32] [--device cuda]
 """
@@ -65,14 +66,15 @@ def main():
     for _ in range(args.warmup):
         step()
     sync()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(args.steps):
         loss = step()
     sync()
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     eye = torch.eye(625, dtype=dt, device=dev)
     print(f"pytorch {torch.__version__} on {args.device} ({args.threads} threads, {args.dtype}): "
           f"{args.steps * args.batch / elapsed:.0f} samples/s, {1e3 * elapsed / args.steps:.2f} ms/step "
+          f"({1e3 * cpu / args.steps:.1f} ms of CPU time a step) "
           f"(batch {args.batch}, r {args.r}); loss {float(loss):.3f}, ||W^T W - I||_F {float(torch.linalg.norm(w3.T @ w3 - eye)):.2e}")
 
 
