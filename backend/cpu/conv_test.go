@@ -191,15 +191,11 @@ func TestConvAllocs(t *testing.T) {
 	}
 }
 
-// benchThreads is the CPU backend's threads in BenchmarkConv (0: the
-// default).
-const benchThreads = 1
-
 // BenchmarkConv times the fused convolution kernels at the sizes of
 // gorgonia's examples/convnet (batch 32, float32) on the default CPU
 // backend, beside a plain GEMM of the same sizes (F x B OutH OutW x C KH KW).
 func BenchmarkConv(b *testing.B) {
-	be := cpu.New(cpu.Options{Threads: benchThreads})
+	be := cpu.New(cpu.Options{})
 	defer be.Close()
 	r := rng(3)
 	f32 := func(n int) backend.Operand { return backend.At(load(b, be, uniform[float32](r, n, -1, 1)), 0) }
