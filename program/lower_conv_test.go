@@ -65,6 +65,7 @@ func TestConvLowerings(t *testing.T) {
 		convCase("conv-one-channel", []int{3, 1, 7, 5}, []int{2, 1, 2, 3}, []int{0, 2}, []int{2, 1}, []int{1, 1}, false),
 		convCase("conv-dilated", []int{1, 2, 8, 7}, []int{3, 2, 3, 2}, []int{2, 1}, []int{1, 2}, []int{2, 3}, false),
 		convCase("conv-same", []int{2, 3, 6, 6}, []int{5, 3, 3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}, false),
+		convCase("conv-wide", []int{3, 2, 17, 16}, []int{4, 2, 3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}, false),
 		// Taps further from the window's edge than the image is wide.
 		convCase("conv-far-taps", []int{2, 2, 3, 3}, []int{2, 2, 1, 2}, []int{0, 10}, []int{1, 1}, []int{1, 20}, false),
 		convCase("conv-input-constant", []int{3, 2, 5, 4}, []int{3, 2, 2, 2}, []int{1, 1}, []int{2, 2}, []int{1, 1}, true),

@@ -22,6 +22,7 @@ func convCases(dt backend.DType, g gen) []Case {
 		{B: 1, C: 1, H: 6, W: 4, KH: 2, KW: 3, StrideH: 1, StrideW: 1, DilH: 2, DilW: 1},
 		{B: 5, C: 2, H: 4, W: 9, KH: 1, KW: 3, PadW: 1, StrideH: 1, StrideW: 3, DilH: 1, DilW: 1},
 		{B: 3, C: 2, H: 4, W: 4, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1},
+		{B: 3, C: 2, H: 17, W: 16, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1},
 		{B: 2, C: 2, H: 2, W: 3, KH: 2, KW: 3, PadH: 3, PadW: 4, StrideH: 1, StrideW: 1, DilH: 6, DilW: 4},
 		{B: 2, C: 2, H: 3, W: 3, KH: 1, KW: 2, PadH: 0, PadW: 10, StrideH: 1, StrideW: 1, DilH: 1, DilW: 20},
 	}

@@ -44,6 +44,9 @@ var convGeoms = []backend.ConvGeom{
 	{B: 3, C: 2, H: 6, W: 7, KH: 3, KW: 2, PadH: 1, PadW: 2, StrideH: 2, StrideW: 1, DilH: 1, DilW: 2},
 	{B: 1, C: 1, H: 9, W: 5, KH: 2, KW: 3, PadH: 0, PadW: 1, StrideH: 1, StrideW: 2, DilH: 3, DilW: 1},
 	{B: 5, C: 3, H: 4, W: 4, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1},
+	// Images of at least wideImage (256) outputs, multiplied one by one.
+	{B: 3, C: 2, H: 17, W: 16, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1},
+	{B: 2, C: 1, H: 20, W: 30, KH: 2, KW: 3, PadH: 0, PadW: 2, StrideH: 1, StrideW: 2, DilH: 2, DilW: 1},
 	// Taps further from the window's edge than the image is wide or high.
 	{B: 2, C: 2, H: 2, W: 3, KH: 2, KW: 3, PadH: 3, PadW: 4, StrideH: 1, StrideW: 1, DilH: 6, DilW: 4},
 	{B: 2, C: 2, H: 3, W: 3, KH: 1, KW: 2, PadH: 0, PadW: 10, StrideH: 1, StrideW: 1, DilH: 1, DilW: 20},
