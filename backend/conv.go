@@ -469,6 +469,8 @@ func (s convSplit) layout(g ConvGeom, n int) colLayout {
 	return colLayout{pp, n * pp, 1}
 }
 
+// newConvSplit returns the split of a convolution of geometry g over the
+// pool's threads in chunks of chunk images (0: as many as hostChunk allows).
 func newConvSplit(pool *Pool, g ConvGeom, chunk int) convSplit {
 	_, pp, kk := g.sizes()
 	parts := min(pool.threads, g.B)
@@ -551,8 +553,9 @@ func scatterRows[T Float](src, dst []T, n, f, p int) {
 	}
 }
 
-// Host unfolds a chunk of images at a time into a thread's workspace
-// (K x nP) and multiplies it by the filter in one GEMM.
+// Host unfolds a chunk of images at a time into a thread's workspace and
+// multiplies it by the filter: one GEMM for the chunk (K x nP), its output
+// scattered into place, or for wide images one GEMM per image, in place.
 func (k Conv) Host(p *Pool) (Func, error) {
 	return onFloats(p, k, convHost[float32], convHost[float64])
 }
@@ -593,9 +596,10 @@ func (k Conv) Device(p Planner) {
 	}
 }
 
-// Host multiplies a chunk of images' output gradients by the filter in one
-// GEMM into a thread's workspace (K x nP) and folds it into the images'
-// gradients.
+// Host multiplies a chunk of images' output gradients by the filter into a
+// thread's workspace, in one GEMM (the gradients gathered side by side,
+// F x nP) or for wide images one per image, and folds the result into the
+// images' gradients.
 func (k ConvGradInput) Host(p *Pool) (Func, error) {
 	return onFloats(p, k, convGradInputHost[float32], convGradInputHost[float64])
 }
@@ -637,9 +641,10 @@ func (k ConvGradInput) Device(p Planner) {
 	}
 }
 
-// Host unfolds a chunk of images at a time into a thread's workspace
-// (K x nP) and accumulates the product of their output gradients (F x nP)
-// with it, each thread into its own sum; the sums are added at the end.
+// Host unfolds a chunk of images at a time into a thread's workspace and
+// accumulates the product of their output gradients with it, in one GEMM
+// (K x nP, the gradients gathered to F x nP) or for wide images one per
+// image, each thread into its own sum; the sums are added at the end.
 func (k ConvGradFilter) Host(p *Pool) (Func, error) {
 	return onFloats(p, k, convGradFilterHost[float32], convGradFilterHost[float64])
 }

@@ -170,8 +170,8 @@ type fusion struct {
 
 // fusions are the patterns the compiler fuses: each finds its candidates
 // among the nodes a compilation needs, users mapping every node to the
-// needed nodes that take it as an argument. A later pattern (a pooling, a
-// bias and activation after a convolution) is one more entry.
+// needed nodes that take it as an argument. A later pattern (a bias and
+// activation after a convolution) is one more entry.
 var fusions = []func(c *compiler, needed []*G.Node, users map[*G.Node][]*G.Node) []fusion{
 	(*compiler).convFusions,
 	(*compiler).rectifyPoolFusions,
@@ -236,7 +236,7 @@ func (c *compiler) fuse(needed, targets []*G.Node) bool {
 }
 
 // isOp reports whether n is an op node of the named gorgonia type.
-func isOp(n *G.Node, name string) bool { return n.Op() != nil && opName(n.Op()) == name }
+func isOp(n *G.Node, name string) bool { return n != nil && n.Op() != nil && opName(n.Op()) == name }
 
 // isProduct reports whether n is a matrix product op(A) op(B) with the
 // given transposes.
