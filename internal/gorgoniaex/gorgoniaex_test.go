@@ -3,6 +3,7 @@ package gorgoniaex
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"go/parser"
 	"go/token"
 	"os"
@@ -170,43 +171,63 @@ func TestMain(m *testing.M) {
 // compiled program against the tape machine: the output, the loss and
 // every gradient, then the parameters after a few steps of the same Solver
 // (RSDM-P on the example's dense Stiefel weight, Adam on the rest), in
-// float64 and float32, on the CPU and on the host model of the GPU.
+// float64 and float32, on the CPU and on the host model of the GPU. The
+// resnet's dense layers hold 212 million parameters: it is compared in
+// float32 on the CPU after one step (13 GB, about a minute).
 func TestExamples(t *testing.T) {
-	type tol struct{ values, trained float64 }
-	tols := map[string]tol{"float64": {1e-10, 1e-8}, "float32": {1e-5, 1e-3}}
-	for _, ex := range Examples {
-		for _, dt := range []string{"float64", "float32"} {
-			for _, be := range []string{"cpu", "cuda"} {
-				t.Run(ex.Name+"/"+dt+"/"+be, func(t *testing.T) {
-					if be == "cuda" && buildTags == "" {
-						t.Skip("the CUDA backend needs cgo")
-					}
-					args := []string{"-mode", "compare", "-dtype", dt, "-backend", be, "-batch", "3", "-steps", "3", "-r", "40"}
-					rep := runExample(t, ex.Name, args...)
-					tl := tols[dt]
-					t.Logf("%+v", rep)
-					for _, d := range []struct {
-						what      string
-						got, want float64
-					}{{"output", rep.Out, tl.values}, {"loss", rep.Loss, tl.values}, {"gradients", rep.Grads, tl.values}, {"trained parameters", rep.Trained, tl.trained}} {
-						if !(d.got <= d.want) {
-							t.Errorf("%s differ from the tape machine's by %.3g, want <= %.0g", d.what, d.got, d.want)
-						}
-					}
-					if n := len(rep.Losses); n < 2 || !(rep.Losses[n-1] < rep.Losses[0]) {
-						// A few steps on random data: the loss of the same batch is not
-						// measured, so only finiteness can be asked of every one.
-						for _, l := range rep.Losses {
-							if l != l {
-								t.Errorf("NaN loss: %v", rep.Losses)
-							}
-						}
-					}
-					if !(rep.Feasibility < 1e-6) {
-						t.Errorf("||W^T W - I||_F = %.3g after %d steps, want < 1e-6", rep.Feasibility, rep.Steps)
-					}
-				})
+	// Feasibility: a 1152 x 625 orthonormal matrix rounded to float32 is
+	// already about 1e-6 from the manifold.
+	type tol struct{ values, trained, feasibility float64 }
+	tols := map[string]tol{"float64": {1e-10, 1e-8, 1e-6}, "float32": {1e-5, 1e-3, 1e-4}}
+	runs := []struct {
+		example, dtype, backend string
+		steps                   int
+	}{
+		{"convnet", "float64", "cpu", 3}, {"convnet", "float32", "cpu", 3},
+		{"convnet", "float64", "cuda", 3}, {"convnet", "float32", "cuda", 3},
+		{"resnet", "float32", "cpu", 1},
+	}
+	for _, r := range runs {
+		t.Run(r.example+"/"+r.dtype+"/"+r.backend, func(t *testing.T) {
+			if r.backend == "cuda" && buildTags == "" {
+				t.Skip("the CUDA backend needs cgo")
 			}
+			if r.example == "resnet" && testing.Short() {
+				t.Skip("the resnet takes 13 GB and a minute")
+			}
+			rep := runExample(t, r.example, "-mode", "compare", "-dtype", r.dtype, "-backend", r.backend, "-batch", "3", "-steps", fmt.Sprint(r.steps), "-r", "40")
+			tl := tols[r.dtype]
+			t.Logf("%s: output %.2g, loss %.2g, gradients %.2g, parameters after %d steps %.2g from the tape machine's; ||W^T W - I||_F %.2g",
+				rep.Backend, rep.Out, rep.Loss, rep.Grads, rep.Steps, rep.Trained, rep.Feasibility)
+			for _, d := range []struct {
+				what      string
+				got, want float64
+			}{{"output", rep.Out, tl.values}, {"loss", rep.Loss, tl.values}, {"gradients", rep.Grads, tl.values}, {"trained parameters", rep.Trained, tl.trained}} {
+				if !(d.got <= d.want) {
+					t.Errorf("%s differ from the tape machine's by %.3g, want <= %.0g", d.what, d.got, d.want)
+				}
+			}
+			if !(rep.Feasibility < tl.feasibility) {
+				t.Errorf("||W^T W - I||_F = %.3g after %d steps, want < %.0g", rep.Feasibility, rep.Steps, tl.feasibility)
+			}
+		})
+	}
+}
+
+// TestExampleOnDevice trains the convnet for 5 steps, its dropout on, on
+// the CPU and on the host model of the GPU from the same start and
+// batches: the parameters agree to 1e-4 relative in float32 (1e-10 in
+// float64).
+func TestExampleOnDevice(t *testing.T) {
+	if buildTags == "" {
+		t.Skip("the CUDA backend needs cgo")
+	}
+	for _, dt := range []string{"float64", "float32"} {
+		rep := runExample(t, "convnet", "-mode", "devices", "-dtype", dt, "-batch", "4", "-steps", "5", "-r", "40")
+		want := map[string]float64{"float64": 1e-10, "float32": 1e-4}[dt]
+		t.Logf("%s: parameters %.2g, losses %.2g apart after 5 steps (losses %v)", dt, rep.Trained, rep.Loss, rep.Losses)
+		if !(rep.Trained <= want) || !(rep.Loss <= want) {
+			t.Errorf("%s: the CUDA backend's parameters and losses are %.3g and %.3g from the CPU's after 5 steps, want <= %.0g", dt, rep.Trained, rep.Loss, want)
 		}
 	}
 }

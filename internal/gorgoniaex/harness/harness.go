@@ -102,12 +102,13 @@ type options struct {
 	test, r                    int
 	lr, lrOther                float64
 	seed                       uint64
+	profile                    bool
 }
 
 func run(ex Example, args []string) error {
 	var o options
 	fs := flag.NewFlagSet(ex.Name, flag.ContinueOnError)
-	fs.StringVar(&o.mode, "mode", "compare", "compare (the program against the tape machine), train, or throughput")
+	fs.StringVar(&o.mode, "mode", "compare", "compare (the program against the tape machine), devices (the program on the CPU against the CUDA backend), train, or throughput")
 	fs.StringVar(&o.dtype, "dtype", "float64", "float64 or float32")
 	fs.StringVar(&o.backend, "backend", "cpu", "cpu, or cuda (the host model of the GPU where ORTHONET_CUDA_STANDIN=1)")
 	fs.StringVar(&o.data, "data", data.FashionMNISTDir, "Fashion-MNIST or MNIST folder (train, throughput)")
@@ -119,6 +120,7 @@ func run(ex Example, args []string) error {
 	fs.Float64Var(&o.lr, "lr", 0.5, "RSDM's step size")
 	fs.Float64Var(&o.lrOther, "lr-other", 1e-3, "Adam's step size")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the data, the inputs and RSDM")
+	fs.BoolVar(&o.profile, "profile", false, "train, throughput: print the compiled program's time per kind of kernel and the optimizer's on standard error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -138,12 +140,14 @@ func run(ex Example, args []string) error {
 	switch o.mode {
 	case "compare":
 		rep, err = compare(ex, dt, o)
+	case "devices":
+		rep, err = devices(ex, dt, o)
 	case "train":
 		rep, err = train(ex, dt, o)
 	case "throughput":
 		rep, err = throughput(ex, dt, o)
 	default:
-		return fmt.Errorf("-mode %q: want compare, train or throughput", o.mode)
+		return fmt.Errorf("-mode %q: want compare, devices, train or throughput", o.mode)
 	}
 	if err != nil {
 		return err
@@ -374,9 +378,23 @@ const dropoutSeed = 1
 
 // compile compiles n's model for training, or with eval forward only in
 // inference mode (its dropout the identity).
-func compile(n *net, be backend.Backend, eval bool) (*program.Program, error) {
+func compile(n *net, be backend.Backend, eval bool, profile ...bool) (*program.Program, error) {
 	return program.Compile(n.g, program.Config{Backend: be, Outputs: []*G.Node{n.m.Out, n.loss}, Params: n.params,
-		Inputs: []*G.Node{n.m.X, n.y}, NoGrad: eval, EvalMode: eval, DropoutSeed: dropoutSeed})
+		Inputs: []*G.Node{n.m.X, n.y}, NoGrad: eval, EvalMode: eval, DropoutSeed: dropoutSeed, Profile: len(profile) > 0 && profile[0]})
+}
+
+// printProfile writes a program's time per kind of kernel, and the
+// optimizer's time per step, to standard error.
+func printProfile(p *program.Program, stepTime time.Duration, steps int) {
+	ks, runs := p.Profile()
+	var total time.Duration
+	for _, k := range ks {
+		total += k.PerRun
+	}
+	fmt.Fprintf(os.Stderr, "program: %v a run in its kernels (%d runs); optimizer: %v a step\n", total, runs, stepTime/time.Duration(max(steps, 1)))
+	for _, k := range ks {
+		fmt.Fprintf(os.Stderr, "%10v %3d  %s\n", k.PerRun, k.Count, k.Kernel)
+	}
 }
 
 // compareDropout is the dropout probability of compare: the one at which
@@ -534,6 +552,79 @@ func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	return rep, nil
 }
 
+// devices trains the model, its dropout on, for o.steps steps as a compiled
+// program on the CPU backend and on the CUDA backend (the host model of the
+// GPU where ORTHONET_CUDA_STANDIN=1) from the same start and batches, and
+// compares the parameters and losses.
+func devices(ex Example, dt tensor.Dtype, o options) (*Report, error) {
+	nets := make([]*net, 2)
+	progs := make([]*program.Program, 2)
+	solvers := make([]*optim.Solver, 2)
+	names := []string{"cpu", "cuda"}
+	rep := &Report{Steps: o.steps}
+	for i := range nets {
+		n, err := build(ex, dt, o.batch, ownDropout)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			if err := copyParams(n, nets[0]); err != nil {
+				return nil, err
+			}
+		}
+		be, err := newBackend(names[i])
+		if err != nil {
+			return nil, err
+		}
+		defer be.Close()
+		if progs[i], err = compile(n, be, false); err != nil {
+			return nil, fmt.Errorf("compiling on %s: %w", names[i], err)
+		}
+		defer progs[i].Close()
+		if solvers[i], err = program.NewSolver(progs[i], groups(o), optim.Options{}); err != nil {
+			return nil, err
+		}
+		nets[i] = n
+		rep.Backend += be.Name() + "; "
+	}
+	rng := rand.New(rand.NewPCG(o.seed, 2))
+	x := make([]float64, nets[0].m.X.Shape().TotalSize())
+	y := make([]float64, o.batch*ex.Classes)
+	var loss [2][]float64
+	for s := 0; s < o.steps; s++ {
+		batchOf(rng, x, y, ex.Classes)
+		for i, p := range progs {
+			if err := progRun(p, nets[i], x, y, dt); err != nil {
+				return nil, fmt.Errorf("step %d on %s: %w", s, names[i], err)
+			}
+			l, err := read(p, nets[i].loss, dt)
+			if err != nil {
+				return nil, err
+			}
+			loss[i] = append(loss[i], l[0])
+			if err := solvers[i].Step(); err != nil {
+				return nil, fmt.Errorf("step %d on %s: %w", s, names[i], err)
+			}
+		}
+	}
+	rep.Losses = loss[1]
+	rep.Loss = relDiff(loss[1], loss[0])
+	for i := range progs {
+		if err := progs[i].StoreParams(); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range nets[0].params {
+		rep.Trained = max(rep.Trained, relDiff(floats(nets[1].params[i].Node.Value().Data()), floats(p.Node.Value().Data())))
+		rep.Params += p.Node.Shape().TotalSize()
+	}
+	var err error
+	if rep.Feasibility, err = feasibility(nets[1]); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
 // feasibility returns ||W^T W - I||_F of the Stiefel weight (||W W^T - I||_F
 // of a wide one), in float64.
 func feasibility(n *net) (float64, error) {
@@ -603,7 +694,7 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		return nil, err
 	}
 	defer be.Close()
-	prog, err := compile(a, be, false)
+	prog, err := compile(a, be, false, o.profile)
 	if err != nil {
 		return nil, fmt.Errorf("compiling: %w", err)
 	}
@@ -619,7 +710,7 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	xs, ys := make([]float32, o.batch*trainSet.Dim()), make([]int, o.batch)
 	x, y := make([]float64, len(xs)), make([]float64, o.batch*ex.Classes)
 	rep := &Report{Backend: be.Name(), Steps: o.steps}
-	var progTime time.Duration
+	var progTime, optTime time.Duration
 	for s := 0; s < o.steps; s++ {
 		if k, err := loader.Next(xs, ys); err != nil || k < o.batch {
 			return nil, fmt.Errorf("batch %d: %d images (%v)", s, k, err)
@@ -632,9 +723,11 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		if err := progRun(prog, a, x, y, dt); err != nil {
 			return nil, err
 		}
+		t0 := time.Now()
 		if err := ps.Step(); err != nil {
 			return nil, fmt.Errorf("step %d: %w", s, err)
 		}
+		optTime += time.Since(t0)
 		progTime += time.Since(start)
 		if s%50 == 0 || s == o.steps-1 {
 			l, err := read(prog, a.loss, dt)
@@ -645,6 +738,9 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		}
 	}
 	rep.ProgramBatch = progTime.Seconds() / float64(o.steps)
+	if o.profile {
+		printProfile(prog, optTime, o.steps)
+	}
 	if rep.Feasibility, err = feasibility(a); err != nil {
 		return nil, err
 	}
