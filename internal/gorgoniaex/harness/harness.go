@@ -376,11 +376,13 @@ func grads(p *program.Program, dt tensor.Dtype) ([][]float64, error) {
 // dropoutSeed seeds the programs' dropout masks.
 const dropoutSeed = 1
 
-// compile compiles n's model for training, or with eval forward only in
-// inference mode (its dropout the identity).
-func compile(n *net, be backend.Backend, eval bool, profile ...bool) (*program.Program, error) {
+// compile compiles n's model for training, its Stiefel weight's gradient
+// left as factors where RSDM with submanifold size r costs less from them
+// (program.Config.FactorForRSDM, as cmd/train compiles), or with eval
+// forward only in inference mode (its dropout the identity).
+func compile(n *net, be backend.Backend, eval bool, r int, profile bool) (*program.Program, error) {
 	return program.Compile(n.g, program.Config{Backend: be, Outputs: []*G.Node{n.m.Out, n.loss}, Params: n.params,
-		Inputs: []*G.Node{n.m.X, n.y}, NoGrad: eval, EvalMode: eval, DropoutSeed: dropoutSeed, Profile: len(profile) > 0 && profile[0]})
+		Inputs: []*G.Node{n.m.X, n.y}, NoGrad: eval, EvalMode: eval, DropoutSeed: dropoutSeed, FactorForRSDM: r, Profile: profile})
 }
 
 // printProfile writes a program's time per kind of kernel, and the
@@ -395,6 +397,16 @@ func printProfile(p *program.Program, stepTime time.Duration, steps int) {
 	for _, k := range ks {
 		fmt.Fprintf(os.Stderr, "%10v %3d  %s\n", k.PerRun, k.Count, k.Kernel)
 	}
+}
+
+// factorFor returns the r the compiler factors the Stiefel weight's gradient
+// for: RSDM's on the CPU; none on a device, whose steppers take whole
+// gradients.
+func factorFor(o options) int {
+	if o.backend == "cpu" {
+		return o.r
+	}
+	return 0
 }
 
 // compareDropout is the dropout probability of compare: the one at which
@@ -467,7 +479,7 @@ func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		return nil, err
 	}
 	defer be.Close()
-	prog, err := compile(a, be, false)
+	prog, err := compile(a, be, false, 0, false)
 	if err != nil {
 		return nil, fmt.Errorf("compiling: %w", err)
 	}
@@ -577,7 +589,7 @@ func devices(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 			return nil, err
 		}
 		defer be.Close()
-		if progs[i], err = compile(n, be, false); err != nil {
+		if progs[i], err = compile(n, be, false, 0, false); err != nil {
 			return nil, fmt.Errorf("compiling on %s: %w", names[i], err)
 		}
 		defer progs[i].Close()
@@ -694,7 +706,7 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		return nil, err
 	}
 	defer be.Close()
-	prog, err := compile(a, be, false, o.profile)
+	prog, err := compile(a, be, false, factorFor(o), o.profile)
 	if err != nil {
 		return nil, fmt.Errorf("compiling: %w", err)
 	}
@@ -751,7 +763,7 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if err := copyParams(ev, a); err != nil {
 		return nil, err
 	}
-	eprog, err := compile(ev, be, true)
+	eprog, err := compile(ev, be, true, 0, false)
 	if err != nil {
 		return nil, fmt.Errorf("compiling the evaluation: %w", err)
 	}
@@ -856,7 +868,7 @@ func throughput(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 			return nil, err
 		}
 		defer be.Close()
-		prog, err := compile(n, be, false)
+		prog, err := compile(n, be, false, factorFor(o), o.profile)
 		if err != nil {
 			return nil, fmt.Errorf("compiling: %w", err)
 		}
