@@ -171,11 +171,14 @@ const ownDropout = -1
 
 // build builds ex on a new graph with a loss, its gradients, and the
 // parameters marked: the Stiefel one orthonormalized.
-func build(ex Example, dt tensor.Dtype, batch int, dropout float64) (*net, error) {
+func build(ex Example, dt tensor.Dtype, batch int, dropout float64, seed uint64) (*net, error) {
 	g := G.NewGraph()
 	m, err := ex.Build(g, dt, batch, dropout)
 	if err != nil {
 		return nil, fmt.Errorf("building the model: %w", err)
+	}
+	if err := redraw(m.Learnables, seed); err != nil {
+		return nil, err
 	}
 	if m.X == nil || m.Out == nil || len(m.Learnables) == 0 {
 		return nil, errors.New("the model gave no input, output or learnables")
@@ -223,6 +226,48 @@ func build(ex Example, dt tensor.Dtype, batch int, dropout float64) (*net, error
 		return nil, fmt.Errorf("no learnable named %q", ex.Stiefel)
 	}
 	return n, nil
+}
+
+// redraw draws every learnable again as gorgonia's GlorotN(1) does, with
+// which the examples initialize them, from a seeded generator: gorgonia
+// seeds its initializers from the clock, and the harness's runs are to be
+// reproducible.
+func redraw(ns G.Nodes, seed uint64) error {
+	rng := rand.New(rand.NewPCG(seed, 0x696e6974)) // "init"
+	for _, n := range ns {
+		std := glorotStd(n.Shape())
+		switch v := n.Value().Data().(type) {
+		case []float32:
+			for i := range v {
+				v[i] = float32(std * rng.NormFloat64())
+			}
+		case []float64:
+			for i := range v {
+				v[i] = std * rng.NormFloat64()
+			}
+		default:
+			return fmt.Errorf("learnable %s holds %T", n.Name(), v)
+		}
+	}
+	return nil
+}
+
+// glorotStd is the standard deviation of gorgonia's GlorotN(1) for a
+// tensor of the shape: sqrt(2 / ((s0 + s1) s2 s3 ...)), a vector taken as
+// 1 x s0.
+func glorotStd(s tensor.Shape) float64 {
+	n1, n2, field := 1, 1, 1
+	switch len(s) {
+	case 0:
+	case 1:
+		n2 = s[0]
+	default:
+		n1, n2 = s[0], s[1]
+		for _, v := range s[2:] {
+			field *= v
+		}
+	}
+	return math.Sqrt(2 / float64((n1+n2)*field))
 }
 
 func scalar(dt tensor.Dtype, v float64) *G.Node {
@@ -460,11 +505,11 @@ func drawLikeProgram(tape, prog *G.ExprGraph) (int, error) {
 // dropout has probability compareDropout, and the tape machine's draw the
 // program's masks (drawLikeProgram).
 func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
-	a, err := build(ex, dt, o.batch, compareDropout)
+	a, err := build(ex, dt, o.batch, compareDropout, o.seed)
 	if err != nil {
 		return nil, err
 	}
-	b, err := build(ex, dt, o.batch, compareDropout)
+	b, err := build(ex, dt, o.batch, compareDropout, o.seed)
 	if err != nil {
 		return nil, err
 	}
@@ -575,7 +620,7 @@ func devices(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	names := []string{"cpu", "cuda"}
 	rep := &Report{Steps: o.steps}
 	for i := range nets {
-		n, err := build(ex, dt, o.batch, ownDropout)
+		n, err := build(ex, dt, o.batch, ownDropout, o.seed)
 		if err != nil {
 			return nil, err
 		}
@@ -693,11 +738,11 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if want := ex.Input; trainSet.C != want[0] || trainSet.H != want[1] || trainSet.W != want[2] {
 		return nil, fmt.Errorf("images of %dx%dx%d, the model takes %v", trainSet.C, trainSet.H, trainSet.W, want)
 	}
-	a, err := build(ex, dt, o.batch, ownDropout)
+	a, err := build(ex, dt, o.batch, ownDropout, o.seed)
 	if err != nil {
 		return nil, err
 	}
-	ev, err := build(ex, dt, o.batch, ownDropout)
+	ev, err := build(ex, dt, o.batch, ownDropout, o.seed)
 	if err != nil {
 		return nil, err
 	}
@@ -769,8 +814,11 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	}
 	defer eprog.Close()
 	correct := 0
-	for i := 0; i+o.batch <= testSet.N; i += o.batch {
-		for j := 0; j < o.batch; j++ {
+	for i := 0; i < testSet.N; i += o.batch {
+		k := min(o.batch, testSet.N-i) // the last batch padded with zeros
+		clear(xs)
+		clear(ys)
+		for j := 0; j < k; j++ {
 			ys[j] = int(testSet.Y[i+j])
 			copy(xs[j*testSet.Dim():], testSet.Image(i+j))
 		}
@@ -782,18 +830,17 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		for j := 0; j < o.batch; j++ {
-			row := out[j*ex.Classes : (j+1)*ex.Classes]
-			if argmax(row) == ys[j] {
+		for j := 0; j < k; j++ {
+			if argmax(out[j*ex.Classes:(j+1)*ex.Classes]) == ys[j] {
 				correct++
 			}
 		}
 	}
-	rep.Accuracy = 100 * float64(correct) / float64(testSet.N/o.batch*o.batch)
+	rep.Accuracy = 100 * float64(correct) / float64(testSet.N)
 
 	// The tape machine's time per batch, the same model and Solver.
 	if o.tapeSteps > 0 {
-		t, err := build(ex, dt, o.batch, ownDropout)
+		t, err := build(ex, dt, o.batch, ownDropout, o.seed)
 		if err != nil {
 			return nil, err
 		}
@@ -842,7 +889,7 @@ func throughput(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := build(ex, dt, o.batch, ownDropout)
+	n, err := build(ex, dt, o.batch, ownDropout, o.seed)
 	if err != nil {
 		return nil, err
 	}
