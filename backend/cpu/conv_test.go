@@ -195,49 +195,57 @@ func TestConvAllocs(t *testing.T) {
 }
 
 // BenchmarkConv times the fused convolution kernels at the sizes of
-// gorgonia's examples/convnet (batch 32, float32) on the default CPU
-// backend, beside a plain GEMM of the same sizes (F x B OutH OutW x C KH KW).
+// gorgonia's examples/convnet (batch 32, float32 and float64) on the default
+// CPU backend, beside a plain GEMM of the same sizes (F x B OutH OutW x
+// C KH KW).
 func BenchmarkConv(b *testing.B) {
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
 	r := rng(3)
-	f32 := func(n int) backend.Operand { return backend.At(load(b, be, uniform[float32](r, n, -1, 1)), 0) }
-	for _, l := range []struct {
-		name string
-		g    backend.ConvGeom
-		f    int
-	}{
-		{"conv0", backend.ConvGeom{B: 32, C: 1, H: 28, W: 28, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}, 32},
-		{"conv1", backend.ConvGeom{B: 32, C: 32, H: 14, W: 14, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}, 64},
-		{"conv2", backend.ConvGeom{B: 32, C: 64, H: 7, W: 7, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}, 128},
-	} {
-		g, f := l.g, l.f
-		oh, ow := g.Out()
-		in, out, kk := g.B*g.C*g.H*g.W, g.B*f*oh*ow, g.Patch()
-		x, dy, w, dx, dw, y := f32(in), f32(out), f32(f*kk), f32(in), f32(f*kk), f32(out)
-		flops := 2 * float64(f*g.B*oh*ow*kk)
-		for _, k := range []struct {
+	for _, dt := range []string{"float32", "float64"} {
+		op := func(n int) backend.Operand {
+			if dt == "float32" {
+				return backend.At(load(b, be, uniform[float32](r, n, -1, 1)), 0)
+			}
+			return backend.At(load(b, be, uniform[float64](r, n, -1, 1)), 0)
+		}
+		for _, l := range []struct {
 			name string
-			k    backend.Kernel
+			g    backend.ConvGeom
+			f    int
 		}{
-			{"forward", backend.Conv{Geom: g, F: f, X: x, W: w, Y: y}},
-			{"grad-input", backend.ConvGradInput{Geom: g, F: f, DY: dy, W: w, DX: dx}},
-			{"grad-filter", backend.ConvGradFilter{Geom: g, F: f, X: x, DY: dy, DW: dw}},
-			{"gemm", backend.Gemm{M: f, N: g.B * oh * ow, K: kk, Alpha: 1, A: w, B: f32(g.B * oh * ow * kk), C: f32(out), LDA: kk, LDB: g.B * oh * ow, LDC: g.B * oh * ow}},
+			{"conv0", backend.ConvGeom{B: 32, C: 1, H: 28, W: 28, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}, 32},
+			{"conv1", backend.ConvGeom{B: 32, C: 32, H: 14, W: 14, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}, 64},
+			{"conv2", backend.ConvGeom{B: 32, C: 64, H: 7, W: 7, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}, 128},
 		} {
-			b.Run(l.name+"/"+k.name, func(b *testing.B) {
-				fn, err := be.Prepare(k.k)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ResetTimer()
-				for range b.N {
-					if err := fn(); err != nil {
+			g, f := l.g, l.f
+			oh, ow := g.Out()
+			in, out, kk := g.B*g.C*g.H*g.W, g.B*f*oh*ow, g.Patch()
+			x, dy, w, dx, dw, y := op(in), op(out), op(f*kk), op(in), op(f*kk), op(out)
+			flops := 2 * float64(f*g.B*oh*ow*kk)
+			for _, k := range []struct {
+				name string
+				k    backend.Kernel
+			}{
+				{"forward", backend.Conv{Geom: g, F: f, X: x, W: w, Y: y}},
+				{"grad-input", backend.ConvGradInput{Geom: g, F: f, DY: dy, W: w, DX: dx}},
+				{"grad-filter", backend.ConvGradFilter{Geom: g, F: f, X: x, DY: dy, DW: dw}},
+				{"gemm", backend.Gemm{M: f, N: g.B * oh * ow, K: kk, Alpha: 1, A: w, B: op(g.B * oh * ow * kk), C: op(out), LDA: kk, LDB: g.B * oh * ow, LDC: g.B * oh * ow}},
+			} {
+				b.Run(dt+"/"+l.name+"/"+k.name, func(b *testing.B) {
+					fn, err := be.Prepare(k.k)
+					if err != nil {
 						b.Fatal(err)
 					}
-				}
-				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
+					b.ResetTimer()
+					for range b.N {
+						if err := fn(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
 		}
 	}
 }
