@@ -216,38 +216,75 @@ func argOf[T Float](pos int, x T) int32 {
 	return int32(pos<<2|1) | int32(flag(x >= 0))<<1
 }
 
-// poolTiles2 is poolOut for 2 x 2 windows side by side: maxTiles2's
-// maxima, and the elements maxTiles2Grad finds.
+// poolTiles2 is poolOut for 2 x 2 windows side by side, in one pass:
+// maxTiles2's maxima and the elements maxTiles2Grad finds, without a
+// branch on the data where a window holds a positive element or only
+// finite non-positive ones (its largest rectified element is then +0, the
+// element taken the first of them from the lowest finite value to 0).
 func poolTiles2[T Float](g PoolGeom, plane, y []T, arg []int32) {
-	maxTiles2(g, true, plane, y)
-	if arg == nil {
-		return
-	}
 	low := lowest[T]()
 	for r := range g.OutH {
 		i0, i1 := 2*r*g.W, (2*r+1)*g.W
 		r0, r1 := plane[i0:i0+g.W], plane[i1:i1+g.W]
-		for c := range g.OutW {
-			o, j := r*g.OutW+c, 2*c
-			m := y[o]
-			arg[o] = -1
-			if m == low {
+		yr := y[r*g.OutW : (r+1)*g.OutW]
+		var ar []int32
+		if arg != nil {
+			ar = arg[r*g.OutW : (r+1)*g.OutW]
+		}
+		for c := range yr {
+			j := 2 * c
+			a, b, e, f := r0[j], r0[j+1], r1[j], r1[j+1]
+			m := max(a, b, e, f) // NaN where one is
+			var k int
+			switch {
+			case m > 0:
+				k = bits.TrailingZeros64(flag(a == m) | flag(b == m)<<1 | flag(e == m)<<2 | flag(f == m)<<3)
+			case m <= 0 && m >= low:
+				m, k = 0, firstNonPositive(low, a, b, e, f)
+			default: // NaNs, or -Inf alone: as maxTiles2 and maxTiles2Grad
+				m, k = window4(low, a, b, e, f)
+			}
+			yr[c] = m
+			if ar == nil {
 				continue
 			}
-			a, b, e, f := r0[j], r0[j+1], r1[j], r1[j+1]
-			var k int
-			if m == 0 {
-				k = firstNonPositive(low, a, b, e, f)
-			} else {
-				k = bits.TrailingZeros64(flag(a == m) | flag(b == m)<<1 | flag(e == m)<<2 | flag(f == m)<<3 | 16)
-			}
 			if k == 4 {
-				continue // none of them: cannot happen for maxTiles2's maxima
+				ar[c] = -1
+				continue
 			}
 			at := i0 + (k>>1)*g.W + j + k&1
-			arg[o] = argOf(at, plane[at])
+			ar[c] = argOf(at, plane[at])
 		}
 	}
+}
+
+// window4 returns the largest rectified element of a 2 x 2 window a, b, e,
+// f as maxTiles2 finds it, and the index of the element maxTiles2Grad
+// takes (4: none).
+func window4[T Float](low, a, b, e, f T) (T, int) {
+	m := low
+	for _, v := range [4]T{a, b, e, f} {
+		if v != v {
+			v = low
+		}
+		m = max(m, v)
+	}
+	if m == low {
+		for _, v := range [4]T{a, b, e, f} {
+			if v = rectify(v); v > m {
+				m = v
+			}
+		}
+	} else {
+		m = max(m, 0)
+	}
+	switch {
+	case m == low:
+		return m, 4
+	case m == 0:
+		return m, firstNonPositive(low, a, b, e, f)
+	}
+	return m, bits.TrailingZeros64(flag(a == m) | flag(b == m)<<1 | flag(e == m)<<2 | flag(f == m)<<3 | 16)
 }
 
 // convPoolEpilogue pools, and drops out, the planes of the convolution's
@@ -290,8 +327,8 @@ func (e *convPoolEpilogue[T]) image(b int, planes []T, ld int) {
 		for i := range y {
 			kept := unitBits(e.key, uint64(o+i)) >= e.least
 			y[i] = keepBits(y[i]/e.keep, kept)
-			if arg != nil && !kept && arg[i] >= 0 {
-				arg[i] &^= 1
+			if arg != nil { // clear keep where dropped, leaving -1 as it is, without a branch
+				arg[i] &^= int32(flag(!kept)) &^ (arg[i] >> 31)
 			}
 		}
 	}

@@ -153,6 +153,18 @@ func convPoolCases(dt backend.DType, g gen) []Case {
 				add(fmt.Sprintf("conv-pool/%v/%v/chunk%d/bias%v/arg%v/drop%v", geo, pg, chunk, v.bias, v.arg, v.drop), kern, outs, []int{5},
 					g.halves(in), g.halves(f*k), g.normal(out, 1), g.halves(f), make([]int32, out), []float64{3})
 			}
+			if chunk == 0 {
+				// NaNs and infinities in the images make windows of NaNs,
+				// of -Inf alone and of infinities among finite values.
+				// (The filter has no zeros: gonum's GEMM, the CPU's in
+				// the build without OpenBLAS, skips them, and a NaN with
+				// them.)
+				x := g.halves(in)
+				x[5], x[in/3], x[in/2], x[2*in/3] = math.NaN(), math.Inf(-1), math.Inf(1), math.Inf(-1)
+				add(fmt.Sprintf("conv-pool-special/%v/%v", geo, pg),
+					backend.ConvPool{Geom: geo, F: f, Pool: pg, X: at(slot(0)), W: at(slot(1)), Y: at(slot(2)), Arg: at(slot(3))},
+					[]int{2, 3}, nil, x, g.uniform(f*k, -1, 1), g.normal(out, 1), make([]int32, out))
+			}
 			for _, drop := range []float64{0, 0.3} {
 				arg := g.poolArg(pg)
 				add(fmt.Sprintf("conv-pool-grad-input/%v/%v/chunk%d/drop%v", geo, pg, chunk, drop),
