@@ -561,6 +561,13 @@ func (k Conv) Host(p *Pool) (Func, error) {
 }
 
 func convHost[T Float](p *Pool, k Conv) Func {
+	if winograd(k.Geom, k.F) {
+		return convWinogradHost[T](p, k)
+	}
+	return convDirectHost[T](p, k)
+}
+
+func convDirectHost[T Float](p *Pool, k Conv) Func {
 	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
 	in, pp, kk := g.sizes()
@@ -605,6 +612,13 @@ func (k ConvGradInput) Host(p *Pool) (Func, error) {
 }
 
 func convGradInputHost[T Float](p *Pool, k ConvGradInput) Func {
+	if winograd(k.Geom, k.F) {
+		return convGradInputWinogradHost[T](p, k)
+	}
+	return convGradInputDirectHost[T](p, k)
+}
+
+func convGradInputDirectHost[T Float](p *Pool, k ConvGradInput) Func {
 	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
 	in, pp, kk := g.sizes()
@@ -650,6 +664,13 @@ func (k ConvGradFilter) Host(p *Pool) (Func, error) {
 }
 
 func convGradFilterHost[T Float](p *Pool, k ConvGradFilter) Func {
+	if winograd(k.Geom, k.F) {
+		return convGradFilterWinogradHost[T](p, k)
+	}
+	return convGradFilterDirectHost[T](p, k)
+}
+
+func convGradFilterDirectHost[T Float](p *Pool, k ConvGradFilter) Func {
 	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
 	in, pp, kk := g.sizes()

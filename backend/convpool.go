@@ -336,17 +336,16 @@ func (e *convPoolEpilogue[T]) image(b int, planes []T, ld int) {
 
 // Host unfolds a chunk of images at a time into a thread's workspace,
 // multiplies it by the filter into another (one GEMM for the chunk, or for
-// wide images one per image), and pools the products there.
+// wide images one per image), and pools the products there; or, where
+// Winograd's algorithm applies (winograd), transforms the chunk's tiles
+// and pools its output planes.
 func (k ConvPool) Host(p *Pool) (Func, error) {
 	return onFloats(p, k, convPoolHost[float32], convPoolHost[float64])
 }
 
 func convPoolHost[T Float](p *Pool, k ConvPool) Func {
 	g, f := k.Geom, k.F
-	s := newConvSplit(p, g, k.Chunk)
-	in, pp, kk := g.sizes()
 	_, out := k.Pool.sizes()
-	x, w := hostData[T](k.X)[:in], hostData[T](k.W)[:f*kk]
 	oh, ow := g.Out()
 	e := &convPoolEpilogue[T]{pg: k.Pool, f: f, op: k.Pool.OutH * k.Pool.OutW, y: hostData[T](k.Y)[:out],
 		drop: k.DropP > 0, keep: T(1 - k.DropP), least: keepThreshold(k.DropP), oh: oh, ow: ow}
@@ -360,8 +359,27 @@ func convPoolHost[T Float](p *Pool, k ConvPool) Func {
 	if e.drop {
 		step = hostData[float64](k.Step)[:1]
 	}
+	var run Func
+	if winograd(g, f) {
+		run = convPoolWinogradHost(p, k, e)
+	} else {
+		run = convPoolDirect(p, k, e, newConvSplit(p, g, k.Chunk))
+	}
+	return func() error {
+		if e.drop {
+			e.key = streamKey(k.Seed, k.Stream, uint64(step[0]))
+		}
+		return run()
+	}
+}
+
+// convPoolDirect is ConvPool's Host by im2col.
+func convPoolDirect[T Float](p *Pool, k ConvPool, e *convPoolEpilogue[T], s convSplit) Func {
+	g, f := k.Geom, k.F
+	in, pp, kk := g.sizes()
+	x, w := hostData[T](k.X)[:in], hostData[T](k.W)[:f*kk]
 	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), workspaces[T](s.parts, f*s.nb*pp)
-	run := s.run(p, g.B, func(q, b0, n int) {
+	return s.run(p, g.B, func(q, b0, n int) {
 		np := n * pp
 		unfold(g, x, b0, n, col[q], s.layout(g, n))
 		if s.wide || n == 1 {
@@ -376,12 +394,6 @@ func convPoolHost[T Float](p *Pool, k ConvPool) Func {
 			e.image(b0+j, tmp[q][j*pp:], np)
 		}
 	}, nil)
-	return func() error {
-		if e.drop {
-			e.key = streamKey(k.Seed, k.Stream, uint64(step[0]))
-		}
-		return run()
-	}
 }
 
 // poolRouter forms the gradient of a ConvPool's convolution output from
@@ -427,16 +439,26 @@ func (r poolRouter[T]) image(b int, dst []T, ld, off int) {
 
 // Host forms a chunk's output gradients in a thread's workspace (F x nP,
 // or for wide images F x P one image at a time), multiplies them by the
-// filter and folds the result into the images' gradients.
+// filter and folds the result into the images' gradients; or, where
+// Winograd's algorithm applies, convolves them with the turned filter.
 func (k ConvPoolGradInput) Host(p *Pool) (Func, error) {
 	return onFloats(p, k, convPoolGradInputHost[float32], convPoolGradInputHost[float64])
 }
 
 func convPoolGradInputHost[T Float](p *Pool, k ConvPoolGradInput) Func {
 	g, f := k.Geom, k.F
+	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
+	if winograd(g, f) {
+		return convPoolGradInputWinogradHost(p, k, rt)
+	}
+	return convPoolGradInputDirect(p, k, rt)
+}
+
+// convPoolGradInputDirect is ConvPoolGradInput's Host by im2col.
+func convPoolGradInputDirect[T Float](p *Pool, k ConvPoolGradInput, rt poolRouter[T]) Func {
+	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
 	in, pp, kk := g.sizes()
-	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
 	w, dx := hostData[T](k.W)[:f*kk], hostData[T](k.DX)[:in]
 	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), workspaces[T](s.parts, f*s.nb*pp)
 	per := in / g.B
@@ -460,17 +482,26 @@ func convPoolGradInputHost[T Float](p *Pool, k ConvPoolGradInput) Func {
 
 // Host unfolds a chunk of images at a time, forms their output gradients
 // (as ConvPoolGradInput's Host) and accumulates their product with the
-// unfolded windows, each thread into its own sum; the sums are added at
-// the end.
+// unfolded windows (or, by Winograd's algorithm, of their transformed
+// tiles), each thread into its own sum; the sums are added at the end.
 func (k ConvPoolGradFilter) Host(p *Pool) (Func, error) {
 	return onFloats(p, k, convPoolGradFilterHost[float32], convPoolGradFilterHost[float64])
 }
 
 func convPoolGradFilterHost[T Float](p *Pool, k ConvPoolGradFilter) Func {
 	g, f := k.Geom, k.F
+	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
+	if winograd(g, f) {
+		return convPoolGradFilterWinogradHost(p, k, rt)
+	}
+	return convPoolGradFilterDirect(p, k, rt)
+}
+
+// convPoolGradFilterDirect is ConvPoolGradFilter's Host by im2col.
+func convPoolGradFilterDirect[T Float](p *Pool, k ConvPoolGradFilter, rt poolRouter[T]) Func {
+	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
 	in, pp, kk := g.sizes()
-	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
 	x, dw := hostData[T](k.X)[:in], hostData[T](k.DW)[:f*kk]
 	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), workspaces[T](s.parts, f*s.nb*pp)
 	sums := append([][]T{dw}, workspaces[T](s.parts-1, f*kk)...)

@@ -92,8 +92,9 @@ func twoBlocks(k1, k2 block) func(l []*G.Node) (*G.Node, error) {
 // float32, on one thread and three and on the CUDA host model; 2 x 2 tiles
 // with an odd side left out, overlapping windows in the padding after a
 // strided and dilated convolution, images wide enough for the CPU to
-// multiply one at a time, constant images or bias, the forward pass alone,
-// dropout in inference, and two blocks in a row.
+// multiply one at a time, channels enough for Winograd's products (and
+// convolutions of as many alone), constant images or bias, the forward
+// pass alone, dropout in inference, and two blocks in a row.
 func TestConvPoolLowerings(t *testing.T) {
 	overlap := block{pad: []int{1, 2}, stride: []int{2, 1}, dil: []int{1, 2}, pool: tensor.Shape{3, 2}, ppad: []int{1, 1}, pstride: []int{2, 1}}
 	imagesConstant := blockCase("conv-pool-images-constant", same, []int{3, 2, 5, 6}, []int{3, 2, 3, 3}, true)
@@ -110,6 +111,11 @@ func TestConvPoolLowerings(t *testing.T) {
 		blockCase("conv-pool-overlap", overlap, []int{2, 3, 5, 7}, []int{3, 3, 3, 2}, true),
 		blockCase("conv-pool-wide", same, []int{3, 2, 17, 16}, []int{3, 2, 3, 3}, true),
 		imagesConstant, biasConstant, forward, dropEval,
+		// Channels enough for the CPU's Winograd products, alone and in a
+		// block, paddings 0 to 2.
+		convCase("conv-winograd", []int{2, 16, 5, 7}, []int{17, 16, 3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}, false),
+		convCase("conv-winograd-pads", []int{2, 16, 6, 4}, []int{16, 16, 3, 3}, []int{0, 2}, []int{1, 1}, []int{1, 1}, false),
+		blockCase("conv-pool-winograd", same, []int{3, 16, 6, 7}, []int{17, 16, 3, 3}, true),
 		{name: "conv-pool-two-blocks", shapes: [][]int{{3, 2, 8, 9}, {4, 2, 3, 3}, {1, 4, 1, 1}, {5, 4, 3, 3}, {1, 5, 1, 1}, {20, 3}},
 			build: twoBlocks(same, same)},
 	}

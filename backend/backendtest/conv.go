@@ -25,6 +25,12 @@ func convCases(dt backend.DType, g gen) []Case {
 		{B: 3, C: 2, H: 17, W: 16, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1},
 		{B: 2, C: 2, H: 2, W: 3, KH: 2, KW: 3, PadH: 3, PadW: 4, StrideH: 1, StrideW: 1, DilH: 6, DilW: 4},
 		{B: 2, C: 2, H: 3, W: 3, KH: 1, KW: 2, PadH: 0, PadW: 10, StrideH: 1, StrideW: 1, DilH: 1, DilW: 20},
+		// 3 x 3 kernels of stride 1 between many channels, which the CPU
+		// runs by Winograd's algorithm: outputs of odd sides, paddings 0
+		// to 2.
+		{B: 3, C: 16, H: 5, W: 7, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1},
+		{B: 2, C: 17, H: 6, W: 4, KH: 3, KW: 3, PadH: 0, PadW: 2, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1},
+		{B: 2, C: 16, H: 4, W: 5, KH: 3, KW: 3, PadH: 2, PadW: 0, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1},
 	}
 	for _, geo := range geoms {
 		oh, ow := geo.Out()
@@ -33,9 +39,12 @@ func convCases(dt backend.DType, g gen) []Case {
 			[]int{1}, g.normal(in, 1), g.normal(geo.B*p*k, 1))
 		add(fmt.Sprintf("col2im/%v", geo), backend.Col2im{Geom: geo, Src: at(slot(0)), Dst: at(slot(1))},
 			[]int{1}, g.normal(geo.B*p*k, 1), g.normal(in, 1))
+		f := 4
+		if geo.C >= 16 {
+			f = 18
+		}
 		for _, chunk := range []int{0, 2} {
-			const f = 4
-			add(fmt.Sprintf("conv/%v/chunk%d", geo, chunk),
+			add(fmt.Sprintf("conv/%v/f%d/chunk%d", geo, f, chunk),
 				backend.Conv{Geom: geo, F: f, Chunk: chunk, X: at(slot(0)), W: at(slot(1)), Y: at(slot(2))},
 				[]int{2}, g.normal(in, 1), g.normal(f*k, 1), g.normal(geo.B*f*p, 1))
 			add(fmt.Sprintf("conv-grad-input/%v/chunk%d", geo, chunk),
@@ -107,8 +116,8 @@ func maxPool(g backend.PoolGeom, rect bool, x []float64, dt backend.DType) []flo
 
 // convPoolCases are ConvPool's and its gradients' cases: 2 x 2 tiles with an
 // odd side left out, overlapping windows in the padding after a strided
-// and dilated convolution, and images wide enough for the CPU to multiply
-// one at a time; with and without bias, dropout and Arg, in chunks that do
+// and dilated convolution, images wide enough for the CPU to multiply one
+// at a time, and channels enough for Winograd's algorithm; with and without bias, dropout and Arg, in chunks that do
 // not divide the batch. Inputs and filters on a grid of halves give the
 // windows ties and zeros.
 func convPoolCases(dt backend.DType, g gen) []Case {
@@ -129,6 +138,7 @@ func convPoolCases(dt backend.DType, g gen) []Case {
 		{conv3(3, 2, 6, 5), 4, 2, 2, 0, 0, 2, 2, 3, 2},
 		{backend.ConvGeom{B: 2, C: 3, H: 5, W: 7, KH: 3, KW: 2, PadH: 1, PadW: 2, StrideH: 2, StrideW: 1, DilH: 1, DilW: 2}, 3, 2, 3, 1, 1, 1, 2, 4, 5},
 		{conv3(3, 2, 17, 16), 4, 2, 2, 0, 0, 2, 2, 8, 8},
+		{conv3(3, 16, 6, 7), 17, 2, 2, 0, 0, 2, 2, 3, 3}, // by Winograd's algorithm on the CPU
 	} {
 		geo, f := c.geo, c.f
 		oh, ow := geo.Out()
@@ -153,7 +163,7 @@ func convPoolCases(dt backend.DType, g gen) []Case {
 				add(fmt.Sprintf("conv-pool/%v/%v/chunk%d/bias%v/arg%v/drop%v", geo, pg, chunk, v.bias, v.arg, v.drop), kern, outs, []int{5},
 					g.halves(in), g.halves(f*k), g.normal(out, 1), g.halves(f), make([]int32, out), []float64{3})
 			}
-			if chunk == 0 {
+			if chunk == 0 && geo.C < 16 { // (Winograd's transforms spread a non-finite value over a tile)
 				// NaNs and infinities in the images make windows of NaNs,
 				// of -Inf alone and of infinities among finite values.
 				// (The filter has no zeros: gonum's GEMM, the CPU's in
