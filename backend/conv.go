@@ -561,7 +561,7 @@ func (k Conv) Host(p *Pool) (Func, error) {
 }
 
 func convHost[T Float](p *Pool, k Conv) Func {
-	if winograd(k.Geom, k.F) {
+	if winograd[T](k.Geom, k.F) {
 		return convWinogradHost[T](p, k)
 	}
 	return convDirectHost[T](p, k)
@@ -612,7 +612,7 @@ func (k ConvGradInput) Host(p *Pool) (Func, error) {
 }
 
 func convGradInputHost[T Float](p *Pool, k ConvGradInput) Func {
-	if winograd(k.Geom, k.F) {
+	if winograd[T](k.Geom, k.F) {
 		return convGradInputWinogradHost[T](p, k)
 	}
 	return convGradInputDirectHost[T](p, k)
@@ -664,7 +664,7 @@ func (k ConvGradFilter) Host(p *Pool) (Func, error) {
 }
 
 func convGradFilterHost[T Float](p *Pool, k ConvGradFilter) Func {
-	if winograd(k.Geom, k.F) {
+	if winograd[T](k.Geom, k.F) {
 		return convGradFilterWinogradHost[T](p, k)
 	}
 	return convGradFilterDirectHost[T](p, k)

@@ -360,7 +360,7 @@ func convPoolHost[T Float](p *Pool, k ConvPool) Func {
 		step = hostData[float64](k.Step)[:1]
 	}
 	var run Func
-	if winograd(g, f) {
+	if winograd[T](g, f) {
 		run = convPoolWinogradHost(p, k, e)
 	} else {
 		run = convPoolDirect(p, k, e, newConvSplit(p, g, k.Chunk))
@@ -448,7 +448,7 @@ func (k ConvPoolGradInput) Host(p *Pool) (Func, error) {
 func convPoolGradInputHost[T Float](p *Pool, k ConvPoolGradInput) Func {
 	g, f := k.Geom, k.F
 	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
-	if winograd(g, f) {
+	if winograd[T](g, f) {
 		return convPoolGradInputWinogradHost(p, k, rt)
 	}
 	return convPoolGradInputDirect(p, k, rt)
@@ -491,7 +491,7 @@ func (k ConvPoolGradFilter) Host(p *Pool) (Func, error) {
 func convPoolGradFilterHost[T Float](p *Pool, k ConvPoolGradFilter) Func {
 	g, f := k.Geom, k.F
 	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
-	if winograd(g, f) {
+	if winograd[T](g, f) {
 		return convPoolGradFilterWinogradHost(p, k, rt)
 	}
 	return convPoolGradFilterDirect(p, k, rt)

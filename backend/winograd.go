@@ -40,11 +40,16 @@ const wgMinChannels = 16
 const wgChunk = 1 << 19
 
 // winograd reports whether the CPU runs a convolution of geometry g by f
-// filters (and its gradients) by Winograd's algorithm: a 3 x 3 kernel of
-// stride and dilation 1, padding at most 2, and at least wgMinChannels
-// channels in and out.
-func winograd(g ConvGeom, f int) bool {
-	return g.KH == 3 && g.KW == 3 && g.StrideH == 1 && g.StrideW == 1 && g.DilH == 1 && g.DilW == 1 &&
+// filters (and its gradients) in T by Winograd's algorithm: in float64, a
+// 3 x 3 kernel of stride and dilation 1, padding at most 2, and at least
+// wgMinChannels channels in and out. Not in float32: there the transforms'
+// rounding, a few units in the last place of the terms, is near the size
+// of the gradients that Adam's steps divide by their own magnitude, and
+// such weights then move apart from the tape machine's within a few steps
+// (gorgonia's examples/convnet: 0.02 relative after 3 steps, 2e-5 with
+// im2col; in float64 2e-11).
+func winograd[T Float](g ConvGeom, f int) bool {
+	return !linalg.Is32[T]() && g.KH == 3 && g.KW == 3 && g.StrideH == 1 && g.StrideW == 1 && g.DilH == 1 && g.DilW == 1 &&
 		g.PadH <= 2 && g.PadW <= 2 && min(g.C, f) >= wgMinChannels
 }
 

@@ -46,8 +46,8 @@ var winogradCases = []winogradCase{
 // TestWinogradAgreesWithIm2col checks the CPU's Winograd products of 3 x 3
 // convolutions (forward, images' and filter's gradients; odd sides,
 // paddings 0 to 2, chunks that do not divide the batch, one thread and
-// three) against the im2col ones, float64 within 1e-12 and float32 within
-// 1e-5 of the largest output.
+// three) against the im2col ones, float64 within 1e-12 of the largest
+// output (and float32, which the kernels run by im2col, within 1e-5).
 func TestWinogradAgreesWithIm2col(t *testing.T) {
 	for _, threads := range []int{1, 3} {
 		p := NewPool(threads, 1)
@@ -55,8 +55,8 @@ func TestWinogradAgreesWithIm2col(t *testing.T) {
 		for _, c := range winogradCases {
 			for _, chunk := range []int{0, 2} {
 				t.Run(fmt.Sprintf("%v/f%d/chunk%d/threads%d", c.g, c.f, chunk, threads), func(t *testing.T) {
-					if !winograd(c.g, c.f) {
-						t.Fatal("not a Winograd geometry")
+					if !winograd[float64](c.g, c.f) || winograd[float32](c.g, c.f) {
+						t.Fatal("not a Winograd geometry in float64 alone")
 					}
 					checkWinograd[float64](t, p, c, chunk, 1e-12)
 					checkWinograd[float32](t, p, c, chunk, 1e-5)
@@ -108,17 +108,22 @@ func checkWinograd[T Float](t *testing.T, p *Pool, c winogradCase, chunk int, to
 
 // BenchmarkWinograd times the CPU's Winograd products beside its im2col
 // ones at the sizes of gorgonia's examples/convnet's second and third
-// layers (batch 32, float64, two threads), with the process's CPU time per
-// run, which a shared machine disturbs less than the time.
+// layers (batch 32, float32 and float64, two threads), with the process's
+// CPU time per run, which a shared machine disturbs less than the time.
 func BenchmarkWinograd(b *testing.B) {
+	benchWinograd[float32](b, "float32")
+	benchWinograd[float64](b, "float64")
+}
+
+func benchWinograd[T Float](b *testing.B, dt string) {
 	p := NewPool(2, 0)
 	defer p.Close()
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, l := range []struct{ c, h, f int }{{32, 14, 64}, {64, 7, 128}} {
 		g := ConvGeom{B: 32, C: l.c, H: l.h, W: l.h, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}
 		in, pp, kk := g.sizes()
-		x, w, y, dy, dx, dw := randomOp[float64](r, in), randomOp[float64](r, l.f*kk), randomOp[float64](r, 32*l.f*pp),
-			randomOp[float64](r, 32*l.f*pp), randomOp[float64](r, in), randomOp[float64](r, l.f*kk)
+		x, w, y, dy, dx, dw := randomOp[T](r, in), randomOp[T](r, l.f*kk), randomOp[T](r, 32*l.f*pp),
+			randomOp[T](r, 32*l.f*pp), randomOp[T](r, in), randomOp[T](r, l.f*kk)
 		fw := Conv{Geom: g, F: l.f, X: x, W: w, Y: y}
 		gi := ConvGradInput{Geom: g, F: l.f, DY: dy, W: w, DX: dx}
 		gf := ConvGradFilter{Geom: g, F: l.f, X: x, DY: dy, DW: dw}
@@ -126,11 +131,11 @@ func BenchmarkWinograd(b *testing.B) {
 			name string
 			fn   Func
 		}{
-			{"forward/winograd", convWinogradHost[float64](p, fw)}, {"forward/im2col", convDirectHost[float64](p, fw)},
-			{"grad-input/winograd", convGradInputWinogradHost[float64](p, gi)}, {"grad-input/im2col", convGradInputDirectHost[float64](p, gi)},
-			{"grad-filter/winograd", convGradFilterWinogradHost[float64](p, gf)}, {"grad-filter/im2col", convGradFilterDirectHost[float64](p, gf)},
+			{"forward/winograd", convWinogradHost[T](p, fw)}, {"forward/im2col", convDirectHost[T](p, fw)},
+			{"grad-input/winograd", convGradInputWinogradHost[T](p, gi)}, {"grad-input/im2col", convGradInputDirectHost[T](p, gi)},
+			{"grad-filter/winograd", convGradFilterWinogradHost[T](p, gf)}, {"grad-filter/im2col", convGradFilterDirectHost[T](p, gf)},
 		} {
-			b.Run(fmt.Sprintf("c%d/%s", l.c, k.name), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/c%d/%s", dt, l.c, k.name), func(b *testing.B) {
 				c0 := cpuTime()
 				for range b.N {
 					if err := k.fn(); err != nil {
