@@ -127,7 +127,8 @@ func kernelCount(p *Program, name string) int { return kernelTypes(p)[name] }
 
 // TestConvPoolMatchesUnfused compiles convolution blocks with gorgonia's
 // Dropout in training (the tape machine draws other masks; one after the
-// block's output is flattened) fused and, the
+// block's output is flattened; one with channels enough for Winograd's
+// products) fused and, the
 // same graph, unfused, and checks on every test backend, float64 and
 // float32, over two steps, that the outputs, the loss and every gradient
 // agree within 1e-10 (1e-5 for float32), and that the fused program runs
@@ -145,6 +146,9 @@ func TestConvPoolMatchesUnfused(t *testing.T) {
 			k := same.withDrop(0.5)
 			k.pool, k.ppad, k.pstride = tensor.Shape{3, 3}, []int{1, 1}, []int{2, 2}
 			return k.apply(l[0], l[1], l[2])
+		}},
+		{"winograd-dropout", [][]int{{3, 16, 6, 7}, {17, 16, 3, 3}, {1, 17, 1, 1}}, func(l []*G.Node) (*G.Node, error) {
+			return same.withDrop(0.3).apply(l[0], l[1], l[2])
 		}},
 		{"flattened-dropout", [][]int{{2, 3, 6, 6}, {4, 3, 3, 3}, {1, 4, 1, 1}, {36, 5}}, func(l []*G.Node) (*G.Node, error) {
 			p, err := same.apply(l[0], l[1], l[2])
