@@ -105,7 +105,8 @@ func wgImages(s convSplit, b, perImage, chunk int) int {
 	return max(1, min(per, n))
 }
 
-// wgFilter writes into u (16 x co x ci) the transformed filter G g G^T of
+// wgFilter writes into u (16 matrices co x ci, wgStride apart) the
+// transformed filter G g G^T of
 // every pair of channels: of w (f x c x 3 x 3) as it is (co = f, ci = c),
 // or with turned, for the images' gradient, turned by 180 degrees with its
 // channels swapped (co = c, ci = f).
@@ -114,6 +115,7 @@ func wgFilter[T Float](w []T, f, c int, turned bool, u []T) {
 	if turned {
 		co, ci = c, f
 	}
+	us := wgStride[T](co * ci)
 	for o := range co {
 		for i := range ci {
 			var g [9]T
@@ -134,24 +136,25 @@ func wgFilter[T Float](w []T, f, c int, turned bool, u []T) {
 			// (G g) G^T.
 			for r := range 4 {
 				a, b, e := gg[3*r], gg[3*r+1], gg[3*r+2]
-				base := (4*r)*co*ci + o*ci + i
+				base := 4*r*us + o*ci + i
 				u[base] = a
-				u[base+co*ci] = (a + b + e) / 2
-				u[base+2*co*ci] = (a - b + e) / 2
-				u[base+3*co*ci] = e
+				u[base+us] = (a + b + e) / 2
+				u[base+2*us] = (a - b + e) / 2
+				u[base+3*us] = e
 			}
 		}
 	}
 }
 
 // wgFilterGrad writes into dw (f x c x 3 x 3) G^T du G for the gradients du
-// (16 x f x c) of the transformed filter.
+// (16 matrices f x c, wgStride apart) of the transformed filter.
 func wgFilterGrad[T Float](du []T, f, c int, dw []T) {
 	n := f * c
+	ds := wgStride[T](n)
 	for p := range n {
 		var d [16]T
 		for xi := range 16 {
-			d[xi] = du[xi*n+p]
+			d[xi] = du[xi*ds+p]
 		}
 		// G^T d: rows d0 + (d1+d2)/2, (d1-d2)/2, (d1+d2)/2 + d3.
 		var r [12]T
@@ -317,26 +320,26 @@ func wgGradOutput[T Float](g wgGeom, dy []T, n, co, dj, do int, m []T) {
 }
 
 // wgConv convolves n images (ci channels, plane (j, c) at src[j sj + c
-// sc:]) with the transformed filter u (16 x co x ci) into dst (plane
+// sc:]) with the transformed filter u (wgFilter's) into dst (plane
 // (j, o) at dst[j dj + o do:]), through the workspaces v, m and pad.
 func wgConv[T Float](g wgGeom, u []T, co, ci int, src []T, n, sj, sc int, dst []T, dj, do int, v, m, pad []T) {
 	tt := n * g.tiles()
-	vs, ms := wgStride[T](ci*tt), wgStride[T](co*tt)
+	vs, ms, us := wgStride[T](ci*tt), wgStride[T](co*tt), wgStride[T](co*ci)
 	wgInput(g, src, n, ci, sj, sc, v, pad)
 	for xi := range 16 {
-		linalg.Gemm(false, false, co, tt, ci, 1, u[xi*co*ci:], ci, v[xi*vs:], tt, 0, m[xi*ms:], tt)
+		linalg.Gemm(false, false, co, tt, ci, 1, u[xi*us:], ci, v[xi*vs:], tt, 0, m[xi*ms:], tt)
 	}
 	wgOutput(g, m, n, co, dst, dj, do)
 }
 
-// wgFilterProducts accumulates into du (16 x f x c, or set where beta is
-// 0) the products of n images' transformed output gradients m (16 x f x n
+// wgFilterProducts accumulates into du (16 matrices f x c, wgStride apart;
+// or sets where beta is 0) the products of n images' transformed output gradients m (16 x f x n
 // tiles) with their transformed input tiles v (16 x c x n tiles).
 func wgFilterProducts[T Float](g wgGeom, m, v []T, n, f, c int, beta T, du []T) {
 	tt := n * g.tiles()
-	vs, ms := wgStride[T](c*tt), wgStride[T](f*tt)
+	vs, ms, ds := wgStride[T](c*tt), wgStride[T](f*tt), wgStride[T](f*c)
 	for xi := range 16 {
-		linalg.Gemm(false, true, f, c, tt, 1, m[xi*ms:], tt, v[xi*vs:], tt, beta, du[xi*f*c:], c)
+		linalg.Gemm(false, true, f, c, tt, 1, m[xi*ms:], tt, v[xi*vs:], tt, beta, du[xi*ds:], c)
 	}
 }
 
@@ -365,7 +368,7 @@ func newWgSetup[T Float](p *Pool, g ConvGeom, f, chunk int, wg wgGeom, ci, co, t
 // wgFilterSums returns each thread's sum of the transformed filter's
 // gradient, and a Func that adds them and transforms the total into dw.
 func wgFilterSums[T Float](parts, f, c int, dw []T) ([][]T, func()) {
-	sums := workspaces[T](parts, 16*f*c)
+	sums := workspaces[T](parts, 16*wgStride[T](f*c))
 	return sums, func() {
 		for _, part := range sums[1:] {
 			for i, v := range part {
@@ -391,7 +394,7 @@ func convWinogradHost[T Float](p *Pool, k Conv) Func {
 	x, w, y := hostData[T](k.X)[:in], hostData[T](k.W)[:f*g.Patch()], hostData[T](k.Y)[:g.B*f*pp]
 	wg, hw := wgForward(g), g.H*g.W
 	t := newWgSetup[T](p, g, f, k.Chunk, wg, g.C, f, 0)
-	u := make([]T, 16*f*g.C)
+	u := make([]T, 16*wgStride[T](f*g.C))
 	run := t.s.run(p, g.B, func(q, b0, n int) {
 		wgConv(wg, u, f, g.C, x[b0*g.C*hw:], n, g.C*hw, hw, y[b0*f*pp:], f*pp, pp, t.v[q], t.m[q], t.pad[q])
 	}, nil)
@@ -407,7 +410,7 @@ func convGradInputWinogradHost[T Float](p *Pool, k ConvGradInput) Func {
 	dy, w, dx := hostData[T](k.DY)[:g.B*f*pp], hostData[T](k.W)[:f*g.Patch()], hostData[T](k.DX)[:in]
 	wg, hw := wgBackward(g), g.H*g.W
 	t := newWgSetup[T](p, g, f, k.Chunk, wg, f, g.C, 0)
-	u := make([]T, 16*f*g.C)
+	u := make([]T, 16*wgStride[T](f*g.C))
 	run := t.s.run(p, g.B, func(q, b0, n int) {
 		wgConv(wg, u, g.C, f, dy[b0*f*pp:], n, f*pp, pp, dx[b0*g.C*hw:], g.C*hw, hw, t.v[q], t.m[q], t.pad[q])
 	}, nil)
@@ -442,7 +445,7 @@ func convPoolWinogradHost[T Float](p *Pool, k ConvPool, e *convPoolEpilogue[T]) 
 	x, w := hostData[T](k.X)[:in], hostData[T](k.W)[:f*g.Patch()]
 	wg, hw := wgForward(g), g.H*g.W
 	t := newWgSetup[T](p, g, f, k.Chunk, wg, g.C, f, f*pp)
-	u := make([]T, 16*f*g.C)
+	u := make([]T, 16*wgStride[T](f*g.C))
 	run := t.s.run(p, g.B, func(q, b0, n int) {
 		wgConv(wg, u, f, g.C, x[b0*g.C*hw:], n, g.C*hw, hw, t.tp[q], f*pp, pp, t.v[q], t.m[q], t.pad[q])
 		for j := range n {
@@ -461,7 +464,7 @@ func convPoolGradInputWinogradHost[T Float](p *Pool, k ConvPoolGradInput, rt poo
 	w, dx := hostData[T](k.W)[:f*g.Patch()], hostData[T](k.DX)[:in]
 	wg, hw := wgBackward(g), g.H*g.W
 	t := newWgSetup[T](p, g, f, k.Chunk, wg, f, g.C, f*pp)
-	u := make([]T, 16*f*g.C)
+	u := make([]T, 16*wgStride[T](f*g.C))
 	run := t.s.run(p, g.B, func(q, b0, n int) {
 		for j := range n {
 			rt.image(b0+j, t.tp[q], pp, j*f*pp)
