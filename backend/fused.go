@@ -553,7 +553,7 @@ func (k BiasAct) Host(p *Pool) (Func, error) {
 
 // Device launches on_bias_act.
 func (k BiasAct) Device(p Planner) {
-	elementwise(p, "on_bias_act", k.Rows*k.N, k.Rows, k.N, int(k.Act), false, k.X, k.Bias, k.X, k.Y)
+	elementwise(p, indexed(p, "on_bias_act", k.Rows*k.N), k.Rows*k.N, k.Rows, k.N, int(k.Act), false, k.X, k.Bias, k.X, k.Y)
 }
 
 func biasActHost[T Float](p *Pool, k BiasAct) Func {
@@ -598,7 +598,7 @@ func (k BiasActGrad) Host(p *Pool) (Func, error) {
 
 // Device launches on_bias_act with its gradient flag.
 func (k BiasActGrad) Device(p Planner) {
-	elementwise(p, "on_bias_act", k.Rows*k.N, k.Rows, k.N, int(k.Act), true, k.X, k.Bias, k.DY, k.DX)
+	elementwise(p, indexed(p, "on_bias_act", k.Rows*k.N), k.Rows*k.N, k.Rows, k.N, int(k.Act), true, k.X, k.Bias, k.DY, k.DX)
 }
 
 func biasActGradHost[T Float](p *Pool, k BiasActGrad) Func {

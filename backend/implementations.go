@@ -60,6 +60,20 @@ type Planner interface {
 	// Trsm adds B = B R^-1 for the row-major M x N matrix at b and the
 	// upper triangle R of the N x N matrix at a (cuBLAS).
 	Trsm(m, n int, a, b uint64)
+	// Index32 reports whether a kernel whose indices (and signed offsets)
+	// are all below the largest of extents may compute them in 32 bits:
+	// every extent at most 2^31 - 1, unless the backend asks for 64-bit
+	// arithmetic throughout (a test of both instances).
+	Index32(extents ...int) bool
+}
+
+// indexed returns name, or its instance with 32-bit index arithmetic
+// (name_x32, see kernels.cu) where p allows it for extents.
+func indexed(p Planner, name string, extents ...int) string {
+	if p.Index32(extents...) {
+		return name + "_x32"
+	}
+	return name
 }
 
 // DeviceGemm is Gemm on device addresses: C = Alpha op(A) op(B) + Beta C,

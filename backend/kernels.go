@@ -413,7 +413,8 @@ func (k Gemm) Device(p Planner) {
 		return
 	}
 	if k.K == 0 {
-		elementwise(p, "on_scale_strided", k.Batches()*k.M*k.N, k.Batches(), k.M, k.N, k.LDC, k.StrideC, k.Beta, k.C)
+		n, reach := k.Batches()*k.M*k.N, (k.Batches()-1)*k.StrideC+(k.M-1)*k.LDC+k.N
+		elementwise(p, indexed(p, "on_scale_strided", n, reach), n, k.Batches(), k.M, k.N, k.LDC, k.StrideC, k.Beta, k.C)
 		return
 	}
 	p.Gemm(DeviceGemm{TransA: k.TransA, TransB: k.TransB, M: k.M, N: k.N, K: k.K, Alpha: k.Alpha, Beta: k.Beta,
@@ -490,7 +491,7 @@ func (k Reduce) Device(p Planner) {
 		elementwise(p, "on_sum_parts", cols, cols, chunks, part, k.Dst)
 		return
 	}
-	elementwise(p, "on_reduce_mid", k.Outer*k.Inner, op, k.Outer, k.Mid, k.Inner, k.Src, k.Dst)
+	elementwise(p, indexed(p, "on_reduce_mid", k.Outer*k.Mid*k.Inner), k.Outer*k.Inner, op, k.Outer, k.Mid, k.Inner, k.Src, k.Dst)
 }
 
 // A sum down a middle axis is split on a device into chunks of at least
@@ -589,7 +590,17 @@ func (k Softmax) Host(p *Pool) (Func, error) {
 
 // Device launches on_softmax (on_softmax_rows where Inner is 1).
 func (k Softmax) Device(p Planner) {
-	alongAxis(p, "on_softmax", k.Outer, k.Inner, k.Log, k.Outer, k.Axis, k.Inner, k.Src, k.Dst)
+	alongAxis(p, lanes(p, "on_softmax", k.Outer, k.Axis, k.Inner), k.Outer, k.Inner, k.Log, k.Outer, k.Axis, k.Inner, k.Src, k.Dst)
+}
+
+// lanes returns the name of a kernel along the middle axis for alongAxis:
+// with 32-bit index arithmetic where it takes lanes (Inner > 1) and p
+// allows it.
+func lanes(p Planner, name string, outer, axis, inner int) string {
+	if inner == 1 {
+		return name
+	}
+	return indexed(p, name, outer*axis*inner)
 }
 
 func softmaxHost[T Float](p *Pool, k Softmax) Func {
@@ -632,7 +643,7 @@ func (k SoftmaxGrad) Host(p *Pool) (Func, error) {
 
 // Device launches on_softmax_grad (on_softmax_grad_rows where Inner is 1).
 func (k SoftmaxGrad) Device(p Planner) {
-	alongAxis(p, "on_softmax_grad", k.Outer, k.Inner, k.Log, k.Outer, k.Axis, k.Inner, k.Y, k.DY, k.DX)
+	alongAxis(p, lanes(p, "on_softmax_grad", k.Outer, k.Axis, k.Inner), k.Outer, k.Inner, k.Log, k.Outer, k.Axis, k.Inner, k.Y, k.DY, k.DX)
 }
 
 func softmaxGradHost[T Float](p *Pool, k SoftmaxGrad) Func {
@@ -690,7 +701,21 @@ func (k Copy) Device(p Planner) {
 			args = append(args, v)
 		}
 	}
-	elementwise(p, "on_copy", n, append(args, k.Src, k.Dst)...)
+	// Every offset of either view lies between the sums of its negative
+	// and of its positive strides times the axes' lengths less one.
+	extents := []int{n}
+	for _, strides := range [][]int{ss, ds} {
+		lo, hi := 0, 0
+		for i, s := range strides {
+			if s < 0 {
+				lo += s * (shape[i] - 1)
+			} else {
+				hi += s * (shape[i] - 1)
+			}
+		}
+		extents = append(extents, -lo+1, hi+1)
+	}
+	elementwise(p, indexed(p, "on_copy", extents...), n, append(args, k.Src, k.Dst)...)
 }
 
 func copyHost[T Float](p *Pool, k Copy) Func {
@@ -944,7 +969,7 @@ func rowsDevice(p Planner, n, width int, rows, src, dst Operand, gather bool) {
 		m = src
 	}
 	limit := (m.Buf.Len() - m.Off) / width
-	elementwise(p, "on_rows", n*width, n, width, limit, gather, rows, src, dst, p.Fault())
+	elementwise(p, indexed(p, "on_rows", n*width, limit*width), n*width, n, width, limit, gather, rows, src, dst, p.Fault())
 }
 
 func copyRows[T Float](n, width int, rows, src, dst Operand, gather bool) Func {

@@ -88,11 +88,13 @@ func sgdHost[T Float](p *Pool, k SGDStep) Func {
 }
 
 // AdamStep is a step of Adam on N elements of W from its gradient G, with
-// the moments M and V (W's type) and Hyper (three Float64 elements: the
-// step size lr and the bias corrections c1 = 1 - Beta1^t, c2 = 1 - Beta2^t):
-// with Decay > 0 first W = (1 - lr Decay) W (AdamW); then, in float64,
-// m = Beta1 m + (1 - Beta1) g, v = Beta2 v + (1 - Beta2) g^2 and
-// W -= lr (m / c1) / (sqrt(v / c2) + Eps).
+// the moments M and V (W's type) and Hyper (two Float64 elements: the step
+// size lr and the step's count t >= 1, a whole number, from which the step
+// computes the bias corrections c1 = 1 - Beta1^t and c2 = 1 - Beta2^t, the
+// powers bit for bit as math.Pow makes them): with Decay > 0 first
+// W = (1 - lr Decay) W (AdamW); then, in float64, m = Beta1 m + (1 - Beta1) g,
+// v = Beta2 v + (1 - Beta2) g^2 and W -= lr (m / c1) / (sqrt(v / c2) + Eps).
+// Beta1 and Beta2 are in [0, 1).
 type AdamStep struct {
 	N                        int
 	Beta1, Beta2, Eps, Decay float64
@@ -101,7 +103,10 @@ type AdamStep struct {
 
 // Check checks the operands.
 func (k AdamStep) Check() error {
-	return checkSized(k, []int{k.N}, DTypeOf(k.W), "W", k.W, k.N, "G", k.G, k.N, "M", k.M, k.N, "V", k.V, k.N, Float64, "hyperparameters", k.Hyper, 3)
+	if !(k.Beta1 >= 0 && k.Beta1 < 1 && k.Beta2 >= 0 && k.Beta2 < 1) {
+		return fmt.Errorf("backend: %s: betas %v and %v, want [0, 1)", Name(k), k.Beta1, k.Beta2)
+	}
+	return checkSized(k, []int{k.N}, DTypeOf(k.W), "W", k.W, k.N, "G", k.G, k.N, "M", k.M, k.N, "V", k.V, k.N, Float64, "hyperparameters", k.Hyper, 2)
 }
 
 // Host steps with the moments in float64.
@@ -116,10 +121,11 @@ func (k AdamStep) Device(p Planner) {
 
 func adamHost[T Float](p *Pool, k AdamStep) Func {
 	w, g := hostData[T](k.W)[:k.N], hostData[T](k.G)[:k.N]
-	m, v, hyper := hostData[T](k.M)[:k.N], hostData[T](k.V)[:k.N], hostData[float64](k.Hyper)[:3]
+	m, v, hyper := hostData[T](k.M)[:k.N], hostData[T](k.V)[:k.N], hostData[float64](k.Hyper)[:2]
 	b1, b2, eps := k.Beta1, k.Beta2, k.Eps
 	s := p.split(k.N, 8, func(lo, hi int) {
-		lr, c1, c2 := hyper[0], hyper[1], hyper[2]
+		lr, t := hyper[0], hyper[1]
+		c1, c2 := 1-math.Pow(b1, t), 1-math.Pow(b2, t)
 		if k.Decay > 0 && lr > 0 {
 			f := T(1 - lr*k.Decay)
 			for i := lo; i < hi; i++ {
@@ -215,7 +221,7 @@ func (k SkewStep) Host(p *Pool) (Func, error) {
 // Device launches on_skew in B's type.
 func (k SkewStep) Device(p Planner) {
 	p.SetType(DTypeOf(k.B))
-	elementwise(p, "on_skew", k.R*k.R, k.R, k.B, k.Y, k.LR)
+	elementwise(p, indexed(p, "on_skew", k.R*k.R), k.R*k.R, k.R, k.B, k.Y, k.LR)
 }
 
 func skewHost[T Float](_ *Pool, k SkewStep) Func {
@@ -262,7 +268,7 @@ func (k IdentityDelta) Host(p *Pool) (Func, error) {
 // Device launches on_identity_delta in Dst's type.
 func (k IdentityDelta) Device(p Planner) {
 	p.SetType(DTypeOf(k.Dst))
-	elementwise(p, "on_identity_delta", k.R*k.R, k.R, k.Y, k.Dst)
+	elementwise(p, indexed(p, "on_identity_delta", k.R*k.R), k.R*k.R, k.R, k.Y, k.Dst)
 }
 
 func identityDeltaHost[T Float](_ *Pool, k IdentityDelta) Func {
@@ -296,7 +302,9 @@ func (k Symmetrize) Host(p *Pool) (Func, error) {
 }
 
 // Device launches on_symmetrize.
-func (k Symmetrize) Device(p Planner) { elementwise(p, "on_symmetrize", k.N*k.N, k.N, k.A) }
+func (k Symmetrize) Device(p Planner) {
+	elementwise(p, indexed(p, "on_symmetrize", k.N*k.N), k.N*k.N, k.N, k.A)
+}
 
 func symmetrizeHost[T Float](_ *Pool, k Symmetrize) Func {
 	n := k.N

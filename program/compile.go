@@ -27,6 +27,7 @@ type compiler struct {
 	params  map[*G.Node]int
 	grads   map[*G.Node][]int // gradient node -> parameters it is the gradient of
 	flags   *vbuf
+	correct *vbuf // Config.Accuracy's count
 	pvals   []paramVal
 	// users counts, for every needed node, the needed nodes that take it
 	// as an argument.
@@ -128,6 +129,9 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 			c.checkGrad(i, n)
 		}
 	}
+	if err := c.countCorrect(); err != nil {
+		return nil, err
+	}
 	reads, inputs := map[*G.Node]*val{}, map[*G.Node]*val{}
 	for n := range c.inputs {
 		if v, ok := c.vals[n]; ok { // an input the outputs need
@@ -183,6 +187,10 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 		p.flags = c.flags.phys
 		p.flagsHost = make([]int32, c.flags.n)
 		p.flagsAny = p.flagsHost
+	}
+	if c.correct != nil {
+		p.correct, p.correctHost = c.correct.phys, make([]int32, 1)
+		p.correctAny = p.correctHost
 	}
 	return p, nil
 }

@@ -13,7 +13,8 @@
 // A training step is SetInput for each input, Run (forward and backward:
 // gradients are written afresh, never accumulated), then a Solver's Step,
 // which updates the parameters where they live. Read copies any output to
-// the host. On a backend whose buffers live on the host, the parameters'
+// the host; Collect copies outputs with the gradients' finite flags that
+// the Step checks, in one wait for a device. On a backend whose buffers live on the host, the parameters'
 // Gorgonia nodes are views of the program's buffers from the first Run on;
 // elsewhere parameters move between the backend and their nodes only by
 // StoreParams and LoadParams, and Run refuses (ErrParamsChanged) to train
@@ -96,6 +97,11 @@ type Config struct {
 	// ID, the same for a graph built by the same code) and the step
 	// (backend.Dropout, backend.Random).
 	DropoutSeed uint64
+	// Accuracy, when its Logits are set, has every Run also count the
+	// correct predictions of a classifier (backend.CountCorrect, the count
+	// nn.Accuracy makes), which Collect returns: the logits need not leave
+	// the backend.
+	Accuracy Accuracy
 }
 
 // Dropout is a dropout mask leaf and its probability of a zero.
@@ -151,6 +157,14 @@ type Program struct {
 	// ints holds, per integer input or output, the host buffer its values
 	// are converted in (ints.go).
 	ints map[*val][]int32
+
+	// flagsRead says Collect read the flags of the last Run into
+	// flagsHost; correct holds Config.Accuracy's count of the last Run.
+	flagsRead   bool
+	correct     backend.Buffer
+	correctHost []int32
+	correctAny  any
+	collect     []backend.Read // Collect's workspace
 }
 
 // KernelTime is the time a Run spends in one kind of kernel.
@@ -262,6 +276,7 @@ func (p *Program) Backend() backend.Backend { return p.be }
 // a view of the program's buffer: from then on the node and the program
 // hold one copy, and writing into the node's data writes the parameter.
 func (p *Program) Run() error {
+	p.flagsRead = false
 	if err := p.checkNodes(); err != nil {
 		return err
 	}
@@ -305,14 +320,17 @@ func (p *Program) SetStep(step int) error {
 // CheckGrads reports whether every gradient of the last Run is finite:
 // nil if so, else an error that names the first parameter with a NaN or
 // Inf in its gradient and wraps optim.ErrNotFinite. The check was made
-// while the gradients were computed; a gradient flagged only by the bound
-// on its factors is scanned here to be sure.
+// while the gradients were computed, into flags that CheckGrads reads
+// (unless Collect read them after the Run); a gradient flagged only by the
+// bound on its factors is scanned here to be sure.
 func (p *Program) CheckGrads() error {
 	if p.flags == nil {
 		return errors.New("program: compiled with NoGrad or without parameters: there are no gradients")
 	}
-	if err := p.be.CopyOut(p.flagsAny, p.flags, 0); err != nil {
-		return err
+	if !p.flagsRead {
+		if err := p.be.CopyOut(p.flagsAny, p.flags, 0); err != nil {
+			return err
+		}
 	}
 	for i := range p.params {
 		pv := &p.params[i]

@@ -385,6 +385,20 @@ func Cases(dt backend.DType) []Case {
 	add("check-product/blocks/large-b", backend.CheckProduct{RA: 700, CA: 9, CB: 5, A: at(slot(0)), B: at(slot(1)), Flag: at(slot(2))},
 		[]int{2}, a, bb, make([]int32, 1))
 
+	// Correct predictions: scores on a grid of halves (ties), NaNs, one-hot
+	// targets; more rows than a block's threads.
+	for _, s := range [][2]int{{1, 1}, {16, 10}, {300, 7}} {
+		scores, targets := g.halves(s[0]*s[1]), make([]float64, s[0]*s[1])
+		for r := range s[0] {
+			targets[r*s[1]+g.r.IntN(s[1])] = 1
+		}
+		if s[0] > 1 {
+			scores[3], scores[s[1]+1] = math.NaN(), math.NaN()
+		}
+		add(fmt.Sprintf("count-correct/%dx%d", s[0], s[1]), backend.CountCorrect{Rows: s[0], Classes: s[1], Scores: at(slot(0)),
+			Targets: at(slot(1)), Count: at(slot(2))}, []int{2}, scores, targets, []int32{-5})
+	}
+
 	// Rows, and the Q factor.
 	add("gather-rows", backend.GatherRows{N: 5, Width: 7, Rows: at(slot(0)), Src: at(slot(1)), Dst: at(slot(2))},
 		[]int{2}, g.perm(5, 13), g.normal(13*7, 1), g.normal(5*7, 1))
@@ -412,7 +426,7 @@ func Cases(dt backend.DType) []Case {
 	for _, decay := range []float64{0, 0.01} {
 		add(fmt.Sprintf("adam-step/decay%v", decay),
 			backend.AdamStep{N: 300, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Decay: decay, W: at(slot(0)), G: at(slot(1)), M: at(slot(2)), V: at(slot(3)), Hyper: at(slot(4))},
-			[]int{0, 2, 3}, g.normal(300, 1), g.normal(300, 1), g.normal(300, 0.1), g.uniform(300, 0, 0.1), []float64{1e-3, 1 - 0.9*0.9*0.9, 1 - 0.999*0.999*0.999})
+			[]int{0, 2, 3}, g.normal(300, 1), g.normal(300, 1), g.normal(300, 0.1), g.uniform(300, 0, 0.1), []float64{1e-3, 3})
 		f64(4)
 	}
 	add("add-scaled/scale", backend.AddScaled{N: 300, Alpha: -1, X: at(slot(0)), Y: at(slot(1)), Dst: at(slot(0)), Scale: at(slot(2))},
@@ -514,4 +528,35 @@ func Cases(dt backend.DType) []Case {
 		cs[i].Name = strings.ReplaceAll(cs[i].Name, " ", "x")
 	}
 	return cs
+}
+
+// Same runs every case on a and on b, two configurations of backends that
+// must compute alike (the CUDA backend's kernels with 32-bit and with
+// 64-bit index arithmetic), and fails where an output differs in any bit or
+// where a run fails on one and not on the other.
+func Same(t *testing.T, a, b backend.Backend) {
+	var cases []Case
+	for _, dt := range []backend.DType{backend.Float32, backend.Float64} {
+		cases = append(cases, Cases(dt)...)
+	}
+	sort.SliceStable(cases, func(i, j int) bool { return !cases[i].Fails && cases[j].Fails })
+	for _, c := range cases {
+		t.Run(c.Float.String()+"/"+c.Name, func(t *testing.T) {
+			x, xerr := run(a, c)
+			y, yerr := run(b, c)
+			if (xerr == nil) != (yerr == nil) || c.Fails {
+				if xerr == nil || yerr == nil {
+					t.Fatalf("%s: %v; %s: %v", a.Name(), xerr, b.Name(), yerr)
+				}
+				return
+			}
+			for i := range x {
+				for j := range x[i] {
+					if math.Float64bits(x[i][j]) != math.Float64bits(y[i][j]) {
+						t.Fatalf("output %d (buffer %d), element %d: %v and %v", i, c.Out[i], j, x[i][j], y[i][j])
+					}
+				}
+			}
+		})
+	}
 }

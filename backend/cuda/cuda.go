@@ -39,6 +39,7 @@ type Backend struct {
 	mod     C.CUmodule
 	funcs   map[string]C.CUfunction
 	maxGrid int
+	index64 bool
 
 	fault     C.CUdeviceptr             // the row kernels' four fault words
 	faultHost hostMem                   // their copy, read at every CopyOut and Sync
@@ -51,6 +52,14 @@ type Backend struct {
 	closed    bool
 
 	faulted error // the first fault a wait met; every later one reports it
+
+	// What the backend enqueued and waited for (Counts).
+	launches, copiesIn, waits int
+
+	// CopyOutAll's workspaces: each read's source, bytes and host slice.
+	readSrc   []C.CUdeviceptr
+	readBytes []C.size_t
+	readDst   [][]byte
 
 	profile bool
 	timed   []timed // each prepared kernel's events and time, when profiling
@@ -85,7 +94,11 @@ type stageSlot struct {
 	done C.CUevent
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Reader  = (*Backend)(nil)
+	_ backend.Counter = (*Backend)(nil)
+)
 
 // Probe returns GPU 0 as the driver describes it, or why there is none
 // (no driver library, no device).
@@ -119,7 +132,7 @@ func New(o Options) (backend.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{a: a, funcs: map[string]C.CUfunction{}, profile: o.Profile, maxGrid: o.MaxGrid}
+	b := &Backend{a: a, funcs: map[string]C.CUfunction{}, profile: o.Profile, maxGrid: o.MaxGrid, index64: o.Index64}
 	if err := a.result("starting device "+strconv.Itoa(o.Device), C.on_init(a.t, C.int(o.Device), &b.dev, &b.ctx, &b.stream, &b.blas)); err != nil {
 		return nil, err
 	}
@@ -432,6 +445,7 @@ func (b *Backend) CopyIn(dst backend.Buffer, off int, src any) error {
 		return err
 	}
 	copy(slot.mem.slice(), s)
+	b.copiesIn++
 	return b.a.result("copying to the device", C.on_htod(b.a.t, b.ctx, b.stream, slot.done, p, slot.mem.p, C.size_t(len(s))))
 }
 
@@ -453,6 +467,42 @@ func (b *Backend) CopyOut(dst any, src backend.Buffer, off int) error {
 	return nil
 }
 
+// CopyOutAll makes the reads after every Func run before it, in one wait
+// (backend.Reader): each is checked as CopyOut checks it, and a bad row
+// index met since the last check is reported instead.
+func (b *Backend) CopyOutAll(reads []backend.Read) error {
+	b.readSrc, b.readBytes, b.readDst = b.readSrc[:0], b.readBytes[:0], b.readDst[:0]
+	total := 0
+	for _, r := range reads {
+		d, p, err := b.hostCopy(r.Src, r.Off, r.Dst)
+		if err != nil {
+			clear(b.readDst)
+			return err
+		}
+		b.readSrc, b.readBytes, b.readDst = append(b.readSrc, p), append(b.readBytes, C.size_t(len(d))), append(b.readDst, d)
+		total += (len(d) + 7) &^ 7
+	}
+	if err := b.grow(&b.out, total); err != nil {
+		return err
+	}
+	var src *C.CUdeviceptr
+	var bytes *C.size_t
+	if len(reads) > 0 {
+		src, bytes = &b.readSrc[0], &b.readBytes[0]
+	}
+	err := b.waited("copying from the device", C.on_dtoh_many(b.a.t, b.ctx, b.stream, (*C.char)(b.out.p), src, bytes,
+		C.int(len(reads)), b.faultHost.p, b.fault))
+	if err == nil {
+		out, off := b.out.slice(), 0
+		for _, d := range b.readDst {
+			copy(d, out[off:off+len(d)])
+			off += (len(d) + 7) &^ 7
+		}
+	}
+	clear(b.readDst) // no reference to the caller's memory is kept
+	return err
+}
+
 // Sync waits for every Func run so far and reports a bad row index met
 // since the last check.
 func (b *Backend) Sync() error { return b.wait("synchronizing", nil, 0, 0) }
@@ -461,7 +511,14 @@ func (b *Backend) Sync() error { return b.wait("synchronizing", nil, 0, 0) }
 // Func run so far (none for n = 0), collects the kernels' times and
 // reports a fault met since the last check.
 func (b *Backend) wait(what string, dst unsafe.Pointer, src C.CUdeviceptr, n int) error {
-	if err := b.a.result(what, C.on_dtoh(b.a.t, b.ctx, b.stream, dst, src, C.size_t(n), b.faultHost.p, b.fault)); err != nil {
+	return b.waited(what, C.on_dtoh(b.a.t, b.ctx, b.stream, dst, src, C.size_t(n), b.faultHost.p, b.fault))
+}
+
+// waited completes a wait that returned r: it collects the kernels' times
+// and reports a fault met since the last check.
+func (b *Backend) waited(what string, r C.int) error {
+	b.waits++
+	if err := b.a.result(what, r); err != nil {
 		return err
 	}
 	if err := b.collect(); err != nil {
@@ -680,6 +737,7 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 			copy(unsafe.Slice((*uint64)(args), len(s.Args)), s.Args)
 			grid, what, nbytes := C.uint(s.Grid), "launching "+s.Kernel, C.size_t(8*len(s.Args))
 			fns[i] = func() error {
+				b.launches++
 				return b.a.result(what, C.on_launch(b.a.t, b.ctx, b.stream, f, grid, cudak.Threads, args, nbytes))
 			}
 		case cudak.Potrf:
@@ -702,12 +760,14 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 				return nil, err
 			}
 			fns[i] = func() error {
+				b.launches++
 				return b.a.result("cuSOLVER potrf", C.on_potrf(b.a.t, b.ctx, b.solver, f64, n, C.CUdeviceptr(s.A), C.CUdeviceptr(work), lwork, C.CUdeviceptr(s.Info)))
 			}
 		case cudak.Trsm:
 			// B R^-1 in row-major terms is, column-major, (R^T)^-1 B^T: a
 			// left solve with the lower R^T that R's buffer holds.
 			fns[i] = func() error {
+				b.launches++
 				return b.a.result("cuBLAS trsm", C.on_trsm(b.a.t, b.ctx, b.blas, cbool(s.F64), C.int(s.N), C.int(s.M), C.CUdeviceptr(s.A), C.CUdeviceptr(s.B)))
 			}
 		case cudak.Gemm:
@@ -717,6 +777,7 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 				}
 			}
 			fns[i] = func() error {
+				b.launches++
 				return b.a.result("cuBLAS gemm", C.on_gemm(b.a.t, b.ctx, b.blas, cbool(s.F64), cbool(s.TransA), cbool(s.TransB),
 					C.int(s.M), C.int(s.N), C.int(s.K), C.double(s.Alpha), C.CUdeviceptr(s.A), C.int(s.LDA), C.longlong(s.StrideA),
 					C.CUdeviceptr(s.B), C.int(s.LDB), C.longlong(s.StrideB), C.double(s.Beta), C.CUdeviceptr(s.C), C.int(s.LDC),
@@ -736,6 +797,14 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 	return f, nil
 }
 
+// Counts returns what the backend has enqueued and waited for since it
+// started (backend.Counter): its kernel launches and cuBLAS and cuSOLVER
+// calls, its copies to the device, and its waits for the device (CopyOut,
+// CopyOutAll, Sync).
+func (b *Backend) Counts() backend.Counts {
+	return backend.Counts{Launches: b.launches, CopiesIn: b.copiesIn, Waits: b.waits}
+}
+
 func cbool(v bool) C.int {
 	if v {
 		return 1
@@ -746,3 +815,7 @@ func cbool(v bool) C.int {
 // MaxGrid returns Options.MaxGrid, the planner's bound on a launch's blocks
 // (0: its default).
 func (b *Backend) MaxGrid() int { return b.maxGrid }
+
+// Index64 returns Options.Index64: whether the planner keeps to 64-bit
+// index arithmetic.
+func (b *Backend) Index64() bool { return b.index64 }

@@ -12,6 +12,10 @@ type Options struct {
 	// MaxGrid bounds the blocks of a launch (0: the planner's default);
 	// tests set it small so that the kernels' grid-stride loops repeat.
 	MaxGrid int
+	// Index64 plans every kernel with 64-bit index arithmetic; by default
+	// a kernel whose sizes allow computes its indices in 32 bits. Tests set
+	// it to check both instances at small sizes.
+	Index64 bool
 }
 
 // StandInEnv names the environment variable that, set to 1, makes the

@@ -314,3 +314,19 @@ int on_supported_archs(const on_api *A, int *archs, int cap, int *n) {
   for (int i = 0; i < *n; i++) archs[i] = all[i];
   return 0;
 }
+
+// on_dtoh_many copies n ranges, bytes[i] from srcs[i], into host memory at
+// dst, each from the next multiple of 8 bytes after the one before, and the
+// fault words from fault, then waits for the stream once.
+int on_dtoh_many(const on_api *A, CUcontext ctx, CUstream stream, char *dst, const CUdeviceptr *srcs,
+                 const size_t *bytes, int n, void *faultHost, CUdeviceptr fault) {
+  CUresult r;
+  if ((r = A->cuCtxSetCurrent(ctx))) return r;
+  size_t off = 0;
+  for (int i = 0; i < n; i++) {
+    if (bytes[i] && (r = A->cuMemcpyDtoHAsync_v2(dst + off, srcs[i], bytes[i], stream))) return r;
+    off += (bytes[i] + 7) / 8 * 8;
+  }
+  if ((r = A->cuMemcpyDtoHAsync_v2(faultHost, fault, 32, stream))) return r;
+  return A->cuStreamSynchronize(stream);
+}

@@ -45,4 +45,6 @@ int on_nvrtc_version(const on_api *A, int *major, int *minor);
 int on_supported_archs(const on_api *A, int *archs, int cap, int *n);
 int on_compile(const on_api *A, const char *src, const char *const *opts, int nopts, int cubin, char **out, size_t *outlen,
                char **log);
+int on_dtoh_many(const on_api *A, CUcontext ctx, CUstream stream, char *dst, const CUdeviceptr *srcs,
+                 const size_t *bytes, int n, void *faultHost, CUdeviceptr fault);
 #endif

@@ -36,10 +36,10 @@ type solver interface {
 // program, or Gorgonia's tape machine.
 type engine interface {
 	// run runs the forward and backward pass of training step step on the
-	// batch in the training network's input buffers (and the labels in yb)
-	// and returns the loss and the logits (batch x classes, valid until the
-	// next run).
-	run(step int) (loss float64, logits []float32, err error)
+	// batch in the training network's input buffers (and labels, one-hot in
+	// yb) and returns the loss and the accuracy (nn.Accuracy's) of the
+	// batch.
+	run(step int, labels []int) (loss, accuracy float64, err error)
 	// drawsMasks reports whether the engine draws the dropout masks itself
 	// (for the step run is given); otherwise the caller fills them first.
 	drawsMasks() bool
@@ -103,12 +103,13 @@ func newTapeEngine(net *network, loss *G.Node, ev *network, groups []optim.Group
 
 func (e *tapeEngine) drawsMasks() bool { return false }
 
-func (e *tapeEngine) run(int) (float64, []float32, error) {
+func (e *tapeEngine) run(_ int, labels []int) (float64, float64, error) {
 	e.vm.Reset()
 	if err := e.vm.RunAll(); err != nil {
-		return 0, nil, err
+		return 0, 0, err
 	}
-	return float64(e.loss.Value().Data().(float32)), e.logits.Data().([]float32), nil
+	acc, err := nn.Accuracy(e.logits.Data().([]float32), labels, e.net.logits.Shape()[1])
+	return float64(e.loss.Value().Data().(float32)), acc, err
 }
 
 func (e *tapeEngine) solver() solver { return e.s }
@@ -167,11 +168,33 @@ type programEngine struct {
 	inputData   []any
 	lossHost    []float32
 	lossAny     any
-	logits      []float32
-	logitsAny   any
 	evLogits    []float32
 	evLogitsAny any
 	evInputAny  any
+	// With -kernel-profile on a backend that counts its launches, copies
+	// and waits (backend.Counter): their totals over the forward and
+	// backward passes (with the reads of run) and over the optimizer's
+	// steps, and how many of each.
+	counter        backend.Counter
+	runCounts      backend.Counts
+	stepCounts     backend.Counts
+	runs, stepRuns int
+}
+
+// countedSolver is the programEngine's Solver when it counts the device's
+// work of each optimizer step.
+type countedSolver struct {
+	*optim.Solver
+	e *programEngine
+}
+
+// Step steps the Solver and counts what it made the device do.
+func (s countedSolver) Step() error {
+	before := s.e.counter.Counts()
+	err := s.Solver.Step()
+	s.e.stepCounts = s.e.stepCounts.Add(s.e.counter.Counts().Sub(before))
+	s.e.stepRuns++
+	return err
 }
 
 func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, groups []optim.Group, opts optim.Options) (*programEngine, error) {
@@ -187,7 +210,7 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, grou
 	}
 	e.prog, err = program.Compile(net.logits.Graph(), program.Config{Backend: e.be, Outputs: []*G.Node{loss, net.logits},
 		Params: net.Params(), Inputs: inputs, FactorForRSDM: factorFor(c), Profile: c.kernelProfile,
-		Dropout: drop, DropoutSeed: dropoutSeed(c)})
+		Dropout: drop, DropoutSeed: dropoutSeed(c), Accuracy: program.Accuracy{Logits: net.logits, Targets: y}})
 	if err != nil {
 		e.close()
 		return nil, fmt.Errorf("compiling the training graph: %w", err)
@@ -206,8 +229,9 @@ func newProgramEngine(c config, net *network, loss, y *G.Node, ev *network, grou
 	}
 	e.lossHost = make([]float32, 1)
 	e.lossAny = e.lossHost
-	e.logits = make([]float32, tensor.Shape(net.logits.Shape()).TotalSize())
-	e.logitsAny = e.logits
+	if c.kernelProfile {
+		e.counter, _ = e.be.(backend.Counter)
+	}
 	return e, nil
 }
 
@@ -240,28 +264,42 @@ func (e *programEngine) compileEval(ev *network, share *program.Program) error {
 // (program.Config.Dropout), keyed by the seed and the step.
 func (e *programEngine) drawsMasks() bool { return true }
 
-func (e *programEngine) run(step int) (float64, []float32, error) {
+// run reads, in one wait on a device, the loss, the count of correct
+// predictions (the program counts them where the logits live) and the
+// gradients' finite flags, which the Solver's next Step checks: a step
+// waits for the device once.
+func (e *programEngine) run(step int, labels []int) (float64, float64, error) {
+	if e.counter != nil {
+		before := e.counter.Counts()
+		defer func() {
+			e.runCounts = e.runCounts.Add(e.counter.Counts().Sub(before))
+			e.runs++
+		}()
+	}
 	if err := e.prog.SetStep(step); err != nil {
-		return 0, nil, err
+		return 0, 0, err
 	}
 	for i, n := range e.inputs {
 		if err := e.prog.SetInput(n, e.inputData[i]); err != nil {
-			return 0, nil, err
+			return 0, 0, err
 		}
 	}
 	if err := e.prog.Run(); err != nil {
-		return 0, nil, err
+		return 0, 0, err
 	}
-	if err := e.prog.Read(e.loss, e.lossAny); err != nil {
-		return 0, nil, err
+	correct, err := e.prog.Collect(program.Read{Node: e.loss, Dst: e.lossAny})
+	if err != nil {
+		return 0, 0, err
 	}
-	if err := e.prog.Read(e.net.logits, e.logitsAny); err != nil {
-		return 0, nil, err
-	}
-	return float64(e.lossHost[0]), e.logits, nil
+	return float64(e.lossHost[0]), float64(correct) / float64(len(labels)), nil
 }
 
-func (e *programEngine) solver() solver { return e.s }
+func (e *programEngine) solver() solver {
+	if e.counter != nil {
+		return countedSolver{e.s, e}
+	}
+	return e.s
+}
 
 // discard does nothing: a program writes its gradients afresh each run.
 func (e *programEngine) discard()     {}
@@ -288,6 +326,7 @@ func (e *programEngine) report(w io.Writer) {
 	if runs == 0 {
 		return
 	}
+	e.reportCounts(w)
 	if t, ok := e.be.(backend.Timer); ok {
 		// On a device the host's times below are the cost of enqueueing.
 		kernels, span := t.KernelTimes()
@@ -320,6 +359,33 @@ func (e *programEngine) report(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %7.3f ms %5.1f%% %4dx %s\n", k.PerRun.Seconds()*1e3, 100*k.PerRun.Seconds()/total.Seconds(), k.Count, k.Kernel)
 	}
+}
+
+// reportCounts prints the device's launches, copies and waits per
+// training step: the forward and backward pass with its reads, and the
+// optimizer's step.
+func (e *programEngine) reportCounts(w io.Writer) {
+	if e.counter == nil || e.runs == 0 {
+		return
+	}
+	per := func(c backend.Counts, n int) (float64, float64, float64) {
+		if n == 0 {
+			return 0, 0, 0
+		}
+		return float64(c.Launches) / float64(n), float64(c.CopiesIn) / float64(n), float64(c.Waits) / float64(n)
+	}
+	rl, rc, rw := per(e.runCounts, e.runs)
+	sl, sc, sw := per(e.stepCounts, e.stepRuns)
+	fmt.Fprintf(w, "device work per training step: %.4g kernel launches (%.4g forward and backward, %.4g in the optimizer's step); %.4g copies in, %.4g %s for the device\n",
+		rl+sl, rl, sl, rc+sc, rw+sw, plural(rw+sw, "wait", "waits"))
+}
+
+// plural returns one for n == 1, else many.
+func plural(n float64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func (e *programEngine) close() {

@@ -632,12 +632,9 @@ func (t *trainer) step(epoch int) (lv, acc float64, bad, err error) {
 	if err := nn.OneHot(t.yb, labels, t.train.Classes); err != nil {
 		return 0, 0, nil, err
 	}
-	lv, logits, err := t.eng.run(t.st.Step)
+	lv, acc, err = t.eng.run(t.st.Step, labels)
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("step %d: %w", t.st.Step, err)
-	}
-	if acc, err = nn.Accuracy(logits, labels, t.train.Classes); err != nil {
-		return 0, 0, nil, err
 	}
 	// Every rank sees the global batch's loss, so all skip or step alike.
 	if lv, acc, err = t.batchMean(lv, acc); err != nil {

@@ -36,7 +36,18 @@ __device__ __forceinline__ double bits_value(u64 b, float) { return (double)__in
 #endif
 
 #define NT 256
-#define GRID_LOOP(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)blockDim.x * gridDim.x)
+// GRID_LOOP_T strides index i, of type I, over [0, n) across the grid.
+#define GRID_LOOP_T(I, i, n) for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (I)(n); i += (I)blockDim.x * gridDim.x)
+#define GRID_LOOP(i, n) GRID_LOOP_T(i64, i, n)
+
+// The kernels that divide indices per element (strided copies, rows, bias,
+// column reductions, softmax lanes, r x r steps) come in two instances: one
+// with 64-bit index arithmetic, and one named _x32 (before the type's
+// suffix) with 32-bit arithmetic (unsigned for indices, int for signed
+// offsets), several times cheaper on a GPU, which the planner picks where
+// every index the kernel computes is below 2^31. Both compute the same
+// indices, so their results are the same.
+typedef unsigned u32;
 
 // ---- scalar functions (the CPU backend's definitions) ----------------------
 
@@ -199,21 +210,25 @@ KERNEL(on_fill_i32, FillArgs<int>) { fill_k(a); }
 
 // Copy: a strided view into a strided view, axes simplified by the planner.
 template <typename T> struct CopyArgs { i64 nd, n, add; i64 shape[8], ss[8], ds[8]; const T *src; T *dst; };
-template <typename T> __device__ void copy_k(const CopyArgs<T> &a) {
-  GRID_LOOP(i, a.n) {
-    i64 r = i, so = 0, dof = 0;
+// U is the index type, S that of the (signed) offsets.
+template <typename T, typename U, typename S> __device__ void copy_k(const CopyArgs<T> &a) {
+  GRID_LOOP_T(U, i, a.n) {
+    U r = i;
+    S so = 0, dof = 0;
     for (int ax = (int)a.nd - 1; ax >= 0; ax--) {
-      i64 c = r % a.shape[ax];
-      r /= a.shape[ax];
-      so += c * a.ss[ax];
-      dof += c * a.ds[ax];
+      U len = (U)a.shape[ax], c = r % len;
+      r /= len;
+      so += (S)c * (S)a.ss[ax];
+      dof += (S)c * (S)a.ds[ax];
     }
     if (a.add) a.dst[dof] += a.src[so];
     else a.dst[dof] = a.src[so];
   }
 }
-KERNEL(on_copy_f32, CopyArgs<float>) { copy_k(a); }
-KERNEL(on_copy_f64, CopyArgs<double>) { copy_k(a); }
+KERNEL(on_copy_f32, CopyArgs<float>) { copy_k<float, i64, i64>(a); }
+KERNEL(on_copy_f64, CopyArgs<double>) { copy_k<double, i64, i64>(a); }
+KERNEL(on_copy_x32_f32, CopyArgs<float>) { copy_k<float, u32, int>(a); }
+KERNEL(on_copy_x32_f64, CopyArgs<double>) { copy_k<double, u32, int>(a); }
 
 // ---- reductions and softmax -----------------------------------------------------
 
@@ -241,23 +256,26 @@ KERNEL_SYNC(on_reduce_rows_f32, ReduceArgs<float>) { reduce_rows_k(a); }
 KERNEL_SYNC(on_reduce_rows_f64, ReduceArgs<double>) { reduce_rows_k(a); }
 
 // Reduce with Inner > 1: a thread per output, down the middle axis.
-template <typename T> __device__ void reduce_mid_k(const ReduceArgs<T> &a) {
-  GRID_LOOP(i, a.outer * a.inner) {
-    i64 o = i / a.inner, in = i % a.inner;
-    const T *p = a.src + o * a.mid * a.inner + in;
+template <typename T, typename U> __device__ void reduce_mid_k(const ReduceArgs<T> &a) {
+  U inner = (U)a.inner, mid = (U)a.mid;
+  GRID_LOOP_T(U, i, a.outer * a.inner) {
+    U o = i / inner, in = i % inner;
+    const T *p = a.src + o * mid * inner + in;
     if (a.op == 1) {
       double s = 0;
-      for (i64 m = 0; m < a.mid; m++) s += (double)p[m * a.inner];
+      for (U m = 0; m < mid; m++) s += (double)p[m * inner];
       a.dst[i] = (T)s;
     } else {
       T m = p[0];
-      for (i64 j = 1; j < a.mid; j++) m = nanmax(m, p[j * a.inner]);
+      for (U j = 1; j < mid; j++) m = nanmax(m, p[j * inner]);
       a.dst[i] = m;
     }
   }
 }
-KERNEL(on_reduce_mid_f32, ReduceArgs<float>) { reduce_mid_k(a); }
-KERNEL(on_reduce_mid_f64, ReduceArgs<double>) { reduce_mid_k(a); }
+KERNEL(on_reduce_mid_f32, ReduceArgs<float>) { reduce_mid_k<float, i64>(a); }
+KERNEL(on_reduce_mid_f64, ReduceArgs<double>) { reduce_mid_k<double, i64>(a); }
+KERNEL(on_reduce_mid_x32_f32, ReduceArgs<float>) { reduce_mid_k<float, u32>(a); }
+KERNEL(on_reduce_mid_x32_f64, ReduceArgs<double>) { reduce_mid_k<double, u32>(a); }
 
 // Softmax and its gradient along a middle axis of (outer, axis, inner)
 // arrays. With inner == 1 the axis is a row of consecutive elements and a
@@ -268,28 +286,31 @@ KERNEL(on_reduce_mid_f64, ReduceArgs<double>) { reduce_mid_k(a); }
 // in the element type (expf for float32 data: within 2 ulp, where the CPU
 // backend rounds exp's double result to float32 in the end).
 template <typename T> struct SoftmaxArgs { i64 log, outer, axis, inner; const T *src; T *dst; };
-template <typename T> __device__ void softmax_k(const SoftmaxArgs<T> &a) {
-  GRID_LOOP(lane, a.outer * a.inner) {
-    i64 o = lane / a.inner, in = lane % a.inner;
-    i64 base = o * a.axis * a.inner + in;
+template <typename T, typename U> __device__ void softmax_k(const SoftmaxArgs<T> &a) {
+  U inner = (U)a.inner, axis = (U)a.axis;
+  GRID_LOOP_T(U, lane, a.outer * a.inner) {
+    U o = lane / inner, in = lane % inner;
+    U base = o * axis * inner + in;
     T m = a.src[base];
-    for (i64 j = 1; j < a.axis; j++) {
-      T v = a.src[base + j * a.inner];
+    for (U j = 1; j < axis; j++) {
+      T v = a.src[base + j * inner];
       if (v > m) m = v;
     }
     double z = 0;
-    for (i64 j = 0; j < a.axis; j++) z += (double)m_exp(a.src[base + j * a.inner] - m);
+    for (U j = 0; j < axis; j++) z += (double)m_exp(a.src[base + j * inner] - m);
     if (a.log) {
       T lz = (T)log(z);
-      for (i64 j = 0; j < a.axis; j++) a.dst[base + j * a.inner] = (a.src[base + j * a.inner] - m) - lz;
+      for (U j = 0; j < axis; j++) a.dst[base + j * inner] = (a.src[base + j * inner] - m) - lz;
     } else {
       T inv = (T)(1 / z);
-      for (i64 j = 0; j < a.axis; j++) a.dst[base + j * a.inner] = m_exp(a.src[base + j * a.inner] - m) * inv;
+      for (U j = 0; j < axis; j++) a.dst[base + j * inner] = m_exp(a.src[base + j * inner] - m) * inv;
     }
   }
 }
-KERNEL(on_softmax_f32, SoftmaxArgs<float>) { softmax_k(a); }
-KERNEL(on_softmax_f64, SoftmaxArgs<double>) { softmax_k(a); }
+KERNEL(on_softmax_f32, SoftmaxArgs<float>) { softmax_k<float, i64>(a); }
+KERNEL(on_softmax_f64, SoftmaxArgs<double>) { softmax_k<double, i64>(a); }
+KERNEL(on_softmax_x32_f32, SoftmaxArgs<float>) { softmax_k<float, u32>(a); }
+KERNEL(on_softmax_x32_f64, SoftmaxArgs<double>) { softmax_k<double, u32>(a); }
 
 // Inner == 1: a block per row of axis elements, rows strided over the grid.
 template <typename T> __device__ void softmax_rows_k(const SoftmaxArgs<T> &a) {
@@ -321,24 +342,27 @@ template <typename T> struct SoftmaxGradArgs { i64 log, outer, axis, inner; cons
 template <typename T> __device__ __forceinline__ T softmax_grad_at(bool log, T y, T dy, T dot) {
   return log ? dy - m_exp(y) * dot : y * (dy - dot);
 }
-template <typename T> __device__ void softmax_grad_k(const SoftmaxGradArgs<T> &a) {
-  GRID_LOOP(lane, a.outer * a.inner) {
-    i64 o = lane / a.inner, in = lane % a.inner;
-    i64 base = o * a.axis * a.inner + in;
+template <typename T, typename U> __device__ void softmax_grad_k(const SoftmaxGradArgs<T> &a) {
+  U inner = (U)a.inner, axis = (U)a.axis;
+  GRID_LOOP_T(U, lane, a.outer * a.inner) {
+    U o = lane / inner, in = lane % inner;
+    U base = o * axis * inner + in;
     double dot = 0;
-    for (i64 j = 0; j < a.axis; j++) {
-      i64 i = base + j * a.inner;
+    for (U j = 0; j < axis; j++) {
+      U i = base + j * inner;
       dot += a.log ? (double)a.dy[i] : (double)(a.dy[i] * a.y[i]);
     }
     T d = (T)dot;
-    for (i64 j = 0; j < a.axis; j++) {
-      i64 i = base + j * a.inner;
+    for (U j = 0; j < axis; j++) {
+      U i = base + j * inner;
       a.dx[i] = softmax_grad_at(a.log != 0, a.y[i], a.dy[i], d);
     }
   }
 }
-KERNEL(on_softmax_grad_f32, SoftmaxGradArgs<float>) { softmax_grad_k(a); }
-KERNEL(on_softmax_grad_f64, SoftmaxGradArgs<double>) { softmax_grad_k(a); }
+KERNEL(on_softmax_grad_f32, SoftmaxGradArgs<float>) { softmax_grad_k<float, i64>(a); }
+KERNEL(on_softmax_grad_f64, SoftmaxGradArgs<double>) { softmax_grad_k<double, i64>(a); }
+KERNEL(on_softmax_grad_x32_f32, SoftmaxGradArgs<float>) { softmax_grad_k<float, u32>(a); }
+KERNEL(on_softmax_grad_x32_f64, SoftmaxGradArgs<double>) { softmax_grad_k<double, u32>(a); }
 
 // Inner == 1: a block per row.
 template <typename T> __device__ void softmax_grad_rows_k(const SoftmaxGradArgs<T> &a) {
@@ -401,6 +425,27 @@ template <typename T> __device__ void verdict_k(const VerdictArgs<T> &a) {
 KERNEL(on_product_verdict_f32, VerdictArgs<float>) { verdict_k(a); }
 KERNEL(on_product_verdict_f64, VerdictArgs<double>) { verdict_k(a); }
 
+// CountCorrect: one block, a thread per row (rows strided by NT), then the
+// block's sum. A row's largest entry is where a scan that moves on only to
+// a strictly larger entry ends (nn.Accuracy's).
+template <typename T> __device__ i64 argmax_row(const T *x, i64 n) {
+  i64 best = 0;
+  for (i64 j = 1; j < n; j++)
+    if (x[j] > x[best]) best = j;
+  return best;
+}
+template <typename T> struct CorrectArgs { i64 rows, classes; const T *s; const T *t; int *count; };
+template <typename T> __device__ void count_correct_k(const CorrectArgs<T> &a) {
+  SHARED(double, sh, NT);
+  double c = 0;
+  for (i64 r = threadIdx.x; r < a.rows; r += NT)
+    if (argmax_row(a.s + r * a.classes, a.classes) == argmax_row(a.t + r * a.classes, a.classes)) c += 1;
+  c = block_sum(c, sh);
+  if (blockIdx.x == 0 && threadIdx.x == 0) a.count[0] = (int)c;
+}
+KERNEL_SYNC(on_count_correct_f32, CorrectArgs<float>) { count_correct_k(a); }
+KERNEL_SYNC(on_count_correct_f64, CorrectArgs<double>) { count_correct_k(a); }
+
 // ---- rows (RSDM's submatrices) ------------------------------------------------------
 
 // fault records the first bad row index: fault[0] = 1, then the index, its
@@ -414,20 +459,24 @@ __device__ void fault_row(u64 *fault, i64 r, i64 entry, i64 limit) {
 }
 
 template <typename T> struct RowsArgs { i64 n, width, limit, gather; const int *rows; const T *src; T *dst; u64 *fault; };
-template <typename T> __device__ void rows_k(const RowsArgs<T> &a) {
-  GRID_LOOP(i, a.n * a.width) {
-    i64 e = i / a.width, c = i % a.width;
+template <typename T, typename U> __device__ void rows_k(const RowsArgs<T> &a) {
+  U width = (U)a.width;
+  GRID_LOOP_T(U, i, a.n * a.width) {
+    U e = i / width, c = i % width;
     i64 r = a.rows[e];
     if (r < 0 || r >= a.limit) {
-      fault_row(a.fault, r, e, a.limit);
+      fault_row(a.fault, r, (i64)e, a.limit);
       continue;
     }
-    if (a.gather) a.dst[i] = a.src[r * a.width + c];
-    else a.dst[r * a.width + c] = a.src[i];
+    U at = (U)r * width + c;
+    if (a.gather) a.dst[i] = a.src[at];
+    else a.dst[at] = a.src[i];
   }
 }
-KERNEL(on_rows_f32, RowsArgs<float>) { rows_k(a); }
-KERNEL(on_rows_f64, RowsArgs<double>) { rows_k(a); }
+KERNEL(on_rows_f32, RowsArgs<float>) { rows_k<float, i64>(a); }
+KERNEL(on_rows_f64, RowsArgs<double>) { rows_k<double, i64>(a); }
+KERNEL(on_rows_x32_f32, RowsArgs<float>) { rows_k<float, u32>(a); }
+KERNEL(on_rows_x32_f64, RowsArgs<double>) { rows_k<double, u32>(a); }
 
 // ---- fused layers -------------------------------------------------------------------
 
@@ -579,9 +628,10 @@ KERNEL(on_layer_norm_param_f32, LNParamArgs<float>) { ln_param_k(a); }
 KERNEL(on_layer_norm_param_f64, LNParamArgs<double>) { ln_param_k(a); }
 
 template <typename T> struct BiasActArgs { i64 rows, n, act, grad; const T *x; const T *bias; const T *dy; T *out; };
-template <typename T> __device__ void bias_act_k(const BiasActArgs<T> &a) {
-  GRID_LOOP(i, a.rows * a.n) {
-    T v = a.x[i] + a.bias[i % a.n];
+template <typename T, typename U> __device__ void bias_act_k(const BiasActArgs<T> &a) {
+  U n = (U)a.n;
+  GRID_LOOP_T(U, i, a.rows * a.n) {
+    T v = a.x[i] + a.bias[i % n];
     if (!a.grad) {
       if (a.act == ACT_RELU) a.out[i] = v < 0 ? (T)0 : v;
       else if (a.act == ACT_GELU) a.out[i] = gelu(v);
@@ -593,8 +643,10 @@ template <typename T> __device__ void bias_act_k(const BiasActArgs<T> &a) {
     }
   }
 }
-KERNEL(on_bias_act_f32, BiasActArgs<float>) { bias_act_k(a); }
-KERNEL(on_bias_act_f64, BiasActArgs<double>) { bias_act_k(a); }
+KERNEL(on_bias_act_f32, BiasActArgs<float>) { bias_act_k<float, i64>(a); }
+KERNEL(on_bias_act_f64, BiasActArgs<double>) { bias_act_k<double, i64>(a); }
+KERNEL(on_bias_act_x32_f32, BiasActArgs<float>) { bias_act_k<float, u32>(a); }
+KERNEL(on_bias_act_x32_f64, BiasActArgs<double>) { bias_act_k<double, u32>(a); }
 
 // ---- optimizer steps (backend/step.go) ------------------------------------------------
 
@@ -619,9 +671,42 @@ template <typename T> __device__ void sgd_k(const SGDArgs<T> &a) {
 KERNEL(on_sgd_f32, SGDArgs<float>) { sgd_k(a); }
 KERNEL(on_sgd_f64, SGDArgs<double>) { sgd_k(a); }
 
+// pow_count returns x^n for x in [0, 1) and a whole n >= 1 (a step count)
+// as Go's math.Pow makes it, bit for bit: the mantissa squared and
+// multiplied in by the bits of n, the powers of two counted apart, and one
+// scaling at the end. (Only the rounding of a result below 2^-1022 may
+// differ, where 1 - x^n is 1 either way.)
+__device__ double pow_count(double x, double n) {
+  if (n == 0 || x == 1) return 1;
+  if (n == 1) return x;
+  if (x == 0) return 0;
+  int e0;
+  double a1 = 1, x1 = frexp(x, &e0);
+  i64 ae = 0, xe = e0;
+  for (i64 i = (i64)n; i != 0; i >>= 1) {
+    if (xe < -(1 << 12) || (1 << 12) < xe) {
+      ae += xe;
+      break;
+    }
+    if (i & 1) {
+      a1 *= x1;
+      ae += xe;
+    }
+    x1 *= x1;
+    xe *= 2;
+    if (x1 < .5) {
+      x1 += x1;
+      xe--;
+    }
+  }
+  return ldexp(a1, (int)(ae < -4000 ? -4000 : ae));
+}
+
+// Hyper holds the step size and the step count, from which each thread
+// computes the bias corrections.
 template <typename T> struct AdamArgs { i64 n; double b1, b2, eps, decay; T *w; const T *g; T *m; T *v; const double *hyper; };
 template <typename T> __device__ void adam_k(const AdamArgs<T> &a) {
-  double lr = a.hyper[0], c1 = a.hyper[1], c2 = a.hyper[2];
+  double lr = a.hyper[0], c1 = 1 - pow_count(a.b1, a.hyper[1]), c2 = 1 - pow_count(a.b2, a.hyper[1]);
   T f = (T)(1 - lr * a.decay);
   bool decay = a.decay > 0 && lr > 0;
   // The moments and the step in the element type (the CPU backend's are in
@@ -651,41 +736,50 @@ KERNEL(on_add_scaled_f32, AddScaledArgs<float>) { add_scaled_k(a); }
 KERNEL(on_add_scaled_f64, AddScaledArgs<double>) { add_scaled_k(a); }
 
 template <typename T> struct SkewArgs { i64 r; const T *b; double *y; const double *lr; };
-template <typename T> __device__ void skew_k(const SkewArgs<T> &a) {
+template <typename T, typename U> __device__ void skew_k(const SkewArgs<T> &a) {
   double lr = a.lr[0];
-  GRID_LOOP(k, a.r * a.r) {
-    i64 i = k / a.r, j = k % a.r;
-    double omega = ((double)a.b[i * a.r + j] - (double)a.b[j * a.r + i]) / 2;
+  U r = (U)a.r;
+  GRID_LOOP_T(U, k, a.r * a.r) {
+    U i = k / r, j = k % r;
+    double omega = ((double)a.b[i * r + j] - (double)a.b[j * r + i]) / 2;
     double v = -lr * omega;
     a.y[k] = i == j ? v + 1 : v;
   }
 }
-KERNEL(on_skew_f32, SkewArgs<float>) { skew_k(a); }
-KERNEL(on_skew_f64, SkewArgs<double>) { skew_k(a); }
+KERNEL(on_skew_f32, SkewArgs<float>) { skew_k<float, i64>(a); }
+KERNEL(on_skew_f64, SkewArgs<double>) { skew_k<double, i64>(a); }
+KERNEL(on_skew_x32_f32, SkewArgs<float>) { skew_k<float, u32>(a); }
+KERNEL(on_skew_x32_f64, SkewArgs<double>) { skew_k<double, u32>(a); }
 
 template <typename T> struct DeltaArgs { i64 r; const double *y; T *dst; };
-template <typename T> __device__ void delta_k(const DeltaArgs<T> &a) {
-  GRID_LOOP(k, a.r * a.r) {
-    i64 i = k / a.r, j = k % a.r;
+template <typename T, typename U> __device__ void delta_k(const DeltaArgs<T> &a) {
+  U r = (U)a.r;
+  GRID_LOOP_T(U, k, a.r * a.r) {
+    U i = k / r, j = k % r;
     a.dst[k] = i == j ? (T)(a.y[k] - 1) : (T)a.y[k];
   }
 }
-KERNEL(on_identity_delta_f32, DeltaArgs<float>) { delta_k(a); }
-KERNEL(on_identity_delta_f64, DeltaArgs<double>) { delta_k(a); }
+KERNEL(on_identity_delta_f32, DeltaArgs<float>) { delta_k<float, i64>(a); }
+KERNEL(on_identity_delta_f64, DeltaArgs<double>) { delta_k<double, i64>(a); }
+KERNEL(on_identity_delta_x32_f32, DeltaArgs<float>) { delta_k<float, u32>(a); }
+KERNEL(on_identity_delta_x32_f64, DeltaArgs<double>) { delta_k<double, u32>(a); }
 
 template <typename T> struct SymArgs { i64 n; T *a; };
-template <typename T> __device__ void sym_k(const SymArgs<T> &a) {
-  GRID_LOOP(k, a.n * a.n) {
-    i64 i = k / a.n, j = k % a.n;
+template <typename T, typename U> __device__ void sym_k(const SymArgs<T> &a) {
+  U n = (U)a.n;
+  GRID_LOOP_T(U, k, a.n * a.n) {
+    U i = k / n, j = k % n;
     if (i < j) {
-      T m = (a.a[i * a.n + j] + a.a[j * a.n + i]) / (T)2;
-      a.a[i * a.n + j] = m;
-      a.a[j * a.n + i] = m;
+      T m = (a.a[i * n + j] + a.a[j * n + i]) / (T)2;
+      a.a[i * n + j] = m;
+      a.a[j * n + i] = m;
     }
   }
 }
-KERNEL(on_symmetrize_f32, SymArgs<float>) { sym_k(a); }
-KERNEL(on_symmetrize_f64, SymArgs<double>) { sym_k(a); }
+KERNEL(on_symmetrize_f32, SymArgs<float>) { sym_k<float, i64>(a); }
+KERNEL(on_symmetrize_f64, SymArgs<double>) { sym_k<double, i64>(a); }
+KERNEL(on_symmetrize_x32_f32, SymArgs<float>) { sym_k<float, u32>(a); }
+KERNEL(on_symmetrize_x32_f64, SymArgs<double>) { sym_k<double, u32>(a); }
 
 // ---- the Q factor, by Cholesky QR twice ----------------------------------------------------
 
@@ -864,16 +958,19 @@ KERNEL(on_potrf_check_f64, PotrfCheckArgs<double>) { potrf_check_k(a); }
 // scale_strided is a product over an empty inner dimension: C = beta C over
 // a strided batch of m x n matrices (0 where beta is 0, C not read).
 template <typename T> struct ScaleArgs { i64 batch, m, n, ldc, stride; double beta; T *c; };
-template <typename T> __device__ void scale_strided_k(const ScaleArgs<T> &a) {
+template <typename T, typename U> __device__ void scale_strided_k(const ScaleArgs<T> &a) {
   T beta = (T)a.beta;
-  GRID_LOOP(i, a.batch * a.m * a.n) {
-    i64 b = i / (a.m * a.n), r = (i / a.n) % a.m, j = i % a.n;
-    T *p = a.c + b * a.stride + r * a.ldc + j;
+  U m = (U)a.m, n = (U)a.n;
+  GRID_LOOP_T(U, i, a.batch * a.m * a.n) {
+    U b = i / (m * n), r = (i / n) % m, j = i % n;
+    T *p = a.c + b * (U)a.stride + r * (U)a.ldc + j;
     *p = a.beta == 0 ? (T)0 : beta * *p;
   }
 }
-KERNEL(on_scale_strided_f32, ScaleArgs<float>) { scale_strided_k(a); }
-KERNEL(on_scale_strided_f64, ScaleArgs<double>) { scale_strided_k(a); }
+KERNEL(on_scale_strided_f32, ScaleArgs<float>) { scale_strided_k<float, i64>(a); }
+KERNEL(on_scale_strided_f64, ScaleArgs<double>) { scale_strided_k<double, i64>(a); }
+KERNEL(on_scale_strided_x32_f32, ScaleArgs<float>) { scale_strided_k<float, u32>(a); }
+KERNEL(on_scale_strided_x32_f64, ScaleArgs<double>) { scale_strided_k<double, u32>(a); }
 
 // ---- batch normalization (backend.BatchNorm, backend.BatchNormGrad) ----------------------
 

@@ -133,6 +133,9 @@ func Plan(d Device, k backend.Kernel) ([]Step, error) {
 	if g, ok := d.(interface{ MaxGrid() int }); ok {
 		p.maxGrid = g.MaxGrid()
 	}
+	if w, ok := d.(interface{ Index64() bool }); ok {
+		p.index64 = w.Index64()
+	}
 	// Int32 data is refused, as the CPU backend refuses it, unless the
 	// kernel sets its element type itself (Fill, CheckFinite).
 	dt, floatErr := backend.FloatType(k)
@@ -153,7 +156,8 @@ func Plan(d Device, k backend.Kernel) ([]Step, error) {
 // methods.
 type planner struct {
 	d       Device
-	maxGrid int // the Device's bound on a launch's blocks, or 0
+	maxGrid int  // the Device's bound on a launch's blocks, or 0
+	index64 bool // the Device asks for 64-bit index arithmetic throughout
 	dt      backend.DType
 	sfx     string
 	steps   []Step
@@ -229,6 +233,22 @@ func (p *planner) Scratch(dt backend.DType, n int) uint64 {
 
 // Fault returns the address of the backend's fault words.
 func (p *planner) Fault() uint64 { return p.d.Fault() }
+
+// Index32 reports whether indices below the largest of extents may be
+// computed in 32 bits (backend.Planner): unless the Device has a method
+// Index64() bool that returns true (tests do, to run the kernels' 64-bit
+// instances at small sizes), wherever every extent is at most 2^31 - 1.
+func (p *planner) Index32(extents ...int) bool {
+	if p.index64 {
+		return false
+	}
+	for _, e := range extents {
+		if e < 0 || e > math.MaxInt32 {
+			return false
+		}
+	}
+	return true
+}
 
 // suffix returns the suffix of the kernels' names for data of dt.
 func suffix(dt backend.DType) string {

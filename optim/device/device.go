@@ -17,7 +17,6 @@ package device
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/orthonet/orthonet/backend"
@@ -26,13 +25,17 @@ import (
 )
 
 // Steppers builds the steppers of parameters whose values and gradients
-// are operands of one backend.
-type Steppers struct{ be backend.Backend }
+// are operands of one backend. Its steppers' step sizes go to the device
+// together, in one copy per step.
+type Steppers struct {
+	be    backend.Backend
+	hyper *hyperTable
+}
 
 var _ optim.Device = (*Steppers)(nil)
 
 // New returns the steppers of be's operands.
-func New(be backend.Backend) *Steppers { return &Steppers{be: be} }
+func New(be backend.Backend) *Steppers { return &Steppers{be: be, hyper: &hyperTable{be: be}} }
 
 // Check checks that p's Value and Grad are operands of as many float32 or
 // float64 elements as its shape holds, both of one type.
@@ -71,18 +74,18 @@ func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st opt
 	if _, err := d.Check(p); err != nil {
 		return nil, err
 	}
-	w := &work{be: d.be, p: p, rule: r, b: b, shape: p.Shape, value: p.Value.(backend.Operand), grad: p.Grad.(backend.Operand)}
+	w := &work{be: d.be, p: p, rule: r, b: b, shape: p.Shape, value: p.Value.(backend.Operand), grad: p.Grad.(backend.Operand),
+		table: d.hyper}
 	w.dt = backend.DTypeOf(w.value)
 	defer func() {
 		if err != nil {
 			st, err = nil, errors.Join(err, w.Close())
 		}
 	}()
-	hyper, err := w.alloc(backend.Float64, 4)
-	if err != nil {
+	if w.slot, err = d.hyper.take(); err != nil {
 		return nil, err
 	}
-	w.hyper = hyper[0]
+	w.hyper = w.slot.operand()
 	if p.Manifold == nil {
 		switch c := r.(type) {
 		case optim.SGDConfig:
@@ -126,9 +129,10 @@ func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st opt
 }
 
 // work is what a parameter's device stepper is built from and holds: the
-// parameter and its rule, the buffers it allocated, and its four
-// hyperparameters (the step size first), which Prepare writes before each
-// step.
+// parameter and its rule, the buffers it allocated, and its
+// hyperparameters (the step size, and for Adam the step count), its slot
+// of the Steppers' table, which Prepare writes before each step and the
+// step's first Commit copies to the device.
 type work struct {
 	be          backend.Backend
 	p           optim.Param
@@ -138,8 +142,9 @@ type work struct {
 	value, grad backend.Operand
 	dt          backend.DType
 	owned       []backend.Buffer
-	hyper       backend.Operand
-	hyperHost   [4]float64
+	table       *hyperTable
+	slot        hyperSlot
+	hyper       backend.Operand // the slot's
 }
 
 // alloc returns zeroed buffers of dt, of each of sizes elements, that
@@ -170,10 +175,17 @@ func (w *work) prepare(ks ...backend.Kernel) (backend.Func, error) {
 	return backend.Sequence(fns), nil
 }
 
-// setHyper writes the step's hyperparameters to the device.
-func (w *work) setHyper(h ...float64) error {
-	copy(w.hyperHost[:], h)
-	return w.be.CopyIn(w.hyper.Buf, w.hyper.Off, w.hyperHost[:])
+// setHyper sets the step's hyperparameters, which the step's first Commit
+// copies to the device with every other stepper's.
+func (w *work) setHyper(h ...float64) { w.table.set(w.slot, h...) }
+
+// commit copies the step's hyperparameters, unless an earlier Commit of
+// the step did, then runs the step's Func.
+func (w *work) commit(step backend.Func) error {
+	if err := w.table.flush(); err != nil {
+		return err
+	}
+	return step()
 }
 
 // hostStepper returns the host's stepper of the same rule for a parameter
@@ -187,13 +199,17 @@ func (w *work) hostStepper() (optim.Stepper, error) {
 	return w.rule.Stepper(p, w.b)
 }
 
-// Close frees the stepper's buffers.
+// Close frees the stepper's buffers and its slot of the hyperparameters.
 func (w *work) Close() error {
 	var errs []error
 	for _, b := range w.owned {
 		errs = append(errs, w.be.Free(b))
 	}
 	w.owned = nil
+	if w.table != nil {
+		errs = append(errs, w.table.release(w.slot))
+		w.slot = hyperSlot{}
+	}
 	return errors.Join(errs...)
 }
 
@@ -262,12 +278,15 @@ func newAdam(w *work, c optim.AdamConfig, decay float64) (*buffered, error) {
 	return o, err
 }
 
+// Prepare sets the step size and, for Adam, the step's count, from which
+// the step computes the bias corrections on the device.
 func (o *buffered) Prepare(_ any, lr float64) error {
 	if o.adam == nil {
-		return o.setHyper(lr)
+		o.setHyper(lr)
+	} else {
+		o.setHyper(lr, float64(o.t+1))
 	}
-	t := float64(o.t + 1)
-	return o.setHyper(lr, 1-math.Pow(o.adam.Beta1, t), 1-math.Pow(o.adam.Beta2, t))
+	return nil
 }
 
 func (o *buffered) Abort() {}
@@ -275,7 +294,7 @@ func (o *buffered) Abort() {}
 func (o *buffered) Commit() error {
 	o.t++
 	o.started = true
-	return o.step()
+	return o.commit(o.step)
 }
 
 func (o *buffered) State() optim.State {
@@ -434,8 +453,8 @@ func newRSDM[T optim.Float](w *work, f frame, c optim.RSDMConfig, b optim.Bindin
 	return o, nil
 }
 
-// Prepare draws the submanifold on the host and sends its rows and the
-// step size to the device.
+// Prepare draws the submanifold on the host, sends its rows to the device
+// and sets the step size (which the step's first Commit sends).
 func (o *rsdmStep[T]) Prepare(_ any, lr float64) error {
 	if err := o.host.SetLR(lr); err != nil {
 		return err
@@ -447,13 +466,12 @@ func (o *rsdmStep[T]) Prepare(_ any, lr float64) error {
 	for i, v := range sub.Rows {
 		o.rowsInt[i] = int32(v)
 	}
-	if err = o.be.CopyIn(o.rows.Buf, o.rows.Off, o.rowsInt); err == nil {
-		err = o.setHyper(lr)
-	}
-	if err != nil {
+	if err = o.be.CopyIn(o.rows.Buf, o.rows.Off, o.rowsInt); err != nil {
 		o.host.Undraw()
+		return err
 	}
-	return err
+	o.setHyper(lr)
+	return nil
 }
 
 func (o *rsdmStep[T]) Abort() { o.host.Undraw() }
@@ -462,9 +480,9 @@ func (o *rsdmStep[T]) Commit() error {
 	reorth := o.reorth != nil && (o.host.Steps()+1)%o.host.ReorthEvery() == 0
 	o.host.Advance()
 	if reorth { // the step, then the Q factor of the weight
-		return o.reorth()
+		return o.commit(o.reorth)
 	}
-	return o.step()
+	return o.commit(o.step)
 }
 
 func (o *rsdmStep[T]) State() optim.State            { return o.host.State() }

@@ -32,6 +32,10 @@ const size_t quarantine_bytes = 256 << 20;
 
 struct Stream;
 
+// host_waits counts the calls in which the host waited for work of a
+// stream that had not run yet (standin_host_waits).
+std::atomic<uint64_t> host_waits{0};
+
 struct Ctx {
   int device = 0;
   std::atomic<int> refs{0};
@@ -74,10 +78,13 @@ struct Stream {
     }
   }
 
-  // wait runs the items up to the upto-th and waits for them.
-  void wait(uint64_t upto) {
+  // wait runs the items up to the upto-th and waits for them. One that
+  // finds some not yet run is a blocking host wait, counted in host_waits
+  // unless the model itself waits (a full queue).
+  void wait(uint64_t upto, bool counted = true) {
     if (std::this_thread::get_id() == th.get_id()) return; // an item cannot wait for itself
     std::unique_lock<std::mutex> l(m);
+    if (counted && done < upto) host_waits++;
     if (upto > want) want = upto;
     work.notify_all();
     done_cv.wait(l, [&] { return done >= upto; });
@@ -101,7 +108,7 @@ struct Stream {
       if (seq) *seq = n;
       if (q.size() < queue_limit) return CUDA_SUCCESS;
     }
-    wait(n);
+    wait(n, false);
     return CUDA_SUCCESS;
   }
   void finish() {
@@ -440,6 +447,8 @@ extern "C" int standin_configure(int driver, int nvrtc_major, int nvrtc_minor, i
   if ((int)used.size() < devices) used.resize(devices, 0);
   return 0;
 }
+
+extern "C" uint64_t standin_host_waits(void) { return host_waits.load(); }
 
 extern "C" void standin_set_source(const char *src, size_t n) {
   std::lock_guard<std::mutex> l(mu);

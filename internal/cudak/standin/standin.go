@@ -110,3 +110,12 @@ func Sym(l Lib, name string) unsafe.Pointer {
 	defer C.free(unsafe.Pointer(s))
 	return C.standin_sym(C.int(l), s)
 }
+
+// HostWaits returns how many calls into the model so far made the host
+// wait for a stream's work that had not run yet (cuStreamSynchronize,
+// cuEventSynchronize, a copy to pageable host memory, and the frees and
+// unloads that wait for the device), in every context of the process. The
+// model runs a stream's work only when the host waits for it, so the count
+// is at least what a GPU would block on: tests difference it around the
+// work they measure.
+func HostWaits() uint64 { return uint64(C.standin_host_waits()) }

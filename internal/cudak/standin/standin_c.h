@@ -17,6 +17,13 @@ int standin_configure(int driver, int nvrtc_major, int nvrtc_minor, int cublas_m
 void standin_set_source(const char *src, size_t n);
 // standin_mark_builtins records that libnvrtc-builtins was opened by path.
 void standin_mark_builtins(void);
+// standin_host_waits returns how many calls so far made the host wait for
+// work of a stream that had not run yet: cuStreamSynchronize,
+// cuEventSynchronize, cuMemcpyDtoHAsync into pageable memory, and the
+// frees and unloads that wait for every stream. (The model runs a stream's
+// work only when the host waits for it, so each such call is a wait that a
+// GPU could not have skipped unless it had finished the work already.)
+uint64_t standin_host_waits(void);
 // standin_sym returns the model's function of that name in library lib
 // (an ON_LIB_* index), or NULL.
 void *standin_sym(int lib, const char *name);

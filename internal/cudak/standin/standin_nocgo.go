@@ -28,3 +28,6 @@ func Open(path string) (Lib, error) { return LibNone, openError(path) }
 
 // Sym returns nil: without cgo there are no functions.
 func Sym(l Lib, name string) unsafe.Pointer { return nil }
+
+// HostWaits returns 0: without cgo there is no model to wait for.
+func HostWaits() uint64 { return 0 }

@@ -302,6 +302,73 @@ func TestLazyStream(t *testing.T) {
 	})
 }
 
+// TestHostWaits checks what HostWaits counts: each call that waits for
+// work not yet run (a stream sync, an event sync, a copy into pageable
+// memory, a free), and no call that finds the work done or only enqueues
+// (asynchronous copies to pinned memory, a full queue running itself).
+func TestHostWaits(t *testing.T) {
+	p := open(t, DefaultConfig())
+	const n = 64
+	d, r := p.alloc(n)
+	want(t, "cuMemAlloc", r, rSuccess)
+	pin, r := p.hostAlloc(n)
+	want(t, "cuMemHostAlloc", r, rSuccess)
+	defer p.hostFree(pin)
+	e, r := p.eventCreate(0)
+	want(t, "cuEventCreate", r, rSuccess)
+	defer p.eventDestroy(e)
+	for _, tc := range []struct {
+		name  string
+		calls func() cuResult
+		waits uint64
+	}{
+		{"asynchronous copies", func() cuResult {
+			if r := p.memset(d, 1, n); r != rSuccess {
+				return r
+			}
+			if r := p.htod(d, pin); r != rSuccess {
+				return r
+			}
+			return p.dtoh(pin, d)
+		}, 0},
+		{"a sync of pending work", p.sync, 1},
+		{"a sync of nothing", p.sync, 0},
+		{"pageable copy of pending work", func() cuResult {
+			if r := p.memset(d, 2, n); r != rSuccess {
+				return r
+			}
+			return p.dtoh(make([]byte, n), d)
+		}, 1},
+		{"event sync, pending and done", func() cuResult {
+			if r := p.memset(d, 3, n); r != rSuccess {
+				return r
+			}
+			if r := p.record(e); r != rSuccess {
+				return r
+			}
+			if r := p.eventSync(e); r != rSuccess {
+				return r
+			}
+			return p.eventSync(e)
+		}, 1},
+		{"a full queue runs itself", func() cuResult {
+			for i := 0; i < 1100; i++ {
+				if r := p.memset(d, byte(i), 1); r != rSuccess {
+					return r
+				}
+			}
+			return rSuccess
+		}, 0},
+		{"a free waits for the rest", func() cuResult { return p.free(d) }, 1},
+	} {
+		before := HostWaits()
+		want(t, tc.name, tc.calls(), rSuccess)
+		if got := HostWaits() - before; got != tc.waits {
+			t.Errorf("%s: %d host waits, want %d", tc.name, got, tc.waits)
+		}
+	}
+}
+
 // TestQueueLimit checks that a stream runs its queue, without a wait, once
 // it holds 1024 items.
 func TestQueueLimit(t *testing.T) {
