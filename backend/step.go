@@ -356,18 +356,15 @@ func (k DropoutMask) Device(p Planner) {
 
 func dropoutMaskHost[T Float](p *Pool, k DropoutMask) Func {
 	dst, step := hostData[T](k.Dst)[:k.N], hostData[float64](k.Step)[:1]
-	keep := T(1 / (1 - k.P))
-	var st uint64
+	keep, t := T(1/(1-k.P)), keepThreshold(k.P)
+	var key uint64
 	s := p.split(k.N, 8, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			dst[i] = 0
-			if DropoutDraw(k.Seed, k.Stream, st, uint64(i)) >= k.P {
-				dst[i] = keep
-			}
+			dst[i] = keepBits(keep, unitBits(key, uint64(i)) >= t)
 		}
 	})
 	return func() error {
-		st = uint64(step[0])
+		key = streamKey(k.Seed, k.Stream, uint64(step[0]))
 		s.run()
 		return nil
 	}

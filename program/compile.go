@@ -33,6 +33,9 @@ type compiler struct {
 	// as an argument.
 	users map[*G.Node]int
 	state compileState // the step of the random draws, batch norm's statistics
+	// rewrites are the fused lowerings of nodes whose arguments they
+	// replace (see fuse).
+	rewrites map[*G.Node]rewrite
 }
 
 // Compile compiles the part of g that computes cfg.Outputs and, unless
@@ -104,6 +107,11 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 	order, err := c.order(targets)
 	if err != nil {
 		return nil, err
+	}
+	if c.fuse(order, targets) { // order again, without the fused patterns' inner nodes
+		if order, err = c.order(targets); err != nil {
+			return nil, err
+		}
 	}
 	if !cfg.NoGrad && len(c.pvals) > 0 {
 		c.flags = c.newBuf(backend.Int32, 2*len(c.pvals), true, "finite flags")
@@ -229,8 +237,12 @@ func (c *compiler) order(targets []*G.Node) ([]*G.Node, error) {
 	return out, nil
 }
 
-// children returns n's arguments in order.
+// children returns n's arguments in order: those of its rewrite, if it
+// has one.
 func (c *compiler) children(n *G.Node) []*G.Node {
+	if rw, ok := c.rewrites[n]; ok {
+		return rw.inputs
+	}
 	it := c.g.From(n.ID())
 	var out []*G.Node
 	for it.Next() {

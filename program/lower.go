@@ -76,6 +76,13 @@ func intsField(op G.Op, name string) ([]int, error) {
 
 // lower emits the kernels of op node n, whose arguments' values are in.
 func (c *compiler) lower(n *G.Node, in []*val) error {
+	if rw, ok := c.rewrites[n]; ok { // a fused pattern's output
+		out, err := c.newVal(n, false)
+		if err != nil {
+			return err
+		}
+		return rw.lower(c, n, in, out)
+	}
 	op := n.Op()
 	name := opName(op)
 	if _, ok := op.(fused.Lowering); ok {
@@ -133,6 +140,11 @@ var lowerings = map[string]func(c *compiler, n *G.Node, in []*val, out *val) err
 	"sparsemaxOp": (*compiler).sparsemax, "sparsemaxDiffOp": (*compiler).sparsemaxGrad,
 	"minBetween": (*compiler).between, "maxBetween": (*compiler).between,
 	"ctcLossOp": (*compiler).ctcLoss, "ctcLossDiffOp": (*compiler).ctcLossGrad, "yoloOp": (*compiler).yolo,
+
+	// Convolutions and pooling (lower_conv.go).
+	"im2colOp": (*compiler).im2col, "col2imOp": (*compiler).col2im, "maxPoolOp": (*compiler).pool,
+	"maxPoolDiffOp": (*compiler).poolGrad, "avgPoolOp": (*compiler).pool, "avgPoolDiffOp": (*compiler).poolGrad,
+	"globalAveragePoolOp": (*compiler).globalAvgPool,
 }
 
 // constant makes n's value at Compile a resident buffer of its own: a
@@ -296,6 +308,9 @@ func (c *compiler) linAlg(n *G.Node, in []*val, out *val) error {
 // thinProduct reports whether g is the matrix product A^T B, and returns
 // A's and B's values.
 func (c *compiler) thinProduct(g *G.Node) (a, b *val, ok bool) {
+	if _, fused := c.rewrites[g]; fused {
+		return nil, nil, false
+	}
 	if op := g.Op(); op == nil || opName(op) != "linAlgBinOp" {
 		return nil, nil, false
 	}

@@ -19,18 +19,6 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 )
 
-// allowPending lets the op table name as compiled the op types that other
-// work in progress lowers (pendingOps) before their lowerings are merged:
-// such a type without a lowering is logged, not failed. Set it to false
-// once they are merged.
-const allowPending = true
-
-// pendingOps are the op types of convolutions, pooling, normalization and
-// randomness, lowered by work merged separately.
-var pendingOps = []string{"im2colOp", "col2imOp", "maxPoolOp", "maxPoolDiffOp", "avgPoolOp", "avgPoolDiffOp",
-	"globalAveragePoolOp", "BatchNormOp", "batchnormDiffOp", "GroupNormOp", "groupNormDiffOp", "dropoutOp",
-	"dropoutDiffOp", "randomOp"}
-
 // specialOps are the op types that lower() handles before its lowerings
 // table: constants, sizes, and views.
 var specialOps = []string{"constantScalar", "constantTensor", "sizeOp", "reshapeOp", "sliceOp"}
@@ -175,8 +163,7 @@ func types(e ast.Expr) string {
 
 // TestOpTable checks the README's op table against gorgonia's source and
 // the compiler: it lists every type with a Do method in gorgonia v0.9.18's
-// non-test files once; every type it says compiles has a lowering (the
-// pending types of other work excepted while allowPending) and every
+// non-test files once; every type it says compiles has a lowering and every
 // lowering's type is in it as compiled; a refused type has none, and those
 // a graph can be built with fail Compile with ErrUnknownOp naming the op
 // and the node. The function table names every exported function of
@@ -218,8 +205,6 @@ func TestOpTable(t *testing.T) {
 	for typ, s := range state {
 		compiles := s == "CPU, CUDA" || s == "CPU"
 		switch {
-		case compiles && !lowered(typ) && allowPending && slices.Contains(pendingOps, typ):
-			t.Logf("op table: %s compiles, but its lowering is not merged yet", typ)
 		case compiles && !lowered(typ):
 			t.Errorf("op table: %s compiles (%s), but the compiler has no lowering for it", typ, s)
 		case !compiles && lowered(typ):

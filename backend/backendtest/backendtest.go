@@ -511,6 +511,7 @@ func Cases(dt backend.DType) []Case {
 	}
 
 	cs = append(cs, normCases(dt)...)
+	cs = append(cs, convCases(dt, g)...)
 
 	// A bad row index fails the run on every backend.
 	for _, gather := range []bool{true, false} {

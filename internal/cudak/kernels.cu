@@ -1355,3 +1355,193 @@ template <typename T> __device__ void yolo_k(const YoloArgs<T> &a) {
 }
 KERNEL(on_yolo_f32, YoloArgs<float>) { yolo_k(a); }
 KERNEL(on_yolo_f64, YoloArgs<double>) { yolo_k(a); }
+
+// ---- convolutions and pooling (backend/conv.go, backend/pooling.go) ---------------------
+
+__device__ __forceinline__ i64 imin(i64 a, i64 b) { return a < b ? a : b; }
+__device__ __forceinline__ i64 imax(i64 a, i64 b) { return a > b ? a : b; }
+
+// The geometry of a convolution as gorgonia's im2col takes it (backend.ConvGeom),
+// with its output's height and width.
+struct ConvGeom { i64 b, c, h, w, kh, kw, padh, padw, strideh, stridew, dilh, dilw, oh, ow; };
+
+// unfold writes the windows of n images of x into col: tap k = (c kh + i) kw + j
+// of output position p of image n at n sj + k sk + p sp, 0 in the padding.
+template <typename T> struct UnfoldArgs { ConvGeom g; i64 n, sj, sk, sp; const T *x; T *col; };
+template <typename T> __device__ void unfold_k(const UnfoldArgs<T> &a) {
+  const ConvGeom &g = a.g;
+  i64 p = g.oh * g.ow, kk = g.c * g.kh * g.kw;
+  GRID_LOOP(i, a.n * kk * p) {
+    i64 q = i % p, k = (i / p) % kk, j = i / (p * kk);
+    i64 c = k / (g.kh * g.kw), ki = (k / g.kw) % g.kh, kj = k % g.kw;
+    i64 r = (q / g.ow) * g.strideh - g.padh + ki * g.dilh, s = (q % g.ow) * g.stridew - g.padw + kj * g.dilw;
+    T v = (T)0;
+    if (r >= 0 && r < g.h && s >= 0 && s < g.w) v = a.x[((j * g.c + c) * g.h + r) * g.w + s];
+    a.col[j * a.sj + k * a.sk + q * a.sp] = v;
+  }
+}
+KERNEL(on_unfold_f32, UnfoldArgs<float>) { unfold_k(a); }
+KERNEL(on_unfold_f64, UnfoldArgs<double>) { unfold_k(a); }
+
+// fold writes into every element of n images of dx the sum of its taps in col
+// (unfold's layout), in the order of their output positions.
+template <typename T> struct FoldArgs { ConvGeom g; i64 n, sj, sk, sp; const T *col; T *dx; };
+template <typename T> __device__ void fold_k(const FoldArgs<T> &a) {
+  const ConvGeom &g = a.g;
+  GRID_LOOP(i, a.n * g.c * g.h * g.w) {
+    i64 s = i % g.w, r = (i / g.w) % g.h, c = (i / (g.w * g.h)) % g.c, j = i / (g.w * g.h * g.c);
+    T sum = (T)0;
+    for (i64 ki = g.kh - 1; ki >= 0; ki--) {
+      i64 ty = r + g.padh - ki * g.dilh;
+      if (ty < 0 || ty % g.strideh != 0 || ty / g.strideh >= g.oh) continue;
+      for (i64 kj = g.kw - 1; kj >= 0; kj--) {
+        i64 tx = s + g.padw - kj * g.dilw;
+        if (tx < 0 || tx % g.stridew != 0 || tx / g.stridew >= g.ow) continue;
+        i64 k = (c * g.kh + ki) * g.kw + kj, q = (ty / g.strideh) * g.ow + tx / g.stridew;
+        sum += a.col[j * a.sj + k * a.sk + q * a.sp];
+      }
+    }
+    a.dx[i] = sum;
+  }
+}
+KERNEL(on_fold_f32, FoldArgs<float>) { fold_k(a); }
+KERNEL(on_fold_f64, FoldArgs<double>) { fold_k(a); }
+
+// gather_planes copies the (n, f, p) array src into the f x (n p) matrix dst.
+template <typename T> struct GatherPlanesArgs { i64 n, f, p; const T *src; T *dst; };
+template <typename T> __device__ void gather_planes_k(const GatherPlanesArgs<T> &a) {
+  GRID_LOOP(i, a.n * a.f * a.p) {
+    i64 q = i % a.p, r = (i / a.p) % a.f, j = i / (a.p * a.f);
+    a.dst[r * a.n * a.p + j * a.p + q] = a.src[i];
+  }
+}
+KERNEL(on_gather_planes_f32, GatherPlanesArgs<float>) { gather_planes_k(a); }
+KERNEL(on_gather_planes_f64, GatherPlanesArgs<double>) { gather_planes_k(a); }
+
+// The geometry of a pooling (backend.PoolGeom).
+struct PoolGeom { i64 b, c, h, w, kh, kw, padh, padw, strideh, stridew, oh, ow; };
+
+__device__ __forceinline__ float lowest(float) { return -3.40282346638528859811704183484516925440e+38f; }
+__device__ __forceinline__ double lowest(double) { return -1.797693134862315708145274237317043567981e+308; }
+
+// pool_window sets [h0, h1) x [w0, w1) to output (y, x)'s window.
+__device__ __forceinline__ void pool_window(const PoolGeom &g, i64 y, i64 x, i64 &h0, i64 &h1, i64 &w0, i64 &w1) {
+  h0 = y * g.strideh - g.padh;
+  w0 = x * g.stridew - g.padw;
+  h1 = imin(h0 + g.kh, g.h);
+  w1 = imin(w0 + g.kw, g.w);
+  h0 = imax(h0, 0);
+  w0 = imax(w0, 0);
+}
+
+// rectify is gorgonia.Rectify's x times (x >= 0): x, or -0 (NaN for NaN and
+// -Inf); step its mask.
+template <typename T> __device__ __forceinline__ T rectify(T x) { return x >= (T)0 ? x : x * (T)0; }
+template <typename T> __device__ __forceinline__ T step(T x) { return x >= (T)0 ? (T)1 : (T)0; }
+
+// pool_max returns window (y, x)'s largest element (rectified first with
+// rect) above the lowest finite value (NaNs never), or that value.
+template <typename T> __device__ T pool_max(const PoolGeom &g, bool rect, const T *plane, i64 y, i64 x) {
+  i64 h0, h1, w0, w1;
+  pool_window(g, y, x, h0, h1, w0, w1);
+  T m = lowest(T());
+  for (i64 r = h0; r < h1; r++)
+    for (i64 s = w0; s < w1; s++) {
+      T v = rect ? rectify(plane[r * g.w + s]) : plane[r * g.w + s];
+      if (v > m) m = v;
+    }
+  return m;
+}
+
+template <typename T> struct MaxPoolArgs { PoolGeom g; i64 rect; const T *x; T *y; };
+template <typename T> __device__ void max_pool_k(const MaxPoolArgs<T> &a) {
+  const PoolGeom &g = a.g;
+  GRID_LOOP(i, g.b * g.c * g.oh * g.ow) {
+    i64 pl = i / (g.oh * g.ow), q = i % (g.oh * g.ow);
+    a.y[i] = pool_max(g, a.rect != 0, a.x + pl * g.h * g.w, q / g.ow, q % g.ow);
+  }
+}
+KERNEL(on_max_pool_f32, MaxPoolArgs<float>) { max_pool_k(a); }
+KERNEL(on_max_pool_f64, MaxPoolArgs<double>) { max_pool_k(a); }
+
+// max_pool_grad: a thread per input element sums, in the order of the
+// windows, the gradients of those that took it: whose output y it is the
+// first element equal to (none where y is the lowest finite value); with
+// rect, the elements rectified and the sum times their step.
+template <typename T> struct MaxPoolGradArgs { PoolGeom g; i64 rect; const T *x; const T *y; const T *dy; T *dx; };
+template <typename T> __device__ void max_pool_grad_k(const MaxPoolGradArgs<T> &a) {
+  const PoolGeom &g = a.g;
+  bool rect = a.rect != 0;
+  GRID_LOOP(i, g.b * g.c * g.h * g.w) {
+    i64 pl = i / (g.h * g.w), e = i % (g.h * g.w), r = e / g.w, s = e % g.w;
+    const T *plane = a.x + pl * g.h * g.w;
+    const T *y = a.y + pl * g.oh * g.ow, *dy = a.dy + pl * g.oh * g.ow;
+    i64 ly = r + g.padh - g.kh + 1, lx = s + g.padw - g.kw + 1;
+    i64 y0 = ly <= 0 ? 0 : (ly + g.strideh - 1) / g.strideh, y1 = imin(g.oh - 1, (r + g.padh) / g.strideh);
+    i64 x0 = lx <= 0 ? 0 : (lx + g.stridew - 1) / g.stridew, x1 = imin(g.ow - 1, (s + g.padw) / g.stridew);
+    T sum = (T)0, v = rect ? rectify(plane[e]) : plane[e];
+    for (i64 oy = y0; oy <= y1; oy++)
+      for (i64 ox = x0; ox <= x1; ox++) {
+        T m = y[oy * g.ow + ox];
+        if (v != m || m == lowest(T())) continue;
+        // Taken unless an element before it in the window equals m too.
+        i64 h0, h1, w0, w1;
+        pool_window(g, oy, ox, h0, h1, w0, w1);
+        bool first = true;
+        for (i64 q = h0; q <= r && first; q++)
+          for (i64 t = w0; t < (q == r ? s : w1); t++)
+            if ((rect ? rectify(plane[q * g.w + t]) : plane[q * g.w + t]) == m) {
+              first = false;
+              break;
+            }
+        if (first) sum += dy[oy * g.ow + ox];
+      }
+    a.dx[i] = rect ? sum * step(plane[e]) : sum;
+  }
+}
+KERNEL(on_max_pool_grad_f32, MaxPoolGradArgs<float>) { max_pool_grad_k(a); }
+KERNEL(on_max_pool_grad_f64, MaxPoolGradArgs<double>) { max_pool_grad_k(a); }
+
+// window_sum adds window (y, x) of plane in row-major order, in T.
+template <typename T> __device__ T window_sum(const PoolGeom &g, const T *plane, i64 y, i64 x) {
+  i64 h0, h1, w0, w1;
+  pool_window(g, y, x, h0, h1, w0, w1);
+  T s = (T)0;
+  for (i64 r = h0; r < h1; r++)
+    for (i64 c = w0; c < w1; c++) s += plane[r * g.w + c];
+  return s;
+}
+
+// avg_pool: gorgonia's average, the window's sum over the input's width.
+template <typename T> struct PoolArgs { PoolGeom g; const T *x; T *y; };
+template <typename T> __device__ void avg_pool_k(const PoolArgs<T> &a) {
+  const PoolGeom &g = a.g;
+  GRID_LOOP(i, g.b * g.c * g.oh * g.ow) {
+    i64 pl = i / (g.oh * g.ow), q = i % (g.oh * g.ow);
+    a.y[i] = window_sum(g, a.x + pl * g.h * g.w, q / g.ow, q % g.ow) / (T)g.w;
+  }
+}
+KERNEL(on_avg_pool_f32, PoolArgs<float>) { avg_pool_k(a); }
+KERNEL(on_avg_pool_f64, PoolArgs<double>) { avg_pool_k(a); }
+
+// avg_pool_grad: gorgonia's avgPoolDiffOp (backend.AvgPoolGrad), a thread per
+// plane, for its second pass reads what it has written.
+template <typename T> struct AvgPoolGradArgs { PoolGeom g; const T *dy; T *dx; };
+template <typename T> __device__ void avg_pool_grad_k(const AvgPoolGradArgs<T> &a) {
+  const PoolGeom &g = a.g;
+  GRID_LOOP(pl, g.b * g.c) {
+    const T *dy = a.dy + pl * g.oh * g.ow;
+    T *dx = a.dx + pl * g.h * g.w;
+    for (i64 e = 0; e < g.h * g.w; e++) dx[e] = (T)0;
+    for (i64 y = 0; y < g.oh; y++)
+      for (i64 x = 0; x < g.ow; x++) {
+        i64 h0, h1, w0, w1;
+        pool_window(g, y, x, h0, h1, w0, w1);
+        if (h0 < h1 && w0 < w1) dx[(h1 - 1) * g.w + w1 - 1] += dy[y * g.ow + x];
+      }
+    for (i64 r = 0; r < g.h; r++)
+      for (i64 s = 0; s < g.w; s++) dx[r * g.w + s] = window_sum(g, (const T *)dx, r, s) / (T)g.w;
+  }
+}
+KERNEL(on_avg_pool_grad_f32, AvgPoolGradArgs<float>) { avg_pool_grad_k(a); }
+KERNEL(on_avg_pool_grad_f64, AvgPoolGradArgs<double>) { avg_pool_grad_k(a); }

@@ -1,0 +1,965 @@
+// Package harness runs a Gorgonia model, built by code that knows nothing of
+// orthonet, three ways: on Gorgonia's tape machine, as a compiled program of
+// orthonet's, and both trained by optim's Solver with one dense weight on
+// the Stiefel manifold. Package gorgoniaex builds Gorgonia's own examples
+// against it; Main is the main function of those builds.
+package harness
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"slices"
+	"time"
+	"unsafe"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/backend/cuda"
+	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/manifold"
+	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/program"
+)
+
+// Model is what an example's model code gives the harness: its input, its
+// output (class probabilities, or scores whose largest is the class) and
+// its learnable nodes.
+type Model struct {
+	X          *G.Node
+	Out        *G.Node
+	Learnables G.Nodes
+	// Probs says Out holds probabilities (a softmax): the loss is then
+	// -mean(sum(y log Out)); otherwise Out are logits and the loss is
+	// their softmax cross-entropy.
+	Probs bool
+}
+
+// Example describes an example to the harness.
+type Example struct {
+	// Name names the example in messages.
+	Name string
+	// Input is the shape of one input (channels, height, width).
+	Input []int
+	// Classes is the number of classes of Out.
+	Classes int
+	// Stiefel names the learnable node put on the Stiefel manifold and
+	// stepped by RSDM; every other one is stepped by Adam.
+	Stiefel string
+	// Build builds the model on g in dt for batches of batch inputs, every
+	// dropout layer's probability set to dropout, or the example's own
+	// where dropout is negative.
+	Build func(g *G.ExprGraph, dt tensor.Dtype, batch int, dropout float64) (*Model, error)
+}
+
+// Report is what a run of the harness prints, as JSON.
+type Report struct {
+	Example string `json:"example"`
+	Mode    string `json:"mode"`
+	DType   string `json:"dtype,omitempty"`
+	Backend string `json:"backend,omitempty"`
+	// compare: the largest relative differences of the program from the
+	// tape machine.
+	Out   float64 `json:"out,omitempty"`
+	Loss  float64 `json:"loss,omitempty"`
+	Grads float64 `json:"grads,omitempty"`
+	// compare: the parameters after Steps steps of the same Solver on the
+	// program and on the tape machine, and the losses along the way.
+	Steps       int       `json:"steps,omitempty"`
+	Trained     float64   `json:"trained,omitempty"`
+	Losses      []float64 `json:"losses,omitempty"`
+	Feasibility float64   `json:"feasibility,omitempty"`
+	// train: test accuracy and time per batch.
+	Accuracy     float64 `json:"accuracy,omitempty"`
+	ProgramBatch float64 `json:"program_batch_seconds,omitempty"`
+	TapeBatch    float64 `json:"tape_batch_seconds,omitempty"`
+	// throughput: steady samples per second.
+	SamplesPerSecond float64 `json:"samples_per_second,omitempty"`
+	Params           int     `json:"params,omitempty"`
+}
+
+// Main runs the harness on ex as its command line asks and exits: 0 with a
+// Report on standard output, 1 with an error on standard error.
+func Main(ex Example) {
+	if err := run(ex, os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", ex.Name, err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	mode, dtype, backend, data string
+	batch, steps, tapeSteps    int
+	test, r                    int
+	lr, lrOther                float64
+	seed                       uint64
+	profile                    bool
+}
+
+func run(ex Example, args []string) error {
+	var o options
+	fs := flag.NewFlagSet(ex.Name, flag.ContinueOnError)
+	fs.StringVar(&o.mode, "mode", "compare", "compare (the program against the tape machine), devices (the program on the CPU against the CUDA backend), train, or throughput")
+	fs.StringVar(&o.dtype, "dtype", "float64", "float64 or float32")
+	fs.StringVar(&o.backend, "backend", "cpu", "cpu, or cuda (the host model of the GPU where ORTHONET_CUDA_STANDIN=1)")
+	fs.StringVar(&o.data, "data", data.FashionMNISTDir, "Fashion-MNIST or MNIST folder (train, throughput)")
+	fs.IntVar(&o.batch, "batch", 4, "batch size")
+	fs.IntVar(&o.steps, "steps", 3, "training steps")
+	fs.IntVar(&o.tapeSteps, "tape-steps", 20, "train: steps timed on the tape machine")
+	fs.IntVar(&o.test, "test", 1000, "train: test images evaluated")
+	fs.IntVar(&o.r, "r", 300, "RSDM's submanifold size")
+	fs.Float64Var(&o.lr, "lr", 0.5, "RSDM's step size")
+	fs.Float64Var(&o.lrOther, "lr-other", 1e-3, "Adam's step size")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the data, the inputs and RSDM")
+	fs.BoolVar(&o.profile, "profile", false, "train, throughput: print the compiled program's time per kind of kernel and the optimizer's on standard error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dt := tensor.Float64
+	switch o.dtype {
+	case "float64":
+	case "float32":
+		dt = tensor.Float32
+	default:
+		return fmt.Errorf("-dtype %q: want float64 or float32", o.dtype)
+	}
+	if o.batch < 1 || o.steps < 0 || o.r < 2 {
+		return fmt.Errorf("-batch %d, -steps %d, -r %d: want a batch of 1 or more, steps >= 0, r >= 2", o.batch, o.steps, o.r)
+	}
+	var rep *Report
+	var err error
+	switch o.mode {
+	case "compare":
+		rep, err = compare(ex, dt, o)
+	case "devices":
+		rep, err = devices(ex, dt, o)
+	case "train":
+		rep, err = train(ex, dt, o)
+	case "throughput":
+		rep, err = throughput(ex, dt, o)
+	default:
+		return fmt.Errorf("-mode %q: want compare, devices, train or throughput", o.mode)
+	}
+	if err != nil {
+		return err
+	}
+	rep.Example, rep.Mode, rep.DType = ex.Name, o.mode, o.dtype
+	return json.NewEncoder(os.Stdout).Encode(rep)
+}
+
+// net is an example's model on a graph of its own, with the harness's
+// labels and loss.
+type net struct {
+	g      *G.ExprGraph
+	m      *Model
+	y      *G.Node
+	loss   *G.Node
+	params []param.Param
+}
+
+// ownDropout asks Build for the example's own dropout probabilities.
+const ownDropout = -1
+
+// build builds ex on a new graph with a loss, its gradients, and the
+// parameters marked: the Stiefel one orthonormalized.
+func build(ex Example, dt tensor.Dtype, batch int, dropout float64, seed uint64) (*net, error) {
+	g := G.NewGraph()
+	m, err := ex.Build(g, dt, batch, dropout)
+	if err != nil {
+		return nil, fmt.Errorf("building the model: %w", err)
+	}
+	if err := redraw(m.Learnables, seed); err != nil {
+		return nil, err
+	}
+	if m.X == nil || m.Out == nil || len(m.Learnables) == 0 {
+		return nil, errors.New("the model gave no input, output or learnables")
+	}
+	if s := m.Out.Shape(); len(s) != 2 || s[0] != batch || s[1] != ex.Classes {
+		return nil, fmt.Errorf("output of shape %v, want (%d, %d)", s, batch, ex.Classes)
+	}
+	n := &net{g: g, m: m}
+	n.y = G.NewMatrix(g, dt, G.WithShape(batch, ex.Classes), G.WithName("harness.y"), G.WithInit(G.Zeroes()))
+	var logp *G.Node
+	if m.Probs {
+		logp, err = G.Log(m.Out)
+	} else {
+		logp, err = G.LogSoftMax(m.Out)
+	}
+	if err != nil {
+		return nil, err
+	}
+	prod, err := G.HadamardProd(logp, n.y)
+	if err != nil {
+		return nil, err
+	}
+	sum, err := G.Sum(prod)
+	if err != nil {
+		return nil, err
+	}
+	if n.loss, err = G.HadamardDiv(sum, scalar(dt, -float64(batch))); err != nil {
+		return nil, err
+	}
+	if _, err := G.Grad(n.loss, m.Learnables...); err != nil {
+		return nil, fmt.Errorf("gradients: %w", err)
+	}
+	found := false
+	for _, l := range m.Learnables {
+		p := param.Plain(l)
+		if l.Name() == ex.Stiefel {
+			p, found = param.OnStiefel(l), true
+			if err := p.Orthonormalize(); err != nil {
+				return nil, err
+			}
+		}
+		n.params = append(n.params, p)
+	}
+	if !found {
+		return nil, fmt.Errorf("no learnable named %q", ex.Stiefel)
+	}
+	return n, nil
+}
+
+// redraw draws every learnable again as gorgonia's GlorotN(1) does, with
+// which the examples initialize them, from a seeded generator: gorgonia
+// seeds its initializers from the clock, and the harness's runs are to be
+// reproducible.
+func redraw(ns G.Nodes, seed uint64) error {
+	rng := rand.New(rand.NewPCG(seed, 0x696e6974)) // "init"
+	for _, n := range ns {
+		std := glorotStd(n.Shape())
+		switch v := n.Value().Data().(type) {
+		case []float32:
+			for i := range v {
+				v[i] = float32(std * rng.NormFloat64())
+			}
+		case []float64:
+			for i := range v {
+				v[i] = std * rng.NormFloat64()
+			}
+		default:
+			return fmt.Errorf("learnable %s holds %T", n.Name(), v)
+		}
+	}
+	return nil
+}
+
+// glorotStd is the standard deviation of gorgonia's GlorotN(1) for a
+// tensor of the shape: sqrt(2 / ((s0 + s1) s2 s3 ...)), a vector taken as
+// 1 x s0.
+func glorotStd(s tensor.Shape) float64 {
+	n1, n2, field := 1, 1, 1
+	switch len(s) {
+	case 0:
+	case 1:
+		n2 = s[0]
+	default:
+		n1, n2 = s[0], s[1]
+		for _, v := range s[2:] {
+			field *= v
+		}
+	}
+	return math.Sqrt(2 / float64((n1+n2)*field))
+}
+
+func scalar(dt tensor.Dtype, v float64) *G.Node {
+	if dt == tensor.Float32 {
+		return G.NewConstant(float32(v))
+	}
+	return G.NewConstant(v)
+}
+
+// copyParams gives to's learnables from's values.
+func copyParams(to, from *net) error {
+	for i, p := range from.params {
+		v := p.Node.Value().(tensor.Tensor).Clone().(tensor.Tensor)
+		if err := G.Let(to.params[i].Node, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// groups are the Solver's groups: RSDM-P on the Stiefel weight, Adam on
+// the rest.
+func groups(o options) []optim.Group {
+	return []optim.Group{
+		{Select: optim.Param.Constrained, LR: o.lr, Rule: optim.RSDMConfig{SubmanifoldSize: o.r, Seed: o.seed}},
+		{LR: o.lrOther, Rule: optim.AdamConfig{}},
+	}
+}
+
+func newBackend(name string) (backend.Backend, error) {
+	switch name {
+	case "cpu":
+		return cpu.New(cpu.Options{}), nil
+	case "cuda":
+		return cuda.New(cuda.Options{})
+	}
+	return nil, fmt.Errorf("-backend %q: want cpu or cuda", name)
+}
+
+// batchOf fills x and y with a batch: random inputs and labels from rng.
+func batchOf(rng *rand.Rand, x []float64, y []float64, classes int) {
+	for i := range x {
+		x[i] = rng.NormFloat64()
+	}
+	clear(y)
+	for i := 0; i < len(y)/classes; i++ {
+		y[i*classes+rng.IntN(classes)] = 1
+	}
+}
+
+// as returns v as a slice of dt's Go type.
+func as(dt tensor.Dtype, v []float64) any {
+	if dt == tensor.Float32 {
+		f := make([]float32, len(v))
+		for i, x := range v {
+			f[i] = float32(x)
+		}
+		return f
+	}
+	return slices.Clone(v)
+}
+
+func floats(v any) []float64 {
+	switch d := v.(type) {
+	case []float32:
+		out := make([]float64, len(d))
+		for i, x := range d {
+			out[i] = float64(x)
+		}
+		return out
+	case []float64:
+		return slices.Clone(d)
+	case float32:
+		return []float64{float64(d)}
+	case float64:
+		return []float64{d}
+	}
+	return nil
+}
+
+// relDiff returns max|a - b| / max|b|; +Inf where a NaN is in one only or
+// the lengths differ.
+func relDiff(a, b []float64) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	var d, s float64
+	for i := range b {
+		if math.IsNaN(a[i]) != math.IsNaN(b[i]) {
+			return math.Inf(1)
+		}
+		d = max(d, math.Abs(a[i]-b[i]))
+		s = max(s, math.Abs(b[i]))
+	}
+	return d / max(s, 1e-300)
+}
+
+// tapeRun sets a tape machine's inputs and runs it once.
+func tapeRun(vm G.VM, n *net, x, y []float64, dt tensor.Dtype) error {
+	shape := n.m.X.Shape()
+	if err := G.Let(n.m.X, tensor.New(tensor.WithShape(shape...), tensor.WithBacking(as(dt, x)))); err != nil {
+		return err
+	}
+	if err := G.Let(n.y, tensor.New(tensor.WithShape(n.y.Shape()...), tensor.WithBacking(as(dt, y)))); err != nil {
+		return err
+	}
+	vm.Reset()
+	return vm.RunAll()
+}
+
+// progRun sets a program's inputs and runs it once.
+func progRun(p *program.Program, n *net, x, y []float64, dt tensor.Dtype) error {
+	if err := p.SetInput(n.m.X, as(dt, x)); err != nil {
+		return err
+	}
+	if err := p.SetInput(n.y, as(dt, y)); err != nil {
+		return err
+	}
+	return p.Run()
+}
+
+// read reads a node of a program as float64s.
+func read(p *program.Program, n *G.Node, dt tensor.Dtype) ([]float64, error) {
+	size := n.Shape().TotalSize()
+	var dst any = make([]float64, size)
+	if dt == tensor.Float32 {
+		dst = make([]float32, size)
+	}
+	if err := p.Read(n, dst); err != nil {
+		return nil, err
+	}
+	return floats(dst), nil
+}
+
+// grads reads a program's gradients, in the order of its parameters.
+func grads(p *program.Program, dt tensor.Dtype) ([][]float64, error) {
+	var out [][]float64
+	for _, pv := range p.Params() {
+		var dst any = make([]float64, pv.Size)
+		if dt == tensor.Float32 {
+			dst = make([]float32, pv.Size)
+		}
+		if err := p.Backend().CopyOut(dst, pv.Grad.Buf, pv.Grad.Off); err != nil {
+			return nil, err
+		}
+		out = append(out, floats(dst))
+	}
+	return out, nil
+}
+
+// dropoutSeed seeds the programs' dropout masks.
+const dropoutSeed = 1
+
+// compile compiles n's model for training, its Stiefel weight's gradient
+// left as factors where RSDM with submanifold size r costs less from them
+// (program.Config.FactorForRSDM, as cmd/train compiles), or with eval
+// forward only in inference mode (its dropout the identity).
+func compile(n *net, be backend.Backend, eval bool, r int, profile bool) (*program.Program, error) {
+	return program.Compile(n.g, program.Config{Backend: be, Outputs: []*G.Node{n.m.Out, n.loss}, Params: n.params,
+		Inputs: []*G.Node{n.m.X, n.y}, NoGrad: eval, EvalMode: eval, DropoutSeed: dropoutSeed, FactorForRSDM: r, Profile: profile})
+}
+
+// printProfile writes a program's time per kind of kernel, and the
+// optimizer's time per step, to standard error.
+func printProfile(p *program.Program, stepTime time.Duration, steps int) {
+	ks, runs := p.Profile()
+	var total time.Duration
+	for _, k := range ks {
+		total += k.PerRun
+	}
+	fmt.Fprintf(os.Stderr, "program: %v a run in its kernels (%d runs); optimizer: %v a step\n", total, runs, stepTime/time.Duration(max(steps, 1)))
+	for _, k := range ks {
+		fmt.Fprintf(os.Stderr, "%10v %3d  %s\n", k.PerRun, k.Count, k.Kernel)
+	}
+}
+
+// factorFor returns the r the compiler factors the Stiefel weight's gradient
+// for: RSDM's on the CPU; none on a device, whose steppers take whole
+// gradients.
+func factorFor(o options) int {
+	if o.backend == "cpu" {
+		return o.r
+	}
+	return 0
+}
+
+// compareDropout is the dropout probability of compare: the one at which
+// gorgonia v0.9.18's dropout gradient (dy / p where the output is not zero)
+// equals the true one, dy / (1 - p) where an element is kept.
+const compareDropout = 0.5
+
+// drawLikeProgram makes every dropout op of tape (a graph built by the same
+// code as prog's, so its nodes have the same IDs) draw the masks that the
+// program compiled from prog draws: gorgonia's dropoutOp keeps element i
+// where its generator's i-th value r of the run is below 1 - p, the
+// program where DropoutDraw(seed, 2^32 + the node's ID, step, i) >= p (see
+// program.Config.DropoutSeed), so the generator returns 1 - that draw, run
+// k being step k. The generator is an unexported field of gorgonia's op,
+// set here by reflection: a test's means to run both on the same masks.
+func drawLikeProgram(tape, prog *G.ExprGraph) (int, error) {
+	tn, pn := tape.AllNodes(), prog.AllNodes()
+	if len(tn) != len(pn) {
+		return 0, fmt.Errorf("the graphs have %d and %d nodes", len(tn), len(pn))
+	}
+	count := 0
+	for i, n := range tn {
+		op := n.Op()
+		if op == nil || reflect.TypeOf(op).String() != "*gorgonia.dropoutOp" {
+			continue
+		}
+		if pn[i].ID() != n.ID() || reflect.TypeOf(pn[i].Op()) != reflect.TypeOf(op) {
+			return 0, fmt.Errorf("node %d: %v and %v: the graphs differ", i, n, pn[i])
+		}
+		f := reflect.ValueOf(op).Elem().FieldByName("rndGen")
+		if !f.IsValid() || f.Kind() != reflect.Func {
+			return 0, fmt.Errorf("gorgonia's dropoutOp has no generator field rndGen (gorgonia's internals changed?)")
+		}
+		stream, size := uint64(1)<<32+uint64(n.ID()), uint64(n.Shape().TotalSize())
+		var calls uint64
+		gen := func() float64 {
+			i, step := calls%size, calls/size
+			calls++
+			return 1 - backend.DropoutDraw(dropoutSeed, stream, step, i)
+		}
+		reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(gen))
+		count++
+	}
+	return count, nil
+}
+
+// compare builds the model twice, runs one as a compiled program and the
+// other on the tape machine on the same parameters and inputs, and
+// compares the output, the loss and every gradient; then trains both for
+// o.steps steps with the same Solver and compares the parameters. Every
+// dropout has probability compareDropout, and the tape machine's draw the
+// program's masks (drawLikeProgram).
+func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
+	a, err := build(ex, dt, o.batch, compareDropout, o.seed)
+	if err != nil {
+		return nil, err
+	}
+	b, err := build(ex, dt, o.batch, compareDropout, o.seed)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := drawLikeProgram(b.g, a.g); err != nil {
+		return nil, err
+	}
+	if err := copyParams(b, a); err != nil {
+		return nil, err
+	}
+	be, err := newBackend(o.backend)
+	if err != nil {
+		return nil, err
+	}
+	defer be.Close()
+	prog, err := compile(a, be, false, 0, false)
+	if err != nil {
+		return nil, fmt.Errorf("compiling: %w", err)
+	}
+	defer prog.Close()
+	vm := G.NewTapeMachine(b.g, G.BindDualValues(param.Nodes(b.params)...))
+	defer vm.Close()
+
+	rng := rand.New(rand.NewPCG(o.seed, 2))
+	x := make([]float64, a.m.X.Shape().TotalSize())
+	y := make([]float64, o.batch*ex.Classes)
+	batchOf(rng, x, y, ex.Classes)
+	if err := progRun(prog, a, x, y, dt); err != nil {
+		return nil, fmt.Errorf("running the program: %w", err)
+	}
+	if err := tapeRun(vm, b, x, y, dt); err != nil {
+		return nil, fmt.Errorf("running the tape machine: %w", err)
+	}
+	rep := &Report{Backend: be.Name(), Steps: o.steps}
+	out, err := read(prog, a.m.Out, dt)
+	if err != nil {
+		return nil, err
+	}
+	rep.Out = relDiff(out, floats(b.m.Out.Value().Data()))
+	loss, err := read(prog, a.loss, dt)
+	if err != nil {
+		return nil, err
+	}
+	rep.Loss = relDiff(loss, floats(b.loss.Value().Data()))
+	gs, err := grads(prog, dt)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range b.params {
+		d, err := p.Node.Grad()
+		if err != nil {
+			return nil, fmt.Errorf("tape gradient of %s: %w", p.Node.Name(), err)
+		}
+		rep.Grads = max(rep.Grads, relDiff(gs[i], floats(d.Data())))
+	}
+
+	// The same steps of the same Solver on both.
+	ps, err := program.NewSolver(prog, groups(o), optim.Options{})
+	if err != nil {
+		return nil, err
+	}
+	ts, err := param.NewSolver(b.params, groups(o), optim.Options{})
+	if err != nil {
+		return nil, err
+	}
+	for s := 0; s < o.steps; s++ {
+		if s > 0 {
+			batchOf(rng, x, y, ex.Classes)
+			if err := progRun(prog, a, x, y, dt); err != nil {
+				return nil, err
+			}
+			if err := tapeRun(vm, b, x, y, dt); err != nil {
+				return nil, err
+			}
+		}
+		l, err := read(prog, a.loss, dt)
+		if err != nil {
+			return nil, err
+		}
+		rep.Losses = append(rep.Losses, l[0])
+		if err := ps.Step(); err != nil {
+			return nil, fmt.Errorf("program step %d: %w", s, err)
+		}
+		if err := ts.Step(); err != nil {
+			return nil, fmt.Errorf("tape step %d: %w", s, err)
+		}
+	}
+	if err := prog.StoreParams(); err != nil {
+		return nil, err
+	}
+	for i, p := range a.params {
+		rep.Trained = max(rep.Trained, relDiff(floats(p.Node.Value().Data()), floats(b.params[i].Node.Value().Data())))
+		rep.Params += p.Node.Shape().TotalSize()
+	}
+	if rep.Feasibility, err = feasibility(a); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// devices trains the model, its dropout on, for o.steps steps as a compiled
+// program on the CPU backend and on the CUDA backend (the host model of the
+// GPU where ORTHONET_CUDA_STANDIN=1) from the same start and batches, and
+// compares the parameters and losses.
+func devices(ex Example, dt tensor.Dtype, o options) (*Report, error) {
+	nets := make([]*net, 2)
+	progs := make([]*program.Program, 2)
+	solvers := make([]*optim.Solver, 2)
+	names := []string{"cpu", "cuda"}
+	rep := &Report{Steps: o.steps}
+	for i := range nets {
+		n, err := build(ex, dt, o.batch, ownDropout, o.seed)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			if err := copyParams(n, nets[0]); err != nil {
+				return nil, err
+			}
+		}
+		be, err := newBackend(names[i])
+		if err != nil {
+			return nil, err
+		}
+		defer be.Close()
+		if progs[i], err = compile(n, be, false, 0, false); err != nil {
+			return nil, fmt.Errorf("compiling on %s: %w", names[i], err)
+		}
+		defer progs[i].Close()
+		if solvers[i], err = program.NewSolver(progs[i], groups(o), optim.Options{}); err != nil {
+			return nil, err
+		}
+		nets[i] = n
+		rep.Backend += be.Name() + "; "
+	}
+	rng := rand.New(rand.NewPCG(o.seed, 2))
+	x := make([]float64, nets[0].m.X.Shape().TotalSize())
+	y := make([]float64, o.batch*ex.Classes)
+	var loss [2][]float64
+	for s := 0; s < o.steps; s++ {
+		batchOf(rng, x, y, ex.Classes)
+		for i, p := range progs {
+			if err := progRun(p, nets[i], x, y, dt); err != nil {
+				return nil, fmt.Errorf("step %d on %s: %w", s, names[i], err)
+			}
+			l, err := read(p, nets[i].loss, dt)
+			if err != nil {
+				return nil, err
+			}
+			loss[i] = append(loss[i], l[0])
+			if err := solvers[i].Step(); err != nil {
+				return nil, fmt.Errorf("step %d on %s: %w", s, names[i], err)
+			}
+		}
+	}
+	rep.Losses = loss[1]
+	rep.Loss = relDiff(loss[1], loss[0])
+	for i := range progs {
+		if err := progs[i].StoreParams(); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range nets[0].params {
+		rep.Trained = max(rep.Trained, relDiff(floats(nets[1].params[i].Node.Value().Data()), floats(p.Node.Value().Data())))
+		rep.Params += p.Node.Shape().TotalSize()
+	}
+	var err error
+	if rep.Feasibility, err = feasibility(nets[1]); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// feasibility returns ||W^T W - I||_F of the Stiefel weight (||W W^T - I||_F
+// of a wide one), in float64.
+func feasibility(n *net) (float64, error) {
+	for _, p := range n.params {
+		if !p.Constrained() {
+			continue
+		}
+		s := p.Node.Shape()
+		rows, cols := s[0], s.TotalSize()/s[0]
+		w := floats(p.Node.Value().Data())
+		if rows < cols { // stepped as its transpose
+			t := make([]float64, len(w))
+			for i := 0; i < rows; i++ {
+				for j := 0; j < cols; j++ {
+					t[j*rows+i] = w[i*cols+j]
+				}
+			}
+			w, rows, cols = t, cols, rows
+		}
+		st, err := manifold.NewStiefel[float64](rows, cols)
+		if err != nil {
+			return 0, err
+		}
+		return st.Feasibility(w), nil
+	}
+	return 0, errors.New("no Stiefel weight")
+}
+
+// loadData loads the first n training and test images of the data folder.
+func loadData(o options, nTrain, nTest int) (train, test *data.Set, err error) {
+	return data.LoadSplitFirst("fashion-mnist", o.data, nTrain, nTest)
+}
+
+// fill copies a batch of images and one-hot labels into x and y.
+func fill(xs []float32, ys []int, x, y []float64, classes int) {
+	for i, v := range xs {
+		x[i] = float64(v)
+	}
+	clear(y)
+	for i, c := range ys {
+		y[i*classes+c] = 1
+	}
+}
+
+// train trains the model with its dropout on, compiled on the CPU, for
+// o.steps batches of Fashion-MNIST, then evaluates it on o.test test
+// images; it also times o.tapeSteps steps of the same model on the tape
+// machine.
+func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
+	trainSet, testSet, err := loadData(o, o.steps*o.batch, o.test)
+	if err != nil {
+		return nil, err
+	}
+	if want := ex.Input; trainSet.C != want[0] || trainSet.H != want[1] || trainSet.W != want[2] {
+		return nil, fmt.Errorf("images of %dx%dx%d, the model takes %v", trainSet.C, trainSet.H, trainSet.W, want)
+	}
+	a, err := build(ex, dt, o.batch, ownDropout, o.seed)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := build(ex, dt, o.batch, ownDropout, o.seed)
+	if err != nil {
+		return nil, err
+	}
+	be, err := newBackend(o.backend)
+	if err != nil {
+		return nil, err
+	}
+	defer be.Close()
+	prog, err := compile(a, be, false, factorFor(o), o.profile)
+	if err != nil {
+		return nil, fmt.Errorf("compiling: %w", err)
+	}
+	defer prog.Close()
+	ps, err := program.NewSolver(prog, groups(o), optim.Options{})
+	if err != nil {
+		return nil, err
+	}
+	loader, err := data.NewLoader(trainSet, o.batch, o.seed)
+	if err != nil {
+		return nil, err
+	}
+	xs, ys := make([]float32, o.batch*trainSet.Dim()), make([]int, o.batch)
+	x, y := make([]float64, len(xs)), make([]float64, o.batch*ex.Classes)
+	rep := &Report{Backend: be.Name(), Steps: o.steps}
+	var progTime, optTime time.Duration
+	for s := 0; s < o.steps; s++ {
+		if k, err := loader.Next(xs, ys); err != nil || k < o.batch {
+			return nil, fmt.Errorf("batch %d: %d images (%v)", s, k, err)
+		}
+		fill(xs, ys, x, y, ex.Classes)
+		start := time.Now()
+		if err := prog.SetStep(s); err != nil {
+			return nil, err
+		}
+		if err := progRun(prog, a, x, y, dt); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if err := ps.Step(); err != nil {
+			return nil, fmt.Errorf("step %d: %w", s, err)
+		}
+		optTime += time.Since(t0)
+		progTime += time.Since(start)
+		if s%50 == 0 || s == o.steps-1 {
+			l, err := read(prog, a.loss, dt)
+			if err != nil {
+				return nil, err
+			}
+			rep.Losses = append(rep.Losses, l[0])
+		}
+	}
+	rep.ProgramBatch = progTime.Seconds() / float64(o.steps)
+	if o.profile {
+		printProfile(prog, optTime, o.steps)
+	}
+	if rep.Feasibility, err = feasibility(a); err != nil {
+		return nil, err
+	}
+	// Evaluation: the dropout-free model on the trained parameters.
+	if err := prog.StoreParams(); err != nil {
+		return nil, err
+	}
+	if err := copyParams(ev, a); err != nil {
+		return nil, err
+	}
+	eprog, err := compile(ev, be, true, 0, false)
+	if err != nil {
+		return nil, fmt.Errorf("compiling the evaluation: %w", err)
+	}
+	defer eprog.Close()
+	correct := 0
+	for i := 0; i < testSet.N; i += o.batch {
+		k := min(o.batch, testSet.N-i) // the last batch padded with zeros
+		clear(xs)
+		clear(ys)
+		for j := 0; j < k; j++ {
+			ys[j] = int(testSet.Y[i+j])
+			copy(xs[j*testSet.Dim():], testSet.Image(i+j))
+		}
+		fill(xs, ys, x, y, ex.Classes)
+		if err := progRun(eprog, ev, x, y, dt); err != nil {
+			return nil, err
+		}
+		out, err := read(eprog, ev.m.Out, dt)
+		if err != nil {
+			return nil, err
+		}
+		for j := 0; j < k; j++ {
+			if argmax(out[j*ex.Classes:(j+1)*ex.Classes]) == ys[j] {
+				correct++
+			}
+		}
+	}
+	rep.Accuracy = 100 * float64(correct) / float64(testSet.N)
+
+	// The tape machine's time per batch, the same model and Solver.
+	if o.tapeSteps > 0 {
+		t, err := build(ex, dt, o.batch, ownDropout, o.seed)
+		if err != nil {
+			return nil, err
+		}
+		vm := G.NewTapeMachine(t.g, G.BindDualValues(param.Nodes(t.params)...))
+		defer vm.Close()
+		ts, err := param.NewSolver(t.params, groups(o), optim.Options{})
+		if err != nil {
+			return nil, err
+		}
+		loader.SetEpoch(0)
+		var tapeTime time.Duration
+		for s := 0; s < o.tapeSteps; s++ {
+			if k, err := loader.Next(xs, ys); err != nil || k < o.batch {
+				return nil, fmt.Errorf("tape batch %d: %d images (%v)", s, k, err)
+			}
+			fill(xs, ys, x, y, ex.Classes)
+			start := time.Now()
+			if err := tapeRun(vm, t, x, y, dt); err != nil {
+				return nil, err
+			}
+			if err := ts.Step(); err != nil {
+				return nil, err
+			}
+			tapeTime += time.Since(start)
+		}
+		rep.TapeBatch = tapeTime.Seconds() / float64(o.tapeSteps)
+	}
+	return rep, nil
+}
+
+func argmax(v []float64) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// throughput trains o.steps batches on the backend (or the tape machine
+// with -backend tape) and returns the samples per second after the first
+// fifth of them.
+func throughput(ex Example, dt tensor.Dtype, o options) (*Report, error) {
+	trainSet, _, err := loadData(o, o.steps*o.batch, o.batch)
+	if err != nil {
+		return nil, err
+	}
+	n, err := build(ex, dt, o.batch, ownDropout, o.seed)
+	if err != nil {
+		return nil, err
+	}
+	var step func(x, y []float64) error
+	rep := &Report{Steps: o.steps}
+	if o.backend == "tape" {
+		vm := G.NewTapeMachine(n.g, G.BindDualValues(param.Nodes(n.params)...))
+		defer vm.Close()
+		ts, err := param.NewSolver(n.params, groups(o), optim.Options{})
+		if err != nil {
+			return nil, err
+		}
+		rep.Backend = "tape machine"
+		step = func(x, y []float64) error {
+			if err := tapeRun(vm, n, x, y, dt); err != nil {
+				return err
+			}
+			return ts.Step()
+		}
+	} else {
+		be, err := newBackend(o.backend)
+		if err != nil {
+			return nil, err
+		}
+		defer be.Close()
+		prog, err := compile(n, be, false, factorFor(o), o.profile)
+		if err != nil {
+			return nil, fmt.Errorf("compiling: %w", err)
+		}
+		defer prog.Close()
+		ps, err := program.NewSolver(prog, groups(o), optim.Options{})
+		if err != nil {
+			return nil, err
+		}
+		rep.Backend = be.Name()
+		s := 0
+		step = func(x, y []float64) error {
+			if err := prog.SetStep(s); err != nil {
+				return err
+			}
+			s++
+			if err := progRun(prog, n, x, y, dt); err != nil {
+				return err
+			}
+			return ps.Step()
+		}
+	}
+	loader, err := data.NewLoader(trainSet, o.batch, o.seed)
+	if err != nil {
+		return nil, err
+	}
+	xs, ys := make([]float32, o.batch*trainSet.Dim()), make([]int, o.batch)
+	x, y := make([]float64, len(xs)), make([]float64, o.batch*ex.Classes)
+	warm := max(o.steps/5, 1)
+	var start time.Time
+	for s := 0; s < o.steps; s++ {
+		if s == warm {
+			start = time.Now()
+		}
+		if k, err := loader.Next(xs, ys); err != nil || k < o.batch {
+			return nil, fmt.Errorf("batch %d: %d images (%v)", s, k, err)
+		}
+		fill(xs, ys, x, y, ex.Classes)
+		if err := step(x, y); err != nil {
+			return nil, fmt.Errorf("step %d: %w", s, err)
+		}
+	}
+	if o.steps <= warm {
+		return nil, fmt.Errorf("-steps %d: want more than %d", o.steps, warm)
+	}
+	rep.SamplesPerSecond = float64((o.steps-warm)*o.batch) / time.Since(start).Seconds()
+	return rep, nil
+}

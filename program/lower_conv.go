@@ -1,0 +1,450 @@
+package program
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/backend"
+)
+
+// Convolutions and pooling: gorgonia's im2colOp, col2imOp, maxPoolOp,
+// maxPoolDiffOp, avgPoolOp, avgPoolDiffOp and globalAveragePoolOp, each
+// lowered as it is (the general path), and the fusion of a whole
+// gorgonia.Conv2d with its gradients into convolution kernels.
+
+// convGeomOf reads an im2colOp's (or col2imOp's, which embeds one)
+// geometry for images of shape x.
+func convGeomOf(op G.Op, x tensor.Shape) (backend.ConvGeom, error) {
+	if len(x) != 4 {
+		return backend.ConvGeom{}, fmt.Errorf("%v of shape %v, want (batch, channels, height, width)", op, x)
+	}
+	g := backend.ConvGeom{B: x[0], C: x[1], H: x[2], W: x[3]}
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"h", &g.KH}, {"w", &g.KW}, {"padH", &g.PadH}, {"padW", &g.PadW}, {"strideH", &g.StrideH},
+		{"strideW", &g.StrideW}, {"dilationH", &g.DilH}, {"dilationW", &g.DilW}} {
+		v, err := intField(op, f.name)
+		*f.v, errs = v, append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return g, err
+	}
+	return g, g.Check()
+}
+
+// colShape returns the shape of gorgonia's im2col of geometry g.
+func colShape(g backend.ConvGeom) tensor.Shape {
+	oh, ow := g.Out()
+	return tensor.Shape{g.B, oh, ow, g.Patch()}
+}
+
+// im2col lowers im2colOp.
+func (c *compiler) im2col(n *G.Node, in []*val, out *val) error {
+	g, err := convGeomOf(n.Op(), in[0].shape)
+	if err != nil {
+		return err
+	}
+	if want := colShape(g); !want.Eq(out.shape) {
+		return fmt.Errorf("im2col of %v gives %v, the node %v", in[0].shape, want, out.shape)
+	}
+	c.emit(backend.Im2col{Geom: g, Src: in[0].operand(), Dst: out.operand()})
+	return nil
+}
+
+// col2im lowers col2imOp, im2col's gradient: its images' shape is the op's.
+func (c *compiler) col2im(n *G.Node, in []*val, out *val) error {
+	g, err := convGeomOf(n.Op(), out.shape)
+	if err != nil {
+		return err
+	}
+	if want := colShape(g); !want.Eq(in[0].shape) {
+		return fmt.Errorf("col2im of %v into %v, want %v", in[0].shape, out.shape, want)
+	}
+	c.emit(backend.Col2im{Geom: g, Src: in[0].operand(), Dst: out.operand()})
+	return nil
+}
+
+// poolGeomOf reads the geometry of a maxPoolOp or avgPoolOp (or their
+// gradients, which embed them) pooling x into pooled. The first window
+// starts at the north and west paddings, or, when four were given, at the
+// south and east ones (as gorgonia's loops read them).
+func poolGeomOf(op G.Op, x, pooled tensor.Shape) (backend.PoolGeom, error) {
+	if len(x) != 4 || len(pooled) != 4 || x[0] != pooled[0] || x[1] != pooled[1] {
+		return backend.PoolGeom{}, fmt.Errorf("%v pooling %v into %v", op, x, pooled)
+	}
+	g := backend.PoolGeom{B: x[0], C: x[1], H: x[2], W: x[3], OutH: pooled[2], OutW: pooled[3]}
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"h", &g.KH}, {"w", &g.KW}, {"strideH", &g.StrideH}, {"strideW", &g.StrideW}} {
+		v, err := intField(op, f.name)
+		*f.v, errs = v, append(errs, err)
+	}
+	pads := map[bool][2]string{false: {"padNorth", "padWest"}, true: {"padSouth", "padEast"}}
+	explicit, err := boolField(op, "explicitPadding")
+	errs = append(errs, err)
+	g.PadH, err = intField(op, pads[explicit][0])
+	errs = append(errs, err)
+	g.PadW, err = intField(op, pads[explicit][1])
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return g, err
+	}
+	return g, g.Check()
+}
+
+// pool lowers maxPoolOp and avgPoolOp.
+func (c *compiler) pool(n *G.Node, in []*val, out *val) error {
+	g, err := poolGeomOf(n.Op(), in[0].shape, out.shape)
+	if err != nil {
+		return err
+	}
+	if opName(n.Op()) == "maxPoolOp" {
+		c.emit(backend.MaxPool{Geom: g, X: in[0].operand(), Y: out.operand()})
+	} else {
+		c.emit(backend.AvgPool{Geom: g, X: in[0].operand(), Y: out.operand()})
+	}
+	return nil
+}
+
+// poolGrad lowers maxPoolDiffOp and avgPoolDiffOp, whose arguments are the
+// pooling's input, its output and the output's gradient. (gorgonia's
+// backward reads the window positions its forward op recorded; the max
+// pooling's gradient finds them again from the input and the output.)
+func (c *compiler) poolGrad(n *G.Node, in []*val, out *val) error {
+	if len(in) != 3 {
+		return fmt.Errorf("pooling gradient of %d arguments, want 3", len(in))
+	}
+	g, err := poolGeomOf(n.Op(), in[0].shape, in[2].shape)
+	if err != nil {
+		return err
+	}
+	if opName(n.Op()) == "maxPoolDiffOp" {
+		c.emit(backend.MaxPoolGrad{Geom: g, X: in[0].operand(), Y: in[1].operand(), DY: in[2].operand(), DX: out.operand()})
+	} else {
+		c.emit(backend.AvgPoolGrad{Geom: g, DY: in[2].operand(), DX: out.operand()})
+	}
+	return nil
+}
+
+// globalAvgPool lowers globalAveragePoolOp: the sum over each image's
+// channel, divided by its area. (gorgonia gives the op no gradient.)
+func (c *compiler) globalAvgPool(n *G.Node, in []*val, out *val) error {
+	s := in[0].shape
+	if len(s) != 4 || out.size != s[0]*s[1] {
+		return fmt.Errorf("global average pooling of %v into %v", s, out.shape)
+	}
+	c.emit(backend.Reduce{Op: backend.Sum, Outer: s[0] * s[1], Mid: s[2] * s[3], Inner: 1, Src: in[0].operand(), Dst: out.operand()})
+	area := c.newBuf(out.vb.dt, 1, true, n.Name()+" area")
+	area.init = []float64{float64(s[2] * s[3])}
+	if area.dt == backend.Float32 {
+		area.init = []float32{float32(s[2] * s[3])}
+	}
+	c.emit(backend.Zip{Op: backend.Div, N: out.size, A: out.operand(), B: backend.At(area, 0), BScalar: true, Dst: out.operand()})
+	return nil
+}
+
+// A rewrite lowers a node from other arguments than its own: inputs taken
+// from further down the graph, so that the nodes in between (a pattern's
+// inner nodes) are neither ordered nor lowered. The compiler's children
+// and lower consult c.rewrites.
+type rewrite struct {
+	inputs []*G.Node
+	lower  func(c *compiler, n *G.Node, in []*val, out *val) error
+}
+
+// A fusion is rewrites taken together or not at all, with the inner nodes
+// they absorb.
+type fusion struct {
+	roots map[*G.Node]rewrite
+	inner []*G.Node
+}
+
+// fusions are the patterns the compiler fuses: each finds its candidates
+// among the nodes a compilation needs, users mapping every node to the
+// needed nodes that take it as an argument. A later pattern (a bias and
+// activation after a convolution) is one more entry.
+var fusions = []func(c *compiler, needed []*G.Node, users map[*G.Node][]*G.Node) []fusion{
+	(*compiler).convFusions,
+	(*compiler).rectifyPoolFusions,
+}
+
+// fuse takes every fusion whose inner nodes nothing else needs: neither
+// another needed node nor the caller (targets: outputs, parameters and
+// gradients). It reports whether it took any.
+func (c *compiler) fuse(needed, targets []*G.Node) bool {
+	users := map[*G.Node][]*G.Node{}
+	for _, n := range needed {
+		for _, ch := range c.children(n) {
+			if !slices.Contains(users[ch], n) {
+				users[ch] = append(users[ch], n)
+			}
+		}
+	}
+	target := map[*G.Node]bool{}
+	for _, t := range targets {
+		target[t] = true
+	}
+	taken := map[*G.Node]bool{} // the nodes of the fusions taken
+	took := false
+	for _, find := range fusions {
+	candidates:
+		for _, f := range find(c, needed, users) {
+			mine := map[*G.Node]bool{}
+			for r := range f.roots {
+				mine[r] = true
+			}
+			for _, n := range f.inner {
+				if target[n] || mine[n] && f.roots[n].lower != nil {
+					continue candidates
+				}
+				mine[n] = true
+			}
+			for n := range mine {
+				if taken[n] {
+					continue candidates
+				}
+			}
+			for _, n := range f.inner {
+				for _, u := range users[n] {
+					if !mine[u] {
+						continue candidates
+					}
+				}
+			}
+			if c.rewrites == nil {
+				c.rewrites = map[*G.Node]rewrite{}
+			}
+			for r, rw := range f.roots {
+				c.rewrites[r] = rw
+			}
+			for n := range mine {
+				taken[n] = true
+			}
+			took = true
+		}
+	}
+	return took
+}
+
+// isOp reports whether n is an op node of the named gorgonia type.
+func isOp(n *G.Node, name string) bool { return n != nil && n.Op() != nil && opName(n.Op()) == name }
+
+// isProduct reports whether n is a matrix product op(A) op(B) with the
+// given transposes.
+func isProduct(n *G.Node, tA, tB bool) bool {
+	if !isOp(n, "linAlgBinOp") {
+		return false
+	}
+	kind, a, b, err := linAlgOf(n.Op())
+	return err == nil && kind == matMul && a == tA && b == tB
+}
+
+// isTranspose reports whether n transposes with the given pattern.
+func isTranspose(n *G.Node, pattern ...int) bool {
+	if !isOp(n, "transposeOp") {
+		return false
+	}
+	p, err := intsField(n.Op(), "pattern")
+	return err == nil && slices.Equal(p, pattern)
+}
+
+// convFusions finds gorgonia.Conv2d's pattern and its gradients'. Conv2d
+// builds, for images x (B, C, H, W) and a filter reshaped to W (F, K):
+//
+//	y = transpose(reshape(reshape(im2col(x)) (BP, K) x W^T) (B, OH, OW, F), 0, 3, 1, 2)
+//
+// and gorgonia.Grad, from the gradient dy of y (B, F, OH, OW),
+//
+//	dc = reshape(transpose(dy, 0, 2, 3, 1)) (BP, F)
+//	dW = dc^T reshape(im2col(x))            (F, K)
+//	dx = col2im(reshape(dc W) (B, OH, OW, K))
+//
+// which become one Conv (inputs x and W), one ConvGradFilter (x, dy) and
+// one ConvGradInput (dy, W): no im2col matrix, no transposes.
+func (c *compiler) convFusions(needed []*G.Node, users map[*G.Node][]*G.Node) []fusion {
+	var out []fusion
+	for _, y := range needed {
+		if f, ok := c.convFusion(y, users); ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// convFusion matches the pattern at y, the forward output.
+func (c *compiler) convFusion(y *G.Node, users map[*G.Node][]*G.Node) (fusion, bool) {
+	arg := func(n *G.Node, i int) *G.Node {
+		if ch := c.children(n); i < len(ch) {
+			return ch[i]
+		}
+		return nil
+	}
+	if !isTranspose(y, 0, 3, 1, 2) {
+		return fusion{}, false
+	}
+	r1 := arg(y, 0)
+	if !isOp(r1, "reshapeOp") {
+		return fusion{}, false
+	}
+	m := arg(r1, 0)
+	if !isProduct(m, false, true) {
+		return fusion{}, false
+	}
+	patch, w := arg(m, 0), arg(m, 1)
+	if !isOp(patch, "reshapeOp") {
+		return fusion{}, false
+	}
+	im := arg(patch, 0)
+	if !isOp(im, "im2colOp") {
+		return fusion{}, false
+	}
+	x := arg(im, 0)
+	g, err := convGeomOf(im.Op(), x.Shape())
+	if err != nil || !colShape(g).Eq(im.Shape()) {
+		return fusion{}, false
+	}
+	ws := w.Shape()
+	if len(ws) != 2 || ws[1] != g.Patch() {
+		return fusion{}, false
+	}
+	f := ws[0]
+	oh, ow := g.Out()
+	if !y.Shape().Eq(tensor.Shape{g.B, f, oh, ow}) {
+		return fusion{}, false
+	}
+	fu := fusion{roots: map[*G.Node]rewrite{y: {inputs: []*G.Node{x, w}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+		c.emit(backend.Conv{Geom: g, F: f, X: in[0].operand(), W: in[1].operand(), Y: out.operand()})
+		return nil
+	}}}, inner: []*G.Node{r1, m, patch, im}}
+	// The gradients: each product of a dc with the patches.
+	for _, dw := range users[patch] {
+		if dw == m || !isProduct(dw, true, false) || arg(dw, 1) != patch {
+			continue
+		}
+		dc := arg(dw, 0)
+		tr := arg(dc, 0)
+		if !isOp(dc, "reshapeOp") || !isTranspose(tr, 0, 2, 3, 1) {
+			continue
+		}
+		dy := arg(tr, 0)
+		if !dy.Shape().Eq(y.Shape()) {
+			continue
+		}
+		fu.roots[dw] = rewrite{inputs: []*G.Node{x, dy}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+			c.emit(backend.ConvGradFilter{Geom: g, F: f, X: in[0].operand(), DY: in[1].operand(), DW: out.operand()})
+			return nil
+		}}
+		fu.inner = append(fu.inner, dc, tr)
+		for _, dp := range users[dc] {
+			if dp == dw || !isProduct(dp, false, false) || arg(dp, 1) != w || len(users[dp]) != 1 {
+				continue
+			}
+			r2 := users[dp][0]
+			if !isOp(r2, "reshapeOp") || len(users[r2]) != 1 {
+				continue
+			}
+			ci := users[r2][0]
+			if !isOp(ci, "col2imOp") {
+				continue
+			}
+			if cg, err := convGeomOf(ci.Op(), ci.Shape()); err != nil || cg != g {
+				continue
+			}
+			fu.roots[ci] = rewrite{inputs: []*G.Node{dy, w}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+				c.emit(backend.ConvGradInput{Geom: g, F: f, DY: in[0].operand(), W: in[1].operand(), DX: out.operand()})
+				return nil
+			}}
+			fu.inner = append(fu.inner, dp, r2)
+		}
+	}
+	return fu, true
+}
+
+// isBinary reports whether n is the elementwise op sym (gorgonia's symbol:
+// "⊙", ">=") returning values of its arguments' type.
+func isBinary(n *G.Node, sym string) bool {
+	if !isOp(n, "elemBinOp") {
+		return false
+	}
+	s, _, _ := strings.Cut(fmt.Sprint(n.Op()), " ")
+	same, err := boolField(n.Op(), "retSame")
+	return s == sym && (err == nil && same || sym == "⊙")
+}
+
+// isZero reports whether n is a constant scalar 0.
+func isZero(n *G.Node) bool {
+	if !isOp(n, "constantScalar") {
+		return false
+	}
+	v, err := hostData(n)
+	if err != nil {
+		return false
+	}
+	switch d := v.(type) {
+	case []float32:
+		return len(d) == 1 && d[0] == 0
+	case []float64:
+		return len(d) == 1 && d[0] == 0
+	}
+	return false
+}
+
+// rectifyPoolFusions finds max pooling after gorgonia.Rectify, which builds
+// a = x ⊙ m with m = (x >= 0), and their gradients, gorgonia.Grad's
+// dx = m ⊙ maxPoolDiff(a, p, dp): the pooling p and dx become one
+// MaxPool and one MaxPoolGrad of x with Rectify set, the mask m and the
+// rectified a never written.
+func (c *compiler) rectifyPoolFusions(needed []*G.Node, users map[*G.Node][]*G.Node) []fusion {
+	var out []fusion
+	for _, p := range needed {
+		if !isOp(p, "maxPoolOp") {
+			continue
+		}
+		a := c.children(p)[0]
+		if !isBinary(a, "⊙") {
+			continue
+		}
+		ach := c.children(a)
+		x, m := ach[0], ach[1]
+		if isBinary(x, ">=") {
+			x, m = m, x
+		}
+		if !isBinary(m, ">=") || c.children(m)[0] != x || !isZero(c.children(m)[1]) {
+			continue
+		}
+		g, err := poolGeomOf(p.Op(), x.Shape(), p.Shape())
+		if err != nil {
+			continue
+		}
+		f := fusion{roots: map[*G.Node]rewrite{p: {inputs: []*G.Node{x}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+			c.emit(backend.MaxPool{Geom: g, Rectify: true, X: in[0].operand(), Y: out.operand()})
+			return nil
+		}}}, inner: []*G.Node{a, m}}
+		for _, d := range users[a] {
+			if !isOp(d, "maxPoolDiffOp") || len(users[d]) != 1 {
+				continue
+			}
+			dch := c.children(d)
+			dx := users[d][0]
+			if len(dch) != 3 || dch[0] != a || dch[1] != p || !isBinary(dx, "⊙") || !slices.Contains(c.children(dx), m) {
+				continue
+			}
+			f.roots[dx] = rewrite{inputs: []*G.Node{x, p, dch[2]}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+				c.emit(backend.MaxPoolGrad{Geom: g, Rectify: true, X: in[0].operand(), Y: in[1].operand(), DY: in[2].operand(), DX: out.operand()})
+				return nil
+			}}
+			f.inner = append(f.inner, d)
+		}
+		out = append(out, f)
+	}
+	return out
+}
