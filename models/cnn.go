@@ -13,13 +13,15 @@ import (
 )
 
 // CNNConfig sizes an orthogonal convolutional network for InChannels x
-// Height x Width images: Depth blocks, block i a 3 x 3 convolution
-// (padding 1) to Channels 2^i channels, ReLU and a 2 x 2 max pooling
-// (left out once the image is 1 pixel high or wide), then a plain linear
-// layer from the last block's pixels to Classes.
+// Height x Width images: Depth blocks, block i Convs 3 x 3 convolutions
+// (padding 1) to Channels 2^i channels, each followed by ReLU, then a 2 x 2
+// max pooling (left out once the image is 1 pixel high or wide), then a
+// plain linear layer from the last block's pixels to Classes.
 type CNNConfig struct {
 	InChannels, Height, Width int
 	Channels, Depth, Classes  int
+	// Convs is the convolutions of a block; 0 means 1.
+	Convs int
 	// Bias adds a bias to every convolution (the head always has one).
 	Bias bool
 }
@@ -30,7 +32,7 @@ type CNN struct {
 	Cfg   CNNConfig
 	Convs []*nn.Conv2d
 	Head  *nn.Linear
-	pool  []bool // whether block i pools
+	pool  []bool // whether convolution i ends its block with a pooling
 }
 
 // NewCNN builds a CNN on g with Haar-initialised kernels.
@@ -41,21 +43,30 @@ func NewCNN(g *G.ExprGraph, cfg CNNConfig, dt tensor.Dtype, rng *rand.Rand) (*CN
 	if cfg.Depth > 16 || cfg.Channels<<(cfg.Depth-1) > 1<<16 {
 		return nil, fmt.Errorf("models: CNN of %d blocks from %d channels: the last block would have %d channels (at most 65536)", cfg.Depth, cfg.Channels, cfg.Channels<<min(cfg.Depth-1, 20))
 	}
+	if cfg.Convs < 0 || cfg.Convs > 8 {
+		return nil, fmt.Errorf("models: CNN of %d convolutions a block, want 1 to 8 (0: 1)", cfg.Convs)
+	}
+	cfg.Convs = max(cfg.Convs, 1)
 	m := &CNN{Cfg: cfg}
 	in, h, w := cfg.InChannels, cfg.Height, cfg.Width
 	for i := 0; i < cfg.Depth; i++ {
 		out := cfg.Channels << i
-		c, err := nn.NewConv2d(g, fmt.Sprintf("conv%d", i+1), nn.Conv2dConfig{In: in, Out: out, Kernel: 3, Pad: 1, Bias: cfg.Bias, Orthogonal: true}, dt, rng)
-		if err != nil {
-			return nil, err
+		for j := 0; j < cfg.Convs; j++ {
+			name := fmt.Sprintf("conv%d", i+1)
+			if cfg.Convs > 1 {
+				name = fmt.Sprintf("conv%d_%d", i+1, j+1)
+			}
+			c, err := nn.NewConv2d(g, name, nn.Conv2dConfig{In: in, Out: out, Kernel: 3, Pad: 1, Bias: cfg.Bias, Orthogonal: true}, dt, rng)
+			if err != nil {
+				return nil, err
+			}
+			m.Convs = append(m.Convs, c)
+			m.pool = append(m.pool, j == cfg.Convs-1 && h >= 2 && w >= 2)
+			in = out
 		}
-		m.Convs = append(m.Convs, c)
-		pool := h >= 2 && w >= 2
-		m.pool = append(m.pool, pool)
-		if pool {
+		if h >= 2 && w >= 2 {
 			h, w = h/2, w/2
 		}
-		in = out
 	}
 	head, err := nn.NewLinear(g, "head", in*h*w, cfg.Classes, dt, true, rng)
 	if err != nil {
@@ -74,11 +85,11 @@ func (m *CNN) Forward(x *G.Node) (*G.Node, error) {
 			return nil, err
 		}
 		if h, err = G.Rectify(h); err != nil {
-			return nil, fmt.Errorf("models: block %d: %w", i+1, err)
+			return nil, fmt.Errorf("models: %s: %w", c.W.Name(), err)
 		}
 		if m.pool[i] {
 			if h, err = G.MaxPool2D(h, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}); err != nil {
-				return nil, fmt.Errorf("models: block %d: %w", i+1, err)
+				return nil, fmt.Errorf("models: %s: %w", c.W.Name(), err)
 			}
 		}
 	}
