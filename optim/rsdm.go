@@ -94,7 +94,7 @@ func NewRSDM[T Float](m manifold.Manifold[T], cfg RSDMConfig) (*RSDM[T], error) 
 	case r < 2:
 		return nil, fmt.Errorf("optim: RSDM submanifold size r = %d, want r >= 2 (O(1) has no tangent directions)", r)
 	case r > n:
-		return nil, fmt.Errorf("optim: RSDM submanifold size r = %d exceeds the %d rows of the weight", r, n)
+		return nil, fmt.Errorf("optim: RSDM submanifold size r = %d exceeds the %d rows of the weight (of its transpose, when it is wide): the largest r it takes is %d", r, n, n)
 	}
 	if err := checkLR(cfg.LR); err != nil {
 		return nil, err

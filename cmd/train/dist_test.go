@@ -112,8 +112,8 @@ const (
 	distWeightTol = 1e-4 // absolute, per weight entry
 )
 
-// TestMPITrainMatchesOneProcess trains a small FFN (on both engines) and a
-// small ViT as 2 ranks under mpirun and as one process with the same global batch and
+// TestMPITrainMatchesOneProcess trains a small FFN (on both engines), a
+// small ViT and a small CNN as 2 ranks under mpirun and as one process with the same global batch and
 // seed: every logged loss and the final weights agree to float rounding.
 // The run's end line must state the bytes optim's Traffic counts (r x r x 4
 // per float32 RSDM weight). And -dist mpi without mpirun (one rank) must
@@ -127,6 +127,8 @@ func TestMPITrainMatchesOneProcess(t *testing.T) {
 		{"ffn", ffnArgs(mnist)},
 		{"ffn-tape", append(ffnArgs(mnist), "-engine", "tape")},
 		{"vit", vitArgs(cifar)},
+		{"cnn", []string{"-model", "cnn", "-dataset", "cifar10", "-data", cifar, "-channels", "4", "-depth", "2", "-r", "8", "-lr", "0.2",
+			"-other", "adam", "-lr-other", "0.002", "-batch", "20", "-epochs", "2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/orthonet/orthonet/param"
 )
 
 // evalMain runs train eval: it evaluates a checkpoint on its data set's test
@@ -147,8 +149,8 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	printEval(stdout, e.split, r, t.classes)
-	for _, n := range net.Constrained() {
-		fmt.Fprintf(stdout, "||W^T W - I||_F of %s: %.2e\n", n.Name(), feasibility(n))
+	for _, p := range param.Constrained(net.Params()) {
+		fmt.Fprintf(stdout, "||W^T W - I||_F of %s: %.2e\n", p.Name(), feasibility(p))
 	}
 	return writeEvalReport(dir, r, t.classes, stdout)
 }

@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -65,6 +66,7 @@ type config struct {
 	asked                   string // -device as given: auto, cpu or cuda (selectDevice)
 	download                bool
 	hidden, depth           int
+	channels                int // the CNN's first block's channels
 	dim, heads, mlp, patch  int
 	dropout                 float64
 	minAccuracy             float64
@@ -176,7 +178,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c config
-	fs.StringVar(&c.model, "model", "ffn", "network: ffn (orthogonal feed-forward) or vit (orthogonal vision transformer)")
+	fs.StringVar(&c.model, "model", "ffn", "network: ffn (orthogonal feed-forward), vit (orthogonal vision transformer) or cnn (orthogonal convolutional network)")
 	fs.StringVar(&c.dataset, "dataset", "fashion-mnist", "data set: mnist, fashion-mnist or cifar10")
 	fs.StringVar(&c.dataDir, "data", "", "folder of the data set's files (default: /usr/share/datasets/fashion-mnist for fashion-mnist, data/NAME otherwise)")
 	fs.StringVar(&c.optim, "optim", "rsdm", "optimizer of the orthogonal weights: "+strings.Join(optim.RuleNames(true), ", ")+" (radam: Riemannian Adam)")
@@ -208,7 +210,8 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
 	fs.BoolVar(&c.download, "download", false, "download MNIST or CIFAR-10 into -data first (SHA-256 checked)")
 	fs.IntVar(&c.hidden, "hidden", 1024, "FFN hidden width")
-	fs.IntVar(&c.depth, "depth", 0, "orthogonal FFN layers or ViT blocks (0: the paper's 5 or 6)")
+	fs.IntVar(&c.depth, "depth", 0, "orthogonal FFN layers, ViT blocks or CNN blocks (0: the paper's 5 or 6, the CNN's "+strconv.Itoa(defaultCNNDepth)+")")
+	fs.IntVar(&c.channels, "channels", defaultCNNChannels, "CNN channels of the first block (each next block doubles them)")
 	fs.IntVar(&c.dim, "dim", 1024, "ViT embedding width")
 	fs.IntVar(&c.heads, "heads", 4, "ViT attention heads (must divide -dim)")
 	fs.IntVar(&c.mlp, "mlp", 256, "ViT MLP width")
@@ -226,6 +229,9 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	if fs.NArg() > 0 {
 		return c, fs, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	if c.model == "cnn" && !isSet(fs, "r") {
+		c.r = cnnR(c) // recorded below as if given: a resumed run keeps it
+	}
 	c.flags = map[string]string{}
 	fs.VisitAll(func(fl *flag.Flag) {
 		if fl.Name != "resume" {
@@ -241,7 +247,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		return fmt.Errorf("-%s %q: want one of %s", name, v, strings.Join(allowed, ", "))
 	}
 	for _, e := range []error{
-		oneOf("model", c.model, "ffn", "vit"),
+		oneOf("model", c.model, "ffn", "vit", "cnn"),
 		oneOf("dataset", c.dataset, data.Datasets...),
 		oneOf("optim", c.optim, optim.RuleNames(true)...),
 		oneOf("sampling", c.sampling, samplerNames()...),
@@ -277,8 +283,8 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		return c, fs, fmt.Errorf("-warmup %d and -decay-every %d must be at least 1", c.warmup, c.decayEvery)
 	case c.momentum < 0 || c.momentum >= 1 || c.rgdMomentum < 0 || c.rgdMomentum >= 1:
 		return c, fs, fmt.Errorf("-momentum %v and -rgd-momentum %v: want 0 <= momentum < 1", c.momentum, c.rgdMomentum)
-	case c.hidden < 1 || c.depth < 0 || c.dim < 1 || c.heads < 1 || c.mlp < 1 || c.patch < 1:
-		return c, fs, errors.New("-hidden, -dim, -heads, -mlp and -patch must be at least 1, -depth at least 0")
+	case c.hidden < 1 || c.depth < 0 || c.dim < 1 || c.heads < 1 || c.mlp < 1 || c.patch < 1 || c.channels < 1:
+		return c, fs, errors.New("-hidden, -channels, -dim, -heads, -mlp and -patch must be at least 1, -depth at least 0")
 	case c.model == "vit" && (c.dim%c.heads != 0 || 32%c.patch != 0):
 		return c, fs, fmt.Errorf("-heads %d must divide -dim %d and -patch %d must divide 32", c.heads, c.dim, c.patch)
 	case c.dropout < 0 || c.dropout >= 1:
@@ -291,8 +297,9 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		return c, fs, errors.New("-download: Fashion-MNIST comes from Debian's package dataset-fashion-mnist (apt-get install dataset-fashion-mnist)")
 	}
 	if c.depth == 0 {
-		c.depth = map[string]int{"ffn": 5, "vit": 6}[c.model]
+		c.depth = map[string]int{"ffn": 5, "vit": 6, "cnn": defaultCNNDepth}[c.model]
 	}
+
 	return c, fs, nil
 }
 
@@ -429,6 +436,13 @@ func signalOf(ctx context.Context) syscall.Signal {
 	return syscall.SIGINT
 }
 
+// isSet reports whether the command line set flag name.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
+}
+
 // checkApplicable refuses flags given on the command line that the chosen
 // optimizers, schedule or model do not use: a setting that would be
 // silently ignored is a mistake the user should hear of.
@@ -448,6 +462,7 @@ func checkApplicable(c config, fs *flag.FlagSet) error {
 		{"warmup", "-schedule " + c.schedule + " has no warm-up (-schedule warmup-cosine's flag)", c.schedule == "warmup-cosine"},
 		{"decay-every", "-schedule " + c.schedule + " does not decay in steps (-schedule step's flag)", c.schedule == "step"},
 		{"hidden", "-model " + c.model + " has no hidden width (the FFN's flag)", c.model == "ffn"},
+		{"channels", "-model " + c.model + " has no channels (the CNN's flag)", c.model == "cnn"},
 		{"dim", "-model " + c.model + " has no embedding width (the ViT's flag)", c.model == "vit"},
 		{"heads", "-model " + c.model + " has no attention heads (the ViT's flag)", c.model == "vit"},
 		{"mlp", "-model " + c.model + " has no MLP width (the ViT's flag)", c.model == "vit"},

@@ -200,6 +200,39 @@ func cifarFixture(t *testing.T, dir, name string, n int, seed uint32) {
 	}
 }
 
+// TestCNNLearns trains a small orthogonal CNN (4 and 8 channels) on a
+// generated CIFAR-format set, its kernels stepped by RSDM-P: the test
+// accuracy must clearly beat chance (10%) and the kernels stay on the
+// manifold.
+func TestCNNLearns(t *testing.T) {
+	dir := t.TempDir()
+	for i := 1; i <= 5; i++ {
+		cifarFixture(t, dir, "data_batch_"+strconv.Itoa(i)+".bin", 40, uint32(i))
+	}
+	cifarFixture(t, dir, "test_batch.bin", 100, 99)
+	c, err := parseFlags([]string{"-model", "cnn", "-dataset", "cifar10", "-data", dir, "-out", t.TempDir(),
+		"-channels", "4", "-depth", "2", "-lr", "0.2", "-other", "adam", "-lr-other", "0.003", "-batch", "20", "-epochs", "3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.r != 27 {
+		t.Errorf("-r by default %d, want 27 (the 4 x 27 first kernel's larger side)", c.r)
+	}
+	out, acc := runForAccuracy(t, c)
+	t.Logf("CNN test accuracy on the generated set: %.2f%%", acc)
+	if acc < 50 {
+		t.Errorf("CNN test accuracy %.2f%%, want >= 50%% (chance is 10%%)", acc)
+	}
+	for _, f := range regexp.MustCompile(`\|\|W\^T W - I\|\|_F of (conv\d.W): ([0-9.e+-]+)`).FindAllStringSubmatch(out, -1) {
+		if v, _ := strconv.ParseFloat(f[2], 64); !(v < 1e-4) {
+			t.Errorf("%s: feasibility %s", f[1], f[2])
+		}
+	}
+	if !strings.Contains(out, "of conv2.W") {
+		t.Errorf("no feasibility line for the kernels:\n%s", out)
+	}
+}
+
 // TestViTLearns trains a small orthogonal ViT (embedding 128, depth 2) on a
 // generated CIFAR-format set: the training loss must fall and the test
 // accuracy must clearly beat chance (10%).

@@ -271,7 +271,7 @@ func (t *trainer) restore(f *checkpoint.File) error {
 	if err := t.maskSrc.UnmarshalBinary(st.Dropout); err != nil {
 		return fmt.Errorf("%s: dropout random state: %w", where, err)
 	}
-	if worst := maxFeasibility(t.net.Constrained()); !(worst < 1e-3) {
+	if worst := maxFeasibility(t.net.Params()); !(worst < 1e-3) {
 		return fmt.Errorf("%s: an orthogonal weight has ||W^T W - I||_F = %.3g: the checkpoint's weights are off the manifold", where, worst)
 	}
 	t.st = st

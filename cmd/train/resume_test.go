@@ -119,7 +119,7 @@ func lenOf(a any) int {
 // optimizer states, random states and metrics agree bit for bit, for
 // RSDM-P, RSDM-O, RGD with momentum and Riemannian Adam, SGD with momentum,
 // Adam and AdamW on the unconstrained part, the cosine and warmup-cosine
-// schedules, clipping, and the ViT with dropout.
+// schedules, clipping, the ViT with dropout, and the CNN on CIFAR-10.
 func TestResumeBitExact(t *testing.T) {
 	mnist := t.TempDir()
 	fixture(t, 200, "train", mnist, 1)
@@ -143,6 +143,8 @@ func TestResumeBitExact(t *testing.T) {
 		{"radam+adamw+warmup-cosine+clip", append(ffn, "-optim", "radam", "-lr", "0.01", "-other", "adamw", "-lr-other", "0.002",
 			"-schedule", "warmup-cosine", "-warmup", "10", "-clip-norm", "1"), []int{5, 22}},
 		{"vit-dropout+adam", vit, []int{1, 7}},
+		{"cnn-cifar+adam", []string{"-model", "cnn", "-dataset", "cifar10", "-data", cifar, "-channels", "4", "-depth", "2", "-r", "8", "-lr", "0.2",
+			"-other", "adam", "-lr-other", "0.002", "-batch", "10", "-epochs", "2"}, []int{1, 8}},
 	} {
 		parse := func(out string, extra ...string) config {
 			c, err := parseFlags(append(append([]string{"-out", out}, tc.args...), extra...), io.Discard)

@@ -21,9 +21,9 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
-	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // interruptedError reports a run stopped by a signal at a step boundary.
@@ -69,9 +69,14 @@ type metric struct {
 }
 
 // imageSize is the side the paper resizes each data set to: 32 for the ViT,
-// and for the FFN 32 (MNIST, 1024 inputs) or 20 (CIFAR-10, 1200 inputs).
+// and for the FFN 32 (MNIST, 1024 inputs) or 20 (CIFAR-10, 1200 inputs);
+// the CNN takes the images as they are (0: 28 for MNIST and Fashion-MNIST,
+// 32 for CIFAR-10).
 func imageSize(model, dataset string) int {
-	if model == "ffn" && dataset == "cifar10" {
+	switch {
+	case model == "cnn":
+		return 0
+	case model == "ffn" && dataset == "cifar10":
 		return 20
 	}
 	return 32
@@ -100,11 +105,15 @@ func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set
 		}
 		return nil, nil, err
 	}
+	train, test = train.Limit(c.limitTrain), test.Limit(c.limitTest)
 	side := imageSize(c.model, c.dataset)
-	if train, err = train.Limit(c.limitTrain).Resize(side, side, 0); err != nil {
+	if side == 0 { // the images as they are
+		return train, test, nil
+	}
+	if train, err = train.Resize(side, side, 0); err != nil {
 		return nil, nil, err
 	}
-	if test, err = test.Limit(c.limitTest).Resize(side, side, 0); err != nil {
+	if test, err = test.Resize(side, side, 0); err != nil {
 		return nil, nil, err
 	}
 	return train, test, nil
@@ -340,7 +349,7 @@ func (t *trainer) evaluateFirst(epoch, n int) (metric, error) {
 		return m, shared("epoch %d, step %d: the test loss is %v: the weights diverged; stopping (try a smaller -lr or -lr-other)", epoch+1, t.st.Step, m.Loss)
 	}
 	m.Kind, m.Epoch, m.Step, m.Seconds, m.Examples, m.TrainSeconds = "test", epoch+1, t.st.Step, t.seconds(), n, t.st.TrainSeconds
-	feas := maxFeasibility(t.net.Constrained())
+	feas := maxFeasibility(t.net.Params())
 	m.Feasibility = &feas
 	t.st.Metrics = append(t.st.Metrics, m)
 	on := ""
@@ -381,15 +390,16 @@ func (t *trainer) evaluateAndSave(save bool) (metric, error) {
 
 // checkR refuses an RSDM submanifold size r above the rows of any
 // orthogonal weight (of an n x p weight, max(n, p): one with fewer rows
-// than columns is stepped as its transpose), naming the first such weight
-// and the largest r the network takes.
+// than columns is stepped as its transpose; a convolution kernel is the
+// matrix of its first axis by the rest), naming the first such weight and
+// the largest r the network takes.
 func checkR(c config, weights G.Nodes) error {
 	if c.optim != "rsdm" || len(weights) == 0 {
 		return nil
 	}
-	rows := func(n *G.Node) int {
-		s := n.Shape()
-		return max(s[0], s[len(s)-1])
+	rows := func(n *G.Node) int { // of the matrix view (optim.MatrixOf)
+		r, c, _ := optim.MatrixOf(n.Shape())
+		return max(r, c)
 	}
 	smallest := weights[0]
 	for _, n := range weights {
@@ -713,8 +723,8 @@ func (t *trainer) summary(final metric) error {
 		fmt.Fprintf(w, "skipped %d batches with a non-finite loss or gradient (-nonfinite skip)\n", t.st.Skipped)
 	}
 	fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*final.Accuracy)
-	for _, n := range t.net.Constrained() {
-		fmt.Fprintf(w, "||W^T W - I||_F of %s: %.2e\n", n.Name(), feasibility(n))
+	for _, p := range param.Constrained(t.net.Params()) {
+		fmt.Fprintf(w, "||W^T W - I||_F of %s: %.2e\n", p.Name(), feasibility(p))
 	}
 	fmt.Fprintf(w, "checkpoint: %s\n", t.last)
 	if c.minAccuracy > 0 && 100*final.Accuracy < c.minAccuracy {
@@ -751,19 +761,22 @@ func (t *trainer) skip(why error, epoch int) error {
 	return nil
 }
 
-func feasibility(n *G.Node) float64 {
-	s := n.Shape()
-	st, err := manifold.NewStiefel[float32](s[0], s[1])
+// feasibility returns how far a constrained weight is from its manifold
+// (param.Param.Feasibility), NaN when that cannot be measured.
+func feasibility(p param.Param) float64 {
+	f, err := p.Feasibility()
 	if err != nil {
 		return math.NaN()
 	}
-	return st.Feasibility(n.Value().Data().([]float32))
+	return f
 }
 
-func maxFeasibility(ns G.Nodes) float64 {
+// maxFeasibility returns the largest feasibility of the constrained
+// parameters among ps.
+func maxFeasibility(ps []param.Param) float64 {
 	var worst float64
-	for _, n := range ns {
-		worst = max(worst, feasibility(n))
+	for _, p := range param.Constrained(ps) {
+		worst = max(worst, feasibility(p))
 	}
 	return worst
 }

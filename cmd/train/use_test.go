@@ -46,17 +46,20 @@ func runSub(t *testing.T, args ...string) (int, string, string) {
 // data) for an epoch on generated data, evaluating on the first 250 test
 // images, and returns the data folder, the -out folder and the test
 // accuracy line the run ended with.
-func tinyRun(t *testing.T, vit bool) (dir, out, accuracy string) {
+func tinyRun(t *testing.T, model string) (dir, out, accuracy string) {
 	t.Helper()
 	dir, out = t.TempDir(), t.TempDir()
 	args := []string{"-dataset", "mnist", "-hidden", "32", "-depth", "2", "-r", "8", "-lr", "0.2", "-lr-other", "0.05"}
-	if vit {
+	if model != "ffn" {
 		for i := 1; i <= 5; i++ {
 			cifarFixture(t, dir, "data_batch_"+strconv.Itoa(i)+".bin", 40, uint32(i))
 		}
 		cifarFixture(t, dir, "test_batch.bin", 260, 99)
 		args = []string{"-model", "vit", "-dataset", "cifar10", "-dim", "32", "-depth", "1", "-heads", "2", "-mlp", "16", "-patch", "8",
 			"-r", "8", "-lr", "0.1", "-other", "adam", "-lr-other", "0.002"}
+		if model == "cnn" {
+			args = []string{"-model", "cnn", "-dataset", "cifar10", "-channels", "4", "-depth", "2", "-r", "8", "-lr", "0.2", "-other", "adam", "-lr-other", "0.002"}
+		}
 	} else {
 		fixture(t, 400, "train", dir, 1)
 		fixture(t, 300, "t10k", dir, 2)
@@ -74,7 +77,7 @@ func tinyRun(t *testing.T, vit bool) (dir, out, accuracy string) {
 // report files must agree with it and be written into a new folder each
 // time, never over a run's files.
 func TestEvalReproducesRun(t *testing.T) {
-	_, out, want := tinyRun(t, false)
+	_, out, want := tinyRun(t, "ffn")
 	if want == "" {
 		t.Fatal("the run printed no test accuracy")
 	}
@@ -86,7 +89,7 @@ func TestEvalReproducesRun(t *testing.T) {
 		t.Fatalf("report folders %v, want two: eval-step-N and eval-step-N-2", dirs)
 	}
 	// A ViT's checkpoint too (its evaluation cuts the images into patches).
-	_, vitOut, vitWant := tinyRun(t, true)
+	_, vitOut, vitWant := tinyRun(t, "vit")
 	checkEval(t, vitOut, vitWant, "-device", "cpu")
 	// The confusion matrix holds the 250 images with the accuracy on its
 	// diagonal, and predictions.csv one row per image agreeing with it.
@@ -175,7 +178,7 @@ func readCSV(t *testing.T, path string) [][]string {
 // predict must give each the class that the run's evaluation gives it, and
 // a file that is not an image among them is refused alone, with one line.
 func TestPredictMatchesEval(t *testing.T) {
-	dir, out, _ := tinyRun(t, false)
+	dir, out, _ := tinyRun(t, "ffn")
 	if code, _, stderr := runSub(t, "eval", "-out", out, "-device", "cpu"); code != 0 {
 		t.Fatalf("eval: %s", stderr)
 	}
@@ -243,13 +246,13 @@ func TestPredictMatchesEval(t *testing.T) {
 	}
 }
 
-// TestExportRunsInONNXRuntime exports a trained FFN and a trained ViT with
+// TestExportRunsInONNXRuntime exports a trained FFN, ViT and CNN with
 // train export and runs the files in ONNX Runtime on test images: the
 // logits must be orthonet's evaluation's to 1e-5.
 func TestExportRunsInONNXRuntime(t *testing.T) {
 	onnxrt.Need(t)
-	for _, vit := range []bool{false, true} {
-		_, out, _ := tinyRun(t, vit)
+	for _, model := range []string{"ffn", "vit", "cnn"} {
+		_, out, _ := tinyRun(t, model)
 		file := filepath.Join(t.TempDir(), "model.onnx")
 		code, stdout, stderr := runSub(t, "export", "-out", out, "-batch", "4", "-o", file)
 		if code != 0 {
@@ -324,7 +327,7 @@ func TestExportRunsInONNXRuntime(t *testing.T) {
 // usable and a file that is not an image: each exits 2 or 1 with one line
 // saying why, and writes nothing.
 func TestUseRefusals(t *testing.T) {
-	_, out, _ := tinyRun(t, false)
+	_, out, _ := tinyRun(t, "ffn")
 	latest, err := resolveResume("latest", out)
 	if err != nil {
 		t.Fatal(err)
@@ -441,7 +444,7 @@ func TestLoadCheckpointPyTorch(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
 		t.Skipf("PyTorch is not importable by /usr/bin/python3: %v", err)
 	}
-	dir, out, _ := tinyRun(t, false)
+	dir, out, _ := tinyRun(t, "ffn")
 	tr, err := loadTrained(useFlags{resume: "latest", out: out, device: "cpu", engine: "program"}, "")
 	if err != nil {
 		t.Fatal(err)

@@ -353,10 +353,10 @@ type frame struct {
 }
 
 func newFrame(w *work) (frame, error) {
-	if len(w.p.Shape) != 2 {
-		return frame{}, fmt.Errorf("marked as constrained but has shape %v, want a matrix", w.p.Shape)
+	n, p, ok := w.p.Matrix()
+	if !ok {
+		return frame{}, fmt.Errorf("marked as constrained but has shape %v, want a matrix or a tensor of 3 or more axes", w.p.Shape)
 	}
-	n, p := w.p.Shape[0], w.p.Shape[1]
 	f := frame{x: w.value, g: w.grad, n: n, p: p, in: backend.Sequence(nil), out: backend.Sequence(nil)}
 	if n >= p {
 		return f, nil
