@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/orthonet/orthonet/internal/update"
-	"github.com/orthonet/orthonet/manifold"
 )
 
 // Adam, the rule "adam" of unconstrained parameters (AdamW, in adamw.go,
@@ -36,8 +35,7 @@ func (AdamConfig) Constrained() bool { return false }
 // ignored.
 func (c AdamConfig) Stepper(p Param, b Binding) (Stepper, error) {
 	c.LR = 0
-	return bind(p, b, func(_ manifold.Manifold[float32], n int) (twoPhase[float32], error) { return NewAdam[float32](n, c) },
-		func(_ manifold.Manifold[float64], n int) (twoPhase[float64], error) { return NewAdam[float64](n, c) })
+	return bind(p, b, ofSize(NewAdam[float32], c), ofSize(NewAdam[float64], c))
 }
 
 // defaults fills in the zero settings and checks every setting.

@@ -4,8 +4,6 @@ import (
 	"math"
 	"slices"
 	"testing"
-
-	"github.com/orthonet/orthonet/manifold"
 )
 
 // signConfig is a throwaway built-in rule added as docs/extending-rule.md
@@ -26,8 +24,7 @@ func (signConfig) String() string             { return "signsgd" }
 func (signConfig) Constrained() bool          { return false }
 func (c signConfig) with(s RuleSettings) Rule { c.Momentum = s.Momentum; return c }
 func (c signConfig) Stepper(p Param, b Binding) (Stepper, error) {
-	return bind(p, b, func(_ manifold.Manifold[float32], n int) (twoPhase[float32], error) { return newSign[float32](n, c) },
-		func(_ manifold.Manifold[float64], n int) (twoPhase[float64], error) { return newSign[float64](n, c) })
+	return bind(p, b, ofSize(newSign[float32], c), ofSize(newSign[float64], c))
 }
 
 // sign is the host stepper of signConfig.

@@ -25,8 +25,7 @@ func (RiemannianAdamConfig) Constrained() bool { return true }
 // Stepper returns Riemannian Adam for p; LR is ignored.
 func (c RiemannianAdamConfig) Stepper(p Param, b Binding) (Stepper, error) {
 	c.LR = 0
-	return bind(p, b, func(m manifold.Manifold[float32], _ int) (twoPhase[float32], error) { return NewRiemannianAdam(m, c) },
-		func(m manifold.Manifold[float64], _ int) (twoPhase[float64], error) { return NewRiemannianAdam(m, c) })
+	return bind(p, b, onManifold(NewRiemannianAdam[float32], c), onManifold(NewRiemannianAdam[float64], c))
 }
 
 // RiemannianAdam is Adam on a matrix manifold (Bécigneul and Ganea, ICLR

@@ -29,8 +29,7 @@ func (c RGDConfig) with(s RuleSettings) Rule { c.Momentum = s.Momentum; return c
 // Stepper returns RGD for p; LR is ignored.
 func (c RGDConfig) Stepper(p Param, b Binding) (Stepper, error) {
 	c.LR = 0
-	return bind(p, b, func(m manifold.Manifold[float32], _ int) (twoPhase[float32], error) { return NewRGD(m, c) },
-		func(m manifold.Manifold[float64], _ int) (twoPhase[float64], error) { return NewRGD(m, c) })
+	return bind(p, b, onManifold(NewRGD[float32], c), onManifold(NewRGD[float64], c))
 }
 
 // RGD is Riemannian gradient descent, X <- R_X(-eta m) with m the Riemannian

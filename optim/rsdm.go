@@ -60,8 +60,7 @@ func (c RSDMConfig) with(s RuleSettings) Rule {
 // Its LR is ignored: the Solver gives each step its group's.
 func (c RSDMConfig) Stepper(p Param, b Binding) (Stepper, error) {
 	c.LR, c.Seed = 0, WeightSeed(c.Seed, b.Index)
-	return bind(p, b, func(m manifold.Manifold[float32], _ int) (twoPhase[float32], error) { return NewRSDM(m, c) },
-		func(m manifold.Manifold[float64], _ int) (twoPhase[float64], error) { return NewRSDM(m, c) })
+	return bind(p, b, onManifold(NewRSDM[float32], c), onManifold(NewRSDM[float64], c))
 }
 
 // RSDM is the Riemannian random submanifold descent method (the paper's

@@ -126,6 +126,18 @@ func bind(p Param, b Binding, f32 func(manifold.Manifold[float32], int) (twoPhas
 	return nil, fmt.Errorf("optim: %s: value %T, want []float32 or []float64", p.describe(), p.Value)
 }
 
+// onManifold adapts build, the constructor of a constrained weight's
+// optimizer with settings c, to bind.
+func onManifold[T Float, C any, O twoPhase[T]](build func(manifold.Manifold[T], C) (O, error), c C) func(manifold.Manifold[T], int) (twoPhase[T], error) {
+	return func(m manifold.Manifold[T], _ int) (twoPhase[T], error) { return build(m, c) }
+}
+
+// ofSize adapts build, the constructor of an unconstrained parameter's
+// optimizer with settings c, to bind.
+func ofSize[T Float, C any, O twoPhase[T]](build func(int, C) (O, error), c C) func(manifold.Manifold[T], int) (twoPhase[T], error) {
+	return func(_ manifold.Manifold[T], n int) (twoPhase[T], error) { return build(n, c) }
+}
+
 func bindTyped[T Float](p Param, b Binding, v []T, f func(manifold.Manifold[T], int) (twoPhase[T], error)) (Stepper, error) {
 	var m manifold.Manifold[T]
 	decay := b.WeightDecay

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/orthonet/orthonet/internal/update"
-	"github.com/orthonet/orthonet/manifold"
 )
 
 // SGD, the rule "sgd" of unconstrained parameters. Its device stepper is
@@ -33,8 +32,7 @@ func (c SGDConfig) with(s RuleSettings) Rule { c.Momentum = s.Momentum; return c
 // Stepper returns SGD for p, with the group's weight decay; LR is ignored.
 func (c SGDConfig) Stepper(p Param, b Binding) (Stepper, error) {
 	c.LR = 0
-	return bind(p, b, func(_ manifold.Manifold[float32], n int) (twoPhase[float32], error) { return NewSGD[float32](n, c) },
-		func(_ manifold.Manifold[float64], n int) (twoPhase[float64], error) { return NewSGD[float64](n, c) })
+	return bind(p, b, ofSize(NewSGD[float32], c), ofSize(NewSGD[float64], c))
 }
 
 // SGD is stochastic gradient descent for an unconstrained parameter, with

@@ -272,6 +272,15 @@ func newBuffered(w *work, counter string, names ...string) (*buffered, error) {
 	return &buffered{work: w, kind: host.State().Kind, counter: counter, names: names, bufs: bufs}, nil
 }
 
+// newMomentum returns the buffered stepper of a rule with heavy-ball
+// momentum (SGD, RGD): its buffer, the momentum, when momentum is not 0.
+func newMomentum(w *work, momentum float64) (*buffered, error) {
+	if momentum == 0 {
+		return newBuffered(w, "")
+	}
+	return newBuffered(w, "", optim.StateMomentum)
+}
+
 // Prepare sets the step size and, with a counter, the step's count (from
 // which Adam's step computes the bias corrections on the device).
 func (o *buffered) Prepare(_ any, lr float64) error {

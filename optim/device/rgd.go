@@ -14,11 +14,7 @@ func rgdStepper(w *work, c optim.RGDConfig) (optim.Stepper, error) {
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	if c.Momentum != 0 {
-		names = []string{optim.StateMomentum}
-	}
-	o, err := newBuffered(w, "", names...)
+	o, err := newMomentum(w, c.Momentum)
 	if err != nil {
 		return nil, err
 	}

@@ -10,11 +10,7 @@ import (
 // backend.SGDStep, whose CPU path runs the host's arithmetic
 // (internal/update).
 func sgdStepper(w *work, c optim.SGDConfig) (optim.Stepper, error) {
-	var names []string
-	if c.Momentum != 0 {
-		names = []string{optim.StateMomentum}
-	}
-	o, err := newBuffered(w, "", names...)
+	o, err := newMomentum(w, c.Momentum)
 	if err != nil {
 		return nil, err
 	}
