@@ -9,11 +9,11 @@
 // retraction by RSDM with a sampler of rows (Permutation, Blocks or one's
 // own; one inner step, QR inner retraction) or by RGD, and the other
 // parameters by SGD (with momentum), Adam or AdamW: the rules of the table
-// rules, each stepper built in the rule's own file (sgd.go, adam.go,
-// rsdm.go, rgd.go). Each Step enqueues its
-// kernels and returns without waiting for them; the Q factors are Cholesky
-// QR on the device (backend.QF), and a fault the device meets is reported
-// by the backend's next Sync or CopyOut.
+// rules, whose steppers are built each in the rule's own file (sgd.go,
+// adam.go, rsdm.go, rgd.go). Each Step enqueues its kernels and returns
+// without waiting for them; the Q factors are Cholesky QR on the device
+// (backend.QF), and a fault the device meets is reported by the backend's
+// next Sync or CopyOut.
 package device
 
 import (
