@@ -2,7 +2,6 @@ package optim_test
 
 import (
 	"encoding/base64"
-	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -18,14 +17,12 @@ import (
 	"github.com/orthonet/orthonet/optim"
 )
 
-// writeLayout makes TestWriteLayoutCheckpoint write layoutFile anew
-// (go test ./optim -run TestWriteLayoutCheckpoint -write-layout).
-var writeLayout = flag.Bool("write-layout", false, "write testdata/"+layoutFile+" from this build's solver")
-
-// layoutFile is a checkpoint of layoutSolver after layoutSteps steps,
-// written by the code of commit a13cb2a, before a sampler's entries had a
-// namespace of their own in RSDM's State: every rule's and sampler's
-// entries sit side by side in its maps.
+// layoutFile is a checkpoint of layoutSolver after layoutSteps steps (the
+// weights as tensors "weight/<name>", the solver by PutSolver under
+// "opt/"), written in the pure-Go build on amd64 by the optim of commit
+// a13cb2a, before a sampler's entries had a namespace of their own in
+// RSDM's State: every rule's and sampler's entries sit side by side in its
+// maps. Commit 511188d holds the test that wrote it.
 const layoutFile = "state-before-sampler-namespace.ckpt"
 
 // layoutSteps is how many steps layoutFile's solver took: odd, so that the
@@ -137,30 +134,6 @@ func layoutSolver(t *testing.T) (*optim.Solver, []optim.Param, func()) {
 		for _, set := range sets {
 			set()
 		}
-	}
-}
-
-// TestWriteLayoutCheckpoint writes layoutFile with -write-layout.
-func TestWriteLayoutCheckpoint(t *testing.T) {
-	if !*writeLayout {
-		t.Skip("writes testdata with -write-layout")
-	}
-	solver, params, grads := layoutSolver(t)
-	for range layoutSteps {
-		grads()
-		if err := solver.Step(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f := checkpoint.New()
-	for _, p := range params {
-		f.Tensors["weight/"+p.Name] = checkpoint.Tensor{Shape: p.Shape, Data: p.Value}
-	}
-	if err := f.PutSolver("opt/", solver); err != nil {
-		t.Fatal(err)
-	}
-	if err := checkpoint.Write("testdata/"+layoutFile, f); err != nil {
-		t.Fatal(err)
 	}
 }
 
