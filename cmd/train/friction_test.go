@@ -274,18 +274,18 @@ func TestLimitTrainBoundsRead(t *testing.T) {
 	}
 }
 
-// TestResumableFlagsDocumented checks that the README's list of the flags
+// TestResumableFlagsDocumented checks that docs/checkpoints.md's list of the flags
 // a resumed run may change is the command's list, flag for flag, and that
 // every flag in the list exists.
 func TestResumableFlagsDocumented(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/checkpoints.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := strings.Join(strings.Fields(string(b)), " ")
 	m := regexp.MustCompile(`A resumed run keeps the saved configuration\. It may change only (.*?); any other flag`).FindStringSubmatch(text)
 	if m == nil {
-		t.Fatal("README: no sentence listing the flags a resumed run may change")
+		t.Fatal("docs/checkpoints.md: no sentence listing the flags a resumed run may change")
 	}
 	var documented []string
 	for _, f := range regexp.MustCompile("`-([a-z-]+)`").FindAllStringSubmatch(m[1], -1) {
@@ -298,7 +298,7 @@ func TestResumableFlagsDocumented(t *testing.T) {
 	sort.Strings(documented)
 	sort.Strings(binary)
 	if !slices.Equal(documented, binary) {
-		t.Errorf("README lists %v as changeable on resume, the command %v", documented, binary)
+		t.Errorf("docs/checkpoints.md lists %v as changeable on resume, the command %v", documented, binary)
 	}
 	_, fs, err := parseArgs(nil, io.Discard)
 	if err != nil {
