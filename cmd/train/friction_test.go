@@ -157,16 +157,15 @@ func TestInterruptedBeforeFirstStep(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var ie *interruptedError
-	if err := run(ctx, c, io.Discard); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
+	if err := run(ctx, c, io.Discard, hooks{}); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
 		t.Errorf("cancelled run: error %v", err)
 	}
 	if ents, err := os.ReadDir(c.out); err != nil || len(ents) != 0 {
 		t.Errorf("-out after a run interrupted before its first step: %d entries (%v), want none", len(ents), err)
 	}
 	// One step in, the run keeps its folder and checkpoint.
-	c = smallConfig(t, dir)
-	c.stopAfter = 1
-	if err := run(context.Background(), c, io.Discard); !errors.As(err, &ie) || ie.saved == "" {
+	ctx, h := stopBefore(1)
+	if err := run(ctx, smallConfig(t, dir), io.Discard, h); !errors.As(err, &ie) || ie.saved == "" {
 		t.Errorf("run stopped after a step: %v, want an interruption with a checkpoint", err)
 	}
 }
@@ -184,7 +183,7 @@ func TestDamagedNewestCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(context.Background(), c, io.Discard); err != nil {
+	if err := run(context.Background(), c, io.Discard, hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	newest, err := resolveResume("latest", out)
@@ -321,8 +320,7 @@ func TestSkipAtEpochEnd(t *testing.T) {
 	fixture(t, 20, "t10k", dir, 2)
 	c := smallConfig(t, dir)
 	c.epochs, c.nonFinite = 1, "skip"
-	c.nanSteps = map[int]bool{3: true, 200: true} // steps 4 and 201 of 201
-	runForAccuracy(t, c)
+	runForAccuracy(t, c, nanAt(3, 200)) // steps 4 and 201 of 201
 	runs, _ := filepath.Glob(filepath.Join(c.out, "run-*", "metrics.csv"))
 	if len(runs) != 1 {
 		t.Fatalf("metrics files %v", runs)

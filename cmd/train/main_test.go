@@ -92,12 +92,12 @@ func fixture(t *testing.T, n int, prefix, dir string, seed byte) {
 	}
 }
 
-// runForAccuracy runs c and returns its output and the test accuracy it
-// printed, in percent.
-func runForAccuracy(t *testing.T, c config) (string, float64) {
+// runForAccuracy runs c with the hooks h and returns its output and the
+// test accuracy it printed, in percent.
+func runForAccuracy(t *testing.T, c config, h hooks) (string, float64) {
 	t.Helper()
 	var out bytes.Buffer
-	if err := run(context.Background(), c, &out); err != nil {
+	if err := run(context.Background(), c, &out, h); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	m := regexp.MustCompile(`test accuracy: ([0-9.]+)%`).FindStringSubmatch(out.String())
@@ -128,7 +128,7 @@ func TestTrainLearns(t *testing.T) {
 	fixture(t, 400, "train", dir, 1)
 	fixture(t, 200, "t10k", dir, 2)
 	c := smallConfig(t, dir)
-	out, acc := runForAccuracy(t, c)
+	out, acc := runForAccuracy(t, c, hooks{})
 	t.Logf("test accuracy on the generated set: %.2f%%", acc)
 	if acc < 80 {
 		t.Errorf("test accuracy %.2f%% on a learnable set, want >= 80%% (chance is 10%%)", acc)
@@ -154,7 +154,7 @@ func TestTrainStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var ie *interruptedError
-	if err := run(ctx, c, io.Discard); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
+	if err := run(ctx, c, io.Discard, hooks{}); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
 		t.Errorf("cancelled run: error %v", err)
 	}
 
@@ -162,13 +162,13 @@ func TestTrainStops(t *testing.T) {
 	// NaN: the run stops, saying so.
 	c = smallConfig(t, dir)
 	c.lrOther = 1e30
-	if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "stopping") || !strings.Contains(err.Error(), "try a smaller -lr") {
+	if err := run(context.Background(), c, io.Discard, hooks{}); err == nil || !strings.Contains(err.Error(), "stopping") || !strings.Contains(err.Error(), "try a smaller -lr") {
 		t.Errorf("diverging run: error %v", err)
 	}
 
 	// Missing data names the folder and the way out.
 	c = smallConfig(t, t.TempDir())
-	if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "-download") {
+	if err := run(context.Background(), c, io.Discard, hooks{}); err == nil || !strings.Contains(err.Error(), "-download") {
 		t.Errorf("missing data: error %v", err)
 	}
 }
@@ -218,7 +218,7 @@ func TestCNNLearns(t *testing.T) {
 	if c.r != 27 {
 		t.Errorf("-r by default %d, want 27 (the 4 x 27 first kernel's larger side)", c.r)
 	}
-	out, acc := runForAccuracy(t, c)
+	out, acc := runForAccuracy(t, c, hooks{})
 	t.Logf("CNN test accuracy on the generated set: %.2f%%", acc)
 	if acc < 50 {
 		t.Errorf("CNN test accuracy %.2f%%, want >= 50%% (chance is 10%%)", acc)
@@ -248,7 +248,7 @@ func TestViTLearns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, acc := runForAccuracy(t, c)
+	_, acc := runForAccuracy(t, c, hooks{})
 	t.Logf("ViT test accuracy on the generated set: %.2f%%", acc)
 	if acc < 50 {
 		t.Errorf("ViT test accuracy %.2f%%, want >= 50%% (chance is 10%%)", acc)

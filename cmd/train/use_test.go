@@ -7,6 +7,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"image"
 	"image/png"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/foldertest"
 	"github.com/orthonet/orthonet/internal/onnxrt"
 )
 
@@ -68,7 +70,7 @@ func tinyRun(t *testing.T, model string) (dir, out, accuracy string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, _ := runForAccuracy(t, c)
+	o, _ := runForAccuracy(t, c, hooks{})
 	return dir, out, regexp.MustCompile(`(?m)^test accuracy: [0-9.]+%$`).FindString(o)
 }
 
@@ -408,31 +410,15 @@ func TestUseRefusals(t *testing.T) {
 		{[]string{"export", "-resume", latest, "-batch", "0"}, 2, "-batch 0"},
 		{[]string{"export", "-resume", latest, "-o", existing}, 2, "exists: export replaces no file"},
 	} {
-		before, beforeElsewhere := tree(t, out), tree(t, elsewhere)
+		before, beforeElsewhere := foldertest.Snapshot(t, out), foldertest.Snapshot(t, elsewhere)
 		code, _, stderr := runSub(t, append([]string{tc.args[0], "-out", out}, tc.args[1:]...)...)
 		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
 		if code != tc.code || len(lines) != 1 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and one line saying %q", tc.args, code, stderr, tc.code, tc.want)
 		}
-		if after := tree(t, out); !sameMaps(before, after) {
-			t.Errorf("%v wrote into %s", tc.args, out)
-		}
-		if after := tree(t, elsewhere); !sameMaps(beforeElsewhere, after) {
-			t.Errorf("%v wrote into %s", tc.args, elsewhere)
-		}
+		foldertest.Same(t, fmt.Sprintf("%v under -out", tc.args), out, before)
+		foldertest.Same(t, fmt.Sprintf("%v elsewhere", tc.args), elsewhere, beforeElsewhere)
 	}
-}
-
-func sameMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestLoadCheckpointPyTorch runs scripts/load_checkpoint.py, which builds

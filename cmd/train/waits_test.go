@@ -40,10 +40,8 @@ func TestDeviceStepWaits(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tr.close()
-		tr.steps = tr.train.N / c.batch
+		tr.begin()
 		tr.logEvery = 3
-		tr.images = make([]float32, c.batch*tr.train.Dim())
-		tr.labels = make([]int, c.batch)
 		if err := tr.loader.Seek(0, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +90,7 @@ func TestKernelProfileCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, _ := runForAccuracy(t, c)
+		out, _ := runForAccuracy(t, c, hooks{})
 		m := line.FindStringSubmatch(out)
 		if m == nil {
 			t.Fatalf("%v: no line of the device's work per step in:\n%s", tc.args, out)
@@ -123,14 +121,14 @@ func TestNonFiniteSkipOnDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.nanSteps = map[int]bool{2: true}
 	tr, err := newTrainer(context.Background(), c, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.close()
-	tr.steps, tr.logEvery = tr.train.N/c.batch, 1
-	tr.images, tr.labels = make([]float32, c.batch*tr.train.Dim()), make([]int, c.batch)
+	tr.hooks = nanAt(2)
+	tr.begin()
+	tr.logEvery = 1
 	if err := tr.loader.Seek(0, 0); err != nil {
 		t.Fatal(err)
 	}
