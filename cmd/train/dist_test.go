@@ -52,14 +52,6 @@ func mpirunTrain(t *testing.T, ctx context.Context, np int, env []string, args .
 	return cmd
 }
 
-// alone returns the command that runs cmd/train with args as one process
-// (no mpirun).
-func alone(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-	return cmd
-}
-
 // runCmd runs cmd and returns its output and exit code.
 func runCmd(t *testing.T, cmd *exec.Cmd) (string, int) {
 	t.Helper()
@@ -134,7 +126,7 @@ func TestMPITrainMatchesOneProcess(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			one, two, mpi1 := t.TempDir(), t.TempDir(), t.TempDir()
-			out, code := runCmd(t, alone(ctx, append(tc.args, "-dist", "single", "-out", one)...))
+			out, code := runCmd(t, trainCmd(ctx, append(tc.args, "-dist", "single", "-out", one)...))
 			if code != 0 {
 				t.Fatalf("-dist single: exit %d\n%s", code, out)
 			}
@@ -150,7 +142,7 @@ func TestMPITrainMatchesOneProcess(t *testing.T) {
 			if tc.name != "ffn" {
 				return
 			}
-			out, code = runCmd(t, alone(ctx, append(tc.args, "-dist", "mpi", "-out", mpi1)...))
+			out, code = runCmd(t, trainCmd(ctx, append(tc.args, "-dist", "mpi", "-out", mpi1)...))
 			if code != 0 {
 				t.Fatalf("-dist mpi alone: exit %d\n%s", code, out)
 			}
@@ -313,7 +305,7 @@ func TestMPIRankKilled(t *testing.T) {
 	}})
 
 	single := t.TempDir()
-	if text, code := runCmd(t, alone(ctx, "-dist", "single", "-resume", kept, "-out", single)); code != 0 {
+	if text, code := runCmd(t, trainCmd(ctx, "-dist", "single", "-resume", kept, "-out", single)); code != 0 {
 		t.Fatalf("resuming with one process: exit %d\n%s", code, text)
 	}
 	fa, pa := finalState(t, straight)
@@ -386,7 +378,7 @@ func TestDistRefusals(t *testing.T) {
 			if tc.ranks > 0 {
 				cmd = mpirunTrain(t, ctx, tc.ranks, nil, args...)
 			} else {
-				cmd = alone(ctx, args...)
+				cmd = trainCmd(ctx, args...)
 			}
 			text, code := runCmd(t, cmd)
 			if code != 2 {

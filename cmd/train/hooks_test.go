@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -36,6 +37,14 @@ func TestMain(m *testing.M) {
 		os.Exit(mainCode(h))
 	}
 	os.Exit(m.Run())
+}
+
+// trainCmd returns the command that runs this test binary as cmd/train
+// (TestMain) with args, as one process; the context's end kills it.
+func trainCmd(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
+	return cmd
 }
 
 // nanAt puts a NaN into the first image of the batches of steps (from 0:

@@ -35,8 +35,7 @@ func trainExit(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
+	cmd := trainCmd(ctx, args...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
@@ -149,8 +148,7 @@ func TestRunFolderLocked(t *testing.T) {
 
 	// A training process holds it: frozen while it holds the lock, so that
 	// it saves no newer checkpoint meanwhile.
-	a := exec.Command(os.Args[0], "-resume", "latest", "-out", out, "-epochs", "100000")
-	a.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
+	a := trainCmd(context.Background(), "-resume", "latest", "-out", out, "-epochs", "100000")
 	if err := a.Start(); err != nil {
 		t.Fatal(err)
 	}

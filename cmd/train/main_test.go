@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -41,18 +40,13 @@ func TestParseFlagsErrors(t *testing.T) {
 // it must exit 2 with the reason before it reads or writes anything.
 func TestTapeOnCUDARefused(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	cmd := exec.Command(os.Args[0], "-engine", "tape", "-device", "cuda", "-dataset", "mnist", "-data", t.TempDir(), "-out", out)
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-		t.Fatalf("exit: %v, want status 2\n%s", err, stderr.String())
+	_, stderr, code := trainExit(t, "-engine", "tape", "-device", "cuda", "-dataset", "mnist", "-data", t.TempDir(), "-out", out)
+	if code != 2 {
+		t.Fatalf("exit %d, want status 2\n%s", code, stderr)
 	}
 	want := "train: the tape engine runs on the CPU only; -device cuda needs -engine program\n"
-	if stderr.String() != want {
-		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	if stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
 	}
 	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("-out %s: %v, want nothing written", out, err)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -170,19 +169,8 @@ func TestCPUProfileFlushed(t *testing.T) {
 		prof := filepath.Join(t.TempDir(), "cpu.prof")
 		args := append([]string{"-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2", "-r", "8",
 			"-batch", "10", "-cpuprofile", prof}, tc.extra...)
-		cmd := exec.Command(os.Args[0], args...)
-		cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-		var stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != tc.code {
-			t.Errorf("%q: exit code %d, want %d\n%s", tc.extra, code, tc.code, stderr.String())
+		if _, stderr, code := trainExit(t, args...); code != tc.code {
+			t.Errorf("%q: exit code %d, want %d\n%s", tc.extra, code, tc.code, stderr)
 		}
 		b, err := os.ReadFile(prof)
 		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -30,15 +29,7 @@ func finalState(t *testing.T, out string) (*checkpoint.File, progress) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := checkpoint.Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st progress
-	if err := f.JSON(keyProgress, &st); err != nil {
-		t.Fatal(err)
-	}
-	return f, st
+	return readProgress(t, path)
 }
 
 // sameTraining compares two checkpoints' tensors bit for bit and their
@@ -376,8 +367,7 @@ func killRepeatedly(t *testing.T, args []string, kills int, lo, hi time.Duration
 // that fails on its own or finishes the run fails the test.
 func killAfter(t *testing.T, args []string, d time.Duration) bool {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
+	cmd := trainCmd(context.Background(), args...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	if err := cmd.Start(); err != nil {
