@@ -127,10 +127,11 @@ func val[T flagType](p *T, v T) func(fs *flag.FlagSet, name, usage string) {
 	}
 }
 
-// flagTable returns train's flags on the fields of c. Their order is that
-// of the checks: the first flag refused is the one named.
+// flagTable returns train's flags, defined on the fields of c. parseArgs
+// checks their choices, and checkApplicable when they apply, in this
+// order, naming the first flag refused; train -h lists them sorted.
 func flagTable(c *config) []flagDef {
-	return append(append(append(modelFlags(c), optimizerFlags(c)...), networkFlags(c)...), runFlags(c)...)
+	return slices.Concat(modelFlags(c), optimizerFlags(c), networkFlags(c), runFlags(c))
 }
 
 // modelFlags are the flags of the model and the data set.

@@ -62,7 +62,7 @@ type trainer struct {
 	clock0      float64   // the training clock when this session began
 	sync        []float64 // what the ranks agree on each step (distributed.go)
 
-	// Per-session loop state, set by begin.
+	// Per-session loop state, set by begin, beginEpoch and timed.
 	images     []float32 // the batch being trained on
 	labels     []int
 	steps      int // batches per epoch
