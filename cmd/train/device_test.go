@@ -89,7 +89,7 @@ func TestHostModelTrains(t *testing.T) {
 		if err := selectDevice(&c, io.Discard); err != nil || c.device != device {
 			t.Fatalf("device %s: %v (got %s)", device, err, c.device)
 		}
-		out, acc := runForAccuracy(t, c)
+		out, acc := runForAccuracy(t, c, hooks{})
 		accuracy[device], outs[device] = acc, c.out
 		for _, f := range regexp.MustCompile(`\|\|W\^T W - I\|\|_F of fc\d.W: ([0-9.e+-]+)`).FindAllStringSubmatch(out, -1) {
 			if v, _ := strconv.ParseFloat(f[1], 64); !(v < 1e-4) {
@@ -108,7 +108,7 @@ func TestHostModelTrains(t *testing.T) {
 	if err := selectDevice(&c, io.Discard); err != nil || c.device != "cpu" {
 		t.Fatalf("resume on the CPU: %v (device %s)", err, c.device)
 	}
-	out, acc := runForAccuracy(t, c)
+	out, acc := runForAccuracy(t, c, hooks{})
 	if !strings.Contains(out, "resuming from") || !(acc > 10) {
 		t.Errorf("the device run's checkpoint resumed on the CPU to %.2f%%:\n%s", acc, out)
 	}
@@ -138,7 +138,7 @@ func TestCNNOnHostModel(t *testing.T) {
 		if err := selectDevice(&c, io.Discard); err != nil || c.device != device {
 			t.Fatalf("device %s: %v (got %s)", device, err, c.device)
 		}
-		_, accuracy[device] = runForAccuracy(t, c)
+		_, accuracy[device] = runForAccuracy(t, c, hooks{})
 		final[device], _ = finalState(t, c.out)
 	}
 	worst, worstName := 0.0, ""

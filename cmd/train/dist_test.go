@@ -52,14 +52,6 @@ func mpirunTrain(t *testing.T, ctx context.Context, np int, env []string, args .
 	return cmd
 }
 
-// alone returns the command that runs cmd/train with args as one process
-// (no mpirun).
-func alone(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-	return cmd
-}
-
 // runCmd runs cmd and returns its output and exit code.
 func runCmd(t *testing.T, cmd *exec.Cmd) (string, int) {
 	t.Helper()
@@ -134,7 +126,7 @@ func TestMPITrainMatchesOneProcess(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			one, two, mpi1 := t.TempDir(), t.TempDir(), t.TempDir()
-			out, code := runCmd(t, alone(ctx, append(tc.args, "-dist", "single", "-out", one)...))
+			out, code := runCmd(t, trainCmd(ctx, append(tc.args, "-dist", "single", "-out", one)...))
 			if code != 0 {
 				t.Fatalf("-dist single: exit %d\n%s", code, out)
 			}
@@ -150,7 +142,7 @@ func TestMPITrainMatchesOneProcess(t *testing.T) {
 			if tc.name != "ffn" {
 				return
 			}
-			out, code = runCmd(t, alone(ctx, append(tc.args, "-dist", "mpi", "-out", mpi1)...))
+			out, code = runCmd(t, trainCmd(ctx, append(tc.args, "-dist", "mpi", "-out", mpi1)...))
 			if code != 0 {
 				t.Fatalf("-dist mpi alone: exit %d\n%s", code, out)
 			}
@@ -303,10 +295,33 @@ func TestMPIRankKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	args := append(ffnArgs(mnist), "-dist", "mpi", "-eval-every", "-1", "-save-every", "4")
-	straight, out, single := t.TempDir(), t.TempDir(), t.TempDir()
-	if text, code := runCmd(t, mpirunTrain(t, ctx, 2, nil, append(args, "-out", straight)...)); code != 0 {
-		t.Fatalf("straight run: exit %d\n%s", code, text)
+	var kept string // the checkpoint of step 8, copied
+	straight := straightThenResumed(t, func(out string) {
+		if text, code := runCmd(t, mpirunTrain(t, ctx, 2, nil, append(args, "-out", out)...)); code != 0 {
+			t.Fatalf("straight run: exit %d\n%s", code, text)
+		}
+	}, piece{"2 ranks killed and resumed on 2 ranks against 2 ranks straight", func(out string) {
+		kept = killRank1(t, ctx, args, out)
+	}})
+
+	single := t.TempDir()
+	if text, code := runCmd(t, trainCmd(ctx, "-dist", "single", "-resume", kept, "-out", single)); code != 0 {
+		t.Fatalf("resuming with one process: exit %d\n%s", code, text)
 	}
+	fa, pa := finalState(t, straight)
+	fc, pc := finalState(t, single)
+	if pc.Step != 20 || pc.Epoch != 1 {
+		t.Errorf("resumed run ended at epoch %d, step %d, want 1, 20", pc.Epoch, pc.Step)
+	}
+	compareRuns(t, fa, fc, pa, pc)
+}
+
+// killRank1 runs args on 2 ranks into out, killing rank 1 in step 11: the
+// run must end non-zero, naming the killed rank, and its newest checkpoint
+// (step 8) must load; it resumes the run from there on 2 ranks, and
+// returns a copy of that checkpoint (the resumed run prunes it).
+func killRank1(t *testing.T, ctx context.Context, args []string, out string) string {
+	t.Helper()
 	text, code := runCmd(t, mpirunTrain(t, ctx, 2, []string{faultEnv + "=kill:1:10"}, append(args, "-out", out)...))
 	if code == 0 {
 		t.Fatalf("mpirun exited 0 though rank 1 was killed:\n%s", text)
@@ -318,13 +333,12 @@ func TestMPIRankKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stepOf(filepath.Base(path)) != 8 {
+	if step, _ := checkpoint.ParseStepName(filepath.Base(path)); step != 8 {
 		t.Errorf("newest checkpoint %s, want step 8", path)
 	}
 	if _, err := checkpoint.Read(path); err != nil {
 		t.Fatalf("the last checkpoint does not load: %v", err)
 	}
-	// A copy for the one process: the 2 ranks' run prunes it from its folder.
 	kept := filepath.Join(t.TempDir(), "step-8.safetensors")
 	if b, err := os.ReadFile(path); err != nil || os.WriteFile(kept, b, 0o644) != nil {
 		t.Fatalf("copying %s: %v", path, err)
@@ -332,18 +346,7 @@ func TestMPIRankKilled(t *testing.T) {
 	if text, code = runCmd(t, mpirunTrain(t, ctx, 2, nil, "-resume", path)); code != 0 {
 		t.Fatalf("resuming on 2 ranks: exit %d\n%s", code, text)
 	}
-	fa, pa := finalState(t, straight)
-	fb, pb := finalState(t, out)
-	sameTraining(t, "2 ranks killed and resumed on 2 ranks against 2 ranks straight", fa, fb, pa, pb)
-
-	if text, code = runCmd(t, alone(ctx, "-dist", "single", "-resume", kept, "-out", single)); code != 0 {
-		t.Fatalf("resuming with one process: exit %d\n%s", code, text)
-	}
-	fc, pc := finalState(t, single)
-	if pc.Step != 20 || pc.Epoch != 1 {
-		t.Errorf("resumed run ended at epoch %d, step %d, want 1, 20", pc.Epoch, pc.Step)
-	}
-	compareRuns(t, fa, fc, pa, pc)
+	return kept
 }
 
 // TestDistRefusals runs settings that data-parallel training cannot take:
@@ -375,7 +378,7 @@ func TestDistRefusals(t *testing.T) {
 			if tc.ranks > 0 {
 				cmd = mpirunTrain(t, ctx, tc.ranks, nil, args...)
 			} else {
-				cmd = alone(ctx, args...)
+				cmd = trainCmd(ctx, args...)
 			}
 			text, code := runCmd(t, cmd)
 			if code != 2 {

@@ -59,25 +59,6 @@ func TestInapplicableFlags(t *testing.T) {
 	}
 }
 
-// runMain runs this test binary as cmd/train with args and returns its exit
-// code and stderr.
-func runMain(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), stderr.String()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, stderr.String()
-}
-
 // TestBadRExits2 runs the command with an -r above the rows of a weight of
 // the network: like every other bad setting it exits 2, before any folder
 // is made, with one error that names the weight and says "optim:" at most
@@ -94,7 +75,7 @@ func TestBadRExits2(t *testing.T) {
 		{"-hidden", "32", "-depth", "2", "-r", "40"},
 	} {
 		out := filepath.Join(t.TempDir(), "out")
-		code, stderr := runMain(t, append([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-device", "cpu"}, extra...)...)
+		_, stderr, code := trainExit(t, append([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-device", "cpu"}, extra...)...)
 		if code != 2 {
 			t.Errorf("%q: exit %d, want 2\n%s", extra, code, stderr)
 		}
@@ -117,9 +98,8 @@ func TestSIGTERMExits143(t *testing.T) {
 	dir := t.TempDir()
 	fixture(t, 2000, "train", dir, 1)
 	fixture(t, 20, "t10k", dir, 2)
-	cmd := exec.Command(os.Args[0], "-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2", "-r", "8",
+	cmd := trainCmd(context.Background(), "-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2", "-r", "8",
 		"-batch", "10", "-epochs", "50", "-device", "cpu", "-eval-every", "-1")
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -157,16 +137,15 @@ func TestInterruptedBeforeFirstStep(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var ie *interruptedError
-	if err := run(ctx, c, io.Discard); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
+	if err := run(ctx, c, io.Discard, hooks{}); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
 		t.Errorf("cancelled run: error %v", err)
 	}
 	if ents, err := os.ReadDir(c.out); err != nil || len(ents) != 0 {
 		t.Errorf("-out after a run interrupted before its first step: %d entries (%v), want none", len(ents), err)
 	}
 	// One step in, the run keeps its folder and checkpoint.
-	c = smallConfig(t, dir)
-	c.stopAfter = 1
-	if err := run(context.Background(), c, io.Discard); !errors.As(err, &ie) || ie.saved == "" {
+	ctx, h := stopBefore(1)
+	if err := run(ctx, smallConfig(t, dir), io.Discard, h); !errors.As(err, &ie) || ie.saved == "" {
 		t.Errorf("run stopped after a step: %v, want an interruption with a checkpoint", err)
 	}
 }
@@ -184,7 +163,7 @@ func TestDamagedNewestCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(context.Background(), c, io.Discard); err != nil {
+	if err := run(context.Background(), c, io.Discard, hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	newest, err := resolveResume("latest", out)
@@ -321,8 +300,7 @@ func TestSkipAtEpochEnd(t *testing.T) {
 	fixture(t, 20, "t10k", dir, 2)
 	c := smallConfig(t, dir)
 	c.epochs, c.nonFinite = 1, "skip"
-	c.nanSteps = map[int]bool{3: true, 200: true} // steps 4 and 201 of 201
-	runForAccuracy(t, c)
+	runForAccuracy(t, c, nanAt(3, 200)) // steps 4 and 201 of 201
 	runs, _ := filepath.Glob(filepath.Join(c.out, "run-*", "metrics.csv"))
 	if len(runs) != 1 {
 		t.Fatalf("metrics files %v", runs)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -41,18 +40,13 @@ func TestParseFlagsErrors(t *testing.T) {
 // it must exit 2 with the reason before it reads or writes anything.
 func TestTapeOnCUDARefused(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	cmd := exec.Command(os.Args[0], "-engine", "tape", "-device", "cuda", "-dataset", "mnist", "-data", t.TempDir(), "-out", out)
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-		t.Fatalf("exit: %v, want status 2\n%s", err, stderr.String())
+	_, stderr, code := trainExit(t, "-engine", "tape", "-device", "cuda", "-dataset", "mnist", "-data", t.TempDir(), "-out", out)
+	if code != 2 {
+		t.Fatalf("exit %d, want status 2\n%s", code, stderr)
 	}
 	want := "train: the tape engine runs on the CPU only; -device cuda needs -engine program\n"
-	if stderr.String() != want {
-		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	if stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
 	}
 	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("-out %s: %v, want nothing written", out, err)
@@ -92,12 +86,12 @@ func fixture(t *testing.T, n int, prefix, dir string, seed byte) {
 	}
 }
 
-// runForAccuracy runs c and returns its output and the test accuracy it
-// printed, in percent.
-func runForAccuracy(t *testing.T, c config) (string, float64) {
+// runForAccuracy runs c with the hooks h and returns its output and the
+// test accuracy it printed, in percent.
+func runForAccuracy(t *testing.T, c config, h hooks) (string, float64) {
 	t.Helper()
 	var out bytes.Buffer
-	if err := run(context.Background(), c, &out); err != nil {
+	if err := run(context.Background(), c, &out, h); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	m := regexp.MustCompile(`test accuracy: ([0-9.]+)%`).FindStringSubmatch(out.String())
@@ -128,7 +122,7 @@ func TestTrainLearns(t *testing.T) {
 	fixture(t, 400, "train", dir, 1)
 	fixture(t, 200, "t10k", dir, 2)
 	c := smallConfig(t, dir)
-	out, acc := runForAccuracy(t, c)
+	out, acc := runForAccuracy(t, c, hooks{})
 	t.Logf("test accuracy on the generated set: %.2f%%", acc)
 	if acc < 80 {
 		t.Errorf("test accuracy %.2f%% on a learnable set, want >= 80%% (chance is 10%%)", acc)
@@ -154,7 +148,7 @@ func TestTrainStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var ie *interruptedError
-	if err := run(ctx, c, io.Discard); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
+	if err := run(ctx, c, io.Discard, hooks{}); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
 		t.Errorf("cancelled run: error %v", err)
 	}
 
@@ -162,13 +156,13 @@ func TestTrainStops(t *testing.T) {
 	// NaN: the run stops, saying so.
 	c = smallConfig(t, dir)
 	c.lrOther = 1e30
-	if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "stopping") || !strings.Contains(err.Error(), "try a smaller -lr") {
+	if err := run(context.Background(), c, io.Discard, hooks{}); err == nil || !strings.Contains(err.Error(), "stopping") || !strings.Contains(err.Error(), "try a smaller -lr") {
 		t.Errorf("diverging run: error %v", err)
 	}
 
 	// Missing data names the folder and the way out.
 	c = smallConfig(t, t.TempDir())
-	if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "-download") {
+	if err := run(context.Background(), c, io.Discard, hooks{}); err == nil || !strings.Contains(err.Error(), "-download") {
 		t.Errorf("missing data: error %v", err)
 	}
 }
@@ -218,7 +212,7 @@ func TestCNNLearns(t *testing.T) {
 	if c.r != 27 {
 		t.Errorf("-r by default %d, want 27 (the 4 x 27 first kernel's larger side)", c.r)
 	}
-	out, acc := runForAccuracy(t, c)
+	out, acc := runForAccuracy(t, c, hooks{})
 	t.Logf("CNN test accuracy on the generated set: %.2f%%", acc)
 	if acc < 50 {
 		t.Errorf("CNN test accuracy %.2f%%, want >= 50%% (chance is 10%%)", acc)
@@ -248,7 +242,7 @@ func TestViTLearns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, acc := runForAccuracy(t, c)
+	_, acc := runForAccuracy(t, c, hooks{})
 	t.Logf("ViT test accuracy on the generated set: %.2f%%", acc)
 	if acc < 50 {
 		t.Errorf("ViT test accuracy %.2f%%, want >= 50%% (chance is 10%%)", acc)

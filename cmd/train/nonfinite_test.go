@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,16 +24,14 @@ func TestNonFiniteBatches(t *testing.T) {
 	for _, engine := range []string{"program", "tape"} {
 		c := smallConfig(t, dir)
 		c.engine = engine
-		c.nanSteps = map[int]bool{5: true}
 		// The batch of the sixth step: metrics.csv counts it as step 6.
-		if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "epoch 1, step 6:") || !strings.Contains(err.Error(), "-nonfinite skip") {
+		if err := run(context.Background(), c, io.Discard, nanAt(5)); err == nil || !strings.Contains(err.Error(), "epoch 1, step 6:") || !strings.Contains(err.Error(), "-nonfinite skip") {
 			t.Errorf("%s, -nonfinite stop: error %v", engine, err)
 		}
 
 		c = smallConfig(t, dir)
 		c.engine, c.nonFinite = engine, "skip"
-		c.nanSteps = map[int]bool{5: true, 6: true, 40: true}
-		out, acc := runForAccuracy(t, c)
+		out, acc := runForAccuracy(t, c, nanAt(5, 6, 40))
 		if n := strings.Count(out, "skipping the batch"); n != 3 {
 			t.Errorf("%s: %d skip lines, want 3:\n%s", engine, n, out)
 		}
@@ -69,11 +66,11 @@ func TestNonFiniteBatches(t *testing.T) {
 
 		c = smallConfig(t, dir)
 		c.engine, c.nonFinite = engine, "skip"
-		c.nanSteps = map[int]bool{}
+		var nans []int
 		for s := 3; s < 20; s++ {
-			c.nanSteps[s] = true
+			nans = append(nans, s)
 		}
-		if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "10 batches in a row") || !strings.Contains(err.Error(), "step 13:") {
+		if err := run(context.Background(), c, io.Discard, nanAt(nans...)); err == nil || !strings.Contains(err.Error(), "10 batches in a row") || !strings.Contains(err.Error(), "step 13:") {
 			t.Errorf("%s: ten NaN batches in a row: error %v", engine, err)
 		}
 		runs, _ = filepath.Glob(filepath.Join(c.out, "run-*", "metrics.csv"))
@@ -144,7 +141,7 @@ func TestRefusedBeforeFolder(t *testing.T) {
 		c, err := parseFlags(args, io.Discard)
 		if err == nil {
 			var buf bytes.Buffer
-			err = run(context.Background(), c, &buf)
+			err = run(context.Background(), c, &buf, hooks{})
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want %q", tc.args, err, tc.want)
@@ -172,19 +169,8 @@ func TestCPUProfileFlushed(t *testing.T) {
 		prof := filepath.Join(t.TempDir(), "cpu.prof")
 		args := append([]string{"-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2", "-r", "8",
 			"-batch", "10", "-cpuprofile", prof}, tc.extra...)
-		cmd := exec.Command(os.Args[0], args...)
-		cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-		var stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != tc.code {
-			t.Errorf("%q: exit code %d, want %d\n%s", tc.extra, code, tc.code, stderr.String())
+		if _, stderr, code := trainExit(t, args...); code != tc.code {
+			t.Errorf("%q: exit code %d, want %d\n%s", tc.extra, code, tc.code, stderr)
 		}
 		b, err := os.ReadFile(prof)
 		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {

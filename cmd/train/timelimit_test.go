@@ -29,7 +29,7 @@ func TestTimeLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	if err := run(context.Background(), c, &log); err != nil {
+	if err := run(context.Background(), c, &log, hooks{}); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	if !strings.Contains(log.String(), "time limit: 300ms of training reached") {
@@ -60,7 +60,7 @@ func TestTimeLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(context.Background(), c, &log); err != nil || !strings.Contains(log.String(), "nothing to do") {
+	if err := run(context.Background(), c, &log, hooks{}); err != nil || !strings.Contains(log.String(), "nothing to do") {
 		t.Fatalf("resume at the limit: %v\n%s", err, log.String())
 	}
 	log.Reset()
@@ -68,7 +68,7 @@ func TestTimeLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(context.Background(), c, &log); err != nil {
+	if err := run(context.Background(), c, &log, hooks{}); err != nil {
 		t.Fatalf("resume with a larger limit: %v\n%s", err, log.String())
 	}
 	more := testRows(t, out)

@@ -6,7 +6,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"image"
 	"image/png"
 	"io"
@@ -20,27 +20,9 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/foldertest"
 	"github.com/orthonet/orthonet/internal/onnxrt"
 )
-
-// runSub runs this test binary as train with args and returns its exit
-// code, stdout and stderr.
-func runSub(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), stdout.String(), stderr.String()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, stdout.String(), stderr.String()
-}
 
 // tinyRun trains a small FFN (or, with vit, a small ViT on CIFAR-format
 // data) for an epoch on generated data, evaluating on the first 250 test
@@ -68,7 +50,7 @@ func tinyRun(t *testing.T, model string) (dir, out, accuracy string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, _ := runForAccuracy(t, c)
+	o, _ := runForAccuracy(t, c, hooks{})
 	return dir, out, regexp.MustCompile(`(?m)^test accuracy: [0-9.]+%$`).FindString(o)
 }
 
@@ -121,7 +103,7 @@ func TestEvalReproducesRun(t *testing.T) {
 		t.Errorf("confusion.png: %v", err)
 	}
 	// A -report folder that holds the files already is refused before any work.
-	if code, _, stderr := runSub(t, "eval", "-out", out, "-device", "cpu", "-report", dirs[0]); code != 2 || !strings.Contains(stderr, "already holds confusion.csv") {
+	if _, stderr, code := trainExit(t, "eval", "-out", out, "-device", "cpu", "-report", dirs[0]); code != 2 || !strings.Contains(stderr, "already holds confusion.csv") {
 		t.Errorf("-report over an earlier report: exit %d, %q", code, stderr)
 	}
 }
@@ -131,7 +113,7 @@ func TestEvalReproducesRun(t *testing.T) {
 // engine and device, and at most one of the 250 images apart elsewhere.
 func checkEval(t *testing.T, out, want string, args ...string) {
 	t.Helper()
-	code, stdout, stderr := runSub(t, append([]string{"eval", "-resume", "latest", "-out", out}, args...)...)
+	stdout, stderr, code := trainExit(t, append([]string{"eval", "-resume", "latest", "-out", out}, args...)...)
 	if code != 0 {
 		t.Fatalf("eval %v: exit %d: %s", args, code, stderr)
 	}
@@ -179,7 +161,7 @@ func readCSV(t *testing.T, path string) [][]string {
 // a file that is not an image among them is refused alone, with one line.
 func TestPredictMatchesEval(t *testing.T) {
 	dir, out, _ := tinyRun(t, "ffn")
-	if code, _, stderr := runSub(t, "eval", "-out", out, "-device", "cpu"); code != 0 {
+	if _, stderr, code := trainExit(t, "eval", "-out", out, "-device", "cpu"); code != 0 {
 		t.Fatalf("eval: %s", stderr)
 	}
 	reports, _ := filepath.Glob(filepath.Join(out, "run-*", "eval-step-*", "predictions.csv"))
@@ -221,7 +203,7 @@ func TestPredictMatchesEval(t *testing.T) {
 		if bad {
 			args = append(args[:len(args)-1], notImage, files[2])
 		}
-		code, stdout, stderr := runSub(t, args...)
+		stdout, stderr, code := trainExit(t, args...)
 		if wantCode := map[bool]int{false: 0, true: 1}[bad]; code != wantCode {
 			t.Errorf("predict (a bad file: %v): exit %d, want %d: %s", bad, code, wantCode, stderr)
 		}
@@ -254,7 +236,7 @@ func TestExportRunsInONNXRuntime(t *testing.T) {
 	for _, model := range []string{"ffn", "vit", "cnn"} {
 		_, out, _ := tinyRun(t, model)
 		file := filepath.Join(t.TempDir(), "model.onnx")
-		code, stdout, stderr := runSub(t, "export", "-out", out, "-batch", "4", "-o", file)
+		stdout, stderr, code := trainExit(t, "export", "-out", out, "-batch", "4", "-o", file)
 		if code != 0 {
 			t.Fatalf("export: exit %d: %s", code, stderr)
 		}
@@ -408,31 +390,15 @@ func TestUseRefusals(t *testing.T) {
 		{[]string{"export", "-resume", latest, "-batch", "0"}, 2, "-batch 0"},
 		{[]string{"export", "-resume", latest, "-o", existing}, 2, "exists: export replaces no file"},
 	} {
-		before, beforeElsewhere := tree(t, out), tree(t, elsewhere)
-		code, _, stderr := runSub(t, append([]string{tc.args[0], "-out", out}, tc.args[1:]...)...)
+		before, beforeElsewhere := foldertest.Snapshot(t, out), foldertest.Snapshot(t, elsewhere)
+		_, stderr, code := trainExit(t, append([]string{tc.args[0], "-out", out}, tc.args[1:]...)...)
 		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
 		if code != tc.code || len(lines) != 1 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and one line saying %q", tc.args, code, stderr, tc.code, tc.want)
 		}
-		if after := tree(t, out); !sameMaps(before, after) {
-			t.Errorf("%v wrote into %s", tc.args, out)
-		}
-		if after := tree(t, elsewhere); !sameMaps(beforeElsewhere, after) {
-			t.Errorf("%v wrote into %s", tc.args, elsewhere)
-		}
+		foldertest.Same(t, fmt.Sprintf("%v under -out", tc.args), out, before)
+		foldertest.Same(t, fmt.Sprintf("%v elsewhere", tc.args), elsewhere, beforeElsewhere)
 	}
-}
-
-func sameMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestLoadCheckpointPyTorch runs scripts/load_checkpoint.py, which builds
