@@ -73,7 +73,8 @@ type Report struct {
 	Loss  float64 `json:"loss,omitempty"`
 	Grads float64 `json:"grads,omitempty"`
 	// compare: the parameters after Steps steps of the same Solver on the
-	// program and on the tape machine, and the losses along the way.
+	// program and on the tape machine (the largest ||a - b|| / ||b|| of a
+	// parameter), and the losses along the way.
 	Steps       int       `json:"steps,omitempty"`
 	Trained     float64   `json:"trained,omitempty"`
 	Losses      []float64 `json:"losses,omitempty"`
@@ -365,6 +366,28 @@ func relDiff(a, b []float64) float64 {
 	return d / max(s, 1e-300)
 }
 
+// relNorm returns ||a - b||_2 / ||b||_2: the difference of two trained
+// parameters as a whole. (After steps of Adam, whose first steps move an
+// entry by about its step size whatever the gradient's size, an entry
+// whose gradient is near Adam's epsilon may move differently on two
+// machines that round the gradient differently; relDiff's largest entry
+// would report that one entry.) +Inf where the lengths differ or a NaN is
+// in one only.
+func relNorm(a, b []float64) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	var d, s float64
+	for i := range b {
+		if math.IsNaN(a[i]) != math.IsNaN(b[i]) {
+			return math.Inf(1)
+		}
+		d += (a[i] - b[i]) * (a[i] - b[i])
+		s += b[i] * b[i]
+	}
+	return math.Sqrt(d / max(s, 1e-300))
+}
+
 // tapeRun sets a tape machine's inputs and runs it once.
 func tapeRun(vm G.VM, n *net, x, y []float64, dt tensor.Dtype) error {
 	shape := n.m.X.Shape()
@@ -600,7 +623,7 @@ func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		return nil, err
 	}
 	for i, p := range a.params {
-		rep.Trained = max(rep.Trained, relDiff(floats(p.Node.Value().Data()), floats(b.params[i].Node.Value().Data())))
+		rep.Trained = max(rep.Trained, relNorm(floats(p.Node.Value().Data()), floats(b.params[i].Node.Value().Data())))
 		rep.Params += p.Node.Shape().TotalSize()
 	}
 	if rep.Feasibility, err = feasibility(a); err != nil {
@@ -672,7 +695,7 @@ func devices(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		}
 	}
 	for i, p := range nets[0].params {
-		rep.Trained = max(rep.Trained, relDiff(floats(nets[1].params[i].Node.Value().Data()), floats(p.Node.Value().Data())))
+		rep.Trained = max(rep.Trained, relNorm(floats(nets[1].params[i].Node.Value().Data()), floats(p.Node.Value().Data())))
 		rep.Params += p.Node.Shape().TotalSize()
 	}
 	var err error
