@@ -30,21 +30,17 @@ import (
 // accuracy line the run ended with.
 func tinyRun(t *testing.T, model string) (dir, out, accuracy string) {
 	t.Helper()
-	dir, out = t.TempDir(), t.TempDir()
+	out = t.TempDir()
 	args := []string{"-dataset", "mnist", "-hidden", "32", "-depth", "2", "-r", "8", "-lr", "0.2", "-lr-other", "0.05"}
 	if model != "ffn" {
-		for i := 1; i <= 5; i++ {
-			cifarFixture(t, dir, "data_batch_"+strconv.Itoa(i)+".bin", 40, uint32(i))
-		}
-		cifarFixture(t, dir, "test_batch.bin", 260, 99)
+		dir = cifarDir(t, 40, 260)
 		args = []string{"-model", "vit", "-dataset", "cifar10", "-dim", "32", "-depth", "1", "-heads", "2", "-mlp", "16", "-patch", "8",
 			"-r", "8", "-lr", "0.1", "-other", "adam", "-lr-other", "0.002"}
 		if model == "cnn" {
 			args = []string{"-model", "cnn", "-dataset", "cifar10", "-channels", "4", "-depth", "2", "-r", "8", "-lr", "0.2", "-other", "adam", "-lr-other", "0.002"}
 		}
 	} else {
-		fixture(t, 400, "train", dir, 1)
-		fixture(t, 300, "t10k", dir, 2)
+		dir = mnistDir(t, 400, 300)
 	}
 	c, err := parseFlags(append(args, "-data", dir, "-out", out, "-batch", "10", "-epochs", "1", "-limit-test", "250", "-device", "cpu"), io.Discard)
 	if err != nil {
