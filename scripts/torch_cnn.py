@@ -15,22 +15,14 @@ softmax cross-entropy loss, as cmd/train's defaults train it.
 
 Run: /usr/bin/python3 scripts/torch_cnn.py [--net convnet|cnn] [--threads 2] [--steps 100] [--batch 32] [--dtype float32] [--device cuda]
 """
-import argparse
-import time
-
 import torch
 import torch.nn.functional as F
 
-from torch_ffn import rsdm_p_  # the same RSDM-P step, beside this script
+from torchref import parser, setup, step_, timed  # beside this script
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--batch", type=int, default=32)
+    ap = parser(steps=100, warmup=10, batch=32)
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--r", type=int, default=0, help="RSDM's r (default: 300 for convnet, the first kernel's larger side for cnn)")
     ap.add_argument("--net", default="convnet", choices=["convnet", "cnn"])
@@ -44,11 +36,8 @@ def main():
     if args.net == "cnn":
         return orthonet_cnn(args)
     args.r = args.r or 300
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(1)
-    dev = torch.device(args.device)
+    dev, sync = setup(args)
     dt = getattr(torch, args.dtype)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
     def glorot(*shape):
         fan_in = shape[1] * (shape[2] * shape[3] if len(shape) == 4 else 1)
@@ -71,22 +60,10 @@ def main():
 
     def step():
         loss = -(F.log_softmax(forward(), 1) * y).mean()
-        adam.zero_grad()
-        w3.grad = None
-        loss.backward()
-        adam.step()
-        with torch.no_grad():
-            rsdm_p_(w3, w3.grad, args.r, 0.5)
+        step_(loss, adam, [w3], args.r, 0.5)
         return loss
 
-    for _ in range(args.warmup):
-        step()
-    sync()
-    t0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(args.steps):
-        loss = step()
-    sync()
-    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    elapsed, cpu, loss = timed(step, args, sync)
     eye = torch.eye(625, dtype=dt, device=dev)
     print(f"pytorch {torch.__version__} on {args.device} ({args.threads} threads, {args.dtype}): "
           f"{args.steps * args.batch / elapsed:.0f} samples/s, {1e3 * elapsed / args.steps:.2f} ms/step "
@@ -96,11 +73,8 @@ def main():
 
 def orthonet_cnn(args):
     """Trains orthonet's orthogonal CNN (train -model cnn) on random data and prints its rate."""
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(1)
-    dev = torch.device(args.device)
+    dev, sync = setup(args)
     dt = getattr(torch, args.dtype)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     kernels, biases = [], []
     cin, side = args.in_channels, args.image
     for i in range(args.depth):
@@ -131,24 +105,10 @@ def orthonet_cnn(args):
             if h.shape[2] >= 2 and h.shape[3] >= 2:
                 h = F.max_pool2d(h, 2)
         loss = F.cross_entropy(head(h.reshape(args.batch, -1)), y)
-        sgd.zero_grad()
-        for w in kernels:
-            w.grad = None
-        loss.backward()
-        sgd.step()
-        with torch.no_grad():
-            for w in kernels:
-                rsdm_p_(stiefel_view(w), stiefel_view(w.grad), r, args.lr)
+        step_(loss, sgd, kernels, r, args.lr, view=stiefel_view)
         return loss
 
-    for _ in range(args.warmup):
-        step()
-    sync()
-    t0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(args.steps):
-        loss = step()
-    sync()
-    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    elapsed, cpu, loss = timed(step, args, sync)
     worst = max(float(torch.linalg.norm(stiefel_view(w).T @ stiefel_view(w) - torch.eye(stiefel_view(w).shape[1], dtype=dt, device=dev))) for w in kernels)
     print(f"pytorch {torch.__version__} on {args.device} ({args.threads} threads, {args.dtype}): "
           f"{args.steps * args.batch / elapsed:.0f} samples/s, {1e3 * elapsed / args.steps:.2f} ms/step "

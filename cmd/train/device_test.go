@@ -73,9 +73,7 @@ func TestSelectDevice(t *testing.T) {
 func TestHostModelTrains(t *testing.T) {
 	dir := data.FashionMNISTDir
 	if _, err := os.Stat(filepath.Join(dir, "t10k-labels-idx1-ubyte.gz")); err != nil {
-		dir = t.TempDir()
-		fixture(t, 640, "train", dir, 1)
-		fixture(t, 500, "t10k", dir, 2)
+		dir = mnistDir(t, 640, 500)
 	}
 	t.Setenv(cudabackend.StandInEnv, "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
@@ -120,11 +118,7 @@ func TestHostModelTrains(t *testing.T) {
 // (float32, the products summed in other orders), and so do the test
 // accuracies.
 func TestCNNOnHostModel(t *testing.T) {
-	dir := t.TempDir()
-	for i := 1; i <= 5; i++ {
-		cifarFixture(t, dir, "data_batch_"+strconv.Itoa(i)+".bin", 8, uint32(i))
-	}
-	cifarFixture(t, dir, "test_batch.bin", 20, 99)
+	dir := cifarDir(t, 8, 20)
 	t.Setenv(cudabackend.StandInEnv, "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	final := map[string]*checkpoint.File{}

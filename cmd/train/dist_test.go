@@ -13,43 +13,24 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/mpitest"
 )
 
 // The tests of -dist mpi run this test binary as cmd/train
 // (ORTHONET_TRAIN_MAIN=1) under mpirun, with the settings that work in this
 // workplace's container (README "Data-parallel (MPI)").
 
-// mpirunTrain returns the command that runs np ranks of cmd/train with args,
-// or skips the test where mpirun is missing and ORTHONET_REQUIRE_MPI is not
-// 1. env adds variables to every rank's environment.
+// mpirunTrain returns the command that runs np ranks of cmd/train with args
+// (mpitest.Command), or skips the test where mpirun is missing and
+// ORTHONET_REQUIRE_MPI is not 1. env adds variables to every rank's
+// environment.
 func mpirunTrain(t *testing.T, ctx context.Context, np int, env []string, args ...string) *exec.Cmd {
 	t.Helper()
-	path, err := exec.LookPath("mpirun")
-	if err != nil {
-		if os.Getenv("ORTHONET_REQUIRE_MPI") == "1" {
-			t.Fatalf("mpirun not found and ORTHONET_REQUIRE_MPI=1: %v (make deps installs openmpi-bin)", err)
-		}
-		t.Skipf("mpirun not found (apt-get install openmpi-bin libopenmpi-dev, or make deps): %v", err)
-	}
-	a := []string{"--oversubscribe", "--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo", "-x", "ORTHONET_TRAIN_MAIN"}
-	if os.Geteuid() == 0 {
-		a = append(a, "--allow-run-as-root")
-	}
-	for _, e := range env {
-		a = append(a, "-x", strings.SplitN(e, "=", 2)[0])
-	}
-	a = append(a, "-np", strconv.Itoa(np), os.Args[0])
-	cmd := exec.CommandContext(ctx, path, append(a, args...)...)
-	cmd.Env = append(append(os.Environ(), "ORTHONET_TRAIN_MAIN=1"), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	return cmd
+	return mpitest.Command(t, ctx, np, append([]string{"ORTHONET_TRAIN_MAIN=1"}, env...), args...)
 }
 
 // runCmd runs cmd and returns its output and exit code.
@@ -72,14 +53,7 @@ func runCmd(t *testing.T, cmd *exec.Cmd) (string, int) {
 // distSets writes the small FFN's and ViT's generated data sets and returns
 // their folders.
 func distSets(t *testing.T) (mnist, cifar string) {
-	mnist, cifar = t.TempDir(), t.TempDir()
-	fixture(t, 200, "train", mnist, 1)
-	fixture(t, 50, "t10k", mnist, 2)
-	for i := 1; i <= 5; i++ {
-		cifarFixture(t, cifar, "data_batch_"+strconv.Itoa(i)+".bin", 12, uint32(i))
-	}
-	cifarFixture(t, cifar, "test_batch.bin", 20, 99)
-	return mnist, cifar
+	return mnistDir(t, 200, 50), cifarDir(t, 12, 20)
 }
 
 func ffnArgs(dir string) []string {

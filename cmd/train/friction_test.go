@@ -67,9 +67,7 @@ func TestBadRExits2(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	dir := t.TempDir()
-	fixture(t, 30, "train", dir, 1)
-	fixture(t, 10, "t10k", dir, 2)
+	dir := mnistDir(t, 30, 10)
 	for _, extra := range [][]string{
 		{"-hidden", "64"},
 		{"-hidden", "32", "-depth", "2", "-r", "40"},
@@ -95,9 +93,7 @@ func TestSIGTERMExits143(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a process")
 	}
-	dir := t.TempDir()
-	fixture(t, 2000, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
+	dir := mnistDir(t, 2000, 20)
 	cmd := trainCmd(context.Background(), "-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2", "-r", "8",
 		"-batch", "10", "-epochs", "50", "-device", "cpu", "-eval-every", "-1")
 	stdout, err := cmd.StdoutPipe()
@@ -130,9 +126,7 @@ func TestSIGTERMExits143(t *testing.T) {
 // TestInterruptedBeforeFirstStep interrupts a run before its first step: it
 // leaves no run folder under -out, and says so.
 func TestInterruptedBeforeFirstStep(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 100, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
+	dir := mnistDir(t, 100, 20)
 	c := smallConfig(t, dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -154,9 +148,7 @@ func TestInterruptedBeforeFirstStep(t *testing.T) {
 // latest fails naming the damage and the run's older checkpoints that
 // load, newest first.
 func TestDamagedNewestCheckpoint(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 100, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
+	dir := mnistDir(t, 100, 20)
 	out := t.TempDir()
 	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8",
 		"-batch", "10", "-save-every", "3", "-keep", "3", "-eval-every", "-1"}, io.Discard)
@@ -295,9 +287,7 @@ func TestResumableFlagsDocumented(t *testing.T) {
 // metrics write a training row every second step only: the skip is still
 // recorded, in a row of its own step.
 func TestSkipAtEpochEnd(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 2010, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
+	dir := mnistDir(t, 2010, 20)
 	c := smallConfig(t, dir)
 	c.epochs, c.nonFinite = 1, "skip"
 	runForAccuracy(t, c, nanAt(3, 200)) // steps 4 and 201 of 201

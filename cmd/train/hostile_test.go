@@ -76,9 +76,7 @@ func hostileArgs(dir string) []string {
 }
 
 func hostileData(t *testing.T) string {
-	dir := t.TempDir()
-	fixture(t, 200, "train", dir, 1)
-	fixture(t, 50, "t10k", dir, 2)
+	dir := mnistDir(t, 200, 50)
 	return dir
 }
 

@@ -53,6 +53,16 @@ func TestTapeOnCUDARefused(t *testing.T) {
 	}
 }
 
+// mnistDir returns a new folder with fixture's training split of train
+// images and its test split of test images.
+func mnistDir(t *testing.T, train, test int) string {
+	t.Helper()
+	dir := t.TempDir()
+	fixture(t, train, "train", dir, 1)
+	fixture(t, test, "t10k", dir, 2)
+	return dir
+}
+
 // fixture writes a learnable MNIST-format data set: an image of class k is
 // dark with a bright band at rows 2k to 2k+4, plus noise.
 func fixture(t *testing.T, n int, prefix, dir string, seed byte) {
@@ -118,9 +128,7 @@ func smallConfig(t *testing.T, dir string) config {
 // and checks the printed accuracy beats chance by far, the weights stay on
 // the manifold, and the metrics files exist.
 func TestTrainLearns(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 400, "train", dir, 1)
-	fixture(t, 200, "t10k", dir, 2)
+	dir := mnistDir(t, 400, 200)
 	c := smallConfig(t, dir)
 	out, acc := runForAccuracy(t, c, hooks{})
 	t.Logf("test accuracy on the generated set: %.2f%%", acc)
@@ -139,9 +147,7 @@ func TestTrainLearns(t *testing.T) {
 }
 
 func TestTrainStops(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 100, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
+	dir := mnistDir(t, 100, 20)
 
 	// Ctrl-C: a cancelled context stops at the first step boundary.
 	c := smallConfig(t, dir)
@@ -165,6 +171,18 @@ func TestTrainStops(t *testing.T) {
 	if err := run(context.Background(), c, io.Discard, hooks{}); err == nil || !strings.Contains(err.Error(), "-download") {
 		t.Errorf("missing data: error %v", err)
 	}
+}
+
+// cifarDir returns a new folder with cifarFixture's five training batches
+// of perBatch images each and its test batch of test images.
+func cifarDir(t *testing.T, perBatch, test int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i := 1; i <= 5; i++ {
+		cifarFixture(t, dir, "data_batch_"+strconv.Itoa(i)+".bin", perBatch, uint32(i))
+	}
+	cifarFixture(t, dir, "test_batch.bin", test, 99)
+	return dir
 }
 
 // cifarFixture writes learnable CIFAR-10 batches: an image of class k has a
@@ -199,11 +217,7 @@ func cifarFixture(t *testing.T, dir, name string, n int, seed uint32) {
 // accuracy must clearly beat chance (10%) and the kernels stay on the
 // manifold.
 func TestCNNLearns(t *testing.T) {
-	dir := t.TempDir()
-	for i := 1; i <= 5; i++ {
-		cifarFixture(t, dir, "data_batch_"+strconv.Itoa(i)+".bin", 40, uint32(i))
-	}
-	cifarFixture(t, dir, "test_batch.bin", 100, 99)
+	dir := cifarDir(t, 40, 100)
 	c, err := parseFlags([]string{"-model", "cnn", "-dataset", "cifar10", "-data", dir, "-out", t.TempDir(),
 		"-channels", "4", "-depth", "2", "-lr", "0.2", "-other", "adam", "-lr-other", "0.003", "-batch", "20", "-epochs", "3"}, io.Discard)
 	if err != nil {
@@ -231,11 +245,7 @@ func TestCNNLearns(t *testing.T) {
 // generated CIFAR-format set: the training loss must fall and the test
 // accuracy must clearly beat chance (10%).
 func TestViTLearns(t *testing.T) {
-	dir := t.TempDir()
-	for i := 1; i <= 5; i++ {
-		cifarFixture(t, dir, "data_batch_"+strconv.Itoa(i)+".bin", 100, uint32(i))
-	}
-	cifarFixture(t, dir, "test_batch.bin", 100, 99)
+	dir := cifarDir(t, 100, 100)
 	c, err := parseFlags([]string{"-model", "vit", "-dataset", "cifar10", "-data", dir, "-out", t.TempDir(),
 		"-dim", "128", "-depth", "2", "-heads", "4", "-mlp", "64", "-patch", "8", "-r", "32", "-lr", "0.1",
 		"-other", "adam", "-lr-other", "0.002", "-batch", "20", "-epochs", "2", "-dropout", "0.1"}, io.Discard)

@@ -18,9 +18,7 @@ import (
 // summary, the run learns and its weights stay on the manifold; ten in a
 // row stop it.
 func TestNonFiniteBatches(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 300, "train", dir, 1)
-	fixture(t, 100, "t10k", dir, 2)
+	dir := mnistDir(t, 300, 100)
 	for _, engine := range []string{"program", "tape"} {
 		c := smallConfig(t, dir)
 		c.engine = engine
@@ -115,9 +113,7 @@ func skippedRows(t *testing.T, path string) map[string]int {
 // refused before anything is written: no run folder appears under -out, and
 // the error names the weight or the flag.
 func TestRefusedBeforeFolder(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 50, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
+	dir := mnistDir(t, 50, 20)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -159,9 +155,7 @@ func TestCPUProfileFlushed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	dir := t.TempDir()
-	fixture(t, 100, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
+	dir := mnistDir(t, 100, 20)
 	for _, tc := range []struct {
 		extra []string
 		code  int

@@ -12,7 +12,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -155,14 +154,8 @@ func stopThenResume(t *testing.T, k int, args ...string) func(out string) {
 // Adam and AdamW on the unconstrained part, the cosine and warmup-cosine
 // schedules, clipping, the ViT with dropout, and the CNN on CIFAR-10.
 func TestResumeBitExact(t *testing.T) {
-	mnist := t.TempDir()
-	fixture(t, 200, "train", mnist, 1)
-	fixture(t, 50, "t10k", mnist, 2)
-	cifar := t.TempDir()
-	for i := 1; i <= 5; i++ {
-		cifarFixture(t, cifar, "data_batch_"+strconv.Itoa(i)+".bin", 12, uint32(i))
-	}
-	cifarFixture(t, cifar, "test_batch.bin", 20, 99)
+	mnist := mnistDir(t, 200, 50)
+	cifar := cifarDir(t, 12, 20)
 	ffn := []string{"-dataset", "mnist", "-data", mnist, "-hidden", "32", "-depth", "2", "-lr", "0.2", "-batch", "10", "-epochs", "3", "-eval-every", "7"}
 	vit := []string{"-model", "vit", "-dataset", "cifar10", "-data", cifar, "-dim", "32", "-depth", "1", "-heads", "2", "-mlp", "16", "-patch", "8",
 		"-r", "8", "-lr", "0.1", "-other", "adam", "-lr-other", "0.002", "-batch", "10", "-epochs", "2", "-dropout", "0.2"}
@@ -192,9 +185,7 @@ func TestResumeBitExact(t *testing.T) {
 // checkpoints, best.safetensors holding the best test accuracy, and no
 // temporary files.
 func TestCheckpointFiles(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 200, "train", dir, 1)
-	fixture(t, 50, "t10k", dir, 2)
+	dir := mnistDir(t, 200, 50)
 	out := t.TempDir()
 	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8",
 		"-batch", "10", "-epochs", "3", "-save-every", "3", "-keep", "2", "-eval-every", "5"}, io.Discard)
@@ -237,12 +228,8 @@ func TestCheckpointFiles(t *testing.T) {
 
 // TestResumeErrors checks that a resume that cannot go on exactly says why.
 func TestResumeErrors(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 100, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
-	other := t.TempDir()
-	fixture(t, 110, "train", other, 1)
-	fixture(t, 20, "t10k", other, 2)
+	dir := mnistDir(t, 100, 20)
+	other := mnistDir(t, 110, 20)
 	out := t.TempDir()
 	base := []string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8", "-batch", "10"}
 	c, _ := parseFlags(base, io.Discard)
@@ -313,9 +300,7 @@ func TestKillResume(t *testing.T) {
 // lo and hi after its start; the last must have resumed from step minStep
 // or later.
 func killResume(t *testing.T, kills int, lo, hi time.Duration, minStep int) {
-	dir := t.TempDir()
-	fixture(t, 200, "train", dir, 1)
-	fixture(t, 50, "t10k", dir, 2)
+	dir := mnistDir(t, 200, 50)
 	args := []string{"-dataset", "mnist", "-data", dir, "-hidden", "32", "-depth", "2", "-r", "8",
 		"-lr-other", "0.05", "-batch", "10", "-epochs", "150", "-save-every", "1", "-keep", "2", "-eval-every", "-1"}
 	finish := []string{"-save-every", "0"}

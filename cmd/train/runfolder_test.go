@@ -69,9 +69,7 @@ func csvRows(t *testing.T, path string) [][]string {
 // resuming that folder's own run in place replaces the links, not their
 // targets, and removes nothing it did not write.
 func TestResumeElsewhere(t *testing.T) {
-	data := t.TempDir()
-	fixture(t, 200, "train", data, 1)
-	fixture(t, 50, "t10k", data, 2)
+	data := mnistDir(t, 200, 50)
 	out := t.TempDir()
 	base := []string{"-dataset", "mnist", "-data", data, "-hidden", "32", "-depth", "2", "-r", "8", "-batch", "10",
 		"-epochs", "2", "-save-every", "10", "-keep", "10", "-eval-every", "-1"}

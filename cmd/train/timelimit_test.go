@@ -18,9 +18,7 @@ import (
 // interval of training time; that a resume with the same limit has nothing
 // to do; and that a resume with a larger limit trains on to it.
 func TestTimeLimit(t *testing.T) {
-	dir, out := t.TempDir(), t.TempDir()
-	fixture(t, 3000, "train", dir, 1)
-	fixture(t, 100, "t10k", dir, 2)
+	dir, out := mnistDir(t, 3000, 100), t.TempDir()
 	args := []string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8",
 		"-batch", "10", "-epochs", "100000", "-eval-every", "-1", "-save-every", "0",
 		"-time-limit", "300ms", "-eval-interval", "50ms"}

@@ -30,21 +30,17 @@ import (
 // accuracy line the run ended with.
 func tinyRun(t *testing.T, model string) (dir, out, accuracy string) {
 	t.Helper()
-	dir, out = t.TempDir(), t.TempDir()
+	out = t.TempDir()
 	args := []string{"-dataset", "mnist", "-hidden", "32", "-depth", "2", "-r", "8", "-lr", "0.2", "-lr-other", "0.05"}
 	if model != "ffn" {
-		for i := 1; i <= 5; i++ {
-			cifarFixture(t, dir, "data_batch_"+strconv.Itoa(i)+".bin", 40, uint32(i))
-		}
-		cifarFixture(t, dir, "test_batch.bin", 260, 99)
+		dir = cifarDir(t, 40, 260)
 		args = []string{"-model", "vit", "-dataset", "cifar10", "-dim", "32", "-depth", "1", "-heads", "2", "-mlp", "16", "-patch", "8",
 			"-r", "8", "-lr", "0.1", "-other", "adam", "-lr-other", "0.002"}
 		if model == "cnn" {
 			args = []string{"-model", "cnn", "-dataset", "cifar10", "-channels", "4", "-depth", "2", "-r", "8", "-lr", "0.2", "-other", "adam", "-lr-other", "0.002"}
 		}
 	} else {
-		fixture(t, 400, "train", dir, 1)
-		fixture(t, 300, "t10k", dir, 2)
+		dir = mnistDir(t, 400, 300)
 	}
 	c, err := parseFlags(append(args, "-data", dir, "-out", out, "-batch", "10", "-epochs", "1", "-limit-test", "250", "-device", "cpu"), io.Discard)
 	if err != nil {
@@ -228,6 +224,32 @@ func TestPredictMatchesEval(t *testing.T) {
 	}
 }
 
+// testLogits returns the first n test images of tr's data set and the
+// logits tr's model gives them on the evaluation engine of its flags.
+func testLogits(t *testing.T, tr *trained, n int) (images, logits []float32) {
+	t.Helper()
+	c := tr.c
+	c.limitTrain, c.limitTest = 1, n
+	_, test, err := loadData(context.Background(), c, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, err := tr.network(n, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := newEvalEngine(tr.c, net)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.close()
+	net.fill(test.X, n)
+	if logits, err = eng.evaluate(); err != nil {
+		t.Fatal(err)
+	}
+	return test.X, logits
+}
+
 // TestExportRunsInONNXRuntime exports a trained FFN, ViT and CNN with
 // train export and runs the files in ONNX Runtime on test images: the
 // logits must be orthonet's evaluation's to 1e-5.
@@ -247,28 +269,9 @@ func TestExportRunsInONNXRuntime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := tr.c
-		c.limitTrain, c.limitTest = 1, 4
-		_, test, err := loadData(context.Background(), c, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		net, err := tr.network(4, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng, err := newEvalEngine(tr.c, net)
-		if err != nil {
-			t.Fatal(err)
-		}
-		net.fill(test.X, 4)
-		want, err := eng.evaluate()
-		eng.close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		images, want := testLogits(t, tr, 4)
 		s := tr.info.Shape
-		res, err := onnxrt.Run(file, map[string]onnxrt.Tensor{"images": {Dims: []int{4, s[0], s[1], s[2]}, Data: test.X}})
+		res, err := onnxrt.Run(file, map[string]onnxrt.Tensor{"images": {Dims: []int{4, s[0], s[1], s[2]}, Data: images}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -427,26 +430,7 @@ func TestLoadCheckpointPyTorch(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	c := tr.c
-	c.limitTrain, c.limitTest = 1, 5
-	_, test, err := loadData(context.Background(), c, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	net, err := tr.network(5, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := newEvalEngine(tr.c, net)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.close()
-	net.fill(test.X, 5)
-	want, err := eng.evaluate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, want := testLogits(t, tr, 5)
 	if len(res.Logits) != 5 {
 		t.Fatalf("PyTorch gave %d rows of logits, want 5", len(res.Logits))
 	}

@@ -48,9 +48,7 @@ func stepOnce(tr *trainer) (lv, acc float64, bad, err error) {
 // (standin.HostWaits): at most one, logged step or not (before Collect:
 // three, the loss, the logits and the gradients' check).
 func TestDeviceStepWaits(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 400, "train", dir, 1)
-	fixture(t, 100, "t10k", dir, 2)
+	dir := mnistDir(t, 400, 100)
 	t.Setenv(cudabackend.StandInEnv, "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	for _, args := range [][]string{
@@ -84,9 +82,7 @@ func TestDeviceStepWaits(t *testing.T) {
 // for the ViT, the dropout step; each RSDM weight's rows; one of every step
 // size).
 func TestKernelProfileCounts(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 160, "train", dir, 1)
-	fixture(t, 100, "t10k", dir, 2)
+	dir := mnistDir(t, 160, 100)
 	t.Setenv(cudabackend.StandInEnv, "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	line := regexp.MustCompile(`device work per training step: (\d+) kernel launches \((\d+) forward and backward, (\d+) in the optimizer's step\); (\d+) copies in, 1 wait for the device`)
@@ -122,9 +118,7 @@ func TestKernelProfileCounts(t *testing.T) {
 // random draws the same bit for bit before and after it), the next one
 // steps, and each step still waits once.
 func TestNonFiniteSkipOnDevice(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 200, "train", dir, 1)
-	fixture(t, 100, "t10k", dir, 2)
+	dir := mnistDir(t, 200, 100)
 	t.Setenv(cudabackend.StandInEnv, "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	tr := standInTrainer(t, "-dataset", "mnist", "-data", dir, "-hidden", "32", "-depth", "2", "-r", "8", "-other", "adam", "-nonfinite", "skip")

@@ -453,6 +453,42 @@ func compile(n *net, be backend.Backend, eval bool, r int, profile bool) (*progr
 		Inputs: []*G.Node{n.m.X, n.y}, NoGrad: eval, EvalMode: eval, DropoutSeed: dropoutSeed, FactorForRSDM: r, Profile: profile})
 }
 
+// trainer is a model compiled for training on a backend of its own, with
+// a Solver of the options' groups bound to the program.
+type trainer struct {
+	be   backend.Backend
+	prog *program.Program
+	ps   *optim.Solver
+}
+
+// newTrainer opens the backend named name, compiles n for training on it
+// (compile's r and profile) and binds a Solver of o's groups to the
+// program. The caller closes it.
+func newTrainer(n *net, name string, r int, profile bool, o options) (*trainer, error) {
+	be, err := newBackend(name)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := compile(n, be, false, r, profile)
+	if err != nil {
+		be.Close()
+		return nil, fmt.Errorf("compiling on %s: %w", name, err)
+	}
+	ps, err := program.NewSolver(prog, groups(o), optim.Options{})
+	if err != nil {
+		prog.Close()
+		be.Close()
+		return nil, err
+	}
+	return &trainer{be: be, prog: prog, ps: ps}, nil
+}
+
+// close releases the program, then its backend.
+func (t *trainer) close() {
+	t.prog.Close()
+	t.be.Close()
+}
+
 // printProfile writes a program's time per kind of kernel, and the
 // optimizer's time per step, to standard error.
 func printProfile(p *program.Program, stepTime time.Duration, steps int) {
@@ -652,20 +688,13 @@ func devices(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 				return nil, err
 			}
 		}
-		be, err := newBackend(names[i])
+		tr, err := newTrainer(n, names[i], 0, false, o)
 		if err != nil {
 			return nil, err
 		}
-		defer be.Close()
-		if progs[i], err = compile(n, be, false, 0, false); err != nil {
-			return nil, fmt.Errorf("compiling on %s: %w", names[i], err)
-		}
-		defer progs[i].Close()
-		if solvers[i], err = program.NewSolver(progs[i], groups(o), optim.Options{}); err != nil {
-			return nil, err
-		}
-		nets[i] = n
-		rep.Backend += be.Name() + "; "
+		defer tr.close()
+		nets[i], progs[i], solvers[i] = n, tr.prog, tr.ps
+		rep.Backend += tr.be.Name() + "; "
 	}
 	rng := rand.New(rand.NewPCG(o.seed, 2))
 	x := make([]float64, nets[0].m.X.Shape().TotalSize())
@@ -769,20 +798,12 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	be, err := newBackend(o.backend)
+	tr, err := newTrainer(a, o.backend, factorFor(o), o.profile, o)
 	if err != nil {
 		return nil, err
 	}
-	defer be.Close()
-	prog, err := compile(a, be, false, factorFor(o), o.profile)
-	if err != nil {
-		return nil, fmt.Errorf("compiling: %w", err)
-	}
-	defer prog.Close()
-	ps, err := program.NewSolver(prog, groups(o), optim.Options{})
-	if err != nil {
-		return nil, err
-	}
+	defer tr.close()
+	be, prog, ps := tr.be, tr.prog, tr.ps
 	loader, err := data.NewLoader(trainSet, o.batch, o.seed)
 	if err != nil {
 		return nil, err
@@ -933,21 +954,13 @@ func throughput(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 			return ts.Step()
 		}
 	} else {
-		be, err := newBackend(o.backend)
+		tr, err := newTrainer(n, o.backend, factorFor(o), o.profile, o)
 		if err != nil {
 			return nil, err
 		}
-		defer be.Close()
-		prog, err := compile(n, be, false, factorFor(o), o.profile)
-		if err != nil {
-			return nil, fmt.Errorf("compiling: %w", err)
-		}
-		defer prog.Close()
-		ps, err := program.NewSolver(prog, groups(o), optim.Options{})
-		if err != nil {
-			return nil, err
-		}
-		rep.Backend = be.Name()
+		defer tr.close()
+		prog, ps := tr.prog, tr.ps
+		rep.Backend = tr.be.Name()
 		s := 0
 		step = func(x, y []float64) error {
 			if err := prog.SetStep(s); err != nil {
