@@ -2,7 +2,8 @@ package backend
 
 import (
 	"fmt"
-	"math"
+
+	"github.com/orthonet/orthonet/internal/update"
 )
 
 // The kernels of optimizer steps on a device (package optim/device's
@@ -61,24 +62,12 @@ func sgdHost[T Float](p *Pool, k SGDStep) Func {
 	}
 	var lr T
 	s := p.split(k.N, 2, func(lo, hi int) {
-		ws, gs := w[lo:hi], g[lo:hi]
-		if k.Decay > 0 && lrp[0] > 0 {
-			f := T(1 - lrp[0]*k.Decay)
-			for i := range ws {
-				ws[i] *= f
-			}
+		update.Decay(w[lo:hi], lrp[0], k.Decay)
+		var ms []T
+		if mom != nil {
+			ms = mom[lo:hi]
 		}
-		if mom == nil {
-			for i := range ws {
-				ws[i] -= lr * gs[i]
-			}
-			return
-		}
-		mu, ms := T(k.Momentum), mom[lo:hi]
-		for i := range ws {
-			ms[i] = mu*ms[i] + gs[i]
-			ws[i] -= lr * ms[i]
-		}
+		update.SGD(w[lo:hi], g[lo:hi], ms, lr, T(k.Momentum))
 	})
 	return func() error {
 		lr = T(lrp[0])
@@ -122,23 +111,11 @@ func (k AdamStep) Device(p Planner) {
 func adamHost[T Float](p *Pool, k AdamStep) Func {
 	w, g := hostData[T](k.W)[:k.N], hostData[T](k.G)[:k.N]
 	m, v, hyper := hostData[T](k.M)[:k.N], hostData[T](k.V)[:k.N], hostData[float64](k.Hyper)[:2]
-	b1, b2, eps := k.Beta1, k.Beta2, k.Eps
 	s := p.split(k.N, 8, func(lo, hi int) {
 		lr, t := hyper[0], hyper[1]
-		c1, c2 := 1-math.Pow(b1, t), 1-math.Pow(b2, t)
-		if k.Decay > 0 && lr > 0 {
-			f := T(1 - lr*k.Decay)
-			for i := lo; i < hi; i++ {
-				w[i] *= f
-			}
-		}
-		for i := lo; i < hi; i++ {
-			gi := float64(g[i])
-			mi := b1*float64(m[i]) + (1-b1)*gi
-			vi := b2*float64(v[i]) + (1-b2)*gi*gi
-			m[i], v[i] = T(mi), T(vi)
-			w[i] -= T(lr * (mi / c1) / (math.Sqrt(vi/c2) + eps))
-		}
+		c1, c2 := update.AdamCorrections(k.Beta1, k.Beta2, t)
+		update.Decay(w[lo:hi], lr, k.Decay)
+		update.Adam(w[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], lr, k.Beta1, k.Beta2, k.Eps, c1, c2)
 	})
 	return s.loop()
 }

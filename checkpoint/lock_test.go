@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/orthonet/orthonet/internal/foldertest"
 )
 
 // holdEnv names the variable that makes this test binary a process that
@@ -77,7 +79,7 @@ func TestRunLock(t *testing.T) {
 	}
 
 	h := holder(t, dir)
-	before := snapshot(t, dir)
+	before := foldertest.Snapshot(t, dir)
 	start := time.Now()
 	_, err = OpenRun(dir)
 	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("held by process %d ", h.Process.Pid)) {
@@ -86,10 +88,7 @@ func TestRunLock(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("OpenRun waited %v for the lock", d)
 	}
-	unchanged(t, dir, before)
-	if after := snapshot(t, dir); len(after) != len(before) {
-		t.Errorf("the refused OpenRun left %d files, %d before", len(after), len(before))
-	}
+	foldertest.Same(t, "the refused OpenRun", dir, before)
 	ro, err := ReadRun(dir)
 	if err != nil {
 		t.Fatal(err)

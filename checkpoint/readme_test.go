@@ -11,9 +11,10 @@ import (
 	"github.com/orthonet/orthonet/param"
 )
 
-// readmeSnippet is the README's checkpoint block pasted into a function:
-// it must compile as it stands there. TestReadmeSnippet checks that the
-// lines between the markers are the README's, and runs them.
+// readmeSnippet is docs/checkpoints.md's checkpoint block pasted into a
+// function: it must compile as it stands there. TestReadmeSnippet checks
+// that the lines between the markers are the block's (but its "// given:"
+// line, which names the arguments), and runs them.
 func readmeSnippet(params []param.Param, solver checkpoint.Solver, step int, path, dir string) error {
 	// README begin
 	f := checkpoint.New()
@@ -59,22 +60,25 @@ func readmeSnippet(params []param.Param, solver checkpoint.Solver, step int, pat
 	return nil
 }
 
-// TestReadmeSnippet checks that the README's checkpoint block is
+// TestReadmeSnippet checks that docs/checkpoints.md's checkpoint block is
 // readmeSnippet's body, line for line (so it compiles pasted into a
 // function), and that it runs: it saves, keeps a run folder and loads.
 func TestReadmeSnippet(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/checkpoints.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(readme), "compiles this block as it stands here")
+	_, after, ok := strings.Cut(string(doc), "runs this block as it stands here")
 	if !ok {
-		t.Fatal("README: the checkpoint block's sentence is gone")
+		t.Fatal("docs/checkpoints.md: the checkpoint block's sentence is gone")
 	}
 	_, after, ok = strings.Cut(after, "```go\n")
 	block, _, ok2 := strings.Cut(after, "```")
 	if !ok || !ok2 {
-		t.Fatal("README: no Go block after the sentence")
+		t.Fatal("docs/checkpoints.md: no Go block after the sentence")
+	}
+	if given, rest, ok := strings.Cut(block, "\n"); ok && strings.HasPrefix(given, "// given:") {
+		block = rest
 	}
 	src, err := os.ReadFile("readme_test.go")
 	if err != nil {
@@ -87,7 +91,7 @@ func TestReadmeSnippet(t *testing.T) {
 		lines = append(lines, strings.TrimPrefix(l, "\t"))
 	}
 	if got, want := strings.TrimSpace(block), strings.TrimSpace(strings.Join(lines, "\n")); got != want {
-		t.Errorf("README's block differs from readmeSnippet's body:\n--- README\n%s\n--- readme_test.go\n%s", got, want)
+		t.Errorf("docs/checkpoints.md's block differs from readmeSnippet's body:\n--- docs/checkpoints.md\n%s\n--- readme_test.go\n%s", got, want)
 	}
 
 	m := build()

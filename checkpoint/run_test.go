@@ -13,53 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/orthonet/orthonet/internal/foldertest"
 )
-
-// snapshot records every entry of a folder tree: a file's bytes, a link's
-// target and the bytes the link leads to.
-func snapshot(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(path)
-			if err != nil {
-				return err
-			}
-			b, _ := os.ReadFile(path)
-			out[rel] = "link " + target + " -> " + string(b)
-		case d.Type().IsRegular():
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			out[rel] = string(b)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// unchanged fails unless every entry of before is still in root, the same.
-func unchanged(t *testing.T, root string, before map[string]string) {
-	t.Helper()
-	after := snapshot(t, root)
-	for name, b := range before {
-		if a, ok := after[name]; !ok {
-			t.Errorf("%s was removed", name)
-		} else if a != b {
-			t.Errorf("%s changed", name)
-		}
-	}
-}
 
 func stepFile(step int) *File {
 	f := New()
@@ -122,7 +78,7 @@ func TestRunTouchesOnlyItsFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := snapshot(t, root)
+	before := foldertest.Snapshot(t, root)
 	delete(before, filepath.Join("run", ManifestName))
 
 	// The run's own leftovers: a killed write of a step it recorded, and of
@@ -174,7 +130,7 @@ func TestRunTouchesOnlyItsFiles(t *testing.T) {
 	if err := r.Prune(1); err != nil {
 		t.Fatal(err)
 	}
-	unchanged(t, root, before)
+	foldertest.Kept(t, "the planted files", root, before)
 	if got := r.Checkpoints(); !reflect.DeepEqual(got, []int{40}) {
 		t.Errorf("checkpoints %v, want [40]", got)
 	}

@@ -130,14 +130,18 @@ func exists(path string) (bool, error) {
 	return false, fmt.Errorf("data: %w", err)
 }
 
+// whichExist reports whether a and b exist, following symlinks.
+func whichExist(a, b string) (hasA, hasB bool, err error) {
+	if hasA, err = exists(a); err == nil {
+		hasB, err = exists(b)
+	}
+	return hasA, hasB, err
+}
+
 // pickIDX returns the path of IDX file name in dir, raw or gzip (name.gz).
 func pickIDX(dataset, dir, name string) (string, error) {
 	raw, gz := filepath.Join(dir, name), filepath.Join(dir, name+".gz")
-	hasRaw, err := exists(raw)
-	if err != nil {
-		return "", err
-	}
-	hasGz, err := exists(gz)
+	hasRaw, hasGz, err := whichExist(raw, gz)
 	if err != nil {
 		return "", err
 	}
@@ -166,11 +170,7 @@ func pickIDX(dataset, dir, name string) (string, error) {
 // dir/cifar-10-batches-bin.
 func pickCIFAR(dir, name string) (string, error) {
 	top, sub := filepath.Join(dir, name), filepath.Join(dir, cifarFolder, name)
-	hasTop, err := exists(top)
-	if err != nil {
-		return "", err
-	}
-	hasSub, err := exists(sub)
+	hasTop, hasSub, err := whichExist(top, sub)
 	if err != nil {
 		return "", err
 	}

@@ -23,10 +23,7 @@ import (
 //
 //	go test -run '^$' -bench AllReduceMPI -benchtime 200x ./dist
 func BenchmarkAllReduceMPI(b *testing.B) {
-	for _, s := range []struct {
-		name string
-		n    int
-	}{{"r300x300", 300 * 300}, {"np1024x1024", 1024 * 1024}} {
+	for _, s := range allReduceSizes {
 		b.Run(s.name, func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()

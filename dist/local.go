@@ -238,21 +238,9 @@ func (g *group) complete() error {
 	}
 	switch c.op {
 	case opSum32:
-		acc := g.slots[0].f32
-		for r := 1; r < len(g.slots); r++ {
-			addTo(acc, g.slots[r].f32)
-		}
-		for r := 1; r < len(g.slots); r++ {
-			copy(g.slots[r].f32, acc)
-		}
+		sumAcross(g.slots, func(s *slot) []float32 { return s.f32 })
 	case opSum64:
-		acc := g.slots[0].f64
-		for r := 1; r < len(g.slots); r++ {
-			addTo(acc, g.slots[r].f64)
-		}
-		for r := 1; r < len(g.slots); r++ {
-			copy(g.slots[r].f64, acc)
-		}
+		sumAcross(g.slots, func(s *slot) []float64 { return s.f64 })
 	case opBcast32:
 		for r := range g.slots {
 			copy(g.slots[r].f32, g.slots[c.root].f32)
@@ -267,6 +255,18 @@ func (g *group) complete() error {
 		}
 	}
 	return nil
+}
+
+// sumAcross replaces every rank's buffer (buf of its slot) by the sum of
+// all of them, added in the order of the ranks.
+func sumAcross[T float32 | float64](slots []slot, buf func(*slot) []T) {
+	acc := buf(&slots[0])
+	for r := 1; r < len(slots); r++ {
+		addTo(acc, buf(&slots[r]))
+	}
+	for r := 1; r < len(slots); r++ {
+		copy(buf(&slots[r]), acc)
+	}
 }
 
 func addTo[T float32 | float64](dst, src []T) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/orthonet/orthonet/dist"
+	"github.com/orthonet/orthonet/internal/mpitest"
 )
 
 // childEnv names the variable that makes the test binary run one rank of
@@ -30,29 +31,11 @@ func TestMain(m *testing.M) {
 }
 
 // mpirun returns the command that runs this test binary as np ranks of an
-// MPI job in child mode, with the settings that make mpirun work in a
-// container as root (see the README's "Data-parallel (MPI)"), or skips the
-// test where mpirun is missing and ORTHONET_REQUIRE_MPI is not 1.
+// MPI job in child mode (mpitest.Command), or skips the test where mpirun
+// is missing and ORTHONET_REQUIRE_MPI is not 1.
 func mpirun(t testing.TB, ctx context.Context, np int, mode string, args ...string) *exec.Cmd {
 	t.Helper()
-	path, err := exec.LookPath("mpirun")
-	if err != nil {
-		if os.Getenv("ORTHONET_REQUIRE_MPI") == "1" {
-			t.Fatalf("mpirun not found and ORTHONET_REQUIRE_MPI=1: %v (make deps installs openmpi-bin)", err)
-		}
-		t.Skipf("mpirun not found (apt-get install openmpi-bin libopenmpi-dev, or make deps): %v", err)
-	}
-	a := []string{"--oversubscribe", "--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo"}
-	if os.Geteuid() == 0 {
-		a = append(a, "--allow-run-as-root")
-	}
-	a = append(a, "-np", strconv.Itoa(np), "-x", childEnv, os.Args[0])
-	cmd := exec.CommandContext(ctx, path, append(a, args...)...)
-	cmd.Env = append(os.Environ(), childEnv+"="+mode)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	return cmd
+	return mpitest.Command(t, ctx, np, []string{childEnv + "=" + mode}, args...)
 }
 
 // run runs cmd and returns its output, its exit code and how long it took.

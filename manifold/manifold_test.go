@@ -46,6 +46,23 @@ var shapes = []struct {
 	{"grassmann", 10, 3, func(n, p int) (testManifold, error) { return NewGrassmann[float64](n, p) }},
 }
 
+// forEachRetraction runs f as a subtest for every shape and every
+// retraction, m the shape's n x p manifold with that retraction.
+func forEachRetraction(t *testing.T, f func(t *testing.T, n, p int, m testManifold)) {
+	for _, sh := range shapes {
+		for _, kind := range Retractions {
+			t.Run(sh.name+"/"+kind.String(), func(t *testing.T) {
+				m, err := sh.make(sh.n, sh.p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.setRetraction(kind)
+				f(t, sh.n, sh.p, m)
+			})
+		}
+	}
+}
+
 // randomTangent returns a unit-norm tangent (or horizontal) vector at x.
 func randomTangent(t *testing.T, m Manifold[float64], x []float64, rng *rand.Rand) []float64 {
 	v := randn(rng, len(x))
@@ -117,65 +134,56 @@ func TestProjection(t *testing.T) {
 // R_x(0) = x, that R_x(v) lies on the manifold, and that dR_x(0)[v] = v by
 // central differences.
 func TestRetractions(t *testing.T) {
-	for _, sh := range shapes {
-		for _, kind := range Retractions {
-			t.Run(sh.name+"/"+kind.String(), func(t *testing.T) {
-				m, err := sh.make(sh.n, sh.p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m.setRetraction(kind)
-				rng := newRNG(2)
-				x := make([]float64, sh.n*sh.p)
-				if err := m.Random(x, rng); err != nil {
-					t.Fatal(err)
-				}
-				v := randomTangent(t, m, x, rng)
-				zero := make([]float64, len(x))
-				y := make([]float64, len(x))
-				if err := m.Retract(y, x, zero); err != nil {
-					t.Fatal(err)
-				}
-				if d := maxDiff(y, x); d > 1e-12 {
-					t.Errorf("R_x(0) differs from x by %g", d)
-				}
-				for _, scale := range []float64{0.1, 1, 3} {
-					sv := make([]float64, len(v))
-					for i := range v {
-						sv[i] = scale * v[i]
-					}
-					if err := m.Retract(y, x, sv); err != nil {
-						t.Fatal(err)
-					}
-					if f := m.Feasibility(y); f > 1e-12 {
-						t.Errorf("||Y^T Y - I|| = %g after a step of norm %g", f, scale)
-					}
-				}
-				const h = 1e-5
-				yp, ym := make([]float64, len(x)), make([]float64, len(x))
-				hv := make([]float64, len(v))
-				for i := range v {
-					hv[i] = h * v[i]
-				}
-				if err := m.Retract(yp, x, hv); err != nil {
-					t.Fatal(err)
-				}
-				for i := range v {
-					hv[i] = -h * v[i]
-				}
-				if err := m.Retract(ym, x, hv); err != nil {
-					t.Fatal(err)
-				}
-				d := make([]float64, len(x))
-				for i := range d {
-					d[i] = (yp[i] - ym[i]) / (2 * h)
-				}
-				if e := maxDiff(d, v); e > 1e-8 {
-					t.Errorf("dR_x(0)[v] differs from v by %g", e)
-				}
-			})
+	forEachRetraction(t, func(t *testing.T, n, p int, m testManifold) {
+		rng := newRNG(2)
+		x := make([]float64, n*p)
+		if err := m.Random(x, rng); err != nil {
+			t.Fatal(err)
 		}
-	}
+		v := randomTangent(t, m, x, rng)
+		zero := make([]float64, len(x))
+		y := make([]float64, len(x))
+		if err := m.Retract(y, x, zero); err != nil {
+			t.Fatal(err)
+		}
+		if d := maxDiff(y, x); d > 1e-12 {
+			t.Errorf("R_x(0) differs from x by %g", d)
+		}
+		for _, scale := range []float64{0.1, 1, 3} {
+			sv := make([]float64, len(v))
+			for i := range v {
+				sv[i] = scale * v[i]
+			}
+			if err := m.Retract(y, x, sv); err != nil {
+				t.Fatal(err)
+			}
+			if f := m.Feasibility(y); f > 1e-12 {
+				t.Errorf("||Y^T Y - I|| = %g after a step of norm %g", f, scale)
+			}
+		}
+		const h = 1e-5
+		yp, ym := make([]float64, len(x)), make([]float64, len(x))
+		hv := make([]float64, len(v))
+		for i := range v {
+			hv[i] = h * v[i]
+		}
+		if err := m.Retract(yp, x, hv); err != nil {
+			t.Fatal(err)
+		}
+		for i := range v {
+			hv[i] = -h * v[i]
+		}
+		if err := m.Retract(ym, x, hv); err != nil {
+			t.Fatal(err)
+		}
+		d := make([]float64, len(x))
+		for i := range d {
+			d[i] = (yp[i] - ym[i]) / (2 * h)
+		}
+		if e := maxDiff(d, v); e > 1e-8 {
+			t.Errorf("dR_x(0)[v] differs from v by %g", e)
+		}
+	})
 }
 
 // quadratic is F(X) = tr(X^T A X)/2 + <C, X> with A symmetric: a test
@@ -210,54 +218,45 @@ func (q *quadratic) grad(x []float64) []float64 {
 // TestRiemannianGradient checks <grad F(x), v> against central differences
 // of F along the retraction curve t -> R_x(t v), for every retraction.
 func TestRiemannianGradient(t *testing.T) {
-	for _, sh := range shapes {
-		for _, kind := range Retractions {
-			t.Run(sh.name+"/"+kind.String(), func(t *testing.T) {
-				m, err := sh.make(sh.n, sh.p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m.setRetraction(kind)
-				rng := newRNG(3)
-				q := newQuadratic(sh.n, sh.p, rng)
-				_, grass := m.(*Grassmann[float64])
-				if grass {
-					clear(q.c) // tr(X^T A X) is invariant under X -> XQ
-				}
-				x := make([]float64, sh.n*sh.p)
-				if err := m.Random(x, rng); err != nil {
-					t.Fatal(err)
-				}
-				rg := make([]float64, len(x))
-				if err := m.Proj(rg, x, q.grad(x)); err != nil {
-					t.Fatal(err)
-				}
-				for trial := 0; trial < 3; trial++ {
-					v := randomTangent(t, m, x, rng)
-					const h = 1e-5
-					y := make([]float64, len(x))
-					hv := make([]float64, len(v))
-					for i := range v {
-						hv[i] = h * v[i]
-					}
-					if err := m.Retract(y, x, hv); err != nil {
-						t.Fatal(err)
-					}
-					fp := q.value(y)
-					for i := range v {
-						hv[i] = -h * v[i]
-					}
-					if err := m.Retract(y, x, hv); err != nil {
-						t.Fatal(err)
-					}
-					fd := (fp - q.value(y)) / (2 * h)
-					if got := linalg.Dot(rg, v); math.Abs(got-fd) > 1e-6*max(1, math.Abs(fd)) {
-						t.Errorf("<grad F, v> = %.12g, finite difference %.12g", got, fd)
-					}
-				}
-			})
+	forEachRetraction(t, func(t *testing.T, n, p int, m testManifold) {
+		rng := newRNG(3)
+		q := newQuadratic(n, p, rng)
+		_, grass := m.(*Grassmann[float64])
+		if grass {
+			clear(q.c) // tr(X^T A X) is invariant under X -> XQ
 		}
-	}
+		x := make([]float64, n*p)
+		if err := m.Random(x, rng); err != nil {
+			t.Fatal(err)
+		}
+		rg := make([]float64, len(x))
+		if err := m.Proj(rg, x, q.grad(x)); err != nil {
+			t.Fatal(err)
+		}
+		for trial := 0; trial < 3; trial++ {
+			v := randomTangent(t, m, x, rng)
+			const h = 1e-5
+			y := make([]float64, len(x))
+			hv := make([]float64, len(v))
+			for i := range v {
+				hv[i] = h * v[i]
+			}
+			if err := m.Retract(y, x, hv); err != nil {
+				t.Fatal(err)
+			}
+			fp := q.value(y)
+			for i := range v {
+				hv[i] = -h * v[i]
+			}
+			if err := m.Retract(y, x, hv); err != nil {
+				t.Fatal(err)
+			}
+			fd := (fp - q.value(y)) / (2 * h)
+			if got := linalg.Dot(rg, v); math.Abs(got-fd) > 1e-6*max(1, math.Abs(fd)) {
+				t.Errorf("<grad F, v> = %.12g, finite difference %.12g", got, fd)
+			}
+		}
+	})
 }
 
 func TestDimsErrors(t *testing.T) {

@@ -74,7 +74,7 @@ func ExampleSampler() {
 		}
 	}
 	fmt.Println("loss fell:", loss() < start, "on the manifold:", st.Feasibility(w) < 1e-12)
-	fmt.Println("rows drawn next:", solver.State()[0].Counters["cyclic_next"])
+	fmt.Println("rows drawn next:", solver.State()[0].Sampler().Counters["cyclic_next"])
 	// Output:
 	// loss fell: true on the manifold: true
 	// rows drawn next: 8

@@ -110,3 +110,14 @@ func checkMomentum(beta float64) error {
 	}
 	return nil
 }
+
+// checkPlain checks an unconstrained parameter and its gradient.
+func checkPlain[T Float](n int, w, g []T) error {
+	if len(w) != n || len(g) != n {
+		return fmt.Errorf("optim: parameter has %d entries and gradient %d, want %d", len(w), len(g), n)
+	}
+	if !linalg.Finite(g) {
+		return ErrNotFinite
+	}
+	return nil
+}

@@ -99,10 +99,10 @@ func ManifoldOf[T Float](p Param) (m manifold.Manifold[T], wide bool, err error)
 	if p.Manifold == nil {
 		return nil, false, fmt.Errorf("optim: %s is not constrained", p.describe())
 	}
-	if len(p.Shape) != 2 {
-		return nil, false, fmt.Errorf("optim: %s: marked as constrained but has shape %v, want a matrix", p.describe(), p.Shape)
+	n, k, ok := p.Matrix()
+	if !ok {
+		return nil, false, fmt.Errorf("optim: %s: marked as constrained but has shape %v, want a matrix or a tensor of 3 or more axes (a convolution kernel, taken as a matrix of its first axis by the rest)", p.describe(), p.Shape)
 	}
-	n, k := p.Shape[0], p.Shape[1]
 	if wide = n < k; wide {
 		if _, ok := p.Manifold.(Grassmann); ok {
 			return nil, false, fmt.Errorf("optim: %s: marked Grassmann but is %d x %d: a subspace needs n >= p (a wide Stiefel weight has orthonormal rows)", p.describe(), n, k)
@@ -153,12 +153,32 @@ type Param struct {
 // Constrained reports whether p lives on a manifold.
 func (p Param) Constrained() bool { return p.Manifold != nil }
 
-// Rows returns the first axis of a matrix parameter (0 otherwise).
+// Rows returns the rows of the parameter's matrix view (see Matrix), 0
+// when it has none.
 func (p Param) Rows() int {
-	if len(p.Shape) != 2 {
-		return 0
+	n, _, _ := p.Matrix()
+	return n
+}
+
+// Matrix returns the parameter as the rows x cols matrix a manifold
+// constrains: a matrix as it is, a tensor of more axes (a convolution
+// kernel of shape (out, in, kh, kw)) as its first axis by the product of
+// the rest, which is its row-major layout, so the view copies nothing. A
+// scalar or vector has no matrix view (ok false).
+func (p Param) Matrix() (rows, cols int, ok bool) {
+	return MatrixOf(p.Shape)
+}
+
+// MatrixOf returns the matrix view of a shape, as Param.Matrix does.
+func MatrixOf(shape []int) (rows, cols int, ok bool) {
+	if len(shape) < 2 {
+		return 0, 0, false
 	}
-	return p.Shape[0]
+	cols = 1
+	for _, d := range shape[1:] {
+		cols *= d
+	}
+	return shape[0], cols, true
 }
 
 // ParamInfo names a parameter of a Solver and gives its shape and whether
@@ -206,7 +226,8 @@ func (p Param) check() error {
 	}
 	switch {
 	case p.GradA != nil:
-		if !p.Constrained() || len(p.Shape) != 2 {
+		rows, cols, ok := p.Matrix()
+		if !p.Constrained() || !ok {
 			return fmt.Errorf("optim: parameter %q of shape %v has a factored gradient; only a constrained matrix may", p.Name, p.Shape)
 		}
 		an, ab := floats(p.GradA)
@@ -214,7 +235,7 @@ func (p Param) check() error {
 		if ab != vb || bb != vb {
 			return fmt.Errorf("optim: parameter %q: value %T with gradient factors %T and %T", p.Name, p.Value, p.GradA, p.GradB)
 		}
-		if p.GradK < 1 || an != p.GradK*p.Shape[0] || bn != p.GradK*p.Shape[1] {
+		if p.GradK < 1 || an != p.GradK*rows || bn != p.GradK*cols {
 			return fmt.Errorf("optim: parameter %q of shape %v: gradient factors of %d and %d entries for K = %d", p.Name, p.Shape, an, bn, p.GradK)
 		}
 	case p.GradFunc != nil:
@@ -294,13 +315,14 @@ func orthonormalize[T Float](p Param, v []T) error {
 	if err != nil {
 		return err
 	}
-	if len(v) != p.Shape[0]*p.Shape[1] {
+	rows, cols, _ := p.Matrix()
+	if len(v) != rows*cols {
 		return fmt.Errorf("optim: %s of shape %v: value has %d entries", p.describe(), p.Shape, len(v))
 	}
 	x := v
 	if wide {
 		x = make([]T, len(v))
-		transpose(x, v, p.Shape[0], p.Shape[1])
+		transpose(x, v, rows, cols)
 	}
 	if err := m.Orthonormalize(x); err != nil {
 		return fmt.Errorf("optim: %s: %w", p.describe(), err)
@@ -309,9 +331,39 @@ func orthonormalize[T Float](p Param, v []T) error {
 		return fmt.Errorf("optim: %s: still %.3g from the %v manifold after orthonormalizing", p.describe(), f, p.Manifold)
 	}
 	if wide {
-		transpose(v, x, p.Shape[1], p.Shape[0])
+		transpose(v, x, cols, rows)
 	}
 	return nil
+}
+
+// Feasibility returns how far the value of a constrained weight is from its
+// manifold: ||X^T X - I||_F of its column-orthonormal view X (the weight, or
+// its transpose when it is wide), in float64.
+func (p Param) Feasibility() (float64, error) {
+	switch v := p.Value.(type) {
+	case []float32:
+		return feasibility(p, v)
+	case []float64:
+		return feasibility(p, v)
+	}
+	return 0, fmt.Errorf("optim: parameter %q: value %T, want []float32 or []float64", p.Name, p.Value)
+}
+
+func feasibility[T Float](p Param, v []T) (float64, error) {
+	m, wide, err := ManifoldOf[T](p)
+	if err != nil {
+		return 0, err
+	}
+	rows, cols, _ := p.Matrix()
+	if len(v) != rows*cols {
+		return 0, fmt.Errorf("optim: %s of shape %v: value has %d entries", p.describe(), p.Shape, len(v))
+	}
+	x := v
+	if wide {
+		x = make([]T, len(v))
+		transpose(x, v, rows, cols)
+	}
+	return m.Feasibility(x), nil
 }
 
 // feasibilityTol is how far from m a weight that NewSolver takes may be.

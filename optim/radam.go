@@ -8,8 +8,25 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 )
 
+// Riemannian Adam, the rule "radam" of constrained weights; it has no
+// device stepper.
+
 // RiemannianAdamConfig holds the options of RiemannianAdam, those of Adam.
 type RiemannianAdamConfig AdamConfig
+
+var _ Rule = RiemannianAdamConfig{}
+
+// String returns "radam", the name ParseRule reads and its States' Kind.
+func (RiemannianAdamConfig) String() string { return "radam" }
+
+// Constrained returns true.
+func (RiemannianAdamConfig) Constrained() bool { return true }
+
+// Stepper returns Riemannian Adam for p; LR is ignored.
+func (c RiemannianAdamConfig) Stepper(p Param, b Binding) (Stepper, error) {
+	c.LR = 0
+	return bind(p, b, onManifold(NewRiemannianAdam[float32], c), onManifold(NewRiemannianAdam[float64], c))
+}
 
 // RiemannianAdam is Adam on a matrix manifold (Bécigneul and Ganea, ICLR
 // 2019), as geoopt's RiemannianAdam does it for the Stiefel manifold with
@@ -99,12 +116,15 @@ func (o *RiemannianAdam[T]) abort() {}
 // (0 freezes the weight).
 func (o *RiemannianAdam[T]) SetLR(lr float64) error { return setLR(&o.cfg.LR, lr) }
 
-// State returns a copy of the optimizer's state: the step count and, once
-// a step has been taken, the moments.
-func (o *RiemannianAdam[T]) State() State { return momentState("radam", o.t, o.mom, o.sq) }
+// State returns a copy of the optimizer's state: the step count
+// (StateStepCount) and, once a step has been taken, the moments
+// (StateFirstMoment, StateSecondMoment).
+func (o *RiemannianAdam[T]) State() State {
+	return momentState(RiemannianAdamConfig{}.String(), o.t, o.mom, o.sq)
+}
 
 // SetState restores a state returned by State of a Riemannian Adam with the
 // same configuration and weight shape. On error the optimizer is unchanged.
 func (o *RiemannianAdam[T]) SetState(st State) error {
-	return restoreMoments(st, "radam", o.n*o.p, &o.t, &o.mom, &o.sq)
+	return restoreMoments(st, RiemannianAdamConfig{}.String(), o.n*o.p, &o.t, &o.mom, &o.sq)
 }

@@ -7,11 +7,30 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 )
 
+// RGD, the rule "rgd" of constrained weights. Its device stepper is
+// optim/device's rgd.go.
+
 // RGDConfig holds the options of Riemannian gradient descent, those of
 // SGD: the step size eta (LR) and the heavy-ball coefficient beta
 // (Momentum; 0 gives plain RGD), whose buffer is carried to each new point
 // by tangent projection.
 type RGDConfig SGDConfig
+
+var _ Rule = RGDConfig{}
+
+// String returns "rgd", the name ParseRule reads and its States' Kind.
+func (RGDConfig) String() string { return "rgd" }
+
+// Constrained returns true.
+func (RGDConfig) Constrained() bool { return true }
+
+func (c RGDConfig) with(s RuleSettings) Rule { c.Momentum = s.Momentum; return c }
+
+// Stepper returns RGD for p; LR is ignored.
+func (c RGDConfig) Stepper(p Param, b Binding) (Stepper, error) {
+	c.LR = 0
+	return bind(p, b, onManifold(NewRGD[float32], c), onManifold(NewRGD[float64], c))
+}
 
 // RGD is Riemannian gradient descent, X <- R_X(-eta m) with m the Riemannian
 // gradient, or with momentum m <- beta m + grad F(X). The retraction is the
@@ -89,3 +108,17 @@ func (o *RGD[T]) commit(x, _ []T) {
 }
 
 func (o *RGD[T]) abort() {}
+
+// SetLR changes the step size, for a schedule; it must be finite and >= 0
+// (0 freezes the weight).
+func (o *RGD[T]) SetLR(lr float64) error { return setLR(&o.cfg.LR, lr) }
+
+// State returns a copy of the optimizer's state: the momentum buffer
+// (StateMomentum), once a step with momentum has been taken.
+func (o *RGD[T]) State() State { return momentumState(RGDConfig{}.String(), o.mom) }
+
+// SetState restores a state returned by State of an RGD with the same
+// configuration and weight shape. On error the optimizer is unchanged.
+func (o *RGD[T]) SetState(s State) error {
+	return restoreMomentum(s, RGDConfig{}.String(), o.cfg.Momentum, &o.mom, o.n*o.p)
+}

@@ -8,6 +8,9 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 )
 
+// RSDM, the rule "rsdm" of constrained weights. Its device stepper is
+// optim/device's rsdm.go.
+
 // RSDMConfig holds the options of RSDM.
 type RSDMConfig struct {
 	// LR is the step size eta, finite and >= 0.
@@ -38,6 +41,26 @@ type RSDMConfig struct {
 	// for float32 (under 1% of the step cost at r = 300, n = p = 1024), never
 	// for float64, whose drift stays near 1e-12. A negative value disables it.
 	ReorthEvery int
+}
+
+var _ Rule = RSDMConfig{}
+
+// String returns "rsdm", the name ParseRule reads and its States' Kind.
+func (RSDMConfig) String() string { return "rsdm" }
+
+// Constrained returns true.
+func (RSDMConfig) Constrained() bool { return true }
+
+func (c RSDMConfig) with(s RuleSettings) Rule {
+	c.SubmanifoldSize, c.Sampling, c.Seed = s.SubmanifoldSize, s.Sampling, s.Seed
+	return c
+}
+
+// Stepper returns RSDM for p, its sampler seeded from Seed and b.Index.
+// Its LR is ignored: the Solver gives each step its group's.
+func (c RSDMConfig) Stepper(p Param, b Binding) (Stepper, error) {
+	c.LR, c.Seed = 0, WeightSeed(c.Seed, b.Index)
+	return bind(p, b, onManifold(NewRSDM[float32], c), onManifold(NewRSDM[float64], c))
 }
 
 // RSDM is the Riemannian random submanifold descent method (the paper's
@@ -94,7 +117,7 @@ func NewRSDM[T Float](m manifold.Manifold[T], cfg RSDMConfig) (*RSDM[T], error) 
 	case r < 2:
 		return nil, fmt.Errorf("optim: RSDM submanifold size r = %d, want r >= 2 (O(1) has no tangent directions)", r)
 	case r > n:
-		return nil, fmt.Errorf("optim: RSDM submanifold size r = %d exceeds the %d rows of the weight", r, n)
+		return nil, fmt.Errorf("optim: RSDM submanifold size r = %d exceeds the %d rows of the weight (of its transpose, when it is wide): the largest r it takes is %d", r, n, n)
 	}
 	if err := checkLR(cfg.LR); err != nil {
 		return nil, err
@@ -362,4 +385,164 @@ func (o *RSDM[T]) retract() error {
 		o.ynew[i] = o.y[i] + v
 	}
 	return o.qr.QFGram(o.r, o.ynew, 1+linalg.Dot(o.v, o.v))
+}
+
+// SetLR changes the step size, for a schedule; it must be finite and >= 0
+// (0 freezes the weight).
+func (o *RSDM[T]) SetLR(lr float64) error { return setLR(&o.cfg.LR, lr) }
+
+// The names of RSDM's own entries in its State. Its sampler's entries go
+// under samplerPrefix (see State.Sampler), so that a sampler's names never
+// meet these.
+const (
+	rsdmSteps  = "steps"   // counter: steps taken
+	rsdmPhase  = "phase"   // counter of states written before it was derived from steps
+	rsdmSource = "sampler" // random source: the sampler's rng
+	// An unfinished inner loop (Algorithm 3): the drawn rows (zeros for a
+	// dense draw, which states have always held), the dense draw, P X_0,
+	// Y and Y_prev.
+	rsdmRows, rsdmFrame, rsdmPX0, rsdmY, rsdmYPrev = "rows", "haar_rows", "px0", "y", "yprev"
+)
+
+// State returns a copy of the optimizer's state: its own entries, and its
+// sampler's draws' (Draws.Save) under their own names in State.Sampler.
+func (o *RSDM[T]) State() State {
+	s := emptyState(RSDMConfig{}.String())
+	s.Counters[rsdmSteps] = int64(o.steps)
+	b, _ := o.src.MarshalBinary() // cannot fail
+	s.Random[rsdmSource] = b
+	sub := emptyState(s.Kind)
+	o.draws.Save(sub)
+	s.setSampler(sub)
+	if o.phase() != 0 { // an inner loop (Algorithm 3) is under way
+		if o.cfg.Sampling.Rows() {
+			s.Buffers[rsdmRows] = ints64(o.sub.Rows)
+		} else {
+			s.Buffers[rsdmFrame] = append([]T(nil), o.apply.(*frameApplier[T]).rows...)
+			// States have always held "rows", which readers before dense
+			// samplers required; a dense draw has no rows to list.
+			s.Buffers[rsdmRows] = make([]int64, o.r)
+		}
+		s.Buffers[rsdmPX0] = append([]T(nil), o.px0...)
+		s.Buffers[rsdmY] = append([]float64(nil), o.y...)
+		s.Buffers[rsdmYPrev] = append([]float64(nil), o.yprev...)
+	}
+	return s
+}
+
+// SetState restores a state returned by State of an RSDM with the same
+// configuration and weight shape, or a state written before its sampler
+// had names of its own (see samplerOf). On error the optimizer is
+// unchanged.
+func (o *RSDM[T]) SetState(s State) error {
+	if err := s.check(RSDMConfig{}.String()); err != nil {
+		return err
+	}
+	steps, err := s.counter(rsdmSteps, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	// The inner step is steps % InnerSteps. States written before it was
+	// derived also hold it as the counter "phase".
+	phase := steps % o.cfg.InnerSteps
+	if v, ok := s.Counters[rsdmPhase]; ok && v != int64(phase) {
+		return fmt.Errorf("optim: rsdm state: counter %q = %d, want %d (steps %d mod inner steps %d)", rsdmPhase, v, phase, steps, o.cfg.InnerSteps)
+	}
+	inLoop := phase != 0
+	// Restore into copies first, so that a bad state changes nothing.
+	src := new(rand.PCG)
+	b, ok := s.Random[rsdmSource]
+	if !ok {
+		return fmt.Errorf("optim: rsdm state has no random source %q", rsdmSource)
+	}
+	if err := src.UnmarshalBinary(b); err != nil {
+		return fmt.Errorf("optim: rsdm state: random source %q: %w", rsdmSource, err)
+	}
+	restoreDraws, err := o.draws.Load(samplerOf(s))
+	if err != nil {
+		return err
+	}
+	restoreSub := func() {}
+	px0 := make([]T, len(o.px0))
+	y, yprev := make([]float64, len(o.y)), make([]float64, len(o.yprev))
+	if inLoop {
+		if restoreSub, err = o.loadDraw(s); err != nil {
+			return err
+		}
+		if _, err := buffer(s, rsdmPX0, px0, false); err != nil {
+			return err
+		}
+		if _, err := buffer(s, rsdmY, y, false); err != nil {
+			return err
+		}
+		if _, err := buffer(s, rsdmYPrev, yprev, false); err != nil {
+			return err
+		}
+	}
+	*o.src = *src
+	o.steps = steps
+	restoreDraws()
+	restoreSub()
+	if inLoop {
+		copy(o.px0, px0)
+		copy(o.y, y)
+		copy(o.yprev, yprev)
+	}
+	return nil
+}
+
+// samplerOf returns the entries of s that RSDM's sampler saved: those
+// under samplerPrefix, renamed back; in a state written before they had a
+// prefix, which holds none, every entry but RSDM's own.
+func samplerOf(s State) State {
+	sub := s.Sampler()
+	if len(sub.Counters)+len(sub.Random)+len(sub.Buffers) > 0 {
+		return sub
+	}
+	sub = emptyState(s.Kind)
+	for k, v := range s.Counters {
+		if k != rsdmSteps && k != rsdmPhase {
+			sub.Counters[k] = v
+		}
+	}
+	for k, v := range s.Random {
+		if k != rsdmSource {
+			sub.Random[k] = v
+		}
+	}
+	for k, v := range s.Buffers {
+		switch k {
+		case rsdmRows, rsdmFrame, rsdmPX0, rsdmY, rsdmYPrev:
+		default:
+			sub.Buffers[k] = v
+		}
+	}
+	return sub
+}
+
+// loadDraw checks the drawn submanifold of an inner loop in s and returns
+// the function that restores it.
+func (o *RSDM[T]) loadDraw(s State) (func(), error) {
+	if !o.cfg.Sampling.Rows() {
+		f := o.apply.(*frameApplier[T])
+		rows := make([]T, len(f.rows))
+		if _, err := buffer(s, rsdmFrame, rows, false); err != nil {
+			return nil, err
+		}
+		return func() { copy(f.rows, rows) }, nil
+	}
+	idx := make([]int64, o.r)
+	if _, err := buffer(s, rsdmRows, idx, false); err != nil {
+		return nil, err
+	}
+	for _, v := range idx {
+		if v < 0 || v >= int64(o.n) {
+			return nil, fmt.Errorf("optim: rsdm state: sampled row %d outside 0 to %d", v, o.n-1)
+		}
+	}
+	return func() {
+		for i, v := range idx {
+			o.sub.Rows[i] = int(v)
+		}
+	}, nil
 }

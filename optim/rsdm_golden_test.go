@@ -8,6 +8,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/blas/blas64"
@@ -210,21 +211,37 @@ func hashFloats[T Float](a []T) uint64 {
 	return h.Sum64()
 }
 
-// hashState hashes s in a fixed order, leaving out the "phase" counter.
+// hashState hashes s in a fixed order, leaving out the "phase" counter,
+// with the sampler's entries under the names they had before they moved
+// under samplerPrefix (the hashes were recorded before), so that the
+// hashes pin what State holds.
 func hashState(s State) uint64 {
+	counters, random, buffers := map[string]int64{}, map[string][]byte{}, map[string]any{}
+	for k, v := range s.Counters {
+		counters[strings.TrimPrefix(k, samplerPrefix)] = v
+	}
+	for k, v := range s.Random {
+		random[strings.TrimPrefix(k, samplerPrefix)] = v
+	}
+	for k, v := range s.Buffers {
+		buffers[strings.TrimPrefix(k, samplerPrefix)] = v
+	}
+	if len(counters) != len(s.Counters) || len(random) != len(s.Random) || len(buffers) != len(s.Buffers) {
+		return 0 // a sampler's name met RSDM's
+	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "kind %s\n", s.Kind)
-	for _, k := range slices.Sorted(maps.Keys(s.Counters)) {
+	for _, k := range slices.Sorted(maps.Keys(counters)) {
 		if k != "phase" {
-			fmt.Fprintf(h, "counter %s %d\n", k, s.Counters[k])
+			fmt.Fprintf(h, "counter %s %d\n", k, counters[k])
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.Random)) {
-		fmt.Fprintf(h, "random %s %x\n", k, s.Random[k])
+	for _, k := range slices.Sorted(maps.Keys(random)) {
+		fmt.Fprintf(h, "random %s %x\n", k, random[k])
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.Buffers)) {
-		fmt.Fprintf(h, "buffer %s %T", k, s.Buffers[k])
-		switch b := s.Buffers[k].(type) {
+	for _, k := range slices.Sorted(maps.Keys(buffers)) {
+		fmt.Fprintf(h, "buffer %s %T", k, buffers[k])
+		switch b := buffers[k].(type) {
 		case []float64:
 			fmt.Fprintf(h, " %016x\n", hashFloats(b))
 		case []float32:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/orthonet/orthonet/internal/update"
 	"github.com/orthonet/orthonet/manifold"
 )
 
@@ -55,11 +56,14 @@ type Stepper interface {
 	SetState(State) error
 }
 
-// Rules lists orthonet's rules, the names ParseRule reads.
+// Rules lists orthonet's rules, each defined in a file of its own
+// (rsdm.go, rgd.go, ...), in the order train's usage names them: the table
+// of names ParseRule reads. Adding a rule to it is the one edit outside the
+// rule's file that makes it a built-in rule (docs/extending-rule.md).
 var Rules = []Rule{RSDMConfig{}, RGDConfig{}, RiemannianAdamConfig{}, SGDConfig{}, AdamConfig{}, AdamWConfig{}}
 
 // RuleSettings are the settings ParseRule gives the rule it names; each
-// rule takes those it has.
+// rule takes those it has, by its method with (see settable).
 type RuleSettings struct {
 	// SubmanifoldSize, Sampling and Seed are RSDM's.
 	SubmanifoldSize int
@@ -73,11 +77,15 @@ type RuleSettings struct {
 // settings s that it takes.
 func ParseRule(name string, s RuleSettings) (Rule, error) {
 	r, err := parse("rule", name, Rules)
-	if c, ok := r.(interface{ with(RuleSettings) Rule }); ok {
+	if c, ok := r.(settable); ok {
 		r = c.with(s)
 	}
 	return r, err
 }
+
+// settable is a rule of Rules that takes settings from RuleSettings: its
+// with, beside its Config, returns it with those it has.
+type settable interface{ with(RuleSettings) Rule }
 
 // parse returns the one of items whose String is name.
 func parse[E fmt.Stringer](what, name string, items []E) (E, error) {
@@ -104,101 +112,6 @@ func RuleNames(constrained bool) []string {
 	return out
 }
 
-// String returns "rsdm".
-func (RSDMConfig) String() string { return "rsdm" }
-
-// Constrained returns true.
-func (RSDMConfig) Constrained() bool { return true }
-
-func (c RSDMConfig) with(s RuleSettings) Rule {
-	c.SubmanifoldSize, c.Sampling, c.Seed = s.SubmanifoldSize, s.Sampling, s.Seed
-	return c
-}
-
-// Stepper returns RSDM for p, its sampler seeded from Seed and b.Index.
-// Its LR is ignored: the Solver gives each step its group's.
-func (c RSDMConfig) Stepper(p Param, b Binding) (Stepper, error) {
-	c.LR, c.Seed = 0, WeightSeed(c.Seed, b.Index)
-	return bind(p, b, func(m manifold.Manifold[float32], _ int) (twoPhase[float32], error) { return NewRSDM(m, c) },
-		func(m manifold.Manifold[float64], _ int) (twoPhase[float64], error) { return NewRSDM(m, c) })
-}
-
-// String returns "rgd".
-func (RGDConfig) String() string { return "rgd" }
-
-// Constrained returns true.
-func (RGDConfig) Constrained() bool { return true }
-
-func (c RGDConfig) with(s RuleSettings) Rule { c.Momentum = s.Momentum; return c }
-
-// Stepper returns RGD for p; LR is ignored.
-func (c RGDConfig) Stepper(p Param, b Binding) (Stepper, error) {
-	c.LR = 0
-	return bind(p, b, func(m manifold.Manifold[float32], _ int) (twoPhase[float32], error) { return NewRGD(m, c) },
-		func(m manifold.Manifold[float64], _ int) (twoPhase[float64], error) { return NewRGD(m, c) })
-}
-
-// String returns "radam".
-func (RiemannianAdamConfig) String() string { return "radam" }
-
-// Constrained returns true.
-func (RiemannianAdamConfig) Constrained() bool { return true }
-
-// Stepper returns Riemannian Adam for p; LR is ignored.
-func (c RiemannianAdamConfig) Stepper(p Param, b Binding) (Stepper, error) {
-	c.LR = 0
-	return bind(p, b, func(m manifold.Manifold[float32], _ int) (twoPhase[float32], error) { return NewRiemannianAdam(m, c) },
-		func(m manifold.Manifold[float64], _ int) (twoPhase[float64], error) { return NewRiemannianAdam(m, c) })
-}
-
-// String returns "sgd".
-func (SGDConfig) String() string { return "sgd" }
-
-// Constrained returns false.
-func (SGDConfig) Constrained() bool { return false }
-
-func (c SGDConfig) with(s RuleSettings) Rule { c.Momentum = s.Momentum; return c }
-
-// Stepper returns SGD for p, with the group's weight decay; LR is ignored.
-func (c SGDConfig) Stepper(p Param, b Binding) (Stepper, error) {
-	c.LR = 0
-	return bind(p, b, func(_ manifold.Manifold[float32], n int) (twoPhase[float32], error) { return NewSGD[float32](n, c) },
-		func(_ manifold.Manifold[float64], n int) (twoPhase[float64], error) { return NewSGD[float64](n, c) })
-}
-
-// String returns "adam".
-func (AdamConfig) String() string { return "adam" }
-
-// Constrained returns false.
-func (AdamConfig) Constrained() bool { return false }
-
-// Stepper returns Adam for p, with the group's weight decay; LR is
-// ignored.
-func (c AdamConfig) Stepper(p Param, b Binding) (Stepper, error) {
-	c.LR = 0
-	return bind(p, b, func(_ manifold.Manifold[float32], n int) (twoPhase[float32], error) { return NewAdam[float32](n, c) },
-		func(_ manifold.Manifold[float64], n int) (twoPhase[float64], error) { return NewAdam[float64](n, c) })
-}
-
-// AdamWConfig is Adam with decoupled weight decay (Loshchilov and Hutter
-// 2019) as a Rule: the group's WeightDecay, 0.01 when it is 0.
-type AdamWConfig AdamConfig
-
-// String returns "adamw".
-func (AdamWConfig) String() string { return "adamw" }
-
-// Constrained returns false.
-func (AdamWConfig) Constrained() bool { return false }
-
-// Stepper returns Adam for p with the group's weight decay (0.01 when it
-// is 0); LR is ignored.
-func (c AdamWConfig) Stepper(p Param, b Binding) (Stepper, error) {
-	if b.WeightDecay == 0 {
-		b.WeightDecay = 0.01
-	}
-	return AdamConfig(c).Stepper(p, b)
-}
-
 // bind builds the stepper of p with the constructor of its element type:
 // for a constrained weight, on its manifold; for another parameter, of its
 // size.
@@ -211,6 +124,18 @@ func bind(p Param, b Binding, f32 func(manifold.Manifold[float32], int) (twoPhas
 		return bindTyped(p, b, v, f64)
 	}
 	return nil, fmt.Errorf("optim: %s: value %T, want []float32 or []float64", p.describe(), p.Value)
+}
+
+// onManifold adapts build, the constructor of a constrained weight's
+// optimizer with settings c, to bind.
+func onManifold[T Float, C any, O twoPhase[T]](build func(manifold.Manifold[T], C) (O, error), c C) func(manifold.Manifold[T], int) (twoPhase[T], error) {
+	return func(m manifold.Manifold[T], _ int) (twoPhase[T], error) { return build(m, c) }
+}
+
+// ofSize adapts build, the constructor of an unconstrained parameter's
+// optimizer with settings c, to bind.
+func ofSize[T Float, C any, O twoPhase[T]](build func(int, C) (O, error), c C) func(manifold.Manifold[T], int) (twoPhase[T], error) {
+	return func(_ manifold.Manifold[T], n int) (twoPhase[T], error) { return build(n, c) }
 }
 
 func bindTyped[T Float](p Param, b Binding, v []T, f func(manifold.Manifold[T], int) (twoPhase[T], error)) (Stepper, error) {
@@ -278,12 +203,7 @@ func (s *optStepper[T]) Prepare(grad any, lr float64) error {
 }
 
 func (s *optStepper[T]) Commit() error {
-	if s.decay > 0 && s.lr > 0 { // decoupled: w <- (1 - lr wd) w, then the update
-		f := T(1 - s.lr*s.decay)
-		for i := range s.x {
-			s.x[i] *= f
-		}
-	}
+	update.Decay(s.x, s.lr, s.decay) // decoupled: w <- (1 - lr wd) w, then the update
 	s.o.commit(s.x, s.g)
 	return nil
 }

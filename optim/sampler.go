@@ -38,10 +38,11 @@ type Draws interface {
 	// restores) to where it was before the last Draw, whose step failed.
 	Undraw()
 	// Save writes the draws' position into st (RSDM saves rng and the
-	// drawn P itself).
+	// drawn P itself). st is the draws' own: RSDM's State holds its
+	// entries apart from RSDM's (State.Sampler), so any names will do.
 	Save(st State)
-	// Load checks the position in st and returns the function that
-	// restores it; on error nothing changes.
+	// Load checks the position in st, what Save wrote, and returns the
+	// function that restores it; on error nothing changes.
 	Load(st State) (restore func(), err error)
 }
 

@@ -44,8 +44,10 @@ func TestSolverErrors(t *testing.T) {
 	for i := range off.Value.([]float64) {
 		off.Value.([]float64)[i] = 1
 	}
-	threeD := stiefelParam("w", 5, 2, 1)
-	threeD.Shape = []int{5, 2, 1}
+	kernel := stiefelParam("conv.W", 4, 18, 1) // (4, 2, 3, 3): a wide 4 x 18 matrix
+	kernel.Shape = []int{4, 2, 3, 3}
+	vector := stiefelParam("w", 5, 1, 1)
+	vector.Shape = []int{5}
 	grassWide := stiefelParam("w", 2, 5, 1)
 	grassWide.Manifold = Grassmann{}
 	for _, tc := range []struct {
@@ -66,9 +68,10 @@ func TestSolverErrors(t *testing.T) {
 		{"clip", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1}}, Options{ClipNorm: -1}, "clip norm -1"},
 		{"no-group", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Select: Param.Constrained}}, Options{}, `parameter "b" belongs to no group`},
 		{"off-manifold", []Param{off}, []Group{good}, Options{}, `weight "w": marked as constrained but ||W^T W - I||_F`},
-		{"3-d", []Param{threeD}, []Group{good}, Options{}, `weight "w": marked as constrained but has shape [5 2 1], want a matrix`},
+		{"vector", []Param{vector}, []Group{good}, Options{}, `weight "w": marked as constrained but has shape [5], want a matrix or a tensor of 3 or more axes`},
 		{"grassmann-wide", []Param{grassWide}, []Group{good}, Options{}, `weight "w": marked Grassmann but is 2 x 5`},
-		{"r>n", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 0.1, Rule: RSDMConfig{SubmanifoldSize: 6}}}, Options{}, `weight "w": optim: RSDM submanifold size r = 6 exceeds the 5 rows`},
+		{"r>n", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 0.1, Rule: RSDMConfig{SubmanifoldSize: 6}}}, Options{}, `weight "w": optim: RSDM submanifold size r = 6 exceeds the 5 rows of the weight (of its transpose, when it is wide): the largest r it takes is 5`},
+		{"r>n-kernel", []Param{kernel}, []Group{{LR: 0.1, Rule: RSDMConfig{SubmanifoldSize: 19}}}, Options{}, `weight "conv.W": optim: RSDM submanifold size r = 19 exceeds the 18 rows of the weight (of its transpose, when it is wide): the largest r it takes is 18`},
 		{"r=1", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 0.1, Rule: RSDMConfig{SubmanifoldSize: 1}}}, Options{}, `weight "w": optim: RSDM submanifold size r = 1, want r >= 2`},
 		{"duplicate", []Param{plainParam("b", 3, 1), plainParam("b", 3, 2)}, []Group{good}, Options{}, `two parameters are named "b"`},
 		{"gradient", []Param{{Name: "b", Shape: []int{3}, Value: []float64{1, 2, 3}, Grad: []float32{1, 2, 3}}}, []Group{good}, Options{}, `parameter "b": value []float64 but gradient []float32`},
@@ -485,5 +488,65 @@ func TestSolverAbortsPrepared(t *testing.T) {
 	}
 	if snapshot(ps, s) != before {
 		t.Error("the failed step moved a weight or advanced a sampler")
+	}
+}
+
+// TestSolverKernels steps convolution kernels, tensors of shape (out, in,
+// kh, kw) on the Stiefel manifold as their out x (in kh kw) matrix view,
+// wide and tall, with RSDM, RGD and Riemannian Adam: each step descends
+// the loss and keeps the kernel on the manifold, in float64, as the same
+// rule does on the matrix itself (bit for bit).
+func TestSolverKernels(t *testing.T) {
+	for _, shape := range [][]int{{4, 2, 3, 3}, {20, 1, 3, 3}} {
+		rows, cols, _ := MatrixOf(shape)
+		for _, rule := range []Rule{RSDMConfig{SubmanifoldSize: min(rows, cols, 3) + 1, Seed: 2}, RGDConfig{}, RiemannianAdamConfig{}} {
+			// The same weight twice: as a kernel and as its matrix view.
+			k, m := stiefelParam("k", rows, cols, 3), stiefelParam("m", rows, cols, 3)
+			k.Shape = shape
+			target := stiefelParam("t", rows, cols, 4).Value.([]float64)
+			var losses []float64
+			solvers := make([]*Solver, 2)
+			for i, p := range []Param{k, m} {
+				w, g := p.Value.([]float64), p.Grad.([]float64)
+				p.GradFunc = func() (any, error) { // the gradient of ||W - T||^2 / 2
+					for j := range g {
+						g[j] = w[j] - target[j]
+					}
+					return g, nil
+				}
+				var err error
+				if solvers[i], err = NewSolver([]Param{p}, []Group{{LR: 0.1, Rule: rule}}, Options{}); err != nil {
+					t.Fatalf("%v %v: %v", shape, rule, err)
+				}
+			}
+			loss := func(w []float64) float64 {
+				var s float64
+				for j := range w {
+					s += (w[j] - target[j]) * (w[j] - target[j]) / 2
+				}
+				return s
+			}
+			kw := k.Value.([]float64)
+			losses = append(losses, loss(kw))
+			for step := 0; step < 20; step++ {
+				for _, s := range solvers {
+					if err := s.Step(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			losses = append(losses, loss(kw))
+			if !(losses[1] < losses[0]) {
+				t.Errorf("%v %v: loss %v after 20 steps, from %v", shape, rule, losses[1], losses[0])
+			}
+			if f, err := k.Feasibility(); err != nil || f > 1e-12 {
+				t.Errorf("%v %v: %.3g from the manifold (%v)", shape, rule, f, err)
+			}
+			for j, v := range m.Value.([]float64) {
+				if kw[j] != v {
+					t.Fatalf("%v %v: the kernel and its matrix view part at entry %d: %v, %v", shape, rule, j, kw[j], v)
+				}
+			}
+		}
 	}
 }

@@ -2,7 +2,7 @@ package optim
 
 import (
 	"fmt"
-	"math/rand/v2"
+	"strings"
 )
 
 // State is what an optimizer's next step depends on beyond the weight and
@@ -10,8 +10,9 @@ import (
 // Adam moments, the sampled submanifold of an unfinished inner loop). It is
 // plain data, so that a checkpoint can store it (package checkpoint).
 type State struct {
-	// Kind names the optimizer that produced the state: rsdm, rgd, sgd or
-	// adam. Restoring it into another kind is an error.
+	// Kind names the optimizer that produced the state: the name of its
+	// rule (rsdm, rgd, radam, sgd or adam; AdamW's is adam). Restoring it
+	// into another kind is an error.
 	Kind string
 	// Counters holds step counts and positions.
 	Counters map[string]int64
@@ -74,128 +75,127 @@ func ints64(a []int) []int64 {
 	return out
 }
 
-// State returns a copy of the optimizer's state.
-func (o *RSDM[T]) State() State {
-	s := emptyState("rsdm")
-	s.Counters["steps"] = int64(o.steps)
-	b, _ := o.src.MarshalBinary() // cannot fail
-	s.Random["sampler"] = b
-	o.draws.Save(s)
-	if o.phase() != 0 { // an inner loop (Algorithm 3) is under way
-		if o.cfg.Sampling.Rows() {
-			s.Buffers["rows"] = ints64(o.sub.Rows)
-		} else {
-			s.Buffers["haar_rows"] = append([]T(nil), o.apply.(*frameApplier[T]).rows...)
-			// States have always held "rows", which readers before dense
-			// samplers required; a dense draw has no rows to list.
-			s.Buffers["rows"] = make([]int64, o.r)
+// samplerPrefix begins the names of the entries that RSDM's sampler saves
+// in its State (Draws.Save): "sampler.block" is the sampler's "block".
+const samplerPrefix = "sampler."
+
+// Sampler returns the entries of an RSDM state that its sampler saved
+// (Draws.Save), under the names it gave them: in s they are prefixed with
+// "sampler.", a namespace apart from RSDM's own entries.
+func (s State) Sampler() State {
+	sub := emptyState(s.Kind)
+	for k, v := range s.Counters {
+		if name, ok := strings.CutPrefix(k, samplerPrefix); ok {
+			sub.Counters[name] = v
 		}
-		s.Buffers["px0"] = append([]T(nil), o.px0...)
-		s.Buffers["y"] = append([]float64(nil), o.y...)
-		s.Buffers["yprev"] = append([]float64(nil), o.yprev...)
 	}
-	return s
+	for k, v := range s.Random {
+		if name, ok := strings.CutPrefix(k, samplerPrefix); ok {
+			sub.Random[name] = v
+		}
+	}
+	for k, v := range s.Buffers {
+		if name, ok := strings.CutPrefix(k, samplerPrefix); ok {
+			sub.Buffers[name] = v
+		}
+	}
+	return sub
 }
 
-// SetState restores a state returned by State of an RSDM with the same
-// configuration and weight shape. On error the optimizer is unchanged.
-func (o *RSDM[T]) SetState(s State) error {
-	if err := s.check("rsdm"); err != nil {
+// setSampler puts the entries of sub, which a sampler saved, into s under
+// samplerPrefix.
+func (s State) setSampler(sub State) {
+	for k, v := range sub.Counters {
+		s.Counters[samplerPrefix+k] = v
+	}
+	for k, v := range sub.Random {
+		s.Random[samplerPrefix+k] = v
+	}
+	for k, v := range sub.Buffers {
+		s.Buffers[samplerPrefix+k] = v
+	}
+}
+
+// The names in the States of the rules whose step keeps buffers of the
+// parameter's size: SGD's and RGD's momentum, the step count and the
+// moments of Adam (and AdamW) and Riemannian Adam. A device's steppers
+// (package optim/device), which keep the buffers in the device's memory,
+// write and read their States by these names too.
+const (
+	StateMomentum     = "momentum"
+	StateStepCount    = "t"
+	StateFirstMoment  = "m"
+	StateSecondMoment = "v"
+)
+
+// momentumState is the state of a heavy-ball optimizer: its momentum
+// buffer, once a step with momentum has been taken.
+func momentumState[T Float](kind string, mom []T) State {
+	st := emptyState(kind)
+	if mom != nil {
+		st.Buffers[StateMomentum] = append([]T(nil), mom...)
+	}
+	return st
+}
+
+// restoreMomentum sets *mom to the momentum buffer of n entries of a
+// momentumState: nil when the state has none (no step taken yet), an error
+// when it has one but the momentum is 0.
+func restoreMomentum[T Float](st State, kind string, momentum float64, mom *[]T, n int) error {
+	if err := st.check(kind); err != nil {
 		return err
 	}
-	steps, err := s.counter("steps", 0, 1<<62)
-	if err != nil {
+	if _, ok := st.Buffers[StateMomentum]; ok && momentum == 0 {
+		return fmt.Errorf("optim: %s state has a momentum buffer but the momentum is 0", kind)
+	}
+	m := make([]T, n)
+	if ok, err := buffer(st, StateMomentum, m, true); err != nil {
 		return err
+	} else if !ok {
+		m = nil
 	}
-	// The inner step is steps % InnerSteps. States written before it was
-	// derived also hold it as the counter "phase".
-	phase := steps % o.cfg.InnerSteps
-	if v, ok := s.Counters["phase"]; ok && v != int64(phase) {
-		return fmt.Errorf("optim: rsdm state: counter \"phase\" = %d, want %d (steps %d mod inner steps %d)", v, phase, steps, o.cfg.InnerSteps)
-	}
-	inLoop := phase != 0
-	// Restore into copies first, so that a bad state changes nothing.
-	src := new(rand.PCG)
-	b, ok := s.Random["sampler"]
-	if !ok {
-		return fmt.Errorf("optim: rsdm state has no random source \"sampler\"")
-	}
-	if err := src.UnmarshalBinary(b); err != nil {
-		return fmt.Errorf("optim: rsdm state: random source \"sampler\": %w", err)
-	}
-	restoreDraws, err := o.draws.Load(s)
-	if err != nil {
-		return err
-	}
-	restoreSub := func() {}
-	px0 := make([]T, len(o.px0))
-	y, yprev := make([]float64, len(o.y)), make([]float64, len(o.yprev))
-	if inLoop {
-		if restoreSub, err = o.loadDraw(s); err != nil {
-			return err
-		}
-		if _, err := buffer(s, "px0", px0, false); err != nil {
-			return err
-		}
-		if _, err := buffer(s, "y", y, false); err != nil {
-			return err
-		}
-		if _, err := buffer(s, "yprev", yprev, false); err != nil {
-			return err
-		}
-	}
-	*o.src = *src
-	o.steps = steps
-	restoreDraws()
-	restoreSub()
-	if inLoop {
-		copy(o.px0, px0)
-		copy(o.y, y)
-		copy(o.yprev, yprev)
-	}
+	*mom = m
 	return nil
 }
 
-// loadDraw checks the drawn submanifold of an inner loop in s and returns
-// the function that restores it.
-func (o *RSDM[T]) loadDraw(s State) (func(), error) {
-	if !o.cfg.Sampling.Rows() {
-		f := o.apply.(*frameApplier[T])
-		rows := make([]T, len(f.rows))
-		if _, err := buffer(s, "haar_rows", rows, false); err != nil {
-			return nil, err
-		}
-		return func() { copy(f.rows, rows) }, nil
+// momentState is the state of an Adam-like optimizer: its step count and,
+// after the first step, its moments m and v.
+func momentState[T Float](kind string, t int, m, v []T) State {
+	st := emptyState(kind)
+	st.Counters[StateStepCount] = int64(t)
+	if m != nil {
+		st.Buffers[StateFirstMoment] = append([]T(nil), m...)
+		st.Buffers[StateSecondMoment] = append([]T(nil), v...)
 	}
-	idx := make([]int64, o.r)
-	if _, err := buffer(s, "rows", idx, false); err != nil {
-		return nil, err
-	}
-	for _, v := range idx {
-		if v < 0 || v >= int64(o.n) {
-			return nil, fmt.Errorf("optim: rsdm state: sampled row %d outside 0 to %d", v, o.n-1)
-		}
-	}
-	return func() {
-		for i, v := range idx {
-			o.sub.Rows[i] = int(v)
-		}
-	}, nil
+	return st
 }
 
-// State returns a copy of the optimizer's state.
-func (o *RGD[T]) State() State { return momentumState("rgd", o.mom) }
-
-// SetState restores a state returned by State of an RGD with the same
-// configuration and weight shape. On error the optimizer is unchanged.
-func (o *RGD[T]) SetState(s State) error {
-	return restoreMomentum(s, "rgd", o.cfg.Momentum, &o.mom, o.n*o.p)
+// restoreMoments sets *t, *m and *v from a momentState of n entries per
+// moment (m and v nil for a state saved before the first step); on error
+// it sets nothing.
+func restoreMoments[T Float](st State, kind string, n int, t *int, m, v *[]T) error {
+	if err := st.check(kind); err != nil {
+		return err
+	}
+	steps, err := st.counter(StateStepCount, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	ms, vs := make([]T, n), make([]T, n)
+	okm, err := buffer(st, StateFirstMoment, ms, true)
+	if err != nil {
+		return err
+	}
+	okv, err := buffer(st, StateSecondMoment, vs, true)
+	if err != nil {
+		return err
+	}
+	if okm != okv || okm != (steps > 0) {
+		return fmt.Errorf("optim: %s state: step %d with moments m %v, v %v present", kind, steps, okm, okv)
+	}
+	if !okm {
+		ms, vs = nil, nil
+	}
+	*t, *m, *v = steps, ms, vs
+	return nil
 }
-
-// SetLR changes the step size, for a schedule; it must be finite and >= 0
-// (0 freezes the weight).
-func (o *RSDM[T]) SetLR(lr float64) error { return setLR(&o.cfg.LR, lr) }
-
-// SetLR changes the step size, for a schedule; it must be finite and >= 0
-// (0 freezes the weight).
-func (o *RGD[T]) SetLR(lr float64) error { return setLR(&o.cfg.LR, lr) }

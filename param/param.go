@@ -50,6 +50,17 @@ func (p Param) Orthonormalize() error {
 	return op[0].Orthonormalize()
 }
 
+// Feasibility returns how far the node's value is from its manifold (see
+// optim.Param.Feasibility): ||W^T W - I||_F of a Stiefel weight with
+// orthonormal columns, ||W W^T - I||_F of a wide one.
+func (p Param) Feasibility() (float64, error) {
+	op, err := Optim([]Param{p})
+	if err != nil {
+		return 0, err
+	}
+	return op[0].Feasibility()
+}
+
 // Name returns the node's name.
 func (p Param) Name() string { return p.Node.Name() }
 

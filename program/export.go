@@ -275,6 +275,10 @@ var exporters = map[string]func(x *exporter, n *G.Node, args []*G.Node, in []str
 	"GELUOp":         exportGELU,
 	"LayerNormOp":    exportLayerNorm,
 	"AttentionOp":    exportAttention,
+	// Image ops (export_conv.go).
+	"im2colOp":            exportIm2col,
+	"maxPoolOp":           exportMaxPool,
+	"globalAveragePoolOp": exportGlobalAvgPool,
 }
 
 func exportReshape(x *exporter, n *G.Node, _ []*G.Node, in []string) (string, error) {

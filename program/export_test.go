@@ -87,6 +87,26 @@ func exportCases() []graphCase {
 		{name: "slice-index", shapes: [][]int{{4, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, nil, G.S(2)) })},
 		{name: "slice-3d-middle", shapes: [][]int{{2, 5, 3}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, nil, G.S(1, 3)) })},
 		{name: "concat-1", shapes: [][]int{{2, 3, 2}, {2, 1, 2}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.Concat(1, a, b) })},
+		// Images: im2col (and so Conv2d), pooling.
+		{name: "conv2d", shapes: [][]int{{2, 3, 7, 6}, {4, 3, 3, 3}}, build: two(func(x, w *G.Node) (*G.Node, error) {
+			return G.Conv2d(x, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1})
+		})},
+		{name: "conv2d-stride-dilation", shapes: [][]int{{2, 2, 9, 8}, {3, 2, 2, 3}}, build: two(func(x, w *G.Node) (*G.Node, error) {
+			return G.Conv2d(x, w, tensor.Shape{2, 3}, []int{2, 1}, []int{2, 3}, []int{2, 1})
+		})},
+		{name: "im2col", shapes: [][]int{{1, 2, 5, 4}}, build: one(func(x *G.Node) (*G.Node, error) {
+			return G.Im2Col(x, tensor.Shape{2, 2}, tensor.Shape{0, 1}, tensor.Shape{1, 2}, tensor.Shape{1, 1})
+		})},
+		{name: "maxpool", shapes: [][]int{{2, 3, 6, 7}}, build: one(func(x *G.Node) (*G.Node, error) {
+			return G.MaxPool2D(x, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2})
+		})},
+		{name: "maxpool-pad-overlap", shapes: [][]int{{1, 2, 5, 5}}, build: one(func(x *G.Node) (*G.Node, error) {
+			return G.MaxPool2D(x, tensor.Shape{3, 3}, []int{1, 1}, []int{2, 2})
+		})},
+		{name: "relu-maxpool", shapes: [][]int{{2, 2, 4, 4}}, build: one(func(x *G.Node) (*G.Node, error) {
+			return G.MaxPool2D(G.Must(G.Rectify(x)), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2})
+		})},
+		{name: "global-avg-pool", shapes: [][]int{{2, 3, 4, 5}}, build: one(G.GlobalAveragePool2D)},
 		{name: "sum-all", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sum(a) })},
 		{name: "sum-0-2", shapes: [][]int{{2, 3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sum(a, 0, 2) })},
 		{name: "mean-1", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Mean(a, 1) })},
@@ -347,6 +367,18 @@ func (absOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backen
 // TestExportONNXRefusesUnknownOp builds a model with an op that Compile
 // accepts but exporters has no entry for: ExportONNX must refuse it with
 // ErrNotExportable, naming the op type and the node.
+// TestExportONNXRefusesPooling checks that a max pooling ONNX has no
+// equivalent of (gorgonia's four paddings) is refused naming the reason.
+func TestExportONNXRefusesPooling(t *testing.T) {
+	g := G.NewGraph()
+	x := newLeaf(g, tensor.Float32, "x", []int{1, 1, 4, 4}, make([]float64, 16))
+	y := G.Must(G.MaxPool2D(x, tensor.Shape{2, 2}, []int{1, 0, 0, 1}, []int{2, 2}))
+	_, err := ExportONNX(g, ExportConfig{Inputs: []*G.Node{x}, Outputs: []*G.Node{y}})
+	if !errors.Is(err, ErrNotExportable) || !strings.Contains(err.Error(), "four paddings") {
+		t.Errorf("error %v, want ErrNotExportable naming the four paddings", err)
+	}
+}
+
 func TestExportONNXRefusesUnknownOp(t *testing.T) {
 	g := G.NewGraph()
 	x := newLeaf(g, tensor.Float32, "x", []int{2, 3}, []float64{1, -2, 3, -4, 5, -6})

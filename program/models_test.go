@@ -92,6 +92,26 @@ func modelCases() []modelCase {
 			inputs := append([]*G.Node{x, y}, m.Drop.Masks()...)
 			return &model{g: g, inputs: inputs, logits: logits, loss: loss, params: m.Params(), masks: m.FillMasks}, nil
 		}},
+		{"cnn", func(dt tensor.Dtype) (*model, error) {
+			g := G.NewGraph()
+			const batch = 3
+			cfg := models.CNNConfig{InChannels: 2, Height: 8, Width: 7, Channels: 3, Depth: 2, Classes: 10, Bias: true}
+			x := G.NewTensor(g, dt, 4, G.WithShape(batch, 2, 8, 7), G.WithName("x"), G.WithValue(fill(dt, []int{batch, 2, 8, 7}, 12)))
+			y := G.NewMatrix(g, dt, G.WithShape(batch, 10), G.WithName("y"), G.WithValue(onehotValue(dt, batch, 10, 13)))
+			m, err := models.NewCNN(g, cfg, dt, rand.New(rand.NewPCG(14, 14)))
+			if err != nil {
+				return nil, err
+			}
+			logits, err := m.Forward(x)
+			if err != nil {
+				return nil, err
+			}
+			loss, err := nn.CrossEntropy(logits, y)
+			if err != nil {
+				return nil, err
+			}
+			return &model{g: g, inputs: []*G.Node{x, y}, logits: logits, loss: loss, params: m.Params()}, nil
+		}},
 		{"custom", func(dt tensor.Dtype) (*model, error) {
 			// Only Gorgonia ops: a Stiefel weight, a softmax attention-like
 			// mixing, a broadcast bias, a mean squared loss through LogSoftMax.

@@ -23,36 +23,28 @@ import (
 // table: constants, sizes, and views.
 var specialOps = []string{"constantScalar", "constantTensor", "sizeOp", "reshapeOp", "sliceOp"}
 
-// opTableRow is a row of the README's table of Gorgonia's op types.
+// opTableRow is a row of docs/ops.md's table of Gorgonia's op types.
 type opTableRow struct {
 	types []string // the op types the row names
 	state string   // "CPU, CUDA", "CPU", "refused" or "not an op"
 	line  string
 }
 
-// readmeTables returns the op table and the function table of the
-// README's section on the executor: each row's names in backquotes in its
-// first column, and its other columns.
+// readmeTables returns the op table and the function table of
+// docs/ops.md: each row's names in backquotes in its first column, and its
+// other columns.
 func readmeTables(t *testing.T) (ops []opTableRow, funcs map[string][]string) {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/ops.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(b)
-	start := strings.Index(text, "## Compiled programs: the executor")
-	if start < 0 {
-		t.Fatal("README.md has no section \"Compiled programs: the executor\"")
-	}
-	text = text[start:]
-	if end := strings.Index(text[3:], "\n## "); end >= 0 {
-		text = text[:end+3]
-	}
 	names := regexp.MustCompile("`([A-Za-z0-9_.]+)`")
 	table := func(header string) [][]string {
 		i := strings.Index(text, header)
 		if i < 0 {
-			t.Fatalf("README.md's executor section has no table headed %q", header)
+			t.Fatalf("docs/ops.md has no table headed %q", header)
 		}
 		var rows [][]string
 		for _, line := range strings.Split(text[i:], "\n")[2:] {
@@ -161,7 +153,7 @@ func types(e ast.Expr) string {
 	return ""
 }
 
-// TestOpTable checks the README's op table against gorgonia's source and
+// TestOpTable checks docs/ops.md's op table against gorgonia's source and
 // the compiler: it lists every type with a Do method in gorgonia v0.9.18's
 // non-test files once; every type it says compiles has a lowering and every
 // lowering's type is in it as compiled; a refused type has none, and those

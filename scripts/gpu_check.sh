@@ -163,7 +163,7 @@ pack() { # [DIR]
 	go test -c -trimpath -ldflags "$ldflags" -o "$b/cuda.test" ./backend/cuda
 	go test -c -trimpath -ldflags "$ldflags" -o "$b/program.test" ./program
 	go test -c -trimpath -ldflags "$ldflags" -o "$b/optim.test" ./optim/device
-	cp scripts/torch_ffn.py scripts/torch_vit.py "$b/"
+	cp scripts/torchref.py scripts/torch_ffn.py scripts/torch_vit.py "$b/"
 	# Fashion-MNIST's test set once: run links it as the training set too
 	# (the runs measure speed, not accuracy).
 	local src=/usr/share/datasets/fashion-mnist k

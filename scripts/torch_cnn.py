@@ -7,32 +7,37 @@ issue's floor trains it with orthonet: the 1152 x 625 weight on the Stiefel mani
 the other weights. Prints steady samples/s over timed steps on random data, and the process's CPU time a
 step (all threads), which on a shared machine says more about the work than the time does.
 
-Run: /usr/bin/python3 scripts/torch_cnn.py [--threads 2] [--steps 100] [--batch 32] [--dtype float32] [--device cuda]
-"""
-import argparse
-import time
+With --net cnn it is orthonet's own orthogonal CNN (train -model cnn) instead: --depth blocks of a 3x3
+convolution with padding 1 and a bias to --channels 2^i channels, ReLU and 2x2 max pooling, a plain linear
+head; every kernel on the Stiefel manifold in its flattened form (out x in*9, stepped as its transpose when
+wide), stepped by RSDM-P (--r, --lr), SGD with momentum 0.9 (--lr-other) on the biases and the head, the
+softmax cross-entropy loss, as cmd/train's defaults train it.
 
+Run: /usr/bin/python3 scripts/torch_cnn.py [--net convnet|cnn] [--threads 2] [--steps 100] [--batch 32] [--dtype float32] [--device cuda]
+"""
 import torch
 import torch.nn.functional as F
 
-from torch_ffn import rsdm_p_  # the same RSDM-P step, beside this script
+from torchref import parser, setup, step_, timed  # beside this script
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--batch", type=int, default=32)
+    ap = parser(steps=100, warmup=10, batch=32)
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    ap.add_argument("--r", type=int, default=300)
+    ap.add_argument("--r", type=int, default=0, help="RSDM's r (default: 300 for convnet, the first kernel's larger side for cnn)")
+    ap.add_argument("--net", default="convnet", choices=["convnet", "cnn"])
+    ap.add_argument("--channels", type=int, default=32)
+    ap.add_argument("--depth", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=0.1, help="cnn: RSDM's step size")
+    ap.add_argument("--lr-other", type=float, default=0.05, help="cnn: SGD's step size")
+    ap.add_argument("--image", type=int, default=28, help="cnn: the images' side (28: MNIST, 32: CIFAR-10)")
+    ap.add_argument("--in-channels", type=int, default=1, help="cnn: the images' channels")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(1)
-    dev = torch.device(args.device)
+    if args.net == "cnn":
+        return orthonet_cnn(args)
+    args.r = args.r or 300
+    dev, sync = setup(args)
     dt = getattr(torch, args.dtype)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
     def glorot(*shape):
         fan_in = shape[1] * (shape[2] * shape[3] if len(shape) == 4 else 1)
@@ -55,27 +60,60 @@ def main():
 
     def step():
         loss = -(F.log_softmax(forward(), 1) * y).mean()
-        adam.zero_grad()
-        w3.grad = None
-        loss.backward()
-        adam.step()
-        with torch.no_grad():
-            rsdm_p_(w3, w3.grad, args.r, 0.5)
+        step_(loss, adam, [w3], args.r, 0.5)
         return loss
 
-    for _ in range(args.warmup):
-        step()
-    sync()
-    t0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(args.steps):
-        loss = step()
-    sync()
-    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    elapsed, cpu, loss = timed(step, args, sync)
     eye = torch.eye(625, dtype=dt, device=dev)
     print(f"pytorch {torch.__version__} on {args.device} ({args.threads} threads, {args.dtype}): "
           f"{args.steps * args.batch / elapsed:.0f} samples/s, {1e3 * elapsed / args.steps:.2f} ms/step "
           f"({1e3 * cpu / args.steps:.1f} ms of CPU time a step) "
           f"(batch {args.batch}, r {args.r}); loss {float(loss):.3f}, ||W^T W - I||_F {float(torch.linalg.norm(w3.T @ w3 - eye)):.2e}")
+
+
+def orthonet_cnn(args):
+    """Trains orthonet's orthogonal CNN (train -model cnn) on random data and prints its rate."""
+    dev, sync = setup(args)
+    dt = getattr(torch, args.dtype)
+    kernels, biases = [], []
+    cin, side = args.in_channels, args.image
+    for i in range(args.depth):
+        cout = args.channels << i
+        rows, cols = cout, cin * 9
+        q = torch.linalg.qr(torch.randn(max(rows, cols), min(rows, cols), dtype=dt))[0]
+        w = (q if rows >= cols else q.T).reshape(cout, cin, 3, 3).contiguous().to(dev).requires_grad_()
+        kernels.append(w)
+        biases.append(torch.zeros(cout, dtype=dt, device=dev, requires_grad=True))
+        cin = cout
+        if side >= 2:
+            side //= 2
+    head = torch.nn.Linear(cin * side * side, 10).to(dev, dt)
+    plain = biases + list(head.parameters())
+    sgd = torch.optim.SGD(plain, lr=args.lr_other, momentum=0.9)
+    r = args.r or min(300, max(args.channels, 9 * args.in_channels))
+    x = torch.randn(args.batch, args.in_channels, args.image, args.image, dtype=dt, device=dev)
+    y = torch.randint(0, 10, (args.batch,), device=dev)
+
+    def stiefel_view(w):
+        m = w.view(w.shape[0], -1)
+        return m if m.shape[0] >= m.shape[1] else m.T  # orthonormal columns
+
+    def step():
+        h = x
+        for w, b in zip(kernels, biases):
+            h = F.relu(F.conv2d(h, w, b, padding=1))
+            if h.shape[2] >= 2 and h.shape[3] >= 2:
+                h = F.max_pool2d(h, 2)
+        loss = F.cross_entropy(head(h.reshape(args.batch, -1)), y)
+        step_(loss, sgd, kernels, r, args.lr, view=stiefel_view)
+        return loss
+
+    elapsed, cpu, loss = timed(step, args, sync)
+    worst = max(float(torch.linalg.norm(stiefel_view(w).T @ stiefel_view(w) - torch.eye(stiefel_view(w).shape[1], dtype=dt, device=dev))) for w in kernels)
+    print(f"pytorch {torch.__version__} on {args.device} ({args.threads} threads, {args.dtype}): "
+          f"{args.steps * args.batch / elapsed:.0f} samples/s, {1e3 * elapsed / args.steps:.2f} ms/step "
+          f"({1e3 * cpu / args.steps:.1f} ms of CPU time a step) "
+          f"(orthonet's CNN: {args.depth} blocks from {args.channels} channels, batch {args.batch}, r {r}); loss {float(loss):.3f}, max ||W^T W - I||_F {worst:.2e}")
 
 
 if __name__ == "__main__":

@@ -7,23 +7,16 @@ Prints samples/s over timed steps on random data.
 
 Run: python3 scripts/torch_vit.py [--device cuda] [--batch 32] [--channels 1] [--steps 20] [--threads 2]
 """
-import argparse
 import math
-import time
 
 import torch
 import torch.nn.functional as F
 
-from torch_ffn import rsdm_p_  # the same RSDM-P step, beside this script
+from torchref import parser, setup, step_, timed  # beside this script
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--batch", type=int, default=32)
+    ap = parser(steps=20, warmup=3, batch=32)
     ap.add_argument("--channels", type=int, default=1)
     ap.add_argument("--dim", type=int, default=1024)
     ap.add_argument("--depth", type=int, default=6)
@@ -33,10 +26,7 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--r", type=int, default=300)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(1)
-    dev = torch.device(args.device)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    dev, sync = setup(args)
     d, p, classes = args.dim, args.patch, 10
     tokens = (32 // p) ** 2
     pdim = p * p * args.channels
@@ -89,24 +79,10 @@ def main():
 
     def step():
         loss = F.cross_entropy(forward(), y)
-        sgd.zero_grad()
-        for w in stiefel:
-            w.grad = None
-        loss.backward()
-        sgd.step()
-        with torch.no_grad():
-            for w in stiefel:
-                rsdm_p_(w, w.grad, args.r, 0.1)
+        step_(loss, sgd, stiefel, args.r, 0.1)
         return loss
 
-    for _ in range(args.warmup):
-        step()
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(args.steps):
-        loss = step()
-    sync()
-    dt = time.perf_counter() - t0
+    dt, _, loss = timed(step, args, sync)
     feas = max(float(torch.linalg.norm(w.T @ w - torch.eye(d, device=dev))) for w in stiefel)
     print(f"pytorch {torch.__version__} on {args.device} ({args.threads} threads): "
           f"{args.steps * args.batch / dt:.1f} samples/s, {dt / args.steps:.3f} s/step "

@@ -57,6 +57,19 @@ func seedsNote(a, b series, minSeeds int) string {
 	return ""
 }
 
+// finish returns v with the detail written so far and the notes that
+// qualify it: runs too few to decide (which makes the outcome cannotTell)
+// and runs made under load.
+func (v verdict) finish(detail *strings.Builder, a, b series, minSeeds int) verdict {
+	if note := seedsNote(a, b, minSeeds); note != "" {
+		v.outcome = cannotTell
+		detail.WriteString("; " + note)
+	}
+	detail.WriteString(loadNote(a, b))
+	v.detail = detail.String()
+	return v
+}
+
 // loadNote returns a warning naming the runs recorded as made under load,
 // or "".
 func loadNote(all ...series) string {
@@ -133,13 +146,7 @@ func soonerVerdict(a, b series, grid []float64, step, reach float64, minSeeds in
 	default:
 		b2.WriteString(" (the same grid time: the grid cannot order them)")
 	}
-	if note := seedsNote(a, b, minSeeds); note != "" {
-		v.outcome = cannotTell
-		b2.WriteString("; " + note)
-	}
-	b2.WriteString(loadNote(a, b))
-	v.detail = b2.String()
-	return v
+	return v.finish(&b2, a, b, minSeeds)
 }
 
 // aboveVerdict judges the paper's ViT claim, "a stays above b throughout":
@@ -206,13 +213,7 @@ func aboveVerdict(a, b series, grid []float64, step float64, minSeeds int) verdi
 	case len(below) == 0 && len(overlap) == 0:
 		v.outcome = holds
 	}
-	if note := seedsNote(a, b, minSeeds); note != "" {
-		v.outcome = cannotTell
-		b2.WriteString("; " + note)
-	}
-	b2.WriteString(loadNote(a, b))
-	v.detail = b2.String()
-	return v
+	return v.finish(&b2, a, b, minSeeds)
 }
 
 // spans writes grid times as runs of consecutive ones: "10s, 30-60s".

@@ -19,6 +19,20 @@ func synthetic(label string, runs ...[]float64) series {
 	return s
 }
 
+// checkVerdict fails t unless v's outcome is want and its detail has
+// every string of has.
+func checkVerdict(t *testing.T, v verdict, want string, has []string) {
+	t.Helper()
+	if v.outcome != want {
+		t.Errorf("outcome %q, want %q: %s", v.outcome, want, v.detail)
+	}
+	for _, h := range has {
+		if !strings.Contains(v.detail, h) {
+			t.Errorf("the detail lacks %q: %s", h, v.detail)
+		}
+	}
+}
+
 var grid5 = []float64{10, 20, 30, 40, 50}
 
 // fast rises to its end in two evaluations; slow only at the last.
@@ -52,15 +66,7 @@ func TestSoonerVerdict(t *testing.T) {
 			[]string{"RGD's mean never reaches it by 50s"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v := soonerVerdict(c.a, c.b, grid5, 10, 0.95, 3)
-			if v.outcome != c.want {
-				t.Errorf("outcome %q, want %q: %s", v.outcome, c.want, v.detail)
-			}
-			for _, h := range c.has {
-				if !strings.Contains(v.detail, h) {
-					t.Errorf("the detail lacks %q: %s", h, v.detail)
-				}
-			}
+			checkVerdict(t, soonerVerdict(c.a, c.b, grid5, 10, 0.95, 3), c.want, c.has)
 		})
 	}
 }
@@ -92,15 +98,7 @@ func TestAboveVerdict(t *testing.T) {
 			[]string{"fewer than the 3 of each"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v := aboveVerdict(c.a, c.b, grid5, 10, 3)
-			if v.outcome != c.want {
-				t.Errorf("outcome %q, want %q: %s", v.outcome, c.want, v.detail)
-			}
-			for _, h := range c.has {
-				if !strings.Contains(v.detail, h) {
-					t.Errorf("the detail lacks %q: %s", h, v.detail)
-				}
-			}
+			checkVerdict(t, aboveVerdict(c.a, c.b, grid5, 10, 3), c.want, c.has)
 		})
 	}
 }

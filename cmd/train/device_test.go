@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	cudabackend "github.com/orthonet/orthonet/backend/cuda"
+	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
 )
 
@@ -71,9 +73,7 @@ func TestSelectDevice(t *testing.T) {
 func TestHostModelTrains(t *testing.T) {
 	dir := data.FashionMNISTDir
 	if _, err := os.Stat(filepath.Join(dir, "t10k-labels-idx1-ubyte.gz")); err != nil {
-		dir = t.TempDir()
-		fixture(t, 640, "train", dir, 1)
-		fixture(t, 500, "t10k", dir, 2)
+		dir = mnistDir(t, 640, 500)
 	}
 	t.Setenv(cudabackend.StandInEnv, "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
@@ -87,7 +87,7 @@ func TestHostModelTrains(t *testing.T) {
 		if err := selectDevice(&c, io.Discard); err != nil || c.device != device {
 			t.Fatalf("device %s: %v (got %s)", device, err, c.device)
 		}
-		out, acc := runForAccuracy(t, c)
+		out, acc := runForAccuracy(t, c, hooks{})
 		accuracy[device], outs[device] = acc, c.out
 		for _, f := range regexp.MustCompile(`\|\|W\^T W - I\|\|_F of fc\d.W: ([0-9.e+-]+)`).FindAllStringSubmatch(out, -1) {
 			if v, _ := strconv.ParseFloat(f[1], 64); !(v < 1e-4) {
@@ -106,8 +106,59 @@ func TestHostModelTrains(t *testing.T) {
 	if err := selectDevice(&c, io.Discard); err != nil || c.device != "cpu" {
 		t.Fatalf("resume on the CPU: %v (device %s)", err, c.device)
 	}
-	out, acc := runForAccuracy(t, c)
+	out, acc := runForAccuracy(t, c, hooks{})
 	if !strings.Contains(out, "resuming from") || !(acc > 10) {
 		t.Errorf("the device run's checkpoint resumed on the CPU to %.2f%%:\n%s", acc, out)
+	}
+}
+
+// TestCNNOnHostModel trains the orthogonal CNN on a generated CIFAR-10 set
+// on the CUDA backend over the host model of the device and on the CPU: the
+// kernels and every other parameter agree to 1e-4 relative after the run
+// (float32, the products summed in other orders), and so do the test
+// accuracies.
+func TestCNNOnHostModel(t *testing.T) {
+	dir := cifarDir(t, 8, 20)
+	t.Setenv(cudabackend.StandInEnv, "1")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	final := map[string]*checkpoint.File{}
+	accuracy := map[string]float64{}
+	for _, device := range []string{"cuda", "cpu"} {
+		c, err := parseFlags([]string{"-model", "cnn", "-dataset", "cifar10", "-data", dir, "-out", t.TempDir(), "-channels", "4", "-depth", "2",
+			"-r", "8", "-lr", "0.2", "-lr-other", "0.02", "-batch", "10", "-epochs", "1", "-device", device}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := selectDevice(&c, io.Discard); err != nil || c.device != device {
+			t.Fatalf("device %s: %v (got %s)", device, err, c.device)
+		}
+		_, accuracy[device] = runForAccuracy(t, c, hooks{})
+		final[device], _ = finalState(t, c.out)
+	}
+	worst, worstName := 0.0, ""
+	for name, want := range final["cpu"].Tensors {
+		if !strings.HasPrefix(name, "model.") {
+			continue
+		}
+		got, ok := final["cuda"].Tensors[name]
+		if !ok {
+			t.Fatalf("the device run has no tensor %s", name)
+		}
+		a, b := got.Data.([]float32), want.Data.([]float32)
+		var d, s float64
+		for i := range b {
+			d = max(d, math.Abs(float64(a[i]-b[i])))
+			s = max(s, math.Abs(float64(b[i])))
+		}
+		if r := d / max(s, 1e-30); r > worst {
+			worst, worstName = r, name
+		}
+	}
+	t.Logf("after an epoch the device's parameters are within %.2g of the CPU's (%s); test accuracy %.2f%% and %.2f%%", worst, worstName, accuracy["cuda"], accuracy["cpu"])
+	if !(worst <= 1e-4) {
+		t.Errorf("parameter %s is %.3g from the CPU's, relative; want <= 1e-4", worstName, worst)
+	}
+	if accuracy["cuda"] != accuracy["cpu"] {
+		t.Errorf("test accuracy %.2f%% on the host model, %.2f%% on the CPU", accuracy["cuda"], accuracy["cpu"])
 	}
 }

@@ -13,51 +13,24 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/mpitest"
 )
 
 // The tests of -dist mpi run this test binary as cmd/train
 // (ORTHONET_TRAIN_MAIN=1) under mpirun, with the settings that work in this
 // workplace's container (README "Data-parallel (MPI)").
 
-// mpirunTrain returns the command that runs np ranks of cmd/train with args,
-// or skips the test where mpirun is missing and ORTHONET_REQUIRE_MPI is not
-// 1. env adds variables to every rank's environment.
+// mpirunTrain returns the command that runs np ranks of cmd/train with args
+// (mpitest.Command), or skips the test where mpirun is missing and
+// ORTHONET_REQUIRE_MPI is not 1. env adds variables to every rank's
+// environment.
 func mpirunTrain(t *testing.T, ctx context.Context, np int, env []string, args ...string) *exec.Cmd {
 	t.Helper()
-	path, err := exec.LookPath("mpirun")
-	if err != nil {
-		if os.Getenv("ORTHONET_REQUIRE_MPI") == "1" {
-			t.Fatalf("mpirun not found and ORTHONET_REQUIRE_MPI=1: %v (make deps installs openmpi-bin)", err)
-		}
-		t.Skipf("mpirun not found (apt-get install openmpi-bin libopenmpi-dev, or make deps): %v", err)
-	}
-	a := []string{"--oversubscribe", "--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo", "-x", "ORTHONET_TRAIN_MAIN"}
-	if os.Geteuid() == 0 {
-		a = append(a, "--allow-run-as-root")
-	}
-	for _, e := range env {
-		a = append(a, "-x", strings.SplitN(e, "=", 2)[0])
-	}
-	a = append(a, "-np", strconv.Itoa(np), os.Args[0])
-	cmd := exec.CommandContext(ctx, path, append(a, args...)...)
-	cmd.Env = append(append(os.Environ(), "ORTHONET_TRAIN_MAIN=1"), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	return cmd
-}
-
-// alone returns the command that runs cmd/train with args as one process
-// (no mpirun).
-func alone(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-	return cmd
+	return mpitest.Command(t, ctx, np, append([]string{"ORTHONET_TRAIN_MAIN=1"}, env...), args...)
 }
 
 // runCmd runs cmd and returns its output and exit code.
@@ -80,14 +53,7 @@ func runCmd(t *testing.T, cmd *exec.Cmd) (string, int) {
 // distSets writes the small FFN's and ViT's generated data sets and returns
 // their folders.
 func distSets(t *testing.T) (mnist, cifar string) {
-	mnist, cifar = t.TempDir(), t.TempDir()
-	fixture(t, 200, "train", mnist, 1)
-	fixture(t, 50, "t10k", mnist, 2)
-	for i := 1; i <= 5; i++ {
-		cifarFixture(t, cifar, "data_batch_"+strconv.Itoa(i)+".bin", 12, uint32(i))
-	}
-	cifarFixture(t, cifar, "test_batch.bin", 20, 99)
-	return mnist, cifar
+	return mnistDir(t, 200, 50), cifarDir(t, 12, 20)
 }
 
 func ffnArgs(dir string) []string {
@@ -112,8 +78,8 @@ const (
 	distWeightTol = 1e-4 // absolute, per weight entry
 )
 
-// TestMPITrainMatchesOneProcess trains a small FFN (on both engines) and a
-// small ViT as 2 ranks under mpirun and as one process with the same global batch and
+// TestMPITrainMatchesOneProcess trains a small FFN (on both engines), a
+// small ViT and a small CNN as 2 ranks under mpirun and as one process with the same global batch and
 // seed: every logged loss and the final weights agree to float rounding.
 // The run's end line must state the bytes optim's Traffic counts (r x r x 4
 // per float32 RSDM weight). And -dist mpi without mpirun (one rank) must
@@ -127,12 +93,14 @@ func TestMPITrainMatchesOneProcess(t *testing.T) {
 		{"ffn", ffnArgs(mnist)},
 		{"ffn-tape", append(ffnArgs(mnist), "-engine", "tape")},
 		{"vit", vitArgs(cifar)},
+		{"cnn", []string{"-model", "cnn", "-dataset", "cifar10", "-data", cifar, "-channels", "4", "-depth", "2", "-r", "8", "-lr", "0.2",
+			"-other", "adam", "-lr-other", "0.002", "-batch", "20", "-epochs", "2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			one, two, mpi1 := t.TempDir(), t.TempDir(), t.TempDir()
-			out, code := runCmd(t, alone(ctx, append(tc.args, "-dist", "single", "-out", one)...))
+			out, code := runCmd(t, trainCmd(ctx, append(tc.args, "-dist", "single", "-out", one)...))
 			if code != 0 {
 				t.Fatalf("-dist single: exit %d\n%s", code, out)
 			}
@@ -148,7 +116,7 @@ func TestMPITrainMatchesOneProcess(t *testing.T) {
 			if tc.name != "ffn" {
 				return
 			}
-			out, code = runCmd(t, alone(ctx, append(tc.args, "-dist", "mpi", "-out", mpi1)...))
+			out, code = runCmd(t, trainCmd(ctx, append(tc.args, "-dist", "mpi", "-out", mpi1)...))
 			if code != 0 {
 				t.Fatalf("-dist mpi alone: exit %d\n%s", code, out)
 			}
@@ -301,10 +269,33 @@ func TestMPIRankKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	args := append(ffnArgs(mnist), "-dist", "mpi", "-eval-every", "-1", "-save-every", "4")
-	straight, out, single := t.TempDir(), t.TempDir(), t.TempDir()
-	if text, code := runCmd(t, mpirunTrain(t, ctx, 2, nil, append(args, "-out", straight)...)); code != 0 {
-		t.Fatalf("straight run: exit %d\n%s", code, text)
+	var kept string // the checkpoint of step 8, copied
+	straight := straightThenResumed(t, func(out string) {
+		if text, code := runCmd(t, mpirunTrain(t, ctx, 2, nil, append(args, "-out", out)...)); code != 0 {
+			t.Fatalf("straight run: exit %d\n%s", code, text)
+		}
+	}, piece{"2 ranks killed and resumed on 2 ranks against 2 ranks straight", func(out string) {
+		kept = killRank1(t, ctx, args, out)
+	}})
+
+	single := t.TempDir()
+	if text, code := runCmd(t, trainCmd(ctx, "-dist", "single", "-resume", kept, "-out", single)); code != 0 {
+		t.Fatalf("resuming with one process: exit %d\n%s", code, text)
 	}
+	fa, pa := finalState(t, straight)
+	fc, pc := finalState(t, single)
+	if pc.Step != 20 || pc.Epoch != 1 {
+		t.Errorf("resumed run ended at epoch %d, step %d, want 1, 20", pc.Epoch, pc.Step)
+	}
+	compareRuns(t, fa, fc, pa, pc)
+}
+
+// killRank1 runs args on 2 ranks into out, killing rank 1 in step 11: the
+// run must end non-zero, naming the killed rank, and its newest checkpoint
+// (step 8) must load; it resumes the run from there on 2 ranks, and
+// returns a copy of that checkpoint (the resumed run prunes it).
+func killRank1(t *testing.T, ctx context.Context, args []string, out string) string {
+	t.Helper()
 	text, code := runCmd(t, mpirunTrain(t, ctx, 2, []string{faultEnv + "=kill:1:10"}, append(args, "-out", out)...))
 	if code == 0 {
 		t.Fatalf("mpirun exited 0 though rank 1 was killed:\n%s", text)
@@ -316,13 +307,12 @@ func TestMPIRankKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stepOf(filepath.Base(path)) != 8 {
+	if step, _ := checkpoint.ParseStepName(filepath.Base(path)); step != 8 {
 		t.Errorf("newest checkpoint %s, want step 8", path)
 	}
 	if _, err := checkpoint.Read(path); err != nil {
 		t.Fatalf("the last checkpoint does not load: %v", err)
 	}
-	// A copy for the one process: the 2 ranks' run prunes it from its folder.
 	kept := filepath.Join(t.TempDir(), "step-8.safetensors")
 	if b, err := os.ReadFile(path); err != nil || os.WriteFile(kept, b, 0o644) != nil {
 		t.Fatalf("copying %s: %v", path, err)
@@ -330,18 +320,7 @@ func TestMPIRankKilled(t *testing.T) {
 	if text, code = runCmd(t, mpirunTrain(t, ctx, 2, nil, "-resume", path)); code != 0 {
 		t.Fatalf("resuming on 2 ranks: exit %d\n%s", code, text)
 	}
-	fa, pa := finalState(t, straight)
-	fb, pb := finalState(t, out)
-	sameTraining(t, "2 ranks killed and resumed on 2 ranks against 2 ranks straight", fa, fb, pa, pb)
-
-	if text, code = runCmd(t, alone(ctx, "-dist", "single", "-resume", kept, "-out", single)); code != 0 {
-		t.Fatalf("resuming with one process: exit %d\n%s", code, text)
-	}
-	fc, pc := finalState(t, single)
-	if pc.Step != 20 || pc.Epoch != 1 {
-		t.Errorf("resumed run ended at epoch %d, step %d, want 1, 20", pc.Epoch, pc.Step)
-	}
-	compareRuns(t, fa, fc, pa, pc)
+	return kept
 }
 
 // TestDistRefusals runs settings that data-parallel training cannot take:
@@ -373,7 +352,7 @@ func TestDistRefusals(t *testing.T) {
 			if tc.ranks > 0 {
 				cmd = mpirunTrain(t, ctx, tc.ranks, nil, args...)
 			} else {
-				cmd = alone(ctx, args...)
+				cmd = trainCmd(ctx, args...)
 			}
 			text, code := runCmd(t, cmd)
 			if code != 2 {

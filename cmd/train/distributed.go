@@ -4,13 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/optim"
@@ -48,6 +45,12 @@ type sharedError struct{ err error }
 
 func (e *sharedError) Error() string { return e.err.Error() }
 func (e *sharedError) Unwrap() error { return e.err }
+
+// shared returns the error of format and a, made by every rank of a
+// data-parallel run at the same step (sameOnEveryRank).
+func shared(format string, a ...any) error {
+	return &sharedError{fmt.Errorf(format, a...)}
+}
 
 // sameOnEveryRank reports whether err is one that every rank returns
 // together, so that each can leave the group normally; any other error is
@@ -131,21 +134,6 @@ func (t *trainer) batchMean(lv, acc float64) (float64, float64, error) {
 	return t.sync[0] / float64(n), t.sync[1] / float64(n), nil
 }
 
-// syncClock sets every rank's training clock to rank 0's, which
-// -time-limit and -eval-interval read: the ranks evaluate and stop at the
-// same step.
-func (t *trainer) syncClock() error {
-	if t.c.ranks() == 1 {
-		return nil
-	}
-	t.sync[0] = t.st.TrainSeconds
-	if err := t.c.comm.Broadcast64(t.sync[:1], 0); err != nil {
-		return fmt.Errorf("broadcast of the training clock: %w", err)
-	}
-	t.st.TrainSeconds = t.sync[0]
-	return nil
-}
-
 // syncCreated tells every rank whether rank 0 created the run folder in
 // this session (an interrupted run that took no step removes it instead of
 // saving, on every rank alike).
@@ -182,38 +170,4 @@ func (t *trainer) trafficLine(w io.Writer) {
 	}
 	fmt.Fprintf(w, "data-parallel: %d ranks, each step all-reduced %d bytes (constrained %d, plain %d, flags %d) against %d for a full-gradient all-reduce (%.2fx less); %.1f samples/s\n",
 		t.c.ranks(), sent, tr.Constrained, tr.Plain, tr.Flags, tr.FullGradient, float64(tr.FullGradient)/float64(max(sent, 1)), rate)
-}
-
-// fault is a fault that a test plants in a run (testFault): at step Step,
-// rank Rank flips the lowest bit of one weight ("flip"), puts a NaN into
-// its rows of the batch ("nan") or kills itself with SIGKILL ("kill").
-type fault struct {
-	Kind       string
-	Rank, Step int
-}
-
-// testFault is set by the tests (TestMain, from ORTHONET_TRAIN_FAULT) and
-// never by the command.
-var testFault *fault
-
-// fault plants testFault when its step and rank come.
-func (t *trainer) fault() {
-	f := testFault
-	if f == nil || f.Step != t.st.Step || f.Rank != t.c.rank() {
-		return
-	}
-	switch f.Kind {
-	case "kill":
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		time.Sleep(time.Minute) // the signal ends the process
-	case "nan": // into the first of this rank's rows
-		t.images[f.Rank*t.c.shard()*t.train.Dim()] = float32(math.NaN())
-	case "flip":
-		if t.eng.store() != nil {
-			return
-		}
-		w := t.net.Constrained()[0].Value().Data().([]float32)
-		w[0] = math.Float32frombits(math.Float32bits(w[0]) ^ 1)
-		_ = t.eng.load()
-	}
 }

@@ -12,6 +12,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/param"
 )
 
 // evalMain runs train eval: it evaluates a checkpoint on its data set's test
@@ -100,6 +103,35 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	set, err := evalSet(e, t, stdout)
+	if err != nil {
+		return err
+	}
+	net, err := t.network(evalBatch(t.c, set), false)
+	if err != nil {
+		return err
+	}
+	eng, err := t.startEngine(net, stdout)
+	if err != nil {
+		return err
+	}
+	defer eng.close()
+	fmt.Fprintf(stdout, "evaluating %s\non %d %s images of %s (%s)\n", t.describe(), set.N, e.split, t.c.dataset, strings.Join(set.Files, ", "))
+	r, err := measure(eng, net, set)
+	if err != nil {
+		return err
+	}
+	printEval(stdout, e.split, r, t.classes)
+	for _, p := range param.Constrained(net.Params()) {
+		fmt.Fprintf(stdout, "||W^T W - I||_F of %s: %.2e\n", p.Name(), feasibility(p))
+	}
+	return writeEvalReport(dir, r, t.classes, stdout)
+}
+
+// evalSet loads the split that train eval evaluates, with the limits of
+// its flags (for the test split by default the run's own -limit-test),
+// and checks that its images are those the checkpoint was trained on.
+func evalSet(e evalFlags, t *trained, w io.Writer) (*data.Set, error) {
 	c := &t.c
 	if e.limitTest >= 0 {
 		c.limitTest = e.limitTest
@@ -110,31 +142,28 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		c.limitTrain = 1 // the training split is not evaluated: read one image of it
 	}
 	c.download = false
-	train, test, err := loadData(context.Background(), *c, stdout)
+	train, test, err := loadData(context.Background(), *c, w)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	set := test
 	if e.split == "train" {
 		set = train
 	}
 	if got := (dataInfo{Shape: [3]int{set.C, set.H, set.W}, Classes: set.Classes}); got.Shape != t.info.Shape || got.Classes != t.info.Classes {
-		return &usageError{fmt.Errorf("%s was trained on images %v with %d classes; %s has images %v with %d (another -data?)", t.path, t.info.Shape, t.info.Classes, strings.Join(set.Files, ", "), got.Shape, got.Classes)}
+		return nil, &usageError{fmt.Errorf("%s was trained on images %v with %d classes; %s has images %v with %d (another -data?)", t.path, t.info.Shape, t.info.Classes, strings.Join(set.Files, ", "), got.Shape, got.Classes)}
 	}
 	if set.N == 0 {
-		return fmt.Errorf("the %s split of %s is empty", e.split, c.dataset)
+		return nil, fmt.Errorf("the %s split of %s is empty", e.split, c.dataset)
 	}
-	net, err := t.network(evalBatch(*c, set), false)
-	if err != nil {
-		return err
-	}
-	eng, err := t.startEngine(net, stdout)
-	if err != nil {
-		return err
-	}
-	defer eng.close()
-	fmt.Fprintf(stdout, "evaluating %s\non %d %s images of %s (%s)\n", t.describe(), set.N, e.split, c.dataset, strings.Join(set.Files, ", "))
+	return set, nil
+}
+
+// measure evaluates net on the whole of set: the loss and accuracy, the
+// confusion matrix and every example's prediction.
+func measure(eng engine, net *network, set *data.Set) (evalReport, error) {
 	r := evalReport{n: set.N, conf: newConfusion(set.Classes)}
+	var err error
 	r.m, err = evaluateWith(eng, net, set, set.N, func(logits []float32, labels []int) {
 		for i, y := range labels {
 			p := argmax(logits[i*set.Classes : (i+1)*set.Classes])
@@ -143,14 +172,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 			r.labels = append(r.labels, y)
 		}
 	})
-	if err != nil {
-		return err
-	}
-	printEval(stdout, e.split, r, t.classes)
-	for _, n := range net.Constrained() {
-		fmt.Fprintf(stdout, "||W^T W - I||_F of %s: %.2e\n", n.Name(), feasibility(n))
-	}
-	return writeEvalReport(dir, r, t.classes, stdout)
+	return r, err
 }
 
 // printEval prints the accuracy (as the training run prints it), the loss

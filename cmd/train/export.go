@@ -140,8 +140,11 @@ func exportModel(t *trained, batch int) (*onnx.Model, error) {
 // flagLine writes the flags that shape the model as a command line.
 func flagLine(flags map[string]string) string {
 	names := []string{"model", "dataset", "hidden", "depth"}
-	if flags["model"] == "vit" {
+	switch flags["model"] {
+	case "vit":
 		names = []string{"model", "dataset", "dim", "depth", "heads", "mlp", "patch"}
+	case "cnn":
+		names = []string{"model", "dataset", "channels", "depth"}
 	}
 	var parts []string
 	for _, name := range names {

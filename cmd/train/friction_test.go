@@ -59,25 +59,6 @@ func TestInapplicableFlags(t *testing.T) {
 	}
 }
 
-// runMain runs this test binary as cmd/train with args and returns its exit
-// code and stderr.
-func runMain(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), stderr.String()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, stderr.String()
-}
-
 // TestBadRExits2 runs the command with an -r above the rows of a weight of
 // the network: like every other bad setting it exits 2, before any folder
 // is made, with one error that names the weight and says "optim:" at most
@@ -86,15 +67,13 @@ func TestBadRExits2(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	dir := t.TempDir()
-	fixture(t, 30, "train", dir, 1)
-	fixture(t, 10, "t10k", dir, 2)
+	dir := mnistDir(t, 30, 10)
 	for _, extra := range [][]string{
 		{"-hidden", "64"},
 		{"-hidden", "32", "-depth", "2", "-r", "40"},
 	} {
 		out := filepath.Join(t.TempDir(), "out")
-		code, stderr := runMain(t, append([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-device", "cpu"}, extra...)...)
+		_, stderr, code := trainExit(t, append([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-device", "cpu"}, extra...)...)
 		if code != 2 {
 			t.Errorf("%q: exit %d, want 2\n%s", extra, code, stderr)
 		}
@@ -114,12 +93,9 @@ func TestSIGTERMExits143(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a process")
 	}
-	dir := t.TempDir()
-	fixture(t, 2000, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
-	cmd := exec.Command(os.Args[0], "-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2", "-r", "8",
+	dir := mnistDir(t, 2000, 20)
+	cmd := trainCmd(context.Background(), "-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2", "-r", "8",
 		"-batch", "10", "-epochs", "50", "-device", "cpu", "-eval-every", "-1")
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -150,23 +126,20 @@ func TestSIGTERMExits143(t *testing.T) {
 // TestInterruptedBeforeFirstStep interrupts a run before its first step: it
 // leaves no run folder under -out, and says so.
 func TestInterruptedBeforeFirstStep(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 100, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
+	dir := mnistDir(t, 100, 20)
 	c := smallConfig(t, dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var ie *interruptedError
-	if err := run(ctx, c, io.Discard); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
+	if err := run(ctx, c, io.Discard, hooks{}); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
 		t.Errorf("cancelled run: error %v", err)
 	}
 	if ents, err := os.ReadDir(c.out); err != nil || len(ents) != 0 {
 		t.Errorf("-out after a run interrupted before its first step: %d entries (%v), want none", len(ents), err)
 	}
 	// One step in, the run keeps its folder and checkpoint.
-	c = smallConfig(t, dir)
-	c.stopAfter = 1
-	if err := run(context.Background(), c, io.Discard); !errors.As(err, &ie) || ie.saved == "" {
+	ctx, h := stopBefore(1)
+	if err := run(ctx, smallConfig(t, dir), io.Discard, h); !errors.As(err, &ie) || ie.saved == "" {
 		t.Errorf("run stopped after a step: %v, want an interruption with a checkpoint", err)
 	}
 }
@@ -175,16 +148,14 @@ func TestInterruptedBeforeFirstStep(t *testing.T) {
 // latest fails naming the damage and the run's older checkpoints that
 // load, newest first.
 func TestDamagedNewestCheckpoint(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 100, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
+	dir := mnistDir(t, 100, 20)
 	out := t.TempDir()
 	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8",
 		"-batch", "10", "-save-every", "3", "-keep", "3", "-eval-every", "-1"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(context.Background(), c, io.Discard); err != nil {
+	if err := run(context.Background(), c, io.Discard, hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	newest, err := resolveResume("latest", out)
@@ -274,18 +245,18 @@ func TestLimitTrainBoundsRead(t *testing.T) {
 	}
 }
 
-// TestResumableFlagsDocumented checks that the README's list of the flags
+// TestResumableFlagsDocumented checks that docs/checkpoints.md's list of the flags
 // a resumed run may change is the command's list, flag for flag, and that
 // every flag in the list exists.
 func TestResumableFlagsDocumented(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/checkpoints.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := strings.Join(strings.Fields(string(b)), " ")
 	m := regexp.MustCompile(`A resumed run keeps the saved configuration\. It may change only (.*?); any other flag`).FindStringSubmatch(text)
 	if m == nil {
-		t.Fatal("README: no sentence listing the flags a resumed run may change")
+		t.Fatal("docs/checkpoints.md: no sentence listing the flags a resumed run may change")
 	}
 	var documented []string
 	for _, f := range regexp.MustCompile("`-([a-z-]+)`").FindAllStringSubmatch(m[1], -1) {
@@ -298,7 +269,7 @@ func TestResumableFlagsDocumented(t *testing.T) {
 	sort.Strings(documented)
 	sort.Strings(binary)
 	if !slices.Equal(documented, binary) {
-		t.Errorf("README lists %v as changeable on resume, the command %v", documented, binary)
+		t.Errorf("docs/checkpoints.md lists %v as changeable on resume, the command %v", documented, binary)
 	}
 	_, fs, err := parseArgs(nil, io.Discard)
 	if err != nil {
@@ -316,13 +287,10 @@ func TestResumableFlagsDocumented(t *testing.T) {
 // metrics write a training row every second step only: the skip is still
 // recorded, in a row of its own step.
 func TestSkipAtEpochEnd(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 2010, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
+	dir := mnistDir(t, 2010, 20)
 	c := smallConfig(t, dir)
 	c.epochs, c.nonFinite = 1, "skip"
-	c.nanSteps = map[int]bool{3: true, 200: true} // steps 4 and 201 of 201
-	runForAccuracy(t, c)
+	runForAccuracy(t, c, nanAt(3, 200)) // steps 4 and 201 of 201
 	runs, _ := filepath.Glob(filepath.Join(c.out, "run-*", "metrics.csv"))
 	if len(runs) != 1 {
 		t.Fatalf("metrics files %v", runs)

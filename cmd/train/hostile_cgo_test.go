@@ -19,6 +19,7 @@ import (
 
 	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/foldertest"
 )
 
 // TestAutoDeviceTakesCPU trains, on the host model of a GPU, with each
@@ -50,7 +51,7 @@ func TestAutoDeviceTakesCPU(t *testing.T) {
 					t.Fatal(err)
 				}
 				var log bytes.Buffer
-				if err := run(context.Background(), c, &log); err != nil {
+				if err := run(context.Background(), c, &log, hooks{}); err != nil {
 					t.Fatalf("-device %s: %v\n%s", device, err, log.String())
 				}
 				if said := strings.Contains(log.String(), "train: device cpu instead: "+"optim: "); device == "auto" && (!said || !strings.Contains(log.String(), tc.want)) {
@@ -68,7 +69,7 @@ func TestAutoDeviceTakesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			var log bytes.Buffer
-			if err := run(context.Background(), c, &log); err != nil || !strings.Contains(log.String(), "train: device cpu instead: ") {
+			if err := run(context.Background(), c, &log, hooks{}); err != nil || !strings.Contains(log.String(), "train: device cpu instead: ") {
 				t.Errorf("the CPU checkpoint resumed with -device auto: %v\n%s", err, log.String())
 			}
 			if _, p := finalState(t, outs["cpu"]); p.Epoch != 2 {
@@ -167,7 +168,7 @@ func TestMPIRanksDisagree(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 			defer cancel()
 			out, rc := filepath.Join(t.TempDir(), "out"), t.TempDir()
-			before := digest(t, prior)
+			before := foldertest.Snapshot(t, prior)
 			args := func(extra []string) []string {
 				if tc.name == "resume point" {
 					return append([]string{"-dist", "mpi", "-out", out}, extra...)
@@ -192,7 +193,7 @@ func TestMPIRanksDisagree(t *testing.T) {
 			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("-out %s: %v, want nothing written", out, err)
 			}
-			sameDigest(t, "the run resumed from", prior, before)
+			foldertest.Same(t, "the run resumed from", prior, before)
 		})
 	}
 }
@@ -212,7 +213,7 @@ func TestMPIHeldFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	before := digest(t, prior)
+	before := foldertest.Snapshot(t, prior)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	rc := t.TempDir()
@@ -224,5 +225,5 @@ func TestMPIHeldFolder(t *testing.T) {
 	if want := fmt.Sprintf("held by process %d ", os.Getpid()); !strings.Contains(text, want) {
 		t.Errorf("no %q in:\n%s", want, text)
 	}
-	sameDigest(t, "the held run", prior, before)
+	foldertest.Same(t, "the held run", prior, before)
 }

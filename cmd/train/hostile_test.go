@@ -3,12 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/dist"
+	"github.com/orthonet/orthonet/internal/foldertest"
 )
 
 // Tests of issue 30's hostile uses: two processes on one run folder, a
@@ -36,8 +35,7 @@ func trainExit(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
+	cmd := trainCmd(ctx, args...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
@@ -71,43 +69,6 @@ func oneLine(t *testing.T, what, stderr string, want ...string) {
 	}
 }
 
-// digest returns the SHA-256 of every file under root, by path.
-func digest(t *testing.T, root string) map[string][32]byte {
-	t.Helper()
-	out := map[string][32]byte{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		out[path] = sha256.Sum256(b)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// sameDigest fails the test where a file under root was added, removed or
-// changed since before.
-func sameDigest(t *testing.T, what, root string, before map[string][32]byte) {
-	t.Helper()
-	after := digest(t, root)
-	for p, h := range before {
-		if a, ok := after[p]; !ok {
-			t.Errorf("%s: %s was removed", what, p)
-		} else if a != h {
-			t.Errorf("%s: %s changed", what, p)
-		}
-	}
-	for p := range after {
-		if _, ok := before[p]; !ok {
-			t.Errorf("%s: %s was written", what, p)
-		}
-	}
-}
-
 // hostileArgs trains the small FFN on the fixture in dir: 20 steps an
 // epoch of 10 images.
 func hostileArgs(dir string) []string {
@@ -115,9 +76,7 @@ func hostileArgs(dir string) []string {
 }
 
 func hostileData(t *testing.T) string {
-	dir := t.TempDir()
-	fixture(t, 200, "train", dir, 1)
-	fixture(t, 50, "t10k", dir, 2)
+	dir := mnistDir(t, 200, 50)
 	return dir
 }
 
@@ -150,7 +109,7 @@ func TestRunFolderLocked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := digest(t, out)
+	before := foldertest.Snapshot(t, out)
 	for _, args := range resumes {
 		start := time.Now()
 		stdout, stderr, code := trainExit(t, args...)
@@ -164,7 +123,7 @@ func TestRunFolderLocked(t *testing.T) {
 		if d := time.Since(start); d > 20*time.Second {
 			t.Errorf("%q took %v to refuse", args, d)
 		}
-		sameDigest(t, fmt.Sprintf("%q", args), out, before)
+		foldertest.Same(t, fmt.Sprintf("%q", args), out, before)
 	}
 	// -resume latest that resolved to step 15 just before the holder saved
 	// step 20 is refused too; -resume of step 15 by its path branches off
@@ -187,8 +146,7 @@ func TestRunFolderLocked(t *testing.T) {
 
 	// A training process holds it: frozen while it holds the lock, so that
 	// it saves no newer checkpoint meanwhile.
-	a := exec.Command(os.Args[0], "-resume", "latest", "-out", out, "-epochs", "100000")
-	a.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
+	a := trainCmd(context.Background(), "-resume", "latest", "-out", out, "-epochs", "100000")
 	if err := a.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,14 +171,14 @@ func TestRunFolderLocked(t *testing.T) {
 			t.Skip("cannot tell that the process stopped (no /proc here)")
 		}
 	}
-	before = digest(t, out)
+	before = foldertest.Snapshot(t, out)
 	for _, args := range resumes[:2] {
 		_, stderr, code := trainExit(t, args...)
 		if code != 2 {
 			t.Errorf("%q with the folder held by a training process: exit %d, want 2\n%s", args, code, stderr)
 		}
 		oneLine(t, fmt.Sprintf("%q", args), stderr, fmt.Sprintf("held by process %d ", a.Process.Pid))
-		sameDigest(t, fmt.Sprintf("%q", args), out, before)
+		foldertest.Same(t, fmt.Sprintf("%q", args), out, before)
 	}
 	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -266,14 +224,14 @@ func TestResumeDamagedNewestRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			older := []string{filepath.Join(runDir, checkpoint.StepName(15)) + " (step 15)", filepath.Join(runDir, checkpoint.StepName(10)) + " (step 10)"}
-			before := digest(t, out)
+			before := foldertest.Snapshot(t, out)
 			for _, args := range [][]string{{"-resume", "latest", "-out", out, "-epochs", "2"}, {"-resume", runDir, "-epochs", "2"}} {
 				_, stderr, code := trainExit(t, args...)
 				if code != 2 {
 					t.Errorf("%q: exit %d, want 2\n%s", args, code, stderr)
 				}
 				oneLine(t, fmt.Sprintf("%q", args), stderr, newest+": checkpoint: damaged file", older[0]+", "+older[1])
-				sameDigest(t, fmt.Sprintf("%q", args), out, before)
+				foldertest.Same(t, fmt.Sprintf("%q", args), out, before)
 			}
 
 			older15 := filepath.Join(runDir, checkpoint.StepName(15))
@@ -284,12 +242,7 @@ func TestResumeDamagedNewestRefused(t *testing.T) {
 			if want := older15 + " is not the newest checkpoint of its run (the newest checkpoint of its run, " + checkpoint.StepName(20) + ", does not load"; !strings.Contains(stdout, want) {
 				t.Errorf("the resume from step 15 does not say %q:\n%s", want, stdout)
 			}
-			now := digest(t, runDir)
-			for p, h := range before {
-				if now[p] != h {
-					t.Errorf("the resume from step 15 changed %s", p)
-				}
-			}
+			foldertest.Kept(t, "the resume from step 15", out, before)
 			runs, _ := filepath.Glob(filepath.Join(out, "run-*"))
 			var child string
 			for _, r := range runs {
@@ -377,7 +330,7 @@ func TestProgressLineCountsRunSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := run(context.Background(), c, &out); err != nil {
+	if err := run(context.Background(), c, &out, hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	last := 0

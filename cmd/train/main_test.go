@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -41,22 +40,27 @@ func TestParseFlagsErrors(t *testing.T) {
 // it must exit 2 with the reason before it reads or writes anything.
 func TestTapeOnCUDARefused(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	cmd := exec.Command(os.Args[0], "-engine", "tape", "-device", "cuda", "-dataset", "mnist", "-data", t.TempDir(), "-out", out)
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-		t.Fatalf("exit: %v, want status 2\n%s", err, stderr.String())
+	_, stderr, code := trainExit(t, "-engine", "tape", "-device", "cuda", "-dataset", "mnist", "-data", t.TempDir(), "-out", out)
+	if code != 2 {
+		t.Fatalf("exit %d, want status 2\n%s", code, stderr)
 	}
 	want := "train: the tape engine runs on the CPU only; -device cuda needs -engine program\n"
-	if stderr.String() != want {
-		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	if stderr != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
 	}
 	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("-out %s: %v, want nothing written", out, err)
 	}
+}
+
+// mnistDir returns a new folder with fixture's training split of train
+// images and its test split of test images.
+func mnistDir(t *testing.T, train, test int) string {
+	t.Helper()
+	dir := t.TempDir()
+	fixture(t, train, "train", dir, 1)
+	fixture(t, test, "t10k", dir, 2)
+	return dir
 }
 
 // fixture writes a learnable MNIST-format data set: an image of class k is
@@ -92,12 +96,12 @@ func fixture(t *testing.T, n int, prefix, dir string, seed byte) {
 	}
 }
 
-// runForAccuracy runs c and returns its output and the test accuracy it
-// printed, in percent.
-func runForAccuracy(t *testing.T, c config) (string, float64) {
+// runForAccuracy runs c with the hooks h and returns its output and the
+// test accuracy it printed, in percent.
+func runForAccuracy(t *testing.T, c config, h hooks) (string, float64) {
 	t.Helper()
 	var out bytes.Buffer
-	if err := run(context.Background(), c, &out); err != nil {
+	if err := run(context.Background(), c, &out, h); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	m := regexp.MustCompile(`test accuracy: ([0-9.]+)%`).FindStringSubmatch(out.String())
@@ -124,11 +128,9 @@ func smallConfig(t *testing.T, dir string) config {
 // and checks the printed accuracy beats chance by far, the weights stay on
 // the manifold, and the metrics files exist.
 func TestTrainLearns(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 400, "train", dir, 1)
-	fixture(t, 200, "t10k", dir, 2)
+	dir := mnistDir(t, 400, 200)
 	c := smallConfig(t, dir)
-	out, acc := runForAccuracy(t, c)
+	out, acc := runForAccuracy(t, c, hooks{})
 	t.Logf("test accuracy on the generated set: %.2f%%", acc)
 	if acc < 80 {
 		t.Errorf("test accuracy %.2f%% on a learnable set, want >= 80%% (chance is 10%%)", acc)
@@ -145,16 +147,14 @@ func TestTrainLearns(t *testing.T) {
 }
 
 func TestTrainStops(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 100, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
+	dir := mnistDir(t, 100, 20)
 
 	// Ctrl-C: a cancelled context stops at the first step boundary.
 	c := smallConfig(t, dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var ie *interruptedError
-	if err := run(ctx, c, io.Discard); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
+	if err := run(ctx, c, io.Discard, hooks{}); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
 		t.Errorf("cancelled run: error %v", err)
 	}
 
@@ -162,15 +162,27 @@ func TestTrainStops(t *testing.T) {
 	// NaN: the run stops, saying so.
 	c = smallConfig(t, dir)
 	c.lrOther = 1e30
-	if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "stopping") || !strings.Contains(err.Error(), "try a smaller -lr") {
+	if err := run(context.Background(), c, io.Discard, hooks{}); err == nil || !strings.Contains(err.Error(), "stopping") || !strings.Contains(err.Error(), "try a smaller -lr") {
 		t.Errorf("diverging run: error %v", err)
 	}
 
 	// Missing data names the folder and the way out.
 	c = smallConfig(t, t.TempDir())
-	if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "-download") {
+	if err := run(context.Background(), c, io.Discard, hooks{}); err == nil || !strings.Contains(err.Error(), "-download") {
 		t.Errorf("missing data: error %v", err)
 	}
+}
+
+// cifarDir returns a new folder with cifarFixture's five training batches
+// of perBatch images each and its test batch of test images.
+func cifarDir(t *testing.T, perBatch, test int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i := 1; i <= 5; i++ {
+		cifarFixture(t, dir, "data_batch_"+strconv.Itoa(i)+".bin", perBatch, uint32(i))
+	}
+	cifarFixture(t, dir, "test_batch.bin", test, 99)
+	return dir
 }
 
 // cifarFixture writes learnable CIFAR-10 batches: an image of class k has a
@@ -200,22 +212,47 @@ func cifarFixture(t *testing.T, dir, name string, n int, seed uint32) {
 	}
 }
 
+// TestCNNLearns trains a small orthogonal CNN (4 and 8 channels) on a
+// generated CIFAR-format set, its kernels stepped by RSDM-P: the test
+// accuracy must clearly beat chance (10%) and the kernels stay on the
+// manifold.
+func TestCNNLearns(t *testing.T) {
+	dir := cifarDir(t, 40, 100)
+	c, err := parseFlags([]string{"-model", "cnn", "-dataset", "cifar10", "-data", dir, "-out", t.TempDir(),
+		"-channels", "4", "-depth", "2", "-lr", "0.2", "-other", "adam", "-lr-other", "0.003", "-batch", "20", "-epochs", "3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.r != 27 {
+		t.Errorf("-r by default %d, want 27 (the 4 x 27 first kernel's larger side)", c.r)
+	}
+	out, acc := runForAccuracy(t, c, hooks{})
+	t.Logf("CNN test accuracy on the generated set: %.2f%%", acc)
+	if acc < 50 {
+		t.Errorf("CNN test accuracy %.2f%%, want >= 50%% (chance is 10%%)", acc)
+	}
+	for _, f := range regexp.MustCompile(`\|\|W\^T W - I\|\|_F of (conv\d.W): ([0-9.e+-]+)`).FindAllStringSubmatch(out, -1) {
+		if v, _ := strconv.ParseFloat(f[2], 64); !(v < 1e-4) {
+			t.Errorf("%s: feasibility %s", f[1], f[2])
+		}
+	}
+	if !strings.Contains(out, "of conv2.W") {
+		t.Errorf("no feasibility line for the kernels:\n%s", out)
+	}
+}
+
 // TestViTLearns trains a small orthogonal ViT (embedding 128, depth 2) on a
 // generated CIFAR-format set: the training loss must fall and the test
 // accuracy must clearly beat chance (10%).
 func TestViTLearns(t *testing.T) {
-	dir := t.TempDir()
-	for i := 1; i <= 5; i++ {
-		cifarFixture(t, dir, "data_batch_"+strconv.Itoa(i)+".bin", 100, uint32(i))
-	}
-	cifarFixture(t, dir, "test_batch.bin", 100, 99)
+	dir := cifarDir(t, 100, 100)
 	c, err := parseFlags([]string{"-model", "vit", "-dataset", "cifar10", "-data", dir, "-out", t.TempDir(),
 		"-dim", "128", "-depth", "2", "-heads", "4", "-mlp", "64", "-patch", "8", "-r", "32", "-lr", "0.1",
 		"-other", "adam", "-lr-other", "0.002", "-batch", "20", "-epochs", "2", "-dropout", "0.1"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, acc := runForAccuracy(t, c)
+	_, acc := runForAccuracy(t, c, hooks{})
 	t.Logf("ViT test accuracy on the generated set: %.2f%%", acc)
 	if acc < 50 {
 		t.Errorf("ViT test accuracy %.2f%%, want >= 50%% (chance is 10%%)", acc)

@@ -12,11 +12,29 @@ import (
 	"github.com/orthonet/orthonet/param"
 )
 
+// The CNN's defaults (-model cnn), chosen by the runs the README lists.
+const (
+	defaultCNNChannels = 32
+	defaultCNNDepth    = 2
+)
+
+// cnnR is RSDM's r for a CNN when -r is not given: the rows of its
+// smallest kernel (the first, channels x 9 input channels, stepped as its
+// larger side), at most 300.
+func cnnR(c config) int {
+	in := 1
+	if c.dataset == "cifar10" {
+		in = 3
+	}
+	return min(300, max(c.channels, 9*in))
+}
+
 // network is a model built on one graph for a fixed batch: its input
 // buffer, its logits, and its parameters.
 type network struct {
 	ffn    *models.FFN
 	vit    *models.ViT
+	cnn    *models.CNN
 	xb     []float32 // the input node's backing array
 	x      *G.Node   // the input node
 	images bool      // x takes whole images (buildNetFrom)
@@ -44,7 +62,7 @@ func buildNetFrom(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rn
 		n.xb = make([]float32, tensor.Shape(shape).TotalSize())
 		n.x = G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName("x"), G.WithValue(tensor.New(tensor.WithShape(shape...), tensor.WithBacking(n.xb))))
 		switch {
-		case !images:
+		case !images || c.model == "cnn":
 			return n.x, nil
 		case c.model == "vit":
 			return models.Patches(n.x, c.patch)
@@ -75,6 +93,17 @@ func buildNetFrom(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rn
 			return nil, err
 		}
 		n.logits, err = n.vit.Forward(x, train)
+	case "cnn":
+		// The CNN takes whole images, so both forms of the input are one.
+		n.images = true
+		if x, err = input(b, set.C, set.H, set.W); err != nil {
+			return nil, err
+		}
+		cfg := models.CNNConfig{InChannels: set.C, Height: set.H, Width: set.W, Channels: c.channels, Depth: c.depth, Classes: set.Classes, Bias: true}
+		if n.cnn, err = models.NewCNN(g, cfg, tensor.Float32, rng); err != nil {
+			return nil, err
+		}
+		n.logits, err = n.cnn.Forward(x)
 	default:
 		return nil, fmt.Errorf("unknown model %q", c.model)
 	}
@@ -109,8 +138,11 @@ func (n *network) masks() []*G.Node {
 
 // Params returns the parameters, the orthogonal weights marked.
 func (n *network) Params() []param.Param {
-	if n.ffn != nil {
+	switch {
+	case n.ffn != nil:
 		return n.ffn.Params()
+	case n.cnn != nil:
+		return n.cnn.Params()
 	}
 	return n.vit.Params()
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,22 +18,18 @@ import (
 // summary, the run learns and its weights stay on the manifold; ten in a
 // row stop it.
 func TestNonFiniteBatches(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 300, "train", dir, 1)
-	fixture(t, 100, "t10k", dir, 2)
+	dir := mnistDir(t, 300, 100)
 	for _, engine := range []string{"program", "tape"} {
 		c := smallConfig(t, dir)
 		c.engine = engine
-		c.nanSteps = map[int]bool{5: true}
 		// The batch of the sixth step: metrics.csv counts it as step 6.
-		if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "epoch 1, step 6:") || !strings.Contains(err.Error(), "-nonfinite skip") {
+		if err := run(context.Background(), c, io.Discard, nanAt(5)); err == nil || !strings.Contains(err.Error(), "epoch 1, step 6:") || !strings.Contains(err.Error(), "-nonfinite skip") {
 			t.Errorf("%s, -nonfinite stop: error %v", engine, err)
 		}
 
 		c = smallConfig(t, dir)
 		c.engine, c.nonFinite = engine, "skip"
-		c.nanSteps = map[int]bool{5: true, 6: true, 40: true}
-		out, acc := runForAccuracy(t, c)
+		out, acc := runForAccuracy(t, c, nanAt(5, 6, 40))
 		if n := strings.Count(out, "skipping the batch"); n != 3 {
 			t.Errorf("%s: %d skip lines, want 3:\n%s", engine, n, out)
 		}
@@ -69,11 +64,11 @@ func TestNonFiniteBatches(t *testing.T) {
 
 		c = smallConfig(t, dir)
 		c.engine, c.nonFinite = engine, "skip"
-		c.nanSteps = map[int]bool{}
+		var nans []int
 		for s := 3; s < 20; s++ {
-			c.nanSteps[s] = true
+			nans = append(nans, s)
 		}
-		if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "10 batches in a row") || !strings.Contains(err.Error(), "step 13:") {
+		if err := run(context.Background(), c, io.Discard, nanAt(nans...)); err == nil || !strings.Contains(err.Error(), "10 batches in a row") || !strings.Contains(err.Error(), "step 13:") {
 			t.Errorf("%s: ten NaN batches in a row: error %v", engine, err)
 		}
 		runs, _ = filepath.Glob(filepath.Join(c.out, "run-*", "metrics.csv"))
@@ -118,9 +113,7 @@ func skippedRows(t *testing.T, path string) map[string]int {
 // refused before anything is written: no run folder appears under -out, and
 // the error names the weight or the flag.
 func TestRefusedBeforeFolder(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 50, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
+	dir := mnistDir(t, 50, 20)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -128,6 +121,10 @@ func TestRefusedBeforeFolder(t *testing.T) {
 		{[]string{"-hidden", "32", "-depth", "2", "-r", "2000"}, `-r 2000: RSDM's submanifold size exceeds the 1024 rows of weight "fc1.W" (this network takes 2 <= r <= 32, the rows of "fc2.W")`},
 		{[]string{"-hidden", "64"}, `-r 300: RSDM's submanifold size exceeds the 64 rows of weight "fc2.W"`},
 		{[]string{"-model", "vit", "-dim", "32", "-depth", "1", "-mlp", "8", "-heads", "2"}, `-r 300: RSDM's submanifold size exceeds the 32 rows of weight "block1.attn.Wq.W"`},
+		{[]string{"-model", "cnn", "-r", "40"}, `-r 40: RSDM's submanifold size exceeds the 32 rows of weight "conv1.W" (this network takes 2 <= r <= 32, the rows of "conv1.W")`},
+		{[]string{"-model", "cnn", "-channels", "8", "-r", "12"}, `-r 12: RSDM's submanifold size exceeds the 9 rows of weight "conv1.W"`},
+		{[]string{"-model", "cnn", "-hidden", "8"}, "-hidden does not apply: -model cnn has no hidden width"},
+		{[]string{"-channels", "8"}, "-channels does not apply: -model ffn has no channels"},
 		{[]string{"-r", "0"}, "-r 0: RSDM's submanifold size must be at least 2"},
 		{[]string{"-r", "1"}, "-r 1: RSDM's submanifold size must be at least 2"},
 		{[]string{"-r", "-5"}, "-r -5: RSDM's submanifold size must be at least 2"},
@@ -140,7 +137,7 @@ func TestRefusedBeforeFolder(t *testing.T) {
 		c, err := parseFlags(args, io.Discard)
 		if err == nil {
 			var buf bytes.Buffer
-			err = run(context.Background(), c, &buf)
+			err = run(context.Background(), c, &buf, hooks{})
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want %q", tc.args, err, tc.want)
@@ -158,9 +155,7 @@ func TestCPUProfileFlushed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	dir := t.TempDir()
-	fixture(t, 100, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
+	dir := mnistDir(t, 100, 20)
 	for _, tc := range []struct {
 		extra []string
 		code  int
@@ -168,19 +163,8 @@ func TestCPUProfileFlushed(t *testing.T) {
 		prof := filepath.Join(t.TempDir(), "cpu.prof")
 		args := append([]string{"-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2", "-r", "8",
 			"-batch", "10", "-cpuprofile", prof}, tc.extra...)
-		cmd := exec.Command(os.Args[0], args...)
-		cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-		var stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != tc.code {
-			t.Errorf("%q: exit code %d, want %d\n%s", tc.extra, code, tc.code, stderr.String())
+		if _, stderr, code := trainExit(t, args...); code != tc.code {
+			t.Errorf("%q: exit code %d, want %d\n%s", tc.extra, code, tc.code, stderr)
 		}
 		b, err := os.ReadFile(prof)
 		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {

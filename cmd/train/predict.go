@@ -40,34 +40,49 @@ type classScore struct {
 	Probability float64 `json:"probability"`
 }
 
-func runPredict(args []string, stdout, stderr io.Writer) error {
-	var u useFlags
-	var top int
-	var asJSON bool
+// predictFlags are train predict's flags.
+type predictFlags struct {
+	useFlags
+	top    int
+	asJSON bool
+	files  []string
+}
+
+func parsePredict(args []string, stderr io.Writer) (predictFlags, error) {
+	var p predictFlags
 	fs := flag.NewFlagSet("train predict", flag.ContinueOnError)
-	u.register(fs, "cpu") // a few images: quicker than starting a GPU
-	fs.IntVar(&top, "top", 3, "print the N most probable classes of each image")
-	fs.BoolVar(&asJSON, "json", false, `print one JSON object per image: {"file", "index", "top": [{"class", "name", "probability"}]}`)
+	p.register(fs, "cpu") // a few images: quicker than starting a GPU
+	fs.IntVar(&p.top, "top", 3, "print the N most probable classes of each image")
+	fs.BoolVar(&p.asJSON, "json", false, `print one JSON object per image: {"file", "index", "top": [{"class", "name", "probability"}]}`)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: train predict [flags] FILE...\n\nClassifies images (PNG, JPEG, IDX files of images, CIFAR-10 batches) with a checkpoint of train.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := parseSub(fs, args, stderr); err != nil {
-		return &usageError{err}
+		return p, &usageError{err}
 	}
 	switch {
 	case fs.NArg() == 0:
-		return &usageError{errors.New("no image files given (train predict [flags] FILE...)")}
-	case top < 1:
-		return &usageError{fmt.Errorf("-top %d: want at least 1", top)}
-	case u.device != "auto" && u.device != "cpu" && u.device != "cuda":
-		return &usageError{fmt.Errorf("-device %q: want one of auto, cpu, cuda", u.device)}
+		return p, &usageError{errors.New("no image files given (train predict [flags] FILE...)")}
+	case p.top < 1:
+		return p, &usageError{fmt.Errorf("-top %d: want at least 1", p.top)}
+	case p.device != "auto" && p.device != "cpu" && p.device != "cuda":
+		return p, &usageError{fmt.Errorf("-device %q: want one of auto, cpu, cuda", p.device)}
 	}
-	t, err := loadTrained(u, "")
+	p.files = fs.Args()
+	return p, nil
+}
+
+func runPredict(args []string, stdout, stderr io.Writer) error {
+	p, err := parsePredict(args, stderr)
 	if err != nil {
 		return err
 	}
-	top = min(top, t.info.Classes)
+	t, err := loadTrained(p.useFlags, "")
+	if err != nil {
+		return err
+	}
+	p.top = min(p.top, t.info.Classes)
 	net, err := t.network(predictBatch, false)
 	if err != nil {
 		return err
@@ -78,9 +93,8 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 	}
 	defer eng.close()
 	want := t.set()
-	enc := json.NewEncoder(stdout)
 	failed := 0
-	for _, path := range fs.Args() {
+	for _, path := range p.files {
 		set, err := data.ReadImageFile(path, want.C)
 		if err == nil {
 			set, err = set.Resize(want.H, want.W, 0)
@@ -90,36 +104,45 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 			failed++
 			continue
 		}
-		d, k := set.Dim(), want.Classes
-		for lo := 0; lo < set.N; lo += predictBatch {
-			n := min(predictBatch, set.N-lo)
-			net.fill(set.X[lo*d:(lo+n)*d], n)
-			z, err := eng.evaluate()
-			if err != nil {
-				return fmt.Errorf("classifying %s: %w", path, err)
-			}
-			for i := 0; i < n; i++ {
-				p := prediction{File: path, Index: lo + i, Top: topClasses(z[i*k:(i+1)*k], top, t.classes)}
-				if asJSON {
-					if err := enc.Encode(p); err != nil {
-						return err
-					}
-					continue
-				}
-				name := path
-				if set.N > 1 {
-					name = fmt.Sprintf("%s[%d]", path, lo+i)
-				}
-				parts := make([]string, len(p.Top))
-				for j, s := range p.Top {
-					parts[j] = fmt.Sprintf("%s %.2f%%", s.Name, 100*s.Probability)
-				}
-				fmt.Fprintf(stdout, "%s: %s\n", name, strings.Join(parts, ", "))
-			}
+		if err := p.classify(eng, net, t, path, set, stdout); err != nil {
+			return err
 		}
 	}
 	if failed > 0 {
 		return errReported // each refused file has had its line
+	}
+	return nil
+}
+
+// classify prints the top classes of every image of set, read from path.
+func (p predictFlags) classify(eng engine, net *network, t *trained, path string, set *data.Set, stdout io.Writer) error {
+	d, k := set.Dim(), t.info.Classes
+	enc := json.NewEncoder(stdout)
+	for lo := 0; lo < set.N; lo += predictBatch {
+		n := min(predictBatch, set.N-lo)
+		net.fill(set.X[lo*d:(lo+n)*d], n)
+		z, err := eng.evaluate()
+		if err != nil {
+			return fmt.Errorf("classifying %s: %w", path, err)
+		}
+		for i := 0; i < n; i++ {
+			pr := prediction{File: path, Index: lo + i, Top: topClasses(z[i*k:(i+1)*k], p.top, t.classes)}
+			if p.asJSON {
+				if err := enc.Encode(pr); err != nil {
+					return err
+				}
+				continue
+			}
+			name := path
+			if set.N > 1 {
+				name = fmt.Sprintf("%s[%d]", path, lo+i)
+			}
+			parts := make([]string, len(pr.Top))
+			for j, s := range pr.Top {
+				parts[j] = fmt.Sprintf("%s %.2f%%", s.Name, 100*s.Probability)
+			}
+			fmt.Fprintf(stdout, "%s: %s\n", name, strings.Join(parts, ", "))
+		}
 	}
 	return nil
 }

@@ -8,11 +8,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,26 +19,6 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 )
-
-// faultEnv names the variable (KIND:RANK:STEP) that plants a fault in a run
-// of this test binary as cmd/train (testFault).
-const faultEnv = "ORTHONET_TRAIN_FAULT"
-
-// TestMain lets the kill test run this test binary as cmd/train.
-func TestMain(m *testing.M) {
-	if os.Getenv("ORTHONET_TRAIN_MAIN") == "1" {
-		if v := os.Getenv(faultEnv); v != "" { // KIND:RANK:STEP
-			var f fault
-			if _, err := fmt.Sscanf(strings.ReplaceAll(v, ":", " "), "%s %d %d", &f.Kind, &f.Rank, &f.Step); err != nil {
-				fmt.Fprintf(os.Stderr, "%s=%q: %v\n", faultEnv, v, err)
-				os.Exit(2)
-			}
-			testFault = &f
-		}
-		os.Exit(mainCode())
-	}
-	os.Exit(m.Run())
-}
 
 // finalState returns the newest checkpoint of the single run folder under
 // out, minus its timings.
@@ -49,15 +28,7 @@ func finalState(t *testing.T, out string) (*checkpoint.File, progress) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := checkpoint.Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st progress
-	if err := f.JSON(keyProgress, &st); err != nil {
-		t.Fatal(err)
-	}
-	return f, st
+	return readProgress(t, path)
 }
 
 // sameTraining compares two checkpoints' tensors bit for bit and their
@@ -114,21 +85,77 @@ func lenOf(a any) int {
 	return -1
 }
 
+// piece is a run made in pieces (stopped or killed, then resumed) into
+// the folder out, for straightThenResumed.
+type piece struct {
+	name string
+	run  func(out string)
+}
+
+// straightThenResumed checks runs made in pieces against a run never
+// stopped: it makes the straight run with straight(out), then each of
+// pieces, each in a folder of its own, and checks that each ends with the
+// straight run's newest checkpoint, bit for bit but for the clocks
+// (sameTraining). It returns the straight run's folder.
+func straightThenResumed(t *testing.T, straight func(out string), pieces ...piece) string {
+	t.Helper()
+	straightOut := t.TempDir()
+	straight(straightOut)
+	want, wantProgress := finalState(t, straightOut)
+	for _, p := range pieces {
+		out := t.TempDir()
+		p.run(out)
+		got, gotProgress := finalState(t, out)
+		sameTraining(t, p.name, want, got, wantProgress, gotProgress)
+	}
+	return straightOut
+}
+
+// parsed returns the configuration of args, failing the test on a bad one.
+func parsed(t *testing.T, args ...string) config {
+	t.Helper()
+	c, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return c
+}
+
+// trainArgs returns a run of args into -out out in this process, which
+// must succeed.
+func trainArgs(t *testing.T, args ...string) func(out string) {
+	return func(out string) {
+		t.Helper()
+		if err := run(context.Background(), parsed(t, slices.Concat(args, []string{"-out", out})...), io.Discard, hooks{}); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+	}
+}
+
+// stopThenResume returns a run of args into -out out in this process,
+// stopped before step k as by Ctrl-C (which saves a checkpoint), then
+// resumed from its newest checkpoint to its end.
+func stopThenResume(t *testing.T, k int, args ...string) func(out string) {
+	return func(out string) {
+		t.Helper()
+		ctx, h := stopBefore(k)
+		var ie *interruptedError
+		if err := run(ctx, parsed(t, slices.Concat(args, []string{"-out", out})...), io.Discard, h); !errors.As(err, &ie) || ie.saved == "" {
+			t.Fatalf("%q stopped before step %d: want an interruption with a checkpoint, got %v", args, k, err)
+		}
+		trainArgs(t, slices.Concat(args, []string{"-resume", "latest"})...)(out)
+	}
+}
+
 // TestResumeBitExact trains straight, and again stopped after k steps (as by
 // Ctrl-C, which saves) and resumed from the checkpoint: the final weights,
 // optimizer states, random states and metrics agree bit for bit, for
 // RSDM-P, RSDM-O, RGD with momentum and Riemannian Adam, SGD with momentum,
 // Adam and AdamW on the unconstrained part, the cosine and warmup-cosine
-// schedules, clipping, and the ViT with dropout.
+// schedules, clipping, the ViT with dropout, and the CNN on CIFAR-10.
 func TestResumeBitExact(t *testing.T) {
-	mnist := t.TempDir()
-	fixture(t, 200, "train", mnist, 1)
-	fixture(t, 50, "t10k", mnist, 2)
-	cifar := t.TempDir()
-	for i := 1; i <= 5; i++ {
-		cifarFixture(t, cifar, "data_batch_"+strconv.Itoa(i)+".bin", 12, uint32(i))
-	}
-	cifarFixture(t, cifar, "test_batch.bin", 20, 99)
+	mnist := mnistDir(t, 200, 50)
+	cifar := cifarDir(t, 12, 20)
 	ffn := []string{"-dataset", "mnist", "-data", mnist, "-hidden", "32", "-depth", "2", "-lr", "0.2", "-batch", "10", "-epochs", "3", "-eval-every", "7"}
 	vit := []string{"-model", "vit", "-dataset", "cifar10", "-data", cifar, "-dim", "32", "-depth", "1", "-heads", "2", "-mlp", "16", "-patch", "8",
 		"-r", "8", "-lr", "0.1", "-other", "adam", "-lr-other", "0.002", "-batch", "10", "-epochs", "2", "-dropout", "0.2"}
@@ -143,33 +170,14 @@ func TestResumeBitExact(t *testing.T) {
 		{"radam+adamw+warmup-cosine+clip", append(ffn, "-optim", "radam", "-lr", "0.01", "-other", "adamw", "-lr-other", "0.002",
 			"-schedule", "warmup-cosine", "-warmup", "10", "-clip-norm", "1"), []int{5, 22}},
 		{"vit-dropout+adam", vit, []int{1, 7}},
+		{"cnn-cifar+adam", []string{"-model", "cnn", "-dataset", "cifar10", "-data", cifar, "-channels", "4", "-depth", "2", "-r", "8", "-lr", "0.2",
+			"-other", "adam", "-lr-other", "0.002", "-batch", "10", "-epochs", "2"}, []int{1, 8}},
 	} {
-		parse := func(out string, extra ...string) config {
-			c, err := parseFlags(append(append([]string{"-out", out}, tc.args...), extra...), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return c
-		}
-		straightOut := t.TempDir()
-		if err := run(context.Background(), parse(straightOut), io.Discard); err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		want, wantProgress := finalState(t, straightOut)
+		var pieces []piece
 		for _, k := range tc.k {
-			out := t.TempDir()
-			c := parse(out)
-			c.stopAfter = k
-			var ie *interruptedError
-			if err := run(context.Background(), c, io.Discard); !errors.As(err, &ie) || ie.saved == "" {
-				t.Fatalf("%s k=%d: want an interruption with a checkpoint, got %v", tc.name, k, err)
-			}
-			if err := run(context.Background(), parse(out, "-resume", "latest"), io.Discard); err != nil {
-				t.Fatalf("%s k=%d: resume: %v", tc.name, k, err)
-			}
-			got, gotProgress := finalState(t, out)
-			sameTraining(t, fmt.Sprintf("%s k=%d", tc.name, k), want, got, wantProgress, gotProgress)
+			pieces = append(pieces, piece{fmt.Sprintf("%s k=%d", tc.name, k), stopThenResume(t, k, tc.args...)})
 		}
+		straightThenResumed(t, trainArgs(t, tc.args...), pieces...)
 	}
 }
 
@@ -177,16 +185,14 @@ func TestResumeBitExact(t *testing.T) {
 // checkpoints, best.safetensors holding the best test accuracy, and no
 // temporary files.
 func TestCheckpointFiles(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 200, "train", dir, 1)
-	fixture(t, 50, "t10k", dir, 2)
+	dir := mnistDir(t, 200, 50)
 	out := t.TempDir()
 	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8",
 		"-batch", "10", "-epochs", "3", "-save-every", "3", "-keep", "2", "-eval-every", "5"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(context.Background(), c, io.Discard); err != nil {
+	if err := run(context.Background(), c, io.Discard, hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	runs, _ := filepath.Glob(filepath.Join(out, "run-*"))
@@ -222,16 +228,12 @@ func TestCheckpointFiles(t *testing.T) {
 
 // TestResumeErrors checks that a resume that cannot go on exactly says why.
 func TestResumeErrors(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 100, "train", dir, 1)
-	fixture(t, 20, "t10k", dir, 2)
-	other := t.TempDir()
-	fixture(t, 110, "train", other, 1)
-	fixture(t, 20, "t10k", other, 2)
+	dir := mnistDir(t, 100, 20)
+	other := mnistDir(t, 110, 20)
 	out := t.TempDir()
 	base := []string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8", "-batch", "10"}
 	c, _ := parseFlags(base, io.Discard)
-	if err := run(context.Background(), c, io.Discard); err != nil {
+	if err := run(context.Background(), c, io.Discard, hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	path, _ := resolveResume("latest", out)
@@ -269,7 +271,7 @@ func TestResumeErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(context.Background(), c, io.Discard); err == nil || !strings.Contains(err.Error(), "was trained on 100/20 examples") {
+	if err := run(context.Background(), c, io.Discard, hooks{}); err == nil || !strings.Contains(err.Error(), "was trained on 100/20 examples") {
 		t.Errorf("other data: error %v", err)
 	}
 	// Allowed changes: more epochs goes on from where the run stopped.
@@ -278,7 +280,7 @@ func TestResumeErrors(t *testing.T) {
 		t.Fatalf("resume with -epochs 2: %v (epochs %d, hidden %d)", err, c.epochs, c.hidden)
 	}
 	var buf bytes.Buffer
-	if err := run(context.Background(), c, &buf); err != nil || !strings.Contains(buf.String(), "at epoch 2, step 10") {
+	if err := run(context.Background(), c, &buf, hooks{}); err != nil || !strings.Contains(buf.String(), "at epoch 2, step 10") {
 		t.Errorf("resume with more epochs: %v\n%s", err, buf.String())
 	}
 }
@@ -298,45 +300,38 @@ func TestKillResume(t *testing.T) {
 // lo and hi after its start; the last must have resumed from step minStep
 // or later.
 func killResume(t *testing.T, kills int, lo, hi time.Duration, minStep int) {
-	dir := t.TempDir()
-	fixture(t, 200, "train", dir, 1)
-	fixture(t, 50, "t10k", dir, 2)
-	out := t.TempDir()
-	args := []string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8",
+	dir := mnistDir(t, 200, 50)
+	args := []string{"-dataset", "mnist", "-data", dir, "-hidden", "32", "-depth", "2", "-r", "8",
 		"-lr-other", "0.05", "-batch", "10", "-epochs", "150", "-save-every", "1", "-keep", "2", "-eval-every", "-1"}
+	finish := []string{"-save-every", "0"}
+	straightThenResumed(t, trainArgs(t, slices.Concat(args, finish)...), piece{fmt.Sprintf("killed %d times", kills), func(out string) {
+		killRepeatedly(t, slices.Concat(args, []string{"-out", out}), kills, lo, hi, minStep)
+		trainArgs(t, slices.Concat(args, []string{"-resume", "latest"}, finish)...)(out)
+	}})
+}
+
+// killRepeatedly runs cmd/train with args (which name its -out) kills
+// times, as processes of their own killed between lo and hi after their
+// start, each resuming from the newest checkpoint; after each kill the
+// newest checkpoint must load, and be no older than the one before. The
+// last must have resumed from step minStep or later.
+func killRepeatedly(t *testing.T, args []string, kills int, lo, hi time.Duration, minStep int) {
+	out := parsed(t, args...).out
 	rng := rand.New(rand.NewPCG(5, 5))
 	killed, lastStep := 0, -1
 	for i := 0; i < kills; i++ {
 		a := args
 		if _, err := resolveResume("latest", out); err == nil {
-			a = append(a[:len(a):len(a)], "-resume", "latest")
+			a = slices.Concat(args, []string{"-resume", "latest"})
 		}
-		cmd := exec.Command(os.Args[0], a...)
-		cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-		var stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(lo + time.Duration(rng.Int64N(int64(hi-lo))))
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		err := cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		if killAfter(t, a, lo+time.Duration(rng.Int64N(int64(hi-lo)))) {
 			killed++
-		} else if err != nil {
-			t.Fatalf("process %d failed on its own: %v\n%s", i, err, stderr.String())
-		} else {
-			t.Fatalf("process %d finished the run before it was killed; make the run longer", i)
 		}
 		path, err := resolveResume("latest", out)
 		if err != nil {
 			continue // killed before its first checkpoint
 		}
-		c, err := parseFlags(append(args, "-resume", path), io.Discard)
-		if err != nil {
-			t.Fatalf("after kill %d: %v", i, err)
-		}
-		tr, err := newTrainer(context.Background(), c, io.Discard)
+		tr, err := newTrainer(context.Background(), parsed(t, slices.Concat(args, []string{"-resume", path})...), io.Discard)
 		if err != nil {
 			t.Fatalf("after kill %d: the newest checkpoint does not load: %v", i, err)
 		}
@@ -350,20 +345,27 @@ func killResume(t *testing.T, kills int, lo, hi time.Duration, minStep int) {
 	if lastStep < minStep {
 		t.Errorf("%d processes reached only step %d", kills, lastStep)
 	}
-	// Finish the killed run, then the same run without kills.
-	c, err := parseFlags(append(args, "-resume", "latest", "-save-every", "0"), io.Discard)
-	if err != nil {
+}
+
+// killAfter runs cmd/train with args as a process of its own and kills it
+// with SIGKILL after d; it reports whether the signal ended it. A process
+// that fails on its own or finishes the run fails the test.
+func killAfter(t *testing.T, args []string, d time.Duration) bool {
+	t.Helper()
+	cmd := trainCmd(context.Background(), args...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := run(context.Background(), c, io.Discard); err != nil {
-		t.Fatal(err)
+	time.Sleep(d)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	err := cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return true
+	} else if err != nil {
+		t.Fatalf("a process failed on its own: %v\n%s", err, stderr.String())
 	}
-	got, gotProgress := finalState(t, out)
-	straightOut := t.TempDir()
-	c, _ = parseFlags(append(args[:len(args):len(args)], "-out", straightOut, "-save-every", "0"), io.Discard)
-	if err := run(context.Background(), c, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	want, wantProgress := finalState(t, straightOut)
-	sameTraining(t, fmt.Sprintf("killed %d times", kills), want, got, wantProgress, gotProgress)
+	t.Fatal("a process finished the run before it was killed; make the run longer")
+	return false
 }

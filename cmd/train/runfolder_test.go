@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/csv"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -15,53 +14,8 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/foldertest"
 )
-
-// tree records every file and link under root: a file's bytes, a link's
-// target and what it leads to.
-func tree(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(path)
-			if err != nil {
-				return err
-			}
-			b, _ := os.ReadFile(path)
-			out[rel] = "link to " + target + ": " + string(b)
-		case d.Type().IsRegular():
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			out[rel] = string(b)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// sameTree fails unless every entry of before is under root, byte-identical.
-func sameTree(t *testing.T, what, root string, before map[string]string) {
-	t.Helper()
-	after := tree(t, root)
-	for name, b := range before {
-		if a, ok := after[name]; !ok {
-			t.Errorf("%s: %s was removed", what, name)
-		} else if a != b {
-			t.Errorf("%s: %s changed", what, name)
-		}
-	}
-}
 
 // runFolders lists the run folders under out.
 func runFolders(t *testing.T, out string) []string {
@@ -115,9 +69,7 @@ func csvRows(t *testing.T, path string) [][]string {
 // resuming that folder's own run in place replaces the links, not their
 // targets, and removes nothing it did not write.
 func TestResumeElsewhere(t *testing.T) {
-	data := t.TempDir()
-	fixture(t, 200, "train", data, 1)
-	fixture(t, 50, "t10k", data, 2)
+	data := mnistDir(t, 200, 50)
 	out := t.TempDir()
 	base := []string{"-dataset", "mnist", "-data", data, "-hidden", "32", "-depth", "2", "-r", "8", "-batch", "10",
 		"-epochs", "2", "-save-every", "10", "-keep", "10", "-eval-every", "-1"}
@@ -128,7 +80,7 @@ func TestResumeElsewhere(t *testing.T) {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		if err := run(context.Background(), c, &buf); err != nil {
+		if err := run(context.Background(), c, &buf, hooks{}); err != nil {
 			t.Fatalf("%q: %v\n%s", args, err, buf.String())
 		}
 		return buf.String()
@@ -163,7 +115,7 @@ func TestResumeElsewhere(t *testing.T) {
 
 	// (1) From step 20 of the finished run, once under the saved -out and
 	// once under another.
-	origTree := tree(t, orig)
+	origTree := foldertest.Snapshot(t, orig)
 	other := t.TempDir()
 	for _, tc := range []struct {
 		out  string
@@ -174,7 +126,7 @@ func TestResumeElsewhere(t *testing.T) {
 	} {
 		before := runFolders(t, tc.out)
 		msg := train(append([]string{"-resume", step20}, tc.args...)...)
-		sameTree(t, "resume from step 20", orig, origTree)
+		foldertest.Kept(t, "resume from step 20", orig, origTree)
 		after := runFolders(t, tc.out)
 		if len(after) != len(before)+1 {
 			t.Fatalf("resume from step 20 %v: run folders %v, then %v; want one more under %s", tc.args, before, after, tc.out)
@@ -209,7 +161,7 @@ func TestResumeElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(context.Background(), c, &buf); err != nil {
+	if err := run(context.Background(), c, &buf, hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"the run is finished: 2 epochs done, step 40", "nothing to do", "-epochs N, N larger than 2"} {
@@ -217,7 +169,7 @@ func TestResumeElsewhere(t *testing.T) {
 			t.Errorf("resuming a finished run prints\n%s\nwant it to say %q", buf.String(), s)
 		}
 	}
-	sameTree(t, "resume of a finished run", orig, origTree)
+	foldertest.Kept(t, "resume of a finished run", orig, origTree)
 
 	// (2) Another run's folder with planted files, and the step-30
 	// checkpoint copied into it as step 90: the newest file by name, not by
@@ -246,11 +198,11 @@ func TestResumeElsewhere(t *testing.T) {
 	copied := filepath.Join(folder, checkpoint.StepName(90))
 	b30, _ := os.ReadFile(filepath.Join(orig, checkpoint.StepName(30)))
 	_ = os.WriteFile(copied, b30, 0o644)
-	planted := tree(t, root)
+	planted := foldertest.Snapshot(t, root)
 
 	elsewhere := t.TempDir()
 	train("-resume", copied, "-out", elsewhere)
-	sameTree(t, "resume of a copied checkpoint", root, planted)
+	foldertest.Kept(t, "resume of a copied checkpoint", root, planted)
 	if len(runFolders(t, elsewhere)) != 1 {
 		t.Errorf("no new run folder under -out %s", elsewhere)
 	}
@@ -263,7 +215,7 @@ func TestResumeElsewhere(t *testing.T) {
 	for _, name := range []string{checkpoint.ManifestName, checkpoint.BestName, "metrics.csv", "metrics.png", checkpoint.StepName(10)} {
 		delete(kept, filepath.Join(rel, name)) // the run's own, to replace (or prune: -keep 3)
 	}
-	sameTree(t, "resume of the folder's own run", root, kept)
+	foldertest.Kept(t, "resume of the folder's own run", root, kept)
 	for _, name := range []string{"metrics.csv", "metrics.png"} {
 		if fi, err := os.Lstat(filepath.Join(folder, name)); err != nil || !fi.Mode().IsRegular() {
 			t.Errorf("%s is not the run's regular file after it wrote it: %v", name, err)

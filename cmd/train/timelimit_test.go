@@ -18,9 +18,7 @@ import (
 // interval of training time; that a resume with the same limit has nothing
 // to do; and that a resume with a larger limit trains on to it.
 func TestTimeLimit(t *testing.T) {
-	dir, out := t.TempDir(), t.TempDir()
-	fixture(t, 3000, "train", dir, 1)
-	fixture(t, 100, "t10k", dir, 2)
+	dir, out := mnistDir(t, 3000, 100), t.TempDir()
 	args := []string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8",
 		"-batch", "10", "-epochs", "100000", "-eval-every", "-1", "-save-every", "0",
 		"-time-limit", "300ms", "-eval-interval", "50ms"}
@@ -29,7 +27,7 @@ func TestTimeLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	if err := run(context.Background(), c, &log); err != nil {
+	if err := run(context.Background(), c, &log, hooks{}); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	if !strings.Contains(log.String(), "time limit: 300ms of training reached") {
@@ -60,7 +58,7 @@ func TestTimeLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(context.Background(), c, &log); err != nil || !strings.Contains(log.String(), "nothing to do") {
+	if err := run(context.Background(), c, &log, hooks{}); err != nil || !strings.Contains(log.String(), "nothing to do") {
 		t.Fatalf("resume at the limit: %v\n%s", err, log.String())
 	}
 	log.Reset()
@@ -68,7 +66,7 @@ func TestTimeLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run(context.Background(), c, &log); err != nil {
+	if err := run(context.Background(), c, &log, hooks{}); err != nil {
 		t.Fatalf("resume with a larger limit: %v\n%s", err, log.String())
 	}
 	more := testRows(t, out)

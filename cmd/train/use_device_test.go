@@ -12,7 +12,7 @@ import (
 // host model of the device: the CUDA backend's evaluation gives the run's
 // test accuracy, give or take an image near a tie.
 func TestEvalOnHostModel(t *testing.T) {
-	_, out, want := tinyRun(t, false)
+	_, out, want := tinyRun(t, "ffn")
 	t.Setenv(cudabackend.StandInEnv, "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	checkEval(t, out, want, "-device", "cuda")

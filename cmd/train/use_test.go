@@ -6,7 +6,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"image"
 	"image/png"
 	"io"
@@ -20,52 +20,33 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/foldertest"
 	"github.com/orthonet/orthonet/internal/onnxrt"
 )
-
-// runSub runs this test binary as train with args and returns its exit
-// code, stdout and stderr.
-func runSub(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "ORTHONET_TRAIN_MAIN=1")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), stdout.String(), stderr.String()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, stdout.String(), stderr.String()
-}
 
 // tinyRun trains a small FFN (or, with vit, a small ViT on CIFAR-format
 // data) for an epoch on generated data, evaluating on the first 250 test
 // images, and returns the data folder, the -out folder and the test
 // accuracy line the run ended with.
-func tinyRun(t *testing.T, vit bool) (dir, out, accuracy string) {
+func tinyRun(t *testing.T, model string) (dir, out, accuracy string) {
 	t.Helper()
-	dir, out = t.TempDir(), t.TempDir()
+	out = t.TempDir()
 	args := []string{"-dataset", "mnist", "-hidden", "32", "-depth", "2", "-r", "8", "-lr", "0.2", "-lr-other", "0.05"}
-	if vit {
-		for i := 1; i <= 5; i++ {
-			cifarFixture(t, dir, "data_batch_"+strconv.Itoa(i)+".bin", 40, uint32(i))
-		}
-		cifarFixture(t, dir, "test_batch.bin", 260, 99)
+	if model != "ffn" {
+		dir = cifarDir(t, 40, 260)
 		args = []string{"-model", "vit", "-dataset", "cifar10", "-dim", "32", "-depth", "1", "-heads", "2", "-mlp", "16", "-patch", "8",
 			"-r", "8", "-lr", "0.1", "-other", "adam", "-lr-other", "0.002"}
+		if model == "cnn" {
+			args = []string{"-model", "cnn", "-dataset", "cifar10", "-channels", "4", "-depth", "2", "-r", "8", "-lr", "0.2", "-other", "adam", "-lr-other", "0.002"}
+		}
 	} else {
-		fixture(t, 400, "train", dir, 1)
-		fixture(t, 300, "t10k", dir, 2)
+		dir = mnistDir(t, 400, 300)
 	}
 	c, err := parseFlags(append(args, "-data", dir, "-out", out, "-batch", "10", "-epochs", "1", "-limit-test", "250", "-device", "cpu"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, _ := runForAccuracy(t, c)
+	o, _ := runForAccuracy(t, c, hooks{})
 	return dir, out, regexp.MustCompile(`(?m)^test accuracy: [0-9.]+%$`).FindString(o)
 }
 
@@ -74,7 +55,7 @@ func tinyRun(t *testing.T, vit bool) (dir, out, accuracy string) {
 // report files must agree with it and be written into a new folder each
 // time, never over a run's files.
 func TestEvalReproducesRun(t *testing.T) {
-	_, out, want := tinyRun(t, false)
+	_, out, want := tinyRun(t, "ffn")
 	if want == "" {
 		t.Fatal("the run printed no test accuracy")
 	}
@@ -86,7 +67,7 @@ func TestEvalReproducesRun(t *testing.T) {
 		t.Fatalf("report folders %v, want two: eval-step-N and eval-step-N-2", dirs)
 	}
 	// A ViT's checkpoint too (its evaluation cuts the images into patches).
-	_, vitOut, vitWant := tinyRun(t, true)
+	_, vitOut, vitWant := tinyRun(t, "vit")
 	checkEval(t, vitOut, vitWant, "-device", "cpu")
 	// The confusion matrix holds the 250 images with the accuracy on its
 	// diagonal, and predictions.csv one row per image agreeing with it.
@@ -118,7 +99,7 @@ func TestEvalReproducesRun(t *testing.T) {
 		t.Errorf("confusion.png: %v", err)
 	}
 	// A -report folder that holds the files already is refused before any work.
-	if code, _, stderr := runSub(t, "eval", "-out", out, "-device", "cpu", "-report", dirs[0]); code != 2 || !strings.Contains(stderr, "already holds confusion.csv") {
+	if _, stderr, code := trainExit(t, "eval", "-out", out, "-device", "cpu", "-report", dirs[0]); code != 2 || !strings.Contains(stderr, "already holds confusion.csv") {
 		t.Errorf("-report over an earlier report: exit %d, %q", code, stderr)
 	}
 }
@@ -128,7 +109,7 @@ func TestEvalReproducesRun(t *testing.T) {
 // engine and device, and at most one of the 250 images apart elsewhere.
 func checkEval(t *testing.T, out, want string, args ...string) {
 	t.Helper()
-	code, stdout, stderr := runSub(t, append([]string{"eval", "-resume", "latest", "-out", out}, args...)...)
+	stdout, stderr, code := trainExit(t, append([]string{"eval", "-resume", "latest", "-out", out}, args...)...)
 	if code != 0 {
 		t.Fatalf("eval %v: exit %d: %s", args, code, stderr)
 	}
@@ -175,8 +156,8 @@ func readCSV(t *testing.T, path string) [][]string {
 // predict must give each the class that the run's evaluation gives it, and
 // a file that is not an image among them is refused alone, with one line.
 func TestPredictMatchesEval(t *testing.T) {
-	dir, out, _ := tinyRun(t, false)
-	if code, _, stderr := runSub(t, "eval", "-out", out, "-device", "cpu"); code != 0 {
+	dir, out, _ := tinyRun(t, "ffn")
+	if _, stderr, code := trainExit(t, "eval", "-out", out, "-device", "cpu"); code != 0 {
 		t.Fatalf("eval: %s", stderr)
 	}
 	reports, _ := filepath.Glob(filepath.Join(out, "run-*", "eval-step-*", "predictions.csv"))
@@ -218,7 +199,7 @@ func TestPredictMatchesEval(t *testing.T) {
 		if bad {
 			args = append(args[:len(args)-1], notImage, files[2])
 		}
-		code, stdout, stderr := runSub(t, args...)
+		stdout, stderr, code := trainExit(t, args...)
 		if wantCode := map[bool]int{false: 0, true: 1}[bad]; code != wantCode {
 			t.Errorf("predict (a bad file: %v): exit %d, want %d: %s", bad, code, wantCode, stderr)
 		}
@@ -243,15 +224,41 @@ func TestPredictMatchesEval(t *testing.T) {
 	}
 }
 
-// TestExportRunsInONNXRuntime exports a trained FFN and a trained ViT with
+// testLogits returns the first n test images of tr's data set and the
+// logits tr's model gives them on the evaluation engine of its flags.
+func testLogits(t *testing.T, tr *trained, n int) (images, logits []float32) {
+	t.Helper()
+	c := tr.c
+	c.limitTrain, c.limitTest = 1, n
+	_, test, err := loadData(context.Background(), c, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net, err := tr.network(n, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := newEvalEngine(tr.c, net)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.close()
+	net.fill(test.X, n)
+	if logits, err = eng.evaluate(); err != nil {
+		t.Fatal(err)
+	}
+	return test.X, logits
+}
+
+// TestExportRunsInONNXRuntime exports a trained FFN, ViT and CNN with
 // train export and runs the files in ONNX Runtime on test images: the
 // logits must be orthonet's evaluation's to 1e-5.
 func TestExportRunsInONNXRuntime(t *testing.T) {
 	onnxrt.Need(t)
-	for _, vit := range []bool{false, true} {
-		_, out, _ := tinyRun(t, vit)
+	for _, model := range []string{"ffn", "vit", "cnn"} {
+		_, out, _ := tinyRun(t, model)
 		file := filepath.Join(t.TempDir(), "model.onnx")
-		code, stdout, stderr := runSub(t, "export", "-out", out, "-batch", "4", "-o", file)
+		stdout, stderr, code := trainExit(t, "export", "-out", out, "-batch", "4", "-o", file)
 		if code != 0 {
 			t.Fatalf("export: exit %d: %s", code, stderr)
 		}
@@ -262,28 +269,9 @@ func TestExportRunsInONNXRuntime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := tr.c
-		c.limitTrain, c.limitTest = 1, 4
-		_, test, err := loadData(context.Background(), c, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		net, err := tr.network(4, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng, err := newEvalEngine(tr.c, net)
-		if err != nil {
-			t.Fatal(err)
-		}
-		net.fill(test.X, 4)
-		want, err := eng.evaluate()
-		eng.close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		images, want := testLogits(t, tr, 4)
 		s := tr.info.Shape
-		res, err := onnxrt.Run(file, map[string]onnxrt.Tensor{"images": {Dims: []int{4, s[0], s[1], s[2]}, Data: test.X}})
+		res, err := onnxrt.Run(file, map[string]onnxrt.Tensor{"images": {Dims: []int{4, s[0], s[1], s[2]}, Data: images}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -324,7 +312,7 @@ func TestExportRunsInONNXRuntime(t *testing.T) {
 // usable and a file that is not an image: each exits 2 or 1 with one line
 // saying why, and writes nothing.
 func TestUseRefusals(t *testing.T) {
-	_, out, _ := tinyRun(t, false)
+	_, out, _ := tinyRun(t, "ffn")
 	latest, err := resolveResume("latest", out)
 	if err != nil {
 		t.Fatal(err)
@@ -405,31 +393,15 @@ func TestUseRefusals(t *testing.T) {
 		{[]string{"export", "-resume", latest, "-batch", "0"}, 2, "-batch 0"},
 		{[]string{"export", "-resume", latest, "-o", existing}, 2, "exists: export replaces no file"},
 	} {
-		before, beforeElsewhere := tree(t, out), tree(t, elsewhere)
-		code, _, stderr := runSub(t, append([]string{tc.args[0], "-out", out}, tc.args[1:]...)...)
+		before, beforeElsewhere := foldertest.Snapshot(t, out), foldertest.Snapshot(t, elsewhere)
+		_, stderr, code := trainExit(t, append([]string{tc.args[0], "-out", out}, tc.args[1:]...)...)
 		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
 		if code != tc.code || len(lines) != 1 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and one line saying %q", tc.args, code, stderr, tc.code, tc.want)
 		}
-		if after := tree(t, out); !sameMaps(before, after) {
-			t.Errorf("%v wrote into %s", tc.args, out)
-		}
-		if after := tree(t, elsewhere); !sameMaps(beforeElsewhere, after) {
-			t.Errorf("%v wrote into %s", tc.args, elsewhere)
-		}
+		foldertest.Same(t, fmt.Sprintf("%v under -out", tc.args), out, before)
+		foldertest.Same(t, fmt.Sprintf("%v elsewhere", tc.args), elsewhere, beforeElsewhere)
 	}
-}
-
-func sameMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestLoadCheckpointPyTorch runs scripts/load_checkpoint.py, which builds
@@ -441,7 +413,7 @@ func TestLoadCheckpointPyTorch(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
 		t.Skipf("PyTorch is not importable by /usr/bin/python3: %v", err)
 	}
-	dir, out, _ := tinyRun(t, false)
+	dir, out, _ := tinyRun(t, "ffn")
 	tr, err := loadTrained(useFlags{resume: "latest", out: out, device: "cpu", engine: "program"}, "")
 	if err != nil {
 		t.Fatal(err)
@@ -458,26 +430,7 @@ func TestLoadCheckpointPyTorch(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	c := tr.c
-	c.limitTrain, c.limitTest = 1, 5
-	_, test, err := loadData(context.Background(), c, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	net, err := tr.network(5, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := newEvalEngine(tr.c, net)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.close()
-	net.fill(test.X, 5)
-	want, err := eng.evaluate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, want := testLogits(t, tr, 5)
 	if len(res.Logits) != 5 {
 		t.Fatalf("PyTorch gave %d rows of logits, want 5", len(res.Logits))
 	}

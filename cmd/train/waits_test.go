@@ -15,15 +15,40 @@ import (
 	"github.com/orthonet/orthonet/internal/cudak/standin"
 )
 
+// standInTrainer returns a trainer of args on the CUDA backend over the
+// host model of the device (the caller sets ORTHONET_CUDA_STANDIN), ready
+// for its first step and closed at the test's end.
+func standInTrainer(t *testing.T, args ...string) *trainer {
+	t.Helper()
+	tr, err := newTrainer(context.Background(), parsed(t, append([]string{"-out", t.TempDir(), "-device", "cuda"}, args...)...), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.close)
+	tr.begin()
+	if err := tr.loader.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// stepOnce takes the next step of tr as its loop does, but for the clock,
+// the evaluations and the checkpoints, and returns what step returned.
+func stepOnce(tr *trainer) (lv, acc float64, bad, err error) {
+	lv, acc, bad, err = tr.step(0)
+	tr.st.Batch++
+	tr.st.Step++
+	tr.tally(0, lv, acc, bad)
+	return lv, acc, bad, err
+}
+
 // TestDeviceStepWaits trains the FFN (with RSDM and SGD, and with RGD and
 // Adam) and a small ViT on the CUDA backend over the host model of the
 // device and counts the host's blocking waits of each training step
 // (standin.HostWaits): at most one, logged step or not (before Collect:
 // three, the loss, the logits and the gradients' check).
 func TestDeviceStepWaits(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 400, "train", dir, 1)
-	fixture(t, 100, "t10k", dir, 2)
+	dir := mnistDir(t, 400, 100)
 	t.Setenv(cudabackend.StandInEnv, "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	for _, args := range [][]string{
@@ -31,32 +56,14 @@ func TestDeviceStepWaits(t *testing.T) {
 		{"-hidden", "64", "-optim", "rgd", "-other", "adam"},
 		{"-model", "vit", "-dim", "16", "-heads", "2", "-mlp", "16", "-depth", "1", "-patch", "8", "-r", "4", "-other", "adam"},
 	} {
-		c, err := parseFlags(append([]string{"-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-device", "cuda"}, args...), io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := newTrainer(context.Background(), c, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.close()
-		tr.steps = tr.train.N / c.batch
+		tr := standInTrainer(t, append([]string{"-dataset", "mnist", "-data", dir}, args...)...)
 		tr.logEvery = 3
-		tr.images = make([]float32, c.batch*tr.train.Dim())
-		tr.labels = make([]int, c.batch)
-		if err := tr.loader.Seek(0, 0); err != nil {
-			t.Fatal(err)
-		}
 		var counts []uint64
 		for range 6 {
 			before := standin.HostWaits()
-			lv, acc, bad, err := tr.step(0)
-			if err != nil || bad != nil {
+			if _, _, bad, err := stepOnce(tr); err != nil || bad != nil {
 				t.Fatalf("%v: step %d: %v %v", args, tr.st.Step, err, bad)
 			}
-			tr.st.Batch++
-			tr.st.Step++
-			tr.tally(0, lv, acc, bad)
 			counts = append(counts, standin.HostWaits()-before)
 		}
 		t.Logf("%v: host waits per step: %v", args, counts)
@@ -75,9 +82,7 @@ func TestDeviceStepWaits(t *testing.T) {
 // for the ViT, the dropout step; each RSDM weight's rows; one of every step
 // size).
 func TestKernelProfileCounts(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 160, "train", dir, 1)
-	fixture(t, 100, "t10k", dir, 2)
+	dir := mnistDir(t, 160, 100)
 	t.Setenv(cudabackend.StandInEnv, "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	line := regexp.MustCompile(`device work per training step: (\d+) kernel launches \((\d+) forward and backward, (\d+) in the optimizer's step\); (\d+) copies in, 1 wait for the device`)
@@ -92,7 +97,7 @@ func TestKernelProfileCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, _ := runForAccuracy(t, c)
+		out, _ := runForAccuracy(t, c, hooks{})
 		m := line.FindStringSubmatch(out)
 		if m == nil {
 			t.Fatalf("%v: no line of the device's work per step in:\n%s", tc.args, out)
@@ -113,27 +118,12 @@ func TestKernelProfileCounts(t *testing.T) {
 // random draws the same bit for bit before and after it), the next one
 // steps, and each step still waits once.
 func TestNonFiniteSkipOnDevice(t *testing.T) {
-	dir := t.TempDir()
-	fixture(t, 200, "train", dir, 1)
-	fixture(t, 100, "t10k", dir, 2)
+	dir := mnistDir(t, 200, 100)
 	t.Setenv(cudabackend.StandInEnv, "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-device", "cuda", "-hidden", "32",
-		"-depth", "2", "-r", "8", "-other", "adam", "-nonfinite", "skip"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.nanSteps = map[int]bool{2: true}
-	tr, err := newTrainer(context.Background(), c, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.close()
-	tr.steps, tr.logEvery = tr.train.N/c.batch, 1
-	tr.images, tr.labels = make([]float32, c.batch*tr.train.Dim()), make([]int, c.batch)
-	if err := tr.loader.Seek(0, 0); err != nil {
-		t.Fatal(err)
-	}
+	tr := standInTrainer(t, "-dataset", "mnist", "-data", dir, "-hidden", "32", "-depth", "2", "-r", "8", "-other", "adam", "-nonfinite", "skip")
+	tr.hooks = nanAt(2)
+	tr.logEvery = 1
 	// snapshot returns the weights and the optimizer's state.
 	snapshot := func() ([][]float32, any) {
 		if err := tr.eng.store(); err != nil {
@@ -148,16 +138,13 @@ func TestNonFiniteSkipOnDevice(t *testing.T) {
 	for step := range 4 {
 		w0, s0 := snapshot()
 		waits := standin.HostWaits()
-		lv, acc, bad, err := tr.step(0)
+		lv, _, bad, err := stepOnce(tr)
 		if got := standin.HostWaits() - waits; got != 1 {
 			t.Errorf("step %d waited %d times for the device, want once", step, got)
 		}
 		if err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
-		tr.st.Batch++
-		tr.st.Step++
-		tr.tally(0, lv, acc, bad)
 		w1, s1 := snapshot()
 		moved := !reflect.DeepEqual(w0, w1) || !reflect.DeepEqual(s0, s1)
 		switch {

@@ -36,7 +36,16 @@ type Example struct {
 // Examples are the Gorgonia examples whose models compile. Each main
 // builds the model the way the example's own main does.
 var Examples = []Example{
-	{Name: "convnet", Main: `package main
+	{Name: "convnet", Main: mnistMain("convnet", "newConvNet")},
+	{Name: "resnet", Main: mnistMain("resnet", "newResNet")},
+}
+
+// mnistMain returns the main of an example whose model is built by
+// newModel(g) from 28 x 28 images of one channel into 10 classes, with the
+// four dropout rates d0 to d3, the method fwd and the Stiefel weight w3:
+// convnet and resnet are written alike.
+func mnistMain(name, newModel string) string {
+	return `package main
 
 import (
 	G "gorgonia.org/gorgonia"
@@ -46,11 +55,11 @@ import (
 )
 
 func main() {
-	harness.Main(harness.Example{Name: "convnet", Input: []int{1, 28, 28}, Classes: 10, Stiefel: "w3",
+	harness.Main(harness.Example{Name: "` + name + `", Input: []int{1, 28, 28}, Classes: 10, Stiefel: "w3",
 		Build: func(g *G.ExprGraph, t tensor.Dtype, batch int, dropout float64) (*harness.Model, error) {
 			dt = t
 			x := G.NewTensor(g, dt, 4, G.WithShape(batch, 1, 28, 28), G.WithName("x"))
-			m := newConvNet(g)
+			m := ` + newModel + `(g)
 			if dropout >= 0 {
 				m.d0, m.d1, m.d2, m.d3 = dropout, dropout, dropout, dropout
 			}
@@ -60,32 +69,7 @@ func main() {
 			return &harness.Model{X: x, Out: m.out, Learnables: m.learnables(), Probs: true}, nil
 		}})
 }
-`},
-	{Name: "resnet", Main: `package main
-
-import (
-	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
-
-	"github.com/orthonet/orthonet/internal/gorgoniaex/harness"
-)
-
-func main() {
-	harness.Main(harness.Example{Name: "resnet", Input: []int{1, 28, 28}, Classes: 10, Stiefel: "w3",
-		Build: func(g *G.ExprGraph, t tensor.Dtype, batch int, dropout float64) (*harness.Model, error) {
-			dt = t
-			x := G.NewTensor(g, dt, 4, G.WithShape(batch, 1, 28, 28), G.WithName("x"))
-			m := newResNet(g)
-			if dropout >= 0 {
-				m.d0, m.d1, m.d2, m.d3 = dropout, dropout, dropout, dropout
-			}
-			if err := m.fwd(x); err != nil {
-				return nil, err
-			}
-			return &harness.Model{X: x, Out: m.out, Learnables: m.learnables(), Probs: true}, nil
-		}})
-}
-`},
+`
 }
 
 // Find returns the example named name.

@@ -44,24 +44,24 @@ func checkQF[T Float](t *testing.T, m, n int, a, q []T, tol float64) {
 	}
 }
 
+// qfRandom runs QF on a Gaussian m x n matrix drawn from rng and checks
+// the factors (checkQF).
+func qfRandom[T Float](t *testing.T, rng *rand.Rand, m, n int, tol float64) {
+	t.Helper()
+	a := randn[T](rng, m*n)
+	q := append([]T(nil), a...)
+	var qr QR[T]
+	if err := qr.QF(m, n, q); err != nil {
+		t.Fatal(err)
+	}
+	checkQF(t, m, n, a, q, tol)
+}
+
 func TestQF(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, sh := range []struct{ m, n int }{{1, 1}, {5, 5}, {40, 7}, {300, 300}, {100, 1}} {
-		a := randn[float64](rng, sh.m*sh.n)
-		q := append([]float64(nil), a...)
-		var qr QR[float64]
-		if err := qr.QF(sh.m, sh.n, q); err != nil {
-			t.Fatal(err)
-		}
-		checkQF(t, sh.m, sh.n, a, q, 1e-12)
-
-		a32 := randn[float32](rng, sh.m*sh.n)
-		q32 := append([]float32(nil), a32...)
-		var qr32 QR[float32]
-		if err := qr32.QF(sh.m, sh.n, q32); err != nil {
-			t.Fatal(err)
-		}
-		checkQF(t, sh.m, sh.n, a32, q32, 1e-4)
+		qfRandom[float64](t, rng, sh.m, sh.n, 1e-12)
+		qfRandom[float32](t, rng, sh.m, sh.n, 1e-4)
 	}
 	var qr QR[float64]
 	if err := qr.QF(2, 3, make([]float64, 6)); err == nil {

@@ -38,39 +38,28 @@ static int chol_upper_d(int n, double* a) {
 
 // A row-major m x n matrix is the column-major n x m matrix A^T, and the LQ
 // factorisation A^T = L Q' is A = Q'^T L^T: the QR factorisation we want,
-// read in place with no transposition.
-static int lq_work_s(int m, int n) {
-	int info = 0, lw = -1, k = n; float w1 = 0, w2 = 0;
-	sgelqf_(&n, &m, NULL, &n, NULL, &w1, &lw, &info);
-	sorglq_(&n, &m, &k, NULL, &n, NULL, &w2, &lw, &info);
-	return (int)(w1 > w2 ? w1 : w2);
+// read in place with no transposition. LQ(T, p) defines the wrappers of
+// one precision, p LAPACK's letter for the C type T: lq_work_p (the
+// workspace both calls need), lq_factor_p and lq_q_p.
+#define LQ(T, p) \
+static int lq_work_##p(int m, int n) { \
+	int info = 0, lw = -1, k = n; T w1 = 0, w2 = 0; \
+	p##gelqf_(&n, &m, NULL, &n, NULL, &w1, &lw, &info); \
+	p##orglq_(&n, &m, &k, NULL, &n, NULL, &w2, &lw, &info); \
+	return (int)(w1 > w2 ? w1 : w2); \
+} \
+static int lq_factor_##p(int m, int n, T* a, T* tau, T* work, int lw) { \
+	int info = 0; \
+	p##gelqf_(&n, &m, a, &n, tau, work, &lw, &info); \
+	return info; \
+} \
+static int lq_q_##p(int m, int n, T* a, T* tau, T* work, int lw) { \
+	int info = 0, k = n; \
+	p##orglq_(&n, &m, &k, a, &n, tau, work, &lw, &info); \
+	return info; \
 }
-static int lq_work_d(int m, int n) {
-	int info = 0, lw = -1, k = n; double w1 = 0, w2 = 0;
-	dgelqf_(&n, &m, NULL, &n, NULL, &w1, &lw, &info);
-	dorglq_(&n, &m, &k, NULL, &n, NULL, &w2, &lw, &info);
-	return (int)(w1 > w2 ? w1 : w2);
-}
-static int lq_factor_s(int m, int n, float* a, float* tau, float* work, int lw) {
-	int info = 0;
-	sgelqf_(&n, &m, a, &n, tau, work, &lw, &info);
-	return info;
-}
-static int lq_q_s(int m, int n, float* a, float* tau, float* work, int lw) {
-	int info = 0, k = n;
-	sorglq_(&n, &m, &k, a, &n, tau, work, &lw, &info);
-	return info;
-}
-static int lq_factor_d(int m, int n, double* a, double* tau, double* work, int lw) {
-	int info = 0;
-	dgelqf_(&n, &m, a, &n, tau, work, &lw, &info);
-	return info;
-}
-static int lq_q_d(int m, int n, double* a, double* tau, double* work, int lw) {
-	int info = 0, k = n;
-	dorglq_(&n, &m, &k, a, &n, tau, work, &lw, &info);
-	return info;
-}
+LQ(float, s)
+LQ(double, d)
 */
 import "C"
 

@@ -8,16 +8,19 @@
 // It steps constrained weights on the Stiefel manifold with the QR
 // retraction by RSDM with a sampler of rows (Permutation, Blocks or one's
 // own; one inner step, QR inner retraction) or by RGD, and the other
-// parameters by SGD (with momentum), Adam or AdamW. Each Step enqueues its
-// kernels and returns without waiting for them; the Q factors are Cholesky
-// QR on the device (backend.QF), and a fault the device meets is reported
-// by the backend's next Sync or CopyOut.
+// parameters by SGD (with momentum), Adam or AdamW: the rules of the table
+// rules, whose steppers are built each in the rule's own file (sgd.go,
+// adam.go, rsdm.go, rgd.go). Each Step enqueues its kernels and returns
+// without waiting for them; the Q factors are Cholesky QR on the device
+// (backend.QF), and a fault the device meets is reported by the backend's
+// next Sync or CopyOut.
 package device
 
 import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/manifold"
@@ -69,10 +72,15 @@ func errNotOnDevice(what, instead string) error {
 	return optim.NotOnDevice(fmt.Sprintf("%s does not run on a device (what does: %s)", what, instead))
 }
 
-// Stepper returns the stepper of p by r on the device.
+// Stepper returns the stepper of p by r on the device, which r's entry
+// of rules builds.
 func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st optim.Stepper, err error) {
 	if _, err := d.Check(p); err != nil {
 		return nil, err
+	}
+	e := lookup(r)
+	if e == nil {
+		return nil, errNotOnDevice(fmt.Sprintf("the %v rule", r), ruleNames(p.Constrained()))
 	}
 	w := &work{be: d.be, p: p, rule: r, b: b, shape: p.Shape, value: p.Value.(backend.Operand), grad: p.Grad.(backend.Operand),
 		table: d.hyper}
@@ -86,46 +94,65 @@ func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st opt
 		return nil, err
 	}
 	w.hyper = w.slot.operand()
-	if p.Manifold == nil {
-		switch c := r.(type) {
-		case optim.SGDConfig:
-			return newSGD(w, c.Momentum, b.WeightDecay)
-		case optim.AdamConfig:
-			return newAdam(w, c, b.WeightDecay)
-		case optim.AdamWConfig:
-			if b.WeightDecay == 0 {
-				b.WeightDecay = 0.01
-			}
-			return newAdam(w, optim.AdamConfig(c), b.WeightDecay)
+	return e.build(w, r)
+}
+
+// rules are the rules a device steps, each with the function that builds
+// its stepper in the rule's own file of this package. Stepper looks a rule
+// up here by its type, so that a rule of one's own (even one that embeds
+// these) is refused by name. A rule joins the device by one entry here
+// (docs/extending-rule.md).
+var rules = []deviceRule{
+	on(sgdStepper),
+	on(adamStepper),
+	on(adamWStepper),
+	on(rsdmStepper),
+	on(rgdStepper),
+}
+
+// deviceRule is an entry of rules: a rule type's name and constraint, and
+// the builder of its steppers.
+type deviceRule struct {
+	name        string
+	constrained bool
+	is          func(optim.Rule) bool
+	build       func(*work, optim.Rule) (optim.Stepper, error)
+}
+
+// on returns the entry of rules of type R, whose steppers build builds.
+func on[R optim.Rule](build func(*work, R) (optim.Stepper, error)) deviceRule {
+	var zero R
+	return deviceRule{
+		name:        zero.String(),
+		constrained: zero.Constrained(),
+		is:          func(r optim.Rule) bool { _, ok := r.(R); return ok },
+		build:       func(w *work, r optim.Rule) (optim.Stepper, error) { return build(w, r.(R)) },
+	}
+}
+
+// lookup returns the entry of rules of r's type, nil when there is none.
+func lookup(r optim.Rule) *deviceRule {
+	for i := range rules {
+		if rules[i].is(r) {
+			return &rules[i]
 		}
-		return nil, errNotOnDevice(fmt.Sprintf("the %v rule", r), "sgd, adam and adamw")
 	}
-	if m, ok := p.Manifold.(optim.Stiefel); !ok || m.Retraction != manifold.QR {
-		return nil, errNotOnDevice(fmt.Sprintf("a weight on the %v manifold", p.Manifold), "the Stiefel manifold with the QR retraction")
-	}
-	f, err := newFrame(w)
-	if err != nil {
-		return nil, err
-	}
-	w.shape = []int{f.n, f.p}
-	switch c := r.(type) {
-	case optim.RGDConfig:
-		return newRGD(w, f, c)
-	case optim.RSDMConfig:
-		switch {
-		case c.Sampling != nil && !c.Sampling.Rows():
-			return nil, errNotOnDevice(fmt.Sprintf("RSDM with %v sampling", c.Sampling), "a sampler of rows")
-		case c.InnerSteps > 1 || c.Momentum != 0:
-			return nil, errNotOnDevice("RSDM with inner steps or momentum", "RSDM with one inner step")
-		case c.Retraction != manifold.QR:
-			return nil, errNotOnDevice(fmt.Sprintf("RSDM with the %v inner retraction", c.Retraction), "QR")
+	return nil
+}
+
+// ruleNames lists the names of rules that step constrained weights
+// (constrained) or the others: "a, b and c".
+func ruleNames(constrained bool) string {
+	var names []string
+	for _, e := range rules {
+		if e.constrained == constrained {
+			names = append(names, e.name)
 		}
-		if w.dt == backend.Float32 {
-			return newRSDM[float32](w, f, c, b)
-		}
-		return newRSDM[float64](w, f, c, b)
 	}
-	return nil, errNotOnDevice(fmt.Sprintf("the %v rule", r), "rsdm and rgd")
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // work is what a parameter's device stepper is built from and holds: the
@@ -213,75 +240,51 @@ func (w *work) Close() error {
 	return errors.Join(errs...)
 }
 
-// ---- SGD, Adam and RGD ---------------------------------------------------------------
+// ---- the state's buffers ---------------------------------------------------------------
 
-// buffered is SGD (with momentum and decoupled weight decay), Adam (with
-// bias correction and decoupled weight decay) or RGD (with the QR
-// retraction and heavy-ball momentum carried by tangent projection): one
-// prepared step, and the state's buffers, which State and SetState move
-// between the device and the host.
+// buffered is the stepper of a rule whose step keeps buffers of the
+// parameter's size (SGD's and RGD's momentum, Adam's moments): one
+// prepared step, and the buffers, which State and SetState move between
+// the device and the host in the host stepper's States, under optim's
+// names (optim.StateMomentum, ...).
 type buffered struct {
 	*work
-	kind    string
+	kind    string            // the host stepper's State.Kind
+	counter string            // the name of the step count (Adam's); "" for none
 	names   []string          // the state's buffers
 	bufs    []backend.Operand // where they live
-	adam    *optim.AdamConfig // Adam's settings; nil for SGD and RGD
-	t       int               // steps taken, Adam's counter
+	t       int               // steps taken, the counter
 	started bool              // a step was taken: the buffers are state
 	step    backend.Func
 }
 
 // newBuffered checks w's rule against the host's stepper and allocates
-// the state's buffers, of the parameter's size: Adam's moments, or the
-// momentum of SGD and RGD when they have one.
-func newBuffered(w *work, kind string, momentum float64) (*buffered, error) {
-	if _, err := w.hostStepper(); err != nil {
+// the state's buffers, one of the parameter's size for each name.
+func newBuffered(w *work, counter string, names ...string) (*buffered, error) {
+	host, err := w.hostStepper()
+	if err != nil {
 		return nil, err
-	}
-	var names []string
-	switch {
-	case kind == "adam":
-		names = []string{"m", "v"}
-	case momentum != 0:
-		names = []string{"momentum"}
 	}
 	bufs, err := w.alloc(w.dt, slices.Repeat([]int{size(w.shape)}, len(names))...)
-	return &buffered{work: w, kind: kind, names: names, bufs: bufs}, err
-}
-
-func newSGD(w *work, momentum, decay float64) (*buffered, error) {
-	o, err := newBuffered(w, "sgd", momentum)
 	if err != nil {
 		return nil, err
 	}
-	k := backend.SGDStep{N: size(w.shape), Momentum: momentum, Decay: decay, W: w.value, G: w.grad, LR: w.hyper}
-	if momentum != 0 {
-		k.Mom = o.bufs[0]
-	}
-	o.step, err = w.prepare(k)
-	return o, err
+	return &buffered{work: w, kind: host.State().Kind, counter: counter, names: names, bufs: bufs}, nil
 }
 
-func newAdam(w *work, c optim.AdamConfig, decay float64) (*buffered, error) {
-	host, err := optim.NewAdam[float64](size(w.shape), c)
-	if err != nil {
-		return nil, err
+// newMomentum returns the buffered stepper of a rule with heavy-ball
+// momentum (SGD, RGD): its buffer, the momentum, when momentum is not 0.
+func newMomentum(w *work, momentum float64) (*buffered, error) {
+	if momentum == 0 {
+		return newBuffered(w, "")
 	}
-	c = host.Config() // with its defaults
-	o, err := newBuffered(w, "adam", 0)
-	if err != nil {
-		return nil, err
-	}
-	o.adam = &c
-	o.step, err = w.prepare(backend.AdamStep{N: size(w.shape), Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, Decay: decay,
-		W: w.value, G: w.grad, M: o.bufs[0], V: o.bufs[1], Hyper: w.hyper})
-	return o, err
+	return newBuffered(w, "", optim.StateMomentum)
 }
 
-// Prepare sets the step size and, for Adam, the step's count, from which
-// the step computes the bias corrections on the device.
+// Prepare sets the step size and, with a counter, the step's count (from
+// which Adam's step computes the bias corrections on the device).
 func (o *buffered) Prepare(_ any, lr float64) error {
-	if o.adam == nil {
+	if o.counter == "" {
 		o.setHyper(lr)
 	} else {
 		o.setHyper(lr, float64(o.t+1))
@@ -299,8 +302,8 @@ func (o *buffered) Commit() error {
 
 func (o *buffered) State() optim.State {
 	st := optim.State{Kind: o.kind, Counters: map[string]int64{}, Random: map[string][]byte{}, Buffers: map[string]any{}}
-	if o.adam != nil {
-		st.Counters["t"] = int64(o.t)
+	if o.counter != "" {
+		st.Counters[o.counter] = int64(o.t)
 	}
 	for i, name := range o.names {
 		if !o.started {
@@ -330,7 +333,10 @@ func (o *buffered) SetState(st optim.State) error {
 	if err := host.SetState(st); err != nil {
 		return err
 	}
-	o.t = int(st.Counters["t"]) // a fresh stepper's buffers are zero until then
+	o.t = 0
+	if o.counter != "" {
+		o.t = int(st.Counters[o.counter]) // a fresh stepper's buffers are zero until then
+	}
 	var errs []error
 	for i, name := range o.names {
 		var b any
@@ -352,17 +358,25 @@ type frame struct {
 	n, p    int
 }
 
+// newFrame returns the frame of w's weight, which must be on the Stiefel
+// manifold with the QR retraction (what a device's Q factors compute), and
+// sets w.shape to the frame's n x p.
 func newFrame(w *work) (frame, error) {
-	if len(w.p.Shape) != 2 {
-		return frame{}, fmt.Errorf("marked as constrained but has shape %v, want a matrix", w.p.Shape)
+	if m, ok := w.p.Manifold.(optim.Stiefel); !ok || m.Retraction != manifold.QR {
+		return frame{}, errNotOnDevice(fmt.Sprintf("a weight on the %v manifold", w.p.Manifold), "the Stiefel manifold with the QR retraction")
 	}
-	n, p := w.p.Shape[0], w.p.Shape[1]
+	n, p, ok := w.p.Matrix()
+	if !ok {
+		return frame{}, fmt.Errorf("marked as constrained but has shape %v, want a matrix or a tensor of 3 or more axes", w.p.Shape)
+	}
 	f := frame{x: w.value, g: w.grad, n: n, p: p, in: backend.Sequence(nil), out: backend.Sequence(nil)}
 	if n >= p {
+		w.shape = []int{n, p}
 		return f, nil
 	}
 	n, p = p, n
 	f.n, f.p = n, p
+	w.shape = []int{n, p}
 	ops, err := w.alloc(w.dt, n*p, n*p)
 	if err != nil {
 		return f, err
@@ -384,151 +398,4 @@ func newFrame(w *work) (frame, error) {
 // out.
 func (f frame) around(fns ...backend.Func) backend.Func {
 	return backend.Sequence(append(append([]backend.Func{f.in}, fns...), f.out))
-}
-
-// ---- RSDM ------------------------------------------------------------------------------
-
-// rsdmStep is RSDM whose draws (and state) the host's RSDM makes, through
-// its hooks Draw, Undraw and Advance, so that the host and the device draw
-// the same submanifolds for the same seed.
-type rsdmStep[T optim.Float] struct {
-	*work
-	host    *optim.RSDM[T]
-	rows    backend.Operand
-	rowsInt []int32
-	step    backend.Func
-	reorth  backend.Func
-}
-
-func newRSDM[T optim.Float](w *work, f frame, c optim.RSDMConfig, b optim.Binding) (*rsdmStep[T], error) {
-	m, err := manifold.NewStiefel[T](f.n, f.p)
-	if err != nil {
-		return nil, err
-	}
-	// The host's RSDM of the same rule, seeded as optim's own stepper is;
-	// Prepare gives it each step's step size.
-	c.LR, c.Seed = 0, optim.WeightSeed(c.Seed, b.Index)
-	host, err := optim.NewRSDM(m, c)
-	if err != nil {
-		return nil, err
-	}
-	r, n, p, x := c.SubmanifoldSize, f.n, f.p, f.x
-	ops, err := w.alloc(w.dt, r*p, r*p, r*r, r*r, r*p)
-	if err != nil {
-		return nil, err
-	}
-	px0, pg, bb, yt, upd := ops[0], ops[1], ops[2], ops[3], ops[4]
-	rows, err := w.alloc(backend.Int32, r)
-	if err != nil {
-		return nil, err
-	}
-	y, err := w.alloc(backend.Float64, r*r)
-	if err != nil {
-		return nil, err
-	}
-	o := &rsdmStep[T]{work: w, host: host, rows: rows[0], rowsInt: make([]int32, r)}
-	ks := []backend.Kernel{
-		backend.GatherRows{N: r, Width: p, Rows: o.rows, Src: x, Dst: px0},
-		backend.GatherRows{N: r, Width: p, Rows: o.rows, Src: f.g, Dst: pg},
-		// B = P G (PX)^T; Y = qf(I - lr skew(B)), RSDM's step (Algorithm 1).
-		backend.Gemm{TransB: true, M: r, N: r, K: p, Alpha: 1, A: pg, B: px0, C: bb, LDA: p, LDB: p, LDC: r},
-		backend.SkewStep{R: r, B: bb, Y: y[0], LR: w.hyper},
-		backend.QF{M: r, N: r, A: y[0]},
-		// The sampled rows become PX0 + (Y - I) PX0.
-		backend.IdentityDelta{R: r, Y: y[0], Dst: yt},
-		backend.Copy{Shape: []int{r * p}, Src: px0, Dst: upd, SrcStrides: []int{1}, DstStrides: []int{1}},
-		backend.Gemm{M: r, N: p, K: r, Alpha: 1, Beta: 1, A: yt, B: px0, C: upd, LDA: r, LDB: p, LDC: p},
-		backend.ScatterRows{N: r, Width: p, Rows: o.rows, Src: upd, Dst: x},
-	}
-	step, err := w.prepare(ks...)
-	if err != nil {
-		return nil, err
-	}
-	o.step = f.around(step)
-	if host.ReorthEvery() > 0 {
-		qf, err := w.prepare(backend.QF{M: n, N: p, A: x})
-		o.reorth = f.around(step, qf)
-		return o, err
-	}
-	return o, nil
-}
-
-// Prepare draws the submanifold on the host, sends its rows to the device
-// and sets the step size (which the step's first Commit sends).
-func (o *rsdmStep[T]) Prepare(_ any, lr float64) error {
-	if err := o.host.SetLR(lr); err != nil {
-		return err
-	}
-	sub, err := o.host.Draw()
-	if err != nil {
-		return err
-	}
-	for i, v := range sub.Rows {
-		o.rowsInt[i] = int32(v)
-	}
-	if err = o.be.CopyIn(o.rows.Buf, o.rows.Off, o.rowsInt); err != nil {
-		o.host.Undraw()
-		return err
-	}
-	o.setHyper(lr)
-	return nil
-}
-
-func (o *rsdmStep[T]) Abort() { o.host.Undraw() }
-
-func (o *rsdmStep[T]) Commit() error {
-	reorth := o.reorth != nil && (o.host.Steps()+1)%o.host.ReorthEvery() == 0
-	o.host.Advance()
-	if reorth { // the step, then the Q factor of the weight
-		return o.commit(o.reorth)
-	}
-	return o.commit(o.step)
-}
-
-func (o *rsdmStep[T]) State() optim.State            { return o.host.State() }
-func (o *rsdmStep[T]) SetState(st optim.State) error { return o.host.SetState(st) }
-
-// ---- RGD ---------------------------------------------------------------------------------
-
-func newRGD(w *work, f frame, c optim.RGDConfig) (*buffered, error) {
-	o, err := newBuffered(w, "rgd", c.Momentum)
-	if err != nil {
-		return nil, err
-	}
-	n, p := f.n, f.p
-	ops, err := w.alloc(w.dt, n*p, n*p, p*p)
-	if err != nil {
-		return nil, err
-	}
-	rg, next, pp, x := ops[0], ops[1], ops[2], f.x
-	// proj sets dst = v - x sym(x^T v), the tangent part of v at x.
-	proj := func(dst, x, v backend.Operand) []backend.Kernel {
-		ks := []backend.Kernel{
-			backend.Gemm{TransA: true, M: p, N: p, K: n, Alpha: 1, A: x, B: v, C: pp, LDA: p, LDB: p, LDC: p},
-			backend.Symmetrize{N: p, A: pp},
-		}
-		if dst != v {
-			ks = append(ks, backend.Copy{Shape: []int{n * p}, Src: v, Dst: dst, SrcStrides: []int{1}, DstStrides: []int{1}})
-		}
-		return append(ks, backend.Gemm{M: n, N: p, K: p, Alpha: -1, Beta: 1, A: x, B: pp, C: dst, LDA: p, LDB: p, LDC: p})
-	}
-	ks := proj(rg, x, f.g)
-	dir := rg
-	if c.Momentum > 0 {
-		// mom = momentum mom + rg, the direction; moved to the new point after.
-		mom := o.bufs[0]
-		ks = append(ks, backend.AddScaled{N: n * p, Alpha: c.Momentum, X: rg, Y: mom, Dst: mom})
-		dir = mom
-	}
-	ks = append(ks,
-		backend.AddScaled{N: n * p, Alpha: -1, X: x, Y: dir, Dst: next, Scale: w.hyper},
-		backend.QF{M: n, N: p, A: next},
-	)
-	if c.Momentum > 0 {
-		ks = append(ks, proj(dir, next, dir)...)
-	}
-	ks = append(ks, backend.Copy{Shape: []int{n * p}, Src: next, Dst: x, SrcStrides: []int{1}, DstStrides: []int{1}})
-	step, err := w.prepare(ks...)
-	o.step = f.around(step)
-	return o, err
 }

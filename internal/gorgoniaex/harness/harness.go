@@ -74,7 +74,8 @@ type Report struct {
 	Loss  float64 `json:"loss,omitempty"`
 	Grads float64 `json:"grads,omitempty"`
 	// compare: the parameters after Steps steps of the same Solver on the
-	// program and on the tape machine, and the losses along the way.
+	// program and on the tape machine (the largest ||a - b|| / ||b|| of a
+	// parameter), and the losses along the way.
 	Steps       int       `json:"steps,omitempty"`
 	Trained     float64   `json:"trained,omitempty"`
 	Losses      []float64 `json:"losses,omitempty"`
@@ -379,6 +380,28 @@ func relDiff(a, b []float64) float64 {
 	return d / max(s, 1e-300)
 }
 
+// relNorm returns ||a - b||_2 / ||b||_2: the difference of two trained
+// parameters as a whole. (After steps of Adam, whose first steps move an
+// entry by about its step size whatever the gradient's size, an entry
+// whose gradient is near Adam's epsilon may move differently on two
+// machines that round the gradient differently; relDiff's largest entry
+// would report that one entry.) +Inf where the lengths differ or a NaN is
+// in one only.
+func relNorm(a, b []float64) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	var d, s float64
+	for i := range b {
+		if math.IsNaN(a[i]) != math.IsNaN(b[i]) {
+			return math.Inf(1)
+		}
+		d += (a[i] - b[i]) * (a[i] - b[i])
+		s += b[i] * b[i]
+	}
+	return math.Sqrt(d / max(s, 1e-300))
+}
+
 // tapeRun sets a tape machine's inputs and runs it once.
 func tapeRun(vm G.VM, n *net, x, y []float64, dt tensor.Dtype) error {
 	shape := n.m.X.Shape()
@@ -442,6 +465,42 @@ const dropoutSeed = 1
 func compile(n *net, be backend.Backend, eval bool, r int, profile bool) (*program.Program, error) {
 	return program.Compile(n.g, program.Config{Backend: be, Outputs: []*G.Node{n.m.Out, n.loss}, Params: n.params,
 		Inputs: []*G.Node{n.m.X, n.y}, NoGrad: eval, EvalMode: eval, DropoutSeed: dropoutSeed, FactorForRSDM: r, Profile: profile})
+}
+
+// trainer is a model compiled for training on a backend of its own, with
+// a Solver of the options' groups bound to the program.
+type trainer struct {
+	be   backend.Backend
+	prog *program.Program
+	ps   *optim.Solver
+}
+
+// newTrainer opens the backend named name, compiles n for training on it
+// (compile's r and profile) and binds a Solver of o's groups to the
+// program. The caller closes it.
+func newTrainer(n *net, name string, r int, profile bool, o options) (*trainer, error) {
+	be, err := newBackend(name)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := compile(n, be, false, r, profile)
+	if err != nil {
+		be.Close()
+		return nil, fmt.Errorf("compiling on %s: %w", name, err)
+	}
+	ps, err := program.NewSolver(prog, groups(o), optim.Options{})
+	if err != nil {
+		prog.Close()
+		be.Close()
+		return nil, err
+	}
+	return &trainer{be: be, prog: prog, ps: ps}, nil
+}
+
+// close releases the program, then its backend.
+func (t *trainer) close() {
+	t.prog.Close()
+	t.be.Close()
 }
 
 // printProfile writes a program's time per kind of kernel, and the
@@ -614,7 +673,7 @@ func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		return nil, err
 	}
 	for i, p := range a.params {
-		rep.Trained = max(rep.Trained, relDiff(floats(p.Node.Value().Data()), floats(b.params[i].Node.Value().Data())))
+		rep.Trained = max(rep.Trained, relNorm(floats(p.Node.Value().Data()), floats(b.params[i].Node.Value().Data())))
 		rep.Params += p.Node.Shape().TotalSize()
 	}
 	if rep.Feasibility, err = feasibility(a); err != nil {
@@ -643,20 +702,13 @@ func devices(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 				return nil, err
 			}
 		}
-		be, err := newBackend(names[i])
+		tr, err := newTrainer(n, names[i], 0, false, o)
 		if err != nil {
 			return nil, err
 		}
-		defer be.Close()
-		if progs[i], err = compile(n, be, false, 0, false); err != nil {
-			return nil, fmt.Errorf("compiling on %s: %w", names[i], err)
-		}
-		defer progs[i].Close()
-		if solvers[i], err = program.NewSolver(progs[i], groups(o), optim.Options{}); err != nil {
-			return nil, err
-		}
-		nets[i] = n
-		rep.Backend += be.Name() + "; "
+		defer tr.close()
+		nets[i], progs[i], solvers[i] = n, tr.prog, tr.ps
+		rep.Backend += tr.be.Name() + "; "
 	}
 	rng := rand.New(rand.NewPCG(o.seed, 2))
 	x := make([]float64, nets[0].m.X.Shape().TotalSize())
@@ -686,7 +738,7 @@ func devices(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		}
 	}
 	for i, p := range nets[0].params {
-		rep.Trained = max(rep.Trained, relDiff(floats(nets[1].params[i].Node.Value().Data()), floats(p.Node.Value().Data())))
+		rep.Trained = max(rep.Trained, relNorm(floats(nets[1].params[i].Node.Value().Data()), floats(p.Node.Value().Data())))
 		rep.Params += p.Node.Shape().TotalSize()
 	}
 	var err error
@@ -760,20 +812,12 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	be, err := newBackend(o.backend)
+	tr, err := newTrainer(a, o.backend, factorFor(o), o.profile, o)
 	if err != nil {
 		return nil, err
 	}
-	defer be.Close()
-	prog, err := compile(a, be, false, factorFor(o), o.profile)
-	if err != nil {
-		return nil, fmt.Errorf("compiling: %w", err)
-	}
-	defer prog.Close()
-	ps, err := program.NewSolver(prog, groups(o), optim.Options{})
-	if err != nil {
-		return nil, err
-	}
+	defer tr.close()
+	be, prog, ps := tr.be, tr.prog, tr.ps
 	loader, err := data.NewLoader(trainSet, o.batch, o.seed)
 	if err != nil {
 		return nil, err
@@ -924,21 +968,13 @@ func throughput(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 			return ts.Step()
 		}
 	} else {
-		be, err := newBackend(o.backend)
+		tr, err := newTrainer(n, o.backend, factorFor(o), o.profile, o)
 		if err != nil {
 			return nil, err
 		}
-		defer be.Close()
-		prog, err := compile(n, be, false, factorFor(o), o.profile)
-		if err != nil {
-			return nil, fmt.Errorf("compiling: %w", err)
-		}
-		defer prog.Close()
-		ps, err := program.NewSolver(prog, groups(o), optim.Options{})
-		if err != nil {
-			return nil, err
-		}
-		rep.Backend = be.Name()
+		defer tr.close()
+		prog, ps := tr.prog, tr.ps
+		rep.Backend = tr.be.Name()
 		s := 0
 		step = func(x, y []float64) error {
 			if err := prog.SetStep(s); err != nil {

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+
+	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/nn"
+)
+
+// imageSize is the side the paper resizes each data set to: 32 for the ViT,
+// and for the FFN 32 (MNIST, 1024 inputs) or 20 (CIFAR-10, 1200 inputs);
+// the CNN takes the images as they are (0: 28 for MNIST and Fashion-MNIST,
+// 32 for CIFAR-10).
+func imageSize(model, dataset string) int {
+	switch {
+	case model == "cnn":
+		return 0
+	case model == "ffn" && dataset == "cifar10":
+		return 20
+	}
+	return 32
+}
+
+// loadData downloads the data set if asked, reads its training and test
+// sets and resizes them to the model's side.
+func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set, err error) {
+	dir := c.dataDir
+	if dir == "" {
+		dir = data.DefaultDir(c.dataset)
+	}
+	if c.download {
+		fmt.Fprintf(w, "downloading %s into %s\n", c.dataset, dir)
+		// The zero Downloader bounds each request (connect, idle, overall)
+		// and goes on to the next mirror when one stalls.
+		var dl data.Downloader
+		if err := dl.Download(ctx, c.dataset, dir); err != nil {
+			return nil, nil, err
+		}
+	}
+	// Only the examples -limit-train and -limit-test keep are read.
+	if train, test, err = data.LoadSplitFirst(c.dataset, dir, c.limitTrain, c.limitTest); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w (use -data DIR, or -download for mnist and cifar10)", err)
+		}
+		return nil, nil, err
+	}
+	train, test = train.Limit(c.limitTrain), test.Limit(c.limitTest)
+	side := imageSize(c.model, c.dataset)
+	if side == 0 { // the images as they are
+		return train, test, nil
+	}
+	if train, err = train.Resize(side, side, 0); err != nil {
+		return nil, nil, err
+	}
+	if test, err = test.Resize(side, side, 0); err != nil {
+		return nil, nil, err
+	}
+	return train, test, nil
+}
+
+// nextBatch reads the next global batch into the trainer's buffers and
+// puts this rank's rows of it into the training network's inputs: the
+// images, the dropout masks where the engine does not draw them, and the
+// labels one-hot; it returns those labels.
+func (t *trainer) nextBatch(epoch int) ([]int, error) {
+	c := t.c
+	n, err := t.loader.Next(t.images, t.labels)
+	if err != nil {
+		return nil, err
+	}
+	if n < c.batch {
+		return nil, fmt.Errorf("epoch %d: batch %d holds %d examples, want %d", epoch+1, t.st.Batch, n, c.batch)
+	}
+	if t.hooks.afterBatch != nil {
+		t.hooks.afterBatch(t)
+	}
+	// This rank's rows of the global batch: [r b, (r+1) b).
+	b, d := c.shard(), t.train.Dim()
+	lo := c.rank() * b
+	labels := t.labels[lo : lo+b]
+	t.net.fill(t.images[lo*d:(lo+b)*d], b)
+	if t.net.vit != nil && !t.eng.drawsMasks() {
+		t.net.vit.FillMasks(t.maskRNG)
+	}
+	return labels, nn.OneHot(t.yb, labels, t.train.Classes)
+}

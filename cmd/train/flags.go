@@ -1,0 +1,363 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/dist"
+	"github.com/orthonet/orthonet/optim"
+)
+
+// config is everything the flags set.
+type config struct {
+	model, dataset, dataDir string
+	optim, sampling         string
+	r                       int
+	lr, lrOther             float64
+	other, schedule         string
+	momentum                float64
+	epochs, batch           int
+	seed                    uint64
+	evalEvery, evalSubset   int
+	timeLimit, evalInterval time.Duration
+	weightDecay, clipNorm   float64
+	warmup, decayEvery      int
+	nonFinite               string
+	rgdMomentum             float64
+	out                     string
+	limitTrain, limitTest   int
+	device                  string // -device; after selectDevice, the one chosen: cpu or cuda
+	asked                   string // -device as given: auto, cpu or cuda (selectDevice)
+	download                bool
+	hidden, depth           int
+	channels                int // the CNN's first block's channels
+	dim, heads, mlp, patch  int
+	dropout                 float64
+	minAccuracy             float64
+	saveEvery, keep         int
+	resume                  string // checkpoint path, resolved from -resume
+	resumeNewest            bool   // -resume latest or a run folder: its newest checkpoint was asked for
+	cpuProfile              string
+	kernelProfile           bool
+	engine                  string
+	dist                    string // -dist: single or mpi
+
+	comm      dist.Communicator // the group of -dist mpi; nil for -dist single
+	blasShare int               // -dist mpi: threads of one rank's OpenBLAS and CPU backend (0: their defaults)
+
+	flags   map[string]string // every flag's value but -resume, saved in checkpoints
+	resumed *checkpoint.File  // the checkpoint at resume
+}
+
+// flagDef is one flag of train, defined once: parseArgs defines it, and
+// resumable and checkApplicable read it.
+type flagDef struct {
+	name, usage string
+	// define defines the flag on a field of the config, with its default
+	// (val).
+	define func(fs *flag.FlagSet, name, usage string)
+	// resumable: a resumed run may change the flag, which changes none of
+	// the steps it takes.
+	resumable bool
+	// choices, where not nil, are the values the flag takes.
+	choices []string
+	// when, where not nil, says when the flag applies: given where it does
+	// not, it is refused (checkApplicable), as a setting that would be
+	// silently ignored.
+	when *condition
+}
+
+// condition holds while flag on has the value is (with not: another
+// value); where it fails, "-on VALUE lacks" says why.
+type condition struct {
+	on, is string
+	not    bool
+	lacks  string
+}
+
+// only is the condition that flag on is is.
+func only(on, is, lacks string) *condition { return &condition{on: on, is: is, lacks: lacks} }
+
+// except is the condition that flag on is not is.
+func except(on, is, lacks string) *condition {
+	return &condition{on: on, is: is, not: true, lacks: lacks}
+}
+
+// refuses returns why the flag of condition k does not apply to c, or ""
+// where it does.
+func (k *condition) refuses(c config) string {
+	if k == nil || (c.flags[k.on] == k.is) != k.not {
+		return ""
+	}
+	return "-" + k.on + " " + c.flags[k.on] + " " + k.lacks
+}
+
+// flagType is the types of train's flags.
+type flagType interface {
+	string | int | float64 | uint64 | bool | time.Duration
+}
+
+// val returns a flagDef's define for a flag on *p with default v.
+func val[T flagType](p *T, v T) func(fs *flag.FlagSet, name, usage string) {
+	return func(fs *flag.FlagSet, name, usage string) {
+		switch p := any(p).(type) {
+		case *string:
+			fs.StringVar(p, name, any(v).(string), usage)
+		case *int:
+			fs.IntVar(p, name, any(v).(int), usage)
+		case *float64:
+			fs.Float64Var(p, name, any(v).(float64), usage)
+		case *uint64:
+			fs.Uint64Var(p, name, any(v).(uint64), usage)
+		case *bool:
+			fs.BoolVar(p, name, any(v).(bool), usage)
+		case *time.Duration:
+			fs.DurationVar(p, name, any(v).(time.Duration), usage)
+		}
+	}
+}
+
+// flagTable returns train's flags, defined on the fields of c. parseArgs
+// checks their choices, and checkApplicable when they apply, in this
+// order, naming the first flag refused; train -h lists them sorted.
+func flagTable(c *config) []flagDef {
+	return slices.Concat(modelFlags(c), optimizerFlags(c), networkFlags(c), runFlags(c))
+}
+
+// modelFlags are the flags of the model and the data set.
+func modelFlags(c *config) []flagDef {
+	return []flagDef{
+		{name: "model", define: val(&c.model, "ffn"), choices: []string{"ffn", "vit", "cnn"},
+			usage: "network: ffn (orthogonal feed-forward), vit (orthogonal vision transformer) or cnn (orthogonal convolutional network)"},
+		{name: "dataset", define: val(&c.dataset, "fashion-mnist"), choices: data.Datasets, usage: "data set: mnist, fashion-mnist or cifar10"},
+		{name: "data", define: val(&c.dataDir, ""), resumable: true,
+			usage: "folder of the data set's files (default: /usr/share/datasets/fashion-mnist for fashion-mnist, data/NAME otherwise)"},
+	}
+}
+
+// optimizerFlags are the flags of the optimizers and their schedule.
+func optimizerFlags(c *config) []flagDef {
+	rsdm := func(lacks string) *condition { return only("optim", "rsdm", lacks) }
+	return []flagDef{
+		{name: "optim", define: val(&c.optim, "rsdm"), choices: optim.RuleNames(true),
+			usage: "optimizer of the orthogonal weights: " + strings.Join(optim.RuleNames(true), ", ") + " (radam: Riemannian Adam)"},
+		{name: "sampling", define: val(&c.sampling, "perm"), choices: samplerNames(), when: rsdm("samples no submanifold (RSDM's flag)"),
+			usage: "RSDM submanifold sampling: " + strings.Join(samplerNames(), ", ") + " (perm: rows, orth: Haar rows, blocks: covering blocks of rows)"},
+		{name: "r", define: val(&c.r, 300), when: rsdm("has no submanifold size (RSDM's flag)"),
+			usage: "RSDM submanifold size r (2 <= r <= rows of every orthogonal weight)"},
+		{name: "lr", define: val(&c.lr, 0.1), usage: "step size of the orthogonal weights"},
+		// -rgd-momentum with -optim rsdm is taken: scripts/dnn_figure.sh
+		// gives both methods the same arguments.
+		{name: "rgd-momentum", define: val(&c.rgdMomentum, 0.9), when: except("optim", "radam", "has no momentum flag (RGD's flag)"),
+			usage: "momentum of RGD on the orthogonal weights (-optim rgd)"},
+		{name: "other", define: val(&c.other, "sgd"), choices: optim.RuleNames(false),
+			usage: "optimizer of the unconstrained parameters: " + strings.Join(optim.RuleNames(false), ", ")},
+		{name: "lr-other", define: val(&c.lrOther, 0.05), usage: "step size of the unconstrained parameters"},
+		{name: "momentum", define: val(&c.momentum, 0.9), when: only("other", "sgd", "has no heavy-ball momentum (SGD's flag)"),
+			usage: "SGD momentum of the unconstrained parameters"},
+		{name: "weight-decay", define: val(&c.weightDecay, 0.0), usage: "decoupled weight decay of the unconstrained parameters (0: none; adamw: 0 means 0.01)"},
+		{name: "clip-norm", define: val(&c.clipNorm, 0.0), usage: "clip the gradients by their global norm (Riemannian for the orthogonal weights) to this (0: off)"},
+		{name: "schedule", define: val(&c.schedule, "cosine"), choices: []string{"const", "cosine", "warmup-cosine", "step"},
+			usage: "step-size schedule of both -lr and -lr-other: const, cosine (decays to 0 over all -epochs), warmup-cosine (rises from 0 over -warmup steps, then cosine), or step (halves every -decay-every steps)"},
+		{name: "warmup", define: val(&c.warmup, 500), when: only("schedule", "warmup-cosine", "has no warm-up (-schedule warmup-cosine's flag)"),
+			usage: "warm-up steps of -schedule warmup-cosine"},
+		{name: "decay-every", define: val(&c.decayEvery, 1000), when: only("schedule", "step", "does not decay in steps (-schedule step's flag)"),
+			usage: "steps between halvings of -schedule step"},
+	}
+}
+
+// networkFlags are the flags of the networks' sizes.
+func networkFlags(c *config) []flagDef {
+	ffn := func(lacks string) *condition { return only("model", "ffn", lacks+" (the FFN's flag)") }
+	vit := func(lacks string) *condition { return only("model", "vit", lacks+" (the ViT's flag)") }
+	return []flagDef{
+		{name: "hidden", define: val(&c.hidden, 1024), when: ffn("has no hidden width"), usage: "FFN hidden width"},
+		{name: "depth", define: val(&c.depth, 0),
+			usage: "orthogonal FFN layers, ViT blocks or CNN blocks (0: the paper's 5 or 6, the CNN's " + strconv.Itoa(defaultCNNDepth) + ")"},
+		{name: "channels", define: val(&c.channels, defaultCNNChannels), when: only("model", "cnn", "has no channels (the CNN's flag)"),
+			usage: "CNN channels of the first block (each next block doubles them)"},
+		{name: "dim", define: val(&c.dim, 1024), when: vit("has no embedding width"), usage: "ViT embedding width"},
+		{name: "heads", define: val(&c.heads, 4), when: vit("has no attention heads"), usage: "ViT attention heads (must divide -dim)"},
+		{name: "mlp", define: val(&c.mlp, 256), when: vit("has no MLP width"), usage: "ViT MLP width"},
+		{name: "patch", define: val(&c.patch, 4), when: vit("has no patches"), usage: "ViT patch side (must divide 32)"},
+		{name: "dropout", define: val(&c.dropout, 0.1), when: vit("has no dropout"), usage: "ViT dropout probability"},
+	}
+}
+
+// runFlags are the flags of the run: its length, evaluations, checkpoints,
+// outputs and where it runs.
+func runFlags(c *config) []flagDef {
+	return []flagDef{
+		{name: "epochs", define: val(&c.epochs, 1), resumable: true, usage: "passes over the training set"},
+		{name: "batch", define: val(&c.batch, 16), usage: "mini-batch size"},
+		{name: "seed", define: val(&c.seed, uint64(1)), usage: "seed of initialisation, shuffling and sampling"},
+		{name: "eval-every", define: val(&c.evalEvery, 0), resumable: true,
+			usage: "evaluate every N steps on the first -eval-subset test images, besides the whole test set at the end of each epoch (0: about ten times an epoch, so that metrics.png's accuracy panel is a curve; -1: only at the ends of epochs)"},
+		{name: "eval-subset", define: val(&c.evalSubset, 2000), resumable: true, usage: "test images of the evaluations within an epoch (0: all)"},
+		{name: "eval-interval", define: val(&c.evalInterval, 0), resumable: true,
+			usage: "also evaluate on the whole test set every time this much more training time has passed (0: never), for accuracy against training time"},
+		{name: "time-limit", define: val(&c.timeLimit, 0), resumable: true,
+			usage: "stop after this much training time (steps, not evaluations or checkpoints; 0: none), with a test evaluation and a checkpoint; -epochs still bounds the run; resume with a larger one to go on"},
+		{name: "min-accuracy", define: val(&c.minAccuracy, 0.0), resumable: true, usage: "exit with an error if the final test accuracy (percent) is below this"},
+		{name: "limit-train", define: val(&c.limitTrain, 0), usage: "use only the first N training examples (0: all)"},
+		{name: "limit-test", define: val(&c.limitTest, 0), usage: "use only the first N test examples (0: all)"},
+		{name: "download", define: val(&c.download, false), resumable: true, usage: "download MNIST or CIFAR-10 into -data first (SHA-256 checked)"},
+		{name: "out", define: val(&c.out, "checkpoints"), resumable: true,
+			usage: "folder under which the run's folder is created (also by -resume from a checkpoint that is not its run's newest)"},
+		{name: "save-every", define: val(&c.saveEvery, 1000), resumable: true,
+			usage: "save a checkpoint every N steps (0: only at the end of each epoch, on a new best test accuracy and on Ctrl-C)"},
+		{name: "keep", define: val(&c.keep, 3), resumable: true, usage: "keep the newest N step checkpoints of the run (best.safetensors is kept apart)"},
+		{name: "resume", define: val(&c.resume, ""),
+			usage: "go on from a checkpoint: a .safetensors file, a run folder (its newest), or latest (the newest under -out); a run's newest checkpoint goes on in its folder, any other in a new run folder under -out"},
+		{name: "device", define: val(&c.device, "auto"), resumable: true, choices: []string{"auto", "cpu", "cuda"},
+			usage: "auto (an NVIDIA GPU where one is usable, else the CPU; it says which and why), cpu, or cuda (the GPU, or an error naming what is missing; with -engine program; ORTHONET_CUDA_STANDIN=1 runs it on the host model of the device)"},
+		{name: "engine", define: val(&c.engine, "program"), resumable: true, choices: engines,
+			usage: "what runs the graphs: program (orthonet's compiled executor) or tape (Gorgonia's tape machine, the reference; CPU only)"},
+		{name: "kernel-profile", define: val(&c.kernelProfile, false), resumable: true,
+			when:  only("engine", "program", "runs no kernels of its own (-engine program's flag)"),
+			usage: "time every kernel of the compiled training program and print where a step's time goes at the end (-engine program)"},
+		{name: "nonfinite", define: val(&c.nonFinite, "stop"), resumable: true, choices: []string{"stop", "skip"},
+			usage: "on a NaN or Inf loss or gradient: stop, or skip the batch (counted in metrics.csv and the summary; the run stops after 10 in a row)"},
+		{name: "dist", define: val(&c.dist, "single"), resumable: true, choices: []string{"single", "mpi"},
+			usage: "single (one process) or mpi (one rank of 'mpirun -np N train -dist mpi ...': each rank trains on its -batch/N rows of every global batch of -batch, rank 0 writes; CPU only)"},
+		{name: "cpuprofile", define: val(&c.cpuProfile, ""), resumable: true, usage: "write a Go CPU profile of the run to this file (go tool pprof reads it)"},
+	}
+}
+
+// resumable lists the flags a resumed run may change (flagDef.resumable).
+var resumable = func() map[string]bool {
+	m := map[string]bool{}
+	for _, d := range flagTable(new(config)) {
+		if d.resumable {
+			m[d.name] = true
+		}
+	}
+	return m
+}()
+
+func resumableList() string {
+	var names []string
+	for n := range resumable {
+		names = append(names, "-"+n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// samplerNames returns the names of optim's RSDM samplers.
+func samplerNames() []string {
+	var names []string
+	for _, s := range optim.Samplers {
+		names = append(names, s.String())
+	}
+	return names
+}
+
+// parseArgs defines the flags of flagTable, parses args and checks the
+// values; checkApplicable checks the flags given against each other.
+func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
+	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c config
+	table := flagTable(&c)
+	for _, d := range table {
+		d.define(fs, d.name, d.usage)
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, fs, err
+	}
+	if fs.NArg() > 0 {
+		return c, fs, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.model == "cnn" && !isSet(fs, "r") {
+		c.r = cnnR(c) // recorded below as if given: a resumed run keeps it
+	}
+	c.flags = map[string]string{}
+	fs.VisitAll(func(fl *flag.Flag) {
+		if fl.Name != "resume" {
+			c.flags[fl.Name] = fl.Value.String()
+		}
+	})
+	for _, d := range table {
+		if d.choices != nil && !slices.Contains(d.choices, c.flags[d.name]) {
+			return c, fs, fmt.Errorf("-%s %q: want one of %s", d.name, c.flags[d.name], strings.Join(d.choices, ", "))
+		}
+	}
+	if err := checkValues(c); err != nil {
+		return c, fs, err
+	}
+	if c.depth == 0 {
+		c.depth = map[string]int{"ffn": 5, "vit": 6, "cnn": defaultCNNDepth}[c.model]
+	}
+	return c, fs, nil
+}
+
+// checkValues refuses values out of their ranges, and settings that
+// cannot go together.
+func checkValues(c config) error {
+	switch {
+	case c.device == "cuda" && c.engine == "tape":
+		return errors.New("the tape engine runs on the CPU only; -device cuda needs -engine program")
+	case c.device == "cuda" && c.dist == "mpi":
+		return fmt.Errorf("-dist mpi trains on the CPU only (parameters on a device: %w); use -device cpu or auto", optim.ErrNotDistributed)
+	case c.epochs < 1 || c.batch < 1:
+		return fmt.Errorf("-epochs %d and -batch %d must be at least 1", c.epochs, c.batch)
+	case c.limitTrain < 0 || c.limitTest < 0 || c.evalSubset < 0:
+		return errors.New("-limit-train, -limit-test and -eval-subset must not be negative")
+	case c.evalEvery < -1:
+		return fmt.Errorf("-eval-every %d: want N > 0, 0 (about ten times an epoch) or -1 (at the ends of epochs)", c.evalEvery)
+	case c.r < 2:
+		return fmt.Errorf("-r %d: RSDM's submanifold size must be at least 2 (and at most the rows of every orthogonal weight)", c.r)
+	case !(c.lr >= 0) || !(c.lrOther >= 0) || math.IsInf(c.lr, 0) || math.IsInf(c.lrOther, 0):
+		return fmt.Errorf("-lr %v and -lr-other %v: want finite step sizes >= 0 (0 freezes those parameters)", c.lr, c.lrOther)
+	case !(c.weightDecay >= 0) || !(c.clipNorm >= 0) || math.IsInf(c.weightDecay, 0) || math.IsInf(c.clipNorm, 0):
+		return fmt.Errorf("-weight-decay %v and -clip-norm %v: want finite values >= 0", c.weightDecay, c.clipNorm)
+	case c.warmup < 1 || c.decayEvery < 1:
+		return fmt.Errorf("-warmup %d and -decay-every %d must be at least 1", c.warmup, c.decayEvery)
+	case c.momentum < 0 || c.momentum >= 1 || c.rgdMomentum < 0 || c.rgdMomentum >= 1:
+		return fmt.Errorf("-momentum %v and -rgd-momentum %v: want 0 <= momentum < 1", c.momentum, c.rgdMomentum)
+	case c.hidden < 1 || c.depth < 0 || c.dim < 1 || c.heads < 1 || c.mlp < 1 || c.patch < 1 || c.channels < 1:
+		return errors.New("-hidden, -channels, -dim, -heads, -mlp and -patch must be at least 1, -depth at least 0")
+	case c.model == "vit" && (c.dim%c.heads != 0 || 32%c.patch != 0):
+		return fmt.Errorf("-heads %d must divide -dim %d and -patch %d must divide 32", c.heads, c.dim, c.patch)
+	case c.dropout < 0 || c.dropout >= 1:
+		return fmt.Errorf("-dropout %v: want 0 <= p < 1", c.dropout)
+	case c.timeLimit < 0 || c.evalInterval < 0:
+		return fmt.Errorf("-time-limit %v and -eval-interval %v must not be negative", c.timeLimit, c.evalInterval)
+	case c.saveEvery < 0 || c.keep < 1:
+		return fmt.Errorf("-save-every %d must not be negative and -keep %d must be at least 1", c.saveEvery, c.keep)
+	case c.download && c.dataset == "fashion-mnist":
+		return errors.New("-download: Fashion-MNIST comes from Debian's package dataset-fashion-mnist (apt-get install dataset-fashion-mnist)")
+	}
+	return nil
+}
+
+// isSet reports whether the command line set flag name.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
+}
+
+// checkApplicable refuses flags given on the command line that the chosen
+// optimizers, schedule, model or engine do not use (flagDef.when): a
+// setting that would be silently ignored is a mistake the user should hear
+// of.
+func checkApplicable(c config, fs *flag.FlagSet) error {
+	for _, d := range flagTable(new(config)) {
+		if why := d.when.refuses(c); why != "" && isSet(fs, d.name) {
+			return fmt.Errorf("-%s does not apply: %s", d.name, why)
+		}
+	}
+	return nil
+}

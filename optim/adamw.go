@@ -1,0 +1,32 @@
+package optim
+
+// AdamW, the rule "adamw" of unconstrained parameters: Adam (adam.go) with
+// a default weight decay. Its device stepper is optim/device's adam.go.
+
+// AdamWConfig is Adam with decoupled weight decay (Loshchilov and Hutter
+// 2019) as a Rule: the group's WeightDecay, 0.01 when it is 0.
+type AdamWConfig AdamConfig
+
+var _ Rule = AdamWConfig{}
+
+// String returns "adamw".
+func (AdamWConfig) String() string { return "adamw" }
+
+// Constrained returns false.
+func (AdamWConfig) Constrained() bool { return false }
+
+// WeightDecay returns the decoupled weight decay AdamW applies in a group
+// whose WeightDecay is group: group, or 0.01 when it is 0.
+func (AdamWConfig) WeightDecay(group float64) float64 {
+	if group == 0 {
+		return 0.01
+	}
+	return group
+}
+
+// Stepper returns Adam for p with the group's weight decay (0.01 when it
+// is 0); LR is ignored.
+func (c AdamWConfig) Stepper(p Param, b Binding) (Stepper, error) {
+	b.WeightDecay = c.WeightDecay(b.WeightDecay)
+	return AdamConfig(c).Stepper(p, b)
+}
