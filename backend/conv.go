@@ -282,15 +282,25 @@ func unfoldShifted[T Float](plane, dst []T, dh, dw, h, w int) {
 		copy(dst[a:b], plane[a+shift:b+shift])
 	}
 	clear(dst[b:])
+	clearWrapped(dst, y0, y1, dw, w)
+}
+
+// clearWrapped zeroes, in rows y0 to y1 of the w-wide matrix m, the dw
+// columns that a shift by dw columns wraps around: the first -dw where dw
+// is negative, else the last dw. (A loop of stores: a clear per row would
+// call the runtime for a column or two.)
+func clearWrapped[T Float](m []T, y0, y1, dw, w int) {
 	if dw == 0 {
 		return
 	}
+	lo, hi := 0, min(-dw, w)
+	if dw > 0 {
+		lo, hi = max(w-dw, 0), w
+	}
 	for y := y0; y < y1; y++ {
-		row := dst[y*w : (y+1)*w]
-		if dw < 0 {
-			clear(row[:min(-dw, w)])
-		} else {
-			clear(row[max(w-dw, 0):])
+		row := m[y*w : (y+1)*w]
+		for x := lo; x < hi; x++ {
+			row[x] = 0
 		}
 	}
 }
@@ -305,16 +315,7 @@ func foldShifted[T Float](src, plane []T, dh, dw, h, w int) {
 	if y0 >= y1 {
 		return
 	}
-	if dw != 0 {
-		for y := y0; y < y1; y++ {
-			row := src[y*w : (y+1)*w]
-			if dw < 0 {
-				clear(row[:min(-dw, w)])
-			} else {
-				clear(row[max(w-dw, 0):])
-			}
-		}
-	}
+	clearWrapped(src, y0, y1, dw, w)
 	shift := dh*w + dw
 	a := min(max(y0*w, -shift), y1*w)
 	b := max(min(y1*w, len(plane)-shift), a)
@@ -561,6 +562,13 @@ func (k Conv) Host(p *Pool) (Func, error) {
 }
 
 func convHost[T Float](p *Pool, k Conv) Func {
+	if winograd[T](k.Geom, k.F) {
+		return convWinogradHost[T](p, k)
+	}
+	return convDirectHost[T](p, k)
+}
+
+func convDirectHost[T Float](p *Pool, k Conv) Func {
 	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
 	in, pp, kk := g.sizes()
@@ -605,6 +613,13 @@ func (k ConvGradInput) Host(p *Pool) (Func, error) {
 }
 
 func convGradInputHost[T Float](p *Pool, k ConvGradInput) Func {
+	if winograd[T](k.Geom, k.F) {
+		return convGradInputWinogradHost[T](p, k)
+	}
+	return convGradInputDirectHost[T](p, k)
+}
+
+func convGradInputDirectHost[T Float](p *Pool, k ConvGradInput) Func {
 	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
 	in, pp, kk := g.sizes()
@@ -650,6 +665,13 @@ func (k ConvGradFilter) Host(p *Pool) (Func, error) {
 }
 
 func convGradFilterHost[T Float](p *Pool, k ConvGradFilter) Func {
+	if winograd[T](k.Geom, k.F) {
+		return convGradFilterWinogradHost[T](p, k)
+	}
+	return convGradFilterDirectHost[T](p, k)
+}
+
+func convGradFilterDirectHost[T Float](p *Pool, k ConvGradFilter) Func {
 	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
 	in, pp, kk := g.sizes()

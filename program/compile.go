@@ -108,7 +108,7 @@ func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.fuse(order, targets) { // order again, without the fused patterns' inner nodes
+	if !cfg.unfused && c.fuse(order, targets) { // order again, without the fused patterns' inner nodes
 		if order, err = c.order(targets); err != nil {
 			return nil, err
 		}

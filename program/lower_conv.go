@@ -170,9 +170,10 @@ type fusion struct {
 
 // fusions are the patterns the compiler fuses: each finds its candidates
 // among the nodes a compilation needs, users mapping every node to the
-// needed nodes that take it as an argument. A later pattern (a bias and
-// activation after a convolution) is one more entry.
+// needed nodes that take it as an argument. A pattern that contains
+// another comes before it.
 var fusions = []func(c *compiler, needed []*G.Node, users map[*G.Node][]*G.Node) []fusion{
+	(*compiler).convPoolFusions,
 	(*compiler).convFusions,
 	(*compiler).rectifyPoolFusions,
 }
@@ -273,15 +274,53 @@ func isTranspose(n *G.Node, pattern ...int) bool {
 func (c *compiler) convFusions(needed []*G.Node, users map[*G.Node][]*G.Node) []fusion {
 	var out []fusion
 	for _, y := range needed {
-		if f, ok := c.convFusion(y, users); ok {
-			out = append(out, f)
+		if m, ok := c.matchConv(y, users); ok {
+			out = append(out, m.fusion())
 		}
 	}
 	return out
 }
 
-// convFusion matches the pattern at y, the forward output.
-func (c *compiler) convFusion(y *G.Node, users map[*G.Node][]*G.Node) (fusion, bool) {
+// convMatch is gorgonia.Conv2d's pattern found at its output y: images x
+// convolved with the filter w in geometry g by f filters, the pattern's
+// inner nodes (forward and gradients), and its gradients' outputs.
+type convMatch struct {
+	g       backend.ConvGeom
+	f       int
+	x, w, y *G.Node
+	inner   []*G.Node
+	filter  []convGrad // the filter's gradients (dW, a product)
+	input   []convGrad // the images' gradients (col2im)
+}
+
+// convGrad is a gradient's output node and the output gradient dy it is
+// computed from.
+type convGrad struct{ node, dy *G.Node }
+
+// fusion returns the match's rewrites as convFusions lowers them.
+func (m convMatch) fusion() fusion {
+	g, f := m.g, m.f
+	fu := fusion{roots: map[*G.Node]rewrite{m.y: {inputs: []*G.Node{m.x, m.w}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+		c.emit(backend.Conv{Geom: g, F: f, X: in[0].operand(), W: in[1].operand(), Y: out.operand()})
+		return nil
+	}}}, inner: m.inner}
+	for _, d := range m.filter {
+		fu.roots[d.node] = rewrite{inputs: []*G.Node{m.x, d.dy}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+			c.emit(backend.ConvGradFilter{Geom: g, F: f, X: in[0].operand(), DY: in[1].operand(), DW: out.operand()})
+			return nil
+		}}
+	}
+	for _, d := range m.input {
+		fu.roots[d.node] = rewrite{inputs: []*G.Node{d.dy, m.w}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+			c.emit(backend.ConvGradInput{Geom: g, F: f, DY: in[0].operand(), W: in[1].operand(), DX: out.operand()})
+			return nil
+		}}
+	}
+	return fu
+}
+
+// matchConv matches the pattern at y, the forward output.
+func (c *compiler) matchConv(y *G.Node, users map[*G.Node][]*G.Node) (convMatch, bool) {
 	arg := func(n *G.Node, i int) *G.Node {
 		if ch := c.children(n); i < len(ch) {
 			return ch[i]
@@ -289,42 +328,39 @@ func (c *compiler) convFusion(y *G.Node, users map[*G.Node][]*G.Node) (fusion, b
 		return nil
 	}
 	if !isTranspose(y, 0, 3, 1, 2) {
-		return fusion{}, false
+		return convMatch{}, false
 	}
 	r1 := arg(y, 0)
 	if !isOp(r1, "reshapeOp") {
-		return fusion{}, false
+		return convMatch{}, false
 	}
 	m := arg(r1, 0)
 	if !isProduct(m, false, true) {
-		return fusion{}, false
+		return convMatch{}, false
 	}
 	patch, w := arg(m, 0), arg(m, 1)
 	if !isOp(patch, "reshapeOp") {
-		return fusion{}, false
+		return convMatch{}, false
 	}
 	im := arg(patch, 0)
 	if !isOp(im, "im2colOp") {
-		return fusion{}, false
+		return convMatch{}, false
 	}
 	x := arg(im, 0)
 	g, err := convGeomOf(im.Op(), x.Shape())
 	if err != nil || !colShape(g).Eq(im.Shape()) {
-		return fusion{}, false
+		return convMatch{}, false
 	}
 	ws := w.Shape()
 	if len(ws) != 2 || ws[1] != g.Patch() {
-		return fusion{}, false
+		return convMatch{}, false
 	}
 	f := ws[0]
 	oh, ow := g.Out()
 	if !y.Shape().Eq(tensor.Shape{g.B, f, oh, ow}) {
-		return fusion{}, false
+		return convMatch{}, false
 	}
-	fu := fusion{roots: map[*G.Node]rewrite{y: {inputs: []*G.Node{x, w}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
-		c.emit(backend.Conv{Geom: g, F: f, X: in[0].operand(), W: in[1].operand(), Y: out.operand()})
-		return nil
-	}}}, inner: []*G.Node{r1, m, patch, im}}
+	cm := convMatch{g: g, f: f, x: x, w: w, y: y, inner: []*G.Node{r1, m, patch, im}}
 	// The gradients: each product of a dc with the patches.
 	for _, dw := range users[patch] {
 		if dw == m || !isProduct(dw, true, false) || arg(dw, 1) != patch {
@@ -339,11 +375,8 @@ func (c *compiler) convFusion(y *G.Node, users map[*G.Node][]*G.Node) (fusion, b
 		if !dy.Shape().Eq(y.Shape()) {
 			continue
 		}
-		fu.roots[dw] = rewrite{inputs: []*G.Node{x, dy}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
-			c.emit(backend.ConvGradFilter{Geom: g, F: f, X: in[0].operand(), DY: in[1].operand(), DW: out.operand()})
-			return nil
-		}}
-		fu.inner = append(fu.inner, dc, tr)
+		cm.filter = append(cm.filter, convGrad{dw, dy})
+		cm.inner = append(cm.inner, dc, tr)
 		for _, dp := range users[dc] {
 			if dp == dw || !isProduct(dp, false, false) || arg(dp, 1) != w || len(users[dp]) != 1 {
 				continue
@@ -359,14 +392,11 @@ func (c *compiler) convFusion(y *G.Node, users map[*G.Node][]*G.Node) (fusion, b
 			if cg, err := convGeomOf(ci.Op(), ci.Shape()); err != nil || cg != g {
 				continue
 			}
-			fu.roots[ci] = rewrite{inputs: []*G.Node{dy, w}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
-				c.emit(backend.ConvGradInput{Geom: g, F: f, DY: in[0].operand(), W: in[1].operand(), DX: out.operand()})
-				return nil
-			}}
-			fu.inner = append(fu.inner, dp, r2)
+			cm.input = append(cm.input, convGrad{ci, dy})
+			cm.inner = append(cm.inner, dp, r2)
 		}
 	}
-	return fu, true
+	return cm, true
 }
 
 // isBinary reports whether n is the elementwise op sym (gorgonia's symbol:

@@ -102,6 +102,9 @@ type Config struct {
 	// nn.Accuracy makes), which Collect returns: the logits need not leave
 	// the backend.
 	Accuracy Accuracy
+	// unfused compiles every pattern the general way, without fusions:
+	// what tests compare the fused kernels with.
+	unfused bool
 }
 
 // Dropout is a dropout mask leaf and its probability of a zero.

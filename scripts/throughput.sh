@@ -5,8 +5,16 @@
 # (batch 32, 1x32x32 Fashion-MNIST). Samples/s are steady-state rates, from the
 # metrics.csv of each run after its first few logged steps.
 #
-# Run: bash scripts/throughput.sh [ffn|vit|all]   (needs python3-torch for the
-# PyTorch rows; the ViT takes several minutes)
+# The convnet rows: Gorgonia's examples/convnet network, unchanged (batch 32,
+# its 1152 x 625 dense weight stepped by RSDM-P r = 300, Adam on the rest), as
+# a compiled program on the CPU and on the tape machine, float32 and float64
+# (internal/gorgoniaex's harness, -mode throughput: samples/s after the first
+# fifth of the steps), beside scripts/torch_cnn.py at 1 and 2 threads, and the
+# ratios of issue 31's floors (compiled >= 3x the tape machine, >= 1.0x
+# PyTorch's best, float32).
+#
+# Run: bash scripts/throughput.sh [ffn|vit|convnet|all]   (needs python3-torch
+# for the PyTorch rows; the ViT takes several minutes)
 #      bash scripts/throughput.sh cuda   on a GPU machine: train -device cuda
 # (the CUDA backend, RSDM-P and RGD) beside scripts/torch_*.py --device cuda,
 # then the device profile of each model (-kernel-profile); PROFILE_OUT=folder
@@ -20,7 +28,7 @@ if [[ -n ${TRAIN:-} ]]; then
 	cp "$TRAIN" "$out/train"
 elif [[ $what == cuda ]]; then
 	go build -o "$out/train" ./cmd/train
-else
+elif [[ $what != convnet ]]; then
 	go build -tags openblas -o "$out/train" ./cmd/train
 fi
 
@@ -64,6 +72,32 @@ if [[ $what == vit || $what == all ]]; then
 	run_go vit-tape tape 32 -model vit -limit-train 640
 	run_torch vit-torch-1-thread scripts/torch_vit.py --threads 1 --steps 12
 	run_torch vit-torch-2-threads scripts/torch_vit.py --threads 2 --steps 12
+fi
+if [[ $what == convnet || $what == all ]]; then
+	go run -tags openblas ./internal/gorgoniaex/run -o "$out/convnet" convnet
+	declare -A rate
+	for dt in float32 float64; do
+		for be in cpu tape; do
+			steps=300
+			[[ $be == tape ]] && steps=60
+			rate[$be-$dt]=$("$out/convnet" -mode throughput -backend "$be" -dtype "$dt" -batch 32 -steps "$steps" 2>/dev/null |
+				sed -E 's/.*"samples_per_second":([0-9.]+).*/\1/')
+			name=convnet-program-$dt
+			[[ $be == tape ]] && name=convnet-tape-$dt
+			printf '%-28s %8.1f samples/s\n' "$name" "${rate[$be-$dt]}"
+		done
+	done
+	for t in 1 2; do
+		name=convnet-torch-$t-thread; [[ $t == 2 ]] && name=convnet-torch-2-threads
+		line=$(run_torch "$name" scripts/torch_cnn.py --threads "$t" --steps 100)
+		echo "$line"
+		rate[torch-$t]=$(awk '{print $2}' <<<"$line")
+	done
+	awk -v p="${rate[cpu-float32]}" -v p64="${rate[cpu-float64]}" -v t="${rate[tape-float32]}" -v t64="${rate[tape-float64]}" \
+		-v a="${rate[torch-1]}" -v b="${rate[torch-2]}" 'BEGIN {
+		best = (a + 0 > b + 0) ? a : b
+		printf "convnet float32: compiled %.2fx the tape machine (floor 3), %.2fx PyTorch'"'"'s best (floor 1.0); float64: %.2fx the tape machine\n",
+			p / t, (best + 0 > 0 ? p / best : 0), p64 / t64 }'
 fi
 if [[ $what == cuda ]]; then
 	run_go ffn-cuda-rsdm program 16 -device cuda -limit-train 16000

@@ -3,6 +3,8 @@ package cpu_test
 import (
 	"fmt"
 	"math"
+	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/orthonet/orthonet/backend"
@@ -195,49 +197,147 @@ func TestConvAllocs(t *testing.T) {
 }
 
 // BenchmarkConv times the fused convolution kernels at the sizes of
-// gorgonia's examples/convnet (batch 32, float32) on the default CPU
-// backend, beside a plain GEMM of the same sizes (F x B OutH OutW x C KH KW).
+// gorgonia's examples/convnet (batch 32, float32 and float64) on the default
+// CPU backend, beside a plain GEMM of the same sizes (F x B OutH OutW x
+// C KH KW).
 func BenchmarkConv(b *testing.B) {
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
 	r := rng(3)
-	f32 := func(n int) backend.Operand { return backend.At(load(b, be, uniform[float32](r, n, -1, 1)), 0) }
-	for _, l := range []struct {
-		name string
-		g    backend.ConvGeom
-		f    int
-	}{
-		{"conv0", backend.ConvGeom{B: 32, C: 1, H: 28, W: 28, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}, 32},
-		{"conv1", backend.ConvGeom{B: 32, C: 32, H: 14, W: 14, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}, 64},
-		{"conv2", backend.ConvGeom{B: 32, C: 64, H: 7, W: 7, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}, 128},
-	} {
-		g, f := l.g, l.f
-		oh, ow := g.Out()
-		in, out, kk := g.B*g.C*g.H*g.W, g.B*f*oh*ow, g.Patch()
-		x, dy, w, dx, dw, y := f32(in), f32(out), f32(f*kk), f32(in), f32(f*kk), f32(out)
-		flops := 2 * float64(f*g.B*oh*ow*kk)
-		for _, k := range []struct {
+	for _, dt := range []string{"float32", "float64"} {
+		op := func(n int) backend.Operand {
+			if dt == "float32" {
+				return backend.At(load(b, be, uniform[float32](r, n, -1, 1)), 0)
+			}
+			return backend.At(load(b, be, uniform[float64](r, n, -1, 1)), 0)
+		}
+		for _, l := range []struct {
 			name string
-			k    backend.Kernel
+			g    backend.ConvGeom
+			f    int
 		}{
-			{"forward", backend.Conv{Geom: g, F: f, X: x, W: w, Y: y}},
-			{"grad-input", backend.ConvGradInput{Geom: g, F: f, DY: dy, W: w, DX: dx}},
-			{"grad-filter", backend.ConvGradFilter{Geom: g, F: f, X: x, DY: dy, DW: dw}},
-			{"gemm", backend.Gemm{M: f, N: g.B * oh * ow, K: kk, Alpha: 1, A: w, B: f32(g.B * oh * ow * kk), C: f32(out), LDA: kk, LDB: g.B * oh * ow, LDC: g.B * oh * ow}},
+			{"conv0", backend.ConvGeom{B: 32, C: 1, H: 28, W: 28, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}, 32},
+			{"conv1", backend.ConvGeom{B: 32, C: 32, H: 14, W: 14, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}, 64},
+			{"conv2", backend.ConvGeom{B: 32, C: 64, H: 7, W: 7, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}, 128},
 		} {
-			b.Run(l.name+"/"+k.name, func(b *testing.B) {
-				fn, err := be.Prepare(k.k)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ResetTimer()
-				for range b.N {
-					if err := fn(); err != nil {
+			g, f := l.g, l.f
+			oh, ow := g.Out()
+			in, out, kk := g.B*g.C*g.H*g.W, g.B*f*oh*ow, g.Patch()
+			x, dy, w, dx, dw, y := op(in), op(out), op(f*kk), op(in), op(f*kk), op(out)
+			flops := 2 * float64(f*g.B*oh*ow*kk)
+			for _, k := range []struct {
+				name string
+				k    backend.Kernel
+			}{
+				{"forward", backend.Conv{Geom: g, F: f, X: x, W: w, Y: y}},
+				{"grad-input", backend.ConvGradInput{Geom: g, F: f, DY: dy, W: w, DX: dx}},
+				{"grad-filter", backend.ConvGradFilter{Geom: g, F: f, X: x, DY: dy, DW: dw}},
+				{"gemm", backend.Gemm{M: f, N: g.B * oh * ow, K: kk, Alpha: 1, A: w, B: op(g.B * oh * ow * kk), C: op(out), LDA: kk, LDB: g.B * oh * ow, LDC: g.B * oh * ow}},
+			} {
+				b.Run(dt+"/"+l.name+"/"+k.name, func(b *testing.B) {
+					fn, err := be.Prepare(k.k)
+					if err != nil {
 						b.Fatal(err)
 					}
-				}
-				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
+					b.ResetTimer()
+					for range b.N {
+						if err := fn(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
 		}
 	}
+}
+
+// BenchmarkConvPool times a convolution block of gorgonia's examples/convnet
+// (3 x 3 convolution, ReLU, 2 x 2 max pooling and dropout 0.2, batch 32)
+// forward and backward on the default CPU backend: fused (ConvPool and its
+// gradients) beside the separate kernels it replaces (Conv, MaxPool with
+// Rectify, Dropout; Dropout, MaxPoolGrad, ConvGradInput, ConvGradFilter),
+// float32 and float64, with the process's CPU time per run, which a shared
+// machine disturbs less than the time.
+func BenchmarkConvPool(b *testing.B) {
+	be := cpu.New(cpu.Options{})
+	defer be.Close()
+	r := rng(5)
+	for _, dt := range []string{"float32", "float64"} {
+		op := func(n int) backend.Operand {
+			if dt == "float32" {
+				return backend.At(load(b, be, uniform[float32](r, n, -1, 1)), 0)
+			}
+			return backend.At(load(b, be, uniform[float64](r, n, -1, 1)), 0)
+		}
+		for _, l := range []struct {
+			name string
+			c, h int
+			f    int
+		}{{"conv0", 1, 28, 32}, {"conv1", 32, 14, 64}, {"conv2", 64, 7, 128}} {
+			g := backend.ConvGeom{B: 32, C: l.c, H: l.h, W: l.h, KH: 3, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}
+			pg := backend.PoolGeom{B: 32, C: l.f, H: l.h, W: l.h, KH: 2, KW: 2, StrideH: 2, StrideW: 2, OutH: l.h / 2, OutW: l.h / 2}
+			in, kk := 32*l.c*l.h*l.h, g.Patch()
+			conv, pooled := 32*l.f*l.h*l.h, 32*l.f*(l.h/2)*(l.h/2)
+			x, w, dx, dw, y, c, dc := op(in), op(l.f*kk), op(in), op(l.f*kk), op(pooled), op(conv), op(conv)
+			p, dp, dl := op(pooled), op(pooled), op(pooled)
+			arg := backend.At(load(b, be, make([]int32, pooled)), 0)
+			step := backend.At(load(b, be, []float64{3}), 0)
+			fused := []backend.Kernel{
+				backend.ConvPool{Geom: g, F: l.f, Pool: pg, X: x, W: w, Y: y, Arg: arg, DropP: 0.2, Seed: 1, Stream: 2, Step: step},
+				backend.ConvPoolGradInput{Geom: g, F: l.f, Pool: pg, DY: dl, Arg: arg, W: w, DX: dx, DropP: 0.2},
+				backend.ConvPoolGradFilter{Geom: g, F: l.f, Pool: pg, X: x, DY: dl, Arg: arg, DW: dw, DropP: 0.2},
+			}
+			separate := []backend.Kernel{
+				backend.Conv{Geom: g, F: l.f, X: x, W: w, Y: c},
+				backend.MaxPool{Geom: pg, Rectify: true, X: c, Y: p},
+				backend.Dropout{N: pooled, P: 0.2, Seed: 1, Stream: 2, X: p, Y: y, Step: step},
+				backend.Dropout{N: pooled, P: 0.2, Seed: 1, Stream: 2, X: dl, Y: dp, Step: step},
+				backend.MaxPoolGrad{Geom: pg, Rectify: true, X: c, Y: p, DY: dp, DX: dc},
+				backend.ConvGradInput{Geom: g, F: l.f, DY: dc, W: w, DX: dx},
+				backend.ConvGradFilter{Geom: g, F: l.f, X: x, DY: dc, DW: dw},
+			}
+			for _, k := range []struct {
+				name    string
+				kernels []backend.Kernel
+			}{{"fused", fused}, {"separate", separate}} {
+				if l.c == 1 { // the first layer's images are data: no gradient
+					k.kernels = slices.DeleteFunc(slices.Clone(k.kernels), func(k backend.Kernel) bool {
+						_, a := k.(backend.ConvPoolGradInput)
+						_, b := k.(backend.ConvGradInput)
+						return a || b
+					})
+				}
+				b.Run(dt+"/"+l.name+"/"+k.name, func(b *testing.B) {
+					var fns []backend.Func
+					for _, kern := range k.kernels {
+						fn, err := be.Prepare(kern)
+						if err != nil {
+							b.Fatal(err)
+						}
+						fns = append(fns, fn)
+					}
+					b.ResetTimer()
+					c0 := cpuTime()
+					for range b.N {
+						for _, fn := range fns {
+							if err := fn(); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+					b.ReportMetric(float64(cpuTime()-c0)/float64(b.N)/1e3, "cpu-us/op")
+				})
+			}
+		}
+	}
+}
+
+// cpuTime returns the process's CPU time (user and system) in nanoseconds.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

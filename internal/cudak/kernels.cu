@@ -1545,3 +1545,116 @@ template <typename T> __device__ void avg_pool_grad_k(const AvgPoolGradArgs<T> &
 }
 KERNEL(on_avg_pool_grad_f32, AvgPoolGradArgs<float>) { avg_pool_grad_k(a); }
 KERNEL(on_avg_pool_grad_f64, AvgPoolGradArgs<double>) { avg_pool_grad_k(a); }
+
+// ---- a convolution's output biased, rectified, max pooled and dropped out (backend.ConvPool) ----
+//
+// conv_pool pools n images' convolution outputs c (n, f, h, w), a thread per
+// pooled element: the bias (where there is one) added, rectified, the
+// window's largest element and the first element equal to it recorded in arg
+// (pos<<2 | step<<1 | keep, or -1), then dropped out with the draws of
+// pooled element base + i, as the CPU computes them.
+template <typename T> struct ConvPoolArgs {
+  PoolGeom g;
+  i64 n, base;
+  double p;
+  u64 seed, stream;
+  const double *step;
+  const T *c;
+  const T *bias;
+  T *y;
+  int *arg;
+};
+template <typename T> __device__ void conv_pool_k(const ConvPoolArgs<T> &a) {
+  const PoolGeom &g = a.g;
+  bool drop = a.p > 0;
+  u64 key = drop ? stream_key(a.seed, a.stream, (u64)a.step[0]) : 0;
+  u64 least = (u64)ceil(a.p * 0x1p53);
+  T keep = (T)(1 - a.p);
+  i64 op = g.oh * g.ow;
+  GRID_LOOP(i, a.n * g.c * op) {
+    i64 pl = i / op, q = i % op;
+    const T *plane = a.c + pl * g.h * g.w;
+    bool biased = a.bias != 0;
+    T b = biased ? a.bias[pl % g.c] : (T)0;
+    i64 h0, h1, w0, w1;
+    pool_window(g, q / g.ow, q % g.ow, h0, h1, w0, w1);
+    T m = lowest(T());
+    for (i64 r = h0; r < h1; r++)
+      for (i64 s = w0; s < w1; s++) {
+        T v = rectify(biased ? plane[r * g.w + s] + b : plane[r * g.w + s]);
+        if (v > m) m = v;
+      }
+    int arg = -1;
+    if (m != lowest(T()))
+      for (i64 r = h0; r < h1 && arg < 0; r++)
+        for (i64 s = w0; s < w1; s++) {
+          T x = biased ? plane[r * g.w + s] + b : plane[r * g.w + s];
+          if (rectify(x) == m) {
+            arg = (int)((r * g.w + s) << 2) | (x >= (T)0 ? 2 : 0) | 1;
+            break;
+          }
+        }
+    if (drop) {
+      bool kept = (mix64(key ^ (u64)(a.base + i)) >> 11) >= least;
+      m = kept ? m / keep : (T)0;
+      if (!kept && arg >= 0) arg &= ~1;
+    }
+    a.y[i] = m;
+    if (a.arg) a.arg[i] = arg;
+  }
+}
+KERNEL(on_conv_pool_f32, ConvPoolArgs<float>) { conv_pool_k(a); }
+KERNEL(on_conv_pool_f64, ConvPoolArgs<double>) { conv_pool_k(a); }
+
+// pool_routed is what a pooled element's gradient dy adds at the element its
+// arg (>= 0) records: dy over 1 - p (0 where dropped; dy as it is without
+// dropout), times the step.
+template <typename T> __device__ __forceinline__ T pool_routed(T dy, int arg, double p) {
+  if (p > 0) dy = (arg & 1) ? dy / (T)(1 - p) : (T)0;
+  return dy * (T)((arg >> 1) & 1);
+}
+
+// pool_route writes the gradients of n images' convolution outputs from the
+// gradients dy of their pooled elements and conv_pool's arg: a thread per
+// element (plane f of image j at dst + j sj + f sf) sums, in the order of
+// the windows, what those that took it route there.
+template <typename T> struct PoolRouteArgs { PoolGeom g; i64 n, sj, sf; double p; const T *dy; const int *arg; T *dst; };
+template <typename T> __device__ void pool_route_k(const PoolRouteArgs<T> &a) {
+  const PoolGeom &g = a.g;
+  GRID_LOOP(i, a.n * g.c * g.h * g.w) {
+    i64 pl = i / (g.h * g.w), e = i % (g.h * g.w), r = e / g.w, s = e % g.w;
+    const T *dy = a.dy + pl * g.oh * g.ow;
+    const int *arg = a.arg + pl * g.oh * g.ow;
+    i64 ly = r + g.padh - g.kh + 1, lx = s + g.padw - g.kw + 1;
+    i64 y0 = ly <= 0 ? 0 : (ly + g.strideh - 1) / g.strideh, y1 = imin(g.oh - 1, (r + g.padh) / g.strideh);
+    i64 x0 = lx <= 0 ? 0 : (lx + g.stridew - 1) / g.stridew, x1 = imin(g.ow - 1, (s + g.padw) / g.stridew);
+    T sum = (T)0;
+    for (i64 oy = y0; oy <= y1; oy++)
+      for (i64 ox = x0; ox <= x1; ox++) {
+        int v = arg[oy * g.ow + ox];
+        if (v >= 0 && (i64)(v >> 2) == e) sum += pool_routed(dy[oy * g.ow + ox], v, a.p);
+      }
+    a.dst[(pl / g.c) * a.sj + (pl % g.c) * a.sf + e] = sum;
+  }
+}
+KERNEL(on_pool_route_f32, PoolRouteArgs<float>) { pool_route_k(a); }
+KERNEL(on_pool_route_f64, PoolRouteArgs<double>) { pool_route_k(a); }
+
+// pool_bias_grad: a thread per filter sums what the pooled elements' gradients
+// route to its outputs, image by image in the order of the elements.
+template <typename T> struct PoolBiasGradArgs { PoolGeom g; double p; const T *dy; const int *arg; T *db; };
+template <typename T> __device__ void pool_bias_grad_k(const PoolBiasGradArgs<T> &a) {
+  const PoolGeom &g = a.g;
+  i64 op = g.oh * g.ow;
+  GRID_LOOP(f, g.c) {
+    T sum = (T)0;
+    for (i64 b = 0; b < g.b; b++) {
+      i64 o = (b * g.c + f) * op;
+      for (i64 q = 0; q < op; q++)
+        if (a.arg[o + q] >= 0) sum += pool_routed(a.dy[o + q], a.arg[o + q], a.p);
+    }
+    a.db[f] = sum;
+  }
+}
+KERNEL(on_pool_bias_grad_f32, PoolBiasGradArgs<float>) { pool_bias_grad_k(a); }
+KERNEL(on_pool_bias_grad_f64, PoolBiasGradArgs<double>) { pool_bias_grad_k(a); }

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"runtime/pprof"
 	"slices"
 	"time"
 	"unsafe"
@@ -104,6 +105,7 @@ type options struct {
 	lr, lrOther                float64
 	seed                       uint64
 	profile                    bool
+	cpuProfile                 string
 }
 
 func run(ex Example, args []string) error {
@@ -122,8 +124,20 @@ func run(ex Example, args []string) error {
 	fs.Float64Var(&o.lrOther, "lr-other", 1e-3, "Adam's step size")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the data, the inputs and RSDM")
 	fs.BoolVar(&o.profile, "profile", false, "train, throughput: print the compiled program's time per kind of kernel and the optimizer's on standard error")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	dt := tensor.Float64
 	switch o.dtype {

@@ -3,7 +3,8 @@
 //
 //	go run -tags openblas ./internal/gorgoniaex/run convnet -mode train -dtype float64 -batch 32 -steps 300
 //
-// It prints the harness's report (JSON) and exits as the example does.
+// It prints the harness's report (JSON) and exits as the example does;
+// with -o FILE it only builds the example into FILE.
 // With -floor it checks the report of a train run against issue 31's
 // floors (accuracy, feasibility and the time against the tape machine) and
 // exits 1 naming the first one missed.
@@ -36,11 +37,12 @@ func run() error {
 	minAcc := fs.Float64("min-accuracy", 0, "train: the least test accuracy (percent) the run must reach")
 	maxFeas := fs.Float64("max-feasibility", 0, "train: the largest ||W^T W - I||_F the run may end with (0: not checked)")
 	maxRatio := fs.Float64("max-time-ratio", 0, "train: the largest time per batch against the tape machine's (0: not checked)")
+	outBin := fs.String("o", "", "build the example into this file and exit without running it")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
 	if fs.NArg() < 1 {
-		return errors.New("usage: run [-tags T] [-min-accuracy A -max-feasibility F -max-time-ratio R] EXAMPLE [harness flags]")
+		return errors.New("usage: run [-tags T] [-o FILE] [-min-accuracy A -max-feasibility F -max-time-ratio R] EXAMPLE [harness flags]")
 	}
 	ex, err := gorgoniaex.Find(fs.Arg(0))
 	if err != nil {
@@ -49,6 +51,13 @@ func run() error {
 	root, err := os.Getwd()
 	if err != nil {
 		return err
+	}
+	if *outBin != "" {
+		out, err := filepath.Abs(*outBin)
+		if err != nil {
+			return err
+		}
+		return gorgoniaex.Build(ex, root, *tags, out)
 	}
 	dir, err := os.MkdirTemp("", "gorgoniaex-")
 	if err != nil {

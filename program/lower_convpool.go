@@ -1,0 +1,297 @@
+package program
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	G "gorgonia.org/gorgonia"
+
+	"github.com/orthonet/orthonet/backend"
+)
+
+// The fusion of a convolution block: gorgonia.Conv2d, a channel bias added
+// by gorgonia.BroadcastAdd (as nn.Conv2d adds it), gorgonia.Rectify,
+// MaxPool2D and gorgonia.Dropout (the bias and the dropout optional), and
+// their gradients, into backend.ConvPool and its gradient kernels.
+
+// convPoolFusions finds the convolution blocks. Over gorgonia.Conv2d's
+// output y (convMatch) they build
+//
+//	z = y + repeat(b)   (the bias b, shaped (1, F, 1, 1), repeated along axes 0, 2, 3; or z = y)
+//	a = z ⊙ (z >= 0)    (gorgonia.Rectify)
+//	p = maxPool(a)
+//	l = dropout(p)      (or of reshape(p); or none)
+//
+// and gorgonia.Grad, from the gradient dl of l (or dp of p),
+//
+//	dp = dropoutDiff(p, l, dl)   (or reshape(dropoutDiff(reshape(p), l, dl)))
+//	dz = (z >= 0) ⊙ maxPoolDiff(a, p, dp)
+//	db = reshape(Σ over axes 0, 2, 3 of dz)
+//
+// with dz the output gradient of the convolution's gradients. They become
+// one ConvPool (inputs x, W, b) whose Arg records the windows' elements,
+// and one ConvPoolGradFilter, ConvPoolGradInput and ConvPoolGradBias each
+// (from dl and Arg): the convolution's output, its rectified and pooled
+// values and their gradients are never written whole. Each block is
+// offered with its dropout and, should that not be taken (p has another
+// user), without.
+func (c *compiler) convPoolFusions(needed []*G.Node, users map[*G.Node][]*G.Node) []fusion {
+	var out []fusion
+	for _, p := range needed {
+		if !isOp(p, "maxPoolOp") {
+			continue
+		}
+		for _, u := range users[p] {
+			// The dropout, or a reshape and the dropout (a flattened
+			// block's).
+			if isOp(u, "dropoutOp") {
+				if f, ok := c.convPoolFusion(p, nil, u, users); ok {
+					out = append(out, f)
+				}
+			}
+			if isOp(u, "reshapeOp") {
+				for _, l := range users[u] {
+					if !isOp(l, "dropoutOp") {
+						continue
+					}
+					if f, ok := c.convPoolFusion(p, u, l, users); ok {
+						out = append(out, f)
+					}
+				}
+			}
+		}
+		if f, ok := c.convPoolFusion(p, nil, nil, users); ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// rectified matches a = x ⊙ (x >= 0), gorgonia.Rectify, returning x and
+// the mask.
+func (c *compiler) rectified(a *G.Node) (x, mask *G.Node, ok bool) {
+	if !isBinary(a, "⊙") {
+		return nil, nil, false
+	}
+	ch := c.children(a)
+	x, mask = ch[0], ch[1]
+	if isBinary(x, ">=") {
+		x, mask = mask, x
+	}
+	if !isBinary(mask, ">=") || c.children(mask)[0] != x || !isZero(c.children(mask)[1]) {
+		return nil, nil, false
+	}
+	return x, mask, true
+}
+
+// channelBias matches z = y + repeat(b) (either order), b of shape
+// (1, F, 1, 1) for y of shape (B, F, H, W), repeated by repeatOps whose
+// counts are sizeOps. It returns y, b and the nodes in between.
+func (c *compiler) channelBias(z *G.Node) (y, b *G.Node, inner []*G.Node, ok bool) {
+	if !isOp(z, "elemBinOp") || !strings.HasPrefix(fmt.Sprint(z.Op()), "+ ") {
+		return nil, nil, nil, false
+	}
+	ch := c.children(z)
+	for i := range 2 {
+		y, r := ch[i], ch[1-i]
+		s := y.Shape()
+		if len(s) != 4 || !r.Shape().Eq(s) || !isOp(r, "repeatOp") {
+			continue
+		}
+		var in []*G.Node
+		for isOp(r, "repeatOp") {
+			rc := c.children(r)
+			for _, n := range rc[1:] {
+				if !isOp(n, "sizeOp") {
+					return nil, nil, nil, false
+				}
+			}
+			in = append(in, r)
+			in = append(in, rc[1:]...)
+			r = rc[0]
+		}
+		if bs := r.Shape(); len(bs) == 4 && bs[0] == 1 && bs[1] == s[1] && bs[2] == 1 && bs[3] == 1 {
+			return y, r, in, true
+		}
+	}
+	return nil, nil, nil, false
+}
+
+// channelSums returns, for the gradient dz of a biased convolution output
+// (B, F, H, W), the chain of sumOps from dz that leaves its axis 1 alone,
+// with the reshapes after it: the chain's last node (the bias's gradient)
+// and the nodes before it.
+func (c *compiler) channelSums(dz *G.Node, users map[*G.Node][]*G.Node) (root *G.Node, inner []*G.Node, ok bool) {
+	for _, s := range users[dz] {
+		if !isOp(s, "sumOp") {
+			continue
+		}
+		axes := []int{0, 1, 2, 3} // dz's axes that the node still has
+		n := s
+		var chain []*G.Node
+		for isOp(n, "sumOp") {
+			along, err := intsField(n.Op(), "along")
+			if err != nil {
+				return nil, nil, false
+			}
+			for _, a := range slices.Backward(slices.Sorted(slices.Values(along))) {
+				if a < 0 || a >= len(axes) {
+					return nil, nil, false
+				}
+				axes = slices.Delete(axes, a, a+1)
+			}
+			chain = append(chain, n)
+			if len(axes) == 1 || len(users[n]) != 1 {
+				break
+			}
+			n = users[n][0]
+		}
+		if !slices.Equal(axes, []int{1}) {
+			continue
+		}
+		last := chain[len(chain)-1]
+		for len(users[last]) == 1 && isOp(users[last][0], "reshapeOp") {
+			chain = append(chain, users[last][0])
+			last = users[last][0]
+		}
+		return last, chain[:len(chain)-1], true
+	}
+	return nil, nil, false
+}
+
+// convPoolFusion matches the block whose max pooling is p, with the
+// dropout l after it (nil: none), of p or of r, a reshape of p (nil:
+// none).
+func (c *compiler) convPoolFusion(p, r, l *G.Node, users map[*G.Node][]*G.Node) (fusion, bool) {
+	a := c.children(p)[0]
+	z, mask, ok := c.rectified(a)
+	if !ok {
+		return fusion{}, false
+	}
+	y, bias, biasInner, biased := c.channelBias(z)
+	if !biased {
+		y = z
+	}
+	cm, ok := c.matchConv(y, users)
+	if !ok {
+		return fusion{}, false
+	}
+	pg, err := poolGeomOf(p.Op(), z.Shape(), p.Shape())
+	if err != nil || pg.H*pg.W > 1<<28 {
+		return fusion{}, false
+	}
+	var dropP float64
+	fwd := p // the block's output
+	if l != nil {
+		if dropP, err = floatField(l.Op(), "probability"); err != nil || !(dropP >= 0 && dropP < 1) {
+			return fusion{}, false
+		}
+		if c.cfg.EvalMode {
+			dropP = 0
+		}
+		fwd = l
+	}
+	inner := append(slices.Clone(cm.inner), y, a, mask)
+	inner = append(inner, biasInner...)
+	if biased {
+		inner = append(inner, z)
+	}
+	if l != nil {
+		inner = append(inner, p)
+	}
+	if r != nil {
+		inner = append(inner, r)
+	}
+
+	// The gradients, from dout, the gradient of the block's output.
+	var dout, dz *G.Node
+	for _, d := range users[a] {
+		if !isOp(d, "maxPoolDiffOp") || len(users[d]) != 1 {
+			continue
+		}
+		dch, dx := c.children(d), users[d][0]
+		if len(dch) != 3 || dch[0] != a || dch[1] != p || !isBinary(dx, "⊙") || !slices.Contains(c.children(dx), mask) {
+			continue
+		}
+		dp := dch[2]
+		if r != nil { // reshape(dropoutDiff(r, l, dl))
+			if !isOp(dp, "reshapeOp") {
+				continue
+			}
+			inner = append(inner, dp)
+			dp = c.children(dp)[0]
+		}
+		if l == nil {
+			dout = dp
+		} else {
+			// dropoutDiff(p, l, dl), or of r
+			pch := c.children(dp)
+			if !isOp(dp, "dropoutDiffOp") || len(pch) != 3 || pch[0] != p && pch[0] != r || pch[1] != l {
+				continue
+			}
+			dout = pch[2]
+			inner = append(inner, dp)
+		}
+		dz = dx
+		inner = append(inner, d, dx)
+		break
+	}
+	for _, d := range append(slices.Clone(cm.filter), cm.input...) {
+		if d.dy != dz {
+			return fusion{}, false // a gradient of the convolution's output from elsewhere
+		}
+	}
+	var biasGrad *G.Node
+	if biased && dz != nil {
+		if root, sums, ok := c.channelSums(dz, users); ok { // none where b is not a parameter
+			biasGrad = root
+			inner = append(inner, sums...)
+		}
+	}
+
+	g, f := cm.g, cm.f
+	grads := len(cm.filter) > 0 || len(cm.input) > 0 || biasGrad != nil
+	var arg *vbuf // what ConvPool records for the gradients, lowered first
+	argOp := func() backend.Operand { return backend.At(arg, 0) }
+	inputs := []*G.Node{cm.x, cm.w}
+	if biased {
+		inputs = append(inputs, bias)
+	}
+	fu := fusion{roots: map[*G.Node]rewrite{fwd: {inputs: inputs, lower: func(c *compiler, n *G.Node, in []*val, out *val) error {
+		k := backend.ConvPool{Geom: g, F: f, Pool: pg, X: in[0].operand(), W: in[1].operand(), Y: out.operand()}
+		if biased {
+			k.Bias = in[2].operand()
+		}
+		if dropP > 0 {
+			k.DropP, k.Seed, k.Stream, k.Step = dropP, c.cfg.DropoutSeed, streamOf(l), c.stepOperand()
+		}
+		if grads {
+			arg = c.newBuf(backend.Int32, out.size, false, n.Name()+" arg")
+			k.Arg = argOp()
+		}
+		c.emit(k)
+		return nil
+	}}}, inner: inner}
+	// Each gradient takes the block's output as an argument too, so that
+	// ConvPool is lowered first.
+	for _, d := range cm.filter {
+		fu.roots[d.node] = rewrite{inputs: []*G.Node{cm.x, dout, fwd}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+			c.emit(backend.ConvPoolGradFilter{Geom: g, F: f, Pool: pg, DropP: dropP, X: in[0].operand(), DY: in[1].operand(), Arg: argOp(), DW: out.operand()})
+			return nil
+		}}
+	}
+	for _, d := range cm.input {
+		fu.roots[d.node] = rewrite{inputs: []*G.Node{dout, cm.w, fwd}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+			c.emit(backend.ConvPoolGradInput{Geom: g, F: f, Pool: pg, DropP: dropP, DY: in[0].operand(), Arg: argOp(), W: in[1].operand(), DX: out.operand()})
+			return nil
+		}}
+	}
+	if biasGrad != nil {
+		fu.roots[biasGrad] = rewrite{inputs: []*G.Node{dout, fwd}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+			c.emit(backend.ConvPoolGradBias{Pool: pg, DropP: dropP, DY: in[0].operand(), Arg: argOp(), DB: out.operand()})
+			return nil
+		}}
+	}
+	return fu, true
+}
