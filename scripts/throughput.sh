@@ -13,7 +13,11 @@
 # ratios of issue 31's floors (compiled >= 3x the tape machine, >= 1.0x
 # PyTorch's best, float32).
 #
-# Run: bash scripts/throughput.sh [ffn|vit|convnet|all]   (needs python3-torch
+# The cnn rows: orthonet's default CNN (train -model cnn, batch 32, float32)
+# beside scripts/torch_cnn.py --net cnn at 1 and 2 threads, and issue 32's floor
+# (orthonet >= 1.0x PyTorch's best).
+#
+# Run: bash scripts/throughput.sh [ffn|vit|convnet|cnn|all]   (needs python3-torch
 # for the PyTorch rows; the ViT takes several minutes)
 #      bash scripts/throughput.sh cuda   on a GPU machine: train -device cuda
 # (the CUDA backend, RSDM-P and RGD) beside scripts/torch_*.py --device cuda,
@@ -98,6 +102,16 @@ if [[ $what == convnet || $what == all ]]; then
 		best = (a + 0 > b + 0) ? a : b
 		printf "convnet float32: compiled %.2fx the tape machine (floor 3), %.2fx PyTorch'"'"'s best (floor 1.0); float64: %.2fx the tape machine\n",
 			p / t, (best + 0 > 0 ? p / best : 0), p64 / t64 }'
+fi
+if [[ $what == cnn || $what == all ]]; then
+	# orthonet's default CNN (train -model cnn) and the same network in PyTorch.
+	rows=("$(run_go cnn-program program 32 -model cnn -limit-train 9600)")
+	rows+=("$(run_torch cnn-torch-1-thread scripts/torch_cnn.py --net cnn --threads 1 --steps 200)")
+	rows+=("$(run_torch cnn-torch-2-threads scripts/torch_cnn.py --net cnn --threads 2 --steps 200)")
+	printf '%s\n' "${rows[@]}"
+	printf '%s\n' "${rows[@]}" | awk '{r[NR] = $2 + 0} END {
+		best = (r[2] > r[3]) ? r[2] : r[3]
+		printf "cnn float32: orthonet %.2fx PyTorch'"'"'s best of 1 and 2 threads (floor 1.0)\n", (best > 0 ? r[1] / best : 0) }'
 fi
 if [[ $what == cuda ]]; then
 	run_go ffn-cuda-rsdm program 16 -device cuda -limit-train 16000

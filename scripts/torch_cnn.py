@@ -26,7 +26,7 @@ def main():
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--r", type=int, default=0, help="RSDM's r (default: 300 for convnet, the first kernel's larger side for cnn)")
     ap.add_argument("--net", default="convnet", choices=["convnet", "cnn"])
-    ap.add_argument("--channels", type=int, default=32)
+    ap.add_argument("--channels", type=int, default=64)
     ap.add_argument("--depth", type=int, default=2)
     ap.add_argument("--lr", type=float, default=0.1, help="cnn: RSDM's step size")
     ap.add_argument("--lr-other", type=float, default=0.05, help="cnn: SGD's step size")

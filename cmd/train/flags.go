@@ -155,14 +155,15 @@ func optimizerFlags(c *config) []flagDef {
 			usage: "RSDM submanifold sampling: " + strings.Join(samplerNames(), ", ") + " (perm: rows, orth: Haar rows, blocks: covering blocks of rows)"},
 		{name: "r", define: val(&c.r, 300), when: rsdm("has no submanifold size (RSDM's flag)"),
 			usage: "RSDM submanifold size r (2 <= r <= rows of every orthogonal weight)"},
-		{name: "lr", define: val(&c.lr, 0.1), usage: "step size of the orthogonal weights"},
+		{name: "lr", define: val(&c.lr, 0.1), usage: "step size of the orthogonal weights (-model cnn with rsdm or rgd: " + fmtFloat(defaultCNNLR) + ")"},
 		// -rgd-momentum with -optim rsdm is taken: scripts/dnn_figure.sh
 		// gives both methods the same arguments.
 		{name: "rgd-momentum", define: val(&c.rgdMomentum, 0.9), when: except("optim", "radam", "has no momentum flag (RGD's flag)"),
 			usage: "momentum of RGD on the orthogonal weights (-optim rgd)"},
 		{name: "other", define: val(&c.other, "sgd"), choices: optim.RuleNames(false),
-			usage: "optimizer of the unconstrained parameters: " + strings.Join(optim.RuleNames(false), ", ")},
-		{name: "lr-other", define: val(&c.lrOther, 0.05), usage: "step size of the unconstrained parameters"},
+			usage: "optimizer of the unconstrained parameters: " + strings.Join(optim.RuleNames(false), ", ") + " (-model cnn: " + defaultCNNOther + ")"},
+		{name: "lr-other", define: val(&c.lrOther, 0.05),
+			usage: "step size of the unconstrained parameters (-model cnn with adam: " + fmtFloat(defaultCNNAdamLR) + ")"},
 		{name: "momentum", define: val(&c.momentum, 0.9), when: only("other", "sgd", "has no heavy-ball momentum (SGD's flag)"),
 			usage: "SGD momentum of the unconstrained parameters"},
 		{name: "weight-decay", define: val(&c.weightDecay, 0.0), usage: "decoupled weight decay of the unconstrained parameters (0: none; adamw: 0 means 0.01)"},
@@ -178,8 +179,8 @@ func optimizerFlags(c *config) []flagDef {
 
 // networkFlags are the flags of the networks' sizes.
 func networkFlags(c *config) []flagDef {
-	ffn := func(lacks string) *condition { return only("model", "ffn", lacks+" (the FFN's flag)") }
 	vit := func(lacks string) *condition { return only("model", "vit", lacks+" (the ViT's flag)") }
+	ffn := func(lacks string) *condition { return only("model", "ffn", lacks+" (the FFN's flag)") }
 	return []flagDef{
 		{name: "hidden", define: val(&c.hidden, 1024), when: ffn("has no hidden width"), usage: "FFN hidden width"},
 		{name: "depth", define: val(&c.depth, 0),
@@ -279,8 +280,8 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	if fs.NArg() > 0 {
 		return c, fs, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if c.model == "cnn" && !isSet(fs, "r") {
-		c.r = cnnR(c) // recorded below as if given: a resumed run keeps it
+	if c.model == "cnn" {
+		cnnDefaults(fs, &c)
 	}
 	c.flags = map[string]string{}
 	fs.VisitAll(func(fl *flag.Flag) {
@@ -341,6 +342,26 @@ func checkValues(c config) error {
 	}
 	return nil
 }
+
+// cnnDefaults sets the CNN's own defaults of the flags the command line
+// left unset; they are recorded as if given, so a resumed run keeps them.
+func cnnDefaults(fs *flag.FlagSet, c *config) {
+	if !isSet(fs, "r") {
+		c.r = cnnR(*c)
+	}
+	if !isSet(fs, "lr") && c.optim != "radam" {
+		c.lr = defaultCNNLR
+	}
+	if !isSet(fs, "other") {
+		c.other = defaultCNNOther
+	}
+	if !isSet(fs, "lr-other") && c.other == "adam" {
+		c.lrOther = defaultCNNAdamLR
+	}
+}
+
+// fmtFloat formats a default for a flag's usage.
+func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // isSet reports whether the command line set flag name.
 func isSet(fs *flag.FlagSet, name string) bool {

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -44,6 +45,40 @@ func TestFlagTable(t *testing.T) {
 			} else if want := "-" + d.name + " does not apply: -" + k.on + " " + v + " "; !holds && (err == nil || !strings.HasPrefix(err.Error(), want)) {
 				t.Errorf("%s with -%s %s: %v, want an error starting %q", given, k.on, v, err, want)
 			}
+		}
+	}
+}
+
+// TestCNNDefaults checks the CNN's own defaults: taken where the command
+// line leaves a flag unset and the optimizers use it, never over a value
+// given, and recorded as given so that a resumed run keeps them.
+func TestCNNDefaults(t *testing.T) {
+	for _, c := range []struct {
+		args        []string
+		r           int
+		lr, lrOther float64
+		other       string
+	}{
+		{[]string{"-model", "cnn"}, defaultCNNChannels, defaultCNNLR, defaultCNNAdamLR, defaultCNNOther},
+		{[]string{"-model", "cnn", "-channels", "16"}, 16, defaultCNNLR, defaultCNNAdamLR, defaultCNNOther},
+		{[]string{"-model", "cnn", "-dataset", "cifar10", "-channels", "8"}, 27, defaultCNNLR, defaultCNNAdamLR, defaultCNNOther},
+		{[]string{"-model", "cnn", "-optim", "rgd"}, defaultCNNChannels, defaultCNNLR, defaultCNNAdamLR, defaultCNNOther},
+		{[]string{"-model", "cnn", "-optim", "radam"}, defaultCNNChannels, 0.1, defaultCNNAdamLR, defaultCNNOther},
+		{[]string{"-model", "cnn", "-other", "sgd"}, defaultCNNChannels, defaultCNNLR, 0.05, "sgd"},
+		{[]string{"-model", "cnn", "-r", "20", "-lr", "0.2", "-lr-other", "0.01"}, 20, 0.2, 0.01, defaultCNNOther},
+		{[]string{"-model", "ffn"}, 300, 0.1, 0.05, "sgd"},
+	} {
+		cfg, _, err := parseArgs(c.args, io.Discard)
+		if err != nil {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		if cfg.r != c.r || cfg.lr != c.lr || cfg.lrOther != c.lrOther || cfg.other != c.other {
+			t.Errorf("%v: r %d, lr %g, -other %s lr %g; want r %d, lr %g, -other %s lr %g",
+				c.args, cfg.r, cfg.lr, cfg.other, cfg.lrOther, c.r, c.lr, c.other, c.lrOther)
+		}
+		if cfg.flags["other"] != c.other || cfg.flags["lr"] != fmtFloat(c.lr) || cfg.flags["r"] != strconv.Itoa(c.r) {
+			t.Errorf("%v: recorded -other %q, -lr %q, -r %q", c.args, cfg.flags["other"], cfg.flags["lr"], cfg.flags["r"])
 		}
 	}
 }

@@ -12,10 +12,14 @@ import (
 	"github.com/orthonet/orthonet/param"
 )
 
-// The CNN's defaults (-model cnn), chosen by the runs the README lists.
+// The CNN's defaults (-model cnn), chosen by the Fashion-MNIST runs that
+// docs/results.md lists.
 const (
-	defaultCNNChannels = 32
+	defaultCNNChannels = 64
 	defaultCNNDepth    = 2
+	defaultCNNLR       = 0.3    // -lr with -optim rsdm or rgd
+	defaultCNNOther    = "adam" // -other
+	defaultCNNAdamLR   = 0.001  // -lr-other with -other adam
 )
 
 // cnnR is RSDM's r for a CNN when -r is not given: the rows of its
