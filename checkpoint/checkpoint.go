@@ -508,20 +508,64 @@ func Write(path string, f *File) error {
 	return writeAtomic(dir, base, 0o600, func(w io.Writer) error { return Encode(w, f) })
 }
 
-// writeAtomic makes dir/base hold what write writes, atomically: write fills
-// a new temporary file dir/.base.tmp-<16 hex digits> (created exclusively,
-// so never through a link), which is synced and renamed over dir/base.
+// writeAtomic makes dir/base hold what write writes, atomically: a
+// temporary file written by writeTemp is renamed over dir/base.
 func writeAtomic(dir, base string, perm os.FileMode, write func(io.Writer) error) error {
 	if dir == "" {
 		dir = "."
 	}
+	tmp, err := writeTemp(dir, base, perm, write)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, base)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return SyncDir(dir)
+}
+
+// CreateNew writes path through write atomically, as Write does, with the
+// permissions perm (less the umask), and never replaces a file: where path
+// exists, even a file that appears while write runs, it returns an error
+// and leaves that file as it is.
+func CreateNew(path string, perm os.FileMode, write func(io.Writer) error) error {
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("checkpoint: %s exists: not replaced", path)
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := writeTemp(dir, base, perm, write)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	// A hard link fails where path exists: nothing is replaced, even by a
+	// file that appeared meanwhile. Where links are not supported, a rename.
+	if err := os.Link(tmp, path); err != nil {
+		if _, serr := os.Lstat(path); serr == nil {
+			return fmt.Errorf("checkpoint: %s exists: not replaced", path)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return fmt.Errorf("checkpoint: writing %s: %w", path, err)
+		}
+	}
+	return SyncDir(dir)
+}
+
+// writeTemp fills a new temporary file dir/.base.tmp-<16 hex digits>
+// (created exclusively, so never through a link) through write, syncs and
+// closes it and returns its path; on an error it leaves no file.
+func writeTemp(dir, base string, perm os.FileMode, write func(io.Writer) error) (string, error) {
 	path := filepath.Join(dir, base)
 	var tmp *os.File
 	for tmp == nil {
 		var err error
 		tmp, err = os.OpenFile(filepath.Join(dir, tempName(base)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 		if err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("checkpoint: writing %s: %w", path, err)
+			return "", fmt.Errorf("checkpoint: writing %s: %w", path, err)
 		}
 	}
 	ok := false
@@ -532,19 +576,16 @@ func writeAtomic(dir, base string, perm os.FileMode, write func(io.Writer) error
 		}
 	}()
 	if err := write(tmp); err != nil {
-		return fmt.Errorf("checkpoint: writing %s: %w", path, err)
+		return "", fmt.Errorf("checkpoint: writing %s: %w", path, err)
 	}
 	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("checkpoint: syncing %s: %w", tmp.Name(), err)
+		return "", fmt.Errorf("checkpoint: syncing %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("checkpoint: writing %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		return "", fmt.Errorf("checkpoint: writing %s: %w", tmp.Name(), err)
 	}
 	ok = true
-	return SyncDir(dir)
+	return tmp.Name(), nil
 }
 
 // tempSuffix precedes the random part of a temporary file's name.

@@ -177,24 +177,16 @@ func ReadIDX(imagesPath, labelsPath string) (*Set, error) {
 // (all of them for n <= 0), as ReadIDX does, reading and allocating only
 // what those n need (see LoadFirst).
 func ReadIDXFirst(imagesPath, labelsPath string, n int) (*Set, error) {
-	imf, err := os.Open(imagesPath)
+	im, imf, err := openIDXFile(imagesPath, 3, "images, N x H x W")
 	if err != nil {
-		return nil, fmt.Errorf("data: %w", err)
+		return nil, err
 	}
 	defer imf.Close()
-	im, err := openIDX(imf, imagesPath, regularSize(imf), 3, "images, N x H x W")
+	lb, lbf, err := openIDXFile(labelsPath, 1, "labels, N")
 	if err != nil {
 		return nil, err
-	}
-	lbf, err := os.Open(labelsPath)
-	if err != nil {
-		return nil, fmt.Errorf("data: %w", err)
 	}
 	defer lbf.Close()
-	lb, err := openIDX(lbf, labelsPath, regularSize(lbf), 1, "labels, N")
-	if err != nil {
-		return nil, err
-	}
 	all, h, w := im.dims[0], im.dims[1], im.dims[2]
 	if lb.dims[0] != all {
 		return nil, fmt.Errorf("%w: %s has %d images but %s has %d labels", ErrFormat, imagesPath, all, labelsPath, lb.dims[0])
@@ -236,6 +228,21 @@ func (s *idxStream) prefix(n int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s: reading IDX data: %v", ErrFormat, s.name, err)
 	}
 	return b, nil
+}
+
+// openIDXFile opens the IDX file at path and reads its header, as openIDX
+// does with wantDims and what; the caller closes the file it returns.
+func openIDXFile(path string, wantDims int, what string) (*idxStream, *os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("data: %w", err)
+	}
+	s, err := openIDX(f, path, regularSize(f), wantDims, what)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return s, f, nil
 }
 
 // regularSize returns the size of f if it is a regular file, else -1.

@@ -1,59 +1,13 @@
 package data
 
 import (
-	"bytes"
-	"compress/gzip"
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
-)
 
-// craftedIDX writes a gzip'd MNIST-format images file of a few hundred
-// kilobytes whose header announces n images of 28 x 28, all zero (gzip
-// members of 1 MiB of zeros, repeated), and a labels file of n zeros.
-func craftedIDX(t *testing.T, dir, prefix string, n int) {
-	t.Helper()
-	member := func(b []byte) []byte {
-		var z bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
-		_, _ = zw.Write(b)
-		_ = zw.Close()
-		return z.Bytes()
-	}
-	head := func(dims ...int) []byte {
-		var b bytes.Buffer
-		b.Write([]byte{0, 0, 0x08, byte(len(dims))})
-		for _, d := range dims {
-			_ = binary.Write(&b, binary.BigEndian, uint32(d))
-		}
-		return b.Bytes()
-	}
-	for _, f := range []struct {
-		name string
-		head []byte
-		size int
-	}{
-		{prefix + "-images-idx3-ubyte.gz", head(n, 28, 28), n * 28 * 28},
-		{prefix + "-labels-idx1-ubyte.gz", head(n), n},
-	} {
-		var out bytes.Buffer
-		out.Write(member(f.head))
-		const mib = 1 << 20
-		zeros := member(make([]byte, mib))
-		for left := f.size; left > 0; left -= mib {
-			if left >= mib {
-				out.Write(zeros)
-			} else {
-				out.Write(member(make([]byte, left)))
-			}
-		}
-		if err := os.WriteFile(filepath.Join(dir, f.name), out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+	"github.com/orthonet/orthonet/internal/datatest"
+)
 
 // TestLoadFirstBounded loads the first 100 examples of crafted files that
 // announce 60,000 (47 MB of pixels, 188 MB as float32) in under 200 KB:
@@ -62,8 +16,8 @@ func craftedIDX(t *testing.T, dir, prefix string, n int) {
 func TestLoadFirstBounded(t *testing.T) {
 	dir := t.TempDir()
 	const n = 60000
-	craftedIDX(t, dir, "train", n)
-	craftedIDX(t, dir, "t10k", n)
+	datatest.WriteHugeMNIST(t, dir, "train", n)
+	datatest.WriteHugeMNIST(t, dir, "t10k", n)
 	var total int64
 	for _, e := range []string{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"} {
 		fi, err := os.Stat(filepath.Join(dir, e))

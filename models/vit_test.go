@@ -29,19 +29,27 @@ func TestPatchify(t *testing.T) {
 	}
 }
 
+// trainingViT builds cfg's ViT of dtype dt on a new graph, its weights
+// drawn from rng, and its training-mode logits for a batch of batch
+// Gaussian inputs x (batch x tokens x patch features).
+func trainingViT(t *testing.T, cfg ViTConfig, dt tensor.Dtype, rng *rand.Rand, batch int) (g *G.ExprGraph, m *ViT, x, logits *G.Node) {
+	t.Helper()
+	g = G.NewGraph()
+	m, err := NewViT(g, cfg, dt, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x = G.NewTensor(g, dt, 3, G.WithShape(batch, cfg.Tokens(), cfg.PatchDim()), G.WithName("x"), G.WithInit(G.Gaussian(0, 1)))
+	if logits, err = m.Forward(x, true); err != nil {
+		t.Fatal(err)
+	}
+	return g, m, x, logits
+}
+
 func TestViT(t *testing.T) {
 	cfg := ViTConfig{Image: 8, Patch: 4, Channels: 3, Dim: 16, Depth: 2, Heads: 2, MLP: 8, Classes: 10, Dropout: 0.1}
-	g := G.NewGraph()
 	rng := rand.New(rand.NewPCG(1, 1))
-	m, err := NewViT(g, cfg, tensor.Float32, rng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(5, cfg.Tokens(), cfg.PatchDim()), G.WithName("x"), G.WithInit(G.Gaussian(0, 1)))
-	logits, err := m.Forward(x, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, m, _, logits := trainingViT(t, cfg, tensor.Float32, rng, 5)
 	if !logits.Shape().Eq(tensor.Shape{5, 10}) {
 		t.Errorf("logits %v, want (5, 10)", logits.Shape())
 	}
@@ -101,17 +109,7 @@ func TestViT(t *testing.T) {
 // against finite differences, with a fixed dropout mask.
 func TestViTGradient(t *testing.T) {
 	cfg := ViTConfig{Image: 4, Patch: 2, Channels: 1, Dim: 4, Depth: 1, Heads: 2, MLP: 3, Classes: 3, Dropout: 0.2}
-	g := G.NewGraph()
-	rng := rand.New(rand.NewPCG(3, 3))
-	m, err := NewViT(g, cfg, tensor.Float64, rng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := G.NewTensor(g, tensor.Float64, 3, G.WithShape(2, cfg.Tokens(), cfg.PatchDim()), G.WithName("x"), G.WithInit(G.Gaussian(0, 1)))
-	logits, err := m.Forward(x, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, m, x, logits := trainingViT(t, cfg, tensor.Float64, rand.New(rand.NewPCG(3, 3)), 2)
 	m.FillMasks(rand.New(rand.NewPCG(4, 4)))
 	c := G.NewMatrix(g, tensor.Float64, G.WithShape(2, 3), G.WithName("c"), G.WithInit(G.Gaussian(0, 1)))
 	loss := G.Must(G.Sum(G.Must(G.HadamardProd(G.Must(G.Tanh(logits)), c))))

@@ -52,6 +52,22 @@ func section(s, from, to string) string {
 // run's accuracy at t being its last evaluation before t plus half a step,
 // subset evaluations ignored), the grid's end at the shortest run, the
 // fixed-times table, the runs' rows with the load recorded beside them, and
+// readPage returns the page at path; it fails t unless the page holds
+// every string of want.
+func readPage(t *testing.T, path string, want ...string) string {
+	t.Helper()
+	md, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(md), w) {
+			t.Errorf("%s lacks %q:\n%s", filepath.Base(path), w, md)
+		}
+	}
+	return string(md)
+}
+
 // that both PNGs are written.
 func TestFigure(t *testing.T) {
 	dir, out := t.TempDir(), t.TempDir()
@@ -64,12 +80,7 @@ func TestFigure(t *testing.T) {
 	if err := run([]string{"-out", out, "-name", "fig", "-every", "1s", "-at", "2s", "A=" + filepath.Join(dir, "a-*"), "B=" + filepath.Join(dir, "b-*")}, &log); err != nil {
 		t.Fatal(err)
 	}
-	md, err := os.ReadFile(filepath.Join(out, "fig.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	table := string(md)
-	for _, want := range []string{
+	table := readPage(t, filepath.Join(out, "fig.md"),
 		"| 1 | 60.00 (50.00 to 70.00) | 20.00 (20.00 to 20.00) | +40.00 |",
 		"| 2 | 70.00 (60.00 to 80.00) | 20.00 (20.00 to 20.00) | +50.00 |", // B's second evaluation is at 2.9 s
 		"| 3 | 80.00 (70.00 to 90.00) | 40.00 (40.00 to 40.00) | +40.00 |",
@@ -78,11 +89,7 @@ func TestFigure(t *testing.T) {
 		"| B: b-1/run-1 | 30 | 3.5 | 8.57 | 45.00 | 2e-6 | not recorded | | |",
 		"![test accuracy against steps](fig-steps.png)",
 		"Test accuracy (%) on the 1000 test images of every evaluation at fixed training times", // the 100-image subset is not counted
-	} {
-		if !strings.Contains(table, want) {
-			t.Errorf("the page lacks %q:\n%s", want, table)
-		}
-	}
+	)
 	fixed := section(table, "fixed training times", "| run |")
 	if !strings.Contains(fixed, "| 2 | 70.00") || strings.Contains(fixed, "| 1 |") || strings.Contains(fixed, "| 3 |") {
 		t.Errorf("the fixed-times table is not the one row -at asked for:\n%s", fixed)
@@ -126,13 +133,7 @@ func TestFigureClaim(t *testing.T) {
 	if err := run([]string{"-out", out, "-name", "vit", "-claim", "above", "A=" + filepath.Join(dir, "a-*"), "B=" + filepath.Join(dir, "b-*")}, &log); err != nil {
 		t.Fatal(err)
 	}
-	md, err := os.ReadFile(filepath.Join(out, "vit.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "**Verdict: A stays above B throughout: does not hold.**"; !strings.Contains(string(md), want) {
-		t.Errorf("the page lacks %q:\n%s", want, md)
-	}
+	readPage(t, filepath.Join(out, "vit.md"), "**Verdict: A stays above B throughout: does not hold.**")
 	if want := "verdict: A stays above B throughout: does not hold: "; !strings.Contains(log.String(), want) {
 		t.Errorf("the output lacks %q:\n%s", want, log.String())
 	}
@@ -176,16 +177,9 @@ func TestFigureOneEvaluation(t *testing.T) {
 	if err := run(args, &log); err != nil {
 		t.Fatal(err)
 	}
-	md, err := os.ReadFile(filepath.Join(out, "one.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "| 6 | 14.00 (14.00 to 14.00) | 12.00 (12.00 to 12.00) | +2.00 |"; !strings.Contains(string(md), want) {
-		t.Errorf("the page lacks %q:\n%s", want, md)
-	}
-	if !strings.Contains(string(md), "at each 2s of training time") {
-		t.Errorf("the grid is not the commands' 2 s:\n%s", md)
-	}
+	readPage(t, filepath.Join(out, "one.md"),
+		"| 6 | 14.00 (14.00 to 14.00) | 12.00 (12.00 to 12.00) | +2.00 |",
+		"at each 2s of training time") // the commands' grid
 }
 
 // TestEvaluationSet checks that the page names the evaluations' test set

@@ -19,17 +19,30 @@ func synthetic(label string, runs ...[]float64) series {
 	return s
 }
 
-// checkVerdict fails t unless v's outcome is want and its detail has
-// every string of has.
-func checkVerdict(t *testing.T, v verdict, want string, has []string) {
-	t.Helper()
-	if v.outcome != want {
-		t.Errorf("outcome %q, want %q: %s", v.outcome, want, v.detail)
-	}
-	for _, h := range has {
-		if !strings.Contains(v.detail, h) {
-			t.Errorf("the detail lacks %q: %s", h, v.detail)
-		}
+// verdictCase is a claim's two series of runs and the verdict they should
+// get: its outcome and strings its detail has.
+type verdictCase struct {
+	name string
+	a, b series
+	want string
+	has  []string
+}
+
+// checkVerdicts runs each case as a subtest: judge's verdict on its a and
+// b must have the outcome want and a detail with every string of has.
+func checkVerdicts(t *testing.T, cases []verdictCase, judge func(a, b series) verdict) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := judge(c.a, c.b)
+			if v.outcome != c.want {
+				t.Errorf("outcome %q, want %q: %s", v.outcome, c.want, v.detail)
+			}
+			for _, h := range c.has {
+				if !strings.Contains(v.detail, h) {
+					t.Errorf("the detail lacks %q: %s", h, v.detail)
+				}
+			}
+		})
 	}
 }
 
@@ -46,12 +59,7 @@ var (
 // mean at an earlier grid time with its band apart (holds), the second's
 // doing so (does not hold), and the cases it cannot tell.
 func TestSoonerVerdict(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		a, b series
-		want string
-		has  []string
-	}{
+	checkVerdicts(t, []verdictCase{
 		{"RSDM first, bands apart", synthetic("RSDM-P", fast...), synthetic("RGD", slow...), holds,
 			[]string{"RSDM-P's mean first reaches it at 20s", "RGD's mean first reaches it at 50s", "at 20s RSDM-P's band is 90.00 to 91.00, RGD's 60.00 to 62.00"}},
 		{"RGD first, bands apart", synthetic("RSDM-P", slow...), synthetic("RGD", fast...), doesNotHold,
@@ -64,11 +72,7 @@ func TestSoonerVerdict(t *testing.T) {
 			[]string{"RSDM-P has 2 runs and RGD 2, fewer than the 3"}},
 		{"RGD never arrives", synthetic("RSDM-P", fast...), synthetic("RGD", []float64{0.5, 0.6, 0.7, 0.7, 0.7}, []float64{0.5, 0.6, 0.7, 0.7, 0.7}, []float64{0.5, 0.6, 0.7, 0.7, 0.7}), holds,
 			[]string{"RGD's mean never reaches it by 50s"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			checkVerdict(t, soonerVerdict(c.a, c.b, grid5, 10, 0.95, 3), c.want, c.has)
-		})
-	}
+	}, func(a, b series) verdict { return soonerVerdict(a, b, grid5, 10, 0.95, 3) })
 }
 
 // TestAboveVerdict checks that the ViT claim's verdict comes out each way:
@@ -80,12 +84,7 @@ func TestSoonerVerdict(t *testing.T) {
 func TestAboveVerdict(t *testing.T) {
 	lower := [][]float64{{0.40, 0.50, 0.60, 0.65, 0.70}, {0.42, 0.52, 0.62, 0.66, 0.71}, {0.41, 0.51, 0.61, 0.64, 0.69}}
 	higher := [][]float64{{0.38, 0.60, 0.70, 0.75, 0.80}, {0.39, 0.61, 0.71, 0.76, 0.81}, {0.37, 0.62, 0.72, 0.77, 0.79}}
-	for _, c := range []struct {
-		name string
-		a, b series
-		want string
-		has  []string
-	}{
+	checkVerdicts(t, []verdictCase{
 		{"above throughout", synthetic("RSDM-P", higher...), synthetic("RGD", lower...), holds,
 			[]string{"above RGD's at 4 of 4 grid times from 20s to 50s", "the bands never overlap"}},
 		{"below throughout", synthetic("RSDM-P", lower...), synthetic("RGD", higher...), doesNotHold,
@@ -96,11 +95,7 @@ func TestAboveVerdict(t *testing.T) {
 			[]string{"above RGD's at 3 of 4", "not above at 30s", "the bands overlap at 30s"}},
 		{"two seeds", synthetic("RSDM-P", higher[:2]...), synthetic("RGD", lower[:2]...), cannotTell,
 			[]string{"fewer than the 3 of each"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			checkVerdict(t, aboveVerdict(c.a, c.b, grid5, 10, 3), c.want, c.has)
-		})
-	}
+	}, func(a, b series) verdict { return aboveVerdict(a, b, grid5, 10, 3) })
 }
 
 // TestLoadNote checks that a run flagged for load is named in a verdict.

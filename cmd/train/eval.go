@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
 	"github.com/orthonet/orthonet/param"
 )
@@ -270,7 +271,7 @@ func writeEvalReport(dir string, r evalReport, classes []string, w io.Writer) (e
 		{"predictions.csv", func(f io.Writer) error { return writePredictions(f, r, classes) }},
 	} {
 		path := filepath.Join(dir, f.name)
-		if err := createNew(path, f.write); err != nil {
+		if err := checkpoint.CreateNew(path, 0o644, f.write); err != nil {
 			return err
 		}
 		written = append(written, path)

@@ -11,6 +11,7 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
+	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/onnx"
 	"github.com/orthonet/orthonet/program"
 )
@@ -85,7 +86,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := createNew(output, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+	if err := checkpoint.CreateNew(output, 0o644, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
 		return err
 	}
 	s := t.info.Shape

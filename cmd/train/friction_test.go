@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"io"
@@ -20,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/orthonet/orthonet/internal/datatest"
 )
 
 // TestInapplicableFlags gives flags that the chosen optimizer, schedule or
@@ -193,38 +193,8 @@ func TestDamagedNewestCheckpoint(t *testing.T) {
 // headers claim.
 func TestLimitTrainBoundsRead(t *testing.T) {
 	dir := t.TempDir()
-	crafted := func(prefix string, n int) {
-		member := func(b []byte) []byte {
-			var z bytes.Buffer
-			zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
-			_, _ = zw.Write(b)
-			_ = zw.Close()
-			return z.Bytes()
-		}
-		for _, f := range []struct {
-			name string
-			dims []int
-		}{{prefix + "-images-idx3-ubyte.gz", []int{n, 28, 28}}, {prefix + "-labels-idx1-ubyte.gz", []int{n}}} {
-			var head bytes.Buffer
-			head.Write([]byte{0, 0, 8, byte(len(f.dims))})
-			size := 1
-			for _, d := range f.dims {
-				_ = binary.Write(&head, binary.BigEndian, uint32(d))
-				size *= d
-			}
-			out := bytes.NewBuffer(member(head.Bytes()))
-			zeros := member(make([]byte, 1<<20))
-			for ; size >= 1<<20; size -= 1 << 20 {
-				out.Write(zeros)
-			}
-			out.Write(member(make([]byte, size)))
-			if err := os.WriteFile(filepath.Join(dir, f.name), out.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	crafted("train", 60000)
-	crafted("t10k", 60000)
+	datatest.WriteHugeMNIST(t, dir, "train", 60000)
+	datatest.WriteHugeMNIST(t, dir, "t10k", 60000)
 	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-limit-train", "30", "-limit-test", "10"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)

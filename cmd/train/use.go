@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	G "gorgonia.org/gorgonia"
@@ -196,45 +194,4 @@ func argmax(row []float32) int {
 		}
 	}
 	return best
-}
-
-// createNew writes path through write, atomically (a temporary file renamed
-// into place, as checkpoint.Write does), and refuses to replace a file.
-func createNew(path string, write func(io.Writer) error) error {
-	if _, err := os.Lstat(path); err == nil {
-		return fmt.Errorf("%s exists: not replaced", path)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := write(tmp); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	// A hard link fails where path exists: nothing is replaced, even by a
-	// file that appeared meanwhile. Where links are not supported, a rename.
-	if err := os.Link(tmp.Name(), path); err != nil {
-		if _, serr := os.Lstat(path); serr == nil {
-			return fmt.Errorf("%s exists: not replaced", path)
-		}
-		if err := os.Rename(tmp.Name(), path); err != nil {
-			return fmt.Errorf("writing %s: %w", path, err)
-		}
-	}
-	ok = true
-	os.Remove(tmp.Name())
-	return checkpoint.SyncDir(filepath.Dir(path))
 }
