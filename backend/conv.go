@@ -11,13 +11,7 @@ import (
 // respect to its input and its filter) is lowered to, which unfold the
 // images a chunk at a time into a workspace that feeds one GEMM per chunk
 // and write NCHW directly.
-var (
-	_ defined = Im2col{}
-	_ defined = Col2im{}
-	_ defined = Conv{}
-	_ defined = ConvGradInput{}
-	_ defined = ConvGradFilter{}
-)
+var _ = []defined{Im2col{}, Col2im{}, Conv{}, ConvGradInput{}, ConvGradFilter{}}
 
 // ConvGeom is the geometry of a 2-D convolution of a batch of images in
 // NCHW order, as gorgonia v0.9.18's im2col takes it: B images of C channels
@@ -361,22 +355,34 @@ func (k ConvGradFilter) Host(p *Pool) (Func, error) {
 // output gradients into F x nP and accumulates their product in one GEMM
 // per chunk.
 func (k ConvGradFilter) Device(p Planner) {
-	g, f := k.Geom, k.F
+	f := k.F
+	_, pp, _ := k.Geom.sizes()
+	filterGradDevice(p, k.Geom, f, k.Chunk, k.X, k.DW, func(b0, n int, rows uint64) {
+		elementwise(p, "on_gather_planes", n*f*pp, n, f, pp, p.Addr(At(k.DY.Buf, k.DY.Off+b0*f*pp)), rows)
+	})
+}
+
+// filterGradDevice accumulates into DW (F x C KH KW) the gradient of a
+// convolution's filter over the batch of images X, a chunk of images at a
+// time: their windows unfolded (K x nP), their output gradients written
+// side by side into rows (F x nP) by outGrads, and their product added in
+// one GEMM per chunk.
+func filterGradDevice(p Planner, g ConvGeom, f, chunk int, x, dw Operand, outGrads func(b0, n int, rows uint64)) {
 	_, pp, kk := g.sizes()
-	dt := DTypeOf(k.DW)
-	nb := deviceImages(g, k.Chunk)
+	dt := DTypeOf(dw)
+	nb := deviceImages(g, chunk)
 	col, rows := p.Scratch(dt, kk*nb*pp), p.Scratch(dt, f*nb*pp)
 	for b0 := 0; b0 < g.B; b0 += nb {
 		n := min(nb, g.B-b0)
 		np := n * pp
-		unfoldDevice(p, g, n, colLayout{pp, np, 1}, p.Addr(At(k.X.Buf, k.X.Off+b0*g.C*g.H*g.W)), col)
-		elementwise(p, "on_gather_planes", n*f*pp, n, f, pp, p.Addr(At(k.DY.Buf, k.DY.Off+b0*f*pp)), rows)
+		unfoldDevice(p, g, n, colLayout{pp, np, 1}, p.Addr(At(x.Buf, x.Off+b0*g.C*g.H*g.W)), col)
+		outGrads(b0, n, rows)
 		beta := 1.0
 		if b0 == 0 {
 			beta = 0
 		}
 		p.Gemm(DeviceGemm{TransB: true, M: f, N: kk, K: np, Alpha: 1, Beta: beta, A: rows, LDA: np, B: col, LDB: np,
-			C: p.Addr(k.DW), LDC: kk})
+			C: p.Addr(dw), LDC: kk})
 	}
 }
 
@@ -390,34 +396,51 @@ func convGradFilterHost[T Float](p *Pool, k ConvGradFilter) Func {
 func convGradFilterDirectHost[T Float](p *Pool, k ConvGradFilter) Func {
 	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
+	_, pp, _ := g.sizes()
+	dy, tmp := hostData[T](k.DY)[:g.B*f*pp], rowSpace[T](s, f, pp)
+	return filterGradHost(p, g, f, s, k.X, k.DW,
+		func(_, b int) []T { return dy[b*f*pp:] },
+		func(q, b0, n int) []T {
+			gatherRows(dy[b0*f*pp:], tmp[q], n, f, pp)
+			return tmp[q]
+		})
+}
+
+// filterGradHost returns a Func that accumulates into DW (F x K) the
+// gradient of a convolution's filter over the images X, s's parts across
+// the pool's threads, each into its own sum (the first part's in DW) added
+// at the end: a chunk of images at a time, their windows unfolded (K x nP)
+// times their output gradients side by side, chunk's (F x nP), in one GEMM,
+// or for wide images image by image, image's (F x P), in one GEMM each.
+// Both may write into part q's workspace.
+func filterGradHost[T Float](p *Pool, g ConvGeom, f int, s convSplit, x, dw Operand, image func(q, b int) []T, chunk func(q, b0, n int) []T) Func {
 	in, pp, kk := g.sizes()
-	x, dy, dw := hostData[T](k.X)[:in], hostData[T](k.DY)[:g.B*f*pp], hostData[T](k.DW)[:f*kk]
-	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), rowSpace[T](s, f, pp)
-	sums := append([][]T{dw}, workspaces[T](s.parts-1, f*kk)...) // each part's sum, the first in DW
-	first := make([]int, s.parts)                                // the first image of each part
+	xs, dws := hostData[T](x)[:in], hostData[T](dw)[:f*kk]
+	col := workspaces[T](s.parts, kk*s.nb*pp)
+	sums := append([][]T{dws}, workspaces[T](s.parts-1, f*kk)...) // each part's sum, the first in DW
+	first := make([]int, s.parts)                                 // the first image of each part
 	for q := range first {
 		first[q] = q * g.B / s.parts
 	}
 	return s.run(p, g.B, func(q, b0, n int) {
 		np := n * pp
-		unfold(g, x, b0, n, col[q], s.layout(g, n))
+		unfold(g, xs, b0, n, col[q], s.layout(g, n))
 		var beta T
 		if b0 != first[q] {
 			beta = 1
 		}
 		if s.wide || n == 1 {
 			for j := range n {
-				linalg.Gemm(false, true, f, kk, pp, 1, dy[(b0+j)*f*pp:], pp, col[q][j*kk*pp:], pp, beta, sums[q], kk)
+				linalg.Gemm(false, true, f, kk, pp, 1, image(q, b0+j), pp, col[q][j*kk*pp:], pp, beta, sums[q], kk)
 				beta = 1
 			}
 			return
 		}
-		gatherRows(dy[b0*f*pp:], tmp[q], n, f, pp)
-		linalg.Gemm(false, true, f, kk, np, 1, tmp[q], np, col[q], np, beta, sums[q], kk)
+		linalg.Gemm(false, true, f, kk, np, 1, chunk(q, b0, n), np, col[q], np, beta, sums[q], kk)
 	}, func() {
 		for _, part := range sums[1:] {
 			for i, v := range part {
-				dw[i] += v
+				dws[i] += v
 			}
 		}
 	})

@@ -14,12 +14,7 @@ import (
 // its gradient is written whole. What the gradients need of the forward
 // pass (which element each window took, its rectifier's step, the dropout's
 // keep) the forward records in Arg, an int32 per pooled element.
-var (
-	_ defined = ConvPool{}
-	_ defined = ConvPoolGradInput{}
-	_ defined = ConvPoolGradFilter{}
-	_ defined = ConvPoolGradBias{}
-)
+var _ = []defined{ConvPool{}, ConvPoolGradInput{}, ConvPoolGradFilter{}, ConvPoolGradBias{}}
 
 // ConvPool writes into Y (B, F, Pool.OutH, Pool.OutW) the images X
 // (B, C, H, W) convolved with the filter W as Conv convolves them, Bias[f]
@@ -326,23 +321,10 @@ func (k ConvPoolGradFilter) Host(p *Pool) (Func, error) {
 // gradients side by side (F x nP, on_pool_route) and accumulates their
 // product in one GEMM per chunk.
 func (k ConvPoolGradFilter) Device(p Planner) {
-	g, f := k.Geom, k.F
-	_, pp, kk := g.sizes()
-	dt := DTypeOf(k.DW)
-	nb := deviceImages(g, k.Chunk)
-	col, rows := p.Scratch(dt, kk*nb*pp), p.Scratch(dt, f*nb*pp)
-	for b0 := 0; b0 < g.B; b0 += nb {
-		n := min(nb, g.B-b0)
-		np := n * pp
-		unfoldDevice(p, g, n, colLayout{pp, np, 1}, p.Addr(At(k.X.Buf, k.X.Off+b0*g.C*g.H*g.W)), col)
-		routeDevice(p, k.Pool, k.DropP, k.DY, k.Arg, b0, n, pp, np, rows)
-		beta := 1.0
-		if b0 == 0 {
-			beta = 0
-		}
-		p.Gemm(DeviceGemm{TransB: true, M: f, N: kk, K: np, Alpha: 1, Beta: beta, A: rows, LDA: np, B: col, LDB: np,
-			C: p.Addr(k.DW), LDC: kk})
-	}
+	_, pp, _ := k.Geom.sizes()
+	filterGradDevice(p, k.Geom, k.F, k.Chunk, k.X, k.DW, func(b0, n int, rows uint64) {
+		routeDevice(p, k.Pool, k.DropP, k.DY, k.Arg, b0, n, pp, n*pp, rows)
+	})
 }
 
 func convPoolGradFilterHost[T Float](p *Pool, k ConvPoolGradFilter) Func {
@@ -358,40 +340,19 @@ func convPoolGradFilterHost[T Float](p *Pool, k ConvPoolGradFilter) Func {
 func convPoolGradFilterDirect[T Float](p *Pool, k ConvPoolGradFilter, rt poolRouter[T]) Func {
 	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
-	in, pp, kk := g.sizes()
-	x, dw := hostData[T](k.X)[:in], hostData[T](k.DW)[:f*kk]
-	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), workspaces[T](s.parts, f*s.nb*pp)
-	sums := append([][]T{dw}, workspaces[T](s.parts-1, f*kk)...)
-	first := make([]int, s.parts)
-	for q := range first {
-		first[q] = q * g.B / s.parts
-	}
-	return s.run(p, g.B, func(q, b0, n int) {
-		np := n * pp
-		unfold(g, x, b0, n, col[q], s.layout(g, n))
-		var beta T
-		if b0 != first[q] {
-			beta = 1
-		}
-		if s.wide || n == 1 {
+	_, pp, _ := g.sizes()
+	tmp := workspaces[T](s.parts, f*s.nb*pp)
+	return filterGradHost(p, g, f, s, k.X, k.DW,
+		func(q, b int) []T {
+			rt.image(b, tmp[q], pp, 0)
+			return tmp[q]
+		},
+		func(q, b0, n int) []T {
 			for j := range n {
-				rt.image(b0+j, tmp[q], pp, 0)
-				linalg.Gemm(false, true, f, kk, pp, 1, tmp[q], pp, col[q][j*kk*pp:], pp, beta, sums[q], kk)
-				beta = 1
+				rt.image(b0+j, tmp[q], n*pp, j*pp)
 			}
-			return
-		}
-		for j := range n {
-			rt.image(b0+j, tmp[q], np, j*pp)
-		}
-		linalg.Gemm(false, true, f, kk, np, 1, tmp[q], np, col[q], np, beta, sums[q], kk)
-	}, func() {
-		for _, part := range sums[1:] {
-			for i, v := range part {
-				dw[i] += v
-			}
-		}
-	})
+			return tmp[q]
+		})
 }
 
 // ConvPoolGradBias writes into DB (Pool.C elements) the gradient of

@@ -13,13 +13,7 @@ import (
 // implementations return an error before they write, the CUDA ones record
 // it in the backend's fault words (reported at the next sync) and skip the
 // entry.
-var (
-	_ defined = Copy{}
-	_ defined = GatherRows{}
-	_ defined = ScatterRows{}
-	_ defined = Take{}
-	_ defined = TakeGrad{}
-)
+var _ = []defined{Copy{}, GatherRows{}, ScatterRows{}, Take{}, TakeGrad{}}
 
 // MaxDims bounds the axes of a Copy.
 const MaxDims = 8

@@ -8,12 +8,7 @@ import (
 
 // The elementwise kernels: a function of one argument (Map), of two (Zip),
 // a comparison with Int32 results (Compare) and a constant (Fill).
-var (
-	_ defined = Map{}
-	_ defined = Zip{}
-	_ defined = Fill{}
-	_ defined = Compare{}
-)
+var _ = []defined{Map{}, Zip{}, Fill{}, Compare{}}
 
 // UnaryOp is an elementwise function of one argument. Its constants and
 // CPU definitions (unary_ops.go) and the UNARY_OPS list of kernels.cu are
@@ -256,13 +251,7 @@ func (k Zip) Check() error {
 	if !k.Op.valid() {
 		return fmt.Errorf("backend: zip: unknown function %v", k.Op)
 	}
-	na, nb := k.N, k.N
-	if k.AScalar {
-		na = 1
-	}
-	if k.BScalar {
-		nb = 1
-	}
+	na, nb := operandLens(k.N, k.AScalar, k.BScalar)
 	if err := checkAll(k, DTypeOf(k.Dst), "A", k.A, na, "B", k.B, nb, "destination", k.Dst, k.N); err != nil {
 		return err
 	}
@@ -289,6 +278,19 @@ func sameBuffer(a, b Buffer) bool {
 	}
 	t := reflect.TypeOf(a)
 	return t == reflect.TypeOf(b) && t.Comparable() && a == b
+}
+
+// operandLens returns the lengths of a Zip's or a Compare's operands A and
+// B: n, or 1 for a scalar.
+func operandLens(n int, aScalar, bScalar bool) (na, nb int) {
+	na, nb = n, n
+	if aScalar {
+		na = 1
+	}
+	if bScalar {
+		nb = 1
+	}
+	return na, nb
 }
 
 // Host runs the function on the CPU.
@@ -409,13 +411,7 @@ func (k Compare) Check() error {
 	if k.N < 0 {
 		return fmt.Errorf("backend: compare: %d elements", k.N)
 	}
-	na, nb := k.N, k.N
-	if k.AScalar {
-		na = 1
-	}
-	if k.BScalar {
-		nb = 1
-	}
+	na, nb := operandLens(k.N, k.AScalar, k.BScalar)
 	if err := CheckOperand("compare A", k.A, 0, na); err != nil {
 		return err
 	}

@@ -10,18 +10,10 @@ import (
 // The kernels of fused layers (package fused defines most of them as
 // Gorgonia ops, whose Do runs the CPU implementation here) and of YOLOv3's
 // decoding of a detection grid.
-var (
-	_ defined = SoftmaxCrossEntropy{}
-	_ defined = SoftmaxCrossEntropyGrad{}
-	_ defined = LayerNorm{}
-	_ defined = LayerNormGrad{}
-	_ defined = LayerNormParamGrad{}
-	_ defined = Attention{}
-	_ defined = AttentionGrad{}
-	_ defined = BiasAct{}
-	_ defined = BiasActGrad{}
-	_ defined = YOLODecode{}
-)
+var _ = []defined{
+	SoftmaxCrossEntropy{}, SoftmaxCrossEntropyGrad{}, LayerNorm{}, LayerNormGrad{}, LayerNormParamGrad{},
+	Attention{}, AttentionGrad{}, BiasAct{}, BiasActGrad{}, YOLODecode{},
+}
 
 // Activation is the nonlinearity of BiasAct.
 type Activation uint8

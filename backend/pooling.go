@@ -11,12 +11,7 @@ import (
 // Pooling as gorgonia v0.9.18 computes it (maxPoolOp, maxPoolDiffOp,
 // avgPoolOp, avgPoolDiffOp), quirks included: a compiled program agrees with
 // the tape machine.
-var (
-	_ defined = MaxPool{}
-	_ defined = MaxPoolGrad{}
-	_ defined = AvgPool{}
-	_ defined = AvgPoolGrad{}
-)
+var _ = []defined{MaxPool{}, MaxPoolGrad{}, AvgPool{}, AvgPoolGrad{}}
 
 // PoolGeom is the geometry of a pooling over a batch of images in NCHW
 // order: B images of C channels of H x W, KH x KW windows StrideH rows

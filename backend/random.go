@@ -10,11 +10,7 @@ import (
 // in a buffer: dropout masks, gorgonia's dropout and its random nodes.
 // Every backend draws the same values bit for bit, and a run resumed at a
 // step draws what the uninterrupted run drew, without any host state.
-var (
-	_ defined = DropoutMask{}
-	_ defined = Dropout{}
-	_ defined = Random{}
-)
+var _ = []defined{DropoutMask{}, Dropout{}, Random{}}
 
 // DropoutMask fills Dst (N elements) with an inverted-dropout mask: each
 // entry is 0 with probability P and 1/(1-P) otherwise. Entry i's draw is

@@ -13,16 +13,9 @@ import (
 // and sparsemax along an axis and their gradients, the checks that set a
 // flag (CheckFinite, CheckProduct) and a classifier's count of correct
 // predictions (CountCorrect).
-var (
-	_ defined = Reduce{}
-	_ defined = Softmax{}
-	_ defined = SoftmaxGrad{}
-	_ defined = CheckFinite{}
-	_ defined = CheckProduct{}
-	_ defined = CountCorrect{}
-	_ defined = Sparsemax{}
-	_ defined = SparsemaxGrad{}
-)
+var _ = []defined{
+	Reduce{}, Softmax{}, SoftmaxGrad{}, CheckFinite{}, CheckProduct{}, CountCorrect{}, Sparsemax{}, SparsemaxGrad{},
+}
 
 // ReduceOp is how Reduce combines elements.
 type ReduceOp uint8

@@ -10,14 +10,7 @@ import (
 // steppers, which optim.Solver runs through Options.Device): step sizes
 // come from Float64 operands that the host writes before each step, so
 // that a prepared step serves every step size a schedule gives.
-var (
-	_ defined = SGDStep{}
-	_ defined = AdamStep{}
-	_ defined = AddScaled{}
-	_ defined = SkewStep{}
-	_ defined = IdentityDelta{}
-	_ defined = Symmetrize{}
-)
+var _ = []defined{SGDStep{}, AdamStep{}, AddScaled{}, SkewStep{}, IdentityDelta{}, Symmetrize{}}
 
 // SGDStep is a step of SGD on N elements of W from its gradient G, with
 // the step size lr at LR (one Float64 element): with Decay > 0, first

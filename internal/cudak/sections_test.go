@@ -2,7 +2,6 @@ package cudak
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -62,7 +61,7 @@ func TestSectionsFollowGoFiles(t *testing.T) {
 		}
 		var got []string
 		for _, f := range strings.Split(key, ", ") {
-			src, err := os.ReadFile(filepath.Join("..", "..", f))
+			src, err := os.ReadFile("../../" + f)
 			if err != nil {
 				t.Fatal(err)
 			}
