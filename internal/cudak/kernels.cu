@@ -14,6 +14,10 @@
 //
 // Launch shapes are cudak's: every block has NT threads along x; the
 // elementwise kernels stride over the grid, the per-row kernels over rows.
+//
+// After the shared definitions, each section holds the kernels of one family
+// file of package backend, which its header names, in the order that file
+// launches them (cudak's TestSectionsFollowGoFiles checks it).
 
 #ifndef ORTHONET_EMU
 #define KERNEL(name, Args) extern "C" __global__ void name(Args a)
