@@ -13,11 +13,15 @@
 // program never fails half-way for want of a kernel. On a device backend a
 // Func only enqueues its work; CopyOut and Sync wait for it.
 //
-// Each kernel type is defined once, here: its struct and Check, then side
-// by side its CPU implementation (Host, which backend/cpu runs) and its
-// CUDA one (Device: the launches of internal/cudak's kernels.cu that
-// backend/cuda runs). The backends dispatch through these methods
-// (HostKernel, DeviceKernel), not through lists of kernel types.
+// Each kernel type is defined once, here, in the file of its family
+// (products.go, elementwise.go, copies.go, reductions.go, linalg.go,
+// fused.go, step.go, random.go, norm.go, conv.go, pooling.go, convpool.go,
+// ctc.go): its struct, its Check, its CPU implementation (Host, which
+// backend/cpu runs) and its CUDA one (Device: the launches of
+// internal/cudak's kernels.cu that backend/cuda runs) in one block, in the
+// order of its kernels in kernels.cu's section for the file. The backends
+// dispatch through these methods (HostKernel, DeviceKernel), not through
+// lists of kernel types.
 //
 // Buffers hold float32, float64 or int32 elements. An Operand is a buffer
 // and an element offset into it; the kernel's sizes say how many elements
@@ -190,6 +194,33 @@ func CheckOperand(what string, op Operand, dt DType, n int) error {
 		return fmt.Errorf("backend: %s: elements %d to %d of a buffer of %d", what, op.Off, op.Off+n, op.Buf.Len())
 	}
 	return nil
+}
+
+// checkAll checks k's operands given as (name, Operand, elements) triples,
+// of type dt (any when dt is 0); a DType among them sets the type of the
+// operands after it.
+func checkAll(k Kernel, dt DType, ops ...any) error {
+	for i := 0; i+2 < len(ops); i += 3 {
+		if t, ok := ops[i].(DType); ok {
+			dt, i = t, i+1
+		}
+		what, op, n := ops[i].(string), ops[i+1].(Operand), ops[i+2].(int)
+		if err := CheckOperand(Name(k)+" "+what, op, dt, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkSized reports an error unless every size is at least 1, then
+// checks k's operands as checkAll does.
+func checkSized(k Kernel, sizes []int, dt DType, ops ...any) error {
+	for _, s := range sizes {
+		if s < 1 {
+			return fmt.Errorf("backend: %s: sizes %v, want positive", Name(k), sizes)
+		}
+	}
+	return checkAll(k, dt, ops...)
 }
 
 // Timer is a backend that can time its kernels on the device (the CUDA

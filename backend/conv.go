@@ -11,13 +11,7 @@ import (
 // respect to its input and its filter) is lowered to, which unfold the
 // images a chunk at a time into a workspace that feeds one GEMM per chunk
 // and write NCHW directly.
-var (
-	_ defined = Im2col{}
-	_ defined = Col2im{}
-	_ defined = Conv{}
-	_ defined = ConvGradInput{}
-	_ defined = ConvGradFilter{}
-)
+var _ = []defined{Im2col{}, Col2im{}, Conv{}, ConvGradInput{}, ConvGradFilter{}}
 
 // ConvGeom is the geometry of a 2-D convolution of a batch of images in
 // NCHW order, as gorgonia v0.9.18's im2col takes it: B images of C channels
@@ -78,6 +72,13 @@ func (g ConvGeom) sizes() (in, p, k int) {
 	return g.B * g.C * g.H * g.W, oh * ow, g.Patch()
 }
 
+func checkConv(k Kernel, g ConvGeom, f, chunk int) error {
+	if f < 1 || chunk < 0 {
+		return fmt.Errorf("backend: %s: %d filters, chunks of %d images", Name(k), f, chunk)
+	}
+	return g.check(k)
+}
+
 // Im2col writes into Dst, a (B, OutH, OutW, C KH KW) array, the windows of
 // the images Src (B, C, H, W) as gorgonia's im2colOp does: element
 // (b, y, x, (c KH + i) KW + j) is the input at channel c, row
@@ -97,6 +98,37 @@ func (k Im2col) Check() error {
 	return checkAll(k, DTypeOf(k.Dst), "source", k.Src, in, "destination", k.Dst, k.Geom.B*p*kk)
 }
 
+// Host unfolds the images, split across the pool's threads.
+func (k Im2col) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, im2colHost[float32], im2colHost[float64])
+}
+
+// Device launches on_unfold in Im2col's layout, a thread per element.
+func (k Im2col) Device(p Planner) {
+	g := k.Geom
+	_, pp, kk := g.sizes()
+	unfoldDevice(p, g, g.B, colLayout{pp * kk, 1, kk}, p.Addr(k.Src), p.Addr(k.Dst))
+}
+
+func im2colHost[T Float](p *Pool, k Im2col) Func {
+	g := k.Geom
+	in, pp, kk := g.sizes()
+	x, col := hostData[T](k.Src)[:in], hostData[T](k.Dst)[:g.B*pp*kk]
+	return p.split(g.B, pp*kk, func(lo, hi int) { unfold(g, x, lo, hi-lo, col[lo*pp*kk:], colLayout{pp * kk, 1, kk}) }).loop()
+}
+
+// geomArgs are a geometry's launch arguments (ConvGeom in kernels.cu).
+func geomArgs(g ConvGeom) []any {
+	oh, ow := g.Out()
+	return []any{g.B, g.C, g.H, g.W, g.KH, g.KW, g.PadH, g.PadW, g.StrideH, g.StrideW, g.DilH, g.DilW, oh, ow}
+}
+
+// unfoldDevice launches on_unfold over n images from x into col.
+func unfoldDevice(p Planner, g ConvGeom, n int, l colLayout, x, col uint64) {
+	_, pp, kk := g.sizes()
+	elementwise(p, "on_unfold", n*kk*pp, append(geomArgs(g), n, l.J, l.K, l.P, x, col)...)
+}
+
 // Col2im writes into Dst (B, C, H, W) the sum, over every window element of
 // Src (Im2col's layout) that Im2col takes from an input element, of those
 // elements: gorgonia's col2imOp, the gradient of Im2col.
@@ -112,6 +144,37 @@ func (k Col2im) Check() error {
 	}
 	in, p, kk := k.Geom.sizes()
 	return checkAll(k, DTypeOf(k.Dst), "source", k.Src, k.Geom.B*p*kk, "destination", k.Dst, in)
+}
+
+// Host folds image by image, split across the pool's threads.
+func (k Col2im) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, col2imHost[float32], col2imHost[float64])
+}
+
+// Device launches on_fold, a thread per input element that sums its taps.
+func (k Col2im) Device(p Planner) {
+	g := k.Geom
+	_, pp, kk := g.sizes()
+	foldDevice(p, g, g.B, colLayout{pp * kk, 1, kk}, p.Addr(k.Src), p.Addr(k.Dst))
+}
+
+func col2imHost[T Float](p *Pool, k Col2im) Func {
+	g := k.Geom
+	in, pp, kk := g.sizes()
+	col, dx := hostData[T](k.Src)[:g.B*pp*kk], hostData[T](k.Dst)[:in]
+	per := in / g.B
+	// fold leaves col as it is: in Im2col's layout only a 1 x 1 kernel
+	// without padding takes its shifted path, which then zeroes nothing.
+	return p.split(g.B, pp*kk, func(lo, hi int) {
+		clear(dx[lo*per : hi*per])
+		fold(g, col[lo*pp*kk:], colLayout{pp * kk, 1, kk}, dx, lo, hi-lo)
+	}).loop()
+}
+
+// foldDevice launches on_fold over n images from col into dx, which it
+// writes (not adds to).
+func foldDevice(p Planner, g ConvGeom, n int, l colLayout, col, dx uint64) {
+	elementwise(p, "on_fold", n*g.C*g.H*g.W, append(geomArgs(g), n, l.J, l.K, l.P, col, dx)...)
 }
 
 // Conv writes into Y (B, F, OutH, OutW) the convolution of the images X
@@ -136,6 +199,56 @@ func (k Conv) Check() error {
 	return checkAll(k, DTypeOf(k.Y), "X", k.X, in, "W", k.W, k.F*kk, "Y", k.Y, k.Geom.B*k.F*p)
 }
 
+// Host unfolds a chunk of images at a time into a thread's workspace and
+// multiplies it by the filter: one GEMM for the chunk (K x nP), its output
+// scattered into place, or for wide images one GEMM per image, in place.
+func (k Conv) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, convHost[float32], convHost[float64])
+}
+
+// Device unfolds a chunk of images at a time (n K x P blocks) and
+// multiplies each by the filter in one strided batched GEMM that writes
+// the output in place.
+func (k Conv) Device(p Planner) {
+	g, f := k.Geom, k.F
+	_, pp, kk := g.sizes()
+	nb := deviceImages(g, k.Chunk)
+	col := p.Scratch(DTypeOf(k.Y), kk*nb*pp)
+	for b0 := 0; b0 < g.B; b0 += nb {
+		n := min(nb, g.B-b0)
+		unfoldDevice(p, g, n, colLayout{kk * pp, pp, 1}, p.Addr(At(k.X.Buf, k.X.Off+b0*g.C*g.H*g.W)), col)
+		p.Gemm(DeviceGemm{M: f, N: pp, K: kk, Alpha: 1, A: p.Addr(k.W), LDA: kk, B: col, LDB: pp,
+			C: p.Addr(At(k.Y.Buf, k.Y.Off+b0*f*pp)), LDC: pp, StrideB: kk * pp, StrideC: f * pp, Batch: n})
+	}
+}
+
+func convHost[T Float](p *Pool, k Conv) Func {
+	if winograd[T](k.Geom, k.F) {
+		return convWinogradHost[T](p, k)
+	}
+	return convDirectHost[T](p, k)
+}
+
+func convDirectHost[T Float](p *Pool, k Conv) Func {
+	g, f := k.Geom, k.F
+	s := newConvSplit(p, g, k.Chunk)
+	in, pp, kk := g.sizes()
+	x, w, y := hostData[T](k.X)[:in], hostData[T](k.W)[:f*kk], hostData[T](k.Y)[:g.B*f*pp]
+	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), rowSpace[T](s, f, pp)
+	return s.run(p, g.B, func(q, b0, n int) {
+		np := n * pp
+		unfold(g, x, b0, n, col[q], s.layout(g, n))
+		if s.wide || n == 1 {
+			for j := range n {
+				linalg.Gemm(false, false, f, pp, kk, 1, w, kk, col[q][j*kk*pp:], pp, 0, y[(b0+j)*f*pp:], pp)
+			}
+			return
+		}
+		linalg.Gemm(false, false, f, np, kk, 1, w, kk, col[q], np, 0, tmp[q], np)
+		scatterRows(tmp[q], y[b0*f*pp:], n, f, pp)
+	}, nil)
+}
+
 // ConvGradInput writes into DX (B, C, H, W) the gradient of Conv's output
 // with respect to its images, from the gradient DY (B, F, OutH, OutW) and
 // the filter W.
@@ -155,6 +268,58 @@ func (k ConvGradInput) Check() error {
 	}
 	in, p, kk := k.Geom.sizes()
 	return checkAll(k, DTypeOf(k.DX), "DY", k.DY, k.Geom.B*k.F*p, "W", k.W, k.F*kk, "DX", k.DX, in)
+}
+
+// Host multiplies a chunk of images' output gradients by the filter into a
+// thread's workspace, in one GEMM (the gradients gathered side by side,
+// F x nP) or for wide images one per image, and folds the result into the
+// images' gradients.
+func (k ConvGradInput) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, convGradInputHost[float32], convGradInputHost[float64])
+}
+
+// Device multiplies each image's output gradient by the filter in one
+// strided batched GEMM per chunk (n K x P blocks) and folds them.
+func (k ConvGradInput) Device(p Planner) {
+	g, f := k.Geom, k.F
+	_, pp, kk := g.sizes()
+	nb := deviceImages(g, k.Chunk)
+	col := p.Scratch(DTypeOf(k.DX), kk*nb*pp)
+	for b0 := 0; b0 < g.B; b0 += nb {
+		n := min(nb, g.B-b0)
+		p.Gemm(DeviceGemm{TransA: true, M: kk, N: pp, K: f, Alpha: 1, A: p.Addr(k.W), LDA: kk,
+			B: p.Addr(At(k.DY.Buf, k.DY.Off+b0*f*pp)), LDB: pp, C: col, LDC: pp, StrideB: f * pp, StrideC: kk * pp, Batch: n})
+		foldDevice(p, g, n, colLayout{kk * pp, pp, 1}, col, p.Addr(At(k.DX.Buf, k.DX.Off+b0*g.C*g.H*g.W)))
+	}
+}
+
+func convGradInputHost[T Float](p *Pool, k ConvGradInput) Func {
+	if winograd[T](k.Geom, k.F) {
+		return convGradInputWinogradHost[T](p, k)
+	}
+	return convGradInputDirectHost[T](p, k)
+}
+
+func convGradInputDirectHost[T Float](p *Pool, k ConvGradInput) Func {
+	g, f := k.Geom, k.F
+	s := newConvSplit(p, g, k.Chunk)
+	in, pp, kk := g.sizes()
+	dy, w, dx := hostData[T](k.DY)[:g.B*f*pp], hostData[T](k.W)[:f*kk], hostData[T](k.DX)[:in]
+	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), rowSpace[T](s, f, pp)
+	per := in / g.B
+	return s.run(p, g.B, func(q, b0, n int) {
+		np := n * pp
+		if s.wide || n == 1 {
+			for j := range n {
+				linalg.Gemm(true, false, kk, pp, f, 1, w, kk, dy[(b0+j)*f*pp:], pp, 0, col[q][j*kk*pp:], pp)
+			}
+		} else {
+			gatherRows(dy[b0*f*pp:], tmp[q], n, f, pp)
+			linalg.Gemm(true, false, kk, np, f, 1, w, kk, tmp[q], np, 0, col[q], np)
+		}
+		clear(dx[b0*per : (b0+n)*per])
+		fold(g, col[q], s.layout(g, n), dx, b0, n)
+	}, nil)
 }
 
 // ConvGradFilter writes into DW, F x (C KH KW), the gradient of Conv's
@@ -178,11 +343,107 @@ func (k ConvGradFilter) Check() error {
 	return checkAll(k, DTypeOf(k.DW), "X", k.X, in, "DY", k.DY, k.Geom.B*k.F*p, "DW", k.DW, k.F*kk)
 }
 
-func checkConv(k Kernel, g ConvGeom, f, chunk int) error {
-	if f < 1 || chunk < 0 {
-		return fmt.Errorf("backend: %s: %d filters, chunks of %d images", Name(k), f, chunk)
+// Host unfolds a chunk of images at a time into a thread's workspace and
+// accumulates the product of their output gradients with it, in one GEMM
+// (K x nP, the gradients gathered to F x nP) or for wide images one per
+// image, each thread into its own sum; the sums are added at the end.
+func (k ConvGradFilter) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, convGradFilterHost[float32], convGradFilterHost[float64])
+}
+
+// Device unfolds a chunk of images at a time (K x nP), gathers their
+// output gradients into F x nP and accumulates their product in one GEMM
+// per chunk.
+func (k ConvGradFilter) Device(p Planner) {
+	f := k.F
+	_, pp, _ := k.Geom.sizes()
+	filterGradDevice(p, k.Geom, f, k.Chunk, k.X, k.DW, func(b0, n int, rows uint64) {
+		elementwise(p, "on_gather_planes", n*f*pp, n, f, pp, p.Addr(At(k.DY.Buf, k.DY.Off+b0*f*pp)), rows)
+	})
+}
+
+// filterGradDevice accumulates into DW (F x C KH KW) the gradient of a
+// convolution's filter over the batch of images X, a chunk of images at a
+// time: their windows unfolded (K x nP), their output gradients written
+// side by side into rows (F x nP) by outGrads, and their product added in
+// one GEMM per chunk.
+func filterGradDevice(p Planner, g ConvGeom, f, chunk int, x, dw Operand, outGrads func(b0, n int, rows uint64)) {
+	_, pp, kk := g.sizes()
+	dt := DTypeOf(dw)
+	nb := deviceImages(g, chunk)
+	col, rows := p.Scratch(dt, kk*nb*pp), p.Scratch(dt, f*nb*pp)
+	for b0 := 0; b0 < g.B; b0 += nb {
+		n := min(nb, g.B-b0)
+		np := n * pp
+		unfoldDevice(p, g, n, colLayout{pp, np, 1}, p.Addr(At(x.Buf, x.Off+b0*g.C*g.H*g.W)), col)
+		outGrads(b0, n, rows)
+		beta := 1.0
+		if b0 == 0 {
+			beta = 0
+		}
+		p.Gemm(DeviceGemm{TransB: true, M: f, N: kk, K: np, Alpha: 1, Beta: beta, A: rows, LDA: np, B: col, LDB: np,
+			C: p.Addr(dw), LDC: kk})
 	}
-	return g.check(k)
+}
+
+func convGradFilterHost[T Float](p *Pool, k ConvGradFilter) Func {
+	if winograd[T](k.Geom, k.F) {
+		return convGradFilterWinogradHost[T](p, k)
+	}
+	return convGradFilterDirectHost[T](p, k)
+}
+
+func convGradFilterDirectHost[T Float](p *Pool, k ConvGradFilter) Func {
+	g, f := k.Geom, k.F
+	s := newConvSplit(p, g, k.Chunk)
+	_, pp, _ := g.sizes()
+	dy, tmp := hostData[T](k.DY)[:g.B*f*pp], rowSpace[T](s, f, pp)
+	return filterGradHost(p, g, f, s, k.X, k.DW,
+		func(_, b int) []T { return dy[b*f*pp:] },
+		func(q, b0, n int) []T {
+			gatherRows(dy[b0*f*pp:], tmp[q], n, f, pp)
+			return tmp[q]
+		})
+}
+
+// filterGradHost returns a Func that accumulates into DW (F x K) the
+// gradient of a convolution's filter over the images X, s's parts across
+// the pool's threads, each into its own sum (the first part's in DW) added
+// at the end: a chunk of images at a time, their windows unfolded (K x nP)
+// times their output gradients side by side, chunk's (F x nP), in one GEMM,
+// or for wide images image by image, image's (F x P), in one GEMM each.
+// Both may write into part q's workspace.
+func filterGradHost[T Float](p *Pool, g ConvGeom, f int, s convSplit, x, dw Operand, image func(q, b int) []T, chunk func(q, b0, n int) []T) Func {
+	in, pp, kk := g.sizes()
+	xs, dws := hostData[T](x)[:in], hostData[T](dw)[:f*kk]
+	col := workspaces[T](s.parts, kk*s.nb*pp)
+	sums := append([][]T{dws}, workspaces[T](s.parts-1, f*kk)...) // each part's sum, the first in DW
+	first := make([]int, s.parts)                                 // the first image of each part
+	for q := range first {
+		first[q] = q * g.B / s.parts
+	}
+	return s.run(p, g.B, func(q, b0, n int) {
+		np := n * pp
+		unfold(g, xs, b0, n, col[q], s.layout(g, n))
+		var beta T
+		if b0 != first[q] {
+			beta = 1
+		}
+		if s.wide || n == 1 {
+			for j := range n {
+				linalg.Gemm(false, true, f, kk, pp, 1, image(q, b0+j), pp, col[q][j*kk*pp:], pp, beta, sums[q], kk)
+				beta = 1
+			}
+			return
+		}
+		linalg.Gemm(false, true, f, kk, np, 1, chunk(q, b0, n), np, col[q], np, beta, sums[q], kk)
+	}, func() {
+		for _, part := range sums[1:] {
+			for i, v := range part {
+				dws[i] += v
+			}
+		}
+	})
 }
 
 // colLayout says where an unfolded element lives: that of image j (of a
@@ -373,68 +634,6 @@ func fold[T Float](g ConvGeom, col []T, l colLayout, dx []T, b0, n int) {
 	}
 }
 
-// Host unfolds the images, split across the pool's threads.
-func (k Im2col) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, im2colHost[float32], im2colHost[float64])
-}
-
-// Device launches on_unfold in Im2col's layout, a thread per element.
-func (k Im2col) Device(p Planner) {
-	g := k.Geom
-	_, pp, kk := g.sizes()
-	unfoldDevice(p, g, g.B, colLayout{pp * kk, 1, kk}, p.Addr(k.Src), p.Addr(k.Dst))
-}
-
-func im2colHost[T Float](p *Pool, k Im2col) Func {
-	g := k.Geom
-	in, pp, kk := g.sizes()
-	x, col := hostData[T](k.Src)[:in], hostData[T](k.Dst)[:g.B*pp*kk]
-	return p.split(g.B, pp*kk, func(lo, hi int) { unfold(g, x, lo, hi-lo, col[lo*pp*kk:], colLayout{pp * kk, 1, kk}) }).loop()
-}
-
-// Host folds image by image, split across the pool's threads.
-func (k Col2im) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, col2imHost[float32], col2imHost[float64])
-}
-
-// Device launches on_fold, a thread per input element that sums its taps.
-func (k Col2im) Device(p Planner) {
-	g := k.Geom
-	_, pp, kk := g.sizes()
-	foldDevice(p, g, g.B, colLayout{pp * kk, 1, kk}, p.Addr(k.Src), p.Addr(k.Dst))
-}
-
-func col2imHost[T Float](p *Pool, k Col2im) Func {
-	g := k.Geom
-	in, pp, kk := g.sizes()
-	col, dx := hostData[T](k.Src)[:g.B*pp*kk], hostData[T](k.Dst)[:in]
-	per := in / g.B
-	// fold leaves col as it is: in Im2col's layout only a 1 x 1 kernel
-	// without padding takes its shifted path, which then zeroes nothing.
-	return p.split(g.B, pp*kk, func(lo, hi int) {
-		clear(dx[lo*per : hi*per])
-		fold(g, col[lo*pp*kk:], colLayout{pp * kk, 1, kk}, dx, lo, hi-lo)
-	}).loop()
-}
-
-// geomArgs are a geometry's launch arguments (ConvGeom in kernels.cu).
-func geomArgs(g ConvGeom) []any {
-	oh, ow := g.Out()
-	return []any{g.B, g.C, g.H, g.W, g.KH, g.KW, g.PadH, g.PadW, g.StrideH, g.StrideW, g.DilH, g.DilW, oh, ow}
-}
-
-// unfoldDevice launches on_unfold over n images from x into col.
-func unfoldDevice(p Planner, g ConvGeom, n int, l colLayout, x, col uint64) {
-	_, pp, kk := g.sizes()
-	elementwise(p, "on_unfold", n*kk*pp, append(geomArgs(g), n, l.J, l.K, l.P, x, col)...)
-}
-
-// foldDevice launches on_fold over n images from col into dx, which it
-// writes (not adds to).
-func foldDevice(p Planner, g ConvGeom, n int, l colLayout, col, dx uint64) {
-	elementwise(p, "on_fold", n*g.C*g.H*g.W, append(geomArgs(g), n, l.J, l.K, l.P, col, dx)...)
-}
-
 // hostChunk bounds the unfolded elements (K x n P) one thread of the CPU
 // backend holds at a time: a chunk of images whose windows fit in a core's
 // L2 cache, which feeds its GEMM as fast as a larger one does.
@@ -551,181 +750,5 @@ func scatterRows[T Float](src, dst []T, n, f, p int) {
 		for r := range f {
 			copy(dst[(j*f+r)*p:][:p], src[r*n*p+j*p:][:p])
 		}
-	}
-}
-
-// Host unfolds a chunk of images at a time into a thread's workspace and
-// multiplies it by the filter: one GEMM for the chunk (K x nP), its output
-// scattered into place, or for wide images one GEMM per image, in place.
-func (k Conv) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, convHost[float32], convHost[float64])
-}
-
-func convHost[T Float](p *Pool, k Conv) Func {
-	if winograd[T](k.Geom, k.F) {
-		return convWinogradHost[T](p, k)
-	}
-	return convDirectHost[T](p, k)
-}
-
-func convDirectHost[T Float](p *Pool, k Conv) Func {
-	g, f := k.Geom, k.F
-	s := newConvSplit(p, g, k.Chunk)
-	in, pp, kk := g.sizes()
-	x, w, y := hostData[T](k.X)[:in], hostData[T](k.W)[:f*kk], hostData[T](k.Y)[:g.B*f*pp]
-	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), rowSpace[T](s, f, pp)
-	return s.run(p, g.B, func(q, b0, n int) {
-		np := n * pp
-		unfold(g, x, b0, n, col[q], s.layout(g, n))
-		if s.wide || n == 1 {
-			for j := range n {
-				linalg.Gemm(false, false, f, pp, kk, 1, w, kk, col[q][j*kk*pp:], pp, 0, y[(b0+j)*f*pp:], pp)
-			}
-			return
-		}
-		linalg.Gemm(false, false, f, np, kk, 1, w, kk, col[q], np, 0, tmp[q], np)
-		scatterRows(tmp[q], y[b0*f*pp:], n, f, pp)
-	}, nil)
-}
-
-// Device unfolds a chunk of images at a time (n K x P blocks) and
-// multiplies each by the filter in one strided batched GEMM that writes
-// the output in place.
-func (k Conv) Device(p Planner) {
-	g, f := k.Geom, k.F
-	_, pp, kk := g.sizes()
-	nb := deviceImages(g, k.Chunk)
-	col := p.Scratch(DTypeOf(k.Y), kk*nb*pp)
-	for b0 := 0; b0 < g.B; b0 += nb {
-		n := min(nb, g.B-b0)
-		unfoldDevice(p, g, n, colLayout{kk * pp, pp, 1}, p.Addr(At(k.X.Buf, k.X.Off+b0*g.C*g.H*g.W)), col)
-		p.Gemm(DeviceGemm{M: f, N: pp, K: kk, Alpha: 1, A: p.Addr(k.W), LDA: kk, B: col, LDB: pp,
-			C: p.Addr(At(k.Y.Buf, k.Y.Off+b0*f*pp)), LDC: pp, StrideB: kk * pp, StrideC: f * pp, Batch: n})
-	}
-}
-
-// Host multiplies a chunk of images' output gradients by the filter into a
-// thread's workspace, in one GEMM (the gradients gathered side by side,
-// F x nP) or for wide images one per image, and folds the result into the
-// images' gradients.
-func (k ConvGradInput) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, convGradInputHost[float32], convGradInputHost[float64])
-}
-
-func convGradInputHost[T Float](p *Pool, k ConvGradInput) Func {
-	if winograd[T](k.Geom, k.F) {
-		return convGradInputWinogradHost[T](p, k)
-	}
-	return convGradInputDirectHost[T](p, k)
-}
-
-func convGradInputDirectHost[T Float](p *Pool, k ConvGradInput) Func {
-	g, f := k.Geom, k.F
-	s := newConvSplit(p, g, k.Chunk)
-	in, pp, kk := g.sizes()
-	dy, w, dx := hostData[T](k.DY)[:g.B*f*pp], hostData[T](k.W)[:f*kk], hostData[T](k.DX)[:in]
-	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), rowSpace[T](s, f, pp)
-	per := in / g.B
-	return s.run(p, g.B, func(q, b0, n int) {
-		np := n * pp
-		if s.wide || n == 1 {
-			for j := range n {
-				linalg.Gemm(true, false, kk, pp, f, 1, w, kk, dy[(b0+j)*f*pp:], pp, 0, col[q][j*kk*pp:], pp)
-			}
-		} else {
-			gatherRows(dy[b0*f*pp:], tmp[q], n, f, pp)
-			linalg.Gemm(true, false, kk, np, f, 1, w, kk, tmp[q], np, 0, col[q], np)
-		}
-		clear(dx[b0*per : (b0+n)*per])
-		fold(g, col[q], s.layout(g, n), dx, b0, n)
-	}, nil)
-}
-
-// Device multiplies each image's output gradient by the filter in one
-// strided batched GEMM per chunk (n K x P blocks) and folds them.
-func (k ConvGradInput) Device(p Planner) {
-	g, f := k.Geom, k.F
-	_, pp, kk := g.sizes()
-	nb := deviceImages(g, k.Chunk)
-	col := p.Scratch(DTypeOf(k.DX), kk*nb*pp)
-	for b0 := 0; b0 < g.B; b0 += nb {
-		n := min(nb, g.B-b0)
-		p.Gemm(DeviceGemm{TransA: true, M: kk, N: pp, K: f, Alpha: 1, A: p.Addr(k.W), LDA: kk,
-			B: p.Addr(At(k.DY.Buf, k.DY.Off+b0*f*pp)), LDB: pp, C: col, LDC: pp, StrideB: f * pp, StrideC: kk * pp, Batch: n})
-		foldDevice(p, g, n, colLayout{kk * pp, pp, 1}, col, p.Addr(At(k.DX.Buf, k.DX.Off+b0*g.C*g.H*g.W)))
-	}
-}
-
-// Host unfolds a chunk of images at a time into a thread's workspace and
-// accumulates the product of their output gradients with it, in one GEMM
-// (K x nP, the gradients gathered to F x nP) or for wide images one per
-// image, each thread into its own sum; the sums are added at the end.
-func (k ConvGradFilter) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, convGradFilterHost[float32], convGradFilterHost[float64])
-}
-
-func convGradFilterHost[T Float](p *Pool, k ConvGradFilter) Func {
-	if winograd[T](k.Geom, k.F) {
-		return convGradFilterWinogradHost[T](p, k)
-	}
-	return convGradFilterDirectHost[T](p, k)
-}
-
-func convGradFilterDirectHost[T Float](p *Pool, k ConvGradFilter) Func {
-	g, f := k.Geom, k.F
-	s := newConvSplit(p, g, k.Chunk)
-	in, pp, kk := g.sizes()
-	x, dy, dw := hostData[T](k.X)[:in], hostData[T](k.DY)[:g.B*f*pp], hostData[T](k.DW)[:f*kk]
-	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), rowSpace[T](s, f, pp)
-	sums := append([][]T{dw}, workspaces[T](s.parts-1, f*kk)...) // each part's sum, the first in DW
-	first := make([]int, s.parts)                                // the first image of each part
-	for q := range first {
-		first[q] = q * g.B / s.parts
-	}
-	return s.run(p, g.B, func(q, b0, n int) {
-		np := n * pp
-		unfold(g, x, b0, n, col[q], s.layout(g, n))
-		var beta T
-		if b0 != first[q] {
-			beta = 1
-		}
-		if s.wide || n == 1 {
-			for j := range n {
-				linalg.Gemm(false, true, f, kk, pp, 1, dy[(b0+j)*f*pp:], pp, col[q][j*kk*pp:], pp, beta, sums[q], kk)
-				beta = 1
-			}
-			return
-		}
-		gatherRows(dy[b0*f*pp:], tmp[q], n, f, pp)
-		linalg.Gemm(false, true, f, kk, np, 1, tmp[q], np, col[q], np, beta, sums[q], kk)
-	}, func() {
-		for _, part := range sums[1:] {
-			for i, v := range part {
-				dw[i] += v
-			}
-		}
-	})
-}
-
-// Device unfolds a chunk of images at a time (K x nP), gathers their
-// output gradients into F x nP and accumulates their product in one GEMM
-// per chunk.
-func (k ConvGradFilter) Device(p Planner) {
-	g, f := k.Geom, k.F
-	_, pp, kk := g.sizes()
-	dt := DTypeOf(k.DW)
-	nb := deviceImages(g, k.Chunk)
-	col, rows := p.Scratch(dt, kk*nb*pp), p.Scratch(dt, f*nb*pp)
-	for b0 := 0; b0 < g.B; b0 += nb {
-		n := min(nb, g.B-b0)
-		np := n * pp
-		unfoldDevice(p, g, n, colLayout{pp, np, 1}, p.Addr(At(k.X.Buf, k.X.Off+b0*g.C*g.H*g.W)), col)
-		elementwise(p, "on_gather_planes", n*f*pp, n, f, pp, p.Addr(At(k.DY.Buf, k.DY.Off+b0*f*pp)), rows)
-		beta := 1.0
-		if b0 == 0 {
-			beta = 0
-		}
-		p.Gemm(DeviceGemm{TransB: true, M: f, N: kk, K: np, Alpha: 1, Beta: beta, A: rows, LDA: np, B: col, LDB: np,
-			C: p.Addr(k.DW), LDC: kk})
 	}
 }

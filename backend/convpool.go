@@ -14,12 +14,7 @@ import (
 // its gradient is written whole. What the gradients need of the forward
 // pass (which element each window took, its rectifier's step, the dropout's
 // keep) the forward records in Arg, an int32 per pooled element.
-var (
-	_ defined = ConvPool{}
-	_ defined = ConvPoolGradInput{}
-	_ defined = ConvPoolGradFilter{}
-	_ defined = ConvPoolGradBias{}
-)
+var _ = []defined{ConvPool{}, ConvPoolGradInput{}, ConvPoolGradFilter{}, ConvPoolGradBias{}}
 
 // ConvPool writes into Y (B, F, Pool.OutH, Pool.OutW) the images X
 // (B, C, H, W) convolved with the filter W as Conv convolves them, Bias[f]
@@ -103,6 +98,97 @@ func (k ConvPool) Check() error {
 	return nil
 }
 
+// Host unfolds a chunk of images at a time into a thread's workspace,
+// multiplies it by the filter into another (one GEMM for the chunk, or for
+// wide images one per image), and pools the products there; or, where
+// Winograd's algorithm applies (winograd), transforms the chunk's tiles
+// and pools its output planes.
+func (k ConvPool) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, convPoolHost[float32], convPoolHost[float64])
+}
+
+// Device unfolds a chunk of images at a time (n K x P blocks), multiplies
+// them by the filter in one strided batched GEMM into a workspace, and
+// launches on_conv_pool, a thread per pooled element.
+func (k ConvPool) Device(p Planner) {
+	g, f := k.Geom, k.F
+	_, pp, kk := g.sizes()
+	op := k.Pool.OutH * k.Pool.OutW
+	dt := DTypeOf(k.Y)
+	nb := deviceImages(g, k.Chunk)
+	col, cs := p.Scratch(dt, kk*nb*pp), p.Scratch(dt, f*nb*pp)
+	for b0 := 0; b0 < g.B; b0 += nb {
+		n := min(nb, g.B-b0)
+		unfoldDevice(p, g, n, colLayout{kk * pp, pp, 1}, p.Addr(At(k.X.Buf, k.X.Off+b0*g.C*g.H*g.W)), col)
+		p.Gemm(DeviceGemm{M: f, N: pp, K: kk, Alpha: 1, A: p.Addr(k.W), LDA: kk, B: col, LDB: pp,
+			C: cs, LDC: pp, StrideB: kk * pp, StrideC: f * pp, Batch: n})
+		elementwise(p, "on_conv_pool", n*f*op, append(poolArgs(k.Pool), n, b0*f*op, k.DropP, k.Seed, k.Stream,
+			k.Step, cs, k.Bias, addrAt(p, k.Y, b0*f*op), addrAt(p, k.Arg, b0*f*op))...)
+	}
+}
+
+func convPoolHost[T Float](p *Pool, k ConvPool) Func {
+	g, f := k.Geom, k.F
+	_, out := k.Pool.sizes()
+	oh, ow := g.Out()
+	e := &convPoolEpilogue[T]{pg: k.Pool, f: f, op: k.Pool.OutH * k.Pool.OutW, y: hostData[T](k.Y)[:out],
+		drop: k.DropP > 0, keep: T(1 - k.DropP), least: keepThreshold(k.DropP), oh: oh, ow: ow}
+	if k.Bias.Buf != nil {
+		e.bias = hostData[T](k.Bias)[:f]
+	}
+	if k.Arg.Buf != nil {
+		e.arg = hostData[int32](k.Arg)[:out]
+	}
+	var step []float64
+	if e.drop {
+		step = hostData[float64](k.Step)[:1]
+	}
+	var run Func
+	if winograd[T](g, f) {
+		run = convPoolWinogradHost(p, k, e)
+	} else {
+		run = convPoolDirect(p, k, e, newConvSplit(p, g, k.Chunk))
+	}
+	return func() error {
+		if e.drop {
+			e.key = streamKey(k.Seed, k.Stream, uint64(step[0]))
+		}
+		return run()
+	}
+}
+
+// convPoolDirect is ConvPool's Host by im2col.
+func convPoolDirect[T Float](p *Pool, k ConvPool, e *convPoolEpilogue[T], s convSplit) Func {
+	g, f := k.Geom, k.F
+	in, pp, kk := g.sizes()
+	x, w := hostData[T](k.X)[:in], hostData[T](k.W)[:f*kk]
+	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), workspaces[T](s.parts, f*s.nb*pp)
+	return s.run(p, g.B, func(q, b0, n int) {
+		np := n * pp
+		unfold(g, x, b0, n, col[q], s.layout(g, n))
+		if s.wide || n == 1 {
+			for j := range n {
+				linalg.Gemm(false, false, f, pp, kk, 1, w, kk, col[q][j*kk*pp:], pp, 0, tmp[q], pp)
+				e.image(b0+j, tmp[q], pp)
+			}
+			return
+		}
+		linalg.Gemm(false, false, f, np, kk, 1, w, kk, col[q], np, 0, tmp[q], np)
+		for j := range n {
+			e.image(b0+j, tmp[q][j*pp:], np)
+		}
+	}, nil)
+}
+
+// addrAt returns the device address of element off of op, or 0 where op
+// has no buffer.
+func addrAt(p Planner, op Operand, off int) uint64 {
+	if op.Buf == nil {
+		return 0
+	}
+	return p.Addr(At(op.Buf, op.Off+off))
+}
+
 // ConvPoolGradInput writes into DX (B, C, H, W) the gradient of ConvPool's
 // output with respect to its images, from the gradient DY of its output Y
 // and the Arg that ConvPool recorded, with the filter W: the convolution's
@@ -131,6 +217,75 @@ func (k ConvPoolGradInput) Check() error {
 	return checkAll(k, DTypeOf(k.DX), "DY", k.DY, out, "W", k.W, k.F*kk, "DX", k.DX, in, Int32, "arg", k.Arg, out)
 }
 
+// Host forms a chunk's output gradients in a thread's workspace (F x nP,
+// or for wide images F x P one image at a time), multiplies them by the
+// filter and folds the result into the images' gradients; or, where
+// Winograd's algorithm applies, convolves them with the turned filter.
+func (k ConvPoolGradInput) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, convPoolGradInputHost[float32], convPoolGradInputHost[float64])
+}
+
+// Device forms a chunk's output gradients (on_pool_route), multiplies each
+// image's by the filter in one strided batched GEMM and folds them.
+func (k ConvPoolGradInput) Device(p Planner) {
+	g, f := k.Geom, k.F
+	_, pp, kk := g.sizes()
+	dt := DTypeOf(k.DX)
+	nb := deviceImages(g, k.Chunk)
+	col, rows := p.Scratch(dt, kk*nb*pp), p.Scratch(dt, f*nb*pp)
+	for b0 := 0; b0 < g.B; b0 += nb {
+		n := min(nb, g.B-b0)
+		routeDevice(p, k.Pool, k.DropP, k.DY, k.Arg, b0, n, f*pp, pp, rows)
+		p.Gemm(DeviceGemm{TransA: true, M: kk, N: pp, K: f, Alpha: 1, A: p.Addr(k.W), LDA: kk,
+			B: rows, LDB: pp, C: col, LDC: pp, StrideB: f * pp, StrideC: kk * pp, Batch: n})
+		foldDevice(p, g, n, colLayout{kk * pp, pp, 1}, col, p.Addr(At(k.DX.Buf, k.DX.Off+b0*g.C*g.H*g.W)))
+	}
+}
+
+func convPoolGradInputHost[T Float](p *Pool, k ConvPoolGradInput) Func {
+	g, f := k.Geom, k.F
+	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
+	if winograd[T](g, f) {
+		return convPoolGradInputWinogradHost(p, k, rt)
+	}
+	return convPoolGradInputDirect(p, k, rt)
+}
+
+// convPoolGradInputDirect is ConvPoolGradInput's Host by im2col.
+func convPoolGradInputDirect[T Float](p *Pool, k ConvPoolGradInput, rt poolRouter[T]) Func {
+	g, f := k.Geom, k.F
+	s := newConvSplit(p, g, k.Chunk)
+	in, pp, kk := g.sizes()
+	w, dx := hostData[T](k.W)[:f*kk], hostData[T](k.DX)[:in]
+	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), workspaces[T](s.parts, f*s.nb*pp)
+	per := in / g.B
+	return s.run(p, g.B, func(q, b0, n int) {
+		np := n * pp
+		if s.wide || n == 1 {
+			for j := range n {
+				rt.image(b0+j, tmp[q], pp, 0)
+				linalg.Gemm(true, false, kk, pp, f, 1, w, kk, tmp[q], pp, 0, col[q][j*kk*pp:], pp)
+			}
+		} else {
+			for j := range n {
+				rt.image(b0+j, tmp[q], np, j*pp)
+			}
+			linalg.Gemm(true, false, kk, np, f, 1, w, kk, tmp[q], np, 0, col[q], np)
+		}
+		clear(dx[b0*per : (b0+n)*per])
+		fold(g, col[q], s.layout(g, n), dx, b0, n)
+	}, nil)
+}
+
+// routeDevice launches on_pool_route: the gradients of n images'
+// convolution outputs from image b0's, filter f's plane of image j at
+// dst + j sj + f sf, a thread per element.
+func routeDevice(p Planner, pg PoolGeom, dropP float64, dy, arg Operand, b0, n, sj, sf int, dst uint64) {
+	off := b0 * pg.C * pg.OutH * pg.OutW
+	elementwise(p, "on_pool_route", n*pg.C*pg.H*pg.W, append(poolArgs(pg), n, sj, sf, dropP,
+		addrAt(p, dy, off), addrAt(p, arg, off), dst)...)
+}
+
 // ConvPoolGradFilter writes into DW, F x (C KH KW), the gradient of
 // ConvPool's output with respect to its filter, from the images X, the
 // gradient DY of its output and its Arg (see ConvPoolGradInput).
@@ -154,6 +309,52 @@ func (k ConvPoolGradFilter) Check() error {
 	return checkAll(k, DTypeOf(k.DW), "X", k.X, in, "DY", k.DY, out, "DW", k.DW, k.F*kk, Int32, "arg", k.Arg, out)
 }
 
+// Host unfolds a chunk of images at a time, forms their output gradients
+// (as ConvPoolGradInput's Host) and accumulates their product with the
+// unfolded windows (or, by Winograd's algorithm, of their transformed
+// tiles), each thread into its own sum; the sums are added at the end.
+func (k ConvPoolGradFilter) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, convPoolGradFilterHost[float32], convPoolGradFilterHost[float64])
+}
+
+// Device unfolds a chunk of images at a time (K x nP), forms their output
+// gradients side by side (F x nP, on_pool_route) and accumulates their
+// product in one GEMM per chunk.
+func (k ConvPoolGradFilter) Device(p Planner) {
+	_, pp, _ := k.Geom.sizes()
+	filterGradDevice(p, k.Geom, k.F, k.Chunk, k.X, k.DW, func(b0, n int, rows uint64) {
+		routeDevice(p, k.Pool, k.DropP, k.DY, k.Arg, b0, n, pp, n*pp, rows)
+	})
+}
+
+func convPoolGradFilterHost[T Float](p *Pool, k ConvPoolGradFilter) Func {
+	g, f := k.Geom, k.F
+	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
+	if winograd[T](g, f) {
+		return convPoolGradFilterWinogradHost(p, k, rt)
+	}
+	return convPoolGradFilterDirect(p, k, rt)
+}
+
+// convPoolGradFilterDirect is ConvPoolGradFilter's Host by im2col.
+func convPoolGradFilterDirect[T Float](p *Pool, k ConvPoolGradFilter, rt poolRouter[T]) Func {
+	g, f := k.Geom, k.F
+	s := newConvSplit(p, g, k.Chunk)
+	_, pp, _ := g.sizes()
+	tmp := workspaces[T](s.parts, f*s.nb*pp)
+	return filterGradHost(p, g, f, s, k.X, k.DW,
+		func(q, b int) []T {
+			rt.image(b, tmp[q], pp, 0)
+			return tmp[q]
+		},
+		func(q, b0, n int) []T {
+			for j := range n {
+				rt.image(b0+j, tmp[q], n*pp, j*pp)
+			}
+			return tmp[q]
+		})
+}
+
 // ConvPoolGradBias writes into DB (Pool.C elements) the gradient of
 // ConvPool's output with respect to its bias: for each filter, the sum over
 // the images and their pooled elements, in order, of what the gradients
@@ -174,6 +375,36 @@ func (k ConvPoolGradBias) Check() error {
 	}
 	_, out := k.Pool.sizes()
 	return checkAll(k, DTypeOf(k.DB), "DY", k.DY, out, "DB", k.DB, k.Pool.C, Int32, "arg", k.Arg, out)
+}
+
+// Host sums filter by filter, the filters split across the pool's threads.
+func (k ConvPoolGradBias) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, convPoolGradBiasHost[float32], convPoolGradBiasHost[float64])
+}
+
+// Device launches on_pool_bias_grad, a thread per filter that sums in the
+// CPU's order.
+func (k ConvPoolGradBias) Device(p Planner) {
+	elementwise(p, "on_pool_bias_grad", k.Pool.C, append(poolArgs(k.Pool), k.DropP, k.DY, k.Arg, k.DB)...)
+}
+
+func convPoolGradBiasHost[T Float](p *Pool, k ConvPoolGradBias) Func {
+	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
+	db := hostData[T](k.DB)[:k.Pool.C]
+	return p.split(rt.f, k.Pool.B*rt.op, func(lo, hi int) {
+		for f := lo; f < hi; f++ {
+			var s T
+			for b := range k.Pool.B {
+				o := (b*rt.f + f) * rt.op
+				for i, a := range rt.arg[o : o+rt.op] {
+					if a >= 0 {
+						s += rt.routed(o+i, a)
+					}
+				}
+			}
+			db[f] = s
+		}
+	}).loop()
 }
 
 // poolOut records the pooling of one convolution output plane: the
@@ -339,68 +570,6 @@ func (e *convPoolEpilogue[T]) image(b int, planes []T, ld int) {
 	}
 }
 
-// Host unfolds a chunk of images at a time into a thread's workspace,
-// multiplies it by the filter into another (one GEMM for the chunk, or for
-// wide images one per image), and pools the products there; or, where
-// Winograd's algorithm applies (winograd), transforms the chunk's tiles
-// and pools its output planes.
-func (k ConvPool) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, convPoolHost[float32], convPoolHost[float64])
-}
-
-func convPoolHost[T Float](p *Pool, k ConvPool) Func {
-	g, f := k.Geom, k.F
-	_, out := k.Pool.sizes()
-	oh, ow := g.Out()
-	e := &convPoolEpilogue[T]{pg: k.Pool, f: f, op: k.Pool.OutH * k.Pool.OutW, y: hostData[T](k.Y)[:out],
-		drop: k.DropP > 0, keep: T(1 - k.DropP), least: keepThreshold(k.DropP), oh: oh, ow: ow}
-	if k.Bias.Buf != nil {
-		e.bias = hostData[T](k.Bias)[:f]
-	}
-	if k.Arg.Buf != nil {
-		e.arg = hostData[int32](k.Arg)[:out]
-	}
-	var step []float64
-	if e.drop {
-		step = hostData[float64](k.Step)[:1]
-	}
-	var run Func
-	if winograd[T](g, f) {
-		run = convPoolWinogradHost(p, k, e)
-	} else {
-		run = convPoolDirect(p, k, e, newConvSplit(p, g, k.Chunk))
-	}
-	return func() error {
-		if e.drop {
-			e.key = streamKey(k.Seed, k.Stream, uint64(step[0]))
-		}
-		return run()
-	}
-}
-
-// convPoolDirect is ConvPool's Host by im2col.
-func convPoolDirect[T Float](p *Pool, k ConvPool, e *convPoolEpilogue[T], s convSplit) Func {
-	g, f := k.Geom, k.F
-	in, pp, kk := g.sizes()
-	x, w := hostData[T](k.X)[:in], hostData[T](k.W)[:f*kk]
-	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), workspaces[T](s.parts, f*s.nb*pp)
-	return s.run(p, g.B, func(q, b0, n int) {
-		np := n * pp
-		unfold(g, x, b0, n, col[q], s.layout(g, n))
-		if s.wide || n == 1 {
-			for j := range n {
-				linalg.Gemm(false, false, f, pp, kk, 1, w, kk, col[q][j*kk*pp:], pp, 0, tmp[q], pp)
-				e.image(b0+j, tmp[q], pp)
-			}
-			return
-		}
-		linalg.Gemm(false, false, f, np, kk, 1, w, kk, col[q], np, 0, tmp[q], np)
-		for j := range n {
-			e.image(b0+j, tmp[q][j*pp:], np)
-		}
-	}, nil)
-}
-
 // poolRouter forms the gradient of a ConvPool's convolution output from
 // the gradient of its pooled output and its Arg.
 type poolRouter[T Float] struct {
@@ -446,212 +615,4 @@ func (r poolRouter[T]) image(b int, dst []T, ld, off int) {
 			plane[a>>2] += v * T(a>>1&1)
 		}
 	}
-}
-
-// Host forms a chunk's output gradients in a thread's workspace (F x nP,
-// or for wide images F x P one image at a time), multiplies them by the
-// filter and folds the result into the images' gradients; or, where
-// Winograd's algorithm applies, convolves them with the turned filter.
-func (k ConvPoolGradInput) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, convPoolGradInputHost[float32], convPoolGradInputHost[float64])
-}
-
-func convPoolGradInputHost[T Float](p *Pool, k ConvPoolGradInput) Func {
-	g, f := k.Geom, k.F
-	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
-	if winograd[T](g, f) {
-		return convPoolGradInputWinogradHost(p, k, rt)
-	}
-	return convPoolGradInputDirect(p, k, rt)
-}
-
-// convPoolGradInputDirect is ConvPoolGradInput's Host by im2col.
-func convPoolGradInputDirect[T Float](p *Pool, k ConvPoolGradInput, rt poolRouter[T]) Func {
-	g, f := k.Geom, k.F
-	s := newConvSplit(p, g, k.Chunk)
-	in, pp, kk := g.sizes()
-	w, dx := hostData[T](k.W)[:f*kk], hostData[T](k.DX)[:in]
-	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), workspaces[T](s.parts, f*s.nb*pp)
-	per := in / g.B
-	return s.run(p, g.B, func(q, b0, n int) {
-		np := n * pp
-		if s.wide || n == 1 {
-			for j := range n {
-				rt.image(b0+j, tmp[q], pp, 0)
-				linalg.Gemm(true, false, kk, pp, f, 1, w, kk, tmp[q], pp, 0, col[q][j*kk*pp:], pp)
-			}
-		} else {
-			for j := range n {
-				rt.image(b0+j, tmp[q], np, j*pp)
-			}
-			linalg.Gemm(true, false, kk, np, f, 1, w, kk, tmp[q], np, 0, col[q], np)
-		}
-		clear(dx[b0*per : (b0+n)*per])
-		fold(g, col[q], s.layout(g, n), dx, b0, n)
-	}, nil)
-}
-
-// Host unfolds a chunk of images at a time, forms their output gradients
-// (as ConvPoolGradInput's Host) and accumulates their product with the
-// unfolded windows (or, by Winograd's algorithm, of their transformed
-// tiles), each thread into its own sum; the sums are added at the end.
-func (k ConvPoolGradFilter) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, convPoolGradFilterHost[float32], convPoolGradFilterHost[float64])
-}
-
-func convPoolGradFilterHost[T Float](p *Pool, k ConvPoolGradFilter) Func {
-	g, f := k.Geom, k.F
-	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
-	if winograd[T](g, f) {
-		return convPoolGradFilterWinogradHost(p, k, rt)
-	}
-	return convPoolGradFilterDirect(p, k, rt)
-}
-
-// convPoolGradFilterDirect is ConvPoolGradFilter's Host by im2col.
-func convPoolGradFilterDirect[T Float](p *Pool, k ConvPoolGradFilter, rt poolRouter[T]) Func {
-	g, f := k.Geom, k.F
-	s := newConvSplit(p, g, k.Chunk)
-	in, pp, kk := g.sizes()
-	x, dw := hostData[T](k.X)[:in], hostData[T](k.DW)[:f*kk]
-	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), workspaces[T](s.parts, f*s.nb*pp)
-	sums := append([][]T{dw}, workspaces[T](s.parts-1, f*kk)...)
-	first := make([]int, s.parts)
-	for q := range first {
-		first[q] = q * g.B / s.parts
-	}
-	return s.run(p, g.B, func(q, b0, n int) {
-		np := n * pp
-		unfold(g, x, b0, n, col[q], s.layout(g, n))
-		var beta T
-		if b0 != first[q] {
-			beta = 1
-		}
-		if s.wide || n == 1 {
-			for j := range n {
-				rt.image(b0+j, tmp[q], pp, 0)
-				linalg.Gemm(false, true, f, kk, pp, 1, tmp[q], pp, col[q][j*kk*pp:], pp, beta, sums[q], kk)
-				beta = 1
-			}
-			return
-		}
-		for j := range n {
-			rt.image(b0+j, tmp[q], np, j*pp)
-		}
-		linalg.Gemm(false, true, f, kk, np, 1, tmp[q], np, col[q], np, beta, sums[q], kk)
-	}, func() {
-		for _, part := range sums[1:] {
-			for i, v := range part {
-				dw[i] += v
-			}
-		}
-	})
-}
-
-// Host sums filter by filter, the filters split across the pool's threads.
-func (k ConvPoolGradBias) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, convPoolGradBiasHost[float32], convPoolGradBiasHost[float64])
-}
-
-func convPoolGradBiasHost[T Float](p *Pool, k ConvPoolGradBias) Func {
-	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
-	db := hostData[T](k.DB)[:k.Pool.C]
-	return p.split(rt.f, k.Pool.B*rt.op, func(lo, hi int) {
-		for f := lo; f < hi; f++ {
-			var s T
-			for b := range k.Pool.B {
-				o := (b*rt.f + f) * rt.op
-				for i, a := range rt.arg[o : o+rt.op] {
-					if a >= 0 {
-						s += rt.routed(o+i, a)
-					}
-				}
-			}
-			db[f] = s
-		}
-	}).loop()
-}
-
-// addrAt returns the device address of element off of op, or 0 where op
-// has no buffer.
-func addrAt(p Planner, op Operand, off int) uint64 {
-	if op.Buf == nil {
-		return 0
-	}
-	return p.Addr(At(op.Buf, op.Off+off))
-}
-
-// Device unfolds a chunk of images at a time (n K x P blocks), multiplies
-// them by the filter in one strided batched GEMM into a workspace, and
-// launches on_conv_pool, a thread per pooled element.
-func (k ConvPool) Device(p Planner) {
-	g, f := k.Geom, k.F
-	_, pp, kk := g.sizes()
-	op := k.Pool.OutH * k.Pool.OutW
-	dt := DTypeOf(k.Y)
-	nb := deviceImages(g, k.Chunk)
-	col, cs := p.Scratch(dt, kk*nb*pp), p.Scratch(dt, f*nb*pp)
-	for b0 := 0; b0 < g.B; b0 += nb {
-		n := min(nb, g.B-b0)
-		unfoldDevice(p, g, n, colLayout{kk * pp, pp, 1}, p.Addr(At(k.X.Buf, k.X.Off+b0*g.C*g.H*g.W)), col)
-		p.Gemm(DeviceGemm{M: f, N: pp, K: kk, Alpha: 1, A: p.Addr(k.W), LDA: kk, B: col, LDB: pp,
-			C: cs, LDC: pp, StrideB: kk * pp, StrideC: f * pp, Batch: n})
-		elementwise(p, "on_conv_pool", n*f*op, append(poolArgs(k.Pool), n, b0*f*op, k.DropP, k.Seed, k.Stream,
-			k.Step, cs, k.Bias, addrAt(p, k.Y, b0*f*op), addrAt(p, k.Arg, b0*f*op))...)
-	}
-}
-
-// routeDevice launches on_pool_route: the gradients of n images'
-// convolution outputs from image b0's, filter f's plane of image j at
-// dst + j sj + f sf, a thread per element.
-func routeDevice(p Planner, pg PoolGeom, dropP float64, dy, arg Operand, b0, n, sj, sf int, dst uint64) {
-	off := b0 * pg.C * pg.OutH * pg.OutW
-	elementwise(p, "on_pool_route", n*pg.C*pg.H*pg.W, append(poolArgs(pg), n, sj, sf, dropP,
-		addrAt(p, dy, off), addrAt(p, arg, off), dst)...)
-}
-
-// Device forms a chunk's output gradients (on_pool_route), multiplies each
-// image's by the filter in one strided batched GEMM and folds them.
-func (k ConvPoolGradInput) Device(p Planner) {
-	g, f := k.Geom, k.F
-	_, pp, kk := g.sizes()
-	dt := DTypeOf(k.DX)
-	nb := deviceImages(g, k.Chunk)
-	col, rows := p.Scratch(dt, kk*nb*pp), p.Scratch(dt, f*nb*pp)
-	for b0 := 0; b0 < g.B; b0 += nb {
-		n := min(nb, g.B-b0)
-		routeDevice(p, k.Pool, k.DropP, k.DY, k.Arg, b0, n, f*pp, pp, rows)
-		p.Gemm(DeviceGemm{TransA: true, M: kk, N: pp, K: f, Alpha: 1, A: p.Addr(k.W), LDA: kk,
-			B: rows, LDB: pp, C: col, LDC: pp, StrideB: f * pp, StrideC: kk * pp, Batch: n})
-		foldDevice(p, g, n, colLayout{kk * pp, pp, 1}, col, p.Addr(At(k.DX.Buf, k.DX.Off+b0*g.C*g.H*g.W)))
-	}
-}
-
-// Device unfolds a chunk of images at a time (K x nP), forms their output
-// gradients side by side (F x nP, on_pool_route) and accumulates their
-// product in one GEMM per chunk.
-func (k ConvPoolGradFilter) Device(p Planner) {
-	g, f := k.Geom, k.F
-	_, pp, kk := g.sizes()
-	dt := DTypeOf(k.DW)
-	nb := deviceImages(g, k.Chunk)
-	col, rows := p.Scratch(dt, kk*nb*pp), p.Scratch(dt, f*nb*pp)
-	for b0 := 0; b0 < g.B; b0 += nb {
-		n := min(nb, g.B-b0)
-		np := n * pp
-		unfoldDevice(p, g, n, colLayout{pp, np, 1}, p.Addr(At(k.X.Buf, k.X.Off+b0*g.C*g.H*g.W)), col)
-		routeDevice(p, k.Pool, k.DropP, k.DY, k.Arg, b0, n, pp, np, rows)
-		beta := 1.0
-		if b0 == 0 {
-			beta = 0
-		}
-		p.Gemm(DeviceGemm{TransB: true, M: f, N: kk, K: np, Alpha: 1, Beta: beta, A: rows, LDA: np, B: col, LDB: np,
-			C: p.Addr(k.DW), LDC: kk})
-	}
-}
-
-// Device launches on_pool_bias_grad, a thread per filter that sums in the
-// CPU's order.
-func (k ConvPoolGradBias) Device(p Planner) {
-	elementwise(p, "on_pool_bias_grad", k.Pool.C, append(poolArgs(k.Pool), k.DropP, k.DY, k.Arg, k.DB)...)
 }

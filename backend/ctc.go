@@ -216,15 +216,6 @@ func ctcHost[T Float](p *Pool, k CTCLoss) Func {
 	}
 }
 
-// part returns the index of the part of s's loop that starts at lo.
-func part(s *splitter, lo int) int {
-	q := 0
-	for q < s.parts-1 && q*s.n/s.parts != lo {
-		q++
-	}
-	return q
-}
-
 // CTCLossGrad writes into DX (Time, Batch, Labels) the gradient gorgonia's
 // CTCLoss takes for its log-probabilities, times GradOut (one element): at
 // time t < the sequence's input length, exp(lp) - exp(log(sum over the

@@ -6,39 +6,19 @@ import (
 	"reflect"
 )
 
-// UnaryOp is an elementwise function of one argument.
+// The elementwise kernels: a function of one argument (Map), of two (Zip),
+// a comparison with Int32 results (Compare) and a constant (Fill).
+var _ = []defined{Map{}, Zip{}, Fill{}, Compare{}}
+
+// UnaryOp is an elementwise function of one argument. Its constants and
+// CPU definitions (unary_ops.go) and the UNARY_OPS list of kernels.cu are
+// generated from one table, gen/unary/table.go. To add one: its line at
+// the end of the table (its CPU function, if not from package math, here
+// below), go generate ./backend, and a reference for it in backend/cpu's
+// elementwise tests.
 type UnaryOp uint8
 
-// The elementwise functions of one argument. To add one: its constant
-// here, its entry in unaries below (name and CPU function), its line in
-// kernels.cu's UNARY_OPS (CUDA, in this order) and a reference for it in
-// backend/cpu's elementwise tests.
-const (
-	Neg UnaryOp = iota + 1
-	Abs
-	Sign
-	Exp
-	Log
-	Log1p
-	Expm1
-	Sqrt
-	Square
-	Cube
-	Tanh
-	Sigmoid
-	Inverse // 1/x
-	InverseSqrt
-	Ceil
-	Floor
-	ReLU     // max(x, 0)
-	Softplus // log(1 + exp(x))
-	Identity
-	Sin
-	Cos
-	Log2
-	GELU // the tanh form, x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-	SiLU // x sigmoid(x), also called swish
-)
+//go:generate go run ./gen/unary
 
 // definition is the CPU definition of an elementwise function: its name,
 // its function in each float type (F32 and F64), and its cost relative to
@@ -71,34 +51,6 @@ func opName[F32, F64 any](defs []definition[F32, F64], i int, kind string) strin
 		return defs[i].name
 	}
 	return fmt.Sprintf("%s(%d)", kind, i)
-}
-
-// unaries are the UnaryOps' CPU definitions.
-var unaries = [...]unary{
-	Neg:         inType("neg", neg[float32], neg[float64]),
-	Abs:         viaFloat64("abs", math.Abs),
-	Sign:        viaFloat64("sign", sign),
-	Exp:         viaFloat64("exp", math.Exp),
-	Log:         viaFloat64("log", math.Log),
-	Log1p:       viaFloat64("log1p", math.Log1p),
-	Expm1:       viaFloat64("expm1", math.Expm1),
-	Sqrt:        viaFloat64("sqrt", math.Sqrt),
-	Square:      inType("square", square[float32], square[float64]),
-	Cube:        inType("cube", cube[float32], cube[float64]),
-	Tanh:        viaFloat64("tanh", math.Tanh),
-	Sigmoid:     viaFloat64("sigmoid", func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }),
-	Inverse:     inType("inverse", inverse[float32], inverse[float64]),
-	InverseSqrt: viaFloat64("inversesqrt", func(x float64) float64 { return 1 / math.Sqrt(x) }),
-	Ceil:        viaFloat64("ceil", math.Ceil),
-	Floor:       viaFloat64("floor", math.Floor),
-	ReLU:        inType("relu", relu[float32], relu[float64]),
-	Softplus:    viaFloat64("softplus", softplus),
-	Identity:    inType("identity", identity[float32], identity[float64]),
-	Sin:         viaFloat64("sin", math.Sin),
-	Cos:         viaFloat64("cos", math.Cos),
-	Log2:        viaFloat64("log2", math.Log2),
-	GELU:        viaFloat64("gelu", gelu),
-	SiLU:        viaFloat64("silu", silu),
 }
 
 // inType defines a function computed in the element type.
@@ -134,6 +86,12 @@ func sign(x float64) float64 {
 	}
 	return x // 0, -0 and NaN keep themselves
 }
+
+// sigmoid is 1/(1 + e^-x).
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+// inverseSqrt is 1/sqrt(x).
+func inverseSqrt(x float64) float64 { return 1 / math.Sqrt(x) }
 
 func softplus(x float64) float64 {
 	if x > 36 { // exp(-x) is below half an ulp of x in float64
@@ -186,6 +144,9 @@ func (k Map) Check() error {
 // Host runs the function's CPU definition.
 func (k Map) Host(p *Pool) (Func, error) { return onFloats(p, k, mapHost[float32], mapHost[float64]) }
 
+// Device launches on_map, whose function is unary() in kernels.cu.
+func (k Map) Device(p Planner) { elementwise(p, "on_map", k.N, int(k.Op), k.N, k.Src, k.Dst) }
+
 func mapHost[T Float](p *Pool, k Map) Func {
 	f := in[func(T) T](unaries[k.Op])
 	src, dst := hostData[T](k.Src)[:k.N], hostData[T](k.Dst)[:k.N]
@@ -196,9 +157,6 @@ func mapHost[T Float](p *Pool, k Map) Func {
 		}
 	}).loop()
 }
-
-// Device launches on_map, whose function is unary() in kernels.cu.
-func (k Map) Device(p Planner) { elementwise(p, "on_map", k.N, int(k.Op), k.N, k.Src, k.Dst) }
 
 // BinaryOp is an elementwise function of two arguments. Comparisons give 1
 // where they hold and 0 elsewhere, in the operands' type.
@@ -293,13 +251,7 @@ func (k Zip) Check() error {
 	if !k.Op.valid() {
 		return fmt.Errorf("backend: zip: unknown function %v", k.Op)
 	}
-	na, nb := k.N, k.N
-	if k.AScalar {
-		na = 1
-	}
-	if k.BScalar {
-		nb = 1
-	}
+	na, nb := operandLens(k.N, k.AScalar, k.BScalar)
 	if err := checkAll(k, DTypeOf(k.Dst), "A", k.A, na, "B", k.B, nb, "destination", k.Dst, k.N); err != nil {
 		return err
 	}
@@ -326,6 +278,19 @@ func sameBuffer(a, b Buffer) bool {
 	}
 	t := reflect.TypeOf(a)
 	return t == reflect.TypeOf(b) && t.Comparable() && a == b
+}
+
+// operandLens returns the lengths of a Zip's or a Compare's operands A and
+// B: n, or 1 for a scalar.
+func operandLens(n int, aScalar, bScalar bool) (na, nb int) {
+	na, nb = n, n
+	if aScalar {
+		na = 1
+	}
+	if bScalar {
+		nb = 1
+	}
+	return na, nb
 }
 
 // Host runs the function on the CPU.
@@ -387,4 +352,99 @@ func zipHost[T Float](p *Pool, k Zip) Func {
 		}
 	})
 	return s.loop()
+}
+
+// Fill sets N elements of Dst to Value.
+type Fill struct {
+	N     int
+	Dst   Operand
+	Value float64
+}
+
+// Check checks the operand.
+func (k Fill) Check() error { return CheckOperand("fill", k.Dst, 0, k.N) }
+
+// Host fills the buffer, of any element type.
+func (k Fill) Host(*Pool) (Func, error) {
+	switch d := k.Dst.Buf.(HostBuffer).Host().(type) {
+	case []float32:
+		return fillHost(d[k.Dst.Off:k.Dst.Off+k.N], float32(k.Value)), nil
+	case []float64:
+		return fillHost(d[k.Dst.Off:k.Dst.Off+k.N], k.Value), nil
+	case []int32:
+		return fillHost(d[k.Dst.Off:k.Dst.Off+k.N], int32(k.Value)), nil
+	}
+	return nil, fmt.Errorf("%w: fill of %v", ErrUnsupported, DTypeOf(k.Dst))
+}
+
+// Device launches on_fill in the destination's type.
+func (k Fill) Device(p Planner) {
+	p.SetType(DTypeOf(k.Dst))
+	elementwise(p, "on_fill", k.N, k.N, k.Value, k.Dst)
+}
+
+func fillHost[E Float | int32](d []E, v E) Func {
+	return func() error {
+		for i := range d {
+			d[i] = v
+		}
+		return nil
+	}
+}
+
+// Compare is Dst[i] = 1 where A[i] Op B[i] holds and 0 elsewhere, for N
+// elements, Op a comparison (Lt, Gt, Le, Ge, Eq or Ne), A and B floats and
+// Dst Int32: a comparison whose result is booleans. An operand whose
+// Scalar flag is set is one element, used for every i.
+type Compare struct {
+	Op               BinaryOp
+	N                int
+	A, B, Dst        Operand
+	AScalar, BScalar bool
+}
+
+// Check checks the operands.
+func (k Compare) Check() error {
+	if k.Op < Lt || k.Op > Ne {
+		return fmt.Errorf("backend: compare: %v is not a comparison", k.Op)
+	}
+	if k.N < 0 {
+		return fmt.Errorf("backend: compare: %d elements", k.N)
+	}
+	na, nb := operandLens(k.N, k.AScalar, k.BScalar)
+	if err := CheckOperand("compare A", k.A, 0, na); err != nil {
+		return err
+	}
+	dt := DTypeOf(k.A)
+	if dt != Float32 && dt != Float64 {
+		return fmt.Errorf("backend: compare A: buffer of %v, want float32 or float64", dt)
+	}
+	return checkAll(k, dt, "B", k.B, nb, Int32, "destination", k.Dst, k.N)
+}
+
+// Host compares on the CPU.
+func (k Compare) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, compareHost[float32], compareHost[float64])
+}
+
+// Device launches on_compare, whose comparison is binary() in kernels.cu.
+func (k Compare) Device(p Planner) {
+	elementwise(p, "on_compare", k.N, int(k.Op), k.N, k.AScalar, k.BScalar, k.A, k.B, k.Dst)
+}
+
+func compareHost[T Float](p *Pool, k Compare) Func {
+	fn := in[func(x, y T) T](binaries[k.Op])
+	a, b, dst := hostData[T](k.A), hostData[T](k.B), hostData[int32](k.Dst)[:k.N]
+	return p.split(k.N, 1, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x, y := a[0], b[0]
+			if !k.AScalar {
+				x = a[i]
+			}
+			if !k.BScalar {
+				y = b[i]
+			}
+			dst[i] = int32(fn(x, y))
+		}
+	}).loop()
 }

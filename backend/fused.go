@@ -7,20 +7,13 @@ import (
 	"github.com/orthonet/orthonet/internal/linalg"
 )
 
-// The kernels of orthonet's fused layers (package fused defines them as
-// Gorgonia ops, whose Do runs the CPU implementation here), each with its
-// CPU implementation (Host) beside its CUDA launches (Device).
-var (
-	_ defined = SoftmaxCrossEntropy{}
-	_ defined = SoftmaxCrossEntropyGrad{}
-	_ defined = LayerNorm{}
-	_ defined = LayerNormGrad{}
-	_ defined = LayerNormParamGrad{}
-	_ defined = Attention{}
-	_ defined = AttentionGrad{}
-	_ defined = BiasAct{}
-	_ defined = BiasActGrad{}
-)
+// The kernels of fused layers (package fused defines most of them as
+// Gorgonia ops, whose Do runs the CPU implementation here) and of YOLOv3's
+// decoding of a detection grid.
+var _ = []defined{
+	SoftmaxCrossEntropy{}, SoftmaxCrossEntropyGrad{}, LayerNorm{}, LayerNormGrad{}, LayerNormParamGrad{},
+	Attention{}, AttentionGrad{}, BiasAct{}, BiasActGrad{}, YOLODecode{},
+}
 
 // Activation is the nonlinearity of BiasAct.
 type Activation uint8
@@ -41,33 +34,6 @@ func (a Activation) String() string {
 		return activations[a].String()
 	}
 	return fmt.Sprintf("Activation(%d)", int(a))
-}
-
-// checkAll checks k's operands given as (name, Operand, elements) triples,
-// of type dt (any when dt is 0); a DType among them sets the type of the
-// operands after it.
-func checkAll(k Kernel, dt DType, ops ...any) error {
-	for i := 0; i+2 < len(ops); i += 3 {
-		if t, ok := ops[i].(DType); ok {
-			dt, i = t, i+1
-		}
-		what, op, n := ops[i].(string), ops[i+1].(Operand), ops[i+2].(int)
-		if err := CheckOperand(Name(k)+" "+what, op, dt, n); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checkSized reports an error unless every size is at least 1, then
-// checks k's operands as checkAll does.
-func checkSized(k Kernel, sizes []int, dt DType, ops ...any) error {
-	for _, s := range sizes {
-		if s < 1 {
-			return fmt.Errorf("backend: %s: sizes %v, want positive", Name(k), sizes)
-		}
-	}
-	return checkAll(k, dt, ops...)
 }
 
 // SoftmaxCrossEntropy writes into Loss (one element) the mean over Rows of
@@ -441,21 +407,6 @@ func (a *attention[T]) weights(i int) {
 	softmaxRows(a.p[w:w+a.t*a.t], a.t)
 }
 
-// oneBLASThread returns a Func that runs s, its parts split across the
-// pool's threads with OpenBLAS on one thread in each: the per-head products
-// of attention are small (65 x 65 x 256 in the paper's ViT) and OpenBLAS's
-// own threads share them badly.
-func oneBLASThread(s *splitter) Func {
-	return func() error {
-		if s.parts > 1 {
-			prev := linalg.SetBLASThreads(1)
-			defer linalg.SetBLASThreads(prev)
-		}
-		s.run()
-		return nil
-	}
-}
-
 func attentionHost[T Float](p *Pool, k Attention) Func {
 	a := newAttention[T](k.Seqs, k.Tokens, k.Heads, k.D, k.Scale, k.Q, k.K, k.V)
 	out := hostData[T](k.Out)[:k.Seqs*k.Tokens*k.D]
@@ -527,6 +478,53 @@ func attentionGradHost[T Float](p *Pool, k AttentionGrad) Func {
 			linalg.Gemm(true, false, a.t, a.dh, a.t, a.scale, d, a.t, a.q[o:], a.d, 0, dk[o:], a.d)
 		}
 	}))
+}
+
+// attentionDevice plans Attention (dout has no buffer) or AttentionGrad,
+// out being Out or DQKV: per head, the weights of every sequence by one
+// batched product, a softmax over all of them, then the products of the
+// layer or of its gradient.
+func attentionDevice(p Planner, seqs, t, heads, d int, scale float64, q, k, v, out, dout Operand) {
+	dh, n := d/heads, seqs*t*d
+	dt := DTypeOf(q)
+	qa, ka, va, oa := p.Addr(q), p.Addr(k), p.Addr(v), p.Addr(out)
+	es := uint64(dt.Size())
+	head := func(base uint64, h int) uint64 { return base + uint64(h*dh)*es }
+	blocks := seqs * t * t // one head's weights: seqs blocks of t x t
+	pw := p.Scratch(dt, heads*blocks)
+	pb := func(h int) uint64 { return pw + uint64(h*blocks)*es }
+	// product adds the batch over sequences of C = alpha op(A) op(B), each
+	// operand with its leading dimension and its stride between sequences.
+	product := func(ta, tb bool, m, n, kk int, alpha float64, a uint64, lda, sa int, b uint64, ldb, sb int, c uint64, ldc, sc int) {
+		p.Gemm(DeviceGemm{TransA: ta, TransB: tb, M: m, N: n, K: kk, Alpha: alpha, A: a, B: b, C: c,
+			LDA: lda, LDB: ldb, LDC: ldc, StrideA: sa, StrideB: sb, StrideC: sc, Batch: seqs})
+	}
+	for h := range heads {
+		product(false, true, t, t, dh, scale, head(qa, h), d, t*d, head(ka, h), d, t*d, pb(h), t, t*t)
+	}
+	alongAxis(p, "on_softmax", heads*blocks/t, 1, false, heads*blocks/t, t, 1, pw, pw)
+	if dout.Buf == nil {
+		for h := range heads {
+			product(false, false, t, dh, t, 1, pb(h), t, t*t, head(va, h), d, t*d, head(oa, h), d, t*d)
+		}
+		return
+	}
+	doa := p.Addr(dout)
+	dq, dk, dv := oa, oa+uint64(n)*es, oa+uint64(2*n)*es
+	dpw := p.Scratch(dt, heads*blocks)
+	dpb := func(h int) uint64 { return dpw + uint64(h*blocks)*es }
+	for h := range heads {
+		// dV = P^T dO, dP = dO V^T
+		product(true, false, t, dh, t, 1, pb(h), t, t*t, head(doa, h), d, t*d, head(dv, h), d, t*d)
+		product(false, true, t, t, dh, 1, head(doa, h), d, t*d, head(va, h), d, t*d, dpb(h), t, t*t)
+	}
+	// dS = P (dP - rowsum(dP P)), in place of dP
+	alongAxis(p, "on_softmax_grad", heads*blocks/t, 1, false, heads*blocks/t, t, 1, pw, dpw, dpw)
+	for h := range heads {
+		// dQ = scale dS K, dK = scale dS^T Q
+		product(false, false, t, dh, t, scale, dpb(h), t, t*t, head(ka, h), d, t*d, head(dq, h), d, t*d)
+		product(true, false, t, dh, t, scale, dpb(h), t, t*t, head(qa, h), d, t*d, head(dk, h), d, t*d)
+	}
 }
 
 // BiasAct writes into Y the activation Act of X (Rows x N) plus Bias (N
@@ -632,49 +630,63 @@ func biasActGradHost[T Float](p *Pool, k BiasActGrad) Func {
 	return s.loop()
 }
 
-// attentionDevice plans Attention (dout has no buffer) or AttentionGrad,
-// out being Out or DQKV: per head, the weights of every sequence by one
-// batched product, a softmax over all of them, then the products of the
-// layer or of its gradient.
-func attentionDevice(p Planner, seqs, t, heads, d int, scale float64, q, k, v, out, dout Operand) {
-	dh, n := d/heads, seqs*t*d
-	dt := DTypeOf(q)
-	qa, ka, va, oa := p.Addr(q), p.Addr(k), p.Addr(v), p.Addr(out)
-	es := uint64(dt.Size())
-	head := func(base uint64, h int) uint64 { return base + uint64(h*dh)*es }
-	blocks := seqs * t * t // one head's weights: seqs blocks of t x t
-	pw := p.Scratch(dt, heads*blocks)
-	pb := func(h int) uint64 { return pw + uint64(h*blocks)*es }
-	// product adds the batch over sequences of C = alpha op(A) op(B), each
-	// operand with its leading dimension and its stride between sequences.
-	product := func(ta, tb bool, m, n, kk int, alpha float64, a uint64, lda, sa int, b uint64, ldb, sb int, c uint64, ldc, sc int) {
-		p.Gemm(DeviceGemm{TransA: ta, TransB: tb, M: m, N: n, K: kk, Alpha: alpha, A: a, B: b, C: c,
-			LDA: lda, LDB: ldb, LDC: ldc, StrideA: sa, StrideB: sb, StrideC: sc, Batch: seqs})
+// YOLODecode decodes YOLOv3's detection grid, as gorgonia's YOLOv3 does
+// outside training: Src is (Batch, Boxes*Attrs, Grid, Grid) (Attrs = 5 +
+// classes per box), Dst is (Batch, Grid*Grid*Boxes, Attrs), row (cell, box)
+// of image b holding box b's attributes at cell (x, y) = (cell % Grid,
+// cell / Grid): x and y become (sigmoid(v) + x or y) * Stride, the width
+// and height exp(v) * Anchors[2 box] (or [2 box + 1]) * Stride, the
+// objectness and the class scores sigmoid(v). Anchors holds each box's
+// anchor divided by Stride, in the data's type.
+type YOLODecode struct {
+	Batch, Boxes, Attrs, Grid int
+	Stride                    float64
+	Anchors, Src, Dst         Operand
+}
+
+// Check checks the operands.
+func (k YOLODecode) Check() error {
+	if k.Attrs < 5 {
+		return fmt.Errorf("backend: yolo-decode: %d attributes per box, want at least 5", k.Attrs)
 	}
-	for h := range heads {
-		product(false, true, t, t, dh, scale, head(qa, h), d, t*d, head(ka, h), d, t*d, pb(h), t, t*t)
-	}
-	alongAxis(p, "on_softmax", heads*blocks/t, 1, false, heads*blocks/t, t, 1, pw, pw)
-	if dout.Buf == nil {
-		for h := range heads {
-			product(false, false, t, dh, t, 1, pb(h), t, t*t, head(va, h), d, t*d, head(oa, h), d, t*d)
+	n := k.Batch * k.Boxes * k.Attrs * k.Grid * k.Grid
+	return checkSized(k, []int{k.Batch, k.Boxes, k.Grid}, DTypeOf(k.Dst), "anchors", k.Anchors, 2*k.Boxes,
+		"source", k.Src, n, "destination", k.Dst, n)
+}
+
+// Host decodes row by row of the destination.
+func (k YOLODecode) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, yoloHost[float32], yoloHost[float64])
+}
+
+// Device launches on_yolo, a thread per element.
+func (k YOLODecode) Device(p Planner) {
+	elementwise(p, "on_yolo", k.Batch*k.Grid*k.Grid*k.Boxes*k.Attrs, k.Batch, k.Boxes, k.Attrs, k.Grid, k.Stride, k.Anchors, k.Src, k.Dst)
+}
+
+func yoloHost[T Float](p *Pool, k YOLODecode) Func {
+	cells := k.Grid * k.Grid
+	n := k.Batch * k.Boxes * k.Attrs * cells
+	anchors, src, dst := hostData[T](k.Anchors)[:2*k.Boxes], hostData[T](k.Src)[:n], hostData[T](k.Dst)[:n]
+	stride := T(k.Stride)
+	return p.split(k.Batch*cells*k.Boxes, 4*k.Attrs, func(lo, hi int) {
+		for row := lo; row < hi; row++ {
+			box, cell, b := row%k.Boxes, (row/k.Boxes)%cells, row/(k.Boxes*cells)
+			in := src[(b*k.Boxes+box)*k.Attrs*cells+cell:]
+			out := dst[row*k.Attrs : (row+1)*k.Attrs]
+			for a := range out {
+				v := in[a*cells]
+				switch a {
+				case 0:
+					out[a] = (T(sigmoid(float64(v))) + T(cell%k.Grid)) * stride
+				case 1:
+					out[a] = (T(sigmoid(float64(v))) + T(cell/k.Grid)) * stride
+				case 2, 3:
+					out[a] = T(math.Exp(float64(v))) * anchors[2*box+a-2] * stride
+				default:
+					out[a] = T(sigmoid(float64(v)))
+				}
+			}
 		}
-		return
-	}
-	doa := p.Addr(dout)
-	dq, dk, dv := oa, oa+uint64(n)*es, oa+uint64(2*n)*es
-	dpw := p.Scratch(dt, heads*blocks)
-	dpb := func(h int) uint64 { return dpw + uint64(h*blocks)*es }
-	for h := range heads {
-		// dV = P^T dO, dP = dO V^T
-		product(true, false, t, dh, t, 1, pb(h), t, t*t, head(doa, h), d, t*d, head(dv, h), d, t*d)
-		product(false, true, t, t, dh, 1, head(doa, h), d, t*d, head(va, h), d, t*d, dpb(h), t, t*t)
-	}
-	// dS = P (dP - rowsum(dP P)), in place of dP
-	alongAxis(p, "on_softmax_grad", heads*blocks/t, 1, false, heads*blocks/t, t, 1, pw, dpw, dpw)
-	for h := range heads {
-		// dQ = scale dS K, dK = scale dS^T Q
-		product(false, false, t, dh, t, scale, dpb(h), t, t*t, head(ka, h), d, t*d, head(dq, h), d, t*d)
-		product(true, false, t, dh, t, scale, dpb(h), t, t*t, head(qa, h), d, t*d, head(dk, h), d, t*d)
-	}
+	}).loop()
 }

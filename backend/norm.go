@@ -9,10 +9,7 @@ import (
 // gradient), each with its CPU implementation beside its CUDA launches.
 // Group normalization needs no kernel of its own: a group of a sample is a
 // row of consecutive values, which LayerNorm normalizes.
-var (
-	_ defined = BatchNorm{}
-	_ defined = BatchNormGrad{}
-)
+var _ = []defined{BatchNorm{}, BatchNormGrad{}}
 
 // BatchNorm writes into Y the values of X, a row-major (Batch, C, Spatial)
 // array, normalized per channel c over its Batch x Spatial values, as

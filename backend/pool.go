@@ -94,3 +94,12 @@ func (s *splitter) run() {
 
 // loop returns a Func that runs the splitter.
 func (s *splitter) loop() Func { return func() error { s.run(); return nil } }
+
+// part returns the index of the part of s's loop that starts at lo.
+func part(s *splitter, lo int) int {
+	q := 0
+	for q < s.parts-1 && q*s.n/s.parts != lo {
+		q++
+	}
+	return q
+}

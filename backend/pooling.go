@@ -11,12 +11,7 @@ import (
 // Pooling as gorgonia v0.9.18 computes it (maxPoolOp, maxPoolDiffOp,
 // avgPoolOp, avgPoolDiffOp), quirks included: a compiled program agrees with
 // the tape machine.
-var (
-	_ defined = MaxPool{}
-	_ defined = MaxPoolGrad{}
-	_ defined = AvgPool{}
-	_ defined = AvgPoolGrad{}
-)
+var _ = []defined{MaxPool{}, MaxPoolGrad{}, AvgPool{}, AvgPoolGrad{}}
 
 // PoolGeom is the geometry of a pooling over a batch of images in NCHW
 // order: B images of C channels of H x W, KH x KW windows StrideH rows
@@ -75,6 +70,10 @@ func checkPool(k Kernel, g PoolGeom, dt DType, ops ...any) error {
 
 func (g PoolGeom) sizes() (in, out int) { return g.B * g.C * g.H * g.W, g.B * g.C * g.OutH * g.OutW }
 
+func poolArgs(g PoolGeom) []any {
+	return []any{g.B, g.C, g.H, g.W, g.KH, g.KW, g.PadH, g.PadW, g.StrideH, g.StrideW, g.OutH, g.OutW}
+}
+
 // MaxPool writes into Y (B, C, OutH, OutW) the largest element of each
 // window of X (B, C, H, W): the first of equal ones, NaNs never; a window
 // with none above the type's lowest finite value, or none at all, gives
@@ -91,6 +90,29 @@ type MaxPool struct {
 func (k MaxPool) Check() error {
 	in, out := k.Geom.sizes()
 	return checkPool(k, k.Geom, DTypeOf(k.Y), "X", k.X, in, "Y", k.Y, out)
+}
+
+// Host pools plane by plane, split across the pool's threads.
+func (k MaxPool) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, maxPoolHost[float32], maxPoolHost[float64])
+}
+
+// Device launches on_max_pool, a thread per output element.
+func (k MaxPool) Device(p Planner) {
+	_, out := k.Geom.sizes()
+	elementwise(p, "on_max_pool", out, append(poolArgs(k.Geom), k.Rectify, k.X, k.Y)...)
+}
+
+func maxPoolHost[T Float](p *Pool, k MaxPool) Func {
+	g := k.Geom
+	in, out := g.sizes()
+	x, y := hostData[T](k.X)[:in], hostData[T](k.Y)[:out]
+	hw, ohw := g.H*g.W, g.OutH*g.OutW
+	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
+		for pl := lo; pl < hi; pl++ {
+			maxPlane(g, k.Rectify, x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw])
+		}
+	}).loop()
 }
 
 // MaxPoolGrad writes into DX (B, C, H, W) the gradient of MaxPool: each
@@ -112,6 +134,32 @@ func (k MaxPoolGrad) Check() error {
 	return checkPool(k, k.Geom, DTypeOf(k.DX), "X", k.X, in, "Y", k.Y, out, "DY", k.DY, out, "DX", k.DX, in)
 }
 
+// Host adds each output gradient at its window's largest element, plane
+// by plane, split across the pool's threads.
+func (k MaxPoolGrad) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, maxPoolGradHost[float32], maxPoolGradHost[float64])
+}
+
+// Device launches on_max_pool_grad, a thread per input element that sums
+// the gradients of the windows that took it, in the order of the windows,
+// as the CPU adds them.
+func (k MaxPoolGrad) Device(p Planner) {
+	in, _ := k.Geom.sizes()
+	elementwise(p, "on_max_pool_grad", in, append(poolArgs(k.Geom), k.Rectify, k.X, k.Y, k.DY, k.DX)...)
+}
+
+func maxPoolGradHost[T Float](p *Pool, k MaxPoolGrad) Func {
+	g := k.Geom
+	in, out := g.sizes()
+	x, y, dy, dx := hostData[T](k.X)[:in], hostData[T](k.Y)[:out], hostData[T](k.DY)[:out], hostData[T](k.DX)[:in]
+	hw, ohw := g.H*g.W, g.OutH*g.OutW
+	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
+		for pl := lo; pl < hi; pl++ {
+			maxPlaneGrad(g, k.Rectify, x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw], dy[pl*ohw:(pl+1)*ohw], dx[pl*hw:(pl+1)*hw])
+		}
+	}).loop()
+}
+
 // AvgPool writes into Y (B, C, OutH, OutW) gorgonia's average pooling: the
 // sum of each window's elements (in row-major order, in the element type)
 // divided by W, the input's width, not by the window's size.
@@ -124,6 +172,50 @@ type AvgPool struct {
 func (k AvgPool) Check() error {
 	in, out := k.Geom.sizes()
 	return checkPool(k, k.Geom, DTypeOf(k.Y), "X", k.X, in, "Y", k.Y, out)
+}
+
+// Host averages plane by plane, split across the pool's threads.
+func (k AvgPool) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, avgPoolHost[float32], avgPoolHost[float64])
+}
+
+// Device launches on_avg_pool, a thread per output element.
+func (k AvgPool) Device(p Planner) {
+	_, out := k.Geom.sizes()
+	elementwise(p, "on_avg_pool", out, append(poolArgs(k.Geom), k.X, k.Y)...)
+}
+
+func avgPoolHost[T Float](p *Pool, k AvgPool) Func {
+	g := k.Geom
+	in, out := g.sizes()
+	x, y := hostData[T](k.X)[:in], hostData[T](k.Y)[:out]
+	hw, ohw := g.H*g.W, g.OutH*g.OutW
+	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
+		for pl := lo; pl < hi; pl++ {
+			plane, dst := x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw]
+			for yy := range g.OutH {
+				for xx := range g.OutW {
+					dst[yy*g.OutW+xx] = windowSum(g, plane, yy, xx) / T(g.W)
+				}
+			}
+		}
+	}).loop()
+}
+
+// windowSum returns the sum of window (y, x) of plane in row-major order,
+// in T (as gorgonia adds).
+func windowSum[T Float](g PoolGeom, plane []T, y, x int) T {
+	h0, h1, w0, w1 := g.window(y, x)
+	var s T
+	if w0 >= w1 {
+		return s
+	}
+	for h := h0; h < h1; h++ {
+		for _, v := range plane[h*g.W+w0 : h*g.W+w1] {
+			s += v
+		}
+	}
+	return s
 }
 
 // AvgPoolGrad writes into DX (B, C, H, W) what gorgonia's avgPoolDiffOp
@@ -142,6 +234,43 @@ type AvgPoolGrad struct {
 func (k AvgPoolGrad) Check() error {
 	in, out := k.Geom.sizes()
 	return checkPool(k, k.Geom, DTypeOf(k.DX), "DY", k.DY, out, "DX", k.DX, in)
+}
+
+// Host runs gorgonia's two passes plane by plane, the planes split across
+// the pool's threads.
+func (k AvgPoolGrad) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, avgPoolGradHost[float32], avgPoolGradHost[float64])
+}
+
+// Device launches on_avg_pool_grad, a thread per plane: the second pass
+// reads what it has written.
+func (k AvgPoolGrad) Device(p Planner) {
+	elementwise(p, "on_avg_pool_grad", k.Geom.B*k.Geom.C, append(poolArgs(k.Geom), k.DY, k.DX)...)
+}
+
+func avgPoolGradHost[T Float](p *Pool, k AvgPoolGrad) Func {
+	g := k.Geom
+	in, out := g.sizes()
+	dy, dx := hostData[T](k.DY)[:out], hostData[T](k.DX)[:in]
+	hw, ohw := g.H*g.W, g.OutH*g.OutW
+	return p.split(g.B*g.C, hw*g.KH*g.KW, func(lo, hi int) {
+		for pl := lo; pl < hi; pl++ {
+			src, dst := dy[pl*ohw:(pl+1)*ohw], dx[pl*hw:(pl+1)*hw]
+			clear(dst)
+			for yy := range g.OutH {
+				for xx := range g.OutW {
+					if h0, h1, w0, w1 := g.window(yy, xx); h0 < h1 && w0 < w1 {
+						dst[(h1-1)*g.W+w1-1] += src[yy*g.OutW+xx]
+					}
+				}
+			}
+			for h := range g.H {
+				for w := range g.W {
+					dst[h*g.W+w] = windowSum(g, dst, h, w) / T(g.W)
+				}
+			}
+		}
+	}).loop()
 }
 
 // lowest returns the lowest finite value of T.
@@ -353,138 +482,4 @@ func maxPlaneGrad[T Float](g PoolGeom, rect bool, plane, y, dy, dx []T) {
 			dx[i] *= step(x)
 		}
 	}
-}
-
-func poolArgs(g PoolGeom) []any {
-	return []any{g.B, g.C, g.H, g.W, g.KH, g.KW, g.PadH, g.PadW, g.StrideH, g.StrideW, g.OutH, g.OutW}
-}
-
-// Host pools plane by plane, split across the pool's threads.
-func (k MaxPool) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, maxPoolHost[float32], maxPoolHost[float64])
-}
-
-// Device launches on_max_pool, a thread per output element.
-func (k MaxPool) Device(p Planner) {
-	_, out := k.Geom.sizes()
-	elementwise(p, "on_max_pool", out, append(poolArgs(k.Geom), k.Rectify, k.X, k.Y)...)
-}
-
-func maxPoolHost[T Float](p *Pool, k MaxPool) Func {
-	g := k.Geom
-	in, out := g.sizes()
-	x, y := hostData[T](k.X)[:in], hostData[T](k.Y)[:out]
-	hw, ohw := g.H*g.W, g.OutH*g.OutW
-	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
-		for pl := lo; pl < hi; pl++ {
-			maxPlane(g, k.Rectify, x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw])
-		}
-	}).loop()
-}
-
-// Host adds each output gradient at its window's largest element, plane
-// by plane, split across the pool's threads.
-func (k MaxPoolGrad) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, maxPoolGradHost[float32], maxPoolGradHost[float64])
-}
-
-// Device launches on_max_pool_grad, a thread per input element that sums
-// the gradients of the windows that took it, in the order of the windows,
-// as the CPU adds them.
-func (k MaxPoolGrad) Device(p Planner) {
-	in, _ := k.Geom.sizes()
-	elementwise(p, "on_max_pool_grad", in, append(poolArgs(k.Geom), k.Rectify, k.X, k.Y, k.DY, k.DX)...)
-}
-
-func maxPoolGradHost[T Float](p *Pool, k MaxPoolGrad) Func {
-	g := k.Geom
-	in, out := g.sizes()
-	x, y, dy, dx := hostData[T](k.X)[:in], hostData[T](k.Y)[:out], hostData[T](k.DY)[:out], hostData[T](k.DX)[:in]
-	hw, ohw := g.H*g.W, g.OutH*g.OutW
-	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
-		for pl := lo; pl < hi; pl++ {
-			maxPlaneGrad(g, k.Rectify, x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw], dy[pl*ohw:(pl+1)*ohw], dx[pl*hw:(pl+1)*hw])
-		}
-	}).loop()
-}
-
-// Host averages plane by plane, split across the pool's threads.
-func (k AvgPool) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, avgPoolHost[float32], avgPoolHost[float64])
-}
-
-// Device launches on_avg_pool, a thread per output element.
-func (k AvgPool) Device(p Planner) {
-	_, out := k.Geom.sizes()
-	elementwise(p, "on_avg_pool", out, append(poolArgs(k.Geom), k.X, k.Y)...)
-}
-
-func avgPoolHost[T Float](p *Pool, k AvgPool) Func {
-	g := k.Geom
-	in, out := g.sizes()
-	x, y := hostData[T](k.X)[:in], hostData[T](k.Y)[:out]
-	hw, ohw := g.H*g.W, g.OutH*g.OutW
-	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
-		for pl := lo; pl < hi; pl++ {
-			plane, dst := x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw]
-			for yy := range g.OutH {
-				for xx := range g.OutW {
-					dst[yy*g.OutW+xx] = windowSum(g, plane, yy, xx) / T(g.W)
-				}
-			}
-		}
-	}).loop()
-}
-
-// windowSum returns the sum of window (y, x) of plane in row-major order,
-// in T (as gorgonia adds).
-func windowSum[T Float](g PoolGeom, plane []T, y, x int) T {
-	h0, h1, w0, w1 := g.window(y, x)
-	var s T
-	if w0 >= w1 {
-		return s
-	}
-	for h := h0; h < h1; h++ {
-		for _, v := range plane[h*g.W+w0 : h*g.W+w1] {
-			s += v
-		}
-	}
-	return s
-}
-
-// Host runs gorgonia's two passes plane by plane, the planes split across
-// the pool's threads.
-func (k AvgPoolGrad) Host(p *Pool) (Func, error) {
-	return onFloats(p, k, avgPoolGradHost[float32], avgPoolGradHost[float64])
-}
-
-// Device launches on_avg_pool_grad, a thread per plane: the second pass
-// reads what it has written.
-func (k AvgPoolGrad) Device(p Planner) {
-	elementwise(p, "on_avg_pool_grad", k.Geom.B*k.Geom.C, append(poolArgs(k.Geom), k.DY, k.DX)...)
-}
-
-func avgPoolGradHost[T Float](p *Pool, k AvgPoolGrad) Func {
-	g := k.Geom
-	in, out := g.sizes()
-	dy, dx := hostData[T](k.DY)[:out], hostData[T](k.DX)[:in]
-	hw, ohw := g.H*g.W, g.OutH*g.OutW
-	return p.split(g.B*g.C, hw*g.KH*g.KW, func(lo, hi int) {
-		for pl := lo; pl < hi; pl++ {
-			src, dst := dy[pl*ohw:(pl+1)*ohw], dx[pl*hw:(pl+1)*hw]
-			clear(dst)
-			for yy := range g.OutH {
-				for xx := range g.OutW {
-					if h0, h1, w0, w1 := g.window(yy, xx); h0 < h1 && w0 < w1 {
-						dst[(h1-1)*g.W+w1-1] += src[yy*g.OutW+xx]
-					}
-				}
-			}
-			for h := range g.H {
-				for w := range g.W {
-					dst[h*g.W+w] = windowSum(g, dst, h, w) / T(g.W)
-				}
-			}
-		}
-	}).loop()
 }

@@ -7,13 +7,79 @@ import (
 
 // The kernels that draw random numbers on the device from a counter-based
 // generator (DropoutDraw's), keyed by a seed, a stream and a step that lives
-// in a buffer: gorgonia's dropout and its random nodes. Every backend draws
-// the same values bit for bit, and a run resumed at a step draws what the
-// uninterrupted run drew, without any host state.
-var (
-	_ defined = Dropout{}
-	_ defined = Random{}
-)
+// in a buffer: dropout masks, gorgonia's dropout and its random nodes.
+// Every backend draws the same values bit for bit, and a run resumed at a
+// step draws what the uninterrupted run drew, without any host state.
+var _ = []defined{DropoutMask{}, Dropout{}, Random{}}
+
+// DropoutMask fills Dst (N elements) with an inverted-dropout mask: each
+// entry is 0 with probability P and 1/(1-P) otherwise. Entry i's draw is
+// DropoutDraw(Seed, Stream, step, i), step being the Float64 element at
+// Step (a whole number), so that every backend, and a run resumed at a
+// step, draws the same mask, and no mask crosses to a device.
+type DropoutMask struct {
+	N            int
+	P            float64
+	Seed, Stream uint64
+	Dst, Step    Operand
+}
+
+// Check checks P and the operands.
+func (k DropoutMask) Check() error {
+	if !(k.P >= 0 && k.P < 1) {
+		return fmt.Errorf("backend: dropout-mask: probability %v, want [0, 1)", k.P)
+	}
+	if dt := DTypeOf(k.Dst); dt != Float32 && dt != Float64 {
+		return fmt.Errorf("backend: dropout-mask: destination of %v", dt)
+	}
+	return checkAll(k, 0, "destination", k.Dst, k.N, Float64, "step", k.Step, 1)
+}
+
+// Host draws every entry with DropoutDraw.
+func (k DropoutMask) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, dropoutMaskHost[float32], dropoutMaskHost[float64])
+}
+
+// Device launches on_dropout_mask, which draws as DropoutDraw does.
+func (k DropoutMask) Device(p Planner) {
+	p.SetType(DTypeOf(k.Dst))
+	elementwise(p, "on_dropout_mask", k.N, k.N, k.P, k.Seed, k.Stream, k.Step, k.Dst)
+}
+
+func dropoutMaskHost[T Float](p *Pool, k DropoutMask) Func {
+	dst, step := hostData[T](k.Dst)[:k.N], hostData[float64](k.Step)[:1]
+	keep, t := T(1/(1-k.P)), keepThreshold(k.P)
+	var key uint64
+	s := p.split(k.N, 8, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			dst[i] = keepBits(keep, unitBits(key, uint64(i)) >= t)
+		}
+	})
+	return func() error {
+		key = streamKey(k.Seed, k.Stream, uint64(step[0]))
+		s.run()
+		return nil
+	}
+}
+
+// DropoutDraw returns the uniform draw in [0, 1) of entry i of mask stream
+// stream at step step of a run seeded with seed: a counter-based generator
+// (SplitMix64's finalizer over the four words), the same on every backend.
+func DropoutDraw(seed, stream, step, i uint64) float64 {
+	h := mix64(seed)
+	h = mix64(h ^ stream)
+	h = mix64(h ^ step)
+	h = mix64(h ^ i)
+	return float64(h>>11) * 0x1p-53
+}
+
+// mix64 is SplitMix64's step: the golden-ratio increment and its finalizer.
+func mix64(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
 
 // Dropout writes into Y the inverted dropout of X (gorgonia's dropoutOp in
 // training, and its gradient from the gradient of its output): each element

@@ -28,14 +28,7 @@ var Tolerance = map[backend.DType]float64{backend.Float32: 1e-5, backend.Float64
 func Compare(t *testing.T, b backend.Backend) {
 	ref := cpu.New(cpu.Options{Threads: 1})
 	t.Cleanup(func() { _ = ref.Close() })
-	// The cases that must fail run last: a device backend keeps reporting
-	// a fault once it has met one.
-	var cases []Case
-	for _, dt := range []backend.DType{backend.Float32, backend.Float64} {
-		cases = append(cases, Cases(dt)...)
-	}
-	sort.SliceStable(cases, func(i, j int) bool { return !cases[i].Fails && cases[j].Fails })
-	for _, c := range cases {
+	for _, c := range allCases() {
 		t.Run(c.Float.String()+"/"+c.Name, func(t *testing.T) {
 			want, werr := run(ref, c)
 			got, gerr := run(b, c)
@@ -531,17 +524,23 @@ func Cases(dt backend.DType) []Case {
 	return cs
 }
 
-// Same runs every case on a and on b, two configurations of backends that
-// must compute alike (the CUDA backend's kernels with 32-bit and with
-// 64-bit index arithmetic), and fails where an output differs in any bit or
-// where a run fails on one and not on the other.
-func Same(t *testing.T, a, b backend.Backend) {
+// allCases returns the cases in float32 and float64, those that must fail
+// last: a device backend keeps reporting a fault once it has met one.
+func allCases() []Case {
 	var cases []Case
 	for _, dt := range []backend.DType{backend.Float32, backend.Float64} {
 		cases = append(cases, Cases(dt)...)
 	}
 	sort.SliceStable(cases, func(i, j int) bool { return !cases[i].Fails && cases[j].Fails })
-	for _, c := range cases {
+	return cases
+}
+
+// Same runs every case on a and on b, two configurations of backends that
+// must compute alike (the CUDA backend's kernels with 32-bit and with
+// 64-bit index arithmetic), and fails where an output differs in any bit or
+// where a run fails on one and not on the other.
+func Same(t *testing.T, a, b backend.Backend) {
+	for _, c := range allCases() {
 		t.Run(c.Float.String()+"/"+c.Name, func(t *testing.T) {
 			x, xerr := run(a, c)
 			y, yerr := run(b, c)

@@ -171,7 +171,7 @@ func TestConvAllocs(t *testing.T) {
 	in, out, cols := g.B*g.C*g.H*g.W, g.B*4*oh*ow, g.B*oh*ow*g.Patch()
 	pg := backend.PoolGeom{B: 2, C: 3, H: 5, W: 7, KH: 2, KW: 3, PadH: 1, PadW: 1, StrideH: 1, StrideW: 2, OutH: 6, OutW: 4}
 	pin, pout := 2*3*5*7, 2*3*6*4
-	for _, k := range []backend.Kernel{
+	allocFree(t, b, []backend.Kernel{
 		backend.Im2col{Geom: g, Src: f32(in), Dst: f32(cols)},
 		backend.Col2im{Geom: g, Src: f32(cols), Dst: f32(in)},
 		backend.Conv{Geom: g, F: 4, Chunk: 1, X: f32(in), W: f32(4 * g.Patch()), Y: f32(out)},
@@ -181,19 +181,7 @@ func TestConvAllocs(t *testing.T) {
 		backend.MaxPoolGrad{Geom: pg, X: f32(pin), Y: f32(pout), DY: f32(pout), DX: f32(pin)},
 		backend.AvgPool{Geom: pg, X: f32(pin), Y: f32(pout)},
 		backend.AvgPoolGrad{Geom: pg, DY: f32(pout), DX: f32(pin)},
-	} {
-		f, err := b.Prepare(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := testing.AllocsPerRun(20, func() {
-			if err := f(); err != nil {
-				t.Fatal(err)
-			}
-		}); n != 0 {
-			t.Errorf("%s: %v allocations per run", backend.Name(k), n)
-		}
-	}
+	})
 }
 
 // BenchmarkConv times the fused convolution kernels at the sizes of
@@ -205,12 +193,7 @@ func BenchmarkConv(b *testing.B) {
 	defer be.Close()
 	r := rng(3)
 	for _, dt := range []string{"float32", "float64"} {
-		op := func(n int) backend.Operand {
-			if dt == "float32" {
-				return backend.At(load(b, be, uniform[float32](r, n, -1, 1)), 0)
-			}
-			return backend.At(load(b, be, uniform[float64](r, n, -1, 1)), 0)
-		}
+		op := func(n int) backend.Operand { return uniformOp(b, be, r, dt, n) }
 		for _, l := range []struct {
 			name string
 			g    backend.ConvGeom
@@ -264,12 +247,7 @@ func BenchmarkConvPool(b *testing.B) {
 	defer be.Close()
 	r := rng(5)
 	for _, dt := range []string{"float32", "float64"} {
-		op := func(n int) backend.Operand {
-			if dt == "float32" {
-				return backend.At(load(b, be, uniform[float32](r, n, -1, 1)), 0)
-			}
-			return backend.At(load(b, be, uniform[float64](r, n, -1, 1)), 0)
-		}
+		op := func(n int) backend.Operand { return uniformOp(b, be, r, dt, n) }
 		for _, l := range []struct {
 			name string
 			c, h int

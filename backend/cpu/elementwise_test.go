@@ -3,6 +3,7 @@ package cpu_test
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/orthonet/orthonet/backend"
@@ -95,13 +96,30 @@ var unaryRefs = []struct {
 	}},
 }
 
-func TestMapCoversEveryFunction(t *testing.T) {
-	seen := map[backend.UnaryOp]bool{}
+// TestRefsCoverEveryFunction checks that every UnaryOp and BinaryOp has a
+// reference.
+func TestRefsCoverEveryFunction(t *testing.T) {
+	var unary []backend.UnaryOp
 	for _, u := range unaryRefs {
-		seen[u.op] = true
+		unary = append(unary, u.op)
 	}
-	for op := backend.UnaryOp(1); op.String() != fmt.Sprintf("UnaryOp(%d)", op); op++ {
-		if !seen[op] {
+	covers(t, "UnaryOp", unary)
+	var binary []backend.BinaryOp
+	for _, b := range binaryRefs {
+		binary = append(binary, b.op)
+	}
+	covers(t, "BinaryOp", binary)
+}
+
+// covers fails t where a function of kind (UnaryOp or BinaryOp) has no
+// reference in refs.
+func covers[O interface {
+	~uint8
+	String() string
+}](t *testing.T, kind string, refs []O) {
+	t.Helper()
+	for op := O(1); op.String() != fmt.Sprintf("%s(%d)", kind, op); op++ {
+		if !slices.Contains(refs, op) {
 			t.Errorf("no reference for %v", op)
 		}
 	}
@@ -198,18 +216,6 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-func TestZipCoversEveryFunction(t *testing.T) {
-	seen := map[backend.BinaryOp]bool{}
-	for _, u := range binaryRefs {
-		seen[u.op] = true
-	}
-	for op := backend.BinaryOp(1); op.String() != fmt.Sprintf("BinaryOp(%d)", op); op++ {
-		if !seen[op] {
-			t.Errorf("no reference for %v", op)
-		}
-	}
 }
 
 func TestZip(t *testing.T) {

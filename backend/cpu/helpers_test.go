@@ -132,6 +132,34 @@ func run(t testing.TB, b backend.Backend, k backend.Kernel) {
 	}
 }
 
+// allocFree fails t where running a prepared kernel of ks on b allocates.
+func allocFree(t *testing.T, b backend.Backend, ks []backend.Kernel) {
+	t.Helper()
+	for _, k := range ks {
+		f, err := b.Prepare(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(20, func() {
+			if err := f(); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: %v allocations per run", backend.Name(k), n)
+		}
+	}
+}
+
+// uniformOp returns a new buffer of b holding n values of dt ("float32"
+// or "float64") uniform in [-1, 1).
+func uniformOp(t testing.TB, b backend.Backend, r *rand.Rand, dt string, n int) backend.Operand {
+	t.Helper()
+	if dt == "float32" {
+		return backend.At(load(t, b, uniform[float32](r, n, -1, 1)), 0)
+	}
+	return backend.At(load(t, b, uniform[float64](r, n, -1, 1)), 0)
+}
+
 // rng returns a generator seeded from seed.
 func rng(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)) }
 

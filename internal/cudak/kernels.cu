@@ -14,6 +14,10 @@
 //
 // Launch shapes are cudak's: every block has NT threads along x; the
 // elementwise kernels stride over the grid, the per-row kernels over rows.
+//
+// After the shared definitions, each section holds the kernels of one family
+// file of package backend, which its header names, in the order that file
+// launches them (cudak's TestSectionsFollowGoFiles checks it).
 
 #ifndef ORTHONET_EMU
 #define KERNEL(name, Args) extern "C" __global__ void name(Args a)
@@ -87,9 +91,9 @@ template <typename T> __device__ __forceinline__ T gelu_deriv(T x) {
   return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * (T)GELU_C * ((T)1 + (T)3 * (T)0.044715 * x * x);
 }
 
+// BEGIN UNARY_OPS: written by go generate ./backend from backend/gen/unary/table.go; edit the table, not these lines.
 // UNARY_OPS lists backend.UnaryOp's functions, in the order of its
-// constants (backend/cuda's tests check the names): each is its name and
-// its value at x. Adding one adds its line here.
+// constants: each is its name and its value at x.
 #define UNARY_OPS(X)                                     \
   X(NEG, -x)                                             \
   X(ABS, m_abs(x))                                       \
@@ -115,6 +119,7 @@ template <typename T> __device__ __forceinline__ T gelu_deriv(T x) {
   X(LOG2, m_log2(x))                                     \
   X(GELU, gelu(x))                                       \
   X(SILU, x < (T)-1e30 ? -(T)0 : x / ((T)1 + m_exp(-x)))
+// END UNARY_OPS
 
 #define UNARY_ENUM(name, value) name,
 enum { UNARY_NONE, UNARY_OPS(UNARY_ENUM) };
@@ -178,7 +183,7 @@ template <typename T, typename Op> __device__ T block_reduce(T v, T *sh, Op op) 
 __device__ double block_sum(double v, double *sh) { return block_reduce(v, sh, AddOp()); }
 template <typename T> __device__ T block_max(T v, T *sh) { return block_reduce(v, sh, MaxOp()); }
 
-// ---- elementwise --------------------------------------------------------------
+// ---- elementwise (backend/elementwise.go) -------------------------------------------------------
 
 template <typename T> struct MapArgs { i64 op, n; const T *src; T *dst; };
 template <typename T> __device__ void map_k(const MapArgs<T> &a) {
@@ -208,6 +213,20 @@ KERNEL(on_fill_f32, FillArgs<float>) { fill_k(a); }
 KERNEL(on_fill_f64, FillArgs<double>) { fill_k(a); }
 KERNEL(on_fill_i32, FillArgs<int>) { fill_k(a); }
 
+// Compare: binary()'s comparisons, as 0/1 ints.
+template <typename T> struct CompareArgs { i64 op, n, ascalar, bscalar; const T *a; const T *b; int *dst; };
+template <typename T> __device__ void compare_k(const CompareArgs<T> &a) {
+  int op = (int)a.op;
+  GRID_LOOP(i, a.n) {
+    T x = a.a[a.ascalar ? 0 : i], y = a.b[a.bscalar ? 0 : i];
+    a.dst[i] = binary(op, x, y) != (T)0 ? 1 : 0;
+  }
+}
+KERNEL(on_compare_f32, CompareArgs<float>) { compare_k(a); }
+KERNEL(on_compare_f64, CompareArgs<double>) { compare_k(a); }
+
+// ---- copies (backend/copies.go) -----------------------------------------------------------------
+
 // Copy: a strided view into a strided view, axes simplified by the planner.
 template <typename T> struct CopyArgs { i64 nd, n, add; i64 shape[8], ss[8], ds[8]; const T *src; T *dst; };
 // U is the index type, S that of the (signed) offsets.
@@ -230,7 +249,127 @@ KERNEL(on_copy_f64, CopyArgs<double>) { copy_k<double, i64, i64>(a); }
 KERNEL(on_copy_x32_f32, CopyArgs<float>) { copy_k<float, u32, int>(a); }
 KERNEL(on_copy_x32_f64, CopyArgs<double>) { copy_k<double, u32, int>(a); }
 
-// ---- reductions and softmax -----------------------------------------------------
+// fault records the first bad row index: fault[0] = 1, then the index, its
+// entry and the number of rows; the backend reports it at the next sync.
+__device__ void fault_row(u64 *fault, i64 r, i64 entry, i64 limit) {
+  if (atomicCAS(&fault[0], 0ULL, 1ULL) == 0ULL) {
+    fault[1] = (u64)r;
+    fault[2] = (u64)entry;
+    fault[3] = (u64)limit;
+  }
+}
+
+template <typename T> struct RowsArgs { i64 n, width, limit, gather; const int *rows; const T *src; T *dst; u64 *fault; };
+template <typename T, typename U> __device__ void rows_k(const RowsArgs<T> &a) {
+  U width = (U)a.width;
+  GRID_LOOP_T(U, i, a.n * a.width) {
+    U e = i / width, c = i % width;
+    i64 r = a.rows[e];
+    if (r < 0 || r >= a.limit) {
+      fault_row(a.fault, r, (i64)e, a.limit);
+      continue;
+    }
+    U at = (U)r * width + c;
+    if (a.gather) a.dst[i] = a.src[at];
+    else a.dst[at] = a.src[i];
+  }
+}
+KERNEL(on_rows_f32, RowsArgs<float>) { rows_k<float, i64>(a); }
+KERNEL(on_rows_f64, RowsArgs<double>) { rows_k<double, i64>(a); }
+KERNEL(on_rows_x32_f32, RowsArgs<float>) { rows_k<float, u32>(a); }
+KERNEL(on_rows_x32_f64, RowsArgs<double>) { rows_k<double, u32>(a); }
+
+// Take: a thread per destination element (o, i, in) of an (outer, n, inner)
+// array, from src[o, idx[i], in]; a bad index records fault 1 and is skipped.
+template <typename T> struct TakeArgs { i64 outer, axis, inner, n; const int *idx; const T *src; T *dst; u64 *fault; };
+template <typename T> __device__ void take_k(const TakeArgs<T> &a) {
+  GRID_LOOP(e, a.outer * a.n * a.inner) {
+    i64 in = e % a.inner, row = e / a.inner, i = row % a.n, o = row / a.n;
+    i64 r = a.idx[i];
+    if (r < 0 || r >= a.axis) {
+      fault_row(a.fault, r, i, a.axis);
+      continue;
+    }
+    a.dst[e] = a.src[(o * a.axis + r) * a.inner + in];
+  }
+}
+KERNEL(on_take_f32, TakeArgs<float>) { take_k(a); }
+KERNEL(on_take_f64, TakeArgs<double>) { take_k(a); }
+
+// TakeGrad, first half (one block): the entries sorted by index, stably:
+// order[offsets[r] .. offsets[r+1]) are the entries of index r in
+// increasing order. Counts by integer atomics, an exclusive prefix sum in
+// chunks of NT, then chunk by chunk each entry's place after those of its
+// index in earlier chunks (cursor) and earlier in its chunk. A bad index
+// records fault 1 and its entry is left out.
+struct TakeIndexArgs { i64 axis, n; const int *idx; int *offsets; int *cursor; int *order; u64 *fault; };
+__device__ void take_index_k(const TakeIndexArgs &a) {
+  SHARED(int, sh, NT);
+  int tid = (int)threadIdx.x;
+  for (i64 r = tid; r < a.axis; r += NT) a.cursor[r] = 0;
+  __syncthreads();
+  for (i64 i = tid; i < a.n; i += NT) {
+    i64 r = a.idx[i];
+    if (r < 0 || r >= a.axis) fault_row(a.fault, r, i, a.axis);
+    else atomicAdd(&a.cursor[r], 1);
+  }
+  __syncthreads();
+  int carry = 0;
+  for (i64 base = 0; base < a.axis; base += NT) {
+    int v = base + tid < a.axis ? a.cursor[base + tid] : 0;
+    sh[tid] = v;
+    __syncthreads();
+    for (int s = 1; s < NT; s <<= 1) { // inclusive scan (Hillis and Steele)
+      int t = tid >= s ? sh[tid - s] : 0;
+      __syncthreads();
+      sh[tid] += t;
+      __syncthreads();
+    }
+    if (base + tid < a.axis) a.offsets[base + tid] = carry + sh[tid] - v;
+    carry += sh[NT - 1];
+    __syncthreads();
+  }
+  if (tid == 0) a.offsets[a.axis] = carry;
+  for (i64 r = tid; r < a.axis; r += NT) a.cursor[r] = a.offsets[r];
+  __syncthreads();
+  for (i64 base = 0; base < a.n; base += NT) {
+    i64 i = base + tid;
+    int r = i < a.n ? a.idx[i] : -1;
+    bool valid = r >= 0 && r < a.axis;
+    sh[tid] = valid ? r : -1;
+    __syncthreads();
+    int rank = 0;
+    bool last = true;
+    if (valid) {
+      for (int t = 0; t < NT; t++) {
+        if (sh[t] != r || t == tid) continue;
+        if (t < tid) rank++;
+        else last = false;
+      }
+      a.order[a.cursor[r] + rank] = (int)i;
+    }
+    __syncthreads();
+    if (valid && last) a.cursor[r] += rank + 1;
+    __syncthreads();
+  }
+}
+KERNEL_SYNC(on_take_index_i32, TakeIndexArgs) { take_index_k(a); }
+
+// TakeGrad, second half: a thread per element (o, r, in) of dx adds its
+// entries' elements of dy in order, in the element type (as the CPU does).
+template <typename T> struct TakeGradArgs { i64 outer, axis, inner, n; const int *offsets; const int *order; const T *dy; T *dx; };
+template <typename T> __device__ void take_grad_k(const TakeGradArgs<T> &a) {
+  GRID_LOOP(e, a.outer * a.axis * a.inner) {
+    i64 in = e % a.inner, row = e / a.inner, r = row % a.axis, o = row / a.axis;
+    T s = 0;
+    for (i64 p = a.offsets[r]; p < a.offsets[r + 1]; p++) s += a.dy[(o * a.n + a.order[p]) * a.inner + in];
+    a.dx[e] = s;
+  }
+}
+KERNEL(on_take_grad_f32, TakeGradArgs<float>) { take_grad_k(a); }
+KERNEL(on_take_grad_f64, TakeGradArgs<double>) { take_grad_k(a); }
+
+// ---- reductions and softmax (backend/reductions.go) ---------------------------------------------
 
 // Reduce with Inner == 1: a block per row of Mid elements.
 template <typename T> struct ReduceArgs { i64 op, outer, mid, inner; const T *src; T *dst; };
@@ -254,6 +393,40 @@ template <typename T> __device__ void reduce_rows_k(const ReduceArgs<T> &a) {
 }
 KERNEL_SYNC(on_reduce_rows_f32, ReduceArgs<float>) { reduce_rows_k(a); }
 KERNEL_SYNC(on_reduce_rows_f64, ReduceArgs<double>) { reduce_rows_k(a); }
+
+// Two-stage column sums (many rows, few columns).
+
+// Reduce (sum) with Inner > 1 over a long middle axis, first stage: block
+// (c, b) sums rows [c*mid/chunks, (c+1)*mid/chunks) of columns b*NT.. into
+// part[c][o*inner + in], in double.
+template <typename T> struct PartialArgs { i64 outer, mid, inner, chunks; const T *src; double *part; };
+template <typename T> __device__ void sum_partial_k(const PartialArgs<T> &a) {
+  i64 cols = a.outer * a.inner, colBlocks = (cols + NT - 1) / NT;
+  for (i64 blk = blockIdx.x; blk < colBlocks * a.chunks; blk += gridDim.x) {
+    i64 c = blk / colBlocks, col = (blk % colBlocks) * NT + threadIdx.x;
+    if (col >= cols) continue;
+    i64 o = col / a.inner, in = col % a.inner;
+    i64 lo = c * a.mid / a.chunks, hi = (c + 1) * a.mid / a.chunks;
+    const T *p = a.src + o * a.mid * a.inner + in;
+    double s = 0;
+    for (i64 m = lo; m < hi; m++) s += (double)p[m * a.inner];
+    a.part[c * cols + col] = s;
+  }
+}
+KERNEL(on_sum_partial_f32, PartialArgs<float>) { sum_partial_k(a); }
+KERNEL(on_sum_partial_f64, PartialArgs<double>) { sum_partial_k(a); }
+
+// Second stage: dst[col] = the chunks' partial sums, in order.
+template <typename T> struct PartsArgs { i64 cols, chunks; const double *part; T *dst; };
+template <typename T> __device__ void sum_parts_k(const PartsArgs<T> &a) {
+  GRID_LOOP(col, a.cols) {
+    double s = 0;
+    for (i64 c = 0; c < a.chunks; c++) s += a.part[c * a.cols + col];
+    a.dst[col] = (T)s;
+  }
+}
+KERNEL(on_sum_parts_f32, PartsArgs<float>) { sum_parts_k(a); }
+KERNEL(on_sum_parts_f64, PartsArgs<double>) { sum_parts_k(a); }
 
 // Reduce with Inner > 1: a thread per output, down the middle axis.
 template <typename T, typename U> __device__ void reduce_mid_k(const ReduceArgs<T> &a) {
@@ -379,8 +552,6 @@ template <typename T> __device__ void softmax_grad_rows_k(const SoftmaxGradArgs<
 KERNEL_SYNC(on_softmax_grad_rows_f32, SoftmaxGradArgs<float>) { softmax_grad_rows_k(a); }
 KERNEL_SYNC(on_softmax_grad_rows_f64, SoftmaxGradArgs<double>) { softmax_grad_rows_k(a); }
 
-// ---- checks ---------------------------------------------------------------------
-
 template <typename T> struct FiniteArgs { i64 n; const T *src; int *flag; };
 template <typename T> __device__ void finite_k(const FiniteArgs<T> &a) {
   bool bad = false;
@@ -446,39 +617,188 @@ template <typename T> __device__ void count_correct_k(const CorrectArgs<T> &a) {
 KERNEL_SYNC(on_count_correct_f32, CorrectArgs<float>) { count_correct_k(a); }
 KERNEL_SYNC(on_count_correct_f64, CorrectArgs<double>) { count_correct_k(a); }
 
-// ---- rows (RSDM's submatrices) ------------------------------------------------------
-
-// fault records the first bad row index: fault[0] = 1, then the index, its
-// entry and the number of rows; the backend reports it at the next sync.
-__device__ void fault_row(u64 *fault, i64 r, i64 entry, i64 limit) {
-  if (atomicCAS(&fault[0], 0ULL, 1ULL) == 0ULL) {
-    fault[1] = (u64)r;
-    fault[2] = (u64)entry;
-    fault[3] = (u64)limit;
-  }
-}
-
-template <typename T> struct RowsArgs { i64 n, width, limit, gather; const int *rows; const T *src; T *dst; u64 *fault; };
-template <typename T, typename U> __device__ void rows_k(const RowsArgs<T> &a) {
-  U width = (U)a.width;
-  GRID_LOOP_T(U, i, a.n * a.width) {
-    U e = i / width, c = i % width;
-    i64 r = a.rows[e];
-    if (r < 0 || r >= a.limit) {
-      fault_row(a.fault, r, (i64)e, a.limit);
-      continue;
+// Sparsemax: a block per row. Element j is in the support where 1 + k z_j
+// exceeds the sum of the k elements at least z_j (z the row less its
+// maximum); tau = (sum of the support - 1) / its size. Counts and sums in
+// double; O(cols^2 / NT) per thread.
+template <typename T> struct SparsemaxArgs { i64 rows, cols; const T *src; T *dst; };
+template <typename T> __device__ void sparsemax_k(const SparsemaxArgs<T> &a) {
+  SHARED(double, shd, NT);
+  SHARED(T, sht, NT);
+  for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const T *x = a.src + r * a.cols;
+    T *y = a.dst + r * a.cols;
+    T m = x[0];
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) m = nanmax(m, x[j]);
+    m = block_max(m, sht);
+    double size = 0, support = 0;
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) {
+      T zj = x[j] - m;
+      double k = 0, s = 0;
+      for (i64 i = 0; i < a.cols; i++) {
+        T zi = x[i] - m;
+        if (zi >= zj) {
+          k += 1;
+          s += (double)zi;
+        }
+      }
+      if (1 + k * (double)zj > s) {
+        size += 1;
+        support += (double)zj;
+      }
     }
-    U at = (U)r * width + c;
-    if (a.gather) a.dst[i] = a.src[at];
-    else a.dst[at] = a.src[i];
+    size = block_sum(size, shd);
+    support = block_sum(support, shd);
+    double tau = (support - 1) / size;
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) {
+      double v = (double)(x[j] - m) - tau;
+      y[j] = (T)(v > 0 ? v : 0);
+    }
   }
 }
-KERNEL(on_rows_f32, RowsArgs<float>) { rows_k<float, i64>(a); }
-KERNEL(on_rows_f64, RowsArgs<double>) { rows_k<double, i64>(a); }
-KERNEL(on_rows_x32_f32, RowsArgs<float>) { rows_k<float, u32>(a); }
-KERNEL(on_rows_x32_f64, RowsArgs<double>) { rows_k<double, u32>(a); }
+KERNEL_SYNC(on_sparsemax_f32, SparsemaxArgs<float>) { sparsemax_k(a); }
+KERNEL_SYNC(on_sparsemax_f64, SparsemaxArgs<double>) { sparsemax_k(a); }
 
-// ---- fused layers -------------------------------------------------------------------
+// SparsemaxGrad: a block per row; dx = s (dy - sum(s dy) / sum(s)), s the
+// support (y != 0), the sums in double.
+template <typename T> struct SparsemaxGradArgs { i64 rows, cols; const T *y; const T *dy; T *dx; };
+template <typename T> __device__ void sparsemax_grad_k(const SparsemaxGradArgs<T> &a) {
+  SHARED(double, shd, NT);
+  for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    const T *y = a.y + r * a.cols, *dy = a.dy + r * a.cols;
+    T *dx = a.dx + r * a.cols;
+    double s = 0, k = 0;
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) {
+      if (y[j] != (T)0) {
+        s += (double)dy[j];
+        k += 1;
+      }
+    }
+    s = block_sum(s, shd);
+    k = block_sum(k, shd);
+    double mean = k > 0 ? s / k : 0;
+    for (i64 j = threadIdx.x; j < a.cols; j += NT) dx[j] = y[j] != (T)0 ? (T)((double)dy[j] - mean) : (T)0;
+  }
+}
+KERNEL_SYNC(on_sparsemax_grad_f32, SparsemaxGradArgs<float>) { sparsemax_grad_k(a); }
+KERNEL_SYNC(on_sparsemax_grad_f64, SparsemaxGradArgs<double>) { sparsemax_grad_k(a); }
+
+// ---- products (backend/products.go) -------------------------------------------------------------
+
+// scale_strided is a product over an empty inner dimension: C = beta C over
+// a strided batch of m x n matrices (0 where beta is 0, C not read).
+template <typename T> struct ScaleArgs { i64 batch, m, n, ldc, stride; double beta; T *c; };
+template <typename T, typename U> __device__ void scale_strided_k(const ScaleArgs<T> &a) {
+  T beta = (T)a.beta;
+  U m = (U)a.m, n = (U)a.n;
+  GRID_LOOP_T(U, i, a.batch * a.m * a.n) {
+    U b = i / (m * n), r = (i / n) % m, j = i % n;
+    T *p = a.c + b * (U)a.stride + r * (U)a.ldc + j;
+    *p = a.beta == 0 ? (T)0 : beta * *p;
+  }
+}
+KERNEL(on_scale_strided_f32, ScaleArgs<float>) { scale_strided_k<float, i64>(a); }
+KERNEL(on_scale_strided_f64, ScaleArgs<double>) { scale_strided_k<double, i64>(a); }
+KERNEL(on_scale_strided_x32_f32, ScaleArgs<float>) { scale_strided_k<float, u32>(a); }
+KERNEL(on_scale_strided_x32_f64, ScaleArgs<double>) { scale_strided_k<double, u32>(a); }
+
+// ---- linear algebra: the Q factor, by Cholesky QR twice (backend/linalg.go) ---------------------
+
+// Cholesky: the upper factor R (in double, n x n) of the Gram matrix G (T,
+// n x n) = R^T R, by one block; a pivot that is not above tol times its
+// diagonal entry of G (a column all but in the span of those before it)
+// records fault 2 with its index and stops.
+template <typename T> struct CholArgs { i64 n; double tol; const T *g; double *r; u64 *fault; };
+template <typename T> __device__ void chol_k(const CholArgs<T> &a) {
+  SHARED(int, bad, 1);
+  SHARED(double, d, 1);
+  i64 n = a.n;
+  // Thread 0 alone reads shared data before the pivot's barrier, and only
+  // what it wrote itself (a.r[0] here, the next pivot at the end of each
+  // step: t = 0 is thread 0), so the copy and each step need no barrier of
+  // their own after them.
+  for (i64 i = threadIdx.x; i < n * n; i += NT) a.r[i] = (double)a.g[i];
+  if (threadIdx.x == 0) bad[0] = 0;
+  for (i64 k = 0; k < n; k++) {
+    if (threadIdx.x == 0) {
+      double p = a.r[k * n + k];
+      if (!(p > a.tol * (double)a.g[k * n + k]) || !finite_bits(p)) {
+        bad[0] = 1;
+        if (atomicCAS(&a.fault[0], 0ULL, 2ULL) == 0ULL) {
+          a.fault[1] = (u64)k;
+          a.fault[2] = (u64)n;
+        }
+      } else {
+        d[0] = sqrt(p);
+        a.r[k * n + k] = d[0];
+      }
+    }
+    __syncthreads();
+    if (bad[0]) break;
+    for (i64 j = k + 1 + threadIdx.x; j < n; j += NT) a.r[k * n + j] /= d[0];
+    __syncthreads();
+    i64 m = n - k - 1;
+    for (i64 t = threadIdx.x; t < m * m; t += NT) {
+      i64 i = k + 1 + t / m, j = k + 1 + t % m;
+      if (j >= i) a.r[i * n + j] -= a.r[k * n + i] * a.r[k * n + j];
+    }
+  }
+}
+KERNEL_SYNC(on_cholesky_f32, CholArgs<float>) { chol_k(a); }
+KERNEL_SYNC(on_cholesky_f64, CholArgs<double>) { chol_k(a); }
+
+// A (m x n) = A R^-1 for the upper R (double): a thread per row, in double.
+template <typename T> struct TrsmArgs { i64 m, n; T *a; const double *r; u64 *fault; };
+template <typename T> __device__ void trsm_k(const TrsmArgs<T> &a) {
+  if (a.fault[0] == 2) return; // the factorization failed: leave A
+  GRID_LOOP(row, a.m) {
+    T *x = a.a + row * a.n;
+    for (i64 j = 0; j < a.n; j++) {
+      double s = (double)x[j];
+      for (i64 i = 0; i < j; i++) s -= (double)x[i] * a.r[i * a.n + j];
+      x[j] = (T)(s / a.r[j * a.n + j]);
+    }
+  }
+}
+KERNEL(on_trsm_f32, TrsmArgs<float>) { trsm_k(a); }
+KERNEL(on_trsm_f64, TrsmArgs<double>) { trsm_k(a); }
+
+// diag_save copies the diagonal of the n x n G into d (double), for
+// potrf_check.
+template <typename T> struct DiagArgs { i64 n; const T *g; double *d; };
+template <typename T> __device__ void diag_save_k(const DiagArgs<T> &a) {
+  GRID_LOOP(k, a.n) a.d[k] = (double)a.g[k * a.n + k];
+}
+KERNEL(on_diag_save_f32, DiagArgs<float>) { diag_save_k(a); }
+KERNEL(on_diag_save_f64, DiagArgs<double>) { diag_save_k(a); }
+
+// potrf_check records fault 2 where cuSOLVER's Cholesky failed (info) or a
+// pivot R_kk^2 is not above tol times G's diagonal entry d[k], with the
+// first such pivot and the order, and then sets R to the identity; it
+// clears the info.
+template <typename T> struct PotrfCheckArgs { i64 n; double tol; int *info; const T *r; const double *d; u64 *fault; };
+template <typename T> __device__ void potrf_check_k(const PotrfCheckArgs<T> &a) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  i64 bad = a.info[0] > 0 ? a.info[0] - 1 : -1;
+  for (i64 k = 0; bad < 0 && k < a.n; k++) {
+    double p = (double)a.r[k * a.n + k];
+    if (!(p * p > a.tol * a.d[k]) || !finite_bits(p)) bad = k;
+  }
+  if (bad >= 0) {
+    if (atomicCAS(&a.fault[0], 0ULL, 2ULL) == 0ULL) {
+      a.fault[1] = (u64)bad;
+      a.fault[2] = (u64)a.n;
+    }
+    // R = I, so that the solve after leaves the matrix as it was.
+    T *r = (T *)a.r;
+    for (i64 k = 0; k < a.n * a.n; k++) r[k] = k / a.n == k % a.n ? (T)1 : (T)0;
+  }
+  a.info[0] = 0;
+}
+KERNEL(on_potrf_check_f32, PotrfCheckArgs<float>) { potrf_check_k(a); }
+KERNEL(on_potrf_check_f64, PotrfCheckArgs<double>) { potrf_check_k(a); }
+
+// ---- fused layers (backend/fused.go) ------------------------------------------------------------
 
 // block_lse returns to every thread of the block the log-sum-exp of the n
 // values at z, computed stably: the maximum in the element type, the sum of
@@ -627,6 +947,29 @@ template <typename T> __device__ void ln_param_k(const LNParamArgs<T> &a) {
 KERNEL(on_layer_norm_param_f32, LNParamArgs<float>) { ln_param_k(a); }
 KERNEL(on_layer_norm_param_f64, LNParamArgs<double>) { ln_param_k(a); }
 
+// LayerNormParamGrad over many rows, first stage: block (c, b) sums, for
+// columns b*NT.. and rows of chunk c, dy * xhat and dy into part[c][j] and
+// part[c][d + j].
+template <typename T> struct LNPartArgs { i64 rows, d, chunks; const T *x; const T *dy; const double *stats; double *part; };
+template <typename T> __device__ void ln_param_partial_k(const LNPartArgs<T> &a) {
+  i64 colBlocks = (a.d + NT - 1) / NT;
+  for (i64 blk = blockIdx.x; blk < colBlocks * a.chunks; blk += gridDim.x) {
+    i64 c = blk / colBlocks, j = (blk % colBlocks) * NT + threadIdx.x;
+    if (j >= a.d) continue;
+    i64 lo = c * a.rows / a.chunks, hi = (c + 1) * a.rows / a.chunks;
+    double dg = 0, db = 0;
+    for (i64 r = lo; r < hi; r++) {
+      double g = (double)a.dy[r * a.d + j];
+      dg += g * ((double)a.x[r * a.d + j] - a.stats[2 * r]) * a.stats[2 * r + 1];
+      db += g;
+    }
+    a.part[c * 2 * a.d + j] = dg;
+    a.part[c * 2 * a.d + a.d + j] = db;
+  }
+}
+KERNEL(on_layer_norm_param_partial_f32, LNPartArgs<float>) { ln_param_partial_k(a); }
+KERNEL(on_layer_norm_param_partial_f64, LNPartArgs<double>) { ln_param_partial_k(a); }
+
 template <typename T> struct BiasActArgs { i64 rows, n, act, grad; const T *x; const T *bias; const T *dy; T *out; };
 template <typename T, typename U> __device__ void bias_act_k(const BiasActArgs<T> &a) {
   U n = (U)a.n;
@@ -648,7 +991,28 @@ KERNEL(on_bias_act_f64, BiasActArgs<double>) { bias_act_k<double, i64>(a); }
 KERNEL(on_bias_act_x32_f32, BiasActArgs<float>) { bias_act_k<float, u32>(a); }
 KERNEL(on_bias_act_x32_f64, BiasActArgs<double>) { bias_act_k<double, u32>(a); }
 
-// ---- optimizer steps (backend/step.go) ------------------------------------------------
+// YOLODecode: a thread per element of the (batch, cells * boxes, attrs)
+// destination.
+template <typename T> struct YoloArgs { i64 batch, boxes, attrs, grid; double stride; const T *anchors; const T *src; T *dst; };
+template <typename T> __device__ void yolo_k(const YoloArgs<T> &a) {
+  i64 cells = a.grid * a.grid;
+  T stride = (T)a.stride;
+  GRID_LOOP(e, a.batch * cells * a.boxes * a.attrs) {
+    i64 k = e % a.attrs, row = e / a.attrs;
+    i64 box = row % a.boxes, cell = (row / a.boxes) % cells, b = row / (a.boxes * cells);
+    T v = a.src[((b * a.boxes + box) * a.attrs + k) * cells + cell];
+    T out;
+    if (k == 0) out = ((T)1 / ((T)1 + m_exp(-v)) + (T)(cell % a.grid)) * stride;
+    else if (k == 1) out = ((T)1 / ((T)1 + m_exp(-v)) + (T)(cell / a.grid)) * stride;
+    else if (k < 4) out = m_exp(v) * a.anchors[2 * box + k - 2] * stride;
+    else out = (T)1 / ((T)1 + m_exp(-v));
+    a.dst[e] = out;
+  }
+}
+KERNEL(on_yolo_f32, YoloArgs<float>) { yolo_k(a); }
+KERNEL(on_yolo_f64, YoloArgs<double>) { yolo_k(a); }
+
+// ---- optimizer steps (backend/step.go) ----------------------------------------------------------
 
 template <typename T> struct SGDArgs { i64 n; double momentum, decay; T *w; const T *g; T *mom; const double *lr; };
 template <typename T> __device__ void sgd_k(const SGDArgs<T> &a) {
@@ -781,69 +1145,9 @@ KERNEL(on_symmetrize_f64, SymArgs<double>) { sym_k<double, i64>(a); }
 KERNEL(on_symmetrize_x32_f32, SymArgs<float>) { sym_k<float, u32>(a); }
 KERNEL(on_symmetrize_x32_f64, SymArgs<double>) { sym_k<double, u32>(a); }
 
-// ---- the Q factor, by Cholesky QR twice ----------------------------------------------------
+// ---- random draws (backend/random.go) -----------------------------------------------------------
 
-// Cholesky: the upper factor R (in double, n x n) of the Gram matrix G (T,
-// n x n) = R^T R, by one block; a pivot that is not above tol times its
-// diagonal entry of G (a column all but in the span of those before it)
-// records fault 2 with its index and stops.
-template <typename T> struct CholArgs { i64 n; double tol; const T *g; double *r; u64 *fault; };
-template <typename T> __device__ void chol_k(const CholArgs<T> &a) {
-  SHARED(int, bad, 1);
-  SHARED(double, d, 1);
-  i64 n = a.n;
-  // Thread 0 alone reads shared data before the pivot's barrier, and only
-  // what it wrote itself (a.r[0] here, the next pivot at the end of each
-  // step: t = 0 is thread 0), so the copy and each step need no barrier of
-  // their own after them.
-  for (i64 i = threadIdx.x; i < n * n; i += NT) a.r[i] = (double)a.g[i];
-  if (threadIdx.x == 0) bad[0] = 0;
-  for (i64 k = 0; k < n; k++) {
-    if (threadIdx.x == 0) {
-      double p = a.r[k * n + k];
-      if (!(p > a.tol * (double)a.g[k * n + k]) || !finite_bits(p)) {
-        bad[0] = 1;
-        if (atomicCAS(&a.fault[0], 0ULL, 2ULL) == 0ULL) {
-          a.fault[1] = (u64)k;
-          a.fault[2] = (u64)n;
-        }
-      } else {
-        d[0] = sqrt(p);
-        a.r[k * n + k] = d[0];
-      }
-    }
-    __syncthreads();
-    if (bad[0]) break;
-    for (i64 j = k + 1 + threadIdx.x; j < n; j += NT) a.r[k * n + j] /= d[0];
-    __syncthreads();
-    i64 m = n - k - 1;
-    for (i64 t = threadIdx.x; t < m * m; t += NT) {
-      i64 i = k + 1 + t / m, j = k + 1 + t % m;
-      if (j >= i) a.r[i * n + j] -= a.r[k * n + i] * a.r[k * n + j];
-    }
-  }
-}
-KERNEL_SYNC(on_cholesky_f32, CholArgs<float>) { chol_k(a); }
-KERNEL_SYNC(on_cholesky_f64, CholArgs<double>) { chol_k(a); }
-
-// A (m x n) = A R^-1 for the upper R (double): a thread per row, in double.
-template <typename T> struct TrsmArgs { i64 m, n; T *a; const double *r; u64 *fault; };
-template <typename T> __device__ void trsm_k(const TrsmArgs<T> &a) {
-  if (a.fault[0] == 2) return; // the factorization failed: leave A
-  GRID_LOOP(row, a.m) {
-    T *x = a.a + row * a.n;
-    for (i64 j = 0; j < a.n; j++) {
-      double s = (double)x[j];
-      for (i64 i = 0; i < j; i++) s -= (double)x[i] * a.r[i * a.n + j];
-      x[j] = (T)(s / a.r[j * a.n + j]);
-    }
-  }
-}
-KERNEL(on_trsm_f32, TrsmArgs<float>) { trsm_k(a); }
-KERNEL(on_trsm_f64, TrsmArgs<double>) { trsm_k(a); }
-
-// ---- dropout masks (backend.DropoutDraw, bit for bit) ------------------------------------
-
+// Dropout masks: backend.DropoutDraw, bit for bit.
 __device__ __forceinline__ u64 mix64(u64 z) {
   z += 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -863,210 +1167,7 @@ template <typename T> __device__ void mask_k(const MaskArgs<T> &a) {
 KERNEL(on_dropout_mask_f32, MaskArgs<float>) { mask_k(a); }
 KERNEL(on_dropout_mask_f64, MaskArgs<double>) { mask_k(a); }
 
-// ---- two-stage column sums (many rows, few columns) --------------------------------------
-
-// Reduce (sum) with Inner > 1 over a long middle axis, first stage: block
-// (c, b) sums rows [c*mid/chunks, (c+1)*mid/chunks) of columns b*NT.. into
-// part[c][o*inner + in], in double.
-template <typename T> struct PartialArgs { i64 outer, mid, inner, chunks; const T *src; double *part; };
-template <typename T> __device__ void sum_partial_k(const PartialArgs<T> &a) {
-  i64 cols = a.outer * a.inner, colBlocks = (cols + NT - 1) / NT;
-  for (i64 blk = blockIdx.x; blk < colBlocks * a.chunks; blk += gridDim.x) {
-    i64 c = blk / colBlocks, col = (blk % colBlocks) * NT + threadIdx.x;
-    if (col >= cols) continue;
-    i64 o = col / a.inner, in = col % a.inner;
-    i64 lo = c * a.mid / a.chunks, hi = (c + 1) * a.mid / a.chunks;
-    const T *p = a.src + o * a.mid * a.inner + in;
-    double s = 0;
-    for (i64 m = lo; m < hi; m++) s += (double)p[m * a.inner];
-    a.part[c * cols + col] = s;
-  }
-}
-KERNEL(on_sum_partial_f32, PartialArgs<float>) { sum_partial_k(a); }
-KERNEL(on_sum_partial_f64, PartialArgs<double>) { sum_partial_k(a); }
-
-// Second stage: dst[col] = the chunks' partial sums, in order.
-template <typename T> struct PartsArgs { i64 cols, chunks; const double *part; T *dst; };
-template <typename T> __device__ void sum_parts_k(const PartsArgs<T> &a) {
-  GRID_LOOP(col, a.cols) {
-    double s = 0;
-    for (i64 c = 0; c < a.chunks; c++) s += a.part[c * a.cols + col];
-    a.dst[col] = (T)s;
-  }
-}
-KERNEL(on_sum_parts_f32, PartsArgs<float>) { sum_parts_k(a); }
-KERNEL(on_sum_parts_f64, PartsArgs<double>) { sum_parts_k(a); }
-
-// LayerNormParamGrad over many rows, first stage: block (c, b) sums, for
-// columns b*NT.. and rows of chunk c, dy * xhat and dy into part[c][j] and
-// part[c][d + j].
-template <typename T> struct LNPartArgs { i64 rows, d, chunks; const T *x; const T *dy; const double *stats; double *part; };
-template <typename T> __device__ void ln_param_partial_k(const LNPartArgs<T> &a) {
-  i64 colBlocks = (a.d + NT - 1) / NT;
-  for (i64 blk = blockIdx.x; blk < colBlocks * a.chunks; blk += gridDim.x) {
-    i64 c = blk / colBlocks, j = (blk % colBlocks) * NT + threadIdx.x;
-    if (j >= a.d) continue;
-    i64 lo = c * a.rows / a.chunks, hi = (c + 1) * a.rows / a.chunks;
-    double dg = 0, db = 0;
-    for (i64 r = lo; r < hi; r++) {
-      double g = (double)a.dy[r * a.d + j];
-      dg += g * ((double)a.x[r * a.d + j] - a.stats[2 * r]) * a.stats[2 * r + 1];
-      db += g;
-    }
-    a.part[c * 2 * a.d + j] = dg;
-    a.part[c * 2 * a.d + a.d + j] = db;
-  }
-}
-KERNEL(on_layer_norm_param_partial_f32, LNPartArgs<float>) { ln_param_partial_k(a); }
-KERNEL(on_layer_norm_param_partial_f64, LNPartArgs<double>) { ln_param_partial_k(a); }
-
-// diag_save copies the diagonal of the n x n G into d (double), for
-// potrf_check.
-template <typename T> struct DiagArgs { i64 n; const T *g; double *d; };
-template <typename T> __device__ void diag_save_k(const DiagArgs<T> &a) {
-  GRID_LOOP(k, a.n) a.d[k] = (double)a.g[k * a.n + k];
-}
-KERNEL(on_diag_save_f32, DiagArgs<float>) { diag_save_k(a); }
-KERNEL(on_diag_save_f64, DiagArgs<double>) { diag_save_k(a); }
-
-// potrf_check records fault 2 where cuSOLVER's Cholesky failed (info) or a
-// pivot R_kk^2 is not above tol times G's diagonal entry d[k], with the
-// first such pivot and the order, and then sets R to the identity; it
-// clears the info.
-template <typename T> struct PotrfCheckArgs { i64 n; double tol; int *info; const T *r; const double *d; u64 *fault; };
-template <typename T> __device__ void potrf_check_k(const PotrfCheckArgs<T> &a) {
-  if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  i64 bad = a.info[0] > 0 ? a.info[0] - 1 : -1;
-  for (i64 k = 0; bad < 0 && k < a.n; k++) {
-    double p = (double)a.r[k * a.n + k];
-    if (!(p * p > a.tol * a.d[k]) || !finite_bits(p)) bad = k;
-  }
-  if (bad >= 0) {
-    if (atomicCAS(&a.fault[0], 0ULL, 2ULL) == 0ULL) {
-      a.fault[1] = (u64)bad;
-      a.fault[2] = (u64)a.n;
-    }
-    // R = I, so that the solve after leaves the matrix as it was.
-    T *r = (T *)a.r;
-    for (i64 k = 0; k < a.n * a.n; k++) r[k] = k / a.n == k % a.n ? (T)1 : (T)0;
-  }
-  a.info[0] = 0;
-}
-KERNEL(on_potrf_check_f32, PotrfCheckArgs<float>) { potrf_check_k(a); }
-KERNEL(on_potrf_check_f64, PotrfCheckArgs<double>) { potrf_check_k(a); }
-
-// scale_strided is a product over an empty inner dimension: C = beta C over
-// a strided batch of m x n matrices (0 where beta is 0, C not read).
-template <typename T> struct ScaleArgs { i64 batch, m, n, ldc, stride; double beta; T *c; };
-template <typename T, typename U> __device__ void scale_strided_k(const ScaleArgs<T> &a) {
-  T beta = (T)a.beta;
-  U m = (U)a.m, n = (U)a.n;
-  GRID_LOOP_T(U, i, a.batch * a.m * a.n) {
-    U b = i / (m * n), r = (i / n) % m, j = i % n;
-    T *p = a.c + b * (U)a.stride + r * (U)a.ldc + j;
-    *p = a.beta == 0 ? (T)0 : beta * *p;
-  }
-}
-KERNEL(on_scale_strided_f32, ScaleArgs<float>) { scale_strided_k<float, i64>(a); }
-KERNEL(on_scale_strided_f64, ScaleArgs<double>) { scale_strided_k<double, i64>(a); }
-KERNEL(on_scale_strided_x32_f32, ScaleArgs<float>) { scale_strided_k<float, u32>(a); }
-KERNEL(on_scale_strided_x32_f64, ScaleArgs<double>) { scale_strided_k<double, u32>(a); }
-
-// ---- batch normalization (backend.BatchNorm, backend.BatchNormGrad) ----------------------
-
-// bn_at is the index of value j (of batch * spatial) of channel ch in a
-// row-major (batch, c, spatial) array.
-__device__ __forceinline__ i64 bn_at(i64 j, i64 ch, i64 c, i64 spatial) { return (j / spatial * c + ch) * spatial + j % spatial; }
-
-// bn_stats takes a block per channel ch: its mean and 1/sqrt(var + eps)
-// (the biased variance) into st[4ch] and st[4ch+1], in double; without dy
-// the sum of squared deviations into st[4ch+2], with dy the sums of dy and
-// of (x - mean) dy into st[4ch+2] and st[4ch+3]. With update, the running
-// mean and (unbiased) variance move towards the batch's by momentum.
-template <typename T> struct BNStatsArgs { i64 batch, c, spatial, update; double momentum, eps; const T *x; const T *dy; T *mean; T *var; double *st; };
-template <typename T> __device__ void bn_stats_k(const BNStatsArgs<T> &a) {
-  SHARED(double, sh, NT);
-  i64 n = a.batch * a.spatial;
-  for (i64 ch = blockIdx.x; ch < a.c; ch += gridDim.x) {
-    double s = 0;
-    for (i64 j = threadIdx.x; j < n; j += NT) s += (double)a.x[bn_at(j, ch, a.c, a.spatial)];
-    double mean = block_sum(s, sh) / (double)n;
-    double v = 0;
-    for (i64 j = threadIdx.x; j < n; j += NT) {
-      double d = (double)a.x[bn_at(j, ch, a.c, a.spatial)] - mean;
-      v += d * d;
-    }
-    double ss = block_sum(v, sh), g = 0, gd = 0;
-    if (a.dy) { // the same for every thread of the block
-      for (i64 j = threadIdx.x; j < n; j += NT) {
-        i64 i = bn_at(j, ch, a.c, a.spatial);
-        double d = (double)a.dy[i];
-        g += d;
-        gd += ((double)a.x[i] - mean) * d;
-      }
-      g = block_sum(g, sh);
-      gd = block_sum(gd, sh);
-    }
-    if (threadIdx.x == 0) {
-      a.st[4 * ch] = mean;
-      a.st[4 * ch + 1] = 1 / sqrt(ss / (double)n + a.eps);
-      a.st[4 * ch + 2] = a.dy ? g : ss;
-      a.st[4 * ch + 3] = gd;
-      if (a.update) {
-        a.mean[ch] = (T)(a.momentum * mean + (1 - a.momentum) * (double)a.mean[ch]);
-        a.var[ch] = (T)(a.momentum * (ss / (double)(n - 1)) + (1 - a.momentum) * (double)a.var[ch]);
-      }
-    }
-  }
-}
-KERNEL_SYNC(on_batch_norm_stats_f32, BNStatsArgs<float>) { bn_stats_k(a); }
-KERNEL_SYNC(on_batch_norm_stats_f64, BNStatsArgs<double>) { bn_stats_k(a); }
-
-// bn_running: the running mean (where there is one) and 1/sqrt(var + eps)
-// into st as bn_stats lays them out.
-template <typename T> struct BNRunArgs { i64 c; double eps; const T *mean; const T *var; double *st; };
-template <typename T> __device__ void bn_running_k(const BNRunArgs<T> &a) {
-  GRID_LOOP(ch, a.c) {
-    if (a.mean) a.st[4 * ch] = (double)a.mean[ch];
-    a.st[4 * ch + 1] = 1 / sqrt((double)a.var[ch] + a.eps);
-  }
-}
-KERNEL(on_batch_norm_running_f32, BNRunArgs<float>) { bn_running_k(a); }
-KERNEL(on_batch_norm_running_f64, BNRunArgs<double>) { bn_running_k(a); }
-
-// bn_apply: y = (x - mean) rstd, in the element type.
-template <typename T> struct BNApplyArgs { i64 n, c, spatial; const T *x; const double *st; T *y; };
-template <typename T> __device__ void bn_apply_k(const BNApplyArgs<T> &a) {
-  GRID_LOOP(i, a.n) {
-    i64 ch = i / a.spatial % a.c;
-    T m = (T)a.st[4 * ch], rs = (T)a.st[4 * ch + 1];
-    a.y[i] = (a.x[i] - m) * rs;
-  }
-}
-KERNEL(on_batch_norm_apply_f32, BNApplyArgs<float>) { bn_apply_k(a); }
-KERNEL(on_batch_norm_apply_f64, BNApplyArgs<double>) { bn_apply_k(a); }
-
-// bn_grad_apply: in training dx = (dy - sum(dy)/n - (x - mean) k) rstd with
-// k = sum((x - mean) dy) rstd^2 / n, in inference dx = dy rstd.
-template <typename T> struct BNGradArgs { i64 n, c, spatial, training; const T *x; const T *dy; const double *st; T *dx; };
-template <typename T> __device__ void bn_grad_apply_k(const BNGradArgs<T> &a) {
-  double count = (double)(a.n / a.c);
-  GRID_LOOP(i, a.n) {
-    i64 ch = i / a.spatial % a.c;
-    const double *st = a.st + 4 * ch;
-    T rs = (T)st[1];
-    if (!a.training) {
-      a.dx[i] = a.dy[i] * rs;
-      continue;
-    }
-    T m = (T)st[0], gm = (T)(st[2] / count), k = (T)(st[3] * st[1] * st[1] / count);
-    a.dx[i] = (a.dy[i] - gm - (a.x[i] - m) * k) * rs;
-  }
-}
-KERNEL(on_batch_norm_grad_apply_f32, BNGradArgs<float>) { bn_grad_apply_k(a); }
-KERNEL(on_batch_norm_grad_apply_f64, BNGradArgs<double>) { bn_grad_apply_k(a); }
-
-// ---- gorgonia's dropout and random nodes (backend.Dropout, backend.Random) ----------------
+// Gorgonia's dropout and random nodes (backend.Dropout, backend.Random).
 //
 // The draws are backend.RandomDraw's bit for bit: mix64 as above, and
 // arithmetic in +, -, *, / and sqrt alone, each correctly rounded (NVRTC
@@ -1165,198 +1266,101 @@ template <typename T> __device__ void random_k(const RandomArgs<T> &a) {
 KERNEL(on_random_f32, RandomArgs<float>) { random_k(a); }
 KERNEL(on_random_f64, RandomArgs<double>) { random_k(a); }
 
-// ---- Gorgonia's other ops (backend/index.go, backend/ops.go) ------------------------------
+// ---- batch normalization (backend/norm.go) ------------------------------------------------------
 
-// Take: a thread per destination element (o, i, in) of an (outer, n, inner)
-// array, from src[o, idx[i], in]; a bad index records fault 1 and is skipped.
-template <typename T> struct TakeArgs { i64 outer, axis, inner, n; const int *idx; const T *src; T *dst; u64 *fault; };
-template <typename T> __device__ void take_k(const TakeArgs<T> &a) {
-  GRID_LOOP(e, a.outer * a.n * a.inner) {
-    i64 in = e % a.inner, row = e / a.inner, i = row % a.n, o = row / a.n;
-    i64 r = a.idx[i];
-    if (r < 0 || r >= a.axis) {
-      fault_row(a.fault, r, i, a.axis);
+// bn_at is the index of value j (of batch * spatial) of channel ch in a
+// row-major (batch, c, spatial) array.
+__device__ __forceinline__ i64 bn_at(i64 j, i64 ch, i64 c, i64 spatial) { return (j / spatial * c + ch) * spatial + j % spatial; }
+
+// bn_stats takes a block per channel ch: its mean and 1/sqrt(var + eps)
+// (the biased variance) into st[4ch] and st[4ch+1], in double; without dy
+// the sum of squared deviations into st[4ch+2], with dy the sums of dy and
+// of (x - mean) dy into st[4ch+2] and st[4ch+3]. With update, the running
+// mean and (unbiased) variance move towards the batch's by momentum.
+template <typename T> struct BNStatsArgs { i64 batch, c, spatial, update; double momentum, eps; const T *x; const T *dy; T *mean; T *var; double *st; };
+template <typename T> __device__ void bn_stats_k(const BNStatsArgs<T> &a) {
+  SHARED(double, sh, NT);
+  i64 n = a.batch * a.spatial;
+  for (i64 ch = blockIdx.x; ch < a.c; ch += gridDim.x) {
+    double s = 0;
+    for (i64 j = threadIdx.x; j < n; j += NT) s += (double)a.x[bn_at(j, ch, a.c, a.spatial)];
+    double mean = block_sum(s, sh) / (double)n;
+    double v = 0;
+    for (i64 j = threadIdx.x; j < n; j += NT) {
+      double d = (double)a.x[bn_at(j, ch, a.c, a.spatial)] - mean;
+      v += d * d;
+    }
+    double ss = block_sum(v, sh), g = 0, gd = 0;
+    if (a.dy) { // the same for every thread of the block
+      for (i64 j = threadIdx.x; j < n; j += NT) {
+        i64 i = bn_at(j, ch, a.c, a.spatial);
+        double d = (double)a.dy[i];
+        g += d;
+        gd += ((double)a.x[i] - mean) * d;
+      }
+      g = block_sum(g, sh);
+      gd = block_sum(gd, sh);
+    }
+    if (threadIdx.x == 0) {
+      a.st[4 * ch] = mean;
+      a.st[4 * ch + 1] = 1 / sqrt(ss / (double)n + a.eps);
+      a.st[4 * ch + 2] = a.dy ? g : ss;
+      a.st[4 * ch + 3] = gd;
+      if (a.update) {
+        a.mean[ch] = (T)(a.momentum * mean + (1 - a.momentum) * (double)a.mean[ch]);
+        a.var[ch] = (T)(a.momentum * (ss / (double)(n - 1)) + (1 - a.momentum) * (double)a.var[ch]);
+      }
+    }
+  }
+}
+KERNEL_SYNC(on_batch_norm_stats_f32, BNStatsArgs<float>) { bn_stats_k(a); }
+KERNEL_SYNC(on_batch_norm_stats_f64, BNStatsArgs<double>) { bn_stats_k(a); }
+
+// bn_running: the running mean (where there is one) and 1/sqrt(var + eps)
+// into st as bn_stats lays them out.
+template <typename T> struct BNRunArgs { i64 c; double eps; const T *mean; const T *var; double *st; };
+template <typename T> __device__ void bn_running_k(const BNRunArgs<T> &a) {
+  GRID_LOOP(ch, a.c) {
+    if (a.mean) a.st[4 * ch] = (double)a.mean[ch];
+    a.st[4 * ch + 1] = 1 / sqrt((double)a.var[ch] + a.eps);
+  }
+}
+KERNEL(on_batch_norm_running_f32, BNRunArgs<float>) { bn_running_k(a); }
+KERNEL(on_batch_norm_running_f64, BNRunArgs<double>) { bn_running_k(a); }
+
+// bn_apply: y = (x - mean) rstd, in the element type.
+template <typename T> struct BNApplyArgs { i64 n, c, spatial; const T *x; const double *st; T *y; };
+template <typename T> __device__ void bn_apply_k(const BNApplyArgs<T> &a) {
+  GRID_LOOP(i, a.n) {
+    i64 ch = i / a.spatial % a.c;
+    T m = (T)a.st[4 * ch], rs = (T)a.st[4 * ch + 1];
+    a.y[i] = (a.x[i] - m) * rs;
+  }
+}
+KERNEL(on_batch_norm_apply_f32, BNApplyArgs<float>) { bn_apply_k(a); }
+KERNEL(on_batch_norm_apply_f64, BNApplyArgs<double>) { bn_apply_k(a); }
+
+// bn_grad_apply: in training dx = (dy - sum(dy)/n - (x - mean) k) rstd with
+// k = sum((x - mean) dy) rstd^2 / n, in inference dx = dy rstd.
+template <typename T> struct BNGradArgs { i64 n, c, spatial, training; const T *x; const T *dy; const double *st; T *dx; };
+template <typename T> __device__ void bn_grad_apply_k(const BNGradArgs<T> &a) {
+  double count = (double)(a.n / a.c);
+  GRID_LOOP(i, a.n) {
+    i64 ch = i / a.spatial % a.c;
+    const double *st = a.st + 4 * ch;
+    T rs = (T)st[1];
+    if (!a.training) {
+      a.dx[i] = a.dy[i] * rs;
       continue;
     }
-    a.dst[e] = a.src[(o * a.axis + r) * a.inner + in];
+    T m = (T)st[0], gm = (T)(st[2] / count), k = (T)(st[3] * st[1] * st[1] / count);
+    a.dx[i] = (a.dy[i] - gm - (a.x[i] - m) * k) * rs;
   }
 }
-KERNEL(on_take_f32, TakeArgs<float>) { take_k(a); }
-KERNEL(on_take_f64, TakeArgs<double>) { take_k(a); }
+KERNEL(on_batch_norm_grad_apply_f32, BNGradArgs<float>) { bn_grad_apply_k(a); }
+KERNEL(on_batch_norm_grad_apply_f64, BNGradArgs<double>) { bn_grad_apply_k(a); }
 
-// TakeGrad, first half (one block): the entries sorted by index, stably:
-// order[offsets[r] .. offsets[r+1]) are the entries of index r in
-// increasing order. Counts by integer atomics, an exclusive prefix sum in
-// chunks of NT, then chunk by chunk each entry's place after those of its
-// index in earlier chunks (cursor) and earlier in its chunk. A bad index
-// records fault 1 and its entry is left out.
-struct TakeIndexArgs { i64 axis, n; const int *idx; int *offsets; int *cursor; int *order; u64 *fault; };
-__device__ void take_index_k(const TakeIndexArgs &a) {
-  SHARED(int, sh, NT);
-  int tid = (int)threadIdx.x;
-  for (i64 r = tid; r < a.axis; r += NT) a.cursor[r] = 0;
-  __syncthreads();
-  for (i64 i = tid; i < a.n; i += NT) {
-    i64 r = a.idx[i];
-    if (r < 0 || r >= a.axis) fault_row(a.fault, r, i, a.axis);
-    else atomicAdd(&a.cursor[r], 1);
-  }
-  __syncthreads();
-  int carry = 0;
-  for (i64 base = 0; base < a.axis; base += NT) {
-    int v = base + tid < a.axis ? a.cursor[base + tid] : 0;
-    sh[tid] = v;
-    __syncthreads();
-    for (int s = 1; s < NT; s <<= 1) { // inclusive scan (Hillis and Steele)
-      int t = tid >= s ? sh[tid - s] : 0;
-      __syncthreads();
-      sh[tid] += t;
-      __syncthreads();
-    }
-    if (base + tid < a.axis) a.offsets[base + tid] = carry + sh[tid] - v;
-    carry += sh[NT - 1];
-    __syncthreads();
-  }
-  if (tid == 0) a.offsets[a.axis] = carry;
-  for (i64 r = tid; r < a.axis; r += NT) a.cursor[r] = a.offsets[r];
-  __syncthreads();
-  for (i64 base = 0; base < a.n; base += NT) {
-    i64 i = base + tid;
-    int r = i < a.n ? a.idx[i] : -1;
-    bool valid = r >= 0 && r < a.axis;
-    sh[tid] = valid ? r : -1;
-    __syncthreads();
-    int rank = 0;
-    bool last = true;
-    if (valid) {
-      for (int t = 0; t < NT; t++) {
-        if (sh[t] != r || t == tid) continue;
-        if (t < tid) rank++;
-        else last = false;
-      }
-      a.order[a.cursor[r] + rank] = (int)i;
-    }
-    __syncthreads();
-    if (valid && last) a.cursor[r] += rank + 1;
-    __syncthreads();
-  }
-}
-KERNEL_SYNC(on_take_index_i32, TakeIndexArgs) { take_index_k(a); }
-
-// TakeGrad, second half: a thread per element (o, r, in) of dx adds its
-// entries' elements of dy in order, in the element type (as the CPU does).
-template <typename T> struct TakeGradArgs { i64 outer, axis, inner, n; const int *offsets; const int *order; const T *dy; T *dx; };
-template <typename T> __device__ void take_grad_k(const TakeGradArgs<T> &a) {
-  GRID_LOOP(e, a.outer * a.axis * a.inner) {
-    i64 in = e % a.inner, row = e / a.inner, r = row % a.axis, o = row / a.axis;
-    T s = 0;
-    for (i64 p = a.offsets[r]; p < a.offsets[r + 1]; p++) s += a.dy[(o * a.n + a.order[p]) * a.inner + in];
-    a.dx[e] = s;
-  }
-}
-KERNEL(on_take_grad_f32, TakeGradArgs<float>) { take_grad_k(a); }
-KERNEL(on_take_grad_f64, TakeGradArgs<double>) { take_grad_k(a); }
-
-// Compare: binary()'s comparisons, as 0/1 ints.
-template <typename T> struct CompareArgs { i64 op, n, ascalar, bscalar; const T *a; const T *b; int *dst; };
-template <typename T> __device__ void compare_k(const CompareArgs<T> &a) {
-  int op = (int)a.op;
-  GRID_LOOP(i, a.n) {
-    T x = a.a[a.ascalar ? 0 : i], y = a.b[a.bscalar ? 0 : i];
-    a.dst[i] = binary(op, x, y) != (T)0 ? 1 : 0;
-  }
-}
-KERNEL(on_compare_f32, CompareArgs<float>) { compare_k(a); }
-KERNEL(on_compare_f64, CompareArgs<double>) { compare_k(a); }
-
-// Sparsemax: a block per row. Element j is in the support where 1 + k z_j
-// exceeds the sum of the k elements at least z_j (z the row less its
-// maximum); tau = (sum of the support - 1) / its size. Counts and sums in
-// double; O(cols^2 / NT) per thread.
-template <typename T> struct SparsemaxArgs { i64 rows, cols; const T *src; T *dst; };
-template <typename T> __device__ void sparsemax_k(const SparsemaxArgs<T> &a) {
-  SHARED(double, shd, NT);
-  SHARED(T, sht, NT);
-  for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
-    const T *x = a.src + r * a.cols;
-    T *y = a.dst + r * a.cols;
-    T m = x[0];
-    for (i64 j = threadIdx.x; j < a.cols; j += NT) m = nanmax(m, x[j]);
-    m = block_max(m, sht);
-    double size = 0, support = 0;
-    for (i64 j = threadIdx.x; j < a.cols; j += NT) {
-      T zj = x[j] - m;
-      double k = 0, s = 0;
-      for (i64 i = 0; i < a.cols; i++) {
-        T zi = x[i] - m;
-        if (zi >= zj) {
-          k += 1;
-          s += (double)zi;
-        }
-      }
-      if (1 + k * (double)zj > s) {
-        size += 1;
-        support += (double)zj;
-      }
-    }
-    size = block_sum(size, shd);
-    support = block_sum(support, shd);
-    double tau = (support - 1) / size;
-    for (i64 j = threadIdx.x; j < a.cols; j += NT) {
-      double v = (double)(x[j] - m) - tau;
-      y[j] = (T)(v > 0 ? v : 0);
-    }
-  }
-}
-KERNEL_SYNC(on_sparsemax_f32, SparsemaxArgs<float>) { sparsemax_k(a); }
-KERNEL_SYNC(on_sparsemax_f64, SparsemaxArgs<double>) { sparsemax_k(a); }
-
-// SparsemaxGrad: a block per row; dx = s (dy - sum(s dy) / sum(s)), s the
-// support (y != 0), the sums in double.
-template <typename T> struct SparsemaxGradArgs { i64 rows, cols; const T *y; const T *dy; T *dx; };
-template <typename T> __device__ void sparsemax_grad_k(const SparsemaxGradArgs<T> &a) {
-  SHARED(double, shd, NT);
-  for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
-    const T *y = a.y + r * a.cols, *dy = a.dy + r * a.cols;
-    T *dx = a.dx + r * a.cols;
-    double s = 0, k = 0;
-    for (i64 j = threadIdx.x; j < a.cols; j += NT) {
-      if (y[j] != (T)0) {
-        s += (double)dy[j];
-        k += 1;
-      }
-    }
-    s = block_sum(s, shd);
-    k = block_sum(k, shd);
-    double mean = k > 0 ? s / k : 0;
-    for (i64 j = threadIdx.x; j < a.cols; j += NT) dx[j] = y[j] != (T)0 ? (T)((double)dy[j] - mean) : (T)0;
-  }
-}
-KERNEL_SYNC(on_sparsemax_grad_f32, SparsemaxGradArgs<float>) { sparsemax_grad_k(a); }
-KERNEL_SYNC(on_sparsemax_grad_f64, SparsemaxGradArgs<double>) { sparsemax_grad_k(a); }
-
-// YOLODecode: a thread per element of the (batch, cells * boxes, attrs)
-// destination.
-template <typename T> struct YoloArgs { i64 batch, boxes, attrs, grid; double stride; const T *anchors; const T *src; T *dst; };
-template <typename T> __device__ void yolo_k(const YoloArgs<T> &a) {
-  i64 cells = a.grid * a.grid;
-  T stride = (T)a.stride;
-  GRID_LOOP(e, a.batch * cells * a.boxes * a.attrs) {
-    i64 k = e % a.attrs, row = e / a.attrs;
-    i64 box = row % a.boxes, cell = (row / a.boxes) % cells, b = row / (a.boxes * cells);
-    T v = a.src[((b * a.boxes + box) * a.attrs + k) * cells + cell];
-    T out;
-    if (k == 0) out = ((T)1 / ((T)1 + m_exp(-v)) + (T)(cell % a.grid)) * stride;
-    else if (k == 1) out = ((T)1 / ((T)1 + m_exp(-v)) + (T)(cell / a.grid)) * stride;
-    else if (k < 4) out = m_exp(v) * a.anchors[2 * box + k - 2] * stride;
-    else out = (T)1 / ((T)1 + m_exp(-v));
-    a.dst[e] = out;
-  }
-}
-KERNEL(on_yolo_f32, YoloArgs<float>) { yolo_k(a); }
-KERNEL(on_yolo_f64, YoloArgs<double>) { yolo_k(a); }
-
-// ---- convolutions and pooling (backend/conv.go, backend/pooling.go) ---------------------
+// ---- convolutions and pooling (backend/conv.go, backend/pooling.go) -----------------------------
 
 __device__ __forceinline__ i64 imin(i64 a, i64 b) { return a < b ? a : b; }
 __device__ __forceinline__ i64 imax(i64 a, i64 b) { return a > b ? a : b; }
@@ -1546,7 +1550,7 @@ template <typename T> __device__ void avg_pool_grad_k(const AvgPoolGradArgs<T> &
 KERNEL(on_avg_pool_grad_f32, AvgPoolGradArgs<float>) { avg_pool_grad_k(a); }
 KERNEL(on_avg_pool_grad_f64, AvgPoolGradArgs<double>) { avg_pool_grad_k(a); }
 
-// ---- a convolution's output biased, rectified, max pooled and dropped out (backend.ConvPool) ----
+// ---- a convolution's output biased, rectified, max pooled and dropped out (backend/convpool.go) ----
 //
 // conv_pool pools n images' convolution outputs c (n, f, h, w), a thread per
 // pooled element: the bias (where there is one) added, rectified, the

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The generated files, from this folder.
+const (
+	goPath = "../../unary_ops.go"
+	cuPath = "../../../internal/cudak/kernels.cu"
+)
+
+// TestGeneratedFilesCurrent checks that backend/unary_ops.go and the
+// UNARY_OPS list of kernels.cu are what the table generates now: a table,
+// Go file or list edited without go generate ./backend fails here.
+func TestGeneratedFilesCurrent(t *testing.T) {
+	want, err := goFile(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(goPath); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%s is not what table.go generates (%v): run go generate ./backend", goPath, err)
+	}
+	cu, err := os.ReadFile(cuPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spliced, err := splice(string(cu), ops); err != nil || spliced != string(cu) {
+		t.Errorf("the UNARY_OPS list of %s is not what table.go generates (%v): run go generate ./backend", cuPath, err)
+	}
+}
+
+// TestAddedOp checks that a line added to the table adds the function last
+// to both lists, and changes nothing else in the CUDA source, whose list
+// keeps its backslashes in one column.
+func TestAddedOp(t *testing.T) {
+	more := append(ops[:len(ops):len(ops)], op{"Twice", "twice", inType, "twice", "x + x", "2x"})
+	g, err := goFile(more)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{`\tTwice // 2x\n\)`, `\tTwice: +inType\("twice", twice\[float32\], twice\[float64\]\),\n}`} {
+		if !regexp.MustCompile(re).Match(g) {
+			t.Errorf("the Go file does not match %s:\n%s", re, g)
+		}
+	}
+	src := "before\n" + begin + "\nold list\n" + end + "\nafter\n"
+	c, err := splice(src, more)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(c, "before\n"+begin+"\n") || !strings.HasSuffix(c, "\n  X(TWICE, x + x)\n"+end+"\nafter\n") || strings.Contains(c, "old list") {
+		t.Errorf("spliced source:\n%s", c)
+	}
+	lines := strings.Split(c, "\n")
+	define := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "#define UNARY_OPS(X) ") })
+	last := len(lines) - 4 // the line of Twice
+	if define < 0 || strings.HasSuffix(lines[last], "\\") || len(lines[last]) >= len(lines[define]) {
+		t.Fatalf("no #define line, or the last line continues or is too long:\n%s", c)
+	}
+	for _, l := range lines[define:last] {
+		if len(l) != len(lines[define]) || !strings.HasSuffix(l, " \\") {
+			t.Errorf("line %q: its backslash not in the column of the #define line's", l)
+		}
+	}
+}
+
+// TestRefused checks that a table the lists cannot be generated from, and
+// a CUDA source without the list's lines, are refused with an error that
+// names the problem.
+func TestRefused(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ops  []op
+		src  string
+		want string
+	}{
+		{"constant twice", append(ops[:1:1], ops[0]), begin + "\n" + end + "\n", "constant Neg twice"},
+		{"name twice", append(ops[:1:1], op{"Minus", "NEG", inType, "neg", "-x", ""}), begin + "\n" + end + "\n", "name NEG twice"},
+		{"unexported constant", []op{{"neg", "neg", inType, "neg", "-x", ""}}, begin + "\n" + end + "\n", "not an exported Go name"},
+		{"no CUDA value", []op{{"Neg", "neg", inType, "neg", "", ""}}, begin + "\n" + end + "\n", "lacks a field"},
+		{"no list", ops, "#define UNARY_OPS(X)\n", "no UNARY_OPS list"},
+		{"end before begin", ops, end + "\n" + begin + "\n", "no UNARY_OPS list"},
+	} {
+		_, err := splice(c.src, c.ops)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+	if _, err := goFile([]op{{"Neg", "neg", viaFloat64, "func(", "-x", ""}}); err == nil || !strings.Contains(err.Error(), "does not parse") {
+		t.Errorf("a CPU function that does not parse: %v", err)
+	}
+}
