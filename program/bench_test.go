@@ -11,6 +11,7 @@ import (
 	"github.com/orthonet/orthonet/models"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // paperFFN builds the paper's FFN (1024 inputs, five 1024-wide Stiefel
@@ -40,7 +41,7 @@ func paperFFN(tb testing.TB, batch, width int) *model {
 func BenchmarkFFN(b *testing.B) {
 	b.Run("tape", func(b *testing.B) {
 		m := paperFFN(b, 16, 1024)
-		vm := G.NewTapeMachine(m.g, G.BindDualValues(nodesOf(m.params)...))
+		vm := G.NewTapeMachine(m.g, G.BindDualValues(param.Nodes(m.params)...))
 		defer vm.Close()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {

@@ -17,6 +17,7 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/internal/cudak/standin"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
@@ -154,7 +155,7 @@ func TestCollect(t *testing.T) {
 			if err := c.prog.Read(c.logits, readLogits); err != nil {
 				t.Fatal(err)
 			}
-			if readLoss[0] != loss[0] || !slicesEqual(readLogits, logits) {
+			if readLoss[0] != loss[0] || !testval.SameBits(readLogits, logits) {
 				t.Errorf("%s: step %d: Collect read loss %v, Read %v (or the logits differ)", name, step, loss[0], readLoss[0])
 			}
 		}
@@ -194,7 +195,7 @@ func TestCollect(t *testing.T) {
 		if err := c.solver.Step(); !errors.Is(err, optim.ErrNotFinite) {
 			t.Errorf("%s: a step on a NaN batch: %v, want ErrNotFinite", name, err)
 		}
-		if after := weightsOf(t, c); !slicesEqual(after, before) {
+		if after := weightsOf(t, c); !testval.SameBits(after, before) {
 			t.Errorf("%s: a failed step moved the weights", name)
 		}
 	}
@@ -210,18 +211,6 @@ func weightsOf(t *testing.T, c *classifier) []float32 {
 		t.Fatal(err)
 	}
 	return append(w, v...)
-}
-
-func slicesEqual(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 // TestAccuracyRefused checks Config.Accuracy's errors: logits that are not

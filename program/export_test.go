@@ -18,6 +18,7 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/fused"
 	"github.com/orthonet/orthonet/internal/onnxrt"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/models"
 )
 
@@ -155,7 +156,7 @@ func compileForward(t *testing.T, g *G.ExprGraph, inputs []*G.Node, out *G.Node)
 	if err := prog.Read(out, host); err != nil {
 		t.Fatal(err)
 	}
-	return floats(host)
+	return testval.Floats(host)
 }
 
 // runExported exports out (with inputs as the graph's inputs), runs it in
@@ -181,7 +182,7 @@ func runExported(t *testing.T, g *G.ExprGraph, inputs []*G.Node, out *G.Node, f3
 			t.Fatal(err)
 		}
 		if d, ok := data.([]float64); ok && f32 {
-			data = toFloat32(d)
+			data = testval.Float32s(d)
 		}
 		feeds[n.Name()] = onnxrt.Tensor{Dims: n.Shape(), Data: data}
 	}
@@ -196,15 +197,7 @@ func runExported(t *testing.T, g *G.ExprGraph, inputs []*G.Node, out *G.Node, f3
 	if !sameDims(y.Dims, out.Shape()) {
 		t.Errorf("ONNX Runtime's output has dimensions %v, the node %v", y.Dims, out.Shape())
 	}
-	return floats(y.Data)
-}
-
-func toFloat32(d []float64) []float32 {
-	f := make([]float32, len(d))
-	for i, v := range d {
-		f[i] = float32(v)
-	}
-	return f
+	return testval.Floats(y.Data)
 }
 
 func sameDims(a []int, s tensor.Shape) bool {
@@ -249,7 +242,7 @@ func TestExportONNXOps(t *testing.T) {
 				t.Errorf("%s %v: ONNX Runtime gives %d values, the program %d", c.name, dt, len(got), len(want))
 				continue
 			}
-			if d := relDiff(got, want); !(d <= exportTolerance(dt)) {
+			if d := testval.MaxRel(got, want); !(d <= exportTolerance(dt)) {
 				t.Errorf("%s %v: ONNX Runtime differs from the program by %.3g (relative), tolerance %g\n got %v\nwant %v", c.name, dt, d, exportTolerance(dt), trim(got), trim(want))
 			}
 		}
@@ -278,7 +271,7 @@ func TestExportONNXModels(t *testing.T) {
 				if f32 {
 					tol = exportTolerance(tensor.Float32)
 				}
-				if d := relDiff(got, want); !(d <= tol) {
+				if d := testval.MaxRel(got, want); !(d <= tol) {
 					t.Errorf("%s %v (as float32: %v): ONNX Runtime's logits differ from the program's by %.3g (relative), tolerance %g", mc.name, dt, f32, d, tol)
 				}
 			}
@@ -332,11 +325,11 @@ func TestExportONNXPatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := relDiff(compileForward(t, g2, []*G.Node{img}, logits2), want); !(d <= 1e-6) {
+	if d := testval.MaxRel(compileForward(t, g2, []*G.Node{img}, logits2), want); !(d <= 1e-6) {
 		t.Errorf("the program on images cut in the graph differs from the program on Patchify's patches by %.3g", d)
 	}
 	got := runExported(t, g2, []*G.Node{img}, logits2, false)
-	if d := relDiff(got, want); !(d <= exportTolerance(tensor.Float32)) {
+	if d := testval.MaxRel(got, want); !(d <= exportTolerance(tensor.Float32)) {
 		t.Errorf("ONNX Runtime's logits differ from the program's by %.3g (relative)", d)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/internal/gradcheck"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/param"
 )
 
@@ -254,7 +255,7 @@ func TestPoolingPaddedBorders(t *testing.T) {
 					if err := vm.RunAll(); err != nil {
 						t.Fatal(err)
 					}
-					return floats(v.Data())
+					return testval.Floats(v.Data())
 				}
 				be := cpu.New(cpu.Options{})
 				defer be.Close()
@@ -272,7 +273,7 @@ func TestPoolingPaddedBorders(t *testing.T) {
 					if err := p.Read(y, f); err != nil {
 						t.Fatal(err)
 					}
-					return floats(f)
+					return testval.Floats(f)
 				}
 				if err := p.Read(y, out); err != nil {
 					t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/param"
 )
 
@@ -224,9 +225,9 @@ func TestConvPoolMatchesUnfused(t *testing.T) {
 							}
 						}
 						for j := range got[0] {
-							if d := relDiff(got[0][j], got[1][j]); !(d <= tol) {
+							if d := testval.MaxRel(got[0][j], got[1][j]); !(d <= tol) {
 								t.Errorf("step %d: value %d (output, loss, then gradients) of the fused program differs from the unfused one's by %.3g, %s",
-									step, j, d, worst(got[0][j], got[1][j]))
+									step, j, d, testval.Worst(got[0][j], got[1][j]))
 							}
 						}
 					}
