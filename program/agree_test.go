@@ -34,6 +34,19 @@ type model struct {
 	lossScale func(out []float64) float64
 }
 
+// compile compiles m for be, with cfg's other settings (Backend, Outputs,
+// Params and Inputs are m's), closed when tb ends.
+func (m *model) compile(tb testing.TB, be backend.Backend, cfg Config) *Program {
+	tb.Helper()
+	cfg.Backend, cfg.Outputs, cfg.Params, cfg.Inputs = be, []*G.Node{m.logits, m.loss}, m.params, m.inputs
+	p, err := Compile(m.g, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close() })
+	return p
+}
+
 // sideConfig says how a side runs its model.
 type sideConfig struct {
 	groups   []optim.Group // the solver's; nil: no steps

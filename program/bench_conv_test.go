@@ -98,11 +98,7 @@ func BenchmarkConvnet(b *testing.B) {
 				m, masks := convnet(b, 32, dt)
 				be := cpu.New(cpu.Options{Threads: threads})
 				defer be.Close()
-				p, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.loss, m.logits}, Params: m.params, Inputs: m.inputs, Dropout: masks, DropoutSeed: 1})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer p.Close()
+				p := m.compile(b, be, Config{Dropout: masks, DropoutSeed: 1})
 				timeCPU(b, p.Run)
 			})
 		}
@@ -140,11 +136,7 @@ func BenchmarkConvnetProfile(b *testing.B) {
 			m, masks := convnet(b, 32, dt)
 			be := cpu.New(cpu.Options{})
 			defer be.Close()
-			p, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.loss, m.logits}, Params: m.params, Inputs: m.inputs, Dropout: masks, DropoutSeed: 1, Profile: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Close()
+			p := m.compile(b, be, Config{Dropout: masks, DropoutSeed: 1, Profile: true})
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if err := p.Run(); err != nil {

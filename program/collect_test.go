@@ -101,6 +101,21 @@ func (c *classifier) batch(t *testing.T, rng *rand.Rand) {
 	}
 }
 
+// deviceBackend starts the CUDA backend for t, closed when t ends: the
+// host model of the device, or a GPU where ORTHONET_CUDA_GPU=1.
+func deviceBackend(t *testing.T) backend.Backend {
+	t.Helper()
+	if os.Getenv("ORTHONET_CUDA_GPU") != "1" {
+		t.Setenv(cuda.StandInEnv, "1")
+	}
+	be, err := cuda.New(cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	return be
+}
+
 // TestCollect trains a classifier compiled with Config.Accuracy on the CPU
 // and on the CUDA backend (the host model of the device, or a GPU where
 // ORTHONET_CUDA_GPU=1): Collect's loss and logits are Read's, its count of
@@ -110,14 +125,7 @@ func (c *classifier) batch(t *testing.T, rng *rand.Rand) {
 // A NaN batch still fails the Step with ErrNotFinite before any weight
 // moves.
 func TestCollect(t *testing.T) {
-	if os.Getenv("ORTHONET_CUDA_GPU") != "1" {
-		t.Setenv(cuda.StandInEnv, "1")
-	}
-	dev, err := cuda.New(cuda.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := deviceBackend(t)
 	for _, be := range []backend.Backend{cpu.New(cpu.Options{}), dev} {
 		name := strings.Fields(be.Name())[0]
 		c := newClassifier(t, be)
@@ -240,14 +248,7 @@ func TestAccuracyRefused(t *testing.T) {
 // (On the CUDA backend the device steppers' Step allocates, as it did
 // before Collect.)
 func TestCollectAllocs(t *testing.T) {
-	if os.Getenv("ORTHONET_CUDA_GPU") != "1" {
-		t.Setenv(cuda.StandInEnv, "1")
-	}
-	dev, err := cuda.New(cuda.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := deviceBackend(t)
 	for _, be := range []backend.Backend{cpu.New(cpu.Options{Threads: 2}), dev} {
 		c := newClassifier(t, be)
 		c.batch(t, rand.New(rand.NewPCG(1, 1)))

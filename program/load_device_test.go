@@ -4,12 +4,10 @@ package program_test
 
 import (
 	"errors"
-	"os"
 	"testing"
 
 	"gorgonia.org/tensor"
 
-	"github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/param"
 	"github.com/orthonet/orthonet/program"
@@ -21,14 +19,7 @@ import (
 // nodes without LoadParams fails Run with ErrParamsChanged, before the
 // first Run and after it; LoadProgram resumes bit for bit.
 func TestNodesChangedOnDevice(t *testing.T) {
-	if os.Getenv("ORTHONET_CUDA_GPU") != "1" {
-		t.Setenv(cuda.StandInEnv, "1")
-	}
-	be, err := cuda.New(cuda.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
+	be := deviceBackend(t)
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 		t.Run(dt.String(), func(t *testing.T) {
 			const half, steps = 5, 10

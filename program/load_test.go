@@ -177,6 +177,21 @@ func straightRun(t *testing.T, be backend.Backend, dt tensor.Dtype, half, steps 
 	return m, path, loss
 }
 
+// resumedNet makes a fresh teacher net on be and loads the checkpoint at
+// path into it with load.
+func resumedNet(t *testing.T, be backend.Backend, dt tensor.Dtype, path string, load func(f *checkpoint.File, m *teacherNet) error) *teacherNet {
+	t.Helper()
+	m := newTeacherNet(t, be, dt)
+	f, err := checkpoint.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := load(f, m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // endsAsStraight fails t unless a resumed net ended with the loss and the
 // weights of the straight one, bit for bit.
 func endsAsStraight(t *testing.T, how string, resumed, straight *teacherNet, gotLoss, wantLoss float64) {
@@ -204,18 +219,12 @@ func TestResumeWithoutLoadParams(t *testing.T) {
 			const half, steps = 100, 200
 			straight, path, wantLoss := straightRun(t, be, dt, half, steps, func(m *teacherNet, path string) { m.save(t, path) })
 
-			resumed := newTeacherNet(t, be, dt)
-			f, err := checkpoint.Read(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := f.LoadNodes("model.", param.Nodes(resumed.params)); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.LoadSolver("optim.", resumed.solver); err != nil {
-				t.Fatal(err)
-			}
-			// No resumed.prog.LoadParams() here.
+			resumed := resumedNet(t, be, dt, path, func(f *checkpoint.File, m *teacherNet) error {
+				if err := f.LoadNodes("model.", param.Nodes(m.params)); err != nil {
+					return err
+				}
+				return f.LoadSolver("optim.", m.solver) // and no m.prog.LoadParams()
+			})
 			gotLoss, err := resumed.train(half, steps)
 			if errors.Is(err, program.ErrParamsChanged) {
 				return // refused loudly: acceptable
@@ -246,14 +255,9 @@ func TestLoadProgramResumes(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-			resumed := newTeacherNet(t, be, dt)
-			g, err := checkpoint.Read(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := g.LoadProgram("model.", "optim.", resumed.prog, resumed.solver); err != nil {
-				t.Fatal(err)
-			}
+			resumed := resumedNet(t, be, dt, path, func(f *checkpoint.File, m *teacherNet) error {
+				return f.LoadProgram("model.", "optim.", m.prog, m.solver)
+			})
 			gotLoss, err := resumed.train(half, steps)
 			if err != nil {
 				t.Fatal(err)

@@ -394,18 +394,27 @@ func (c *compiler) binary(n *G.Node, in []*val, out *val) error {
 		return c.compare(n, bop, in, out)
 	}
 	a, b := in[0], in[1]
-	k := backend.Zip{Op: bop, N: out.size, A: a.operand(), B: b.operand(), Dst: out.operand()}
-	switch {
-	case a.size == out.size && b.size == out.size:
-	case a.size == 1 && b.size == out.size:
-		k.AScalar = true
-	case b.size == 1 && a.size == out.size:
-		k.BScalar = true
-	default:
+	aScalar, bScalar, ok := scalars(a, b, out)
+	if !ok {
 		return fmt.Errorf("elementwise %s of shapes %v and %v into %v", sym, a.shape, b.shape, out.shape)
 	}
-	c.emit(k)
+	c.emit(backend.Zip{Op: bop, N: out.size, A: a.operand(), B: b.operand(), AScalar: aScalar, BScalar: bScalar, Dst: out.operand()})
 	return nil
+}
+
+// scalars says which operand of an elementwise binary op into out is a
+// scalar taken for every element (neither, where both have out's size),
+// and whether their sizes fit out at all.
+func scalars(a, b, out *val) (aScalar, bScalar, ok bool) {
+	switch {
+	case a.size == out.size && b.size == out.size:
+		return false, false, true
+	case a.size == 1 && b.size == out.size:
+		return true, false, true
+	case b.size == 1 && a.size == out.size:
+		return false, true, true
+	}
+	return false, false, false
 }
 
 // The kinds of gorgonia's linAlgBinOp (its āBinaryOperator).
@@ -550,15 +559,12 @@ func (c *compiler) reduce(n *G.Node, in []*val, out *val, rop backend.ReduceOp) 
 // (arguments x, y = softmax(x), dy).
 func (c *compiler) softmax(n *G.Node, in []*val, out *val) error {
 	op := n.Op()
-	isLog, err := boolField(op, "isLog")
-	if err != nil {
+	isLog, err1 := boolField(op, "isLog")
+	axis, err2 := intField(op, "axis")
+	if err := errors.Join(err1, err2); err != nil {
 		return err
 	}
 	x := in[0]
-	axis, err := intField(op, "axis")
-	if err != nil {
-		return err
-	}
 	if axis == -1 { // the axis gorgonia's softmaxOp picks for the shape
 		axis = x.shape.Dims() - 1
 		if x.shape.IsColVec() || (x.shape.IsVector() && !x.shape.IsRowVec()) {

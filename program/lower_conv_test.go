@@ -152,6 +152,23 @@ func kernelTypes(p *Program) map[string]int {
 	return out
 }
 
+// checkKernels fails t unless p has a kernel of each name in want and none
+// of those in notWant.
+func checkKernels(t *testing.T, p *Program, want, notWant []string) {
+	t.Helper()
+	got := kernelTypes(p)
+	for _, k := range want {
+		if got[k] == 0 {
+			t.Errorf("no %s kernel among %v", k, got)
+		}
+	}
+	for _, k := range notWant {
+		if got[k] != 0 {
+			t.Errorf("%d %s kernels among %v", got[k], k, got)
+		}
+	}
+}
+
 // TestConvFusion checks which path a convolution takes: gorgonia.Conv2d and
 // its gradients become the fused kernels, with no im2col matrix or GEMM
 // left; only the filter's gradient when the images are not a
@@ -201,17 +218,7 @@ func TestConvFusion(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer p.Close()
-			got := kernelTypes(p)
-			for _, k := range c.want {
-				if got[k] == 0 {
-					t.Errorf("no %s kernel among %v", k, got)
-				}
-			}
-			for _, k := range c.notWant {
-				if got[k] != 0 {
-					t.Errorf("%d %s kernels among %v", got[k], k, got)
-				}
-			}
+			checkKernels(t, p, c.want, c.notWant)
 		})
 	}
 }

@@ -292,18 +292,8 @@ func TestConvPoolFusion(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer prog.Close()
-			got := kernelTypes(prog)
-			for _, k := range c.want {
-				if got[k] == 0 {
-					t.Errorf("no %s kernel among %v", k, got)
-				}
-			}
-			for _, k := range c.notWant {
-				if got[k] != 0 {
-					t.Errorf("%d %s kernels among %v", got[k], k, got)
-				}
-			}
-			if c.name == "fused" && got["reduce"] != 1 {
+			checkKernels(t, prog, c.want, c.notWant)
+			if got := kernelTypes(prog); c.name == "fused" && got["reduce"] != 1 {
 				t.Errorf("%d reductions among %v: want only the loss's", got["reduce"], got)
 			}
 		})

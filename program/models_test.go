@@ -39,6 +39,20 @@ func onehotValue(dt tensor.Dtype, batch, classes int, seed uint64) tensor.Tensor
 	return testval.Tensor(dt, []int{batch, classes}, v)
 }
 
+// classifier makes the model of a classifier from its logits (or the
+// error computing them): the loss is their cross-entropy against the
+// one-hot targets, inputs[1].
+func classifier(g *G.ExprGraph, inputs []*G.Node, logits *G.Node, err error, params []param.Param) (*model, error) {
+	if err != nil {
+		return nil, err
+	}
+	loss, err := nn.CrossEntropy(logits, inputs[1])
+	if err != nil {
+		return nil, err
+	}
+	return &model{g: g, inputs: inputs, logits: logits, loss: loss, params: params}, nil
+}
+
 func modelCases() []modelCase {
 	return []modelCase{
 		{"ffn", func(dt tensor.Dtype) (*model, error) {
@@ -51,14 +65,7 @@ func modelCases() []modelCase {
 				return nil, err
 			}
 			logits, err := m.Forward(x)
-			if err != nil {
-				return nil, err
-			}
-			loss, err := nn.CrossEntropy(logits, y)
-			if err != nil {
-				return nil, err
-			}
-			return &model{g: g, inputs: []*G.Node{x, y}, logits: logits, loss: loss, params: m.Params()}, nil
+			return classifier(g, []*G.Node{x, y}, logits, err, m.Params())
 		}},
 		{"vit", func(dt tensor.Dtype) (*model, error) {
 			g := G.NewGraph()
@@ -71,15 +78,11 @@ func modelCases() []modelCase {
 				return nil, err
 			}
 			logits, err := m.Forward(x, true)
-			if err != nil {
-				return nil, err
+			c, err := classifier(g, append([]*G.Node{x, y}, m.Drop.Masks()...), logits, err, m.Params())
+			if c != nil {
+				c.masks = m.FillMasks
 			}
-			loss, err := nn.CrossEntropy(logits, y)
-			if err != nil {
-				return nil, err
-			}
-			inputs := append([]*G.Node{x, y}, m.Drop.Masks()...)
-			return &model{g: g, inputs: inputs, logits: logits, loss: loss, params: m.Params(), masks: m.FillMasks}, nil
+			return c, err
 		}},
 		{"cnn", func(dt tensor.Dtype) (*model, error) {
 			g := G.NewGraph()
@@ -92,14 +95,7 @@ func modelCases() []modelCase {
 				return nil, err
 			}
 			logits, err := m.Forward(x)
-			if err != nil {
-				return nil, err
-			}
-			loss, err := nn.CrossEntropy(logits, y)
-			if err != nil {
-				return nil, err
-			}
-			return &model{g: g, inputs: []*G.Node{x, y}, logits: logits, loss: loss, params: m.Params()}, nil
+			return classifier(g, []*G.Node{x, y}, logits, err, m.Params())
 		}},
 		{"custom", func(dt tensor.Dtype) (*model, error) {
 			// Only Gorgonia ops: a Stiefel weight, a softmax attention-like
