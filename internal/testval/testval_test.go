@@ -1,6 +1,7 @@
 package testval
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -121,5 +122,41 @@ func TestSameBits(t *testing.T) {
 		if got := SameBits(c.a, c.b); got != c.want {
 			t.Errorf("%s: SameBits %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// recorder is a TB that records failures.
+type recorder struct{ failed []string }
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.failed = append(r.failed, fmt.Sprintf(format, args...))
+}
+
+// TestStraightThenResumed checks that a counter resumed from its saved
+// value passes, and one whose Save loses the count fails at every k but 0.
+func TestStraightThenResumed(t *testing.T) {
+	counter := func(lossy bool) Resumable[*[]float64, float64] {
+		return Resumable[*[]float64, float64]{
+			Start: func() *[]float64 { return &[]float64{0} },
+			Step:  func(r *[]float64, i int) { (*r)[0] += float64(i) },
+			Save: func(r *[]float64) float64 {
+				if lossy {
+					return 0
+				}
+				return (*r)[0]
+			},
+			Resume: func(s float64) *[]float64 { return &[]float64{s} },
+			Result: func(r *[]float64) any { return *r },
+		}
+	}
+	var ok, lossy recorder
+	StraightThenResumed(&ok, 5, []int{0, 2, 4}, counter(false))
+	StraightThenResumed(&lossy, 5, []int{0, 2, 4}, counter(true))
+	if len(ok.failed) != 0 {
+		t.Errorf("a faithful resume failed: %q", ok.failed)
+	}
+	if len(lossy.failed) != 2 {
+		t.Errorf("a resume that loses the count failed %d times, want 2 (k = 2, 4): %q", len(lossy.failed), lossy.failed)
 	}
 }
