@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/internal/gradcheck"
+	"github.com/orthonet/orthonet/internal/testval"
 )
 
 // constant returns a scalar constant of n's element type.
@@ -31,25 +32,6 @@ func tensorOf(v []float64, is32 bool, shape ...int) G.Value {
 		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
 	}
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v))
-}
-
-// values returns the elements of a value in float64.
-func values(v G.Value) []float64 {
-	switch d := v.Data().(type) {
-	case []float32:
-		out := make([]float64, len(d))
-		for i, x := range d {
-			out[i] = float64(x)
-		}
-		return out
-	case []float64:
-		return append([]float64(nil), d...)
-	case float32:
-		return []float64{float64(d)}
-	case float64:
-		return []float64{d}
-	}
-	panic(fmt.Sprintf("a value of %T", v.Data()))
 }
 
 // composite building blocks: the same functions from Gorgonia's own ops.
@@ -208,18 +190,6 @@ func build(c opCase, dt tensor.Dtype, fused bool) (*G.ExprGraph, []*G.Node, *G.N
 	return g, leaves, out, loss, nil
 }
 
-func relDiff(a, b []float64) float64 {
-	var d, s float64
-	for i := range b {
-		if math.IsNaN(a[i]) {
-			return math.Inf(1)
-		}
-		d = max(d, math.Abs(a[i]-b[i]))
-		s = max(s, math.Abs(b[i]))
-	}
-	return d / max(s, 1e-300)
-}
-
 // run returns the result and the gradients of the differentiated leaves.
 func run(t *testing.T, c opCase, dt tensor.Dtype, fused bool) ([]float64, [][]float64) {
 	t.Helper()
@@ -249,9 +219,9 @@ func run(t *testing.T, c opCase, dt tensor.Dtype, fused bool) ([]float64, [][]fl
 		if err != nil {
 			t.Fatal(err)
 		}
-		grads = append(grads, values(gr))
+		grads = append(grads, testval.Floats(gr))
 	}
-	return values(outV), grads
+	return testval.Floats(outV), grads
 }
 
 // TestAgainstComposite checks every fused op and its gradients against the
@@ -266,11 +236,11 @@ func TestAgainstComposite(t *testing.T) {
 			}
 			fv, fg := run(t, c, dt, true)
 			cv, cg := run(t, c, dt, false)
-			if d := relDiff(fv, cv); !(d <= vt) {
+			if d := testval.MaxRel(fv, cv); !(d <= vt) {
 				t.Errorf("%s %v: value differs from the composite's by %.3g", c.name, dt, d)
 			}
 			for i := range fg {
-				if d := relDiff(fg[i], cg[i]); !(d <= gt) {
+				if d := testval.MaxRel(fg[i], cg[i]); !(d <= gt) {
 					t.Errorf("%s %v: gradient %d differs from the composite's by %.3g", c.name, dt, i, d)
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/internal/linalg"
+	"github.com/orthonet/orthonet/internal/testval"
 )
 
 func newRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 1)) }
@@ -17,14 +18,6 @@ func randn(rng *rand.Rand, n int) []float64 {
 		a[i] = rng.NormFloat64()
 	}
 	return a
-}
-
-func maxDiff(a, b []float64) float64 {
-	var m float64
-	for i := range a {
-		m = max(m, math.Abs(a[i]-b[i]))
-	}
-	return m
 }
 
 type testManifold interface {
@@ -98,7 +91,7 @@ func TestProjection(t *testing.T) {
 			if err := m.Proj(ppv, x, pv); err != nil {
 				t.Fatal(err)
 			}
-			if d := maxDiff(pv, ppv); d > 1e-13 {
+			if d := testval.MaxAbs(pv, ppv); d > 1e-13 {
 				t.Errorf("projection not idempotent: %g", d)
 			}
 			// X^T PV is skew (Stiefel) or zero (Grassmann).
@@ -146,7 +139,7 @@ func TestRetractions(t *testing.T) {
 		if err := m.Retract(y, x, zero); err != nil {
 			t.Fatal(err)
 		}
-		if d := maxDiff(y, x); d > 1e-12 {
+		if d := testval.MaxAbs(y, x); d > 1e-12 {
 			t.Errorf("R_x(0) differs from x by %g", d)
 		}
 		for _, scale := range []float64{0.1, 1, 3} {
@@ -180,7 +173,7 @@ func TestRetractions(t *testing.T) {
 		for i := range d {
 			d[i] = (yp[i] - ym[i]) / (2 * h)
 		}
-		if e := maxDiff(d, v); e > 1e-8 {
+		if e := testval.MaxAbs(d, v); e > 1e-8 {
 			t.Errorf("dR_x(0)[v] differs from v by %g", e)
 		}
 	})
@@ -283,7 +276,7 @@ func TestDimsErrors(t *testing.T) {
 	if err := s.Retract(x, x, v); err == nil || !strings.Contains(err.Error(), "NaN") {
 		t.Errorf("NaN tangent: error %v", err)
 	}
-	if maxDiff(x, before) != 0 {
+	if testval.MaxAbs(x, before) != 0 {
 		t.Error("a failed retraction changed x")
 	}
 	if _, err := ParseRetraction("householder"); err == nil {

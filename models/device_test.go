@@ -10,6 +10,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
@@ -108,13 +109,13 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Rule) (map[string][]f
 	if err := vm.RunAll(); err != nil {
 		return nil, err
 	}
-	out := map[string][]float64{"loss": floats(lossV), "logits": floats(logitV)}
+	out := map[string][]float64{"loss": testval.Floats(lossV), "logits": testval.Floats(logitV)}
 	for _, n := range nodes {
 		gr, err := n.Grad()
 		if err != nil {
 			return nil, err
 		}
-		out["grad."+n.Name()] = floats(gr)
+		out["grad."+n.Name()] = testval.Floats(gr)
 	}
 	s, err := param.NewSolver(params, []optim.Group{
 		{Select: optim.Param.Constrained, Rule: method, LR: 0.5},
@@ -127,7 +128,7 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Rule) (map[string][]f
 		return out, err // what was computed, to show where it went wrong
 	}
 	for _, n := range nodes {
-		out["step."+n.Name()] = floats(n.Value())
+		out["step."+n.Name()] = testval.Floats(n.Value())
 	}
 	return out, nil
 }
@@ -137,7 +138,7 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Rule) (map[string][]f
 func orthonormalize(w *G.Node) error {
 	d := w.Value().(*tensor.Dense)
 	r, c := d.Shape()[0], d.Shape()[1]
-	v := floats(d)
+	v := testval.Floats(d)
 	st, err := manifold.NewStiefel[float64](r, c)
 	if err != nil {
 		return err
@@ -146,34 +147,6 @@ func orthonormalize(w *G.Node) error {
 		return err
 	}
 	return G.Let(w, denseOf(d.Dtype(), []int{r, c}, v))
-}
-
-func floats(v G.Value) []float64 {
-	switch d := v.Data().(type) {
-	case []float32:
-		out := make([]float64, len(d))
-		for i, x := range d {
-			out[i] = float64(x)
-		}
-		return out
-	case []float64:
-		return append([]float64(nil), d...)
-	case float32:
-		return []float64{float64(d)}
-	case float64:
-		return []float64{d}
-	}
-	panic(fmt.Sprintf("unexpected value %T", v.Data()))
-}
-
-// relErr is ||a - b|| / max(||b||, tiny).
-func relErr(a, b []float64) float64 {
-	var d, n float64
-	for i := range a {
-		d += (a[i] - b[i]) * (a[i] - b[i])
-		n += b[i] * b[i]
-	}
-	return math.Sqrt(d) / math.Max(math.Sqrt(n), 1e-30)
 }
 
 // deviceTol is the float32 tolerance on each kind of result: values and
@@ -207,7 +180,7 @@ func compareDevice(t *testing.T, label string, got, want map[string][]float64) {
 			t.Errorf("%s: %s: missing or %d values, want %d", label, k, len(g), len(want[k]))
 			continue
 		}
-		e := relErr(g, want[k])
+		e := testval.NormRel(g, want[k])
 		worst = math.Max(worst, e)
 		if !(e <= deviceTol(k)) {
 			t.Errorf("%s: %s differs by %.3g (relative), tolerance %.0g", label, k, e, deviceTol(k))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/orthonet/orthonet/dist"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/optim"
 )
 
@@ -284,25 +285,6 @@ func restoreInto[T optim.Float](m *shardModel[T], c *checkpointed) {
 	}
 }
 
-// maxDiff returns the largest |a_i - b_i|.
-func maxDiff(a, b []float64) float64 {
-	d := 0.0
-	for i := range a {
-		d = max(d, math.Abs(a[i]-b[i]))
-	}
-	return d
-}
-
-// sameBits reports whether a and b are equal element for element.
-func sameBits(a, b []float64) bool {
-	for i := range a {
-		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
-			return false
-		}
-	}
-	return len(a) == len(b)
-}
-
 // tolerance is how far N ranks may end from one process after dpSteps
 // steps. The ranks sum their shards' means in another order than one
 // process sums the batch, so the gradients differ by a few units of
@@ -335,21 +317,21 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 func dataParallelMatches[T optim.Float](t *testing.T, constrained, flat optim.Rule, factored bool) {
 	alone, _ := trainAlone[T](t, 0, dpSteps, constrained, flat, factored, nil, nil)
 	single, _ := trainAlone[T](t, 0, dpSteps, constrained, flat, factored, dist.NewSingle(), nil)
-	if !sameBits(alone, single) {
-		t.Errorf("a Solver with a communicator of one rank ends %.3g from one without", maxDiff(alone, single))
+	if !testval.SameBits(alone, single) {
+		t.Errorf("a Solver with a communicator of one rank ends %.3g from one without", testval.MaxAbs(alone, single))
 	}
 	start, _ := trainAlone[T](t, 0, 0, constrained, flat, factored, nil, nil)
-	if d := maxDiff(start, alone); d < 1e-3 {
+	if d := testval.MaxAbs(start, alone); d < 1e-3 {
 		t.Fatalf("the weights moved by only %.3g: the test would not see a wrong step", d)
 	}
 	for _, size := range []int{2, 3} {
 		ranks, _ := trainRanks[T](t, size, 0, dpSteps, constrained, flat, factored, optim.Options{ChecksumEvery: 1}, nil)
 		for r := 1; r < size; r++ {
-			if !sameBits(ranks[0], ranks[r]) {
-				t.Errorf("%d ranks: rank %d ends %.3g from rank 0", size, r, maxDiff(ranks[0], ranks[r]))
+			if !testval.SameBits(ranks[0], ranks[r]) {
+				t.Errorf("%d ranks: rank %d ends %.3g from rank 0", size, r, testval.MaxAbs(ranks[0], ranks[r]))
 			}
 		}
-		if d := maxDiff(ranks[0], alone); d > tolerance[T]() {
+		if d := testval.MaxAbs(ranks[0], alone); d > tolerance[T]() {
 			t.Errorf("%d ranks end %.3g from one process, want <= %.3g", size, d, tolerance[T]())
 		} else {
 			t.Logf("%d ranks: %.3g from one process", size, d)
@@ -395,7 +377,7 @@ func TestDataParallelNonFinite(t *testing.T) {
 						if !errors.Is(err, optim.ErrNotFinite) || !strings.Contains(err.Error(), tc.want) {
 							return fmt.Errorf("bad step: %v, want ErrNotFinite naming %q", err, tc.want)
 						}
-						if !sameBits(before, m.values()) || m.solver.Steps() != bad {
+						if !testval.SameBits(before, m.values()) || m.solver.Steps() != bad {
 							return fmt.Errorf("the refused step moved the weights or the step count (%d)", m.solver.Steps())
 						}
 					}
@@ -411,8 +393,8 @@ func TestDataParallelNonFinite(t *testing.T) {
 				if errs[r] != nil {
 					t.Fatalf("rank %d: %v", r, errs[r])
 				}
-				if !sameBits(got[r], want[r]) {
-					t.Errorf("rank %d ends %.3g from a run without the bad step", r, maxDiff(got[r], want[r]))
+				if !testval.SameBits(got[r], want[r]) {
+					t.Errorf("rank %d ends %.3g from a run without the bad step", r, testval.MaxAbs(got[r], want[r]))
 				}
 			}
 		})
@@ -451,7 +433,7 @@ func TestDataParallelRankFails(t *testing.T) {
 				}
 				before := append([]float64(nil), m.c...)
 				err = s.Step()
-				if !sameBits(before, m.c) || s.Steps() != 0 {
+				if !testval.SameBits(before, m.c) || s.Steps() != 0 {
 					return fmt.Errorf("the failed step moved the bias: %w", err)
 				}
 				return err
@@ -481,7 +463,7 @@ func TestDataParallelChecksum(t *testing.T) {
 					m.gradients(shard(batch(k), c.Rank(), size))
 					before := m.values()
 					if err := m.solver.Step(); err != nil {
-						if !sameBits(before, m.values()) {
+						if !testval.SameBits(before, m.values()) {
 							return fmt.Errorf("the failed step moved the weights: %w", err)
 						}
 						return fmt.Errorf("step %d: %w", k, err)
@@ -509,16 +491,16 @@ func TestDataParallelResume(t *testing.T) {
 	_, models := trainRanks[float64](t, 2, 0, dpSteps, rule, flat, false, optim.Options{}, nil)
 	saved := save(models[0])
 	again, _ := trainRanks[float64](t, 2, dpSteps, dpSteps, rule, flat, false, optim.Options{}, saved)
-	if !sameBits(again[0], through[0]) || !sameBits(again[1], through[1]) {
-		t.Errorf("resumed on 2 ranks: %.3g from the run that never stopped", maxDiff(again[0], through[0]))
+	if !testval.SameBits(again[0], through[0]) || !testval.SameBits(again[1], through[1]) {
+		t.Errorf("resumed on 2 ranks: %.3g from the run that never stopped", testval.MaxAbs(again[0], through[0]))
 	}
 	three, _ := trainRanks[float64](t, 3, dpSteps, dpSteps, rule, flat, false, optim.Options{}, saved)
-	if !sameBits(three[0], three[1]) || !sameBits(three[0], three[2]) {
+	if !testval.SameBits(three[0], three[1]) || !testval.SameBits(three[0], three[2]) {
 		t.Errorf("resumed on 3 ranks, the ranks differ")
 	}
 	alone, _ := trainAlone[float64](t, dpSteps, dpSteps, rule, flat, false, nil, saved)
 	for name, got := range map[string][]float64{"3 ranks": three[0], "one process": alone} {
-		if d := maxDiff(got, through[0]); d > tolerance[float64]() {
+		if d := testval.MaxAbs(got, through[0]); d > tolerance[float64]() {
 			t.Errorf("resumed on %s: %.3g from 2 ranks, want <= %.3g", name, d, tolerance[float64]())
 		}
 	}

@@ -1,11 +1,14 @@
 package optim
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/orthonet/orthonet/internal/problem"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/manifold"
 )
 
@@ -53,41 +56,54 @@ func testStateResume[T Float](t *testing.T) {
 			return NewRiemannianAdam(m, RiemannianAdamConfig{LR: 0.05})
 		}},
 	}
+	st, _ := manifold.NewStiefel[T](n, p)
+	pr := problem.NewPCA[T](n, p, newRNG(2))
+	x0 := make([]T, n*p)
+	_ = st.Random(x0, newRNG(3))
+	g := make([]T, n*p)
+	type run struct {
+		o stepper[T]
+		x []T
+	}
 	for _, tc := range cases {
-		for _, k := range []int{0, 1, 6, 10} {
-			st, _ := manifold.NewStiefel[T](n, p)
-			pr := problem.NewPCA[T](n, p, newRNG(2))
-			x0 := make([]T, n*p)
-			_ = st.Random(x0, newRNG(3))
-			g := make([]T, n*p)
-			steps := func(o stepper[T], x []T, count int) {
-				for i := 0; i < count; i++ {
-					pr.Grad(g, x)
-					if err := o.Step(x, g); err != nil {
-						t.Fatalf("%s: %v", tc.name, err)
+		t.Run(fmt.Sprintf("%s/%T", tc.name, x0[0]), func(t *testing.T) {
+			step := func(r run) {
+				pr.Grad(g, r.x)
+				if err := r.o.Step(r.x, g); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fresh := func() stepper[T] {
+				o, err := tc.make(st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return o
+			}
+			type saved struct {
+				state State
+				x     []T
+			}
+			testval.StraightThenResumed(t, total, []int{0, 1, 6, 10}, testval.Resumable[run, saved]{
+				Start: func() run { return run{fresh(), slices.Clone(x0)} },
+				Step:  func(r run, _ int) { step(r) },
+				Save: func(r run) saved {
+					s := saved{r.o.State(), slices.Clone(r.x)}
+					for range 3 { // the state must be a copy
+						step(r)
 					}
-				}
-			}
-			straight, _ := tc.make(st)
-			want := append([]T(nil), x0...)
-			steps(straight, want, total)
-
-			first, _ := tc.make(st)
-			got := append([]T(nil), x0...)
-			steps(first, got, k)
-			saved := first.State()
-			steps(first, append([]T(nil), got...), 3) // the state must be a copy
-			second, _ := tc.make(st)
-			if err := second.SetState(saved); err != nil {
-				t.Fatalf("%s k=%d: SetState: %v", tc.name, k, err)
-			}
-			steps(second, got, total-k)
-			for i := range want {
-				if math.Float64bits(float64(want[i])) != math.Float64bits(float64(got[i])) {
-					t.Fatalf("%s (%T) k=%d: entry %d is %v resumed, %v straight", tc.name, want[0], k, i, got[i], want[i])
-				}
-			}
-		}
+					return s
+				},
+				Resume: func(s saved) run {
+					o := fresh()
+					if err := o.SetState(s.state); err != nil {
+						t.Fatalf("SetState: %v", err)
+					}
+					return run{o, s.x}
+				},
+				Result: func(r run) any { return r.x },
+			})
+		})
 	}
 }
 

@@ -4,10 +4,8 @@ package program
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
-	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
@@ -37,91 +35,7 @@ func eachDeviceCase(t *testing.T, fn func(t *testing.T, mc modelCase, dt tensor.
 // that the loss, the logits, every gradient and every parameter after each
 // step agree (float64 to 1e-10, float32 to 1e-5, relative).
 func compareBackends(t *testing.T, ref, be backend.Backend, mc modelCase, dt tensor.Dtype, cfg []optim.Group) {
-	type side struct {
-		m    *model
-		prog *Program
-		s    *optim.Solver
-		rng  *rand.Rand
-	}
-	var sides [2]side
-	for i, b := range []backend.Backend{ref, be} {
-		m, err := mc.build(dt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := G.Grad(m.loss, nodesOf(m.params)...); err != nil {
-			t.Fatal(err)
-		}
-		prog, err := Compile(m.g, Config{Backend: b, Outputs: []*G.Node{m.logits, m.loss}, Params: m.params, Inputs: m.inputs})
-		if err != nil {
-			t.Fatalf("%s: %v", b.Name(), err)
-		}
-		t.Cleanup(func() { prog.Close() })
-		s, err := NewSolver(prog, cfg, optim.Options{})
-		if err != nil {
-			t.Fatalf("%s: %v", b.Name(), err)
-		}
-		t.Cleanup(func() { s.Close() })
-		sides[i] = side{m: m, prog: prog, s: s, rng: rand.New(rand.NewPCG(1, 2))}
-	}
-	tol := tolerance(dt)
-	read := func(p *Program, n *G.Node) []float64 {
-		var h any = make([]float64, numel(n.Shape()))
-		if dt == tensor.Float32 {
-			h = make([]float32, numel(n.Shape()))
-		}
-		if err := p.Read(n, h); err != nil {
-			t.Fatal(err)
-		}
-		return floats(h)
-	}
-	grad := func(p *Program, i int) []float64 {
-		pv := p.Params()[i]
-		var h any = make([]float64, pv.Size)
-		if dt == tensor.Float32 {
-			h = make([]float32, pv.Size)
-		}
-		if err := p.Backend().CopyOut(h, pv.Grad.Buf, pv.Grad.Off); err != nil {
-			t.Fatal(err)
-		}
-		return floats(h)
-	}
-	check := func(what string, a, b []float64) {
-		t.Helper()
-		if d := relDiff(a, b); !(d <= tol) {
-			t.Errorf("%s: %s differs from %s's by %.3g (relative), tolerance %g, %s", what, be.Name(), ref.Name(), d, tol, worst(a, b))
-		}
-	}
-	for step := range 2 {
-		for _, s := range sides {
-			if s.m.masks != nil {
-				s.m.masks(s.rng)
-			}
-			for _, in := range s.m.inputs {
-				if err := s.prog.SetInput(in, in.Value().Data()); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := s.prog.Run(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		r, g := sides[0], sides[1]
-		check(fmt.Sprintf("step %d loss", step), read(g.prog, g.m.loss), read(r.prog, r.m.loss))
-		check(fmt.Sprintf("step %d logits", step), read(g.prog, g.m.logits), read(r.prog, r.m.logits))
-		for i, p := range r.prog.Params() {
-			check(fmt.Sprintf("step %d gradient of %s", step, p.Node.Name()), grad(g.prog, i), grad(r.prog, i))
-		}
-		for _, s := range sides {
-			if err := s.s.Step(); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.prog.StoreParams(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for i, n := range nodesOf(r.m.params) {
-			check(fmt.Sprintf("step %d %s after the step", step, n.Name()), floats(nodesOf(g.m.params)[i].Value().Data()), floats(n.Value().Data()))
-		}
-	}
+	build := func() (*model, error) { return mc.build(dt) }
+	r, g := newSides(t, mc.name, build, compiled(ref, sideConfig{groups: cfg}), compiled(be, sideConfig{groups: cfg}))
+	agree(t, mc.name, r, g, 2, tolerance(dt))
 }

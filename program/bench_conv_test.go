@@ -13,6 +13,7 @@ import (
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/param"
 )
@@ -41,7 +42,7 @@ func convnet(tb testing.TB, batch int, dt tensor.Dtype) (m *model, masks []Dropo
 		for i := range v {
 			v[i] = rng.NormFloat64() / float64(fanIn)
 		}
-		return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(leafValue(dt, shape, v)))
+		return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(testval.Tensor(dt, shape, v)))
 	}
 	w0, w1, w2 := weight("w0", 32, 1, 3, 3), weight("w1", 64, 32, 3, 3), weight("w2", 128, 64, 3, 3)
 	w3, w4 := weight("w3", 128*3*3, 625), weight("w4", 625, 10)
@@ -61,7 +62,7 @@ func convnet(tb testing.TB, batch int, dt tensor.Dtype) (m *model, masks []Dropo
 	out := G.Must(G.SoftMax(logits))
 	loss := G.Must(G.Neg(G.Must(G.Mean(G.Must(G.HadamardProd(G.Must(G.Log(out)), y))))))
 	params := []param.Param{param.Plain(w0), param.Plain(w1), param.Plain(w2), param.OnStiefel(w3), param.Plain(w4)}
-	if _, err := G.Grad(loss, nodesOf(params)...); err != nil {
+	if _, err := G.Grad(loss, param.Nodes(params)...); err != nil {
 		tb.Fatal(err)
 	}
 	for _, d := range []*nn.Dropout{d02, d055} {
@@ -85,7 +86,7 @@ func BenchmarkConvnet(b *testing.B) {
 		b.Run(fmt.Sprintf("%v/tape", dt), func(b *testing.B) {
 			m, _ := convnet(b, 32, dt)
 			m.masks(rand.New(rand.NewPCG(1, 1)))
-			vm := G.NewTapeMachine(m.g, G.BindDualValues(nodesOf(m.params)...))
+			vm := G.NewTapeMachine(m.g, G.BindDualValues(param.Nodes(m.params)...))
 			defer vm.Close()
 			timeCPU(b, func() error {
 				defer vm.Reset()
@@ -97,11 +98,7 @@ func BenchmarkConvnet(b *testing.B) {
 				m, masks := convnet(b, 32, dt)
 				be := cpu.New(cpu.Options{Threads: threads})
 				defer be.Close()
-				p, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.loss, m.logits}, Params: m.params, Inputs: m.inputs, Dropout: masks, DropoutSeed: 1})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer p.Close()
+				p := m.compile(b, be, Config{Dropout: masks, DropoutSeed: 1})
 				timeCPU(b, p.Run)
 			})
 		}
@@ -139,11 +136,7 @@ func BenchmarkConvnetProfile(b *testing.B) {
 			m, masks := convnet(b, 32, dt)
 			be := cpu.New(cpu.Options{})
 			defer be.Close()
-			p, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.loss, m.logits}, Params: m.params, Inputs: m.inputs, Dropout: masks, DropoutSeed: 1, Profile: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Close()
+			p := m.compile(b, be, Config{Dropout: masks, DropoutSeed: 1, Profile: true})
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if err := p.Run(); err != nil {

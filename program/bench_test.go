@@ -11,6 +11,7 @@ import (
 	"github.com/orthonet/orthonet/models"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // paperFFN builds the paper's FFN (1024 inputs, five 1024-wide Stiefel
@@ -40,7 +41,7 @@ func paperFFN(tb testing.TB, batch, width int) *model {
 func BenchmarkFFN(b *testing.B) {
 	b.Run("tape", func(b *testing.B) {
 		m := paperFFN(b, 16, 1024)
-		vm := G.NewTapeMachine(m.g, G.BindDualValues(nodesOf(m.params)...))
+		vm := G.NewTapeMachine(m.g, G.BindDualValues(param.Nodes(m.params)...))
 		defer vm.Close()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
@@ -59,11 +60,7 @@ func BenchmarkFFN(b *testing.B) {
 			m := paperFFN(b, 16, 1024)
 			be := cpu.New(cpu.Options{Threads: v.threads})
 			defer be.Close()
-			p, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.loss, m.logits}, Params: m.params, Inputs: m.inputs, FactorForRSDM: map[bool]int{true: 300}[v.factor]})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Close()
+			p := m.compile(b, be, Config{FactorForRSDM: map[bool]int{true: 300}[v.factor]})
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if err := p.Run(); err != nil {
@@ -81,11 +78,7 @@ func TestStepAllocs(t *testing.T) {
 	m := paperFFN(t, 4, 32)
 	be := cpu.New(cpu.Options{Threads: 2, Grain: 64})
 	defer be.Close()
-	p, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.loss, m.logits}, Params: m.params, Inputs: m.inputs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := m.compile(t, be, Config{})
 	s, err := NewSolver(p, groups(optim.Group{LR: 0.1, Schedule: optim.Cosine{Steps: 100}, Rule: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}}, optim.Group{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1}), optim.Options{ClipNorm: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/internal/cudak/standin"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
@@ -100,6 +101,21 @@ func (c *classifier) batch(t *testing.T, rng *rand.Rand) {
 	}
 }
 
+// deviceBackend starts the CUDA backend for t, closed when t ends: the
+// host model of the device, or a GPU where ORTHONET_CUDA_GPU=1.
+func deviceBackend(t *testing.T) backend.Backend {
+	t.Helper()
+	if os.Getenv("ORTHONET_CUDA_GPU") != "1" {
+		t.Setenv(cuda.StandInEnv, "1")
+	}
+	be, err := cuda.New(cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	return be
+}
+
 // TestCollect trains a classifier compiled with Config.Accuracy on the CPU
 // and on the CUDA backend (the host model of the device, or a GPU where
 // ORTHONET_CUDA_GPU=1): Collect's loss and logits are Read's, its count of
@@ -109,14 +125,7 @@ func (c *classifier) batch(t *testing.T, rng *rand.Rand) {
 // A NaN batch still fails the Step with ErrNotFinite before any weight
 // moves.
 func TestCollect(t *testing.T) {
-	if os.Getenv("ORTHONET_CUDA_GPU") != "1" {
-		t.Setenv(cuda.StandInEnv, "1")
-	}
-	dev, err := cuda.New(cuda.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := deviceBackend(t)
 	for _, be := range []backend.Backend{cpu.New(cpu.Options{}), dev} {
 		name := strings.Fields(be.Name())[0]
 		c := newClassifier(t, be)
@@ -154,7 +163,7 @@ func TestCollect(t *testing.T) {
 			if err := c.prog.Read(c.logits, readLogits); err != nil {
 				t.Fatal(err)
 			}
-			if readLoss[0] != loss[0] || !slicesEqual(readLogits, logits) {
+			if readLoss[0] != loss[0] || !testval.SameBits(readLogits, logits) {
 				t.Errorf("%s: step %d: Collect read loss %v, Read %v (or the logits differ)", name, step, loss[0], readLoss[0])
 			}
 		}
@@ -194,7 +203,7 @@ func TestCollect(t *testing.T) {
 		if err := c.solver.Step(); !errors.Is(err, optim.ErrNotFinite) {
 			t.Errorf("%s: a step on a NaN batch: %v, want ErrNotFinite", name, err)
 		}
-		if after := weightsOf(t, c); !slicesEqual(after, before) {
+		if after := weightsOf(t, c); !testval.SameBits(after, before) {
 			t.Errorf("%s: a failed step moved the weights", name)
 		}
 	}
@@ -210,18 +219,6 @@ func weightsOf(t *testing.T, c *classifier) []float32 {
 		t.Fatal(err)
 	}
 	return append(w, v...)
-}
-
-func slicesEqual(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 // TestAccuracyRefused checks Config.Accuracy's errors: logits that are not
@@ -251,14 +248,7 @@ func TestAccuracyRefused(t *testing.T) {
 // (On the CUDA backend the device steppers' Step allocates, as it did
 // before Collect.)
 func TestCollectAllocs(t *testing.T) {
-	if os.Getenv("ORTHONET_CUDA_GPU") != "1" {
-		t.Setenv(cuda.StandInEnv, "1")
-	}
-	dev, err := cuda.New(cuda.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := deviceBackend(t)
 	for _, be := range []backend.Backend{cpu.New(cpu.Options{Threads: 2}), dev} {
 		c := newClassifier(t, be)
 		c.batch(t, rand.New(rand.NewPCG(1, 1)))

@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/param"
 )
@@ -46,7 +47,7 @@ func TestDropoutMasks(t *testing.T) {
 				if err := prog.Read(n, h); err != nil {
 					t.Fatal(err)
 				}
-				return floats(h)
+				return testval.Floats(h)
 			}
 			runAt := func(step int) [][]float64 {
 				if err := prog.SetStep(step); err != nil {
@@ -77,7 +78,7 @@ func TestDropoutMasks(t *testing.T) {
 					t.Errorf("%s %v: mask %d has %.3f zeros, want about 0.3", be.Name(), dt, s, f)
 				}
 			}
-			if relDiff(a[0], a[1]) == 0 {
+			if testval.MaxRel(a[0], a[1]) == 0 {
 				t.Errorf("%s %v: the two masks are equal", be.Name(), dt)
 			}
 			// out = mask1 * ((mask0 * x) w): zero wherever mask1 is.
@@ -86,10 +87,10 @@ func TestDropoutMasks(t *testing.T) {
 					t.Fatalf("%s %v: output entry %d is %v where its mask is 0", be.Name(), dt, i, v)
 				}
 			}
-			if b := runAt(5); relDiff(b[0], a[0]) != 0 || relDiff(b[2], a[2]) != 0 {
+			if b := runAt(5); testval.MaxRel(b[0], a[0]) != 0 || testval.MaxRel(b[2], a[2]) != 0 {
 				t.Errorf("%s %v: step 5 drew another mask the second time", be.Name(), dt)
 			}
-			if c := runAt(6); relDiff(c[0], a[0]) == 0 {
+			if c := runAt(6); testval.MaxRel(c[0], a[0]) == 0 {
 				t.Errorf("%s %v: steps 5 and 6 drew the same mask", be.Name(), dt)
 			}
 			prog.Close()

@@ -164,24 +164,25 @@ func (x *exporter) tensor(name string, dims []int, v any) onnx.Tensor {
 	switch v := v.(type) {
 	case []float32:
 		if x.dt == onnx.Double {
-			w := make([]float64, len(v))
-			for i, f := range v {
-				w[i] = float64(f)
-			}
-			return onnx.DoubleTensor(name, d, w)
+			return onnx.DoubleTensor(name, d, convert[float64](v))
 		}
 		return onnx.FloatTensor(name, d, v)
 	case []float64:
 		if x.dt == onnx.Float {
-			w := make([]float32, len(v))
-			for i, f := range v {
-				w[i] = float32(f)
-			}
-			return onnx.FloatTensor(name, d, w)
+			return onnx.FloatTensor(name, d, convert[float32](v))
 		}
 		return onnx.DoubleTensor(name, d, v)
 	}
 	panic(fmt.Sprintf("program: tensor of %T", v)) // hostData returns only these
+}
+
+// convert returns v's values as T.
+func convert[T, S float32 | float64](v []S) []T {
+	w := make([]T, len(v))
+	for i, f := range v {
+		w[i] = T(f)
+	}
+	return w
 }
 
 // reshape returns value v, of shape from, reshaped to shape to: v itself

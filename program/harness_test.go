@@ -11,6 +11,7 @@ import (
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/param"
 )
 
@@ -23,80 +24,13 @@ func tolerance(dt tensor.Dtype) float64 {
 	return 1e-10
 }
 
-// relDiff returns max|a - b| / max(max|b|, tiny): the difference relative to
-// the reference b's scale.
-func relDiff(a, b []float64) float64 {
-	var d, s float64
-	for i := range b {
-		if math.IsNaN(a[i]) != math.IsNaN(b[i]) {
-			return math.Inf(1)
-		}
-		d = max(d, math.Abs(a[i]-b[i]))
-		s = max(s, math.Abs(b[i]))
-	}
-	return d / max(s, 1e-300)
-}
-
-// worst says where a and b differ most, for a failure's message: the
-// element and both values there (a NaN on one side only counts first).
-func worst(a, b []float64) string {
-	at, d := -1, -1.0
-	for i := range b {
-		if math.IsNaN(a[i]) != math.IsNaN(b[i]) {
-			at = i
-			break
-		}
-		if e := math.Abs(a[i] - b[i]); e > d {
-			at, d = i, e
-		}
-	}
-	if at < 0 {
-		return "no elements"
-	}
-	return fmt.Sprintf("most at element %d of %d: %v against %v", at, len(b), a[at], b[at])
-}
-
-func floats(v any) []float64 {
-	switch d := v.(type) {
-	case []float32:
-		out := make([]float64, len(d))
-		for i, x := range d {
-			out[i] = float64(x)
-		}
-		return out
-	case []float64:
-		return append([]float64(nil), d...)
-	case float32:
-		return []float64{float64(d)}
-	case float64:
-		return []float64{d}
-	}
-	panic(fmt.Sprintf("floats: %T", v))
-}
-
-// leafValue returns a tensor of dt with the given shape and values.
-func leafValue(dt tensor.Dtype, shape []int, v []float64) tensor.Tensor {
-	if len(shape) == 0 {
-		if dt == tensor.Float32 {
-			return tensor.New(tensor.FromScalar(float32(v[0])))
-		}
-		return tensor.New(tensor.FromScalar(v[0]))
-	}
-	if dt == tensor.Float32 {
-		f := make([]float32, len(v))
-		for i, x := range v {
-			f[i] = float32(x)
-		}
-		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
-	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(append([]float64(nil), v...)))
-}
-
+// newLeaf returns a leaf of dt with the given shape (a scalar if none) and
+// values.
 func newLeaf(g *G.ExprGraph, dt tensor.Dtype, name string, shape []int, v []float64) *G.Node {
 	if len(shape) == 0 {
-		return G.NewScalar(g, dt, G.WithName(name), G.WithValue(leafValue(dt, shape, v).Data()))
+		return G.NewScalar(g, dt, G.WithName(name), G.WithValue(testval.Tensor(dt, shape, v).Data()))
 	}
-	return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(leafValue(dt, shape, v)))
+	return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(testval.Tensor(dt, shape, v)))
 }
 
 func numel(shape []int) int {
@@ -125,17 +59,9 @@ type graphCase struct {
 	evalMode bool
 }
 
-// reference holds what the tape machine computed.
-type reference struct {
-	out, loss []float64
-	grads     [][]float64
-}
-
-// runCase builds c in dt twice, runs it on the tape machine and as a
-// compiled program on be, and compares the output, the loss sum(out * R)
-// for a random R, and the gradient of the loss for every parameter leaf.
-func runCase(t *testing.T, be backend.Backend, c graphCase, dt tensor.Dtype) {
-	t.Helper()
+// caseValues draws the leaf values of c: N(0, 1), or (0.5, 2) where c is
+// positive, seeded by its name's length.
+func caseValues(c graphCase) [][]float64 {
 	rng := rand.New(rand.NewPCG(uint64(len(c.name)), 7))
 	values := make([][]float64, len(c.shapes))
 	for i, s := range c.shapes {
@@ -148,150 +74,66 @@ func runCase(t *testing.T, be backend.Backend, c graphCase, dt tensor.Dtype) {
 			}
 		}
 	}
-	type built struct {
-		g            *G.ExprGraph
-		leaves       []*G.Node
-		params       []*G.Node
-		out, loss    *G.Node
-		outV, lossV  G.Value
-		weightValues []float64
-	}
-	build := func() (*built, error) {
-		b := &built{g: G.NewGraph()}
-		for i, s := range c.shapes {
-			l := newLeaf(b.g, dt, fmt.Sprintf("x%d", i), s, values[i])
-			b.leaves = append(b.leaves, l)
-			if i >= len(c.constant) || !c.constant[i] {
-				b.params = append(b.params, l)
-			}
-		}
-		out, err := c.build(b.leaves)
-		if err != nil {
-			return nil, err
-		}
-		b.out = out
-		wr := rand.New(rand.NewPCG(3, 4))
-		b.weightValues = make([]float64, numel(out.Shape()))
-		for i := range b.weightValues {
-			b.weightValues[i] = wr.NormFloat64()
-		}
-		var prod *G.Node
-		if out.Shape().IsScalar() || len(out.Shape()) == 0 {
-			w := newLeaf(b.g, dt, "R", nil, b.weightValues[:1])
-			prod = G.Must(G.Mul(out, w))
-		} else {
-			w := newLeaf(b.g, dt, "R", []int(out.Shape()), b.weightValues)
-			prod = G.Must(G.Sum(G.Must(G.HadamardProd(out, w))))
-		}
-		b.loss = prod
-		G.Read(out, &b.outV)
-		G.Read(prod, &b.lossV)
-		if !c.noGrad {
-			if _, err := G.Grad(prod, b.params...); err != nil {
-				return nil, err
-			}
-		}
-		return b, nil
-	}
+	return values
+}
 
-	// The tape machine's reference.
-	ref, err := build()
+// model builds c in dt from the leaf values: its output, the loss
+// sum(out * R) for a fixed random R, and as parameters the leaves c does
+// not list as constants.
+func (c graphCase) model(dt tensor.Dtype, values [][]float64) (*model, error) {
+	m := &model{g: G.NewGraph()}
+	var leaves []*G.Node
+	for i, s := range c.shapes {
+		l := newLeaf(m.g, dt, fmt.Sprintf("x%d", i), s, values[i])
+		leaves = append(leaves, l)
+		if i >= len(c.constant) || !c.constant[i] {
+			m.params = append(m.params, param.Plain(l))
+		}
+	}
+	out, err := c.build(leaves)
 	if err != nil {
-		t.Fatalf("%s %v: building: %v", c.name, dt, err)
+		return nil, err
 	}
-	var opts []G.VMOpt
-	if !c.noGrad {
-		opts = append(opts, G.BindDualValues(ref.params...))
+	m.logits = out
+	wr := rand.New(rand.NewPCG(3, 4))
+	r := make([]float64, numel(out.Shape()))
+	for i := range r {
+		r[i] = wr.NormFloat64()
 	}
-	if c.evalMode {
-		opts = append(opts, G.EvalMode())
+	if out.Shape().IsScalar() || len(out.Shape()) == 0 {
+		m.loss = G.Must(G.Mul(out, newLeaf(m.g, dt, "R", nil, r[:1])))
+	} else {
+		m.loss = G.Must(G.Sum(G.Must(G.HadamardProd(out, newLeaf(m.g, dt, "R", []int(out.Shape()), r)))))
 	}
-	vm := G.NewTapeMachine(ref.g, opts...)
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		t.Fatalf("%s %v: tape machine: %v", c.name, dt, err)
-	}
-	want := reference{out: floats(ref.outV.Data()), loss: floats(ref.lossV.Data())}
-	if !c.noGrad {
-		for _, p := range ref.params {
-			gr, err := p.Grad()
-			if err != nil {
-				t.Fatalf("%s %v: tape machine gradient of %s: %v", c.name, dt, p.Name(), err)
-			}
-			want.grads = append(want.grads, floats(gr.Data()))
-		}
-	}
-
-	// The program, on a fresh copy of the graph.
-	got, err := build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	params := make([]param.Param, len(got.params))
-	for i, p := range got.params {
-		params[i] = param.Plain(p)
-	}
-	prog, err := Compile(got.g, Config{Backend: be, Outputs: []*G.Node{got.out, got.loss}, Params: params, NoGrad: c.noGrad, EvalMode: c.evalMode})
-	if err != nil {
-		t.Fatalf("%s %v: Compile: %v", c.name, dt, err)
-	}
-	defer prog.Close()
-	for run := 0; run < 2; run++ { // a second run must not accumulate
-		if err := prog.Run(); err != nil {
-			t.Fatalf("%s %v: Run: %v", c.name, dt, err)
-		}
-	}
-	read := func(n *G.Node) []float64 {
-		var host any
-		if dt == tensor.Float32 {
-			host = make([]float32, numel(n.Shape()))
-		} else {
-			host = make([]float64, numel(n.Shape()))
-		}
-		if err := prog.Read(n, host); err != nil {
-			t.Fatalf("%s %v: Read %s: %v", c.name, dt, n.Name(), err)
-		}
-		return floats(host)
-	}
-	tol := tolerance(dt)
-	check := func(what string, a, b []float64) {
-		if len(a) != len(b) {
-			t.Errorf("%s %v: %s has %d values, the tape machine's %d", c.name, dt, what, len(a), len(b))
-			return
-		}
-		if d := relDiff(a, b); !(d <= tol) {
-			t.Errorf("%s %v: %s differs from the tape machine's by %.3g (relative), tolerance %g, %s\n got %v\nwant %v", c.name, dt, what, d, tol, worst(a, b), trim(a), trim(b))
-		}
-	}
-	check("output", read(got.out), want.out)
 	// The loss sums out * R: its rounding error scales with the terms'
 	// magnitudes, not with the sum's, which may cancel.
-	var lossScale float64
-	for i, o := range want.out {
-		lossScale += math.Abs(o * ref.weightValues[i%len(ref.weightValues)])
+	m.lossScale = func(out []float64) float64 {
+		var s float64
+		for i, o := range out {
+			s += math.Abs(o * r[i%len(r)])
+		}
+		return s
 	}
-	if l, w := read(got.loss), want.loss; len(l) != 1 || len(w) != 1 {
-		t.Errorf("%s %v: loss has %d values, the tape machine's %d", c.name, dt, len(l), len(w))
-	} else if d := math.Abs(l[0]-w[0]) / max(lossScale, math.Abs(w[0]), 1e-300); !(d <= tol) {
-		t.Errorf("%s %v: loss %v differs from the tape machine's %v by %.3g of the terms' magnitude %.3g, tolerance %g", c.name, dt, l[0], w[0], d, lossScale, tol)
-	}
+	return m, nil
+}
+
+// runCase builds c in dt twice, runs it on the tape machine and as a
+// compiled program on be (twice: a second run must not accumulate), and
+// compares the output, the loss sum(out * R) for a random R, and the
+// gradient of the loss for every parameter leaf.
+func runCase(t *testing.T, be backend.Backend, c graphCase, dt tensor.Dtype) {
+	t.Helper()
+	values := caseValues(c)
+	label := fmt.Sprintf("%s %v", c.name, dt)
+	cfg := sideConfig{noGrad: c.noGrad, evalMode: c.evalMode, runs: 2}
+	build := func() (*model, error) { return c.model(dt, values) }
+	ref, got := newSides(t, label, build, onTape(cfg), compiled(be, cfg))
+	agree(t, label, ref, got, 0, tolerance(dt))
 	if c.noGrad {
 		return
 	}
-	if err := prog.CheckGrads(); err != nil {
-		t.Errorf("%s %v: CheckGrads: %v", c.name, dt, err)
-	}
-	for i, p := range prog.Params() {
-		var host any
-		if dt == tensor.Float32 {
-			host = make([]float32, p.Size)
-		} else {
-			host = make([]float64, p.Size)
-		}
-		if err := be.CopyOut(host, p.Grad.Buf, p.Grad.Off); err != nil {
-			t.Fatal(err)
-		}
-		check("gradient of "+p.Node.Name(), floats(host), want.grads[i])
+	if err := got.(*programSide).prog.CheckGrads(); err != nil {
+		t.Errorf("%s: CheckGrads: %v", label, err)
 	}
 }
 

@@ -4,13 +4,10 @@ package program_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"gorgonia.org/tensor"
 
-	"github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/param"
 	"github.com/orthonet/orthonet/program"
@@ -22,27 +19,11 @@ import (
 // nodes without LoadParams fails Run with ErrParamsChanged, before the
 // first Run and after it; LoadProgram resumes bit for bit.
 func TestNodesChangedOnDevice(t *testing.T) {
-	if os.Getenv("ORTHONET_CUDA_GPU") != "1" {
-		t.Setenv(cuda.StandInEnv, "1")
-	}
-	be, err := cuda.New(cuda.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
+	be := deviceBackend(t)
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 		t.Run(dt.String(), func(t *testing.T) {
 			const half, steps = 5, 10
-			path := filepath.Join(t.TempDir(), "ckpt.safetensors")
-			straight := newTeacherNet(t, be, dt)
-			if _, err := straight.train(0, half); err != nil {
-				t.Fatal(err)
-			}
-			straight.save(t, path)
-			wantLoss, err := straight.train(half, steps)
-			if err != nil {
-				t.Fatal(err)
-			}
+			straight, path, wantLoss := straightRun(t, be, dt, half, steps, func(m *teacherNet, path string) { m.save(t, path) })
 			f, err := checkpoint.Read(path)
 			if err != nil {
 				t.Fatal(err)
@@ -73,9 +54,7 @@ func TestNodesChangedOnDevice(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if gotLoss != wantLoss || !sameWeights(after.weights(t), straight.weights(t)) {
-				t.Errorf("resumed with LoadProgram: loss %v after %d steps, a straight run's %v", gotLoss, steps, wantLoss)
-			}
+			endsAsStraight(t, "with LoadProgram", after, straight, gotLoss, wantLoss)
 		})
 	}
 }

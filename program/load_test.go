@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
@@ -54,8 +56,8 @@ func newTeacherNet(t *testing.T, be backend.Backend, dt tensor.Dtype) *teacherNe
 	g := G.NewGraph()
 	m.x = G.NewMatrix(g, dt, G.WithShape(tnBatch, tnIn), G.WithName("x"), G.WithInit(G.Zeroes()))
 	m.y = G.NewMatrix(g, dt, G.WithShape(tnBatch, 1), G.WithName("y"), G.WithInit(G.Zeroes()))
-	m.w1 = G.NewMatrix(g, dt, G.WithShape(tnIn, tnHidden), G.WithName("W1"), G.WithValue(tensorOf(dt, []int{tnIn, tnHidden}, w1)))
-	m.w2 = G.NewMatrix(g, dt, G.WithShape(tnHidden, 1), G.WithName("W2"), G.WithValue(tensorOf(dt, []int{tnHidden, 1}, []float64{0.1, 0.1, 0.1, 0.1})))
+	m.w1 = G.NewMatrix(g, dt, G.WithShape(tnIn, tnHidden), G.WithName("W1"), G.WithValue(testval.Tensor(dt, []int{tnIn, tnHidden}, w1)))
+	m.w2 = G.NewMatrix(g, dt, G.WithShape(tnHidden, 1), G.WithName("W2"), G.WithValue(testval.Tensor(dt, []int{tnHidden, 1}, []float64{0.1, 0.1, 0.1, 0.1})))
 	out := G.Must(G.Mul(G.Must(G.Tanh(G.Must(G.Mul(m.x, m.w1)))), m.w2))
 	m.loss = G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(out, m.y))))))
 	m.params = []param.Param{param.OnStiefel(m.w1), param.Plain(m.w2)}
@@ -76,26 +78,8 @@ func newTeacherNet(t *testing.T, be backend.Backend, dt tensor.Dtype) *teacherNe
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.solver.Close() })
-	m.xs, m.ys, m.lossV = hostOf(dt, tnBatch*tnIn), hostOf(dt, tnBatch), hostOf(dt, 1)
+	m.xs, m.ys, m.lossV = testval.Host(dt, tnBatch*tnIn), testval.Host(dt, tnBatch), testval.Host(dt, 1)
 	return m
-}
-
-func tensorOf(dt tensor.Dtype, shape []int, v []float64) tensor.Tensor {
-	if dt == tensor.Float32 {
-		f := make([]float32, len(v))
-		for i, x := range v {
-			f[i] = float32(x)
-		}
-		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
-	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(append([]float64(nil), v...)))
-}
-
-func hostOf(dt tensor.Dtype, n int) any {
-	if dt == tensor.Float32 {
-		return make([]float32, n)
-	}
-	return make([]float64, n)
 }
 
 func setAt(h any, i int, v float64) {
@@ -134,7 +118,7 @@ func (m *teacherNet) train(from, to int) (float64, error) {
 		if err := m.prog.Read(m.loss, m.lossV); err != nil {
 			return 0, err
 		}
-		last = hostFloats(m.lossV)[0]
+		last = testval.Floats(m.lossV)[0]
 		if err := m.solver.Step(); err != nil {
 			return 0, err
 		}
@@ -142,30 +126,16 @@ func (m *teacherNet) train(from, to int) (float64, error) {
 	return last, nil
 }
 
-func hostFloats(h any) []float64 {
-	switch d := h.(type) {
-	case []float32:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out
-	case []float64:
-		return append([]float64(nil), d...)
-	}
-	return nil
-}
-
 // weights returns the program's parameters, read from the program.
 func (m *teacherNet) weights(t *testing.T) [][]float64 {
 	t.Helper()
 	var out [][]float64
 	for _, n := range []*G.Node{m.w1, m.w2} {
-		h := hostOf(m.dt, n.Shape().TotalSize())
+		h := testval.Host(m.dt, n.Shape().TotalSize())
 		if err := m.prog.Read(n, h); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, hostFloats(h))
+		out = append(out, testval.Floats(h))
 	}
 	return out
 }
@@ -189,15 +159,51 @@ func (m *teacherNet) save(t *testing.T, path string) {
 	}
 }
 
-func sameWeights(a, b [][]float64) bool {
-	for i := range a {
-		for j := range a[i] {
-			if a[i][j] != b[i][j] {
-				return false
-			}
-		}
+// straightRun trains a fresh teacher net on be straight from step 0 to
+// steps, writing a checkpoint with save after half of them; it returns the
+// net, the checkpoint's path and the loss of the last step.
+func straightRun(t *testing.T, be backend.Backend, dt tensor.Dtype, half, steps int, save func(m *teacherNet, path string)) (*teacherNet, string, float64) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ckpt.safetensors")
+	m := newTeacherNet(t, be, dt)
+	if _, err := m.train(0, half); err != nil {
+		t.Fatal(err)
 	}
-	return true
+	save(m, path)
+	loss, err := m.train(half, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, path, loss
+}
+
+// resumedNet makes a fresh teacher net on be and loads the checkpoint at
+// path into it with load.
+func resumedNet(t *testing.T, be backend.Backend, dt tensor.Dtype, path string, load func(f *checkpoint.File, m *teacherNet) error) *teacherNet {
+	t.Helper()
+	m := newTeacherNet(t, be, dt)
+	f, err := checkpoint.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := load(f, m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// endsAsStraight fails t unless a resumed net ended with the loss and the
+// weights of the straight one, bit for bit.
+func endsAsStraight(t *testing.T, how string, resumed, straight *teacherNet, gotLoss, wantLoss float64) {
+	t.Helper()
+	if gotLoss != wantLoss || !sameWeights(resumed.weights(t), straight.weights(t)) {
+		t.Errorf("resumed %s: loss %v, a straight run's %v (or the weights differ)", how, gotLoss, wantLoss)
+	}
+}
+
+// sameWeights reports whether a and b are the same weights, bit for bit.
+func sameWeights(a, b [][]float64) bool {
+	return slices.EqualFunc(a, b, func(x, y []float64) bool { return testval.SameBits(x, y) })
 }
 
 // TestResumeWithoutLoadParams resumes a compiled program through the
@@ -211,29 +217,14 @@ func TestResumeWithoutLoadParams(t *testing.T) {
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 		t.Run(dt.String(), func(t *testing.T) {
 			const half, steps = 100, 200
-			path := filepath.Join(t.TempDir(), "ckpt.safetensors")
-			straight := newTeacherNet(t, be, dt)
-			if _, err := straight.train(0, half); err != nil {
-				t.Fatal(err)
-			}
-			straight.save(t, path)
-			wantLoss, err := straight.train(half, steps)
-			if err != nil {
-				t.Fatal(err)
-			}
+			straight, path, wantLoss := straightRun(t, be, dt, half, steps, func(m *teacherNet, path string) { m.save(t, path) })
 
-			resumed := newTeacherNet(t, be, dt)
-			f, err := checkpoint.Read(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := f.LoadNodes("model.", param.Nodes(resumed.params)); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.LoadSolver("optim.", resumed.solver); err != nil {
-				t.Fatal(err)
-			}
-			// No resumed.prog.LoadParams() here.
+			resumed := resumedNet(t, be, dt, path, func(f *checkpoint.File, m *teacherNet) error {
+				if err := f.LoadNodes("model.", param.Nodes(m.params)); err != nil {
+					return err
+				}
+				return f.LoadSolver("optim.", m.solver) // and no m.prog.LoadParams()
+			})
 			gotLoss, err := resumed.train(half, steps)
 			if errors.Is(err, program.ErrParamsChanged) {
 				return // refused loudly: acceptable
@@ -241,9 +232,7 @@ func TestResumeWithoutLoadParams(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if gotLoss != wantLoss || !sameWeights(resumed.weights(t), straight.weights(t)) {
-				t.Errorf("resumed without LoadParams: loss %v after %d steps, a straight run's %v: the program trained on other weights than the checkpoint's", gotLoss, steps, wantLoss)
-			}
+			endsAsStraight(t, "without LoadParams (trained on other weights than the checkpoint's?)", resumed, straight, gotLoss, wantLoss)
 		})
 	}
 }
@@ -257,37 +246,23 @@ func TestLoadProgramResumes(t *testing.T) {
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 		t.Run(dt.String(), func(t *testing.T) {
 			const half, steps = 100, 200
-			path := filepath.Join(t.TempDir(), "ckpt.safetensors")
-			straight := newTeacherNet(t, be, dt)
-			if _, err := straight.train(0, half); err != nil {
-				t.Fatal(err)
-			}
-			f := checkpoint.New()
-			if err := f.PutProgram("model.", "optim.", straight.prog, straight.solver); err != nil {
-				t.Fatal(err)
-			}
-			if err := checkpoint.Write(path, f); err != nil {
-				t.Fatal(err)
-			}
-			wantLoss, err := straight.train(half, steps)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resumed := newTeacherNet(t, be, dt)
-			g, err := checkpoint.Read(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := g.LoadProgram("model.", "optim.", resumed.prog, resumed.solver); err != nil {
-				t.Fatal(err)
-			}
+			straight, path, wantLoss := straightRun(t, be, dt, half, steps, func(m *teacherNet, path string) {
+				f := checkpoint.New()
+				if err := f.PutProgram("model.", "optim.", m.prog, m.solver); err != nil {
+					t.Fatal(err)
+				}
+				if err := checkpoint.Write(path, f); err != nil {
+					t.Fatal(err)
+				}
+			})
+			resumed := resumedNet(t, be, dt, path, func(f *checkpoint.File, m *teacherNet) error {
+				return f.LoadProgram("model.", "optim.", m.prog, m.solver)
+			})
 			gotLoss, err := resumed.train(half, steps)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if gotLoss != wantLoss || !sameWeights(resumed.weights(t), straight.weights(t)) {
-				t.Errorf("resumed with LoadProgram: loss %v after %d steps, a straight run's %v", gotLoss, steps, wantLoss)
-			}
+			endsAsStraight(t, "with LoadProgram", resumed, straight, gotLoss, wantLoss)
 		})
 	}
 }
@@ -321,11 +296,11 @@ func TestNodesChangedBehindTheProgram(t *testing.T) {
 			if _, err := m.train(5, 10); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := hostFloats(m.w2.Value().Data()), m.weights(t)[1]; !sameWeights([][]float64{got}, [][]float64{want}) {
+			if got, want := testval.Floats(m.w2.Value().Data()), m.weights(t)[1]; !sameWeights([][]float64{got}, [][]float64{want}) {
 				t.Errorf("without StoreParams the node holds %v, the program %v", got, want)
 			}
 			// A new value for the node is refused until LoadParams copies it in.
-			fresh := tensorOf(dt, []int{tnHidden, 1}, []float64{1, 2, 3, 4})
+			fresh := testval.Tensor(dt, []int{tnHidden, 1}, []float64{1, 2, 3, 4})
 			if err := G.Let(m.w2, fresh); err != nil {
 				t.Fatal(err)
 			}

@@ -15,63 +15,149 @@ import (
 	"github.com/orthonet/orthonet/fused"
 )
 
-// The op types of gorgonia v0.9.18 are unexported; the compiler tells them
-// by their type names and reads their parameters by reflection, once, at
-// compile time. The tests lower every op against the tape machine, so a
-// change of Gorgonia's internals fails there, not silently.
-func opName(op G.Op) string {
-	t := reflect.TypeOf(op)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+// lowerNodes, the lowering phase, emits the program's kernels against
+// virtual buffers: the dropout masks the program draws, the reset of the
+// gradients' finite flags, then every needed node in order (node: a leaf
+// becomes a buffer, an op its kernels, by lower and the lowerings table)
+// with the check of each gradient, and Config.Accuracy's count.
+func (c *compiler) lowerNodes() error {
+	if err := c.drawMasks(); err != nil {
+		return err
 	}
-	return t.Name()
-}
-
-// field returns the named field of op's struct (following embedded
-// pointers), or an invalid Value.
-func field(op G.Op, name string) reflect.Value {
-	v := reflect.ValueOf(op)
-	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-		v = v.Elem() // the zero Value, of no kind, if nil
+	if !c.cfg.NoGrad && len(c.pvals) > 0 {
+		c.flags = c.newBuf(backend.Int32, 2*len(c.pvals), true, "finite flags")
+		c.emit(backend.Fill{N: 2 * len(c.pvals), Dst: backend.At(c.flags, 0)})
 	}
-	if v.Kind() != reflect.Struct {
-		return reflect.Value{}
-	}
-	return v.FieldByName(name)
-}
-
-func intField(op G.Op, name string) (int, error) {
-	switch f := field(op, name); {
-	case f.CanInt():
-		return int(f.Int()), nil
-	case f.CanUint():
-		return int(f.Uint()), nil
-	}
-	return 0, fmt.Errorf("op %T has no integer field %q (gorgonia's internals changed?)", op, name)
-}
-
-func boolField(op G.Op, name string) (bool, error) {
-	f := field(op, name)
-	if f.Kind() != reflect.Bool {
-		return false, fmt.Errorf("op %T has no bool field %q (gorgonia's internals changed?)", op, name)
-	}
-	return f.Bool(), nil
-}
-
-func intsField(op G.Op, name string) ([]int, error) {
-	f := field(op, name)
-	if f.Kind() != reflect.Slice {
-		return nil, fmt.Errorf("op %T has no slice field %q (gorgonia's internals changed?)", op, name)
-	}
-	out := make([]int, f.Len())
-	for i := range out {
-		e := f.Index(i)
-		if !e.CanInt() {
-			return nil, fmt.Errorf("op %T: field %q holds %v", op, name, e.Kind())
+	for _, n := range c.needed {
+		if c.vals[n] != nil {
+			continue // a dropout mask, lowered by drawMasks
 		}
-		out[i] = int(e.Int())
+		start := len(c.kernels)
+		if err := c.node(n); err != nil {
+			return err
+		}
+		for _, i := range c.grads[n] {
+			c.checkGrad(i, n)
+		}
+		if len(c.grads[n]) == 1 {
+			c.gradKernels[n] = [2]int{start, len(c.kernels)}
+		}
 	}
-	return out, nil
+	return c.countCorrect()
+}
+
+// drawMasks lowers the dropout masks the outputs need, each drawn at the
+// start of every Run.
+func (c *compiler) drawMasks() error {
+	needed := map[*G.Node]bool{}
+	for _, n := range c.needed {
+		needed[n] = true
+	}
+	for i, d := range c.cfg.Dropout {
+		if !needed[d.Node] {
+			continue // a mask the outputs do not need
+		}
+		if err := c.node(d.Node); err != nil {
+			return err
+		}
+		v := c.vals[d.Node]
+		c.emit(backend.DropoutMask{N: v.size, P: d.P, Seed: c.cfg.DropoutSeed, Stream: uint64(i),
+			Step: c.stepOperand(), Dst: v.operand()})
+	}
+	return nil
+}
+
+// node lowers one node: a leaf becomes a resident buffer, an op its kernels.
+func (c *compiler) node(n *G.Node) error {
+	if n.Op() == nil {
+		return c.leaf(n)
+	}
+	ch := c.children(n)
+	in := make([]*val, len(ch))
+	for i, x := range ch {
+		in[i] = c.vals[x]
+	}
+	if err := c.lower(n, in); err != nil {
+		if errors.Is(err, ErrUnknownOp) {
+			return err
+		}
+		return fmt.Errorf("program: node %q (op %v, %T): %w", n.Name(), n.Op(), n.Op(), err)
+	}
+	if c.vals[n] == nil {
+		return fmt.Errorf("program: node %q (op %v): lowering produced no value", n.Name(), n.Op())
+	}
+	return nil
+}
+
+// leaf gives a leaf its resident buffer: a constant's or (unless the
+// program shares another's) a parameter's value at Compile, an input's, or
+// the shared program's parameter of the same name.
+func (c *compiler) leaf(n *G.Node) error {
+	_, isParam := c.params[n]
+	if !isParam && !c.inputs[n] {
+		if err := c.constant(n); err != nil {
+			return fmt.Errorf("%w (a leaf that is neither a parameter nor an input is a constant)", err)
+		}
+		return nil
+	}
+	if isParam && c.cfg.Share == nil {
+		return c.constant(n) // its value at Compile, in a buffer of its own
+	}
+	v, err := c.newVal(n, true)
+	if err != nil {
+		return err
+	}
+	if !isParam {
+		v.vb.init, _ = hostData(n) // an input's value at Compile (if it has one), until SetInput
+		return nil
+	}
+	// A parameter of the shared program.
+	share := c.cfg.Share.params
+	j := slices.IndexFunc(share, func(pv paramVal) bool { return pv.Node.Name() == n.Name() })
+	if j < 0 {
+		return fmt.Errorf("program: parameter %q is not a parameter of the shared program", n.Name())
+	}
+	other := share[j].v
+	if other.vb.dt != v.vb.dt || other.size != v.size {
+		return fmt.Errorf("program: parameter %q has %d values of %v, the shared program's %d of %v", n.Name(), v.size, v.vb.dt, other.size, other.vb.dt)
+	}
+	v.vb.phys, v.vb.physOff = other.vb.phys, other.vb.physOff+other.off
+	return nil
+}
+
+// hostData returns a copy of a leaf's value as a host slice.
+func hostData(n *G.Node) (any, error) {
+	val := n.Value()
+	if val == nil {
+		return nil, fmt.Errorf("program: leaf %q has no value", n.Name())
+	}
+	switch d := val.Data().(type) {
+	case []float32:
+		return append([]float32(nil), d...), nil
+	case []float64:
+		return append([]float64(nil), d...), nil
+	case float32:
+		return []float32{d}, nil
+	case float64:
+		return []float64{d}, nil
+	}
+	if !isFloat(n.Dtype()) {
+		return intData(n.Name(), val.Data())
+	}
+	return nil, fmt.Errorf("program: leaf %q holds %T, want float32 or float64 values", n.Name(), val.Data())
+}
+
+// checkGrad adds the kernels that flag a non-finite gradient of parameter
+// i, whose gradient node g has just been lowered. A gradient that is the
+// product A^T B of two thin matrices (a linear layer's batch) is checked
+// through its factors, at a fraction of the cost of scanning it.
+func (c *compiler) checkGrad(i int, g *G.Node) {
+	v := c.vals[g]
+	if a, b, ok := c.thinProduct(g); ok && a.shape[0]*(a.shape[1]+b.shape[1]) < v.size {
+		c.emit(backend.CheckProduct{RA: a.shape[0], CA: a.shape[1], CB: b.shape[1], A: a.operand(), B: b.operand(), Flag: backend.At(c.flags, 2*i)})
+		return
+	}
+	c.emit(backend.CheckFinite{N: v.size, Src: v.operand(), Flag: backend.At(c.flags, 2*i+1)})
 }
 
 // lower emits the kernels of op node n, whose arguments' values are in.
@@ -147,6 +233,95 @@ var lowerings = map[string]func(c *compiler, n *G.Node, in []*val, out *val) err
 	"globalAveragePoolOp": (*compiler).globalAvgPool,
 }
 
+// newBuf registers a virtual buffer.
+func (c *compiler) newBuf(dt backend.DType, n int, persistent bool, name string) *vbuf {
+	b := &vbuf{dt: dt, n: max(n, 1), persistent: persistent, def: -1, last: -1, name: name}
+	c.vbufs = append(c.vbufs, b)
+	return b
+}
+
+// emit appends a kernel to the program.
+func (c *compiler) emit(k backend.Kernel) { c.kernels = append(c.kernels, k) }
+
+// newVal gives n a fresh buffer of its shape and type: a temporary, or
+// resident (persistent) to the end of the run.
+func (c *compiler) newVal(n *G.Node, persistent bool) (*val, error) {
+	dt, ok := dtypeOf(n.Dtype())
+	if !ok {
+		return nil, fmt.Errorf("program: node %q holds %v: only float32, float64, integers and booleans are supported", n.Name(), n.Dtype())
+	}
+	v := &val{shape: n.Shape(), size: n.DataSize()} // Shape is a copy
+	v.vb = c.newBuf(dt, v.size, persistent, n.Name())
+	c.vals[n] = v
+	return v, nil
+}
+
+// view makes n's value a window of base's buffer at element offset off.
+func (c *compiler) view(n *G.Node, base *val, off int) {
+	c.vals[n] = &val{shape: n.Shape(), size: n.DataSize(), vb: base.vb, off: base.off + off}
+}
+
+var dtypes = map[tensor.Dtype]backend.DType{tensor.Float32: backend.Float32, tensor.Float64: backend.Float64}
+
+// The op types of gorgonia v0.9.18 are unexported; the compiler tells them
+// by their type names and reads their parameters by reflection, once, at
+// compile time. The tests lower every op against the tape machine, so a
+// change of Gorgonia's internals fails there, not silently.
+func opName(op G.Op) string {
+	t := reflect.TypeOf(op)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Name()
+}
+
+// field returns the named field of op's struct (following embedded
+// pointers), or an invalid Value.
+func field(op G.Op, name string) reflect.Value {
+	v := reflect.ValueOf(op)
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		v = v.Elem() // the zero Value, of no kind, if nil
+	}
+	if v.Kind() != reflect.Struct {
+		return reflect.Value{}
+	}
+	return v.FieldByName(name)
+}
+
+func intField(op G.Op, name string) (int, error) {
+	switch f := field(op, name); {
+	case f.CanInt():
+		return int(f.Int()), nil
+	case f.CanUint():
+		return int(f.Uint()), nil
+	}
+	return 0, fmt.Errorf("op %T has no integer field %q (gorgonia's internals changed?)", op, name)
+}
+
+func boolField(op G.Op, name string) (bool, error) {
+	f := field(op, name)
+	if f.Kind() != reflect.Bool {
+		return false, fmt.Errorf("op %T has no bool field %q (gorgonia's internals changed?)", op, name)
+	}
+	return f.Bool(), nil
+}
+
+func intsField(op G.Op, name string) ([]int, error) {
+	f := field(op, name)
+	if f.Kind() != reflect.Slice {
+		return nil, fmt.Errorf("op %T has no slice field %q (gorgonia's internals changed?)", op, name)
+	}
+	out := make([]int, f.Len())
+	for i := range out {
+		e := f.Index(i)
+		if !e.CanInt() {
+			return nil, fmt.Errorf("op %T: field %q holds %v", op, name, e.Kind())
+		}
+		out[i] = int(e.Int())
+	}
+	return out, nil
+}
+
 // constant makes n's value at Compile a resident buffer of its own: a
 // constant, or a parameter's starting value.
 func (c *compiler) constant(n *G.Node) error {
@@ -219,18 +394,27 @@ func (c *compiler) binary(n *G.Node, in []*val, out *val) error {
 		return c.compare(n, bop, in, out)
 	}
 	a, b := in[0], in[1]
-	k := backend.Zip{Op: bop, N: out.size, A: a.operand(), B: b.operand(), Dst: out.operand()}
-	switch {
-	case a.size == out.size && b.size == out.size:
-	case a.size == 1 && b.size == out.size:
-		k.AScalar = true
-	case b.size == 1 && a.size == out.size:
-		k.BScalar = true
-	default:
+	aScalar, bScalar, ok := scalars(a, b, out)
+	if !ok {
 		return fmt.Errorf("elementwise %s of shapes %v and %v into %v", sym, a.shape, b.shape, out.shape)
 	}
-	c.emit(k)
+	c.emit(backend.Zip{Op: bop, N: out.size, A: a.operand(), B: b.operand(), AScalar: aScalar, BScalar: bScalar, Dst: out.operand()})
 	return nil
+}
+
+// scalars says which operand of an elementwise binary op into out is a
+// scalar taken for every element (neither, where both have out's size),
+// and whether their sizes fit out at all.
+func scalars(a, b, out *val) (aScalar, bScalar, ok bool) {
+	switch {
+	case a.size == out.size && b.size == out.size:
+		return false, false, true
+	case a.size == 1 && b.size == out.size:
+		return true, false, true
+	case b.size == 1 && a.size == out.size:
+		return false, true, true
+	}
+	return false, false, false
 }
 
 // The kinds of gorgonia's linAlgBinOp (its āBinaryOperator).
@@ -375,15 +559,12 @@ func (c *compiler) reduce(n *G.Node, in []*val, out *val, rop backend.ReduceOp) 
 // (arguments x, y = softmax(x), dy).
 func (c *compiler) softmax(n *G.Node, in []*val, out *val) error {
 	op := n.Op()
-	isLog, err := boolField(op, "isLog")
-	if err != nil {
+	isLog, err1 := boolField(op, "isLog")
+	axis, err2 := intField(op, "axis")
+	if err := errors.Join(err1, err2); err != nil {
 		return err
 	}
 	x := in[0]
-	axis, err := intField(op, "axis")
-	if err != nil {
-		return err
-	}
 	if axis == -1 { // the axis gorgonia's softmaxOp picks for the shape
 		axis = x.shape.Dims() - 1
 		if x.shape.IsColVec() || (x.shape.IsVector() && !x.shape.IsRowVec()) {

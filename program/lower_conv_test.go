@@ -13,6 +13,7 @@ import (
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/internal/gradcheck"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/param"
 )
 
@@ -151,6 +152,23 @@ func kernelTypes(p *Program) map[string]int {
 	return out
 }
 
+// checkKernels fails t unless p has a kernel of each name in want and none
+// of those in notWant.
+func checkKernels(t *testing.T, p *Program, want, notWant []string) {
+	t.Helper()
+	got := kernelTypes(p)
+	for _, k := range want {
+		if got[k] == 0 {
+			t.Errorf("no %s kernel among %v", k, got)
+		}
+	}
+	for _, k := range notWant {
+		if got[k] != 0 {
+			t.Errorf("%d %s kernels among %v", got[k], k, got)
+		}
+	}
+}
+
 // TestConvFusion checks which path a convolution takes: gorgonia.Conv2d and
 // its gradients become the fused kernels, with no im2col matrix or GEMM
 // left; only the filter's gradient when the images are not a
@@ -200,17 +218,7 @@ func TestConvFusion(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer p.Close()
-			got := kernelTypes(p)
-			for _, k := range c.want {
-				if got[k] == 0 {
-					t.Errorf("no %s kernel among %v", k, got)
-				}
-			}
-			for _, k := range c.notWant {
-				if got[k] != 0 {
-					t.Errorf("%d %s kernels among %v", got[k], k, got)
-				}
-			}
+			checkKernels(t, p, c.want, c.notWant)
 		})
 	}
 }
@@ -254,7 +262,7 @@ func TestPoolingPaddedBorders(t *testing.T) {
 					if err := vm.RunAll(); err != nil {
 						t.Fatal(err)
 					}
-					return floats(v.Data())
+					return testval.Floats(v.Data())
 				}
 				be := cpu.New(cpu.Options{})
 				defer be.Close()
@@ -272,7 +280,7 @@ func TestPoolingPaddedBorders(t *testing.T) {
 					if err := p.Read(y, f); err != nil {
 						t.Fatal(err)
 					}
-					return floats(f)
+					return testval.Floats(f)
 				}
 				if err := p.Read(y, out); err != nil {
 					t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/param"
 )
 
@@ -224,9 +225,9 @@ func TestConvPoolMatchesUnfused(t *testing.T) {
 							}
 						}
 						for j := range got[0] {
-							if d := relDiff(got[0][j], got[1][j]); !(d <= tol) {
+							if d := testval.MaxRel(got[0][j], got[1][j]); !(d <= tol) {
 								t.Errorf("step %d: value %d (output, loss, then gradients) of the fused program differs from the unfused one's by %.3g, %s",
-									step, j, d, worst(got[0][j], got[1][j]))
+									step, j, d, testval.Worst(got[0][j], got[1][j]))
 							}
 						}
 					}
@@ -291,18 +292,8 @@ func TestConvPoolFusion(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer prog.Close()
-			got := kernelTypes(prog)
-			for _, k := range c.want {
-				if got[k] == 0 {
-					t.Errorf("no %s kernel among %v", k, got)
-				}
-			}
-			for _, k := range c.notWant {
-				if got[k] != 0 {
-					t.Errorf("%d %s kernels among %v", got[k], k, got)
-				}
-			}
-			if c.name == "fused" && got["reduce"] != 1 {
+			checkKernels(t, prog, c.want, c.notWant)
+			if got := kernelTypes(prog); c.name == "fused" && got["reduce"] != 1 {
 				t.Errorf("%d reductions among %v: want only the loss's", got["reduce"], got)
 			}
 		})

@@ -6,6 +6,8 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/internal/testval"
 )
 
 // batchNormCase is a BatchNorm of x (leaf 0) with scale and shift (leaves 1
@@ -29,7 +31,7 @@ func setStats(op *G.BatchNormOp, dt tensor.Dtype, ch int) error {
 	for i := range mean {
 		mean[i], vr[i] = rng.NormFloat64(), 0.5+1.5*rng.Float64()
 	}
-	return op.SetStats(leafValue(dt, []int{ch}, mean), leafValue(dt, []int{ch}, vr))
+	return op.SetStats(testval.Tensor(dt, []int{ch}, mean), testval.Tensor(dt, []int{ch}, vr))
 }
 
 func groupNormCase(name string, shape []int, groups int) graphCase {

@@ -394,16 +394,10 @@ func (c *compiler) yolo(n *G.Node, in []*val, out *val) error {
 // elemBinOp with retSame false): 0 or 1 in an Int32 buffer.
 func (c *compiler) compare(n *G.Node, bop backend.BinaryOp, in []*val, out *val) error {
 	a, b := in[0], in[1]
-	k := backend.Compare{Op: bop, N: out.size, A: a.operand(), B: b.operand(), Dst: out.operand()}
-	switch {
-	case a.size == out.size && b.size == out.size:
-	case a.size == 1 && b.size == out.size:
-		k.AScalar = true
-	case b.size == 1 && a.size == out.size:
-		k.BScalar = true
-	default:
+	aScalar, bScalar, ok := scalars(a, b, out)
+	if !ok {
 		return fmt.Errorf("comparison %v of shapes %v and %v into %v", n.Op(), a.shape, b.shape, out.shape)
 	}
-	c.emit(k)
+	c.emit(backend.Compare{Op: bop, N: out.size, A: a.operand(), B: b.operand(), AScalar: aScalar, BScalar: bScalar, Dst: out.operand()})
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/param"
 )
 
@@ -188,64 +189,38 @@ func TestOpLowerings(t *testing.T) {
 	runOpCases(t, cases)
 }
 
-// opValues draws the leaf values of c as runCase does.
-func opValues(c graphCase) [][]float64 {
-	rng := rand.New(rand.NewPCG(uint64(len(c.name)), 7))
-	values := make([][]float64, len(c.shapes))
-	for i, s := range c.shapes {
-		values[i] = make([]float64, numel(s))
-		for j := range values[i] {
-			if c.positive {
-				values[i][j] = 0.5 + 1.5*rng.Float64()
-			} else {
-				values[i][j] = rng.NormFloat64()
-			}
-		}
-	}
-	return values
-}
-
-// opBuilt is c's graph built from given leaf values, with the loss
-// sum(out R) for a fixed random R.
-type opBuilt struct {
-	g            *G.ExprGraph
-	leaves       []*G.Node
-	params       []*G.Node
-	out, loss    *G.Node
-	outV, lossV  G.Value
-	gradsOK      bool
-	gradErr      error
-	weightValues []float64
-}
-
-func opBuild(c graphCase, dt tensor.Dtype, values [][]float64, grad bool) (*opBuilt, error) {
-	b := &opBuilt{g: G.NewGraph()}
-	for i, s := range c.shapes {
-		l := newLeaf(b.g, dt, fmt.Sprintf("x%d", i), s, values[i])
-		b.leaves = append(b.leaves, l)
-		if i >= len(c.constant) || !c.constant[i] {
-			b.params = append(b.params, l)
-		}
-	}
-	out, err := c.build(b.leaves)
+// opRun runs a side of c built in dt from the values once and returns the
+// output, the loss and, with grad, the gradients of the parameters.
+func opRun(c graphCase, dt tensor.Dtype, values [][]float64, grad bool, newSide func(*model) (side, error)) (out []float64, loss float64, grads [][]float64, err error) {
+	m, err := c.model(dt, values)
 	if err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
-	b.out = out
-	wr := rand.New(rand.NewPCG(3, 4))
-	b.weightValues = make([]float64, numel(out.Shape()))
-	for i := range b.weightValues {
-		b.weightValues[i] = wr.NormFloat64()
+	s, err := newSide(m)
+	if err != nil {
+		return nil, 0, nil, err
 	}
-	w := newLeaf(b.g, dt, "R", []int(out.Shape()), b.weightValues)
-	b.loss = G.Must(G.Sum(G.Must(G.HadamardProd(out, w))))
-	G.Read(out, &b.outV)
-	G.Read(b.loss, &b.lossV)
-	if grad {
-		_, b.gradErr = G.Grad(b.loss, b.params...)
-		b.gradsOK = b.gradErr == nil
+	defer s.close()
+	if err := s.run(); err != nil {
+		return nil, 0, nil, err
 	}
-	return b, nil
+	if out, err = s.read(m.logits); err != nil {
+		return nil, 0, nil, err
+	}
+	l, err := s.read(m.loss)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	for i := range m.params {
+		g, err := s.grad(i)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		if g != nil {
+			grads = append(grads, g)
+		}
+	}
+	return out, l[0], grads, nil
 }
 
 // opProgram returns what a program compiled from c's graph on be computes
@@ -253,43 +228,9 @@ func opBuild(c graphCase, dt tensor.Dtype, values [][]float64, grad bool) (*opBu
 // the parameters.
 func opProgram(t *testing.T, be backend.Backend, c graphCase, dt tensor.Dtype, values [][]float64, grad bool) (out []float64, loss float64, grads [][]float64) {
 	t.Helper()
-	b, err := opBuild(c, dt, values, grad)
-	if err != nil || b.gradErr != nil {
-		t.Fatalf("%s: building: %v %v", c.name, err, b.gradErr)
-	}
-	params := make([]param.Param, len(b.params))
-	for i, p := range b.params {
-		params[i] = param.Plain(p)
-	}
-	prog, err := Compile(b.g, Config{Backend: be, Outputs: []*G.Node{b.out, b.loss}, Params: params, NoGrad: !grad})
+	out, loss, grads, err := opRun(c, dt, values, grad, compiled(be, sideConfig{noGrad: !grad}))
 	if err != nil {
-		t.Fatalf("%s %v: Compile: %v", c.name, dt, err)
-	}
-	defer prog.Close()
-	if err := prog.Run(); err != nil {
-		t.Fatalf("%s %v: Run: %v", c.name, dt, err)
-	}
-	read := func(op backend.Operand, n int) []float64 {
-		host := opHost(dt, n)
-		if err := be.CopyOut(host, op.Buf, op.Off); err != nil {
-			t.Fatal(err)
-		}
-		return floats(host)
-	}
-	host := opHost(dt, numel(b.out.Shape()))
-	if err := prog.Read(b.out, host); err != nil {
-		t.Fatal(err)
-	}
-	out = floats(host)
-	lh := opHost(dt, 1)
-	if err := prog.Read(b.loss, lh); err != nil {
-		t.Fatal(err)
-	}
-	loss = floats(lh)[0]
-	if grad {
-		for _, p := range prog.Params() {
-			grads = append(grads, read(p.Grad, p.Size))
-		}
+		t.Fatalf("%s %v: %v", c.name, dt, err)
 	}
 	return out, loss, grads
 }
@@ -302,33 +243,8 @@ func opTape(c graphCase, values [][]float64, grad bool) (out []float64, grads []
 			err = fmt.Errorf("tape machine panicked: %v", r)
 		}
 	}()
-	b, err := opBuild(c, tensor.Float64, values, grad)
-	if err != nil {
-		return nil, nil, err
-	}
-	if b.gradErr != nil {
-		return nil, nil, b.gradErr
-	}
-	var opts []G.VMOpt
-	if grad {
-		opts = append(opts, G.BindDualValues(b.params...))
-	}
-	vm := G.NewTapeMachine(b.g, opts...)
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		return nil, nil, err
-	}
-	out = floats(b.outV.Data())
-	if grad {
-		for _, p := range b.params {
-			gr, err := p.Grad()
-			if err != nil {
-				return nil, nil, err
-			}
-			grads = append(grads, floats(gr.Data()))
-		}
-	}
-	return out, grads, nil
+	out, _, grads, err = opRun(c, tensor.Float64, values, grad, onTape(sideConfig{noGrad: !grad}))
+	return out, grads, err
 }
 
 // opFD returns the central differences of the loss of the program that be
@@ -441,23 +357,23 @@ func TestOpsTapeMachineWrong(t *testing.T) {
 	for bi, be := range testBackends(t) {
 		for _, tc := range cases {
 			t.Run(fmt.Sprintf("%s/backend%d", tc.c.name, bi), func(t *testing.T) {
-				values := opValues(tc.c)
+				values := caseValues(tc.c)
 				out, _, grads := opProgram(t, be, tc.c, tensor.Float64, values, true)
-				if d := relDiff(out, tc.ref(values)); !(d <= 1e-10) {
+				if d := testval.MaxRel(out, tc.ref(values)); !(d <= 1e-10) {
 					t.Errorf("output differs from the reference by %.3g\n got %v\nwant %v", d, trim(out), trim(tc.ref(values)))
 				}
 				fd := opFD(t, be, tc.c, values)
 				for i := range fd {
-					if d := relDiff(grads[i], fd[i]); !(d <= 1e-6) {
+					if d := testval.MaxRel(grads[i], fd[i]); !(d <= 1e-6) {
 						t.Errorf("gradient %d differs from central differences by %.3g\n got %v\nwant %v", i, d, trim(grads[i]), trim(fd[i]))
 					}
 				}
 				out32, _, grads32 := opProgram(t, be, tc.c, tensor.Float32, values, true)
-				if d := relDiff(out32, out); !(d <= 1e-5) {
+				if d := testval.MaxRel(out32, out); !(d <= 1e-5) {
 					t.Errorf("float32 output differs from float64's by %.3g", d)
 				}
 				for i := range grads32 {
-					if d := relDiff(grads32[i], grads[i]); !(d <= 1e-5) {
+					if d := testval.MaxRel(grads32[i], grads[i]); !(d <= 1e-5) {
 						t.Errorf("float32 gradient %d differs from float64's by %.3g", i, d)
 					}
 				}
@@ -468,11 +384,11 @@ func TestOpsTapeMachineWrong(t *testing.T) {
 				tout, tgrads, err := opTape(tc.c, values, tc.wrong != "value")
 				switch tc.wrong {
 				case "value":
-					if err == nil && len(tout) == len(out) && relDiff(tout, out) < 1e-3 {
+					if err == nil && len(tout) == len(out) && testval.MaxRel(tout, out) < 1e-3 {
 						t.Errorf("the tape machine computes the value right (%v): update the test and the README", trim(tout))
 					}
 				case "gradient":
-					if err == nil && relDiff(tgrads[0], fd[0]) < 1e-3 {
+					if err == nil && testval.MaxRel(tgrads[0], fd[0]) < 1e-3 {
 						t.Errorf("the tape machine computes the gradient right (%v): update the test and the README", trim(tgrads[0]))
 					}
 				case "fails":
@@ -483,19 +399,6 @@ func TestOpsTapeMachineWrong(t *testing.T) {
 			})
 		}
 	}
-}
-
-// opHost returns a host slice of n elements of dt.
-func opHost(dt tensor.Dtype, n int) any {
-	if dt == tensor.Float32 {
-		return make([]float32, n)
-	}
-	return make([]float64, n)
-}
-
-// opLeaf returns a float leaf of dt with shape and values.
-func opLeaf(g *G.ExprGraph, dt tensor.Dtype, name string, shape []int, v []float64) *G.Node {
-	return newLeaf(g, dt, name, shape, v)
 }
 
 // opForward compiles g's outputs (no gradients) on be, runs the program
@@ -549,8 +452,8 @@ func TestOpsBooleanResults(t *testing.T) {
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 		build := func() (*G.ExprGraph, []*G.Node, []*G.Value) {
 			g := G.NewGraph()
-			a, b := opLeaf(g, dt, "a", []int{3, 5}, av), opLeaf(g, dt, "b", []int{3, 5}, bv)
-			col := opLeaf(g, dt, "col", []int{3, 1}, cv)
+			a, b := newLeaf(g, dt, "a", []int{3, 5}, av), newLeaf(g, dt, "b", []int{3, 5}, bv)
+			col := newLeaf(g, dt, "col", []int{3, 1}, cv)
 			var outs []*G.Node
 			var vals []*G.Value
 			for _, c := range cmps {
@@ -610,10 +513,10 @@ func TestOpsBooleanResults(t *testing.T) {
 // node), DiagFlat against the tape machine.
 func TestOpsAtAndDiagFlat(t *testing.T) {
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
-		vals := opValues(graphCase{name: "at", shapes: [][]int{{3, 4}}})[0]
+		vals := caseValues(graphCase{name: "at", shapes: [][]int{{3, 4}}})[0]
 		build := func() (*G.ExprGraph, *G.Node, *G.Node, *G.Value, *G.Value) {
 			g := G.NewGraph()
-			x := opLeaf(g, dt, "x", []int{3, 4}, vals)
+			x := newLeaf(g, dt, "x", []int{3, 4}, vals)
 			at := G.Must(G.At(x, 2, 1))
 			d := G.Must(G.DiagFlat(G.Must(G.Slice(x, G.S(1, 3)))))
 			var av, dv G.Value
@@ -627,7 +530,7 @@ func TestOpsAtAndDiagFlat(t *testing.T) {
 			t.Fatal(err)
 		}
 		vm.Close()
-		if len(floats((*av).Data())) == 1 {
+		if len(testval.Floats((*av).Data())) == 1 {
 			t.Errorf("the tape machine runs At (%v): update the test and the README", (*av).Data())
 		}
 		want := vals[2*4+1]
@@ -640,19 +543,19 @@ func TestOpsAtAndDiagFlat(t *testing.T) {
 			if err := prog.Run(); err != nil {
 				t.Fatal(err)
 			}
-			got := opHost(dt, 1)
+			got := testval.Host(dt, 1)
 			if err := prog.Read(at, got); err != nil {
 				t.Fatal(err)
 			}
-			if floats(got)[0] != want {
-				t.Errorf("%v backend %d: At(2, 1) = %v, want %v", dt, bi, floats(got)[0], want)
+			if testval.Floats(got)[0] != want {
+				t.Errorf("%v backend %d: At(2, 1) = %v, want %v", dt, bi, testval.Floats(got)[0], want)
 			}
-			dg := opHost(dt, 64)
+			dg := testval.Host(dt, 64)
 			if err := prog.Read(d, dg); err != nil {
 				t.Fatal(err)
 			}
-			if w := floats((*dv).Data()); !slices.Equal(floats(dg), w) {
-				t.Errorf("%v backend %d: DiagFlat %v, want the tape machine's %v", dt, bi, floats(dg), w)
+			if w := testval.Floats((*dv).Data()); !slices.Equal(testval.Floats(dg), w) {
+				t.Errorf("%v backend %d: DiagFlat %v, want the tape machine's %v", dt, bi, testval.Floats(dg), w)
 			}
 		}
 	}
@@ -694,12 +597,12 @@ func TestOpsYOLO(t *testing.T) {
 	}
 	masks := []int{3, 4, 5}
 	for _, batch := range []int{1, 2} {
-		x := opValues(graphCase{name: "yolo", shapes: [][]int{{batch * boxes * attrs * grid * grid}}})[0]
+		x := caseValues(graphCase{name: "yolo", shapes: [][]int{{batch * boxes * attrs * grid * grid}}})[0]
 		shape := []int{batch, boxes * attrs, grid, grid}
 		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 			build := func() (*G.ExprGraph, *G.Node, *G.Value) {
 				g := G.NewGraph()
-				in := opLeaf(g, dt, "x", shape, x)
+				in := newLeaf(g, dt, "x", shape, x)
 				out := G.Must(G.YOLOv3(in, anchors, masks, netSize, classes, 0.5))
 				var v G.Value
 				G.Read(out, &v)
@@ -714,10 +617,10 @@ func TestOpsYOLO(t *testing.T) {
 					t.Fatal(err)
 				}
 				vm.Close()
-				if d := relDiff(floats((*v).Data()), want); !(d <= tol) {
+				if d := testval.MaxRel(testval.Floats((*v).Data()), want); !(d <= tol) {
 					t.Fatalf("the tape machine's decoding differs from the reference by %.3g: fix the reference", d)
 				}
-				want = floats((*v).Data())
+				want = testval.Floats((*v).Data())
 			}
 			for bi, be := range testBackends(t) {
 				g, out, _ := build()
@@ -725,20 +628,20 @@ func TestOpsYOLO(t *testing.T) {
 				if err := prog.Run(); err != nil {
 					t.Fatal(err)
 				}
-				got := opHost(dt, len(want))
+				got := testval.Host(dt, len(want))
 				if err := prog.Read(out, got); err != nil {
 					t.Fatal(err)
 				}
-				if d := relDiff(floats(got), want); !(d <= tol) {
-					t.Errorf("batch %d %v backend %d: differs by %.3g\n got %v\nwant %v", batch, dt, bi, d, trim(floats(got)), trim(want))
+				if d := testval.MaxRel(testval.Floats(got), want); !(d <= tol) {
+					t.Errorf("batch %d %v backend %d: differs by %.3g\n got %v\nwant %v", batch, dt, bi, d, trim(testval.Floats(got)), trim(want))
 				}
 			}
 		}
 	}
 	// Training mode (targets given) is refused, with the reason.
 	g := G.NewGraph()
-	in := opLeaf(g, tensor.Float32, "x", []int{1, boxes * attrs, grid, grid}, make([]float64, boxes*attrs*grid*grid))
-	targets := opLeaf(g, tensor.Float32, "targets", []int{1, 1, grid, grid}, make([]float64, grid*grid))
+	in := newLeaf(g, tensor.Float32, "x", []int{1, boxes * attrs, grid, grid}, make([]float64, boxes*attrs*grid*grid))
+	targets := newLeaf(g, tensor.Float32, "targets", []int{1, 1, grid, grid}, make([]float64, grid*grid))
 	out := G.Must(G.YOLOv3(in, anchors, masks, netSize, classes, 0.5, targets))
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
@@ -756,15 +659,15 @@ func TestOpsYOLO(t *testing.T) {
 // after a bad index is replaced.
 func TestOpsIntegerInputs(t *testing.T) {
 	const rows, width = 5, 3
-	table := opValues(graphCase{name: "embedding", shapes: [][]int{{rows * width}}})[0]
-	weights := opValues(graphCase{name: "weights", shapes: [][]int{{4 * width}}})[0]
+	table := caseValues(graphCase{name: "embedding", shapes: [][]int{{rows * width}}})[0]
+	weights := caseValues(graphCase{name: "weights", shapes: [][]int{{4 * width}}})[0]
 	good := []int{4, 0, 4, 2}
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 		for bi, be := range testBackends(t) {
 			g := G.NewGraph()
-			emb := opLeaf(g, dt, "emb", []int{rows, width}, table)
+			emb := newLeaf(g, dt, "emb", []int{rows, width}, table)
 			idx := G.NewTensor(g, tensor.Int, 1, G.WithShape(4), G.WithName("idx"))
-			w := opLeaf(g, dt, "w", []int{4, width}, weights)
+			w := newLeaf(g, dt, "w", []int{4, width}, weights)
 			out := G.Must(G.ByIndices(emb, idx, 0))
 			loss := G.Must(G.Sum(G.Must(G.HadamardProd(out, w))))
 			if _, err := G.Grad(loss, emb); err != nil {
@@ -783,7 +686,7 @@ func TestOpsIntegerInputs(t *testing.T) {
 				if err := prog.Run(); err != nil {
 					t.Fatalf("%s: %v", what, err)
 				}
-				got := opHost(dt, 4*width)
+				got := testval.Host(dt, 4*width)
 				if err := prog.Read(out, got); err != nil {
 					t.Fatal(err)
 				}
@@ -794,16 +697,16 @@ func TestOpsIntegerInputs(t *testing.T) {
 						wantGrad[r*width+j] += weights[i*width+j]
 					}
 				}
-				if d := relDiff(floats(got), wantOut); !(d <= tolerance(dt)) {
-					t.Errorf("%v backend %d %s: output %v, want %v", dt, bi, what, floats(got), wantOut)
+				if d := testval.MaxRel(testval.Floats(got), wantOut); !(d <= tolerance(dt)) {
+					t.Errorf("%v backend %d %s: output %v, want %v", dt, bi, what, testval.Floats(got), wantOut)
 				}
 				p := prog.Params()[0]
-				gr := opHost(dt, p.Size)
+				gr := testval.Host(dt, p.Size)
 				if err := be.CopyOut(gr, p.Grad.Buf, p.Grad.Off); err != nil {
 					t.Fatal(err)
 				}
-				if d := relDiff(floats(gr), wantGrad); !(d <= tolerance(dt)) {
-					t.Errorf("%v backend %d %s: gradient %v, want %v", dt, bi, what, floats(gr), wantGrad)
+				if d := testval.MaxRel(testval.Floats(gr), wantGrad); !(d <= tolerance(dt)) {
+					t.Errorf("%v backend %d %s: gradient %v, want %v", dt, bi, what, testval.Floats(gr), wantGrad)
 				}
 				back := make([]int, 4)
 				if err := prog.Read(idx, back); err != nil || !slices.Equal(back, good) {
@@ -840,7 +743,7 @@ func TestOpsIntegerInputs(t *testing.T) {
 		}
 		be := moreBackends[0]()
 		g := G.NewGraph()
-		emb := opLeaf(g, dt, "emb", []int{rows, width}, table)
+		emb := newLeaf(g, dt, "emb", []int{rows, width}, table)
 		idx := G.NewTensor(g, tensor.Int, 1, G.WithShape(4), G.WithName("idx"))
 		out := G.Must(G.ByIndices(emb, idx, 0))
 		prog := opForward(t, be, g, []*G.Node{out}, idx)
@@ -849,7 +752,7 @@ func TestOpsIntegerInputs(t *testing.T) {
 		}
 		err := prog.Run()
 		if err == nil {
-			err = prog.Read(out, opHost(dt, 4*width))
+			err = prog.Read(out, testval.Host(dt, 4*width))
 		}
 		if err == nil || !strings.Contains(err.Error(), "index -1 (entry 2 of the indices) outside 0 to 4") {
 			t.Errorf("%v %s: index -1 of 5 rows: %v", dt, be.Name(), err)
@@ -873,7 +776,7 @@ func TestOpsScatterAddDeterministic(t *testing.T) {
 	c := graphCase{name: "scatter-add", shapes: [][]int{{rows, width}}, build: one(func(a *G.Node) (*G.Node, error) {
 		return G.ByIndices(a, opIntConst(a.Graph(), "idx", []int{n}, idx), 0)
 	})}
-	values := opValues(c)
+	values := caseValues(c)
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 		var first []uint64
 		for bi, be := range testBackends(t) {
@@ -908,7 +811,7 @@ type ctcCase struct {
 // build builds the loss on a fresh graph, with its gradient.
 func (c ctcCase) build(dt tensor.Dtype, x []float64) (g *G.ExprGraph, in, cost *G.Node, costV *G.Value, err error) {
 	g = G.NewGraph()
-	in = opLeaf(g, dt, "logits", []int{c.time, c.batch, c.label}, x)
+	in = newLeaf(g, dt, "logits", []int{c.time, c.batch, c.label}, x)
 	lp := in
 	if !c.raw {
 		lp = G.Must(G.LogSoftMax(in, 2))
@@ -960,7 +863,7 @@ func TestOpsCTCLoss(t *testing.T) {
 	}
 	backends := testBackends(t)
 	for _, c := range cases {
-		x := opValues(graphCase{name: c.name, shapes: [][]int{{c.time * c.batch * c.label}}})[0]
+		x := caseValues(graphCase{name: c.name, shapes: [][]int{{c.time * c.batch * c.label}}})[0]
 		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 			g, in, _, costV, err := c.build(dt, x)
 			if err != nil {
@@ -971,12 +874,12 @@ func TestOpsCTCLoss(t *testing.T) {
 				t.Fatalf("%s %v: tape machine: %v", c.name, dt, err)
 			}
 			vm.Close()
-			wantCost := floats((*costV).Data())
+			wantCost := testval.Floats((*costV).Data())
 			tg, err := in.Grad()
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantGrad := floats(tg.Data())
+			wantGrad := testval.Floats(tg.Data())
 			for bi, be := range backends {
 				g, in, cost, _, err := c.build(dt, x)
 				if err != nil {
@@ -995,20 +898,20 @@ func TestOpsCTCLoss(t *testing.T) {
 				if err := prog.Run(); err != nil {
 					t.Fatal(err)
 				}
-				got := opHost(dt, 1)
+				got := testval.Host(dt, 1)
 				if err := prog.Read(cost, got); err != nil {
 					t.Fatal(err)
 				}
-				if d := relDiff(floats(got), wantCost); !(d <= tolerance(dt)) {
-					t.Errorf("%s %v backend %d: loss %v, the tape machine's %v", c.name, dt, bi, floats(got), wantCost)
+				if d := testval.MaxRel(testval.Floats(got), wantCost); !(d <= tolerance(dt)) {
+					t.Errorf("%s %v backend %d: loss %v, the tape machine's %v", c.name, dt, bi, testval.Floats(got), wantCost)
 				}
 				p := prog.Params()[0]
-				gr := opHost(dt, p.Size)
+				gr := testval.Host(dt, p.Size)
 				if err := be.CopyOut(gr, p.Grad.Buf, p.Grad.Off); err != nil {
 					t.Fatal(err)
 				}
-				if d := relDiff(floats(gr), wantGrad); !(d <= tolerance(dt)) {
-					t.Errorf("%s %v backend %d: gradient differs from the tape machine's by %.3g\n got %v\nwant %v", c.name, dt, bi, d, trim(floats(gr)), trim(wantGrad))
+				if d := testval.MaxRel(testval.Floats(gr), wantGrad); !(d <= tolerance(dt)) {
+					t.Errorf("%s %v backend %d: gradient differs from the tape machine's by %.3g\n got %v\nwant %v", c.name, dt, bi, d, trim(testval.Floats(gr)), trim(wantGrad))
 				}
 				prog.Close()
 			}
@@ -1019,7 +922,7 @@ func TestOpsCTCLoss(t *testing.T) {
 	be := backends[0]
 	short := ctcCase{name: "short", time: 6, batch: 2, label: 4, targets: []int{1, 3, 2, 0}, shape: []int{2, 2},
 		inLens: []int{4, 6}, tgtLens: []int{2, 1}, reduction: G.ReductionSum, raw: true}
-	lp := logSoftmaxRows(opValues(graphCase{name: "short", shapes: [][]int{{6 * 2 * 4}}})[0], 4)
+	lp := logSoftmaxRows(caseValues(graphCase{name: "short", shapes: [][]int{{6 * 2 * 4}}})[0], 4)
 	g, in, _, _, err := short.build(tensor.Float64, lp)
 	if err != nil {
 		t.Fatal(err)
@@ -1030,7 +933,7 @@ func TestOpsCTCLoss(t *testing.T) {
 	}
 	vm.Close()
 	tg, _ := in.Grad()
-	tape := floats(tg.Data())
+	tape := testval.Floats(tg.Data())
 	_, _, grads := ctcProgram(t, be, short, lp, true)
 	for i, v := range grads {
 		tt, b := i/(2*4), (i/4)%2
@@ -1046,7 +949,7 @@ func TestOpsCTCLoss(t *testing.T) {
 
 	// Central differences of the loss with respect to the logits.
 	for _, c := range cases {
-		x := opValues(graphCase{name: c.name, shapes: [][]int{{c.time * c.batch * c.label}}})[0]
+		x := caseValues(graphCase{name: c.name, shapes: [][]int{{c.time * c.batch * c.label}}})[0]
 		_, _, grad := ctcProgram(t, be, c, x, true)
 		fd := make([]float64, len(x))
 		for i := range x {
@@ -1068,7 +971,7 @@ func TestOpsCTCLoss(t *testing.T) {
 		if slices.Contains(c.tgtLens, 0) {
 			continue // gorgonia's loss of an empty target is its log-likelihood, its gradient that of minus it
 		}
-		if d := relDiff(grad, fd); !(d <= 1e-6) {
+		if d := testval.MaxRel(grad, fd); !(d <= 1e-6) {
 			t.Errorf("%s: the gradient differs from central differences (scaled as gorgonia's) by %.3g\n got %v\nwant %v", c.name, d, trim(grad), trim(fd))
 		}
 	}
@@ -1117,15 +1020,15 @@ func TestOpsGorgoniaGraphWrong(t *testing.T) {
 		{name: "log2", shapes: [][]int{{2, 3}}, positive: true, build: one(G.Log2)},
 		{name: "inverse-sqrt", shapes: [][]int{{2, 3}}, positive: true, build: one(G.InverseSqrt)},
 	} {
-		values := opValues(c)
+		values := caseValues(c)
 		_, _, grads := opProgram(t, be, c, tensor.Float64, values, true)
 		fd := opFD(t, be, c, values)
-		if d := relDiff(grads[0], fd[0]); d < 1e-2 {
+		if d := testval.MaxRel(grads[0], fd[0]); d < 1e-2 {
 			t.Errorf("%s: gorgonia's gradient agrees with central differences (%.3g): update the test and the README", c.name, d)
 		}
 	}
 	c := graphCase{name: "log-sum-exp", shapes: [][]int{{7}}, build: one(func(a *G.Node) (*G.Node, error) { return G.LogSumExp(a, 0) })}
-	values := opValues(c)
+	values := caseValues(c)
 	out, _, _ := opProgram(t, be, c, tensor.Float64, values, false)
 	m := slices.Max(values[0])
 	var s float64
@@ -1148,7 +1051,7 @@ func TestOpsRefused(t *testing.T) {
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
 	g := G.NewGraph()
-	x := opLeaf(g, tensor.Float64, "x", []int{3, 4}, make([]float64, 12))
+	x := newLeaf(g, tensor.Float64, "x", []int{3, 4}, make([]float64, 12))
 	sm := G.Must(G.Sparsemax(x, 0))
 	ints := opIntConst(g, "ints", []int{4}, []int{1, 2, 3, 4})
 	sum := G.Must(G.Add(ints, ints))

@@ -28,14 +28,10 @@ func scalarOf(n *G.Node, v float64) *G.Node {
 	return G.NewConstant(v)
 }
 
-// TestLowerings compares every op lowering with the tape machine: values,
-// and gradients through gorgonia.Grad, in float64 and float32, on odd
-// shapes, on one thread and split across three.
-func TestLowerings(t *testing.T) {
-	unary := func(name string, f func(*G.Node) (*G.Node, error), positive bool) graphCase {
-		return graphCase{name: name, shapes: [][]int{{3, 5}}, build: one(f), positive: positive}
-	}
-	cases := []graphCase{
+// coreCases are the op cases that both the lowerings' test (TestLowerings)
+// and the ONNX export's (TestExportONNX) run.
+func coreCases() []graphCase {
+	return []graphCase{
 		// Products in every transpose combination.
 		{name: "matmul", shapes: [][]int{{3, 4}, {4, 5}}, build: two(G.Mul)},
 		{name: "matmul-aT", shapes: [][]int{{4, 3}, {4, 5}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.Mul(G.Must(G.Transpose(a)), b) })},
@@ -49,86 +45,52 @@ func TestLowerings(t *testing.T) {
 		{name: "batched-bT", shapes: [][]int{{2, 3, 4}, {2, 5, 4}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.BatchedMatMul(a, b, false, true) })},
 		{name: "batched-aT", shapes: [][]int{{3, 4, 2}, {3, 4, 5}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.BatchedMatMul(a, b, true, false) })},
 		// Elementwise, unary.
-		unary("neg", G.Neg, false),
-		unary("exp", G.Exp, false),
-		unary("log", G.Log, true),
-		unary("sqrt", G.Sqrt, true),
-		unary("square", G.Square, false),
-		unary("cube", G.Cube, false),
-		unary("tanh", G.Tanh, false),
-		unary("sigmoid", G.Sigmoid, false),
-		unary("abs", G.Abs, false),
-		unary("inverse", G.Inverse, true),
-		unary("log1p", G.Log1p, true),
-		unary("softplus", G.Softplus, false),
-		unary("relu", G.Rectify, false),
+		unaryCase("neg", G.Neg, false),
+		unaryCase("exp", G.Exp, false),
+		unaryCase("log", G.Log, true),
+		unaryCase("sqrt", G.Sqrt, true),
+		unaryCase("square", G.Square, false),
+		unaryCase("cube", G.Cube, false),
+		unaryCase("tanh", G.Tanh, false),
+		unaryCase("sigmoid", G.Sigmoid, false),
+		unaryCase("abs", G.Abs, false),
+		unaryCase("inverse", G.Inverse, true),
+		unaryCase("log1p", G.Log1p, true),
+		unaryCase("softplus", G.Softplus, false),
+		unaryCase("relu", G.Rectify, false),
 		// Elementwise, binary, with scalars and broadcasting.
 		{name: "add", shapes: [][]int{{3, 5}, {3, 5}}, build: two(G.Add)},
 		{name: "sub", shapes: [][]int{{2, 3, 4}, {2, 3, 4}}, build: two(G.Sub)},
 		{name: "hadamard", shapes: [][]int{{7}, {7}}, build: two(G.HadamardProd)},
 		{name: "div", shapes: [][]int{{3, 5}, {3, 5}}, build: two(G.HadamardDiv), positive: true},
 		{name: "scalar-mul", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Mul(scalarOf(a, 1.5), a) })},
-		{name: "scalar-sub", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sub(a, scalarOf(a, 0.25)) })},
 		{name: "scalar-div", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.HadamardDiv(scalarOf(a, 2), a) }), positive: true},
 		{name: "pow", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Pow(a, scalarOf(a, 3)) }), positive: true},
-		{name: "param-scalar", shapes: [][]int{{}, {4, 3}}, build: two(G.Mul)},
 		{name: "broadcast-add-rows", shapes: [][]int{{4, 3}, {1, 3}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.BroadcastAdd(a, b, nil, []byte{0}) })},
 		{name: "broadcast-sub-cols", shapes: [][]int{{4, 3}, {4, 1}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.BroadcastSub(a, b, nil, []byte{1}) })},
 		{name: "broadcast-mul-3d", shapes: [][]int{{2, 3, 4}, {2, 3, 1}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.BroadcastHadamardProd(a, b, nil, []byte{2}) })},
 		{name: "broadcast-left", shapes: [][]int{{1, 3}, {4, 3}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.BroadcastAdd(a, b, []byte{0}, nil) })},
-		// Comparisons as 0/1 masks (no gradient through them).
-		{name: "gte-mask", shapes: [][]int{{3, 5}, {3, 5}}, constant: []bool{false, true}, build: two(func(a, b *G.Node) (*G.Node, error) {
-			m, err := G.Gte(a, b, true)
-			if err != nil {
-				return nil, err
-			}
-			return G.HadamardProd(a, m)
-		})},
-		{name: "lt-eq-ne", shapes: [][]int{{3, 5}, {3, 5}}, noGrad: true, build: two(func(a, b *G.Node) (*G.Node, error) {
-			lt := G.Must(G.Lt(a, b, true))
-			eq := G.Must(G.Eq(a, a, true))
-			ne := G.Must(G.Ne(a, b, true))
-			gt := G.Must(G.Gt(a, b, true))
-			lte := G.Must(G.Lte(a, b, true))
-			return G.Add(G.Must(G.Add(lt, eq)), G.Must(G.Add(ne, G.Must(G.Add(gt, lte)))))
-		})},
 		// Shapes.
 		{name: "reshape", shapes: [][]int{{3, 4}}, build: one(func(a *G.Node) (*G.Node, error) {
 			return G.Mul(G.Must(G.Reshape(a, tensor.Shape{2, 6})), G.Must(G.Reshape(G.Must(G.Square(a)), tensor.Shape{6, 2})))
 		})},
 		{name: "transpose-2d", shapes: [][]int{{3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Transpose(a) })},
 		{name: "transpose-4d", shapes: [][]int{{2, 3, 4, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Transpose(a, 0, 2, 1, 3) })},
-		{name: "transpose-3d", shapes: [][]int{{2, 3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Transpose(a, 2, 0, 1) })},
 		{name: "slice-rows", shapes: [][]int{{5, 3}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, G.S(1, 4)) })},
 		{name: "slice-cols", shapes: [][]int{{5, 6}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, nil, G.S(1, 5)) })},
-		{name: "slice-step", shapes: [][]int{{7, 3}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, G.S(0, 7, 2)) })},
 		{name: "slice-index", shapes: [][]int{{4, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, nil, G.S(2)) })},
 		{name: "slice-3d-middle", shapes: [][]int{{2, 5, 3}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, nil, G.S(1, 3)) })},
-		{name: "concat-0", shapes: [][]int{{2, 3}, {4, 3}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.Concat(0, a, b) })},
 		{name: "concat-1", shapes: [][]int{{2, 3, 2}, {2, 1, 2}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.Concat(1, a, b) })},
 		// Reductions.
 		{name: "sum-all", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sum(a) })},
-		{name: "sum-0", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sum(a, 0) })},
-		{name: "sum-1", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sum(a, 1) })},
 		{name: "sum-0-2", shapes: [][]int{{2, 3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sum(a, 0, 2) })},
-		{name: "sum-1-2", shapes: [][]int{{2, 3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sum(a, 1, 2) })},
-		{name: "mean-all", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Mean(a) })},
 		{name: "mean-1", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Mean(a, 1) })},
-		{name: "max-1", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Max(a, 1) })},
 		{name: "max-0", shapes: [][]int{{4, 3}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Max(a, 0) })},
 		{name: "max-3d-2", shapes: [][]int{{2, 3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Max(a, 2) })},
 		// Softmax.
 		{name: "softmax", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.SoftMax(a) })},
 		{name: "logsoftmax", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.LogSoftMax(a) })},
-		{name: "softmax-3d-axis2", shapes: [][]int{{2, 3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.SoftMax(a, 2) })},
 		{name: "softmax-3d-axis1", shapes: [][]int{{2, 3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.SoftMax(a, 1) })},
-		// A composite: a node used twice (gradient contributions summed).
-		{name: "reuse", shapes: [][]int{{4, 3}, {3, 3}}, build: two(func(x, w *G.Node) (*G.Node, error) {
-			h := G.Must(G.Tanh(G.Must(G.Mul(x, w))))
-			return G.Add(G.Must(G.Mul(h, w)), h)
-		})},
-		// orthonet's fused ops.
-		{name: "fused-cross-entropy", shapes: [][]int{{5, 7}, {5, 7}}, constant: []bool{false, true}, build: two(fused.SoftmaxCrossEntropy)},
 		{name: "fused-layer-norm", shapes: [][]int{{6, 5}, {1, 5}, {1, 5}}, build: func(l []*G.Node) (*G.Node, error) { return fused.LayerNorm(l[0], l[1], l[2], 1e-5) }},
 		{name: "fused-attention", shapes: [][]int{{6, 4}, {6, 4}, {6, 4}}, build: func(l []*G.Node) (*G.Node, error) { return fused.Attention(l[0], l[1], l[2], 2, 3) }},
 		{name: "fused-attention-odd", shapes: [][]int{{14, 6}, {14, 6}, {14, 6}}, build: func(l []*G.Node) (*G.Node, error) { return fused.Attention(l[0], l[1], l[2], 3, 7) }},
@@ -136,9 +98,57 @@ func TestLowerings(t *testing.T) {
 		{name: "fused-bias-identity", shapes: [][]int{{4, 5}, {1, 5}}, build: two(func(a, b *G.Node) (*G.Node, error) { return fused.BiasAct(a, b, fused.Identity) })},
 		{name: "fused-bias-relu", shapes: [][]int{{4, 5}, {1, 5}}, build: two(func(a, b *G.Node) (*G.Node, error) { return fused.BiasAct(a, b, fused.ReLU) })},
 		{name: "fused-bias-gelu", shapes: [][]int{{3, 6}, {1, 6}}, build: two(func(a, b *G.Node) (*G.Node, error) { return fused.BiasAct(a, b, fused.GELUTanh) })},
-		// A constant matrix leaf (not a parameter).
-		{name: "constant-leaf", shapes: [][]int{{3, 4}, {4, 2}}, constant: []bool{false, true}, build: two(G.Mul)},
 	}
+}
+
+// unaryCase is the case of a unary function of a 3 x 5 leaf, positive
+// where its domain asks for it.
+func unaryCase(name string, f func(*G.Node) (*G.Node, error), positive bool) graphCase {
+	return graphCase{name: name, shapes: [][]int{{3, 5}}, build: one(f), positive: positive}
+}
+
+// TestLowerings compares every op lowering with the tape machine: values,
+// and gradients through gorgonia.Grad, in float64 and float32, on odd
+// shapes, on one thread and split across three.
+func TestLowerings(t *testing.T) {
+	cases := append(coreCases(),
+		graphCase{name: "scalar-sub", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sub(a, scalarOf(a, 0.25)) })},
+		graphCase{name: "param-scalar", shapes: [][]int{{}, {4, 3}}, build: two(G.Mul)},
+		// Comparisons as 0/1 masks (no gradient through them).
+		graphCase{name: "gte-mask", shapes: [][]int{{3, 5}, {3, 5}}, constant: []bool{false, true}, build: two(func(a, b *G.Node) (*G.Node, error) {
+			m, err := G.Gte(a, b, true)
+			if err != nil {
+				return nil, err
+			}
+			return G.HadamardProd(a, m)
+		})},
+		graphCase{name: "lt-eq-ne", shapes: [][]int{{3, 5}, {3, 5}}, noGrad: true, build: two(func(a, b *G.Node) (*G.Node, error) {
+			lt := G.Must(G.Lt(a, b, true))
+			eq := G.Must(G.Eq(a, a, true))
+			ne := G.Must(G.Ne(a, b, true))
+			gt := G.Must(G.Gt(a, b, true))
+			lte := G.Must(G.Lte(a, b, true))
+			return G.Add(G.Must(G.Add(lt, eq)), G.Must(G.Add(ne, G.Must(G.Add(gt, lte)))))
+		})},
+		graphCase{name: "transpose-3d", shapes: [][]int{{2, 3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Transpose(a, 2, 0, 1) })},
+		graphCase{name: "slice-step", shapes: [][]int{{7, 3}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, G.S(0, 7, 2)) })},
+		graphCase{name: "concat-0", shapes: [][]int{{2, 3}, {4, 3}}, build: two(func(a, b *G.Node) (*G.Node, error) { return G.Concat(0, a, b) })},
+		graphCase{name: "sum-0", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sum(a, 0) })},
+		graphCase{name: "sum-1", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sum(a, 1) })},
+		graphCase{name: "sum-1-2", shapes: [][]int{{2, 3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Sum(a, 1, 2) })},
+		graphCase{name: "mean-all", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Mean(a) })},
+		graphCase{name: "max-1", shapes: [][]int{{3, 5}}, build: one(func(a *G.Node) (*G.Node, error) { return G.Max(a, 1) })},
+		graphCase{name: "softmax-3d-axis2", shapes: [][]int{{2, 3, 4}}, build: one(func(a *G.Node) (*G.Node, error) { return G.SoftMax(a, 2) })},
+		// A composite: a node used twice (gradient contributions summed).
+		graphCase{name: "reuse", shapes: [][]int{{4, 3}, {3, 3}}, build: two(func(x, w *G.Node) (*G.Node, error) {
+			h := G.Must(G.Tanh(G.Must(G.Mul(x, w))))
+			return G.Add(G.Must(G.Mul(h, w)), h)
+		})},
+		// orthonet's fused ops.
+		graphCase{name: "fused-cross-entropy", shapes: [][]int{{5, 7}, {5, 7}}, constant: []bool{false, true}, build: two(fused.SoftmaxCrossEntropy)},
+		// A constant matrix leaf (not a parameter).
+		graphCase{name: "constant-leaf", shapes: [][]int{{3, 4}, {4, 2}}, constant: []bool{false, true}, build: two(G.Mul)},
+	)
 	runCases(t, cases)
 }
 

@@ -9,24 +9,13 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/models"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
 )
-
-// model is a network built on its own graph with its inputs, loss and
-// parameters, for comparing the tape machine with a compiled program.
-type model struct {
-	g       *G.ExprGraph
-	inputs  []*G.Node
-	logits  *G.Node
-	loss    *G.Node
-	params  []param.Param
-	masks   func(rng *rand.Rand) // redraws dropout masks into the nodes
-	logitsV G.Value
-}
 
 type modelCase struct {
 	name  string
@@ -39,7 +28,7 @@ func fill(dt tensor.Dtype, shape []int, seed uint64) tensor.Tensor {
 	for i := range v {
 		v[i] = rng.NormFloat64()
 	}
-	return leafValue(dt, shape, v)
+	return testval.Tensor(dt, shape, v)
 }
 
 func onehotValue(dt tensor.Dtype, batch, classes int, seed uint64) tensor.Tensor {
@@ -47,7 +36,21 @@ func onehotValue(dt tensor.Dtype, batch, classes int, seed uint64) tensor.Tensor
 	for i := 0; i < batch; i++ {
 		v[i*classes+int((seed+uint64(7*i))%uint64(classes))] = 1
 	}
-	return leafValue(dt, []int{batch, classes}, v)
+	return testval.Tensor(dt, []int{batch, classes}, v)
+}
+
+// classifier makes the model of a classifier from its logits (or the
+// error computing them): the loss is their cross-entropy against the
+// one-hot targets, inputs[1].
+func classifier(g *G.ExprGraph, inputs []*G.Node, logits *G.Node, err error, params []param.Param) (*model, error) {
+	if err != nil {
+		return nil, err
+	}
+	loss, err := nn.CrossEntropy(logits, inputs[1])
+	if err != nil {
+		return nil, err
+	}
+	return &model{g: g, inputs: inputs, logits: logits, loss: loss, params: params}, nil
 }
 
 func modelCases() []modelCase {
@@ -62,14 +65,7 @@ func modelCases() []modelCase {
 				return nil, err
 			}
 			logits, err := m.Forward(x)
-			if err != nil {
-				return nil, err
-			}
-			loss, err := nn.CrossEntropy(logits, y)
-			if err != nil {
-				return nil, err
-			}
-			return &model{g: g, inputs: []*G.Node{x, y}, logits: logits, loss: loss, params: m.Params()}, nil
+			return classifier(g, []*G.Node{x, y}, logits, err, m.Params())
 		}},
 		{"vit", func(dt tensor.Dtype) (*model, error) {
 			g := G.NewGraph()
@@ -82,15 +78,11 @@ func modelCases() []modelCase {
 				return nil, err
 			}
 			logits, err := m.Forward(x, true)
-			if err != nil {
-				return nil, err
+			c, err := classifier(g, append([]*G.Node{x, y}, m.Drop.Masks()...), logits, err, m.Params())
+			if c != nil {
+				c.masks = m.FillMasks
 			}
-			loss, err := nn.CrossEntropy(logits, y)
-			if err != nil {
-				return nil, err
-			}
-			inputs := append([]*G.Node{x, y}, m.Drop.Masks()...)
-			return &model{g: g, inputs: inputs, logits: logits, loss: loss, params: m.Params(), masks: m.FillMasks}, nil
+			return c, err
 		}},
 		{"cnn", func(dt tensor.Dtype) (*model, error) {
 			g := G.NewGraph()
@@ -103,14 +95,7 @@ func modelCases() []modelCase {
 				return nil, err
 			}
 			logits, err := m.Forward(x)
-			if err != nil {
-				return nil, err
-			}
-			loss, err := nn.CrossEntropy(logits, y)
-			if err != nil {
-				return nil, err
-			}
-			return &model{g: g, inputs: []*G.Node{x, y}, logits: logits, loss: loss, params: m.Params()}, nil
+			return classifier(g, []*G.Node{x, y}, logits, err, m.Params())
 		}},
 		{"custom", func(dt tensor.Dtype) (*model, error) {
 			// Only Gorgonia ops: a Stiefel weight, a softmax attention-like
@@ -122,7 +107,7 @@ func modelCases() []modelCase {
 			st, _ := manifold.NewStiefel[float64](in, hid)
 			w0 := make([]float64, in*hid)
 			_ = st.Random(w0, rand.New(rand.NewPCG(9, 9)))
-			w := G.NewMatrix(g, dt, G.WithShape(in, hid), G.WithName("W"), G.WithValue(leafValue(dt, []int{in, hid}, w0)))
+			w := G.NewMatrix(g, dt, G.WithShape(in, hid), G.WithName("W"), G.WithValue(testval.Tensor(dt, []int{in, hid}, w0)))
 			b := G.NewMatrix(g, dt, G.WithShape(1, hid), G.WithName("b"), G.WithValue(fill(dt, []int{1, hid}, 10)))
 			v := G.NewMatrix(g, dt, G.WithShape(hid, hid), G.WithName("V"), G.WithValue(fill(dt, []int{hid, hid}, 11)))
 			h := G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), b, nil, []byte{0}))
@@ -151,8 +136,6 @@ func solverConfigs() map[string][]optim.Group {
 		"radam+adamw+schedule": groups(optim.Group{Rule: optim.RiemannianAdamConfig{}, LR: 0.05, Schedule: optim.Cosine{Steps: 4}}, optim.Group{Rule: optim.AdamWConfig{}, LR: 0.01}),
 	}
 }
-
-func nodesOf(ps []param.Param) []*G.Node { return param.Nodes(ps) }
 
 // TestModelsAgree checks the FFN, a small ViT with dropout and a custom
 // model: the loss, the logits, every gradient and every parameter after two
@@ -185,110 +168,75 @@ func factorR(factor bool, groups []optim.Group) int {
 	return groups[0].Rule.(optim.RSDMConfig).SubmanifoldSize
 }
 
-// compareModel runs mc on both; with factor the program leaves the
-// gradients of thin-product weights factored (Config.FactorForRSDM).
+// compareModel runs mc on the tape machine with optim's Solver and as a
+// program on be with its Solver, two steps; with factor the program leaves
+// the gradients of thin-product weights factored (Config.FactorForRSDM).
 func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtype, cfg []optim.Group, factor bool) {
-	ref, err := mc.build(dt)
-	if err != nil {
-		t.Fatal(err)
+	build := func() (*model, error) { return mc.build(dt) }
+	ref, got := newSides(t, mc.name, build, onTape(sideConfig{groups: cfg}), compiled(be, sideConfig{groups: cfg, factor: factorR(factor, cfg)}))
+	agree(t, mc.name, ref, got, 2, tolerance(dt))
+	factored := 0
+	for _, p := range got.(*programSide).prog.Params() {
+		if p.GradK > 0 {
+			factored++
+		}
 	}
-	got, err := mc.build(dt)
-	if err != nil {
-		t.Fatal(err)
+	if factor && mc.name == "ffn" && factored == 0 {
+		t.Error("FactorForRSDM left no FFN gradient factored")
 	}
-	G.Read(ref.logits, &ref.logitsV)
-	var lossV G.Value
-	G.Read(ref.loss, &lossV)
-	for _, m := range []*model{ref, got} {
-		if _, err := G.Grad(m.loss, nodesOf(m.params)...); err != nil {
+}
+
+// TestFactorGrads checks the factoring phase on the FFN: with
+// FactorForRSDM every gradient it leaves factored loses the product that
+// formed it and its check, which one check of the factors replaces, and
+// nothing else changes (the same kernels otherwise, in the same order).
+func TestFactorGrads(t *testing.T) {
+	be := testBackends(t)[0]
+	compile := func(r int) *Program {
+		m, err := modelCases()[0].build(tensor.Float64) // the FFN
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	vm := G.NewTapeMachine(ref.g, G.BindDualValues(nodesOf(ref.params)...))
-	defer vm.Close()
-	rs, err := param.NewSolver(ref.params, cfg, optim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog, err := Compile(got.g, Config{Backend: be, Outputs: []*G.Node{got.logits, got.loss}, Params: got.params, Inputs: got.inputs, FactorForRSDM: factorR(factor, cfg)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prog.Close()
-	ps, err := NewSolver(prog, cfg, optim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tol := tolerance(dt)
-	check := func(what string, a, b []float64) {
-		t.Helper()
-		if d := relDiff(a, b); !(d <= tol) {
-			t.Errorf("%s differs by %.3g (relative), tolerance %g, %s", what, d, tol, worst(a, b))
-		}
-	}
-	host := func(n int) any {
-		if dt == tensor.Float32 {
-			return make([]float32, n)
-		}
-		return make([]float64, n)
-	}
-	read := func(n *G.Node) []float64 {
-		h := host(numel(n.Shape()))
-		if err := prog.Read(n, h); err != nil {
+		if _, err := G.Grad(m.loss, param.Nodes(m.params)...); err != nil {
 			t.Fatal(err)
 		}
-		return floats(h)
+		return m.compile(t, be, Config{FactorForRSDM: r})
 	}
-	rngRef, rngGot := rand.New(rand.NewPCG(1, 2)), rand.New(rand.NewPCG(1, 2))
-	for step := 0; step < 2; step++ {
-		if ref.masks != nil {
-			ref.masks(rngRef)
-			got.masks(rngGot)
+	plain, factored := compile(0), compile(5)
+	var k int // the number of gradients left factored
+	for _, p := range factored.Params() {
+		if p.GradK > 0 {
+			k++
 		}
-		for _, in := range got.inputs {
-			if err := prog.SetInput(in, in.Value().Data()); err != nil {
-				t.Fatal(err)
+	}
+	if k == 0 {
+		t.Fatal("FactorForRSDM left no FFN gradient factored")
+	}
+	got, want := kernelTypes(factored), kernelTypes(plain)
+	if got["gemm"] != want["gemm"]-k {
+		t.Errorf("%d products factored, %d products, %d without: want %d fewer", k, got["gemm"], want["gemm"], k)
+	}
+	if len(factored.kernels) != len(plain.kernels)-k {
+		t.Errorf("%d gradients factored: %d kernels, %d without, want %d fewer", k, len(factored.kernels), len(plain.kernels), k)
+	}
+	// The kernels that are not a factored gradient's are the same, in the
+	// same order.
+	var a, b []string
+	for _, kern := range plain.kernels {
+		a = append(a, backend.Name(kern))
+	}
+	for _, kern := range factored.kernels {
+		b = append(b, backend.Name(kern))
+	}
+	for i, j := 0, 0; i < len(a) && j < len(b); i, j = i+1, j+1 {
+		if a[i] != b[j] {
+			// a factored gradient: its product and check became one check
+			if a[i] != "gemm" || b[j] != "check-product" || i+1 >= len(a) || !isCheck(a[i+1]) {
+				t.Fatalf("kernel %d: %s, without factoring %s (then %v)", j, b[j], a[i], a[i+1:min(i+3, len(a))])
 			}
-		}
-		if err := vm.RunAll(); err != nil {
-			t.Fatal(err)
-		}
-		if err := prog.Run(); err != nil {
-			t.Fatal(err)
-		}
-		check(fmt.Sprintf("step %d loss", step), read(got.loss), floats(lossV.Data()))
-		check(fmt.Sprintf("step %d logits", step), read(got.logits), floats(ref.logitsV.Data()))
-		factored := 0
-		for i, p := range prog.Params() {
-			if p.GradK > 0 {
-				factored++
-				continue // no gradient formed; the step below checks the factors' use
-			}
-			h := host(p.Size)
-			if err := be.CopyOut(h, p.Grad.Buf, p.Grad.Off); err != nil {
-				t.Fatal(err)
-			}
-			gr, err := nodesOf(ref.params)[i].Grad()
-			if err != nil {
-				t.Fatal(err)
-			}
-			check(fmt.Sprintf("step %d gradient of %s", step, p.Node.Name()), floats(h), floats(gr.Data()))
-		}
-		if factor && mc.name == "ffn" && factored == 0 {
-			t.Error("FactorForRSDM left no FFN gradient factored")
-		}
-		if err := rs.Step(); err != nil {
-			t.Fatal(err)
-		}
-		if err := ps.Step(); err != nil {
-			t.Fatal(err)
-		}
-		vm.Reset()
-		if err := prog.StoreParams(); err != nil {
-			t.Fatal(err)
-		}
-		for i, n := range nodesOf(got.params) {
-			check(fmt.Sprintf("step %d %s after the step", step, n.Name()), floats(n.Value().Data()), floats(nodesOf(ref.params)[i].Value().Data()))
+			i++
 		}
 	}
 }
+
+func isCheck(name string) bool { return name == "check-product" || name == "check-finite" }

@@ -10,38 +10,31 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/param"
 )
 
 var floatTypes = []tensor.Dtype{tensor.Float64, tensor.Float32}
 
-// hostOf returns a zeroed host slice of n values of dt.
-func hostOf(dt tensor.Dtype, n int) any {
-	if dt == tensor.Float32 {
-		return make([]float32, n)
-	}
-	return make([]float64, n)
-}
-
 // readNode returns the program's values of n in float64.
 func readNode(t *testing.T, p *Program, n *G.Node) []float64 {
 	t.Helper()
-	h := hostOf(n.Dtype(), numel(n.Shape()))
+	h := testval.Host(n.Dtype(), numel(n.Shape()))
 	if err := p.Read(n, h); err != nil {
 		t.Fatal(err)
 	}
-	return floats(h)
+	return testval.Floats(h)
 }
 
 // readGrad returns the program's gradient of its parameter i.
 func readGrad(t *testing.T, p *Program, i int) []float64 {
 	t.Helper()
 	pr := p.Params()[i]
-	h := hostOf(pr.Node.Dtype(), pr.Size)
+	h := testval.Host(pr.Node.Dtype(), pr.Size)
 	if err := p.Backend().CopyOut(h, pr.Grad.Buf, pr.Grad.Off); err != nil {
 		t.Fatal(err)
 	}
-	return floats(h)
+	return testval.Floats(h)
 }
 
 // readState returns the program's state tensor name in float64.
@@ -51,11 +44,11 @@ func readState(t *testing.T, p *Program, name string) []float64 {
 	if !ok {
 		t.Fatalf("no state %q among %q", name, p.StateNames())
 	}
-	h := hostOf(dt, shape.TotalSize())
+	h := testval.Host(dt, shape.TotalSize())
 	if err := p.ReadState(name, h); err != nil {
 		t.Fatal(err)
 	}
-	return floats(h)
+	return testval.Floats(h)
 }
 
 // channelShape is the shape of a per-channel scale of x's shape: its
@@ -83,9 +76,9 @@ func newBNGraph(t *testing.T, dt tensor.Dtype, shape []int) *bnGraph {
 	b := &bnGraph{g: G.NewGraph()}
 	b.x = G.NewTensor(b.g, dt, len(shape), G.WithShape(shape...), G.WithName("x"), G.WithValue(fill(dt, shape, 1)))
 	cs := channelShape(shape)
-	b.scale = floats(fill(dt, cs, 2).Data())
+	b.scale = testval.Floats(fill(dt, cs, 2).Data())
 	scale := newLeaf(b.g, dt, "scale", cs, b.scale)
-	bias := newLeaf(b.g, dt, "bias", cs, floats(fill(dt, cs, 3).Data()))
+	bias := newLeaf(b.g, dt, "bias", cs, testval.Floats(fill(dt, cs, 3).Data()))
 	var err error
 	if b.y, _, _, b.op, err = G.BatchNorm(b.x, scale, bias, 0.3, 1e-3); err != nil {
 		t.Fatal(err)
@@ -101,11 +94,11 @@ func newBNGraph(t *testing.T, dt tensor.Dtype, shape []int) *bnGraph {
 // batchOf returns the input of step k: N(0, 1) values shifted by k + 1, so
 // that the running statistics move.
 func batchOf(dt tensor.Dtype, shape []int, k int) tensor.Tensor {
-	v := floats(fill(dt, shape, uint64(10+k)).Data())
+	v := testval.Floats(fill(dt, shape, uint64(10+k)).Data())
 	for i := range v {
 		v[i] = 2*v[i] + float64(k+1)
 	}
-	return leafValue(dt, shape, v)
+	return testval.Tensor(dt, shape, v)
 }
 
 // TestBatchNormRunningStats trains a BatchNorm for three steps of
@@ -153,12 +146,12 @@ func TestBatchNormRunningStats(t *testing.T) {
 						if err := prog.Run(); err != nil {
 							t.Fatal(err)
 						}
-						if d := relDiff(readNode(t, prog, prg.y), floats(tape.y.Value().Data())); !(d <= tol) {
+						if d := testval.MaxRel(readNode(t, prog, prg.y), testval.Floats(tape.y.Value().Data())); !(d <= tol) {
 							t.Errorf("step %d: output differs from the tape machine's by %.3g", k, d)
 						}
 						mean, vr := tape.op.Stats()
 						for i, want := range []tensor.Tensor{mean, vr} {
-							if d := relDiff(readState(t, prog, names[i]), floats(want.Data())); !(d <= tol) {
+							if d := testval.MaxRel(readState(t, prog, names[i]), testval.Floats(want.Data())); !(d <= tol) {
 								t.Errorf("step %d: %s differs from the tape machine's by %.3g", k, names[i], d)
 							}
 						}
@@ -168,7 +161,7 @@ func TestBatchNormRunningStats(t *testing.T) {
 					}
 					mean, vr := prg.op.Stats()
 					for i, got := range []tensor.Tensor{mean, vr} {
-						if d := relDiff(floats(got.Data()), readState(t, prog, names[i])); d != 0 {
+						if d := testval.MaxRel(testval.Floats(got.Data()), readState(t, prog, names[i])); d != 0 {
 							t.Errorf("after StoreParams the op's %s differs from the program's by %.3g", names[i], d)
 						}
 					}
@@ -204,10 +197,10 @@ func TestBatchNormRunningStats(t *testing.T) {
 						return readNode(t, p, prg.y)
 					}
 					s0, o0 := eval(shared), eval(own)
-					if d := relDiff(s0, floats(tape.y.Value().Data())); !(d <= tol) {
+					if d := testval.MaxRel(s0, testval.Floats(tape.y.Value().Data())); !(d <= tol) {
 						t.Errorf("evaluation differs from the tape machine's (EvalMode) by %.3g", d)
 					}
-					if d := relDiff(o0, s0); d != 0 {
+					if d := testval.MaxRel(o0, s0); d != 0 {
 						t.Errorf("evaluation from the op's statistics differs from the shared one by %.3g", d)
 					}
 					// One more training step moves the shared statistics only.
@@ -217,10 +210,10 @@ func TestBatchNormRunningStats(t *testing.T) {
 					if err := prog.Run(); err != nil {
 						t.Fatal(err)
 					}
-					if d := relDiff(eval(shared), s0); d == 0 {
+					if d := testval.MaxRel(eval(shared), s0); d == 0 {
 						t.Error("the shared evaluation program did not see the training step's statistics")
 					}
-					if d := relDiff(eval(own), o0); d != 0 {
+					if d := testval.MaxRel(eval(own), o0); d != 0 {
 						t.Errorf("the evaluation program of its own statistics changed by %.3g after a training step", d)
 					}
 				})
@@ -246,7 +239,7 @@ func TestNormGradients(t *testing.T) {
 				if err := setStats(b.op, dt, shape[1]); err != nil {
 					t.Fatal(err)
 				}
-				r := newLeaf(b.g, dt, "R", shape, floats(fill(dt, shape, 4).Data()))
+				r := newLeaf(b.g, dt, "R", shape, testval.Floats(fill(dt, shape, 4).Data()))
 				loss := G.Must(G.Sum(G.Must(G.HadamardProd(b.y, r))))
 				if _, err := G.Grad(loss, b.x); err != nil {
 					t.Fatal(err)
@@ -260,14 +253,14 @@ func TestNormGradients(t *testing.T) {
 					t.Fatal(err)
 				}
 				_, vr := b.op.Stats()
-				v, rv := floats(vr.Data()), floats(r.Value().Data())
+				v, rv := testval.Floats(vr.Data()), testval.Floats(r.Value().Data())
 				want := make([]float64, len(rv))
 				spatial := shape[2] * shape[3]
 				for i := range want {
 					c := i / spatial % shape[1]
 					want[i] = rv[i] * b.scale[c] / math.Sqrt(v[c]+1e-3)
 				}
-				if d := relDiff(readGrad(t, prog, 0), want); !(d <= tol) {
+				if d := testval.MaxRel(readGrad(t, prog, 0), want); !(d <= tol) {
 					t.Errorf("gradient differs from its closed form by %.3g", d)
 				}
 			})
@@ -286,7 +279,7 @@ func TestNormGradients(t *testing.T) {
 					scale := newLeaf(g, dt, "scale", cs, ones)
 					bias := newLeaf(g, dt, "bias", cs, make([]float64, c.shape[1]))
 					y := G.Must(G.GroupNorm(x, scale, bias, c.groups, c.shape[1], 1e-4))
-					r := newLeaf(g, dt, "R", c.shape, floats(fill(dt, c.shape, 5).Data()))
+					r := newLeaf(g, dt, "R", c.shape, testval.Floats(fill(dt, c.shape, 5).Data()))
 					loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, r))))
 					if _, err := G.Grad(loss, x); err != nil {
 						t.Fatal(err)
@@ -299,7 +292,7 @@ func TestNormGradients(t *testing.T) {
 					if err := prog.Run(); err != nil {
 						t.Fatal(err)
 					}
-					xv, rv := floats(x.Value().Data()), floats(r.Value().Data())
+					xv, rv := testval.Floats(x.Value().Data()), testval.Floats(r.Value().Data())
 					rows := c.shape[0] * c.groups
 					d := len(xv) / rows
 					wantY, wantG := make([]float64, len(xv)), make([]float64, len(xv))
@@ -325,10 +318,10 @@ func TestNormGradients(t *testing.T) {
 							wantG[row*d+j] = rstd * (rs[j] - mr - (a-mean)*rstd*mrx)
 						}
 					}
-					if d := relDiff(readNode(t, prog, y), wantY); !(d <= tol) {
+					if d := testval.MaxRel(readNode(t, prog, y), wantY); !(d <= tol) {
 						t.Errorf("values differ from the direct normalization by %.3g", d)
 					}
-					if d := relDiff(readGrad(t, prog, 0), wantG); !(d <= tol) {
+					if d := testval.MaxRel(readGrad(t, prog, 0), wantG); !(d <= tol) {
 						t.Errorf("gradient differs from its closed form by %.3g", d)
 					}
 				})
@@ -358,12 +351,12 @@ func TestGorgoniaDropout(t *testing.T) {
 				g := G.NewGraph()
 				x := G.NewMatrix(g, dt, G.WithShape(shape...), G.WithName("x"), G.WithValue(fill(dt, shape, 1)))
 				y := G.Must(G.Dropout(x, p))
-				r := newLeaf(g, dt, "R", shape, floats(fill(dt, shape, 2).Data()))
+				r := newLeaf(g, dt, "R", shape, testval.Floats(fill(dt, shape, 2).Data()))
 				loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, r))))
 				if _, err := G.Grad(loss, x); err != nil {
 					t.Fatal(err)
 				}
-				xv, rv := floats(x.Value().Data()), floats(r.Value().Data())
+				xv, rv := testval.Floats(x.Value().Data()), testval.Floats(r.Value().Data())
 				scaled := func(v float64) float64 {
 					if dt == tensor.Float32 {
 						return float64(float32(v) / float32(keep))
@@ -389,7 +382,7 @@ func TestGorgoniaDropout(t *testing.T) {
 					}
 					yv, gv := runAt(5)
 					if eval {
-						if relDiff(yv, xv) != 0 || relDiff(gv, rv) != 0 {
+						if testval.MaxRel(yv, xv) != 0 || testval.MaxRel(gv, rv) != 0 {
 							t.Error("in EvalMode dropout or its gradient is not the identity")
 						}
 						continue
@@ -411,20 +404,20 @@ func TestGorgoniaDropout(t *testing.T) {
 					}
 					if f, ok := first[dt]; !ok {
 						first[dt] = yv
-					} else if relDiff(yv, f) != 0 {
+					} else if testval.MaxRel(yv, f) != 0 {
 						t.Errorf("%s drew another mask than the first backend", be.Name())
 					}
 					if prog.Step() != 6 {
 						t.Errorf("after a Run at step 5 the step is %d, want 6", prog.Step())
 					}
 					y6, _ := runAt(-1) // step 6, by Run's advance
-					if relDiff(y6, yv) == 0 {
+					if testval.MaxRel(y6, yv) == 0 {
 						t.Error("steps 5 and 6 drew the same mask")
 					}
-					if again, _ := runAt(5); relDiff(again, yv) != 0 {
+					if again, _ := runAt(5); testval.MaxRel(again, yv) != 0 {
 						t.Error("step 5 drew another mask the second time")
 					}
-					if again, _ := runAt(6); relDiff(again, y6) != 0 {
+					if again, _ := runAt(6); testval.MaxRel(again, y6) != 0 {
 						t.Error("SetStep(6) drew another mask than the advance to step 6")
 					}
 				}
@@ -534,24 +527,24 @@ func TestRandomNodes(t *testing.T) {
 						}
 					}
 				}
-				if relDiff(vals[len(vals)-1], vals[0]) == 0 {
+				if testval.MaxRel(vals[len(vals)-1], vals[0]) == 0 {
 					t.Error("two uniform nodes drew the same values")
 				}
 				if f, ok := first[dt]; !ok {
 					first[dt] = vals
 				} else {
 					for k := range f {
-						if relDiff(vals[k], f[k]) != 0 {
+						if testval.MaxRel(vals[k], f[k]) != 0 {
 							t.Errorf("%s: %s drew other values than the first backend", dists[min(k, len(dists)-1)].name, be.Name())
 						}
 					}
 				}
 				again, other := runAt(3), runAt(4)
 				for k := range vals {
-					if relDiff(again[k], vals[k]) != 0 {
+					if testval.MaxRel(again[k], vals[k]) != 0 {
 						t.Errorf("node %d: step 3 drew other values the second time", k)
 					}
-					if relDiff(other[k], vals[k]) == 0 {
+					if testval.MaxRel(other[k], vals[k]) == 0 {
 						t.Errorf("node %d: steps 3 and 4 drew the same values", k)
 					}
 				}
@@ -572,7 +565,7 @@ func TestNormRefusals(t *testing.T) {
 		return G.NewTensor(g, tensor.Float64, len(shape), G.WithShape(shape...), G.WithName("x"), G.WithValue(fill(tensor.Float64, shape, 1)))
 	}
 	ones := func(g *G.ExprGraph, name string, shape ...int) *G.Node {
-		return newLeaf(g, tensor.Float64, name, shape, floats(fill(tensor.Float64, shape, 2).Data()))
+		return newLeaf(g, tensor.Float64, name, shape, testval.Floats(fill(tensor.Float64, shape, 2).Data()))
 	}
 	g0 := G.NewGraph()
 	other, err := Compile(g0, Config{Backend: be, Outputs: []*G.Node{G.NewScalar(g0, tensor.Float64, G.WithName("s"), G.WithValue(1.0))}, NoGrad: true})

@@ -2,6 +2,7 @@ package program_test
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
@@ -51,10 +53,10 @@ func newNormNet(t *testing.T, be backend.Backend, dt tensor.Dtype) *normNet {
 	g := G.NewGraph()
 	m.x = G.NewMatrix(g, dt, G.WithShape(nnBatch, nnIn), G.WithName("x"), G.WithInit(G.Zeroes()))
 	m.y = G.NewMatrix(g, dt, G.WithShape(nnBatch, 1), G.WithName("y"), G.WithInit(G.Zeroes()))
-	w := G.NewMatrix(g, dt, G.WithShape(nnIn, nnHidden), G.WithName("W"), G.WithValue(tensorOf(dt, []int{nnIn, nnHidden}, w0)))
-	scale := G.NewMatrix(g, dt, G.WithShape(1, nnHidden), G.WithName("scale"), G.WithValue(tensorOf(dt, []int{1, nnHidden}, []float64{1, 0.9, 1.1, 1})))
-	bias := G.NewMatrix(g, dt, G.WithShape(1, nnHidden), G.WithName("bias"), G.WithValue(tensorOf(dt, []int{1, nnHidden}, []float64{0, 0.1, -0.1, 0})))
-	v := G.NewMatrix(g, dt, G.WithShape(nnHidden, 1), G.WithName("v"), G.WithValue(tensorOf(dt, []int{nnHidden, 1}, []float64{0.3, -0.2, 0.1, 0.2})))
+	w := G.NewMatrix(g, dt, G.WithShape(nnIn, nnHidden), G.WithName("W"), G.WithValue(testval.Tensor(dt, []int{nnIn, nnHidden}, w0)))
+	scale := G.NewMatrix(g, dt, G.WithShape(1, nnHidden), G.WithName("scale"), G.WithValue(testval.Tensor(dt, []int{1, nnHidden}, []float64{1, 0.9, 1.1, 1})))
+	bias := G.NewMatrix(g, dt, G.WithShape(1, nnHidden), G.WithName("bias"), G.WithValue(testval.Tensor(dt, []int{1, nnHidden}, []float64{0, 0.1, -0.1, 0})))
+	v := G.NewMatrix(g, dt, G.WithShape(nnHidden, 1), G.WithName("v"), G.WithValue(testval.Tensor(dt, []int{nnHidden, 1}, []float64{0.3, -0.2, 0.1, 0.2})))
 	h, _, _, _, err := G.BatchNorm(G.Must(G.Mul(m.x, w)), scale, bias, 0.1, 1e-5)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +81,7 @@ func newNormNet(t *testing.T, be backend.Backend, dt tensor.Dtype) *normNet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.solver.Close() })
-	m.xs, m.ys, m.lossV = hostOf(dt, nnBatch*nnIn), hostOf(dt, nnBatch), hostOf(dt, 1)
+	m.xs, m.ys, m.lossV = testval.Host(dt, nnBatch*nnIn), testval.Host(dt, nnBatch), testval.Host(dt, 1)
 	return m
 }
 
@@ -101,7 +103,7 @@ func (m *normNet) train(t *testing.T, from, to int) float64 {
 			}
 		}
 	}
-	return hostFloats(m.lossV)[0]
+	return testval.Floats(m.lossV)[0]
 }
 
 // state returns everything a resumed run must have equal: the parameters,
@@ -110,15 +112,15 @@ func (m *normNet) state(t *testing.T) map[string][]float64 {
 	t.Helper()
 	out := map[string][]float64{"step": {float64(m.prog.Step())}}
 	for _, p := range m.params {
-		h := hostOf(m.dt, p.Node.Shape().TotalSize())
+		h := testval.Host(m.dt, p.Node.Shape().TotalSize())
 		if err := m.prog.Read(p.Node, h); err != nil {
 			t.Fatal(err)
 		}
-		out["param "+p.Name()] = hostFloats(h)
+		out["param "+p.Name()] = testval.Floats(h)
 	}
 	for i, s := range m.solver.State() {
 		for k, b := range s.Buffers {
-			out["solver "+m.params[i].Name()+" "+k] = hostFloats(b)
+			out["solver "+m.params[i].Name()+" "+k] = testval.Floats(b)
 		}
 		for k, c := range s.Counters {
 			out["solver "+m.params[i].Name()+" "+k] = []float64{float64(c)}
@@ -126,11 +128,11 @@ func (m *normNet) state(t *testing.T) map[string][]float64 {
 	}
 	for _, name := range m.prog.StateNames() {
 		shape, dt, _ := m.prog.StateInfo(name)
-		h := hostOf(dt, shape.TotalSize())
+		h := testval.Host(dt, shape.TotalSize())
 		if err := m.prog.ReadState(name, h); err != nil {
 			t.Fatal(err)
 		}
-		out["state "+name] = hostFloats(h)
+		out["state "+name] = testval.Floats(h)
 	}
 	return out
 }
@@ -252,19 +254,5 @@ func TestResumeWithProgramState(t *testing.T) {
 
 // sameState reports whether a and b hold the same entries, bit for bit.
 func sameState(a, b map[string][]float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, x := range a {
-		y, ok := b[k]
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if math.Float64bits(x[i]) != math.Float64bits(y[i]) {
-				return false
-			}
-		}
-	}
-	return true
+	return maps.EqualFunc(a, b, func(x, y []float64) bool { return testval.SameBits(x, y) })
 }

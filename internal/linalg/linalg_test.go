@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/orthonet/orthonet/internal/testval"
 )
 
 func randn[T Float](rng *rand.Rand, n int) []T {
@@ -207,10 +209,10 @@ func TestAddMul(t *testing.T) {
 		t.Errorf("float64: relative error %.3g", e)
 	}
 
-	a32, b32, c32 := to32(a), to32(b), to32(c)
+	a32, b32, c32 := testval.Float32s(a), testval.Float32s(b), testval.Float32s(c)
 	// Inputs rounded to float32 are the reference's too, so that only the
 	// product's own rounding is measured.
-	a, b, c = to64(a32), to64(b32), to64(c32)
+	a, b, c = testval.Floats(a32), testval.Floats(b32), testval.Floats(c32)
 	want = append(want[:0], c...)
 	for i := 0; i < m; i++ {
 		for j := 0; j < n; j++ {
@@ -234,20 +236,4 @@ func TestAddMul(t *testing.T) {
 			t.Error("AddMul grew a workspace that was large enough")
 		}
 	}
-}
-
-func to32(s []float64) []float32 {
-	out := make([]float32, len(s))
-	for i, v := range s {
-		out[i] = float32(v)
-	}
-	return out
-}
-
-func to64(s []float32) []float64 {
-	out := make([]float64, len(s))
-	for i, v := range s {
-		out[i] = float64(v)
-	}
-	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/optim/device"
@@ -244,7 +245,7 @@ func sameState(a, b optim.State, tol float64) error {
 		return fmt.Errorf("buffers %d and %d", len(a.Buffers), len(b.Buffers))
 	}
 	for k, va := range a.Buffers {
-		x, y := floats(va), floats(b.Buffers[k])
+		x, y := testval.Floats(va), testval.Floats(b.Buffers[k])
 		if len(x) != len(y) {
 			return fmt.Errorf("buffer %q of %d and %d entries", k, len(x), len(y))
 		}
@@ -253,26 +254,6 @@ func sameState(a, b optim.State, tol float64) error {
 				return fmt.Errorf("buffer %q entry %d: %v and %v", k, i, x[i], y[i])
 			}
 		}
-	}
-	return nil
-}
-
-func floats(v any) []float64 {
-	switch d := v.(type) {
-	case []float32:
-		out := make([]float64, len(d))
-		for i, x := range d {
-			out[i] = float64(x)
-		}
-		return out
-	case []float64:
-		return d
-	case []int64:
-		out := make([]float64, len(d))
-		for i, x := range d {
-			out[i] = float64(x)
-		}
-		return out
 	}
 	return nil
 }

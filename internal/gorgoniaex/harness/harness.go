@@ -26,6 +26,7 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
@@ -75,7 +76,10 @@ type Report struct {
 	Grads float64 `json:"grads,omitempty"`
 	// compare: the parameters after Steps steps of the same Solver on the
 	// program and on the tape machine (the largest ||a - b|| / ||b|| of a
-	// parameter), and the losses along the way.
+	// parameter: after steps of Adam an entry whose gradient is near Adam's
+	// epsilon may move apart on two machines that round the gradient
+	// differently, which the largest entry's difference would report), and
+	// the losses along the way.
 	Steps       int       `json:"steps,omitempty"`
 	Trained     float64   `json:"trained,omitempty"`
 	Losses      []float64 `json:"losses,omitempty"`
@@ -336,70 +340,9 @@ func batchOf(rng *rand.Rand, x []float64, y []float64, classes int) {
 // as returns v as a slice of dt's Go type.
 func as(dt tensor.Dtype, v []float64) any {
 	if dt == tensor.Float32 {
-		f := make([]float32, len(v))
-		for i, x := range v {
-			f[i] = float32(x)
-		}
-		return f
+		return testval.Float32s(v)
 	}
 	return slices.Clone(v)
-}
-
-func floats(v any) []float64 {
-	switch d := v.(type) {
-	case []float32:
-		out := make([]float64, len(d))
-		for i, x := range d {
-			out[i] = float64(x)
-		}
-		return out
-	case []float64:
-		return slices.Clone(d)
-	case float32:
-		return []float64{float64(d)}
-	case float64:
-		return []float64{d}
-	}
-	return nil
-}
-
-// relDiff returns max|a - b| / max|b|; +Inf where a NaN is in one only or
-// the lengths differ.
-func relDiff(a, b []float64) float64 {
-	if len(a) != len(b) {
-		return math.Inf(1)
-	}
-	var d, s float64
-	for i := range b {
-		if math.IsNaN(a[i]) != math.IsNaN(b[i]) {
-			return math.Inf(1)
-		}
-		d = max(d, math.Abs(a[i]-b[i]))
-		s = max(s, math.Abs(b[i]))
-	}
-	return d / max(s, 1e-300)
-}
-
-// relNorm returns ||a - b||_2 / ||b||_2: the difference of two trained
-// parameters as a whole. (After steps of Adam, whose first steps move an
-// entry by about its step size whatever the gradient's size, an entry
-// whose gradient is near Adam's epsilon may move differently on two
-// machines that round the gradient differently; relDiff's largest entry
-// would report that one entry.) +Inf where the lengths differ or a NaN is
-// in one only.
-func relNorm(a, b []float64) float64 {
-	if len(a) != len(b) {
-		return math.Inf(1)
-	}
-	var d, s float64
-	for i := range b {
-		if math.IsNaN(a[i]) != math.IsNaN(b[i]) {
-			return math.Inf(1)
-		}
-		d += (a[i] - b[i]) * (a[i] - b[i])
-		s += b[i] * b[i]
-	}
-	return math.Sqrt(d / max(s, 1e-300))
 }
 
 // tapeRun sets a tape machine's inputs and runs it once.
@@ -436,7 +379,7 @@ func read(p *program.Program, n *G.Node, dt tensor.Dtype) ([]float64, error) {
 	if err := p.Read(n, dst); err != nil {
 		return nil, err
 	}
-	return floats(dst), nil
+	return testval.Floats(dst), nil
 }
 
 // grads reads a program's gradients, in the order of its parameters.
@@ -450,7 +393,7 @@ func grads(p *program.Program, dt tensor.Dtype) ([][]float64, error) {
 		if err := p.Backend().CopyOut(dst, pv.Grad.Buf, pv.Grad.Off); err != nil {
 			return nil, err
 		}
-		out = append(out, floats(dst))
+		out = append(out, testval.Floats(dst))
 	}
 	return out, nil
 }
@@ -620,12 +563,12 @@ func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Out = relDiff(out, floats(b.m.Out.Value().Data()))
+	rep.Out = testval.MaxRel(out, testval.Floats(b.m.Out.Value().Data()))
 	loss, err := read(prog, a.loss, dt)
 	if err != nil {
 		return nil, err
 	}
-	rep.Loss = relDiff(loss, floats(b.loss.Value().Data()))
+	rep.Loss = testval.MaxRel(loss, testval.Floats(b.loss.Value().Data()))
 	gs, err := grads(prog, dt)
 	if err != nil {
 		return nil, err
@@ -635,7 +578,7 @@ func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tape gradient of %s: %w", p.Node.Name(), err)
 		}
-		rep.Grads = max(rep.Grads, relDiff(gs[i], floats(d.Data())))
+		rep.Grads = max(rep.Grads, testval.MaxRel(gs[i], testval.Floats(d.Data())))
 	}
 
 	// The same steps of the same Solver on both.
@@ -673,7 +616,7 @@ func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		return nil, err
 	}
 	for i, p := range a.params {
-		rep.Trained = max(rep.Trained, relNorm(floats(p.Node.Value().Data()), floats(b.params[i].Node.Value().Data())))
+		rep.Trained = max(rep.Trained, testval.NormRel(testval.Floats(p.Node.Value().Data()), testval.Floats(b.params[i].Node.Value().Data())))
 		rep.Params += p.Node.Shape().TotalSize()
 	}
 	if rep.Feasibility, err = feasibility(a); err != nil {
@@ -731,14 +674,14 @@ func devices(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		}
 	}
 	rep.Losses = loss[1]
-	rep.Loss = relDiff(loss[1], loss[0])
+	rep.Loss = testval.MaxRel(loss[1], loss[0])
 	for i := range progs {
 		if err := progs[i].StoreParams(); err != nil {
 			return nil, err
 		}
 	}
 	for i, p := range nets[0].params {
-		rep.Trained = max(rep.Trained, relNorm(floats(nets[1].params[i].Node.Value().Data()), floats(p.Node.Value().Data())))
+		rep.Trained = max(rep.Trained, testval.NormRel(testval.Floats(nets[1].params[i].Node.Value().Data()), testval.Floats(p.Node.Value().Data())))
 		rep.Params += p.Node.Shape().TotalSize()
 	}
 	var err error
@@ -757,7 +700,7 @@ func feasibility(n *net) (float64, error) {
 		}
 		s := p.Node.Shape()
 		rows, cols := s[0], s.TotalSize()/s[0]
-		w := floats(p.Node.Value().Data())
+		w := testval.Floats(p.Node.Value().Data())
 		if rows < cols { // stepped as its transpose
 			t := make([]float64, len(w))
 			for i := 0; i < rows; i++ {
