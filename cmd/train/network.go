@@ -19,7 +19,7 @@ const (
 	defaultCNNDepth    = 2
 	defaultCNNLR       = 0.3    // -lr with -optim rsdm or rgd
 	defaultCNNOther    = "adam" // -other
-	defaultCNNAdamLR   = 0.001  // -lr-other with -other adam
+	defaultCNNAdamLR   = 0.003  // -lr-other with -other adam
 )
 
 // cnnR is RSDM's r for a CNN when -r is not given: the rows of its
