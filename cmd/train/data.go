@@ -41,14 +41,14 @@ func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set
 			return nil, nil, err
 		}
 	}
-	// Only the examples -limit-train and -limit-test keep are read.
+	// Only the examples -limit-train and -limit-test keep are read: the
+	// sets hold those and no more (data.LoadFirst).
 	if train, test, err = data.LoadSplitFirst(c.dataset, dir, c.limitTrain, c.limitTest); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("%w (use -data DIR, or -download for mnist and cifar10)", err)
 		}
 		return nil, nil, err
 	}
-	train, test = train.Limit(c.limitTrain), test.Limit(c.limitTest)
 	side := imageSize(c.model, c.dataset)
 	if side == 0 { // the images as they are
 		return train, test, nil

@@ -9,6 +9,9 @@ import (
 	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 )
 
+// devices lists the values of -device.
+var devices = []string{"auto", "cpu", "cuda"}
+
 // selectDevice settles -device before a run: auto takes a usable GPU (one
 // the CUDA backend starts on) and otherwise the CPU, cuda the GPU or an
 // error naming what is missing (the library and versions searched, the

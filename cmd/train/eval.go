@@ -51,23 +51,20 @@ func parseEval(args []string, stderr io.Writer) (evalFlags, error) {
 	if err := parseSub(fs, args, stderr); err != nil {
 		return e, &usageError{err}
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	setTest, setTrain := isSet(fs, "limit-test"), isSet(fs, "limit-train")
 	switch {
 	case fs.NArg() > 0:
 		return e, &usageError{fmt.Errorf("unexpected argument %q (the checkpoint is given by -resume)", fs.Arg(0))}
 	case e.split != "test" && e.split != "train":
 		return e, &usageError{fmt.Errorf("-split %q: want test or train", e.split)}
-	case e.split == "train" && given["limit-test"]:
+	case e.split == "train" && setTest:
 		return e, &usageError{errors.New("-limit-test does not apply: -split train evaluates training images (-limit-train's flag)")}
-	case e.split == "test" && given["limit-train"]:
+	case e.split == "test" && setTrain:
 		return e, &usageError{errors.New("-limit-train does not apply: -split test evaluates test images (-limit-test's flag)")}
-	case (given["limit-test"] && e.limitTest < 0) || e.limitTrain < 0:
+	case (setTest && e.limitTest < 0) || e.limitTrain < 0:
 		return e, &usageError{errors.New("-limit-test and -limit-train must not be negative")}
-	case e.device != "auto" && e.device != "cpu" && e.device != "cuda":
-		return e, &usageError{fmt.Errorf("-device %q: want one of auto, cpu, cuda", e.device)}
 	}
-	return e, nil
+	return e, e.check()
 }
 
 // confusion counts, for every true class (row), the predicted classes.

@@ -66,11 +66,9 @@ func parsePredict(args []string, stderr io.Writer) (predictFlags, error) {
 		return p, &usageError{errors.New("no image files given (train predict [flags] FILE...)")}
 	case p.top < 1:
 		return p, &usageError{fmt.Errorf("-top %d: want at least 1", p.top)}
-	case p.device != "auto" && p.device != "cpu" && p.device != "cuda":
-		return p, &usageError{fmt.Errorf("-device %q: want one of auto, cpu, cuda", p.device)}
 	}
 	p.files = fs.Args()
-	return p, nil
+	return p, p.check()
 }
 
 func runPredict(args []string, stdout, stderr io.Writer) error {

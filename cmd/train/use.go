@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 
 	G "gorgonia.org/gorgonia"
 
@@ -44,6 +46,15 @@ func (u *useFlags) register(fs *flag.FlagSet, device string) {
 		fs.StringVar(&u.device, "device", device, "auto (an NVIDIA GPU where one is usable, else the CPU; it says which and why), cpu, or cuda (with -engine program)")
 		fs.StringVar(&u.engine, "engine", "program", "what runs the model: program (orthonet's compiled executor) or tape (Gorgonia's tape machine; CPU only)")
 	}
+}
+
+// check refuses a -device that is not one of train's, before the
+// checkpoint is read (parseFlags, which reads it, checks it the same way).
+func (u useFlags) check() error {
+	if u.device != "" && !slices.Contains(devices, u.device) {
+		return &usageError{fmt.Errorf("-device %q: want one of %s", u.device, strings.Join(devices, ", "))}
+	}
+	return nil
 }
 
 // parseSub parses a subcommand's flags into fs, which must have been made

@@ -389,6 +389,8 @@ func TestUseRefusals(t *testing.T) {
 		{[]string{"eval", "-resume", latest, "-limit-train", "5"}, 2, "-limit-train does not apply"},
 		{[]string{"eval", "-resume", latest, "stray"}, 2, `unexpected argument "stray"`},
 		{[]string{"eval", "-resume", latest, "-engine", "tape", "-device", "cuda"}, 2, "-device cuda needs -engine program"},
+		{[]string{"eval", "-resume", filepath.Join(elsewhere, "missing.safetensors"), "-device", "gpu"}, 2, `-device "gpu": want one of auto, cpu, cuda`},
+		{[]string{"predict", "-resume", filepath.Join(elsewhere, "missing.safetensors"), "-device", "gpu", fine}, 2, `-device "gpu": want one of auto, cpu, cuda`},
 		{[]string{"export", "-resume", latest, "-format", "tflite"}, 2, `-format "tflite"`},
 		{[]string{"export", "-resume", latest, "-batch", "0"}, 2, "-batch 0"},
 		{[]string{"export", "-resume", latest, "-o", existing}, 2, "exists: export replaces no file"},
