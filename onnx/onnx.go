@@ -15,8 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 )
 
 // IRVersion is the ONNX IR version Marshal writes when Model.IRVersion is
@@ -276,12 +277,7 @@ func (m *Model) Marshal() ([]byte, error) {
 	var opset buf
 	opset.varintField(2, uint64(m.Opset)) // OperatorSetIdProto.version; domain "" is the default
 	b.message(8, opset.b)                 // opset_import
-	keys := make([]string, 0, len(m.Metadata))
-	for k := range m.Metadata {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m.Metadata)) {
 		var e buf
 		e.stringField(1, k)
 		e.stringField(2, m.Metadata[k])

@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/orthonet/orthonet/checkpoint"
@@ -139,13 +140,8 @@ func differences(what string, all []map[string]string) error {
 			names[k] = true
 		}
 	}
-	var keys []string
-	for k := range names {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var diffs []string
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(names)) {
 		ranks := map[string][]string{} // value: the ranks that hold it
 		var order []string
 		for r, s := range all {
@@ -183,7 +179,7 @@ func differences(what string, all []map[string]string) error {
 	for name := range perRank {
 		allowed = append(allowed, "-"+name)
 	}
-	sort.Strings(allowed)
+	slices.Sort(allowed)
 	return fmt.Errorf("-dist mpi: the ranks' %s differ, and every rank must train alike (only %s may differ): %s",
 		what, strings.Join(allowed, ", "), strings.Join(diffs, "; "))
 }
