@@ -59,12 +59,12 @@ func (c *compiler) countCorrect() error {
 func (p *Program) Collect(reads ...Read) (correct int, err error) {
 	p.collect = p.collect[:0]
 	for _, r := range reads {
-		v, ok := p.reads[r.Node]
-		if !ok {
-			return -1, fmt.Errorf("program: node %q is not an output, parameter or input of the program", r.Node.Name())
+		v, err := p.readVal(r.Node)
+		if err != nil {
+			return -1, err
 		}
-		if l, ok := hostLen(r.Dst); !ok || l != v.size {
-			return -1, fmt.Errorf("program: node %q has %d values of %v, reading into %T of %d", r.Node.Name(), v.size, v.vb.dt, r.Dst, l)
+		if err := fitsRead(r.Node, v, r.Dst); err != nil {
+			return -1, err
 		}
 		p.collect = append(p.collect, backend.Read{Dst: r.Dst, Src: v.vb.phys, Off: v.vb.physOff + v.off})
 	}

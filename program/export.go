@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/fused"
+	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/onnx"
 )
 
@@ -176,12 +177,10 @@ func (x *exporter) tensor(name string, dims []int, v any) onnx.Tensor {
 	panic(fmt.Sprintf("program: tensor of %T", v)) // hostData returns only these
 }
 
-// convert returns v's values as T.
-func convert[T, S float32 | float64](v []S) []T {
+// convert returns v's values as a new []T.
+func convert[T, S linalg.Float](v []S) []T {
 	w := make([]T, len(v))
-	for i, f := range v {
-		w[i] = T(f)
-	}
+	linalg.Convert(w, v)
 	return w
 }
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -133,22 +134,10 @@ func runExported(t *testing.T, g *G.ExprGraph, inputs []*G.Node, out *G.Node, f3
 	if !ok {
 		t.Fatalf("ONNX Runtime returned %v, no output y", res)
 	}
-	if !sameDims(y.Dims, out.Shape()) {
+	if !slices.Equal(y.Dims, []int(out.Shape())) {
 		t.Errorf("ONNX Runtime's output has dimensions %v, the node %v", y.Dims, out.Shape())
 	}
 	return testval.Floats(y.Data)
-}
-
-func sameDims(a []int, s tensor.Shape) bool {
-	if len(a) != len(s) {
-		return false
-	}
-	for i := range a {
-		if a[i] != s[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestExportONNXOps exports every case in float32 and float64 and checks

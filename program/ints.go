@@ -3,6 +3,7 @@ package program
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -52,14 +53,7 @@ var intOperands = map[string]struct {
 func checkInts(n *G.Node, name string, in []*val) error {
 	allowed := intOperands[name]
 	for i, v := range in {
-		if v.vb.dt != backend.Int32 {
-			continue
-		}
-		ok := false
-		for _, a := range allowed.args {
-			ok = ok || a == i
-		}
-		if !ok {
+		if v.vb.dt == backend.Int32 && !slices.Contains(allowed.args, i) {
 			return fmt.Errorf("program: node %q (op %v): argument %d holds integers or booleans, which the compiler takes only as ByIndices' indices, CTCLoss's targets and lengths, and Reshape's argument", n.Name(), n.Op(), i)
 		}
 	}

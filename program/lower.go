@@ -298,6 +298,15 @@ func intField(op G.Op, name string) (int, error) {
 	return 0, fmt.Errorf("op %T has no integer field %q (gorgonia's internals changed?)", op, name)
 }
 
+// floatField returns the named float field of op's struct.
+func floatField(op G.Op, name string) (float64, error) {
+	f := field(op, name)
+	if !f.CanFloat() {
+		return 0, fmt.Errorf("op %T has no float field %q (gorgonia's internals changed?)", op, name)
+	}
+	return f.Float(), nil
+}
+
 func boolField(op G.Op, name string) (bool, error) {
 	f := field(op, name)
 	if f.Kind() != reflect.Bool {

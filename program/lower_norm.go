@@ -27,15 +27,6 @@ import (
 //     (its pairwise merge passes the means for the second moments); the
 //     lowering normalizes with the groups' exact mean and variance.
 
-// floatField returns the named float field of op's struct.
-func floatField(op G.Op, name string) (float64, error) {
-	f := field(op, name)
-	if !f.CanFloat() {
-		return 0, fmt.Errorf("op %T has no float field %q (gorgonia's internals changed?)", op, name)
-	}
-	return f.Float(), nil
-}
-
 // streamOf is the stream of the random draws of a gorgonia node (a
 // dropoutOp's, a random node's): 2^32 plus its ID, apart from the streams of
 // Config.Dropout's masks (their positions in the list).

@@ -397,17 +397,35 @@ func (p *Program) SetInput(n *G.Node, data any) error {
 // booleans (comparisons built with retSame false) are read into []int32,
 // []int, []int64 or []bool.
 func (p *Program) Read(n *G.Node, dst any) error {
-	v, ok := p.reads[n]
-	if !ok {
-		return fmt.Errorf("program: node %q is not an output, parameter or input of the program", n.Name())
+	v, err := p.readVal(n)
+	if err != nil {
+		return err
 	}
 	if v.vb.dt == backend.Int32 {
 		return p.readInts(n, v, dst)
 	}
+	if err := fitsRead(n, v, dst); err != nil {
+		return err
+	}
+	return p.be.CopyOut(dst, v.vb.phys, v.vb.physOff+v.off)
+}
+
+// readVal returns the value of n, an output, parameter or input of the
+// program (Read and Collect).
+func (p *Program) readVal(n *G.Node) (*val, error) {
+	v, ok := p.reads[n]
+	if !ok {
+		return nil, fmt.Errorf("program: node %q is not an output, parameter or input of the program", n.Name())
+	}
+	return v, nil
+}
+
+// fitsRead reports an error unless dst is a host slice of v's size.
+func fitsRead(n *G.Node, v *val, dst any) error {
 	if l, ok := hostLen(dst); !ok || l != v.size {
 		return fmt.Errorf("program: node %q has %d values of %v, reading into %T of %d", n.Name(), v.size, v.vb.dt, dst, l)
 	}
-	return p.be.CopyOut(dst, v.vb.phys, v.vb.physOff+v.off)
+	return nil
 }
 
 func hostLen(a any) (int, bool) {

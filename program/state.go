@@ -104,11 +104,8 @@ func (p *Program) StateInfo(name string) (tensor.Shape, tensor.Dtype, bool) {
 // ReadState copies the state tensor name into dst ([]float32 or []float64
 // of its type and size).
 func (p *Program) ReadState(name string, dst any) error {
-	s, err := p.stateOf(name)
+	s, err := p.stateFor(name, dst)
 	if err != nil {
-		return err
-	}
-	if err := s.fits(dst); err != nil {
 		return err
 	}
 	return p.be.CopyOut(dst, s.v.vb.phys, s.v.vb.physOff+s.v.off)
@@ -117,19 +114,20 @@ func (p *Program) ReadState(name string, dst any) error {
 // WriteState copies src ([]float32 or []float64 of its type and size) into
 // the state tensor name: the next Run uses it.
 func (p *Program) WriteState(name string, src any) error {
-	s, err := p.stateOf(name)
+	s, err := p.stateFor(name, src)
 	if err != nil {
-		return err
-	}
-	if err := s.fits(src); err != nil {
 		return err
 	}
 	return p.be.CopyIn(s.v.vb.phys, s.v.vb.physOff+s.v.off, src)
 }
 
-// fits reports an error unless data is a slice of the state's type and
-// size.
-func (s *stateVal) fits(data any) error {
+// stateFor returns the state tensor name if data is a slice of its type
+// and size, else an error that names the mismatch.
+func (p *Program) stateFor(name string, data any) (*stateVal, error) {
+	s, err := p.stateOf(name)
+	if err != nil {
+		return nil, err
+	}
 	var dt backend.DType
 	switch data.(type) {
 	case []float32:
@@ -138,9 +136,9 @@ func (s *stateVal) fits(data any) error {
 		dt = backend.Float64
 	}
 	if l, _ := hostLen(data); dt != s.v.vb.dt || l != s.v.size {
-		return fmt.Errorf("program: state %q has %d values of %v, not %T of %d", s.name, s.v.size, s.v.vb.dt, data, l)
+		return nil, fmt.Errorf("program: state %q has %d values of %v, not %T of %d", s.name, s.v.size, s.v.vb.dt, data, l)
 	}
-	return nil
+	return s, nil
 }
 
 // storeStates copies every BatchNormOp's running statistics into the op's

@@ -26,8 +26,10 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/manifold"
+	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
 	"github.com/orthonet/orthonet/program"
@@ -347,11 +349,10 @@ func as(dt tensor.Dtype, v []float64) any {
 
 // tapeRun sets a tape machine's inputs and runs it once.
 func tapeRun(vm G.VM, n *net, x, y []float64, dt tensor.Dtype) error {
-	shape := n.m.X.Shape()
-	if err := G.Let(n.m.X, tensor.New(tensor.WithShape(shape...), tensor.WithBacking(as(dt, x)))); err != nil {
+	if err := G.Let(n.m.X, testval.Tensor(dt, n.m.X.Shape(), x)); err != nil {
 		return err
 	}
-	if err := G.Let(n.y, tensor.New(tensor.WithShape(n.y.Shape()...), tensor.WithBacking(as(dt, y)))); err != nil {
+	if err := G.Let(n.y, testval.Tensor(dt, n.y.Shape(), y)); err != nil {
 		return err
 	}
 	vm.Reset()
@@ -371,11 +372,7 @@ func progRun(p *program.Program, n *net, x, y []float64, dt tensor.Dtype) error 
 
 // read reads a node of a program as float64s.
 func read(p *program.Program, n *G.Node, dt tensor.Dtype) ([]float64, error) {
-	size := n.Shape().TotalSize()
-	var dst any = make([]float64, size)
-	if dt == tensor.Float32 {
-		dst = make([]float32, size)
-	}
+	dst := testval.Host(dt, n.Shape().TotalSize())
 	if err := p.Read(n, dst); err != nil {
 		return nil, err
 	}
@@ -386,10 +383,7 @@ func read(p *program.Program, n *G.Node, dt tensor.Dtype) ([]float64, error) {
 func grads(p *program.Program, dt tensor.Dtype) ([][]float64, error) {
 	var out [][]float64
 	for _, pv := range p.Params() {
-		var dst any = make([]float64, pv.Size)
-		if dt == tensor.Float32 {
-			dst = make([]float32, pv.Size)
-		}
+		dst := testval.Host(dt, pv.Size)
 		if err := p.Backend().CopyOut(dst, pv.Grad.Buf, pv.Grad.Off); err != nil {
 			return nil, err
 		}
@@ -725,14 +719,9 @@ func loadData(o options, nTrain, nTest int) (train, test *data.Set, err error) {
 }
 
 // fill copies a batch of images and one-hot labels into x and y.
-func fill(xs []float32, ys []int, x, y []float64, classes int) {
-	for i, v := range xs {
-		x[i] = float64(v)
-	}
-	clear(y)
-	for i, c := range ys {
-		y[i*classes+c] = 1
-	}
+func fill(xs []float32, ys []int, x, y []float64, classes int) error {
+	linalg.Convert(x, xs)
+	return nn.OneHot(y, ys, classes)
 }
 
 // train trains the model with its dropout on, compiled on the CPU, for
@@ -773,7 +762,9 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		if k, err := loader.Next(xs, ys); err != nil || k < o.batch {
 			return nil, fmt.Errorf("batch %d: %d images (%v)", s, k, err)
 		}
-		fill(xs, ys, x, y, ex.Classes)
+		if err := fill(xs, ys, x, y, ex.Classes); err != nil {
+			return nil, err
+		}
 		start := time.Now()
 		if err := prog.SetStep(s); err != nil {
 			return nil, err
@@ -823,7 +814,9 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 			ys[j] = int(testSet.Y[i+j])
 			copy(xs[j*testSet.Dim():], testSet.Image(i+j))
 		}
-		fill(xs, ys, x, y, ex.Classes)
+		if err := fill(xs, ys, x, y, ex.Classes); err != nil {
+			return nil, err
+		}
 		if err := progRun(eprog, ev, x, y, dt); err != nil {
 			return nil, err
 		}
@@ -857,7 +850,9 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 			if k, err := loader.Next(xs, ys); err != nil || k < o.batch {
 				return nil, fmt.Errorf("tape batch %d: %d images (%v)", s, k, err)
 			}
-			fill(xs, ys, x, y, ex.Classes)
+			if err := fill(xs, ys, x, y, ex.Classes); err != nil {
+				return nil, err
+			}
 			start := time.Now()
 			if err := tapeRun(vm, t, x, y, dt); err != nil {
 				return nil, err
@@ -945,7 +940,9 @@ func throughput(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		if k, err := loader.Next(xs, ys); err != nil || k < o.batch {
 			return nil, fmt.Errorf("batch %d: %d images (%v)", s, k, err)
 		}
-		fill(xs, ys, x, y, ex.Classes)
+		if err := fill(xs, ys, x, y, ex.Classes); err != nil {
+			return nil, err
+		}
 		if err := step(x, y); err != nil {
 			return nil, fmt.Errorf("step %d: %w", s, err)
 		}
