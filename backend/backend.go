@@ -212,6 +212,15 @@ func checkAll(k Kernel, dt DType, ops ...any) error {
 	return nil
 }
 
+// checkFloatDst reports an error unless dst, k's destination, holds
+// float32 or float64 elements.
+func checkFloatDst(k Kernel, dst Operand) error {
+	if dt := DTypeOf(dst); dt != Float32 && dt != Float64 {
+		return fmt.Errorf("backend: %s: destination of %v", Name(k), dt)
+	}
+	return nil
+}
+
 // checkSized reports an error unless every size is at least 1, then
 // checks k's operands as checkAll does.
 func checkSized(k Kernel, sizes []int, dt DType, ops ...any) error {

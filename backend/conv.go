@@ -303,23 +303,46 @@ func convGradInputHost[T Float](p *Pool, k ConvGradInput) Func {
 func convGradInputDirectHost[T Float](p *Pool, k ConvGradInput) Func {
 	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
+	_, pp, _ := g.sizes()
+	image, chunk := gatheredRows(hostData[T](k.DY)[:g.B*f*pp], rowSpace[T](s, f, pp), f, pp)
+	return inputGradHost(p, g, f, s, k.W, k.DX, image, chunk)
+}
+
+// inputGradHost returns a Func that writes into DX the gradient of a
+// convolution's images from its filter W (F x K), s's parts across the
+// pool's threads: a chunk of images at a time, W's transpose times their
+// output gradients side by side, chunk's (F x nP), in one GEMM (K x nP),
+// or for wide images image by image, image's (F x P), in one GEMM each,
+// then folded into the images' gradients. Both may write into part q's
+// workspace.
+func inputGradHost[T Float](p *Pool, g ConvGeom, f int, s convSplit, w, dx Operand, image func(q, b int) []T, chunk func(q, b0, n int) []T) Func {
 	in, pp, kk := g.sizes()
-	dy, w, dx := hostData[T](k.DY)[:g.B*f*pp], hostData[T](k.W)[:f*kk], hostData[T](k.DX)[:in]
-	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), rowSpace[T](s, f, pp)
+	ws, dxs := hostData[T](w)[:f*kk], hostData[T](dx)[:in]
+	col := workspaces[T](s.parts, kk*s.nb*pp)
 	per := in / g.B
 	return s.run(p, g.B, func(q, b0, n int) {
 		np := n * pp
 		if s.wide || n == 1 {
 			for j := range n {
-				linalg.Gemm(true, false, kk, pp, f, 1, w, kk, dy[(b0+j)*f*pp:], pp, 0, col[q][j*kk*pp:], pp)
+				linalg.Gemm(true, false, kk, pp, f, 1, ws, kk, image(q, b0+j), pp, 0, col[q][j*kk*pp:], pp)
 			}
 		} else {
-			gatherRows(dy[b0*f*pp:], tmp[q], n, f, pp)
-			linalg.Gemm(true, false, kk, np, f, 1, w, kk, tmp[q], np, 0, col[q], np)
+			linalg.Gemm(true, false, kk, np, f, 1, ws, kk, chunk(q, b0, n), np, 0, col[q], np)
 		}
-		clear(dx[b0*per : (b0+n)*per])
-		fold(g, col[q], s.layout(g, n), dx, b0, n)
+		clear(dxs[b0*per : (b0+n)*per])
+		fold(g, col[q], s.layout(g, n), dxs, b0, n)
 	}, nil)
+}
+
+// gatheredRows returns inputGradHost's and filterGradHost's image and chunk
+// for the output gradients dy, (B, F, P): an image's read in place, a
+// chunk's gathered side by side into part q's tmp.
+func gatheredRows[T Float](dy []T, tmp [][]T, f, pp int) (image func(q, b int) []T, chunk func(q, b0, n int) []T) {
+	return func(_, b int) []T { return dy[b*f*pp:] },
+		func(q, b0, n int) []T {
+			gatherRows(dy[b0*f*pp:], tmp[q], n, f, pp)
+			return tmp[q]
+		}
 }
 
 // ConvGradFilter writes into DW, F x (C KH KW), the gradient of Conv's
@@ -397,13 +420,8 @@ func convGradFilterDirectHost[T Float](p *Pool, k ConvGradFilter) Func {
 	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
 	_, pp, _ := g.sizes()
-	dy, tmp := hostData[T](k.DY)[:g.B*f*pp], rowSpace[T](s, f, pp)
-	return filterGradHost(p, g, f, s, k.X, k.DW,
-		func(_, b int) []T { return dy[b*f*pp:] },
-		func(q, b0, n int) []T {
-			gatherRows(dy[b0*f*pp:], tmp[q], n, f, pp)
-			return tmp[q]
-		})
+	image, chunk := gatheredRows(hostData[T](k.DY)[:g.B*f*pp], rowSpace[T](s, f, pp), f, pp)
+	return filterGradHost(p, g, f, s, k.X, k.DW, image, chunk)
 }
 
 // filterGradHost returns a Func that accumulates into DW (F x K) the
@@ -418,17 +436,10 @@ func filterGradHost[T Float](p *Pool, g ConvGeom, f int, s convSplit, x, dw Oper
 	xs, dws := hostData[T](x)[:in], hostData[T](dw)[:f*kk]
 	col := workspaces[T](s.parts, kk*s.nb*pp)
 	sums := append([][]T{dws}, workspaces[T](s.parts-1, f*kk)...) // each part's sum, the first in DW
-	first := make([]int, s.parts)                                 // the first image of each part
-	for q := range first {
-		first[q] = q * g.B / s.parts
-	}
 	return s.run(p, g.B, func(q, b0, n int) {
 		np := n * pp
 		unfold(g, xs, b0, n, col[q], s.layout(g, n))
-		var beta T
-		if b0 != first[q] {
-			beta = 1
-		}
+		beta := sumBeta[T](s, q, b0, g.B)
 		if s.wide || n == 1 {
 			for j := range n {
 				linalg.Gemm(false, true, f, kk, pp, 1, image(q, b0+j), pp, col[q][j*kk*pp:], pp, beta, sums[q], kk)
@@ -696,7 +707,7 @@ func deviceImages(g ConvGeom, chunk int) int {
 func (s convSplit) run(pool *Pool, b int, chunk func(q, b0, n int), after func()) Func {
 	sp := pool.split(s.parts, 1, func(lo, hi int) {
 		for q := lo; q < hi; q++ {
-			b0, b1 := q*b/s.parts, (q+1)*b/s.parts
+			b0, b1 := s.start(q, b), s.start(q+1, b)
 			for c := b0; c < b1; c += s.nb {
 				chunk(q, c, min(s.nb, b1-c))
 			}
@@ -714,6 +725,18 @@ func (s convSplit) run(pool *Pool, b int, chunk func(q, b0, n int), after func()
 		after()
 		return nil
 	}
+}
+
+// start returns the first image of part q of a batch of b images.
+func (s convSplit) start(q, b int) int { return q * b / s.parts }
+
+// sumBeta returns the GEMM beta for part q's chunk from image b0 of b: 0
+// for the part's first chunk, which starts the part's sum, else 1.
+func sumBeta[T Float](s convSplit, q, b0, b int) T {
+	if b0 == s.start(q, b) {
+		return 0
+	}
+	return 1
 }
 
 // rowSpace returns each part's workspace for a chunk's outputs (or output

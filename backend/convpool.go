@@ -255,26 +255,9 @@ func convPoolGradInputHost[T Float](p *Pool, k ConvPoolGradInput) Func {
 func convPoolGradInputDirect[T Float](p *Pool, k ConvPoolGradInput, rt poolRouter[T]) Func {
 	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
-	in, pp, kk := g.sizes()
-	w, dx := hostData[T](k.W)[:f*kk], hostData[T](k.DX)[:in]
-	col, tmp := workspaces[T](s.parts, kk*s.nb*pp), workspaces[T](s.parts, f*s.nb*pp)
-	per := in / g.B
-	return s.run(p, g.B, func(q, b0, n int) {
-		np := n * pp
-		if s.wide || n == 1 {
-			for j := range n {
-				rt.image(b0+j, tmp[q], pp, 0)
-				linalg.Gemm(true, false, kk, pp, f, 1, w, kk, tmp[q], pp, 0, col[q][j*kk*pp:], pp)
-			}
-		} else {
-			for j := range n {
-				rt.image(b0+j, tmp[q], np, j*pp)
-			}
-			linalg.Gemm(true, false, kk, np, f, 1, w, kk, tmp[q], np, 0, col[q], np)
-		}
-		clear(dx[b0*per : (b0+n)*per])
-		fold(g, col[q], s.layout(g, n), dx, b0, n)
-	}, nil)
+	_, pp, _ := g.sizes()
+	image, chunk := rt.rows(workspaces[T](s.parts, f*s.nb*pp), pp)
+	return inputGradHost(p, g, f, s, k.W, k.DX, image, chunk)
 }
 
 // routeDevice launches on_pool_route: the gradients of n images'
@@ -341,18 +324,8 @@ func convPoolGradFilterDirect[T Float](p *Pool, k ConvPoolGradFilter, rt poolRou
 	g, f := k.Geom, k.F
 	s := newConvSplit(p, g, k.Chunk)
 	_, pp, _ := g.sizes()
-	tmp := workspaces[T](s.parts, f*s.nb*pp)
-	return filterGradHost(p, g, f, s, k.X, k.DW,
-		func(q, b int) []T {
-			rt.image(b, tmp[q], pp, 0)
-			return tmp[q]
-		},
-		func(q, b0, n int) []T {
-			for j := range n {
-				rt.image(b0+j, tmp[q], n*pp, j*pp)
-			}
-			return tmp[q]
-		})
+	image, chunk := rt.rows(workspaces[T](s.parts, f*s.nb*pp), pp)
+	return filterGradHost(p, g, f, s, k.X, k.DW, image, chunk)
 }
 
 // ConvPoolGradBias writes into DB (Pool.C elements) the gradient of
@@ -615,4 +588,20 @@ func (r poolRouter[T]) image(b int, dst []T, ld, off int) {
 			plane[a>>2] += v * T(a>>1&1)
 		}
 	}
+}
+
+// rows returns inputGradHost's and filterGradHost's image and chunk for
+// the routed output gradients, each written into part q's tmp: an image's
+// (F x P), a chunk's side by side (F x nP).
+func (r poolRouter[T]) rows(tmp [][]T, pp int) (image func(q, b int) []T, chunk func(q, b0, n int) []T) {
+	return func(q, b int) []T {
+			r.image(b, tmp[q], pp, 0)
+			return tmp[q]
+		},
+		func(q, b0, n int) []T {
+			for j := range n {
+				r.image(b0+j, tmp[q], n*pp, j*pp)
+			}
+			return tmp[q]
+		}
 }

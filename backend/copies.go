@@ -311,8 +311,12 @@ func (k GatherRows) Check() error {
 }
 
 // Host copies the rows, after checking every index.
-func (k GatherRows) Host(*Pool) (Func, error) {
-	return rowsHost(k, k.N, k.Width, k.Rows, k.Src, k.Dst, true)
+func (k GatherRows) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, gatherRowsHost[float32], gatherRowsHost[float64])
+}
+
+func gatherRowsHost[T Float](_ *Pool, k GatherRows) Func {
+	return copyRows[T](k.N, k.Width, k.Rows, k.Src, k.Dst, true)
 }
 
 // Device launches on_rows, which records a bad index as a fault.
@@ -333,24 +337,16 @@ func (k ScatterRows) Check() error {
 }
 
 // Host copies the rows, after checking every index.
-func (k ScatterRows) Host(*Pool) (Func, error) {
-	return rowsHost(k, k.N, k.Width, k.Rows, k.Src, k.Dst, false)
+func (k ScatterRows) Host(p *Pool) (Func, error) {
+	return onFloats(p, k, scatterRowsHost[float32], scatterRowsHost[float64])
+}
+
+func scatterRowsHost[T Float](_ *Pool, k ScatterRows) Func {
+	return copyRows[T](k.N, k.Width, k.Rows, k.Src, k.Dst, false)
 }
 
 // Device launches on_rows, which records a bad index as a fault.
 func (k ScatterRows) Device(p Planner) { rowsDevice(p, k.N, k.Width, k.Rows, k.Src, k.Dst, false) }
-
-// rowsHost is the CPU implementation of k, a GatherRows or a ScatterRows.
-func rowsHost(k Kernel, n, width int, rows, src, dst Operand, gather bool) (Func, error) {
-	dt, err := FloatType(k)
-	if err != nil {
-		return nil, err
-	}
-	if dt == Float64 {
-		return copyRows[float64](n, width, rows, src, dst, gather), nil
-	}
-	return copyRows[float32](n, width, rows, src, dst, gather), nil
-}
 
 func rowsDevice(p Planner, n, width int, rows, src, dst Operand, gather bool) {
 	if n == 0 || width == 0 {
@@ -375,10 +371,8 @@ func copyRows[T Float](n, width int, rows, src, dst Operand, gather bool) Func {
 		limit = len(d) / width
 	}
 	return func() error {
-		for i, r := range idx {
-			if r < 0 || int(r) >= limit {
-				return fmt.Errorf("cpu: row index %d (entry %d of the indices) outside 0 to %d", r, i, limit-1)
-			}
+		if err := checkIndices("cpu: row index", idx, limit); err != nil {
+			return err
 		}
 		for i, r := range idx {
 			if gather {
@@ -434,7 +428,7 @@ func takeHost[T Float](p *Pool, k Take) Func {
 		}
 	})
 	return func() error {
-		if err := checkIndices("take", idx, k.Axis); err != nil {
+		if err := checkIndices("backend: take: index", idx, k.Axis); err != nil {
 			return err
 		}
 		s.run()
@@ -442,11 +436,12 @@ func takeHost[T Float](p *Pool, k Take) Func {
 	}
 }
 
-// checkIndices reports the first index outside [0, n).
-func checkIndices(kernel string, idx []int32, n int) error {
+// checkIndices reports the first index outside [0, n), after what (the
+// kernel and the kind of index).
+func checkIndices(what string, idx []int32, n int) error {
 	for i, r := range idx {
 		if r < 0 || int(r) >= n {
-			return fmt.Errorf("backend: %s: index %d (entry %d of the indices) outside 0 to %d", kernel, r, i, n-1)
+			return fmt.Errorf("%s %d (entry %d of the indices) outside 0 to %d", what, r, i, n-1)
 		}
 	}
 	return nil
@@ -516,7 +511,7 @@ func takeGradHost[T Float](p *Pool, k TakeGrad) Func {
 		}
 	})
 	return func() error {
-		if err := checkIndices("take-grad", idx, k.Axis); err != nil {
+		if err := checkIndices("backend: take-grad: index", idx, k.Axis); err != nil {
 			return err
 		}
 		s.run()

@@ -29,8 +29,8 @@ func (k DropoutMask) Check() error {
 	if !(k.P >= 0 && k.P < 1) {
 		return fmt.Errorf("backend: dropout-mask: probability %v, want [0, 1)", k.P)
 	}
-	if dt := DTypeOf(k.Dst); dt != Float32 && dt != Float64 {
-		return fmt.Errorf("backend: dropout-mask: destination of %v", dt)
+	if err := checkFloatDst(k, k.Dst); err != nil {
+		return err
 	}
 	return checkAll(k, 0, "destination", k.Dst, k.N, Float64, "step", k.Step, 1)
 }
@@ -101,8 +101,8 @@ func (k Dropout) Check() error {
 	if !(k.P >= 0 && k.P < 1) {
 		return fmt.Errorf("backend: dropout: probability %v, want [0, 1)", k.P)
 	}
-	if dt := DTypeOf(k.Y); dt != Float32 && dt != Float64 {
-		return fmt.Errorf("backend: dropout: destination of %v", dt)
+	if err := checkFloatDst(k, k.Y); err != nil {
+		return err
 	}
 	return checkAll(k, DTypeOf(k.Y), "X", k.X, k.N, "Y", k.Y, k.N, Float64, "step", k.Step, 1)
 }
@@ -201,8 +201,8 @@ func (k Random) Check() error {
 	default:
 		return fmt.Errorf("backend: random: unknown distribution %d", k.Dist)
 	}
-	if dt := DTypeOf(k.Dst); dt != Float32 && dt != Float64 {
-		return fmt.Errorf("backend: random: destination of %v", dt)
+	if err := checkFloatDst(k, k.Dst); err != nil {
+		return err
 	}
 	return checkAll(k, 0, "destination", k.Dst, k.N, Float64, "step", k.Step, 1)
 }

@@ -220,8 +220,8 @@ type IdentityDelta struct {
 
 // Check checks the operands.
 func (k IdentityDelta) Check() error {
-	if dt := DTypeOf(k.Dst); dt != Float32 && dt != Float64 {
-		return fmt.Errorf("backend: identity-delta: destination of %v", dt)
+	if err := checkFloatDst(k, k.Dst); err != nil {
+		return err
 	}
 	return checkSized(k, []int{k.R}, Float64, "Y", k.Y, k.R*k.R, DType(0), "destination", k.Dst, k.R*k.R)
 }

@@ -273,9 +273,9 @@ func wgOutput[T Float](g wgGeom, m []T, n, co int, dst []T, dj, do int) {
 }
 
 // wgGradOutput writes into m (16 matrices co x n tiles, wgStride apart)
-// the transformed output
-// gradients A dY A^T of n images of co channels, plane (j, o) at
-// dy[j dj + o do:] (g.oh x g.ow; zeros past its last row and column).
+// the transformed output gradients A dY A^T of n images of co channels,
+// plane (j, o) at dy[j dj + o do:] (g.oh x g.ow; zeros past its last row
+// and column).
 func wgGradOutput[T Float](g wgGeom, dy []T, n, co, dj, do int, m []T) {
 	tt := n * g.tiles()
 	ms := wgStride[T](co * tt)
@@ -333,8 +333,9 @@ func wgConv[T Float](g wgGeom, u []T, co, ci int, src []T, n, sj, sc int, dst []
 }
 
 // wgFilterProducts accumulates into du (16 matrices f x c, wgStride apart;
-// or sets where beta is 0) the products of n images' transformed output gradients m (16 x f x n
-// tiles) with their transformed input tiles v (16 x c x n tiles).
+// or sets where beta is 0) the products of n images' transformed output
+// gradients m (16 x f x n tiles) with their transformed input tiles v
+// (16 x c x n tiles).
 func wgFilterProducts[T Float](g wgGeom, m, v []T, n, f, c int, beta T, du []T) {
 	tt := n * g.tiles()
 	vs, ms, ds := wgStride[T](c*tt), wgStride[T](f*tt), wgStride[T](f*c)
@@ -379,15 +380,6 @@ func wgFilterSums[T Float](parts, f, c int, dw []T) ([][]T, func()) {
 	}
 }
 
-// firstImages returns the first image of each of a split's parts.
-func firstImages(s convSplit, b int) []int {
-	first := make([]int, s.parts)
-	for q := range first {
-		first[q] = q * b / s.parts
-	}
-	return first
-}
-
 func convWinogradHost[T Float](p *Pool, k Conv) Func {
 	g, f := k.Geom, k.F
 	in, pp, _ := g.sizes()
@@ -427,15 +419,10 @@ func convGradFilterWinogradHost[T Float](p *Pool, k ConvGradFilter) Func {
 	wg, hw := wgForward(g), g.H*g.W
 	t := newWgSetup[T](p, g, f, k.Chunk, wg, g.C, f, 0)
 	sums, after := wgFilterSums(t.s.parts, f, g.C, dw)
-	first := firstImages(t.s, g.B)
 	return t.s.run(p, g.B, func(q, b0, n int) {
 		wgInput(wg, x[b0*g.C*hw:], n, g.C, g.C*hw, hw, t.v[q], t.pad[q])
 		wgGradOutput(wg, dy[b0*f*pp:], n, f, f*pp, pp, t.m[q])
-		var beta T
-		if b0 != first[q] {
-			beta = 1
-		}
-		wgFilterProducts(wg, t.m[q], t.v[q], n, f, g.C, beta, sums[q])
+		wgFilterProducts(wg, t.m[q], t.v[q], n, f, g.C, sumBeta[T](t.s, q, b0, g.B), sums[q])
 	}, after)
 }
 
@@ -484,17 +471,12 @@ func convPoolGradFilterWinogradHost[T Float](p *Pool, k ConvPoolGradFilter, rt p
 	wg, hw := wgForward(g), g.H*g.W
 	t := newWgSetup[T](p, g, f, k.Chunk, wg, g.C, f, f*pp)
 	sums, after := wgFilterSums(t.s.parts, f, g.C, dw)
-	first := firstImages(t.s, g.B)
 	return t.s.run(p, g.B, func(q, b0, n int) {
 		for j := range n {
 			rt.image(b0+j, t.tp[q], pp, j*f*pp)
 		}
 		wgInput(wg, x[b0*g.C*hw:], n, g.C, g.C*hw, hw, t.v[q], t.pad[q])
 		wgGradOutput(wg, t.tp[q], n, f, f*pp, pp, t.m[q])
-		var beta T
-		if b0 != first[q] {
-			beta = 1
-		}
-		wgFilterProducts(wg, t.m[q], t.v[q], n, f, g.C, beta, sums[q])
+		wgFilterProducts(wg, t.m[q], t.v[q], n, f, g.C, sumBeta[T](t.s, q, b0, g.B), sums[q])
 	}, after)
 }
