@@ -26,7 +26,7 @@ func selectDevice(c *Config) error {
 			return &SettingError{errors.New("-device cuda: data-parallel training runs on the CPU only; use -device cpu or auto")}
 		}
 		c.Device = "cpu"
-		fmt.Fprintln(c.Log, "training: device cpu (-dist mpi trains on the CPU)")
+		fmt.Fprintln(c.Log, "train: device cpu (-dist mpi trains on the CPU)")
 		return nil
 	}
 	be, err := cudabackend.New(cudabackend.Options{})
@@ -35,7 +35,7 @@ func selectDevice(c *Config) error {
 		err = be.Close()
 		if err == nil {
 			c.Device = "cuda"
-			fmt.Fprintf(c.Log, "training: device %s\n", name)
+			fmt.Fprintf(c.Log, "train: device %s\n", name)
 			return nil
 		}
 	}
@@ -49,6 +49,6 @@ func selectDevice(c *Config) error {
 		return errors.New("-device cuda: " + why)
 	}
 	c.Device = "cpu"
-	fmt.Fprintf(c.Log, "training: device cpu (no usable GPU: %s)\n", why)
+	fmt.Fprintf(c.Log, "train: device cpu (no usable GPU: %s)\n", why)
 	return nil
 }

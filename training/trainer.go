@@ -164,7 +164,7 @@ func (t *Trainer) buildEngine() error {
 	var err error
 	t.eng, err = newEngine(c, t.m, t.ev)
 	if errors.Is(err, optim.ErrNotOnDevice) && c.askedDevice == "auto" {
-		fmt.Fprintf(c.Log, "training: device cpu instead: %v; device auto trains on the CPU what the device's optimizer does not run\n", err)
+		fmt.Fprintf(c.Log, "train: device cpu instead: %v; device auto trains on the CPU what the device's optimizer does not run\n", err)
 		c.Device = "cpu"
 		t.eng, err = newEngine(c, t.m, t.ev)
 	}
