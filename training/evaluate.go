@@ -305,9 +305,12 @@ func (t *Trainer) evalBuffers() error {
 	if t.evImages != nil {
 		return nil
 	}
-	b, err := modelBatch(t.ev, t.c.Train)
-	if err != nil {
-		return err
+	b := t.c.shard() // the training graph's batch
+	if t.ev != t.m {
+		var err error
+		if b, err = modelBatch(t.ev, t.c.Train); err != nil {
+			return err
+		}
 	}
 	t.evBatch = b
 	t.evImages = make([]float32, b*t.exampleLen)

@@ -421,3 +421,34 @@ func (t *Trainer) Fit(ctx context.Context) (Eval, error) {
 }
 
 func nan() float64 { return math.NaN() }
+
+// Run builds a Trainer of m as c says, fits it under ctx and closes it: a
+// whole run in one call. See Fit for ctx.
+func Run(ctx context.Context, m Model, c Config) (Eval, error) {
+	t, err := New(m, c)
+	if err != nil {
+		return Eval{}, err
+	}
+	final, err := t.Fit(ctx)
+	if cerr := t.Close(); err == nil {
+		err = cerr
+	}
+	return final, err
+}
+
+// ExitCode is a command's exit status for a run's error: 0, 2 for a
+// setting that cannot train (SettingError), 128 + the signal for an
+// interrupted run, else 1.
+func ExitCode(err error) int {
+	var interrupted *InterruptedError
+	var setting *SettingError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &interrupted):
+		return 128 + int(interrupted.Signal)
+	case errors.As(err, &setting):
+		return 2
+	}
+	return 1
+}
