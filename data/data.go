@@ -63,8 +63,10 @@ type Set struct {
 	// IDX files and CIFAR-10 batches leave it nil (see ClassNames).
 	ClassNames []string
 	// Skipped lists the files a reader passed over because they were
-	// faulty, each as "path: fault", when asked to (FolderOptions.Skip);
-	// len(Skipped) is their count. It is nil when nothing was skipped.
+	// faulty, when asked to (FolderOptions.Skip), each as the message of
+	// the error that refusing it would have returned, which names the file
+	// and the fault; len(Skipped) is their count. It is nil when nothing
+	// was skipped.
 	Skipped []string
 }
 
