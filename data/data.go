@@ -58,6 +58,16 @@ type Set struct {
 	Y []uint8
 	// Classes is the number of label values.
 	Classes int
+	// ClassNames, when not nil, names the Classes label values, by label:
+	// ReadImageFolder sets it to the class folders' names. The readers of
+	// IDX files and CIFAR-10 batches leave it nil (see ClassNames).
+	ClassNames []string
+	// Skipped lists the files a reader passed over because they were
+	// faulty, when asked to (FolderOptions.Skip), each as the message of
+	// the error that refusing it would have returned, which names the file
+	// and the fault; len(Skipped) is their count. It is nil when nothing
+	// was skipped.
+	Skipped []string
 }
 
 // Dim returns C*H*W, the length of one image.

@@ -83,3 +83,51 @@ func ExampleLoadSplit() {
 	fmt.Println(train.N, test.N, train.C, train.H, train.W, train.Y, test.Y)
 	// Output: 3 2 1 2 2 [7 1 4] [0 9]
 }
+
+// points is a user's own data set held in memory: 2-D points, each
+// labelled 0 left of the vertical axis and 1 right of it.
+type points struct {
+	xy     [][2]float32
+	labels []int
+}
+
+func (p points) Len() int        { return len(p.labels) }
+func (p points) Shape() []int    { return []int{2} }
+func (p points) NumClasses() int { return 2 }
+func (p points) Example(i int, x []float32) (int, error) {
+	if i < 0 || i >= len(p.labels) {
+		return 0, fmt.Errorf("points: no example %d", i)
+	}
+	copy(x, p.xy[i][:])
+	return p.labels[i], nil
+}
+
+// A user's own data implements Dataset in a few lines, and a Loader serves
+// it in shuffled batches.
+func ExampleDataset() {
+	p := points{
+		xy:     [][2]float32{{-1, 0}, {-2, 1}, {3, 0}, {4, -1}, {-5, 2}},
+		labels: []int{0, 0, 1, 1, 0},
+	}
+	l, err := data.NewLoader(p, 2, 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	x, y := make([]float32, 2*2), make([]int, 2)
+	for {
+		n, err := l.Next(x, y)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if n == 0 {
+			break
+		}
+		fmt.Println(x[:2*n], y[:n])
+	}
+	// Output:
+	// [-2 1 -1 0] [0 0]
+	// [4 -1 -5 2] [1 0]
+	// [3 0] [1]
+}

@@ -59,9 +59,9 @@ func ReadImageFile(path string, channels int) (*Set, error) {
 	cifar := fi.Size() > 0 && fi.Size()%cifarRecord == 0
 	switch {
 	case bytes.HasPrefix(head, []byte("\x89PNG\r\n\x1a\n")):
-		return readPicture(path, br, channels, png.DecodeConfig, png.Decode)
+		return readPicture(path, br, channels, false, png.DecodeConfig, png.Decode)
 	case bytes.HasPrefix(head, []byte{0xff, 0xd8, 0xff}):
-		return readPicture(path, br, channels, jpeg.DecodeConfig, jpeg.Decode)
+		return readPicture(path, br, channels, false, jpeg.DecodeConfig, jpeg.Decode)
 	case idx && (exact || !cifar): // a CIFAR-10 batch may start like an IDX header, never with its size
 		if channels != 1 {
 			return nil, fmt.Errorf("%w: %s: an IDX file holds grayscale images (1 channel); the model takes %d channels", ErrFormat, path, channels)
@@ -102,8 +102,9 @@ func idxHeader(head []byte, size int64) (idx, exact bool) {
 }
 
 // readPicture decodes a PNG or JPEG image after checking its size from its
-// header.
-func readPicture(path string, br *bufio.Reader, channels int, config func(io.Reader) (image.Config, error), decode func(io.Reader) (image.Image, error)) (*Set, error) {
+// header. widen reads a grayscale image as RGB (three equal planes) when
+// channels is 3, instead of refusing it.
+func readPicture(path string, br *bufio.Reader, channels int, widen bool, config func(io.Reader) (image.Config, error), decode func(io.Reader) (image.Image, error)) (*Set, error) {
 	// The header is read first, and kept: the image is then decoded from
 	// the beginning.
 	var head bytes.Buffer
@@ -137,7 +138,7 @@ func readPicture(path string, br *bufio.Reader, channels int, config func(io.Rea
 	switch {
 	case channels == 1 && !gray && !same:
 		return nil, fmt.Errorf("%w: %s: a colour image (3 channels); the model takes grayscale images (1 channel)", ErrFormat, path)
-	case channels == 3 && gray:
+	case channels == 3 && gray && !widen:
 		return nil, fmt.Errorf("%w: %s: a grayscale image (1 channel); the model takes RGB images (3 channels)", ErrFormat, path)
 	}
 	pixels := rgb[:channels*w*h]
