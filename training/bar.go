@@ -24,7 +24,7 @@ func (t *Trainer) newBar() *progressBar {
 	}
 	pb := progressbar.NewOptions(t.steps, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(),
 		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(true),
-		progressbar.OptionSetDescription(fmt.Sprintf("epoch %d/%d", t.st.Epoch+1, t.c.Epochs)))
+		progressbar.OptionSetDescription(t.epochName(t.st.Epoch)))
 	_ = pb.Set(t.st.Batch)
 	return &progressBar{pb}
 }
@@ -48,7 +48,7 @@ func (b *progressBar) finish() {
 // bar or, without one, as a line ten times an epoch.
 func (t *Trainer) showProgress(epoch int, win Window) {
 	rate := float64((t.st.Batch-t.firstBatch)*t.c.Batch) / time.Since(t.epochStart).Seconds()
-	desc := fmt.Sprintf("epoch %d/%d loss %.4f", epoch+1, t.c.Epochs, win.Loss/float64(win.Count))
+	desc := fmt.Sprintf("%s loss %.4f", t.epochName(epoch), win.Loss/float64(win.Count))
 	if t.m.Logits != nil {
 		desc += fmt.Sprintf(" acc %.1f%%", 100*win.Accuracy/float64(win.Count))
 	}
@@ -72,3 +72,12 @@ func (t *Trainer) totalSteps() int {
 // seconds returns the run's wall-clock time: that of its earlier sessions
 // and this one's so far.
 func (t *Trainer) seconds() float64 { return t.st.Seconds + time.Since(t.start).Seconds() }
+
+// epochName names epoch (from 0) as "epoch k/N", or "epoch k" where
+// MaxSteps ends the run first.
+func (t *Trainer) epochName(epoch int) string {
+	if t.c.MaxSteps > 0 && t.c.MaxSteps < t.c.Epochs*t.steps {
+		return fmt.Sprintf("epoch %d", epoch+1)
+	}
+	return fmt.Sprintf("epoch %d/%d", epoch+1, t.c.Epochs)
+}

@@ -48,7 +48,11 @@ func (t *Trainer) evaluateFirst(epoch, n int) (Eval, error) {
 	if n < t.testLen() {
 		on = fmt.Sprintf(" (first %d test images)", n)
 	}
-	fmt.Fprintf(t.c.Log, "epoch %d step %d: test loss %.4f, test accuracy %.2f%%%s, max ||W^T W - I||_F %.2e\n", m.Epoch, m.Step, m.Loss, 100*m.Accuracy, on, m.Feasibility)
+	acc := ""
+	if t.ev.Logits != nil {
+		acc = fmt.Sprintf(", test accuracy %.2f%%%s", 100*m.Accuracy, on)
+	}
+	fmt.Fprintf(t.c.Log, "epoch %d step %d: test loss %.4f%s, max ||W^T W - I||_F %.2e\n", m.Epoch, m.Step, m.Loss, acc, m.Feasibility)
 	if cb := t.c.Callbacks.OnEval; cb != nil {
 		if err := call("OnEval", func() error { return cb(m) }); err != nil {
 			t.writeOutputs()

@@ -38,7 +38,11 @@ func (t *Trainer) summary(final Eval) error {
 	if t.st.Skipped > 0 {
 		fmt.Fprintf(w, "skipped %d batches with a non-finite loss or gradient (-nonfinite skip)\n", t.st.Skipped)
 	}
-	fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*final.Accuracy)
+	if t.ev.Logits != nil {
+		fmt.Fprintf(w, "test accuracy: %.2f%%\n", 100*final.Accuracy)
+	} else if t.testLen() > 0 {
+		fmt.Fprintf(w, "test loss: %.4f\n", final.Loss)
+	}
 	if err := t.eng.store(); err != nil {
 		return err
 	}

@@ -143,7 +143,7 @@ func (t *Trainer) build(held *checkpoint.Run, why string) error {
 		return err
 	}
 	t.solver = t.eng.solver()
-	if t.loader, err = newLoader(c.Train, c.Batch, c.Seed); err != nil {
+	if t.loader, err = data.NewLoader(c.Train, c.Batch, c.Seed); err != nil {
 		return err
 	}
 	t.images = make([]float32, c.Batch*t.exampleLen)
