@@ -1,0 +1,125 @@
+// Package runtest runs a training command (a test binary acting as the
+// command's main) and checks what package training promises of it: a run
+// interrupted by SIGINT and resumed with -resume latest ends with the
+// checkpoint tensors of an uninterrupted run, bit for bit.
+package runtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/testval"
+	"github.com/orthonet/orthonet/training"
+)
+
+// MainEnv is the variable that makes a test binary run the command's main
+// (see Command).
+const MainEnv = "ORTHONET_RUNTEST_MAIN"
+
+// Command returns this test binary (os.Args[0]) run as the command's main
+// with args, ended when ctx is; the test's TestMain calls the command's
+// main where MainEnv is 1.
+func Command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), MainEnv+"=1")
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// Final returns the newest checkpoint under out and its progress.
+func Final(t testing.TB, out string) (*checkpoint.File, training.Progress) {
+	t.Helper()
+	path, bad, err := checkpoint.LatestUnder(out)
+	if err != nil || bad != nil || path == "" {
+		t.Fatalf("newest checkpoint under %s: %q, %v, %v", out, path, bad, err)
+	}
+	f, err := checkpoint.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st training.Progress
+	if err := f.JSON(training.KeyProgress, &st); err != nil {
+		t.Fatal(err)
+	}
+	return f, st
+}
+
+// SameTensors fails t unless a and b hold the same tensors, bit for bit.
+func SameTensors(t testing.TB, what string, a, b *checkpoint.File) {
+	t.Helper()
+	if len(a.Tensors) != len(b.Tensors) || len(a.Tensors) == 0 {
+		t.Fatalf("%s: %d tensors against %d", what, len(a.Tensors), len(b.Tensors))
+	}
+	for name, ta := range a.Tensors {
+		tb, ok := b.Tensors[name]
+		if !ok || !testval.SameBits(ta.Data, tb.Data) {
+			t.Errorf("%s: tensor %s differs", what, name)
+		}
+	}
+}
+
+// stepLine matches the step count in a run's progress lines.
+var stepLine = regexp.MustCompile(`\(step (\d+)/`)
+
+// InterruptThenResume runs the command with args and -out in a folder of
+// its own to the end; runs it again in another folder and sends it SIGINT
+// once a progress line shows step after or later, expecting exit 130; runs
+// it a third time there with -resume latest; and checks that both runs end
+// with the same step and the same checkpoint tensors, bit for bit.
+func InterruptThenResume(t *testing.T, after int, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	straight, stopped := t.TempDir(), t.TempDir()
+	if out, err := Command(ctx, append(args, "-out", straight)...).CombinedOutput(); err != nil {
+		t.Fatalf("uninterrupted run: %v\n%s", err, out)
+	}
+	cmd := Command(ctx, append(args, "-out", stopped)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen bytes.Buffer
+	sc := bufio.NewScanner(io.TeeReader(stdout, &seen))
+	for sc.Scan() {
+		if m := stepLine.FindStringSubmatch(sc.Text()); m != nil {
+			if k, _ := strconv.Atoi(m[1]); k >= after {
+				if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("interrupted run: exit %d (%v), want 130\n%s%s", code, err, seen.String(), stderr.String())
+	}
+	_, mid := Final(t, stopped)
+	if out, err := Command(ctx, append(args, "-out", stopped, "-resume", "latest")...).CombinedOutput(); err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, out)
+	}
+	want, wst := Final(t, straight)
+	got, gst := Final(t, stopped)
+	if gst.Step != wst.Step || mid.Step >= wst.Step {
+		t.Fatalf("interrupted at step %d, resumed to step %d; the uninterrupted run ended at %d", mid.Step, gst.Step, wst.Step)
+	}
+	t.Logf("interrupted at step %d of %d, resumed", mid.Step, wst.Step)
+	SameTensors(t, "resumed against uninterrupted", want, got)
+}
