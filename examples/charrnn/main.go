@@ -20,10 +20,10 @@ import (
 // options are the command's flags.
 type options struct {
 	out, resume, device, dist string
-	steps, hidden, seq, batch  int
-	r, keep, saveEvery         int
-	lr, lrOther                float64
-	seed                       uint64
+	steps, hidden, seq, batch int
+	r, keep, saveEvery        int
+	lr, lrOther               float64
+	seed                      uint64
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
