@@ -16,13 +16,19 @@ import (
 // by tangent projection.
 type RGDConfig SGDConfig
 
-var _ Rule = RGDConfig{}
+var _ Configurable = RGDConfig{}
 
 // String returns "rgd", the name ParseRule reads and its States' Kind.
 func (RGDConfig) String() string { return "rgd" }
 
 // Constrained returns true.
 func (RGDConfig) Constrained() bool { return true }
+
+// Settings returns RGD's flag "rgd-momentum" (Momentum, 0.9 by default).
+func (RGDConfig) Settings() []Setting {
+	return []Setting{NewSetting("rgd-momentum", 0.9, "momentum of RGD on the orthogonal weights",
+		func(c *RGDConfig, beta float64) error { c.Momentum = beta; return checkMomentumSetting(beta) })}
+}
 
 func (c RGDConfig) with(s RuleSettings) Rule { c.Momentum = s.Momentum; return c }
 

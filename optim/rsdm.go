@@ -3,6 +3,8 @@ package optim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 
 	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/manifold"
@@ -43,13 +45,52 @@ type RSDMConfig struct {
 	ReorthEvery int
 }
 
-var _ Rule = RSDMConfig{}
+var (
+	_ Configurable = RSDMConfig{}
+	_ FactoredRule = RSDMConfig{}
+)
 
 // String returns "rsdm", the name ParseRule reads and its States' Kind.
 func (RSDMConfig) String() string { return "rsdm" }
 
 // Constrained returns true.
 func (RSDMConfig) Constrained() bool { return true }
+
+// Settings returns RSDM's flags: "r" (SubmanifoldSize, 300 by default),
+// "sampling" (a name of Samplers, perm by default) and "seed" (Seed, 1 by
+// default).
+func (RSDMConfig) Settings() []Setting {
+	var names []string
+	for _, s := range Samplers {
+		names = append(names, s.String())
+	}
+	return []Setting{
+		NewSetting("r", 300, "RSDM submanifold size r (2 <= r <= rows of every orthogonal weight)",
+			func(c *RSDMConfig, r int) error {
+				if r < 2 {
+					return fmt.Errorf("RSDM's submanifold size must be at least 2 (and at most the rows of every orthogonal weight)")
+				}
+				c.SubmanifoldSize = r
+				return nil
+			}),
+		NewSetting("sampling", Permutation.String(),
+			"RSDM submanifold sampling: "+strings.Join(names, ", ")+" (perm: rows, orth: Haar rows, blocks: covering blocks of rows)",
+			func(c *RSDMConfig, name string) error {
+				i := slices.Index(names, name)
+				if i < 0 {
+					return fmt.Errorf("unknown sampler, want one of %s", strings.Join(names, ", "))
+				}
+				c.Sampling = Samplers[i]
+				return nil
+			}),
+		NewSetting("seed", uint64(1), "seed of RSDM's samplers (each weight's drawn from it and the weight's index)",
+			func(c *RSDMConfig, seed uint64) error { c.Seed = seed; return nil }),
+	}
+}
+
+// FactorsGradients returns SubmanifoldSize and true: RSDM steps a weight
+// along its gradient's factors, at a cost that grows with r.
+func (c RSDMConfig) FactorsGradients() (r int, ok bool) { return c.SubmanifoldSize, true }
 
 func (c RSDMConfig) with(s RuleSettings) Rule {
 	c.SubmanifoldSize, c.Sampling, c.Seed = s.SubmanifoldSize, s.Sampling, s.Seed

@@ -56,14 +56,20 @@ type Stepper interface {
 	SetState(State) error
 }
 
-// Rules lists orthonet's rules, each defined in a file of its own
-// (rsdm.go, rgd.go, ...), in the order train's usage names them: the table
-// of names ParseRule reads. Adding a rule to it is the one edit outside the
+// Rules is the table of rules that a command names: orthonet's, each
+// defined in a file of its own (rsdm.go, rgd.go, ...), in the order train's
+// usage names them, then those added by Register. ParseRuleFlags and
+// RuleNames read it, and optim/optflag defines the flags of its rules'
+// Settings (Configurable). Adding a rule to it is the one edit outside the
 // rule's file that makes it a built-in rule (docs/extending-rule.md).
 var Rules = []Rule{RSDMConfig{}, RGDConfig{}, RiemannianAdamConfig{}, SGDConfig{}, AdamConfig{}, AdamWConfig{}}
 
 // RuleSettings are the settings ParseRule gives the rule it names; each
 // rule takes those it has, by its method with (see settable).
+//
+// Deprecated: a rule declares its settings (Configurable); build it with
+// ParseRuleFlags(name, map[string]string{"r": "8", ...}), whose keys are
+// the settings' flag names.
 type RuleSettings struct {
 	// SubmanifoldSize, Sampling and Seed are RSDM's.
 	SubmanifoldSize int
@@ -75,6 +81,9 @@ type RuleSettings struct {
 
 // ParseRule returns the rule of Rules whose String is name, with the
 // settings s that it takes.
+//
+// Deprecated: use ParseRuleFlags, which reads each rule's own Settings and
+// checks their values.
 func ParseRule(name string, s RuleSettings) (Rule, error) {
 	r, err := parse("rule", name, Rules)
 	if c, ok := r.(settable); ok {

@@ -19,13 +19,19 @@ type SGDConfig struct {
 	Momentum float64
 }
 
-var _ Rule = SGDConfig{}
+var _ Configurable = SGDConfig{}
 
 // String returns "sgd", the name ParseRule reads and its States' Kind.
 func (SGDConfig) String() string { return "sgd" }
 
 // Constrained returns false.
 func (SGDConfig) Constrained() bool { return false }
+
+// Settings returns SGD's flag "momentum" (Momentum, 0.9 by default).
+func (SGDConfig) Settings() []Setting {
+	return []Setting{NewSetting("momentum", 0.9, "SGD momentum of the unconstrained parameters",
+		func(c *SGDConfig, beta float64) error { c.Momentum = beta; return checkMomentumSetting(beta) })}
+}
 
 func (c SGDConfig) with(s RuleSettings) Rule { c.Momentum = s.Momentum; return c }
 

@@ -56,7 +56,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var problems, methods string
 	fs.StringVar(&o.size, "size", "paper", "problem sizes: small (seconds, run by make test) or paper (the paper's settings)")
 	fs.StringVar(&problems, "problems", "procrustes,pca,qap", "comma-separated problems to run: procrustes, pca, qap")
-	fs.StringVar(&methods, "methods", "rgd,rsdm-p,rsdm-o", "comma-separated methods to run: "+strings.Join(methodNames, ", "))
+	fs.StringVar(&methods, "methods", "rgd,rsdm-p,rsdm-o", "comma-separated methods to run: "+strings.Join(methodNames(), ", "))
 	fs.StringVar(&o.out, "out", "out/bench", "folder for the CSV and PNG files")
 	fs.DurationVar(&o.timeLimit, "time-limit", 0, "wall-time budget of one method on one problem (0: 120s small, a safety net behind -max-iter; 240s paper)")
 	fs.IntVar(&o.maxIter, "max-iter", 0, "iteration cap of one method on one problem (0: 4000 small, 5000 paper)")
@@ -94,7 +94,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			o.methods[m] = true
 		case m == "":
 		default:
-			return o, fmt.Errorf("-methods: unknown method %q (want one of %s)", m, strings.Join(methodNames, ", "))
+			return o, fmt.Errorf("-methods: unknown method %q (want one of %s)", m, strings.Join(methodNames(), ", "))
 		}
 	}
 	if o.timeLimit < 0 || o.maxIter < 0 {

@@ -110,7 +110,7 @@ func TestMethodsDescend(t *testing.T) {
 		{name: "procrustes", n: 16, p: 10, r: 6, lrRGD: 0.5, lrP: 1, lrO: 1},
 		{name: "pca", n: 40, p: 20, r: 10, lrRGD: 0.1, lrP: 1.5, lrO: 1.5},
 	} {
-		for _, name := range methodNames {
+		for _, name := range methodNames() {
 			t.Run(s.name+"/"+name, func(t *testing.T) {
 				if why := skip[name]; why != "" {
 					t.Skip(why)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/orthonet/orthonet/baseline"
@@ -10,22 +11,35 @@ import (
 	"github.com/orthonet/orthonet/optim"
 )
 
-// methodNames lists every method bench runs, in plotting order.
-var methodNames = []string{
-	"rgd", "rgd-polar", "rgd-cayley", "rgd-exp", "rgd-momentum", "radam",
-	"rsdm-p", "rsdm-o", "rsdm-momentum",
-	"rcd", "tsd", "pcal", "landing", "rssm", "obcd", "hybrid",
-	"rsdm-p-polar", "rsdm-p-cayley", "rsdm-p-exp",
+// presets are bench's own methods, in plotting order, each with the rule
+// of optim.Rules it runs ("" for a baseline or hybrid): variants a rule's
+// settings do not give (retractions, RSDM-momentum's inner steps), fixed
+// as the paper ran them.
+var presets = []struct{ name, rule string }{
+	{"rgd", "rgd"}, {"rgd-polar", "rgd"}, {"rgd-cayley", "rgd"}, {"rgd-exp", "rgd"}, {"rgd-momentum", "rgd"}, {"radam", "radam"},
+	{"rsdm-p", "rsdm"}, {"rsdm-o", "rsdm"}, {"rsdm-momentum", "rsdm"},
+	{"rcd", ""}, {"tsd", ""}, {"pcal", ""}, {"landing", ""}, {"rssm", ""}, {"obcd", ""}, {"hybrid", ""},
+	{"rsdm-p-polar", "rsdm"}, {"rsdm-p-cayley", "rsdm"}, {"rsdm-p-exp", "rsdm"},
 }
 
-func knownMethod(name string) bool {
-	for _, m := range methodNames {
-		if m == name {
-			return true
+// methodNames lists every method bench runs, in plotting order: its
+// presets, then each rule of constrained weights in the table optim.Rules
+// that no preset runs (a rule registered with optim.Register), by its
+// name, built from the table (tableMethod).
+func methodNames() []string {
+	var names, covered []string
+	for _, p := range presets {
+		names, covered = append(names, p.name), append(covered, p.rule)
+	}
+	for _, r := range optim.Rules {
+		if r.Constrained() && !slices.Contains(covered, r.String()) {
+			names = append(names, r.String())
 		}
 	}
-	return false
+	return names
 }
+
+func knownMethod(name string) bool { return slices.Contains(methodNames(), name) }
 
 // tuned lists the methods whose step size is picked from a grid by a short
 // run (the paper tuned its baselines the same way; it did not run
@@ -131,10 +145,60 @@ func newMethod[T linalg.Float](name string, s setting, lr float64, r int, seed u
 	case "obcd":
 		m.opt, err = baseline.NewOBCD[T](s.n, s.p, r, lr, seed)
 	default:
-		return nil, fmt.Errorf("unknown method %q", name)
+		m.opt, err = tableMethod[T](name, s, lr, r, seed)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return m, nil
+}
+
+// tableMethod builds the rule name of optim.Rules for an n x p weight of
+// s's Stiefel manifold, with its settings' defaults but RSDM's "r" and
+// "seed", which the problem gives where the rule takes them.
+func tableMethod[T linalg.Float](name string, s setting, lr float64, r int, seed uint64) (optim.Optimizer[T], error) {
+	if !slices.Contains(optim.RuleNames(true), name) || slices.ContainsFunc(presets, func(p struct{ name, rule string }) bool { return p.rule == name }) {
+		return nil, fmt.Errorf("unknown method %q", name)
+	}
+	given := map[string]string{"r": fmt.Sprint(r), "seed": fmt.Sprint(seed)}
+	values := map[string]string{}
+	for _, r := range optim.Rules {
+		if r.String() == name {
+			for _, st := range optim.SettingsOf(r) {
+				if v, ok := given[st.Name]; ok {
+					values[st.Name] = v
+				}
+			}
+		}
+	}
+	rule, err := optim.ParseRuleFlags(name, values)
+	if err != nil {
+		return nil, err
+	}
+	return &ruleStep[T]{rule: rule, n: s.n, p: s.p, lr: lr}, nil
+}
+
+// ruleStep steps one n x p weight on the Stiefel manifold by a rule's
+// Stepper, bound to the weight at its first Step.
+type ruleStep[T linalg.Float] struct {
+	rule optim.Rule
+	n, p int
+	lr   float64
+	x    []T
+	st   optim.Stepper
+}
+
+func (o *ruleStep[T]) Step(x, grad []T) error {
+	if o.st == nil || len(x) == 0 || &o.x[0] != &x[0] {
+		st, err := o.rule.Stepper(optim.Param{Name: "X", Shape: []int{o.n, o.p}, Manifold: optim.Stiefel{}, Value: x}, optim.Binding{})
+		if err != nil {
+			return err
+		}
+		o.st, o.x = st, x
+	}
+	if err := o.st.Prepare(grad, o.lr); err != nil {
+		o.st.Abort()
+		return err
+	}
+	return o.st.Commit()
 }

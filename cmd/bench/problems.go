@@ -191,7 +191,7 @@ func problems[T linalg.Float](w io.Writer, o options) error {
 		fmt.Fprintf(w, "%s (n = %d, p = %d, r = %d), %T, f* = %.8g\n", name, s.n, s.p, s.r, T(0), fstar)
 		fmt.Fprintln(w, summaryHeader)
 		var traces []*trace
-		for _, name := range methodNames {
+		for _, name := range methodNames() {
 			if !o.methods[name] {
 				continue
 			}

@@ -138,11 +138,16 @@ func (e *tapeEngine) close() {
 	}
 }
 
-// factorFor returns program.Config.FactorForRSDM for the run: RSDM's r, or
-// 0 for RGD, which needs the formed gradients.
+// factorFor returns program.Config.FactorForRSDM for the run: the r of a
+// rule that steps factored gradients (RSDM's submanifold size), or 0 for
+// one that needs the formed gradients (RGD).
 func factorFor(c config) int {
-	if c.optim == "rsdm" && c.device == "cpu" { // the device's RSDM takes whole gradients
-		return c.r
+	f, ok := c.rule.(optim.FactoredRule)
+	if !ok || c.device != "cpu" { // the device's RSDM takes whole gradients
+		return 0
+	}
+	if r, ok := f.FactorsGradients(); ok {
+		return r
 	}
 	return 0
 }

@@ -16,16 +16,22 @@ import (
 	"github.com/orthonet/orthonet/data"
 	"github.com/orthonet/orthonet/dist"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/optim/optflag"
 )
 
 // config is everything the flags set.
 type config struct {
 	model, dataset, dataDir string
-	optim, sampling         string
+	optim, other            string // the rules' names (-optim, -other)
+	// rule and otherRule are the rules -optim and -other name, with the
+	// values of their flags (optflag.Rule).
+	rule, otherRule optim.Rule
+	// sampling and r are RSDM's -sampling and -r as the flags hold them
+	// (with -model cnn, -r's default is cnnR), for the summary line.
+	sampling                string
 	r                       int
 	lr, lrOther             float64
-	other, schedule         string
-	momentum                float64
+	schedule                string
 	epochs, batch           int
 	seed                    uint64
 	evalEvery, evalSubset   int
@@ -33,7 +39,6 @@ type config struct {
 	weightDecay, clipNorm   float64
 	warmup, decayEvery      int
 	nonFinite               string
-	rgdMomentum             float64
 	out                     string
 	limitTrain, limitTest   int
 	device                  string // -device; after selectDevice, the one chosen: cpu or cuda
@@ -77,26 +82,34 @@ type flagDef struct {
 	when *condition
 }
 
-// condition holds while flag on has the value is (with not: another
-// value); where it fails, "-on VALUE lacks" says why.
+// condition holds while flag on has one of the values in (with not: none
+// of them), or while the condition or holds; where it fails, "-on VALUE
+// lacks" says why.
 type condition struct {
-	on, is string
-	not    bool
-	lacks  string
+	on    string
+	in    []string
+	not   bool
+	lacks string
+	or    *condition
 }
 
 // only is the condition that flag on is is.
-func only(on, is, lacks string) *condition { return &condition{on: on, is: is, lacks: lacks} }
-
-// except is the condition that flag on is not is.
-func except(on, is, lacks string) *condition {
-	return &condition{on: on, is: is, not: true, lacks: lacks}
+func only(on, is, lacks string) *condition {
+	return &condition{on: on, in: []string{is}, lacks: lacks}
 }
+
+// holds reports whether the value v of flag k.on meets k (not k.or).
+func (k *condition) holds(v string) bool { return slices.Contains(k.in, v) != k.not }
 
 // refuses returns why the flag of condition k does not apply to c, or ""
 // where it does.
 func (k *condition) refuses(c config) string {
-	if k == nil || (c.flags[k.on] == k.is) != k.not {
+	for x := k; x != nil; x = x.or {
+		if x.holds(c.flags[x.on]) {
+			return ""
+		}
+	}
+	if k == nil {
 		return ""
 	}
 	return "-" + k.on + " " + c.flags[k.on] + " " + k.lacks
@@ -127,11 +140,62 @@ func val[T flagType](p *T, v T) func(fs *flag.FlagSet, name, usage string) {
 	}
 }
 
-// flagTable returns train's flags, defined on the fields of c. parseArgs
-// checks their choices, and checkApplicable when they apply, in this
-// order, naming the first flag refused; train -h lists them sorted.
+// flagTable returns train's flags, defined on the fields of c, and the
+// flags of the rules' settings (ruleFlags). parseArgs checks their
+// choices, and checkApplicable when they apply, in this order, naming the
+// first flag refused; train -h lists them sorted.
 func flagTable(c *config) []flagDef {
-	return slices.Concat(modelFlags(c), optimizerFlags(c), networkFlags(c), runFlags(c))
+	own := slices.Concat(modelFlags(c), optimizerFlags(c), networkFlags(c), runFlags(c))
+	return slices.Concat(own, ruleFlags(own))
+}
+
+// takenUnused are the rule flags that train takes with rules that do not
+// use them: -rgd-momentum with -optim rsdm, since scripts/dnn_figure.sh
+// gives both methods the same arguments.
+var takenUnused = map[string][]string{"rgd-momentum": {"rsdm"}}
+
+// ruleFlags are the flags of the settings of optim.Rules (optflag.Table)
+// but those named like a flag of own (-seed, which RSDM's setting "seed"
+// reads): each applies where -optim names a constrained rule that takes it
+// or -other an unconstrained one, and is refused elsewhere. Settings that
+// one flag cannot give (a registered rule's setting of a built-in one's
+// name with another default) are a programming error: it panics, as
+// package flag does on a flag defined twice.
+func ruleFlags(own []flagDef) []flagDef {
+	table, err := optflag.Table(optim.Rules)
+	if err != nil {
+		panic(err)
+	}
+	constrained := map[string]bool{}
+	for _, r := range optim.Rules {
+		constrained[r.String()] = r.Constrained()
+	}
+	var defs []flagDef
+	for _, f := range table {
+		name := f.Setting.Name
+		if slices.ContainsFunc(own, func(d flagDef) bool { return d.name == name }) {
+			continue
+		}
+		lacks := "has no -" + name + " (a flag of " + strings.Join(f.Rules, ", ") + ")"
+		var when *condition
+		for _, on := range []string{"other", "optim"} {
+			var in []string
+			for _, r := range slices.Concat(f.Rules, takenUnused[name]) {
+				if constrained[r] == (on == "optim") {
+					in = append(in, r)
+				}
+			}
+			if in != nil {
+				when = &condition{on: on, in: in, lacks: lacks, or: when}
+			}
+		}
+		if also := takenUnused[name]; also != nil {
+			f.Setting.Usage += "; taken, unused, with -optim " + strings.Join(also, ", ")
+		}
+		defs = append(defs, flagDef{name: name, usage: f.Usage(), when: when,
+			define: func(fs *flag.FlagSet, _, _ string) { f.Define(fs) }})
+	}
+	return defs
 }
 
 // modelFlags are the flags of the model and the data set.
@@ -147,25 +211,14 @@ func modelFlags(c *config) []flagDef {
 
 // optimizerFlags are the flags of the optimizers and their schedule.
 func optimizerFlags(c *config) []flagDef {
-	rsdm := func(lacks string) *condition { return only("optim", "rsdm", lacks) }
 	return []flagDef{
 		{name: "optim", define: val(&c.optim, "rsdm"), choices: optim.RuleNames(true),
 			usage: "optimizer of the orthogonal weights: " + strings.Join(optim.RuleNames(true), ", ") + " (radam: Riemannian Adam)"},
-		{name: "sampling", define: val(&c.sampling, "perm"), choices: samplerNames(), when: rsdm("samples no submanifold (RSDM's flag)"),
-			usage: "RSDM submanifold sampling: " + strings.Join(samplerNames(), ", ") + " (perm: rows, orth: Haar rows, blocks: covering blocks of rows)"},
-		{name: "r", define: val(&c.r, 300), when: rsdm("has no submanifold size (RSDM's flag)"),
-			usage: "RSDM submanifold size r (2 <= r <= rows of every orthogonal weight)"},
 		{name: "lr", define: val(&c.lr, 0.1), usage: "step size of the orthogonal weights (-model cnn with rsdm or rgd: " + fmtFloat(defaultCNNLR) + ")"},
-		// -rgd-momentum with -optim rsdm is taken: scripts/dnn_figure.sh
-		// gives both methods the same arguments.
-		{name: "rgd-momentum", define: val(&c.rgdMomentum, 0.9), when: except("optim", "radam", "has no momentum flag (RGD's flag)"),
-			usage: "momentum of RGD on the orthogonal weights (-optim rgd)"},
 		{name: "other", define: val(&c.other, "sgd"), choices: optim.RuleNames(false),
 			usage: "optimizer of the unconstrained parameters: " + strings.Join(optim.RuleNames(false), ", ") + " (-model cnn: " + defaultCNNOther + ")"},
 		{name: "lr-other", define: val(&c.lrOther, 0.05),
 			usage: "step size of the unconstrained parameters (-model cnn with adam: " + fmtFloat(defaultCNNAdamLR) + ")"},
-		{name: "momentum", define: val(&c.momentum, 0.9), when: only("other", "sgd", "has no heavy-ball momentum (SGD's flag)"),
-			usage: "SGD momentum of the unconstrained parameters"},
 		{name: "weight-decay", define: val(&c.weightDecay, 0.0), usage: "decoupled weight decay of the unconstrained parameters (0: none; adamw: 0 means 0.01)"},
 		{name: "clip-norm", define: val(&c.clipNorm, 0.0), usage: "clip the gradients by their global norm (Riemannian for the orthogonal weights) to this (0: off)"},
 		{name: "schedule", define: val(&c.schedule, "cosine"), choices: []string{"const", "cosine", "warmup-cosine", "step"},
@@ -255,15 +308,6 @@ func resumableList() string {
 	return strings.Join(names, ", ")
 }
 
-// samplerNames returns the names of optim's RSDM samplers.
-func samplerNames() []string {
-	var names []string
-	for _, s := range optim.Samplers {
-		names = append(names, s.String())
-	}
-	return names
-}
-
 // parseArgs defines the flags of flagTable, parses args and checks the
 // values; checkApplicable checks the flags given against each other.
 func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
@@ -297,6 +341,9 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	if err := checkValues(c); err != nil {
 		return c, fs, err
 	}
+	if err := c.parseRules(fs); err != nil {
+		return c, fs, err
+	}
 	if c.depth == 0 {
 		c.depth = map[string]int{"ffn": 5, "vit": 6, "cnn": defaultCNNDepth}[c.model]
 	}
@@ -317,16 +364,12 @@ func checkValues(c config) error {
 		return errors.New("-limit-train, -limit-test and -eval-subset must not be negative")
 	case c.evalEvery < -1:
 		return fmt.Errorf("-eval-every %d: want N > 0, 0 (about ten times an epoch) or -1 (at the ends of epochs)", c.evalEvery)
-	case c.r < 2:
-		return fmt.Errorf("-r %d: RSDM's submanifold size must be at least 2 (and at most the rows of every orthogonal weight)", c.r)
 	case !(c.lr >= 0) || !(c.lrOther >= 0) || math.IsInf(c.lr, 0) || math.IsInf(c.lrOther, 0):
 		return fmt.Errorf("-lr %v and -lr-other %v: want finite step sizes >= 0 (0 freezes those parameters)", c.lr, c.lrOther)
 	case !(c.weightDecay >= 0) || !(c.clipNorm >= 0) || math.IsInf(c.weightDecay, 0) || math.IsInf(c.clipNorm, 0):
 		return fmt.Errorf("-weight-decay %v and -clip-norm %v: want finite values >= 0", c.weightDecay, c.clipNorm)
 	case c.warmup < 1 || c.decayEvery < 1:
 		return fmt.Errorf("-warmup %d and -decay-every %d must be at least 1", c.warmup, c.decayEvery)
-	case c.momentum < 0 || c.momentum >= 1 || c.rgdMomentum < 0 || c.rgdMomentum >= 1:
-		return fmt.Errorf("-momentum %v and -rgd-momentum %v: want 0 <= momentum < 1", c.momentum, c.rgdMomentum)
 	case c.hidden < 1 || c.depth < 0 || c.dim < 1 || c.heads < 1 || c.mlp < 1 || c.patch < 1 || c.channels < 1:
 		return errors.New("-hidden, -channels, -dim, -heads, -mlp and -patch must be at least 1, -depth at least 0")
 	case c.model == "vit" && (c.dim%c.heads != 0 || 32%c.patch != 0):
@@ -346,8 +389,8 @@ func checkValues(c config) error {
 // cnnDefaults sets the CNN's own defaults of the flags the command line
 // left unset; they are recorded as if given, so a resumed run keeps them.
 func cnnDefaults(fs *flag.FlagSet, c *config) {
-	if !isSet(fs, "r") {
-		c.r = cnnR(*c)
+	if r := fs.Lookup("r"); r != nil && !isSet(fs, "r") {
+		r.Value.Set(strconv.Itoa(cnnR(*c))) // an int's text: cannot fail
 	}
 	if !isSet(fs, "lr") && c.optim != "radam" {
 		c.lr = defaultCNNLR
@@ -358,6 +401,22 @@ func cnnDefaults(fs *flag.FlagSet, c *config) {
 	if !isSet(fs, "lr-other") && c.other == "adam" {
 		c.lrOther = defaultCNNAdamLR
 	}
+}
+
+// parseRules builds the rules -optim and -other name with the values of
+// their flags (optflag.Rule), whose errors name a flag out of range, and
+// reads back RSDM's -sampling and -r for the summary.
+func (c *config) parseRules(fs *flag.FlagSet) error {
+	var err error
+	if c.rule, err = optflag.Rule(fs, c.optim); err != nil {
+		return err
+	}
+	if c.otherRule, err = optflag.Rule(fs, c.other); err != nil {
+		return err
+	}
+	c.sampling = c.flags["sampling"]
+	c.r, _ = strconv.Atoi(c.flags["r"]) // 0 where no rule has -r
+	return nil
 }
 
 // fmtFloat formats a default for a flag's usage.

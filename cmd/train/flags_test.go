@@ -11,7 +11,7 @@ import (
 // TestFlagTable checks the flag table from which parseArgs, resumable and
 // checkApplicable are derived: every flag is defined once, and every
 // condition of when a flag applies reads a flag of fixed choices and
-// names one of them. For each flag with a condition, parseFlags refuses it
+// names some of them. For each flag with a condition, parseFlags refuses it
 // (at its default value) where a choice fails the condition, naming the
 // flag and that choice, and takes it where the condition holds.
 func TestFlagTable(t *testing.T) {
@@ -33,14 +33,14 @@ func TestFlagTable(t *testing.T) {
 			continue
 		}
 		on, ok := byName[k.on]
-		if !ok || !slices.Contains(on.choices, k.is) {
-			t.Errorf("-%s applies when -%s is %q, which is not one of its choices %v", d.name, k.on, k.is, on.choices)
+		if !ok || len(k.in) == 0 || slices.ContainsFunc(k.in, func(v string) bool { return !slices.Contains(on.choices, v) }) || k.or != nil {
+			t.Errorf("-%s applies when -%s is one of %q (or %v), not all of which are its choices %v", d.name, k.on, k.in, k.or, on.choices)
 			continue
 		}
 		given := "-" + d.name + "=" + fs.Lookup(d.name).DefValue
 		for _, v := range on.choices {
 			_, err := parseFlags([]string{"-" + k.on + "=" + v, given}, io.Discard)
-			if holds := (v == k.is) != k.not; holds && err != nil {
+			if holds := k.holds(v); holds && err != nil {
 				t.Errorf("%s with -%s %s: %v, want it taken", given, k.on, v, err)
 			} else if want := "-" + d.name + " does not apply: -" + k.on + " " + v + " "; !holds && (err == nil || !strings.HasPrefix(err.Error(), want)) {
 				t.Errorf("%s with -%s %s: %v, want an error starting %q", given, k.on, v, err, want)

@@ -129,7 +129,7 @@ func TestRefusedBeforeFolder(t *testing.T) {
 		{[]string{"-r", "0"}, "-r 0: RSDM's submanifold size must be at least 2"},
 		{[]string{"-r", "1"}, "-r 1: RSDM's submanifold size must be at least 2"},
 		{[]string{"-r", "-5"}, "-r -5: RSDM's submanifold size must be at least 2"},
-		{[]string{"-momentum", "1"}, "-momentum 1 and -rgd-momentum 0.9"},
+		{[]string{"-momentum", "1"}, "-momentum 1: momentum 1, want 0 <= momentum < 1"},
 		{[]string{"-nonfinite", "ignore"}, `-nonfinite "ignore": want one of stop, skip`},
 		{[]string{"-eval-every", "-2"}, "-eval-every -2"},
 	} {

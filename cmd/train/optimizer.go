@@ -14,8 +14,8 @@ import (
 // network built.
 
 // solverGroups returns the optimizer's groups for a run of totalSteps
-// steps: the orthogonal weights (RSDM, RGD or Riemannian Adam, -lr) and the
-// rest (SGD, Adam or AdamW, -lr-other), both scaled by the -schedule.
+// steps: the orthogonal weights (the rule of -optim, -lr) and the rest
+// (the rule of -other, -lr-other), both scaled by the -schedule.
 func solverGroups(c config, totalSteps int) ([]optim.Group, optim.Options) {
 	var sched optim.Schedule
 	switch c.schedule {
@@ -26,12 +26,8 @@ func solverGroups(c config, totalSteps int) ([]optim.Group, optim.Options) {
 	case "step":
 		sched = optim.StepDecay{Every: c.decayEvery, Gamma: 0.5}
 	}
-	// The flags were checked against optim's names: parsing cannot fail.
-	sampling, _ := optim.ParseSampler(c.sampling)
-	rule, _ := optim.ParseRule(c.optim, optim.RuleSettings{SubmanifoldSize: c.r, Sampling: sampling, Seed: c.seed, Momentum: c.rgdMomentum})
-	other, _ := optim.ParseRule(c.other, optim.RuleSettings{Momentum: c.momentum})
-	constrained := optim.Group{Select: optim.Param.Constrained, Rule: rule, LR: c.lr, Schedule: sched}
-	rest := optim.Group{Rule: other, LR: c.lrOther, Schedule: sched, WeightDecay: c.weightDecay}
+	constrained := optim.Group{Select: optim.Param.Constrained, Rule: c.rule, LR: c.lr, Schedule: sched}
+	rest := optim.Group{Rule: c.otherRule, LR: c.lrOther, Schedule: sched, WeightDecay: c.weightDecay}
 	return []optim.Group{constrained, rest}, optim.Options{ClipNorm: c.clipNorm}
 }
 
@@ -71,9 +67,11 @@ func (t *trainer) buildEngine() error {
 // matrix of its first axis by the rest), naming the first such weight and
 // the largest r the network takes.
 func checkR(c config, weights G.Nodes) error {
-	if c.optim != "rsdm" || len(weights) == 0 {
+	rsdm, ok := c.rule.(optim.RSDMConfig)
+	if !ok || len(weights) == 0 {
 		return nil
 	}
+	r := rsdm.SubmanifoldSize
 	rows := func(n *G.Node) int { // of the matrix view (optim.MatrixOf)
 		r, c, _ := optim.MatrixOf(n.Shape())
 		return max(r, c)
@@ -85,9 +83,9 @@ func checkR(c config, weights G.Nodes) error {
 		}
 	}
 	for _, n := range weights {
-		if c.r > rows(n) {
+		if r > rows(n) {
 			return fmt.Errorf("-r %d: RSDM's submanifold size exceeds the %d rows of weight %q (this network takes 2 <= r <= %d, the rows of %q)",
-				c.r, rows(n), n.Name(), rows(smallest), smallest.Name())
+				r, rows(n), n.Name(), rows(smallest), smallest.Name())
 		}
 	}
 	return nil
