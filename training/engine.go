@@ -61,8 +61,10 @@ type engine interface {
 }
 
 // factorFor returns program.Config.FactorForRSDM for the groups on device:
-// RSDM's r where every constrained rule of the groups is one RSDM on the
-// CPU (the device's RSDM takes whole gradients), else 0.
+// the submanifold size r that the groups' constrained rule asks its
+// gradients factored for (optim.FactoredRule: RSDM), where every
+// constrained rule asks for the same r and the device is the CPU (the
+// device's RSDM takes whole gradients); else 0.
 func factorFor(groups []optim.Group, device string) int {
 	if device != "cpu" {
 		return 0
@@ -72,11 +74,15 @@ func factorFor(groups []optim.Group, device string) int {
 		if g.Rule == nil || !g.Rule.Constrained() {
 			continue
 		}
-		c, ok := g.Rule.(optim.RSDMConfig)
-		if !ok || (r != 0 && r != c.SubmanifoldSize) {
+		f, ok := g.Rule.(optim.FactoredRule)
+		if !ok {
 			return 0
 		}
-		r = c.SubmanifoldSize
+		k, ok := f.FactorsGradients()
+		if !ok || (r != 0 && r != k) {
+			return 0
+		}
+		r = k
 	}
 	return r
 }
