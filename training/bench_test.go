@@ -130,4 +130,3 @@ func BenchmarkLoop(b *testing.B) {
 		}
 	})
 }
-

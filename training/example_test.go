@@ -1,0 +1,99 @@
+package training_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/fused"
+	"github.com/orthonet/orthonet/nn"
+	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/training"
+)
+
+// points is a data set of one's own held in memory: 2-D points labelled by
+// the quadrant they lie in.
+type points struct {
+	xy     []float32
+	labels []int
+}
+
+func (p *points) Len() int        { return len(p.labels) }
+func (p *points) Shape() []int    { return []int{2} }
+func (p *points) NumClasses() int { return 4 }
+func (p *points) Example(i int, x []float32) (int, error) {
+	copy(x, p.xy[2*i:2*i+2])
+	return p.labels[i], nil
+}
+
+// quadrants returns n random points and their quadrants.
+func quadrants(n int, seed uint64) *points {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	p := &points{xy: make([]float32, 2*n), labels: make([]int, n)}
+	for i := range n {
+		x, y := 2*rng.Float64()-1, 2*rng.Float64()-1
+		p.xy[2*i], p.xy[2*i+1] = float32(x), float32(y)
+		switch {
+		case x >= 0 && y >= 0:
+			p.labels[i] = 0
+		case x < 0 && y >= 0:
+			p.labels[i] = 1
+		case x < 0:
+			p.labels[i] = 2
+		default:
+			p.labels[i] = 3
+		}
+	}
+	return p
+}
+
+// A classifier of one's own, written in Gorgonia, trained by the package:
+// its hidden weight on the Stiefel manifold stepped by RSDM-P, the rest by
+// Adam, with run folders, checkpoints and metrics under a temporary folder.
+func Example() {
+	const batch = 16
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float32, G.WithShape(batch, 2), G.WithName("x"), G.WithInit(G.Zeroes()))
+	y := G.NewMatrix(g, tensor.Float32, G.WithShape(batch, 4), G.WithName("y"), G.WithInit(G.Zeroes()))
+	rng := rand.New(rand.NewPCG(1, 2))
+	fc1, err1 := nn.NewOrthoLinear(g, "fc1", 2, 32, tensor.Float32, true, rng) // 2 -> 32, W with orthonormal rows
+	fc2, err2 := nn.NewLinear(g, "fc2", 32, 4, tensor.Float32, true, rng)
+	if err := errors.Join(err1, err2); err != nil {
+		fmt.Println(err)
+		return
+	}
+	logits := G.Must(fc2.Forward(G.Must(fc1.ForwardAct(x, fused.ReLU))))
+	loss := G.Must(nn.CrossEntropy(logits, y))
+	params := append(fc1.Params(), fc2.Params()...)
+	if _, err := G.Grad(loss, param.Nodes(params)...); err != nil {
+		fmt.Println(err)
+		return
+	}
+	out, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(out)
+	final, err := training.Run(context.Background(),
+		training.Model{Loss: loss, Logits: logits, Input: x, Labels: y, Params: params},
+		training.Config{Train: quadrants(1024, 1), Test: quadrants(256, 2), Batch: batch, Epochs: 3, Seed: 1, Out: out, Device: "cpu",
+			Groups: []optim.Group{
+				{Select: optim.Param.Constrained, LR: 0.5, Rule: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}},
+				{Rule: optim.AdamConfig{}, LR: 0.01},
+			}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("test accuracy above 90%:", final.Accuracy > 0.9)
+	fmt.Println("||W^T W - I||_F below 1e-5:", final.Feasibility < 1e-5)
+	// Output:
+	// test accuracy above 90%: true
+	// ||W^T W - I||_F below 1e-5: true
+}
+
+var _ data.Dataset = (*points)(nil)
