@@ -188,8 +188,9 @@ type Config struct {
 // (or a panic) ends the run with that error, after the run's outputs are
 // written; the newest checkpoint stays as it was.
 type Callbacks struct {
-	// BeforeStep is called with each step's batch once it is in the
-	// model's inputs, before the step uses it.
+	// BeforeStep is called with each step's batch before it goes into
+	// the model's inputs: what it writes into the batch (Batch.X) is what
+	// the step trains on.
 	BeforeStep func(s StepInfo, b Batch) error
 	// OnStep is called after each step.
 	OnStep func(s StepInfo) error

@@ -344,13 +344,13 @@ func (t *Trainer) feed(step int) ([]int, error) {
 	lo := t.c.rank() * b
 	labels := t.labels[lo : lo+b]
 	batch := Batch{X: t.images[lo*d : (lo+b)*d], Labels: labels, Size: b, Classes: t.classes, Step: step, RNG: t.rng}
-	if err := feedModel(t.m, batch, t.onehot, t.eng.set); err != nil {
-		return nil, err
-	}
 	if cb := t.c.Callbacks.BeforeStep; cb != nil {
 		if err := call("BeforeStep", func() error { return cb(t.stepInfo(0, 0, false), batch) }); err != nil {
 			return nil, err
 		}
+	}
+	if err := feedModel(t.m, batch, t.onehot, t.eng.set); err != nil {
+		return nil, err
 	}
 	return labels, nil
 }

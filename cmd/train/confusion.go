@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/orthonet/orthonet/training"
 	"image/color"
 	"io"
 
@@ -81,5 +82,5 @@ func plotConfusion(w io.Writer, m confusion, classes []string) error {
 	}
 	p.NominalY(rev...)
 	side := vg.Length(max(6, k)) * vg.Inch * 0.9
-	return writePNG(w, side+2*vg.Inch, side, [][]*plot.Plot{{p}})
+	return training.WritePNG(w, side+2*vg.Inch, side, [][]*plot.Plot{{p}})
 }

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 
 	"github.com/orthonet/orthonet/data"
-	"github.com/orthonet/orthonet/nn"
 )
 
 // imageSize is the side the paper resizes each data set to: 32 for the ViT,
@@ -60,31 +59,4 @@ func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set
 		return nil, nil, err
 	}
 	return train, test, nil
-}
-
-// nextBatch reads the next global batch into the trainer's buffers and
-// puts this rank's rows of it into the training network's inputs: the
-// images, the dropout masks where the engine does not draw them, and the
-// labels one-hot; it returns those labels.
-func (t *trainer) nextBatch(epoch int) ([]int, error) {
-	c := t.c
-	n, err := t.loader.Next(t.images, t.labels)
-	if err != nil {
-		return nil, err
-	}
-	if n < c.batch {
-		return nil, fmt.Errorf("epoch %d: batch %d holds %d examples, want %d", epoch+1, t.st.Batch, n, c.batch)
-	}
-	if t.hooks.afterBatch != nil {
-		t.hooks.afterBatch(t)
-	}
-	// This rank's rows of the global batch: [r b, (r+1) b).
-	b, d := c.shard(), t.train.Dim()
-	lo := c.rank() * b
-	labels := t.labels[lo : lo+b]
-	t.net.fill(t.images[lo*d:(lo+b)*d], b)
-	if t.net.vit != nil && !t.eng.drawsMasks() {
-		t.net.vit.FillMasks(t.maskRNG)
-	}
-	return labels, nn.OneHot(t.yb, labels, t.train.Classes)
 }

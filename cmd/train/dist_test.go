@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/orthonet/orthonet/training"
 	"math"
 	"os"
 	"os/exec"
@@ -129,7 +130,7 @@ func TestMPITrainMatchesOneProcess(t *testing.T) {
 
 // compareRuns checks two runs' metrics rows (every training row's loss,
 // every test row) and final weights against the tolerances.
-func compareRuns(t *testing.T, a, b *checkpoint.File, pa, pb progress) {
+func compareRuns(t *testing.T, a, b *checkpoint.File, pa, pb training.Progress) {
 	t.Helper()
 	if len(pa.Metrics) != len(pb.Metrics) || pa.Step != pb.Step {
 		t.Fatalf("one process: %d metrics rows, step %d; 2 ranks: %d rows, step %d", len(pa.Metrics), pa.Step, len(pb.Metrics), pb.Step)
@@ -154,7 +155,7 @@ func compareRuns(t *testing.T, a, b *checkpoint.File, pa, pb progress) {
 	}
 	worstW := 0.0
 	for name, ta := range a.Tensors {
-		if !strings.HasPrefix(name, prefixModel) {
+		if !strings.HasPrefix(name, training.PrefixModel) {
 			continue
 		}
 		wa, _ := ta.Data.([]float32)
@@ -183,17 +184,17 @@ func checkTrafficLine(t *testing.T, out string, f *checkpoint.File, ranks int) {
 		t.Fatalf("no data-parallel line in:\n%s", out)
 	}
 	var flags map[string]string
-	if err := f.JSON(keyFlags, &flags); err != nil {
+	if err := f.JSON(training.KeySettings, &flags); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := strconv.Atoi(flags["r"])
 	constrained := map[string]bool{}
 	for _, c := range regexp.MustCompile(`\|\|W\^T W - I\|\|_F of (\S+):`).FindAllStringSubmatch(out, -1) {
-		constrained[prefixModel+c[1]] = true
+		constrained[training.PrefixModel+c[1]] = true
 	}
 	var wantC, wantP, full int64
 	for name, ten := range f.Tensors {
-		if !strings.HasPrefix(name, prefixModel) {
+		if !strings.HasPrefix(name, training.PrefixModel) {
 			continue
 		}
 		n := int64(lenOf(ten.Data)) * 4
@@ -303,7 +304,7 @@ func killRank1(t *testing.T, ctx context.Context, args []string, out string) str
 	if !regexp.MustCompile(`(?s)rank 1 .*(signal 9|Killed)`).MatchString(text) {
 		t.Errorf("the output does not name rank 1 and its signal:\n%s", text)
 	}
-	path, err := resolveResume("latest", out)
+	path, err := training.ResolveResume("latest", out)
 	if err != nil {
 		t.Fatal(err)
 	}

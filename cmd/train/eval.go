@@ -6,10 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/orthonet/orthonet/training"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -80,7 +82,7 @@ func newConfusion(k int) confusion {
 
 // evalReport is what train eval measured.
 type evalReport struct {
-	m           metric
+	m           training.Eval
 	n           int
 	conf        confusion
 	predictions []int // the predicted class of every example
@@ -115,13 +117,13 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	}
 	defer eng.close()
 	fmt.Fprintf(stdout, "evaluating %s\non %d %s images of %s (%s)\n", t.describe(), set.N, e.split, t.c.dataset, strings.Join(set.Files, ", "))
-	r, err := measure(eng, net, set)
+	r, err := measure(eng, set)
 	if err != nil {
 		return err
 	}
 	printEval(stdout, e.split, r, t.classes)
 	for _, p := range param.Constrained(net.Params()) {
-		fmt.Fprintf(stdout, "||W^T W - I||_F of %s: %.2e\n", p.Name(), feasibility(p))
+		fmt.Fprintf(stdout, "||W^T W - I||_F of %s: %.2e\n", p.Name(), training.Feasibility(p))
 	}
 	return writeEvalReport(dir, r, t.classes, stdout)
 }
@@ -148,7 +150,7 @@ func evalSet(e evalFlags, t *trained, w io.Writer) (*data.Set, error) {
 	if e.split == "train" {
 		set = train
 	}
-	if got := (dataInfo{Shape: [3]int{set.C, set.H, set.W}, Classes: set.Classes}); got.Shape != t.info.Shape || got.Classes != t.info.Classes {
+	if got := (training.DataInfo{Shape: []int{set.C, set.H, set.W}, Classes: set.Classes}); !slices.Equal(got.Shape, t.info.Shape) || got.Classes != t.info.Classes {
 		return nil, &usageError{fmt.Errorf("%s was trained on images %v with %d classes; %s has images %v with %d (another -data?)", t.path, t.info.Shape, t.info.Classes, strings.Join(set.Files, ", "), got.Shape, got.Classes)}
 	}
 	if set.N == 0 {
@@ -159,10 +161,10 @@ func evalSet(e evalFlags, t *trained, w io.Writer) (*data.Set, error) {
 
 // measure evaluates net on the whole of set: the loss and accuracy, the
 // confusion matrix and every example's prediction.
-func measure(eng engine, net *network, set *data.Set) (evalReport, error) {
+func measure(eng *evalEngine, set *data.Set) (evalReport, error) {
 	r := evalReport{n: set.N, conf: newConfusion(set.Classes)}
 	var err error
-	r.m, err = evaluateWith(eng, net, set, set.N, func(logits []float32, labels []int) {
+	r.m, err = evaluateWith(eng, set, set.N, func(logits []float32, labels []int) {
 		for i, y := range labels {
 			p := argmax(logits[i*set.Classes : (i+1)*set.Classes])
 			r.conf[y][p]++

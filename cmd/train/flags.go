@@ -51,7 +51,7 @@ type config struct {
 	minAccuracy             float64
 	saveEvery, keep         int
 	resume                  string // checkpoint path, resolved from -resume
-	resumeNewest            bool   // -resume latest or a run folder: its newest checkpoint was asked for
+	resumeArg               string // -resume as given: latest or a run folder asks for its newest checkpoint
 	cpuProfile              string
 	kernelProfile           bool
 	engine                  string

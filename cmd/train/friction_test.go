@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"github.com/orthonet/orthonet/training"
 	"io"
 	"os"
 	"os/exec"
@@ -130,7 +131,7 @@ func TestInterruptedBeforeFirstStep(t *testing.T) {
 	c := smallConfig(t, dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	var ie *interruptedError
+	var ie *training.InterruptedError
 	if err := run(ctx, c, io.Discard, hooks{}); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
 		t.Errorf("cancelled run: error %v", err)
 	}
@@ -139,7 +140,7 @@ func TestInterruptedBeforeFirstStep(t *testing.T) {
 	}
 	// One step in, the run keeps its folder and checkpoint.
 	ctx, h := stopBefore(1)
-	if err := run(ctx, smallConfig(t, dir), io.Discard, h); !errors.As(err, &ie) || ie.saved == "" {
+	if err := run(ctx, smallConfig(t, dir), io.Discard, h); !errors.As(err, &ie) || ie.Saved == "" {
 		t.Errorf("run stopped after a step: %v, want an interruption with a checkpoint", err)
 	}
 }
@@ -158,7 +159,7 @@ func TestDamagedNewestCheckpoint(t *testing.T) {
 	if err := run(context.Background(), c, io.Discard, hooks{}); err != nil {
 		t.Fatal(err)
 	}
-	newest, err := resolveResume("latest", out)
+	newest, err := training.ResolveResume("latest", out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/orthonet/orthonet/param"
 )
 
 // What the tests plant in a run (hooks): a NaN in a batch, a stop before a
@@ -50,9 +52,9 @@ func trainCmd(ctx context.Context, args ...string) *exec.Cmd {
 // nanAt puts a NaN into the first image of the batches of steps (from 0:
 // the batch of step s is the one metrics.csv counts as step s+1).
 func nanAt(steps ...int) hooks {
-	return hooks{afterBatch: func(t *trainer) {
-		if slices.Contains(steps, t.st.Step) {
-			t.images[0] = float32(math.NaN())
+	return hooks{afterBatch: func(b planted) {
+		if slices.Contains(steps, b.step) {
+			b.x[0] = float32(math.NaN())
 		}
 	}}
 }
@@ -62,8 +64,8 @@ func nanAt(steps ...int) hooks {
 // the run stops at the step boundary before step k, k steps taken.
 func stopBefore(k int) (context.Context, hooks) {
 	ctx, cancel := context.WithCancel(context.Background())
-	return ctx, hooks{afterBatch: func(t *trainer) {
-		if t.st.Step == k-1 {
+	return ctx, hooks{afterBatch: func(b planted) {
+		if b.step == k-1 {
 			cancel()
 		}
 	}}
@@ -79,8 +81,8 @@ type fault struct {
 
 // faultHooks are the hooks that plant f.
 func faultHooks(f fault) hooks {
-	return hooks{afterBatch: func(t *trainer) {
-		if f.step != t.st.Step || f.rank != t.c.rank() {
+	return hooks{afterBatch: func(b planted) {
+		if f.step != b.step || f.rank != b.rank {
 			return
 		}
 		switch f.kind {
@@ -88,14 +90,14 @@ func faultHooks(f fault) hooks {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			time.Sleep(time.Minute) // the signal ends the process
 		case "nan": // into the first of this rank's rows
-			t.images[f.rank*t.c.shard()*t.train.Dim()] = float32(math.NaN())
-		case "flip":
-			if t.eng.store() != nil {
+			b.x[0] = float32(math.NaN())
+		case "flip": // on the CPU the nodes share the program's memory
+			ps, err := b.run.Params()
+			if err != nil {
 				return
 			}
-			w := t.net.Constrained()[0].Value().Data().([]float32)
+			w := param.Constrained(ps)[0].Node.Value().Data().([]float32)
 			w[0] = math.Float32frombits(math.Float32bits(w[0]) ^ 1)
-			_ = t.eng.load()
 		}
 	}}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/dist"
 	"github.com/orthonet/orthonet/internal/foldertest"
+	"github.com/orthonet/orthonet/training"
 )
 
 // Tests of issue 30's hostile uses: two processes on one run folder, a
@@ -132,13 +133,20 @@ func TestRunFolderLocked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := config{resume: filepath.Join(runDir, checkpoint.StepName(15)), resumed: f15, epochs: 3, resumeNewest: true}
-	if r, _, err := resumeFolder(c); r != nil || !errors.Is(err, checkpoint.ErrLocked) || exitCode(err) != 2 {
+	_ = f15
+	step15 := filepath.Join(runDir, checkpoint.StepName(15))
+	c := parsed(t, "-resume", step15, "-epochs", "3", "-out", t.TempDir())
+	c.resumeArg = runDir // as if -resume RUN had found step 15
+	if err := run(context.Background(), c, io.Discard, hooks{}); !errors.Is(err, checkpoint.ErrLocked) || exitCode(err) != 2 {
 		t.Errorf("-resume latest that found step 15 of the held run: %v, want a usage error wrapping checkpoint.ErrLocked", err)
 	}
-	c.resumeNewest = false
-	if r, why, err := resumeFolder(c); r != nil || err != nil || !strings.Contains(why, "the newest checkpoint of its run is "+checkpoint.StepName(20)) {
-		t.Errorf("-resume PATH of step 15 of the held run: %v, %q, %v; want a new folder, as step 20 is newer", r, why, err)
+	c.resumeArg = step15
+	var branch bytes.Buffer
+	ctx, h := stopBefore(16)
+	err = run(ctx, c, &branch, h)
+	var ie *training.InterruptedError
+	if !errors.As(err, &ie) || !strings.Contains(branch.String(), "the newest checkpoint of its run is "+checkpoint.StepName(20)) {
+		t.Errorf("-resume PATH of step 15 of the held run: %v\n%s\nwant a new folder, as step 20 is newer", err, branch.String())
 	}
 	if err := held.Close(); err != nil {
 		t.Fatal(err)

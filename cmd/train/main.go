@@ -12,13 +12,12 @@
 // data set, train predict classifies image files, train export writes it
 // as an ONNX model (see use.go; train eval -h and so on).
 //
-// Where things are: flags.go defines the flags (one table), trainer.go
-// builds a run, loop.go trains it (with clock.go, interrupt.go,
-// nonfinite.go and terminal.go for the loop's concerns), evaluate.go,
-// metrics.go and summary.go measure and report it, save.go and resume.go
-// keep and restore its checkpoints, optimizer.go wires the flags to optim,
-// engine.go and network.go run the graphs, distributed.go and agree.go
-// serve -dist mpi.
+// Where things are: package training trains; flags.go defines the flags
+// (one table), resume.go merges a resumed run's saved flags, run.go maps
+// the flags to a training.Config, network.go builds the networks as a
+// training.Model, data.go loads the data, optimizer.go wires the flags to
+// optim, and use.go with useengine.go, eval.go, predict.go and export.go
+// serve the subcommands.
 package main
 
 import (
@@ -30,6 +29,7 @@ import (
 	"runtime/pprof"
 
 	"github.com/orthonet/orthonet/dist"
+	"github.com/orthonet/orthonet/training"
 )
 
 func main() { os.Exit(mainCode(hooks{})) }
@@ -70,7 +70,7 @@ func mainCode(h hooks) int {
 		c.comm = comm
 		c.blasShare = shareCores(w)
 	}
-	ctx, stop := notifySignals()
+	ctx, stop := training.NotifySignals()
 	defer stop()
 	return leave(comm, run(ctx, c, w, h))
 }
@@ -119,17 +119,26 @@ func leave(comm dist.Communicator, err error) int {
 // exitCode is the command's exit status for run's error: 0, 2 for a
 // setting that cannot train, 128 + the signal for a signal, else 1.
 func exitCode(err error) int {
-	var interrupted *interruptedError
+	var interrupted *training.InterruptedError
 	var usage *usageError
+	var setting *training.SettingError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &interrupted):
-		return 128 + int(interrupted.signal)
-	case errors.As(err, &usage):
+		return 128 + int(interrupted.Signal)
+	case errors.As(err, &usage), errors.As(err, &setting):
 		return 2
 	}
 	return 1
+}
+
+// sameOnEveryRank reports whether err is one that every rank returns
+// together (training.SameOnEveryRank, or a usage error), so that each can
+// leave the group normally; any other error is this rank's alone.
+func sameOnEveryRank(err error) bool {
+	var usage *usageError
+	return training.SameOnEveryRank(err) || errors.As(err, &usage)
 }
 
 // usageError is a setting that cannot train, found once the data or the

@@ -9,7 +9,10 @@ import (
 
 	"github.com/orthonet/orthonet/data"
 	"github.com/orthonet/orthonet/models"
+	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/program"
+	"github.com/orthonet/orthonet/training"
 )
 
 // The CNN's defaults (-model cnn), chosen by the Fashion-MNIST runs that
@@ -156,3 +159,82 @@ func (n *network) Nodes() G.Nodes { return param.Nodes(n.Params()) }
 
 // Constrained returns the nodes of the weights on the Stiefel manifold.
 func (n *network) Constrained() G.Nodes { return param.Nodes(param.Constrained(n.Params())) }
+
+// buildModel builds the training graph of the configured network for one
+// rank's rows of a batch, with its labels and loss, and the evaluation
+// graph of its own for batches of evalBatch test images, as a
+// training.Model.
+func buildModel(c config, train, test *data.Set) (training.Model, error) {
+	if test.N == 0 {
+		return training.Model{}, fmt.Errorf("the test set is empty")
+	}
+	rng := rand.New(rand.NewPCG(c.seed, 0x747261696e))
+	g := G.NewGraph()
+	b := c.shard() // each rank's rows of the global batch
+	net, err := buildNet(c, g, b, train, true, rng)
+	if err != nil {
+		return training.Model{}, err
+	}
+	yb := make([]float32, b*train.Classes)
+	y := G.NewMatrix(g, tensor.Float32, G.WithShape(b, train.Classes), G.WithName("y"), G.WithValue(tensor.New(tensor.WithShape(b, train.Classes), tensor.WithBacking(yb))))
+	loss, err := nn.CrossEntropy(net.logits, y)
+	if err != nil {
+		return training.Model{}, err
+	}
+	if _, err = G.Grad(loss, net.Nodes()...); err != nil {
+		return training.Model{}, fmt.Errorf("building gradients: %w", err)
+	}
+	ev, err := buildNet(c, G.NewGraph(), evalBatch(c, test), test, false, rand.New(rand.NewPCG(0, 0)))
+	if err != nil {
+		return training.Model{}, err
+	}
+	m := net.model(c, y, yb)
+	m.Loss = loss
+	evm := ev.model(c, nil, nil)
+	m.Eval = &evm
+	return m, nil
+}
+
+// model returns the network as a training.Model with the labels y (nil
+// for an evaluation network), whose backing array is yb. The ViT's input
+// takes patches: a Feed cuts the batch's images into them, and with
+// -engine tape fills the dropout masks from the batch's random source;
+// with -engine program, the program draws the masks (Model.Dropout).
+func (n *network) model(c config, y *G.Node, yb []float32) training.Model {
+	m := training.Model{Logits: n.logits, Input: n.x, Labels: y, Params: n.Params()}
+	if n.vit == nil || n.images {
+		return m
+	}
+	if c.engine == "program" {
+		for _, mask := range n.masks() {
+			m.Dropout = append(m.Dropout, program.Dropout{Node: mask, P: n.vit.Drop.P})
+		}
+	}
+	m.Input, m.Inputs = nil, []*G.Node{n.x}
+	if y != nil {
+		m.Inputs = append(m.Inputs, y)
+	}
+	m.Feed = func(b training.Batch, set func(*G.Node, any) error) error {
+		n.fill(b.X, b.Size)
+		if c.engine == "tape" && y != nil {
+			n.vit.FillMasks(b.RNG)
+		}
+		if err := set(n.x, n.xb); err != nil || y == nil {
+			return err
+		}
+		clear(yb)
+		if err := nn.OneHot(yb[:b.Size*b.Classes], b.Labels[:b.Size], b.Classes); err != nil {
+			return err
+		}
+		return set(y, yb)
+	}
+	return m
+}
+
+// evalBatch is how many test images one evaluation run takes.
+func evalBatch(c config, test *data.Set) int {
+	if c.model == "vit" {
+		return min(100, test.N)
+	}
+	return min(500, test.N)
+}

@@ -113,7 +113,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 }
 
 // classify prints the top classes of every image of set, read from path.
-func (p predictFlags) classify(eng engine, net *network, t *trained, path string, set *data.Set, stdout io.Writer) error {
+func (p predictFlags) classify(eng *evalEngine, net *network, t *trained, path string, set *data.Set, stdout io.Writer) error {
 	d, k := set.Dim(), t.info.Classes
 	enc := json.NewEncoder(stdout)
 	for lo := 0; lo < set.N; lo += predictBatch {

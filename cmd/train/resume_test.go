@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/orthonet/orthonet/training"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -22,9 +23,9 @@ import (
 
 // finalState returns the newest checkpoint of the single run folder under
 // out, minus its timings.
-func finalState(t *testing.T, out string) (*checkpoint.File, progress) {
+func finalState(t *testing.T, out string) (*checkpoint.File, training.Progress) {
 	t.Helper()
-	path, err := resolveResume("latest", out)
+	path, err := training.ResolveResume("latest", out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func finalState(t *testing.T, out string) (*checkpoint.File, progress) {
 
 // sameTraining compares two checkpoints' tensors bit for bit and their
 // progress but for wall-clock times.
-func sameTraining(t *testing.T, name string, a, b *checkpoint.File, pa, pb progress) {
+func sameTraining(t *testing.T, name string, a, b *checkpoint.File, pa, pb training.Progress) {
 	t.Helper()
 	if len(a.Tensors) != len(b.Tensors) {
 		t.Fatalf("%s: %d tensors straight, %d resumed", name, len(a.Tensors), len(b.Tensors))
@@ -49,9 +50,9 @@ func sameTraining(t *testing.T, name string, a, b *checkpoint.File, pa, pb progr
 		sort.Strings(differ)
 		t.Fatalf("%s: tensors %v differ between the straight and the resumed run", name, differ)
 	}
-	clean := func(p progress) progress { // clock readings differ between runs
+	clean := func(p training.Progress) training.Progress { // clock readings differ between runs
 		p.Seconds, p.TrainSeconds = 0, 0
-		p.Metrics = append([]metric(nil), p.Metrics...)
+		p.Metrics = append([]training.Row(nil), p.Metrics...)
 		for i := range p.Metrics {
 			p.Metrics[i].Seconds, p.Metrics[i].TrainSeconds = 0, 0
 		}
@@ -139,8 +140,8 @@ func stopThenResume(t *testing.T, k int, args ...string) func(out string) {
 	return func(out string) {
 		t.Helper()
 		ctx, h := stopBefore(k)
-		var ie *interruptedError
-		if err := run(ctx, parsed(t, slices.Concat(args, []string{"-out", out})...), io.Discard, h); !errors.As(err, &ie) || ie.saved == "" {
+		var ie *training.InterruptedError
+		if err := run(ctx, parsed(t, slices.Concat(args, []string{"-out", out})...), io.Discard, h); !errors.As(err, &ie) || ie.Saved == "" {
 			t.Fatalf("%q stopped before step %d: want an interruption with a checkpoint, got %v", args, k, err)
 		}
 		trainArgs(t, slices.Concat(args, []string{"-resume", "latest"})...)(out)
@@ -212,8 +213,8 @@ func TestCheckpointFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var best progress
-	_ = f.JSON(keyProgress, &best)
+	var best training.Progress
+	_ = f.JSON(training.KeyProgress, &best)
 	_, final := finalState(t, out)
 	top := 0.0
 	for _, m := range final.Metrics {
@@ -236,7 +237,7 @@ func TestResumeErrors(t *testing.T) {
 	if err := run(context.Background(), c, io.Discard, hooks{}); err != nil {
 		t.Fatal(err)
 	}
-	path, _ := resolveResume("latest", out)
+	path, _ := training.ResolveResume("latest", out)
 	good, _ := os.ReadFile(path)
 	flipped := append([]byte(nil), good...)
 	flipped[len(flipped)-100] ^= 4
@@ -321,25 +322,25 @@ func killRepeatedly(t *testing.T, args []string, kills int, lo, hi time.Duration
 	killed, lastStep := 0, -1
 	for i := 0; i < kills; i++ {
 		a := args
-		if _, err := resolveResume("latest", out); err == nil {
+		if _, err := training.ResolveResume("latest", out); err == nil {
 			a = slices.Concat(args, []string{"-resume", "latest"})
 		}
 		if killAfter(t, a, lo+time.Duration(rng.Int64N(int64(hi-lo)))) {
 			killed++
 		}
-		path, err := resolveResume("latest", out)
+		path, err := training.ResolveResume("latest", out)
 		if err != nil {
 			continue // killed before its first checkpoint
 		}
-		tr, err := newTrainer(context.Background(), parsed(t, slices.Concat(args, []string{"-resume", path})...), io.Discard)
+		tr, err := newTrainer(context.Background(), parsed(t, slices.Concat(args, []string{"-resume", path})...), io.Discard, hooks{})
 		if err != nil {
 			t.Fatalf("after kill %d: the newest checkpoint does not load: %v", i, err)
 		}
-		tr.close()
-		if tr.st.Step < lastStep {
-			t.Fatalf("after kill %d: the newest checkpoint is step %d, an earlier one was %d", i, tr.st.Step, lastStep)
+		tr.Close()
+		if tr.Progress().Step < lastStep {
+			t.Fatalf("after kill %d: the newest checkpoint is step %d, an earlier one was %d", i, tr.Progress().Step, lastStep)
 		}
-		lastStep = tr.st.Step
+		lastStep = tr.Progress().Step
 	}
 	t.Logf("%d kills; the last resumed from step %d", killed, lastStep)
 	if lastStep < minStep {

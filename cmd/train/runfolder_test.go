@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"github.com/orthonet/orthonet/training"
 	"io"
 	"maps"
 	"os"
@@ -27,14 +28,14 @@ func runFolders(t *testing.T, out string) []string {
 	return dirs
 }
 
-func readProgress(t *testing.T, path string) (*checkpoint.File, progress) {
+func readProgress(t *testing.T, path string) (*checkpoint.File, training.Progress) {
 	t.Helper()
 	f, err := checkpoint.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st progress
-	if err := f.JSON(keyProgress, &st); err != nil {
+	var st training.Progress
+	if err := f.JSON(training.KeyProgress, &st); err != nil {
 		t.Fatal(err)
 	}
 	return f, st

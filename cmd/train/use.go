@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/orthonet/orthonet/training"
 	"io"
 	"math/rand/v2"
 	"slices"
@@ -97,11 +98,11 @@ func subExit(name string, err error, stderr io.Writer) int {
 // trained is a checkpoint of train loaded for use: the configuration it was
 // trained with and the shape of its data.
 type trained struct {
-	c       config           // the run's, with this command's -device, -engine and -data
-	path    string           // the checkpoint file
-	f       *checkpoint.File // its content
-	info    dataInfo         // the data it was trained on (images resized)
-	step    int              // the steps it had taken
+	c       config            // the run's, with this command's -device, -engine and -data
+	path    string            // the checkpoint file
+	f       *checkpoint.File  // its content
+	info    training.DataInfo // the data it was trained on (images resized)
+	step    int               // the steps it had taken
 	flags   map[string]string
 	classes []string // class names, by label
 }
@@ -122,14 +123,14 @@ func loadTrained(u useFlags, dataDir string) (*trained, error) {
 		return nil, &usageError{err}
 	}
 	t := &trained{c: c, path: c.resume, f: c.resumed}
-	var st progress
-	for _, e := range []error{t.f.JSON(keyFlags, &t.flags), t.f.JSON(keyData, &t.info), t.f.JSON(keyProgress, &st)} {
+	var st training.Progress
+	for _, e := range []error{t.f.JSON(training.KeySettings, &t.flags), t.f.JSON(training.KeyData, &t.info), t.f.JSON(training.KeyProgress, &st)} {
 		if e != nil {
 			return nil, &usageError{fmt.Errorf("%s: not a checkpoint of train: %w", t.path, e)}
 		}
 	}
 	t.step = st.Step
-	if s := t.info.Shape; s[0] < 1 || s[1] < 1 || s[2] < 1 || t.info.Classes < 2 {
+	if s := t.info.Shape; len(s) != 3 || s[0] < 1 || s[1] < 1 || s[2] < 1 || t.info.Classes < 2 {
 		return nil, &usageError{fmt.Errorf("%s: the checkpoint's data of shape %v with %d classes is impossible", t.path, s, t.info.Classes)}
 	}
 	t.classes = data.ClassNames(c.dataset)
@@ -163,33 +164,15 @@ func (t *trained) network(b int, images bool) (*network, error) {
 	if err != nil {
 		return nil, &usageError{fmt.Errorf("%s: building its %s: %w", t.path, t.c.model, err)}
 	}
-	if err := t.f.LoadNodes(prefixModel, net.Nodes()); err != nil {
+	if err := t.f.LoadNodes(training.PrefixModel, net.Nodes()); err != nil {
 		return nil, &usageError{fmt.Errorf("%s: %w", t.path, err)}
 	}
 	return net, nil
 }
 
-// newEvalEngine returns an engine that runs net forward only, on -engine
-// and -device: only its evaluate and close may be called.
-func newEvalEngine(c config, net *network) (engine, error) {
-	if c.engine == "tape" {
-		return &tapeEngine{ev: net, evm: G.NewTapeMachine(net.logits.Graph())}, nil
-	}
-	be, err := newBackend(c)
-	if err != nil {
-		return nil, err
-	}
-	e := &programEngine{be: be}
-	if err := e.compileEval(net, nil); err != nil {
-		e.close()
-		return nil, err
-	}
-	return e, nil
-}
-
 // startEngine settles -device (saying which it took on log) and returns an
 // evaluation engine for net.
-func (t *trained) startEngine(net *network, log io.Writer) (engine, error) {
+func (t *trained) startEngine(net *network, log io.Writer) (*evalEngine, error) {
 	if err := selectDevice(&t.c, log); err != nil {
 		return nil, &usageError{err}
 	}

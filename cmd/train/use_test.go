@@ -7,6 +7,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"github.com/orthonet/orthonet/training"
 	"image"
 	"image/png"
 	"io"
@@ -313,7 +314,7 @@ func TestExportRunsInONNXRuntime(t *testing.T) {
 // saying why, and writes nothing.
 func TestUseRefusals(t *testing.T) {
 	_, out, _ := tinyRun(t, "ffn")
-	latest, err := resolveResume("latest", out)
+	latest, err := training.ResolveResume("latest", out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,11 +341,11 @@ func TestUseRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	var flags map[string]string
-	if err := f.JSON(keyFlags, &flags); err != nil {
+	if err := f.JSON(training.KeySettings, &flags); err != nil {
 		t.Fatal(err)
 	}
 	flags["hidden"] = "48"
-	if err := f.SetJSON(keyFlags, flags); err != nil {
+	if err := f.SetJSON(training.KeySettings, flags); err != nil {
 		t.Fatal(err)
 	}
 	other := filepath.Join(elsewhere, "other.safetensors")

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
 	"reflect"
@@ -13,33 +14,32 @@ import (
 
 	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/internal/cudak/standin"
+	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/training"
 )
 
-// standInTrainer returns a trainer of args on the CUDA backend over the
-// host model of the device (the caller sets ORTHONET_CUDA_STANDIN), ready
-// for its first step and closed at the test's end.
-func standInTrainer(t *testing.T, args ...string) *trainer {
+// standInRun runs args on the CUDA backend over the host model of the
+// device (the caller sets ORTHONET_CUDA_STANDIN) with the hooks h, stopped
+// (as Ctrl-C does) before its step n+1.
+func standInRun(t *testing.T, n int, h hooks, args ...string) {
 	t.Helper()
-	tr, err := newTrainer(context.Background(), parsed(t, append([]string{"-out", t.TempDir(), "-device", "cuda"}, args...)...), io.Discard)
-	if err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	after := h.afterBatch
+	h.afterBatch = func(b planted) {
+		if b.step == n {
+			cancel()
+			return
+		}
+		if after != nil {
+			after(b)
+		}
 	}
-	t.Cleanup(tr.close)
-	tr.begin()
-	if err := tr.loader.Seek(0, 0); err != nil {
-		t.Fatal(err)
+	c := parsed(t, append([]string{"-out", t.TempDir(), "-device", "cuda", "-eval-every", "-1", "-save-every", "0"}, args...)...)
+	var interrupted *training.InterruptedError
+	if err := run(ctx, c, io.Discard, h); !errors.As(err, &interrupted) {
+		t.Fatalf("%v: %v, want the run stopped before step %d", args, err, n+1)
 	}
-	return tr
-}
-
-// stepOnce takes the next step of tr as its loop does, but for the clock,
-// the evaluations and the checkpoints, and returns what step returned.
-func stepOnce(tr *trainer) (lv, acc float64, bad, err error) {
-	lv, acc, bad, err = tr.step(0)
-	tr.st.Batch++
-	tr.st.Step++
-	tr.tally(0, lv, acc, bad)
-	return lv, acc, bad, err
 }
 
 // TestDeviceStepWaits trains the FFN (with RSDM and SGD, and with RGD and
@@ -48,7 +48,7 @@ func stepOnce(tr *trainer) (lv, acc float64, bad, err error) {
 // (standin.HostWaits): at most one, logged step or not (before Collect:
 // three, the loss, the logits and the gradients' check).
 func TestDeviceStepWaits(t *testing.T) {
-	dir := mnistDir(t, 400, 100)
+	dir := mnistDir(t, 4800, 100)
 	t.Setenv(cudabackend.StandInEnv, "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	for _, args := range [][]string{
@@ -56,16 +56,20 @@ func TestDeviceStepWaits(t *testing.T) {
 		{"-hidden", "64", "-optim", "rgd", "-other", "adam"},
 		{"-model", "vit", "-dim", "16", "-heads", "2", "-mlp", "16", "-depth", "1", "-patch", "8", "-r", "4", "-other", "adam"},
 	} {
-		tr := standInTrainer(t, append([]string{"-dataset", "mnist", "-data", dir}, args...)...)
-		tr.logEvery = 3
+		// 4800 images in batches of 16: 300 steps an epoch, a training row
+		// of the metrics every 3 steps (training's logEvery).
 		var counts []uint64
-		for range 6 {
-			before := standin.HostWaits()
-			if _, _, bad, err := stepOnce(tr); err != nil || bad != nil {
-				t.Fatalf("%v: step %d: %v %v", args, tr.st.Step, err, bad)
-			}
-			counts = append(counts, standin.HostWaits()-before)
+		var before uint64
+		h := hooks{
+			afterBatch: func(planted) { before = standin.HostWaits() },
+			onStep: func(s training.StepInfo, _ *training.Trainer) {
+				if s.Skipped {
+					t.Errorf("%v: step %d skipped", args, s.Step)
+				}
+				counts = append(counts, standin.HostWaits()-before)
+			},
 		}
+		standInRun(t, 6, h, append([]string{"-dataset", "mnist", "-data", dir}, args...)...)
 		t.Logf("%v: host waits per step: %v", args, counts)
 		for i, n := range counts {
 			if n > 1 {
@@ -121,42 +125,48 @@ func TestNonFiniteSkipOnDevice(t *testing.T) {
 	dir := mnistDir(t, 200, 100)
 	t.Setenv(cudabackend.StandInEnv, "1")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	tr := standInTrainer(t, "-dataset", "mnist", "-data", dir, "-hidden", "32", "-depth", "2", "-r", "8", "-other", "adam", "-nonfinite", "skip")
-	tr.hooks = nanAt(2)
-	tr.logEvery = 1
 	// snapshot returns the weights and the optimizer's state.
-	snapshot := func() ([][]float32, any) {
-		if err := tr.eng.store(); err != nil {
+	snapshot := func(tr *training.Trainer) ([][]float32, any) {
+		ps, err := tr.Params()
+		if err != nil {
 			t.Fatal(err)
 		}
 		var w [][]float32
-		for _, n := range tr.net.Nodes() {
+		for _, n := range param.Nodes(ps) {
 			w = append(w, append([]float32(nil), n.Value().Data().([]float32)...))
 		}
-		return w, tr.solver.State()
+		return w, tr.Solver().State()
 	}
-	for step := range 4 {
-		w0, s0 := snapshot()
-		waits := standin.HostWaits()
-		lv, _, bad, err := stepOnce(tr)
+	var w0 [][]float32
+	var s0 any
+	var waits uint64
+	var rows []training.Row
+	h := nanAt(2)
+	nan := h.afterBatch
+	h.afterBatch = func(b planted) {
+		w0, s0 = snapshot(b.run)
+		nan(b)
+		waits = standin.HostWaits()
+	}
+	h.onStep = func(st training.StepInfo, tr *training.Trainer) {
+		step := st.Step - 1
 		if got := standin.HostWaits() - waits; got != 1 {
 			t.Errorf("step %d waited %d times for the device, want once", step, got)
 		}
-		if err != nil {
-			t.Fatalf("step %d: %v", step, err)
-		}
-		w1, s1 := snapshot()
+		w1, s1 := snapshot(tr)
 		moved := !reflect.DeepEqual(w0, w1) || !reflect.DeepEqual(s0, s1)
 		switch {
-		case step == 2 && (bad == nil || !math.IsNaN(lv)):
-			t.Errorf("step %d, a NaN batch: loss %v, skipped for %v", step, lv, bad)
+		case step == 2 && (!st.Skipped || !math.IsNaN(st.Loss)):
+			t.Errorf("step %d, a NaN batch: loss %v, skipped %v", step, st.Loss, st.Skipped)
 		case step == 2 && moved:
 			t.Errorf("step %d, skipped: the weights or the optimizer's state moved", step)
-		case step != 2 && (bad != nil || !moved):
-			t.Errorf("step %d: skipped for %v, moved %v", step, bad, moved)
+		case step != 2 && (st.Skipped || !moved):
+			t.Errorf("step %d: skipped %v, moved %v", step, st.Skipped, moved)
 		}
+		rows = tr.Progress().Metrics
 	}
-	if n := len(tr.st.Metrics); n != 4 || tr.st.Metrics[2].Skipped != 1 || !tr.st.Metrics[2].NoLoss {
-		t.Errorf("training rows %+v, want 4 with the third skipped", tr.st.Metrics)
+	standInRun(t, 4, h, "-dataset", "mnist", "-data", dir, "-hidden", "32", "-depth", "2", "-r", "8", "-other", "adam", "-nonfinite", "skip")
+	if n := len(rows); n != 4 || rows[2].Skipped != 1 || !rows[2].NoLoss {
+		t.Errorf("training rows %+v, want 4 with the third skipped", rows)
 	}
 }
