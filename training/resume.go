@@ -145,10 +145,9 @@ func (t *Trainer) resumeFolder() (held *checkpoint.Run, why string, err error) {
 	c := &t.c
 	if t.resumed != nil && c.rank() == 0 {
 		var st Progress
-		if err := t.resumed.JSON(KeyProgress, &st); err == nil && st.Epoch < c.Epochs {
+		if jerr := t.resumed.JSON(KeyProgress, &st); jerr == nil && st.Epoch < c.Epochs {
 			asNewest := t.resumePath != c.Resume
-			held, why, err = checkpoint.OpenRunOf(t.resumePath, st.Step, asNewest)
-			if err != nil {
+			if held, why, err = checkpoint.OpenRunOf(t.resumePath, st.Step, asNewest); err != nil {
 				err = &SettingError{fmt.Errorf("-resume %s: %w", t.resumePath, err)}
 			}
 		}
