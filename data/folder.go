@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"image"
+	"image/color"
 	"image/jpeg"
 	"image/png"
 	"io/fs"
@@ -319,4 +321,45 @@ func fileKind(m fs.FileMode) string {
 		return "a device"
 	}
 	return "a special file"
+}
+
+// FirstImageShape returns the channels (1 for a grayscale image, 3 for any
+// other), rows and columns of the first image of the folder dir of class
+// folders: the first file, by name, of its first class folder. It reads
+// only the image's header.
+func FirstImageShape(dir string) (c, h, w int, err error) {
+	classes, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("data: %w", err)
+	}
+	for _, class := range classes {
+		if strings.HasPrefix(class.Name(), ".") || !class.IsDir() {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(dir, class.Name()))
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("data: %w", err)
+		}
+		for _, f := range files {
+			if strings.HasPrefix(f.Name(), ".") || !f.Type().IsRegular() {
+				continue
+			}
+			path := filepath.Join(dir, class.Name(), f.Name())
+			r, err := os.Open(path)
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("data: %w", err)
+			}
+			cfg, _, err := image.DecodeConfig(r)
+			r.Close()
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("%w: %s: %v", ErrFormat, path, err)
+			}
+			c = 3
+			if cfg.ColorModel == color.GrayModel || cfg.ColorModel == color.Gray16Model {
+				c = 1
+			}
+			return c, cfg.Height, cfg.Width, nil
+		}
+	}
+	return 0, 0, 0, fmt.Errorf("data: %s holds no image in a class folder", dir)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 
 	"github.com/orthonet/orthonet/data"
 )
@@ -28,6 +29,12 @@ func imageSize(model, dataset string) int {
 // sets and resizes them to the model's side.
 func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set, err error) {
 	dir := c.dataDir
+	if c.dataset == "folder" {
+		if train, test, err = loadFolder(dir); err != nil {
+			return nil, nil, err
+		}
+		return resize(c, train, test)
+	}
 	if dir == "" {
 		dir = data.DefaultDir(c.dataset)
 	}
@@ -48,6 +55,11 @@ func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set
 		}
 		return nil, nil, err
 	}
+	return resize(c, train, test)
+}
+
+// resize resizes train and test to the model's side.
+func resize(c config, train, test *data.Set) (_, _ *data.Set, err error) {
 	side := imageSize(c.model, c.dataset)
 	if side == 0 { // the images as they are
 		return train, test, nil
@@ -57,6 +69,24 @@ func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set
 	}
 	if test, err = test.Resize(side, side, 0); err != nil {
 		return nil, nil, err
+	}
+	return train, test, nil
+}
+
+// loadFolder reads the image folder dir (dir/train/CLASS/* and
+// dir/test/CLASS/*, PNG or JPEG) at the channels and size of its first
+// image (data.FirstImageShape): grayscale images as one channel, colour
+// ones as three.
+func loadFolder(dir string) (train, test *data.Set, err error) {
+	if dir == "" {
+		return nil, nil, &usageError{errors.New("-dataset folder needs -data DIR, a folder of DIR/train/CLASS/* and DIR/test/CLASS/* images")}
+	}
+	c, h, w, err := data.FirstImageShape(filepath.Join(dir, "train"))
+	if err != nil {
+		return nil, nil, &usageError{err}
+	}
+	if train, test, err = data.ReadImageFolderSplit(dir, data.FolderOptions{C: c, H: h, W: w}); err != nil {
+		return nil, nil, &usageError{err}
 	}
 	return train, test, nil
 }

@@ -203,7 +203,8 @@ func modelFlags(c *config) []flagDef {
 	return []flagDef{
 		{name: "model", define: val(&c.model, "ffn"), choices: []string{"ffn", "vit", "cnn"},
 			usage: "network: ffn (orthogonal feed-forward), vit (orthogonal vision transformer) or cnn (orthogonal convolutional network)"},
-		{name: "dataset", define: val(&c.dataset, "fashion-mnist"), choices: data.Datasets, usage: "data set: mnist, fashion-mnist or cifar10"},
+		{name: "dataset", define: val(&c.dataset, "fashion-mnist"), choices: append(slices.Clone(data.Datasets), "folder"),
+			usage: "data set: mnist, fashion-mnist, cifar10, or folder (-data DIR holds DIR/train/CLASS/* and DIR/test/CLASS/*, PNG or JPEG, read at the size and channels of the first image)"},
 		{name: "data", define: val(&c.dataDir, ""), resumable: true,
 			usage: "folder of the data set's files (default: /usr/share/datasets/fashion-mnist for fashion-mnist, data/NAME otherwise)"},
 	}
@@ -380,6 +381,8 @@ func checkValues(c config) error {
 		return fmt.Errorf("-time-limit %v and -eval-interval %v must not be negative", c.timeLimit, c.evalInterval)
 	case c.saveEvery < 0 || c.keep < 1:
 		return fmt.Errorf("-save-every %d must not be negative and -keep %d must be at least 1", c.saveEvery, c.keep)
+	case c.dataset == "folder" && (c.download || c.limitTrain > 0 || c.limitTest > 0):
+		return errors.New("-dataset folder reads every image of -data's folder: -download, -limit-train and -limit-test do not apply (make a smaller folder)")
 	case c.download && c.dataset == "fashion-mnist":
 		return errors.New("-download: Fashion-MNIST comes from Debian's package dataset-fashion-mnist (apt-get install dataset-fashion-mnist)")
 	}
