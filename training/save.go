@@ -34,11 +34,17 @@ type DataInfo struct {
 	Shape   []int  `json:"shape"` // one example's
 	Classes int    `json:"classes"`
 	Digest  string `json:"sha256,omitempty"` // of the training and test examples and labels
+	// ClassNames names the labels where the training set is a *data.Set
+	// that does (an image folder's class folders).
+	ClassNames []string `json:"class_names,omitempty"`
 }
 
 // dataInfo returns the DataInfo of train and test, reading every example.
 func dataInfo(train, test data.Dataset) (DataInfo, error) {
 	d := DataInfo{Train: train.Len(), Shape: slices.Clone(train.Shape()), Classes: train.NumClasses()}
+	if s, ok := train.(*data.Set); ok {
+		d.ClassNames = s.ClassNames
+	}
 	h := sha256.New()
 	if err := digest(h, train); err != nil {
 		return d, err

@@ -134,6 +134,9 @@ func loadTrained(u useFlags, dataDir string) (*trained, error) {
 		return nil, &usageError{fmt.Errorf("%s: the checkpoint's data of shape %v with %d classes is impossible", t.path, s, t.info.Classes)}
 	}
 	t.classes = data.ClassNames(c.dataset)
+	if c.dataset == "folder" {
+		t.classes = t.info.ClassNames // the class folders' names
+	}
 	if len(t.classes) != t.info.Classes {
 		t.classes = make([]string, t.info.Classes)
 		for i := range t.classes {
