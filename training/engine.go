@@ -223,7 +223,18 @@ func graphOf(m *Model) *G.ExprGraph {
 	return m.Loss.Graph()
 }
 
-func (e *programEngine) set(n *G.Node, data any) error     { return e.prog.SetInput(n, data) }
+// set copies an input in, counting the copy with the run's work where the
+// device's work is counted.
+func (e *programEngine) set(n *G.Node, data any) error {
+	if e.counter == nil {
+		return e.prog.SetInput(n, data)
+	}
+	before := e.counter.Counts()
+	err := e.prog.SetInput(n, data)
+	e.runCounts = e.runCounts.Add(e.counter.Counts().Sub(before))
+	return err
+}
+
 func (e *programEngine) evalSet(n *G.Node, data any) error { return e.eprog.SetInput(n, data) }
 
 // run reads, in one wait on a device, the loss, the count of correct
@@ -536,9 +547,17 @@ func (e *tapeEngine) close() {
 // asks for.
 func newEngine(c *Config, m, ev *Model) (engine, error) {
 	if c.Engine == "tape" {
-		return newTapeEngine(c, m, ev)
+		if e, err := newTapeEngine(c, m, ev); err == nil {
+			return e, nil
+		} else {
+			return nil, err // no typed nil in the interface
+		}
 	}
-	return newProgramEngine(c, m, ev)
+	e, err := newProgramEngine(c, m, ev)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // accuracyOf returns the fraction of the first n rows of logits z whose

@@ -38,7 +38,8 @@ func (t *Trainer) evaluateFirst(epoch, n int) (Eval, error) {
 	}
 	if math.IsNaN(m.Loss) || math.IsInf(m.Loss, 0) {
 		t.writeOutputs()
-		return m, shared("epoch %d, step %d: the test loss is %v: %w; stopping (try smaller step sizes)", epoch+1, t.st.Step, m.Loss, ErrDiverged)
+		msg := fmt.Sprintf("epoch %d, step %d: the test loss is %v: the weights diverged; stopping (try a smaller -lr or -lr-other)", epoch+1, t.st.Step, m.Loss)
+		return m, &SharedError{&cause{msg, ErrDiverged}}
 	}
 	m.Epoch, m.Step = epoch+1, t.st.Step
 	row := Row{Kind: "test", Epoch: m.Epoch, Step: m.Step, Seconds: t.seconds(), Loss: m.Loss, Accuracy: m.Accuracy,

@@ -51,7 +51,8 @@ func (t *Trainer) summary(final Eval) error {
 	}
 	fmt.Fprintf(w, "checkpoint: %s\n", t.last)
 	if c.MinAccuracy > 0 && 100*final.Accuracy < c.MinAccuracy {
-		return shared("test accuracy %.2f%% is below -min-accuracy %.2f%%: %w", 100*final.Accuracy, c.MinAccuracy, ErrBelowAccuracy)
+		msg := fmt.Sprintf("test accuracy %.2f%% is below -min-accuracy %.2f%%", 100*final.Accuracy, c.MinAccuracy)
+		return &SharedError{&cause{msg, ErrBelowAccuracy}}
 	}
 	return nil
 }

@@ -228,13 +228,23 @@ type Eval struct {
 	Metrics     map[string]float64 // Config.Metrics' values by name
 }
 
-// Errors a run can end with.
+// Errors a run can end with (errors.Is finds them in the run's error).
 var (
 	// ErrBelowAccuracy: the final accuracy is below Config.MinAccuracy.
-	ErrBelowAccuracy = errors.New("training: test accuracy below the minimum")
+	ErrBelowAccuracy = errors.New("test accuracy below the minimum")
 	// ErrDiverged: the test loss is not finite.
-	ErrDiverged = errors.New("training: the weights diverged")
+	ErrDiverged = errors.New("the weights diverged")
 )
+
+// cause is an error whose message is msg and which wraps err (a sentinel
+// that msg already says in its own words).
+type cause struct {
+	msg string
+	err error
+}
+
+func (c *cause) Error() string { return c.msg }
+func (c *cause) Unwrap() error { return c.err }
 
 // SettingError is a setting that cannot train, found once the data or the
 // model is known (an RSDM r above a weight's rows, a batch the ranks cannot

@@ -164,15 +164,15 @@ func (t *Trainer) buildEngine() error {
 	var err error
 	t.eng, err = newEngine(c, t.m, t.ev)
 	if errors.Is(err, optim.ErrNotOnDevice) && c.askedDevice == "auto" {
-		fmt.Fprintf(c.Log, "train: device cpu instead: %v; device auto trains on the CPU what the device's optimizer does not run\n", err)
+		fmt.Fprintf(c.Log, "train: device cpu instead: %v; -device auto trains on the CPU what the device's optimizer does not run\n", err)
 		c.Device = "cpu"
 		t.eng, err = newEngine(c, t.m, t.ev)
 	}
 	switch {
 	case errors.Is(err, optim.ErrNotDistributed):
-		return &SettingError{fmt.Errorf("data-parallel training: %w", err)}
+		return &SettingError{fmt.Errorf("-dist mpi: %w", err)}
 	case errors.Is(err, optim.ErrNotOnDevice):
-		return &SettingError{fmt.Errorf("device %s: %w (device cpu or auto trains with it)", c.Device, err)}
+		return &SettingError{fmt.Errorf("-device %s: %w (-device cpu or auto trains with it)", c.Device, err)}
 	}
 	return err
 }

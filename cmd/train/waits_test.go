@@ -27,12 +27,11 @@ func standInRun(t *testing.T, n int, h hooks, args ...string) {
 	defer cancel()
 	after := h.afterBatch
 	h.afterBatch = func(b planted) {
-		if b.step == n {
-			cancel()
-			return
-		}
 		if after != nil {
 			after(b)
+		}
+		if b.step == n-1 { // step n, the last, is under way
+			cancel()
 		}
 	}
 	c := parsed(t, append([]string{"-out", t.TempDir(), "-device", "cuda", "-eval-every", "-1", "-save-every", "0"}, args...)...)
