@@ -154,11 +154,17 @@ func (t *Trainer) checkpointFile() (*checkpoint.File, error) {
 		return nil, err
 	}
 	f := checkpoint.New()
-	if err := f.PutNodes(PrefixModel, param.Nodes(t.m.Params)); err != nil {
-		return nil, err
-	}
-	if err := f.PutSolver(PrefixOptim, t.solver); err != nil {
-		return nil, err
+	if p := t.eng.compiled(); p != nil { // the program's state too (batch norms' running statistics)
+		if err := f.PutProgram(PrefixModel, PrefixOptim, p, t.solver); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := f.PutNodes(PrefixModel, param.Nodes(t.m.Params)); err != nil {
+			return nil, err
+		}
+		if err := f.PutSolver(PrefixOptim, t.solver); err != nil {
+			return nil, err
+		}
 	}
 	settings := t.c.Settings
 	if settings == nil {
