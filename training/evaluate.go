@@ -238,62 +238,18 @@ func (t *Trainer) evaluateOnCtx(ctx context.Context, set data.Dataset, count int
 	for _, m := range t.c.Metrics {
 		m.Reset()
 	}
-	k, d, batch := set.NumClasses(), t.exampleLen, t.evBatch
-	labels := make([]int, batch)
-	var correct, lossSum float64
-	lossN := 0
-	for lo := 0; lo < count; lo += batch {
+	var sum evalSum
+	labels := make([]int, t.evBatch)
+	for lo := 0; lo < count; lo += t.evBatch {
 		if err := ctx.Err(); err != nil {
 			return Eval{}, err
 		}
-		n := min(batch, count-lo)
-		for i := 0; i < n; i++ {
-			y, err := set.Example(lo+i, t.evImages[i*d:(i+1)*d])
-			if err != nil {
-				return Eval{}, fmt.Errorf("training: evaluating: example %d: %w", lo+i, err)
-			}
-			labels[i] = y
-		}
-		clear(t.evImages[n*d:])
-		clear(labels[n:])
-		b := Batch{X: t.evImages, Labels: labels[:n], Size: n, Classes: k, RNG: t.rng}
-		if err := feedModel(t.ev, b, t.evOnehot, t.eng.evalSet); err != nil {
-			return Eval{}, fmt.Errorf("training: evaluating: %w", err)
-		}
-		z, loss, err := t.eng.evaluate()
-		if err != nil {
-			return Eval{}, fmt.Errorf("training: evaluating: %w", err)
-		}
-		if z == nil {
-			if n == batch {
-				lossSum += loss * float64(n)
-				lossN += n
-			}
-			continue
-		}
-		if err := checkLabels(labels[:n], k); err != nil {
+		if err := t.evaluateChunk(set, lo, min(t.evBatch, count-lo), labels, &sum, observe); err != nil {
 			return Eval{}, err
 		}
-		acc, err := nn.Accuracy(z[:n*k], labels[:n], k)
-		if err != nil {
-			return Eval{}, fmt.Errorf("training: evaluating: %w", err)
-		}
-		ce, err := nn.CrossEntropyLoss(z[:n*k], labels[:n], k)
-		if err != nil {
-			return Eval{}, fmt.Errorf("training: evaluating: %w", err)
-		}
-		correct += math.Round(acc * float64(n))
-		lossSum += ce * float64(n)
-		lossN += n
-		for _, m := range t.c.Metrics {
-			m.Observe(z[:n*k], labels[:n], k)
-		}
-		if observe != nil {
-			observe(z[:n*k], labels[:n])
-		}
 	}
-	e := Eval{Loss: lossSum / float64(max(lossN, 1)), Accuracy: correct / float64(count), Examples: count, Feasibility: t.feasibility()}
-	if lossN == 0 {
+	e := Eval{Loss: sum.loss / float64(max(sum.lossN, 1)), Accuracy: sum.correct / float64(count), Examples: count, Feasibility: t.feasibility()}
+	if sum.lossN == 0 {
 		e.Loss = nan()
 	}
 	if len(t.c.Metrics) > 0 {
@@ -303,6 +259,65 @@ func (t *Trainer) evaluateOnCtx(ctx context.Context, set data.Dataset, count int
 		}
 	}
 	return e, nil
+}
+
+// evalSum accumulates an evaluation's chunks: the correct predictions,
+// and the loss summed over lossN examples.
+type evalSum struct {
+	correct, loss float64
+	lossN         int
+}
+
+// evaluateChunk evaluates the n examples of set from lo on (n at most the
+// evaluation batch; the rest of the batch zero) and adds them to sum.
+func (t *Trainer) evaluateChunk(set data.Dataset, lo, n int, labels []int, sum *evalSum, observe func([]float32, []int)) error {
+	k, d := set.NumClasses(), t.exampleLen
+	for i := 0; i < n; i++ {
+		y, err := set.Example(lo+i, t.evImages[i*d:(i+1)*d])
+		if err != nil {
+			return fmt.Errorf("training: evaluating: example %d: %w", lo+i, err)
+		}
+		labels[i] = y
+	}
+	clear(t.evImages[n*d:])
+	clear(labels[n:])
+	b := Batch{X: t.evImages, Labels: labels[:n], Size: n, Classes: k, RNG: t.rng}
+	if err := feedModel(t.ev, b, t.evOnehot, t.eng.evalSet); err != nil {
+		return fmt.Errorf("training: evaluating: %w", err)
+	}
+	z, loss, err := t.eng.evaluate()
+	if err != nil {
+		return fmt.Errorf("training: evaluating: %w", err)
+	}
+	if z == nil { // the graph's loss, of whole batches only
+		if n == t.evBatch {
+			sum.loss += loss * float64(n)
+			sum.lossN += n
+		}
+		return nil
+	}
+	if err := checkLabels(labels[:n], k); err != nil {
+		return err
+	}
+	z = z[:n*k]
+	acc, err := nn.Accuracy(z, labels[:n], k)
+	if err != nil {
+		return fmt.Errorf("training: evaluating: %w", err)
+	}
+	ce, err := nn.CrossEntropyLoss(z, labels[:n], k)
+	if err != nil {
+		return fmt.Errorf("training: evaluating: %w", err)
+	}
+	sum.correct += math.Round(acc * float64(n))
+	sum.loss += ce * float64(n)
+	sum.lossN += n
+	for _, m := range t.c.Metrics {
+		m.Observe(z, labels[:n], k)
+	}
+	if observe != nil {
+		observe(z, labels[:n])
+	}
+	return nil
 }
 
 // evalBuffers makes the evaluation batch's buffers once.
