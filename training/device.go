@@ -3,6 +3,7 @@ package training
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	cudabackend "github.com/orthonet/orthonet/backend/cuda"
@@ -29,26 +30,40 @@ func selectDevice(c *Config) error {
 		fmt.Fprintln(c.Log, "train: device cpu (-dist mpi trains on the CPU)")
 		return nil
 	}
+	var err error
+	c.Device, err = SelectDevice(c.Device, c.Log)
+	return err
+}
+
+// SelectDevice settles a device setting: "auto" takes a usable NVIDIA GPU
+// (one the CUDA backend starts on) and otherwise the CPU, "cuda" the GPU or
+// an error naming what is missing (the library and versions searched, the
+// driver, the device), "cpu" the CPU. It returns "cuda" or "cpu" and says
+// on log in one line which device it takes and why, unless that is the CPU
+// by "cpu". A stand-in setting that cannot start is a SettingError.
+func SelectDevice(device string, log io.Writer) (string, error) {
+	if device == "cpu" {
+		return "cpu", nil
+	}
 	be, err := cudabackend.New(cudabackend.Options{})
 	if err == nil {
 		name := be.(interface{ Name() string }).Name()
 		err = be.Close()
 		if err == nil {
-			c.Device = "cuda"
-			fmt.Fprintf(c.Log, "train: device %s\n", name)
-			return nil
+			fmt.Fprintf(log, "train: device %s\n", name)
+			return "cuda", nil
 		}
 	}
 	why := strings.TrimPrefix(err.Error(), "cuda: ")
 	if errors.Is(err, cudabackend.ErrStandIn) {
 		// A setting to fix, not a machine without a GPU: auto does not
 		// fall back to the CPU over it.
-		return &SettingError{fmt.Errorf("-device %s: %s", c.Device, why)}
+		return "", &SettingError{fmt.Errorf("-device %s: %s", device, why)}
 	}
-	if c.Device == "cuda" {
-		return errors.New("-device cuda: " + why)
+	if device == "cuda" {
+		return "", errors.New("-device cuda: " + why)
 	}
-	c.Device = "cpu"
-	fmt.Fprintf(c.Log, "train: device cpu (no usable GPU: %s)\n", why)
-	return nil
+	fmt.Fprintf(log, "train: device cpu (no usable GPU: %s)\n", why)
+	return "cpu", nil
+
 }

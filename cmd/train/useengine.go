@@ -1,11 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"strings"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -130,34 +128,14 @@ func evaluateWith(e *evalEngine, s *data.Set, count int, observe func(logits []f
 	return training.Eval{Loss: lossSum / float64(count), Accuracy: correct / float64(count), Examples: count}, nil
 }
 
-// selectDevice settles -device for a subcommand: auto takes a usable GPU
-// (one the CUDA backend starts on) and otherwise the CPU, cuda the GPU or
-// an error naming what is missing. It says in one line which device it
-// uses and why, unless that is the CPU by -device cpu.
+// selectDevice settles -device for a subcommand (training.SelectDevice);
+// the tape machine runs on the CPU.
 func selectDevice(c *config, log io.Writer) error {
-	if c.device == "cpu" || (c.device == "auto" && c.engine == "tape") {
+	if c.engine == "tape" && c.device == "auto" {
 		c.device = "cpu"
 		return nil
 	}
-	be, err := cudabackend.New(cudabackend.Options{})
-	if err == nil {
-		name := be.(interface{ Name() string }).Name()
-		if err = be.Close(); err == nil {
-			c.device = "cuda"
-			fmt.Fprintf(log, "train: device %s\n", name)
-			return nil
-		}
-	}
-	why := strings.TrimPrefix(err.Error(), "cuda: ")
-	if errors.Is(err, cudabackend.ErrStandIn) {
-		// A setting to fix, not a machine without a GPU: auto does not
-		// fall back to the CPU over it.
-		return &usageError{fmt.Errorf("-device %s: %s", c.device, why)}
-	}
-	if c.device == "cuda" {
-		return errors.New("-device cuda: " + why)
-	}
-	c.device = "cpu"
-	fmt.Fprintf(log, "train: device cpu (no usable GPU: %s)\n", why)
-	return nil
+	var err error
+	c.device, err = training.SelectDevice(c.device, log)
+	return err
 }
