@@ -7,7 +7,5 @@ import (
 	G "gorgonia.org/gorgonia"
 )
 
-const blasName = "OpenBLAS"
-
 // Gorgonia keeps its own BLAS choice; point it at OpenBLAS too.
 func init() { G.Use(netlib.Implementation{}) }

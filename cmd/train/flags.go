@@ -42,7 +42,6 @@ type config struct {
 	out                     string
 	limitTrain, limitTest   int
 	device                  string // -device; after selectDevice, the one chosen: cpu or cuda
-	asked                   string // -device as given: auto, cpu or cuda (selectDevice)
 	download                bool
 	hidden, depth           int
 	channels                int // the CNN's first block's channels
