@@ -68,4 +68,3 @@ func devNull(t *testing.T) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
-
