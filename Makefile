@@ -10,7 +10,7 @@ OUT         ?= out
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas gpu-check-smoke sanitize bench paper dnn-figure train clean
+.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas gpu-check-smoke randgraph sanitize bench paper dnn-figure train clean
 
 all: test
 
@@ -84,6 +84,15 @@ unit: deps
 # which must be cut at its limit with the later stages reported not run.
 gpu-check-smoke: deps
 	bash scripts/gpu_check.sh smoke $(OUT)/gpu-check
+
+# randgraph runs program's random-graph test on RANDGRAPH graphs (500 by
+# default) from a seed of the clock, which it prints first, or of
+# RANDGRAPH_SEED. make test's unit runs 200 graphs of a fixed seed.
+RANDGRAPH   ?= 500
+randgraph: deps
+	@seed=$(RANDGRAPH_SEED); [ -n "$$seed" ] || seed=$$(date +%s%N); \
+	echo "randgraph: $(RANDGRAPH) graphs of seed $$seed (rerun: make randgraph RANDGRAPH_SEED=$$seed)"; \
+	ORTHONET_RANDGRAPH=$(RANDGRAPH) ORTHONET_RANDGRAPH_SEED=$$seed $(GO) test -count=1 -tags $(TAGS) -run '^TestRandomGraphs$$' ./program/
 
 # sanitize runs the host model's suites under AddressSanitizer + UBSan and
 # under ThreadSanitizer (not part of make test; see README "CUDA").

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
+	"unsafe"
 
 	G "gorgonia.org/gorgonia"
 
@@ -49,22 +51,42 @@ type compiler struct {
 // new op touches), factor the gradients RSDM takes as products
 // (factor.go), plan the memory (plan.go) and bind the parameters, inputs
 // and outputs to their buffers (here).
-func Compile(g *G.ExprGraph, cfg Config) (*Program, error) {
+//
+// Compile does not panic: a panic inside a phase (a bug, since every
+// lowering checks what it reads) becomes an error, which for the lowering
+// names the node, its op and its shape.
+func Compile(g *G.ExprGraph, cfg Config) (p *Program, err error) {
+	phase := "checking the config"
+	defer func() {
+		if r := recover(); r != nil {
+			if p != nil {
+				p.Close()
+			}
+			p, err = nil, fmt.Errorf("program: %s: %v", phase, r)
+		}
+	}()
+	if g == nil {
+		return nil, errors.New("program: the graph is nil")
+	}
 	c, err := checkConfig(g, cfg)
 	if err != nil {
 		return nil, err
 	}
+	phase = "ordering the nodes"
 	if err := c.orderNodes(); err != nil {
 		return nil, err
 	}
+	phase = "lowering the nodes"
 	if err := c.lowerNodes(); err != nil {
 		return nil, err
 	}
+	phase = "factoring the gradients"
 	c.factorGrads()
-	p, err := c.planMemory()
-	if err != nil {
+	phase = "planning the memory"
+	if p, err = c.planMemory(); err != nil {
 		return nil, err
 	}
+	phase = "binding the parameters"
 	c.bindParams(p)
 	return p, nil
 }
@@ -216,12 +238,39 @@ func (c *compiler) order(targets []*G.Node) ([]*G.Node, error) {
 }
 
 // children returns n's arguments in order: those of its rewrite, if it
-// has one.
+// has one, or else args's.
 func (c *compiler) children(n *G.Node) []*G.Node {
 	if rw, ok := c.rewrites[n]; ok {
 		return rw.inputs
 	}
-	it := c.g.From(n.ID())
+	return args(n)
+}
+
+// childrenField is the index of gorgonia.Node's children field, the
+// arguments its op was applied to; -1 where the field is missing or of
+// another type (a Gorgonia other than v0.9.18's layout).
+var childrenField = func() int {
+	f, ok := reflect.TypeFor[G.Node]().FieldByName("children")
+	if !ok || f.Type != reflect.TypeFor[G.Nodes]() || len(f.Index) != 1 {
+		return -1
+	}
+	return f.Index[0]
+}()
+
+// args returns the arguments of n's op in order, as the node records them.
+//
+// It does not ask the graph (ExprGraph.From): From finds a node by its ID
+// through an index of positions in the graph's node list that
+// ExprGraph.RemoveNode leaves stale, so after one of Gorgonia's rewrites
+// removes a node (log(1-x) becomes log1p(-x) in BinaryXent, for one) From
+// may return another node's arguments. The node's own list is exact; From
+// is the fallback only where the field is not found.
+func args(n *G.Node) []*G.Node {
+	if childrenField >= 0 {
+		f := reflect.ValueOf(n).Elem().Field(childrenField)
+		return slices.Clone(*(*G.Nodes)(unsafe.Pointer(f.UnsafeAddr())))
+	}
+	it := n.Graph().From(n.ID())
 	var out []*G.Node
 	for it.Next() {
 		out = append(out, it.Node().(*G.Node))

@@ -204,7 +204,7 @@ func (x *exporter) node(n *G.Node, cfg ExportConfig) error {
 	if n.Op() == nil {
 		return x.leaf(n, cfg)
 	}
-	ch := (&compiler{g: x.g}).children(n)
+	ch := args(n)
 	in := make([]string, len(ch))
 	for i, c := range ch {
 		in[i] = x.names[c]

@@ -33,7 +33,7 @@ func (c *compiler) lowerNodes() error {
 			continue // a dropout mask, lowered by drawMasks
 		}
 		start := len(c.kernels)
-		if err := c.node(n); err != nil {
+		if err := c.lowerNode(n); err != nil {
 			return err
 		}
 		for _, i := range c.grads[n] {
@@ -57,7 +57,7 @@ func (c *compiler) drawMasks() error {
 		if !needed[d.Node] {
 			continue // a mask the outputs do not need
 		}
-		if err := c.node(d.Node); err != nil {
+		if err := c.lowerNode(d.Node); err != nil {
 			return err
 		}
 		v := c.vals[d.Node]
@@ -65,6 +65,18 @@ func (c *compiler) drawMasks() error {
 			Step: c.stepOperand(), Dst: v.operand()})
 	}
 	return nil
+}
+
+// lowerNode lowers n by node. A panic in a lowering, which is a bug (each
+// checks what it reads), becomes an error that names the node, its op and
+// its shape.
+func (c *compiler) lowerNode(n *G.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("program: lowering node %q (op %v, shape %v): %v", n.Name(), n.Op(), n.Shape(), r)
+		}
+	}()
+	return c.node(n)
 }
 
 // node lowers one node: a leaf becomes a resident buffer, an op its kernels.

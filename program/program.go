@@ -278,7 +278,20 @@ func (p *Program) Backend() backend.Backend { return p.be }
 // buffers live on the host, the first Run makes each parameter node's value
 // a view of the program's buffer: from then on the node and the program
 // hold one copy, and writing into the node's data writes the parameter.
-func (p *Program) Run() error {
+//
+// Run does not panic: a panic in a kernel it calls becomes an error that
+// names the kernel.
+func (p *Program) Run() (err error) {
+	i := -1 // the kernel running, which a panic's error names
+	defer func() {
+		if r := recover(); r != nil {
+			if i < 0 {
+				err = fmt.Errorf("program: Run: %v", r)
+			} else {
+				err = fmt.Errorf("program: kernel %d (%s): %v", i, backend.Name(p.kernels[i]), r)
+			}
+		}
+	}()
 	p.flagsRead = false
 	if err := p.checkNodes(); err != nil {
 		return err
@@ -286,7 +299,8 @@ func (p *Program) Run() error {
 	if err := p.copyStep(); err != nil {
 		return err
 	}
-	for i, f := range p.funcs {
+	var f func() error
+	for i, f = range p.funcs {
 		var t0 time.Time
 		if p.profile != nil {
 			t0 = time.Now()
