@@ -1,5 +1,0 @@
-//go:build !openblas || !cgo
-
-package main
-
-const blasName = "gonum (pure Go)"
