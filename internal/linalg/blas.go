@@ -111,18 +111,6 @@ func checkBLASName(name string) error {
 	return nil
 }
 
-// candidates returns the library sets that name asks for, each opened
-// together, tried in order.
-func candidates(name string) [][]string {
-	switch name {
-	case "", "auto":
-		return [][]string{{"libopenblas.so.0"}, {"libopenblas.so"}, {"libblas.so.3", "liblapack.so.3"}}
-	case "openblas":
-		return [][]string{{"libopenblas.so.0"}, {"libopenblas.so"}}
-	}
-	return [][]string{strings.Split(name, ",")}
-}
-
 // wideFloat32 says AddMul forms float32 products in float64 (see AddMul):
 // gonum's and the reference BLAS's sgemm round after every term, OpenBLAS's
 // keeps RSDM's rows on the manifold.

@@ -267,6 +267,25 @@ func setThreadsNative(n int) int {
 	return prev
 }
 
+// qrWork is the workspace of a QR: the library's LAPACK's, in T's
+// precision, and gonum's.
+type qrWork[T Float] struct {
+	tau, work []T
+	gonumWork
+}
+
+// candidates returns the library sets that name asks for, each opened
+// together, tried in order.
+func candidates(name string) [][]string {
+	switch name {
+	case "", "auto":
+		return [][]string{{"libopenblas.so.0"}, {"libopenblas.so"}, {"libblas.so.3", "liblapack.so.3"}}
+	case "openblas":
+		return [][]string{{"libopenblas.so.0"}, {"libopenblas.so"}}
+	}
+	return [][]string{strings.Split(name, ",")}
+}
+
 // qfNative computes the Q factor with the library's LAPACK in T's precision
 // and writes sign(diag(R)) into sign.
 func qfNative[T Float](qq *QR[T], m, n int, a []T, sign []float64) {

@@ -15,6 +15,9 @@ func open(name, source string) loaded {
 	return loaded{desc: "gonum (pure Go): " + source + "=" + name + " needs cgo, and this binary was built without it"}
 }
 
+// qrWork is the workspace of a QR: gonum's only.
+type qrWork[T Float] struct{ gonumWork }
+
 // Never called in this build (native is false): the pure-Go paths run.
 
 func setThreadsNative(int) int { return 0 }

@@ -106,6 +106,13 @@ func setThreadsNative(n int) int {
 	return prev
 }
 
+// qrWork is the workspace of a QR: the library's LAPACK's, in T's
+// precision, and gonum's.
+type qrWork[T Float] struct {
+	tau, work []T
+	gonumWork
+}
+
 // qfNative computes the Q factor with OpenBLAS's LAPACK in T's precision and
 // writes sign(diag(R)) into sign.
 func qfNative[T Float](qq *QR[T], m, n int, a []T, sign []float64) {

@@ -5,14 +5,12 @@ import (
 	"gonum.org/v1/gonum/lapack/gonum"
 )
 
-// qrWork is the workspace of a QR: the library's LAPACK in T's precision
-// uses tau and work, gonum's pure-Go LAPACK the float64 fields.
-type qrWork[T Float] struct {
-	tau, work []T
-	a64       []float64 // float32 input, converted
-	tau64     []float64
-	work64    []float64
-	query     [1]float64
+// gonumWork is the workspace of gonum's QR, part of every build's qrWork.
+type gonumWork struct {
+	a64    []float64 // float32 input, converted
+	tau64  []float64
+	work64 []float64
+	query  [1]float64
 }
 
 // qfGonum computes the Q factor with gonum's pure-Go LAPACK, in float64,
