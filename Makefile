@@ -1,6 +1,8 @@
 # orthonet's build. `make test` and `make train` do all set-up on a fresh
 # Debian machine with Go and gcc: they install OpenBLAS when it is missing.
-# A plain `go build` / `go test` needs no C library and uses pure-Go gonum.
+# A plain `go build` / `go test` needs no C library at build time: it loads
+# OpenBLAS at run time where installed, pure-Go gonum elsewhere (ORTHONET_BLAS
+# chooses); TAGS=openblas links it at build time.
 
 GO          ?= go
 TAGS        ?= openblas

@@ -6,8 +6,8 @@ import (
 	"github.com/orthonet/orthonet/internal/linalg"
 )
 
-// The matrix products: BLAS on the CPU (OpenBLAS in the openblas build),
-// cuBLAS on a device.
+// The matrix products: BLAS on the CPU (linalg.Backend: OpenBLAS where it is
+// installed, pure-Go gonum otherwise), cuBLAS on a device.
 var _ defined = Gemm{}
 
 // Gemm is C = Alpha op(A) op(B) + Beta C for Batch matrices, op(A) M x K

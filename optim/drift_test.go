@@ -58,7 +58,7 @@ func TestRSDMFloat32Drift(t *testing.T) {
 		}
 	}
 	end := feasibility64(x, n, n)
-	t.Logf("%s: ||X^T X - I||_F %.3g at the start, %.3g after %d steps", linalg.Backend, start, end, steps)
+	t.Logf("%s: ||X^T X - I||_F %.3g at the start, %.3g after %d steps", linalg.Backend(), start, end, steps)
 	if end-start > 2e-5 {
 		t.Errorf("drift %.3g over %d float32 RSDM-P steps, want below 2e-5", end-start, steps)
 	}

@@ -70,7 +70,7 @@ func (t *Trainer) agreeSettings() error {
 	if c.ranks() == 1 {
 		return nil
 	}
-	s := map[string]string{"BLAS": linalg.Backend, "resume point": "none (a new run)", "batch": fmt.Sprint(c.Batch),
+	s := map[string]string{"BLAS": linalg.Backend(), "resume point": "none (a new run)", "batch": fmt.Sprint(c.Batch),
 		"epochs": fmt.Sprint(c.Epochs), "seed": fmt.Sprint(c.Seed)}
 	for name, v := range c.Settings {
 		if !c.perRank(name) {

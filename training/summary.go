@@ -21,7 +21,7 @@ func (t *Trainer) announce() {
 		what = fmt.Sprintf("a model of %d parameters (%d constrained) on %d training and %d test examples of shape %v, batch %d, %d epochs",
 			len(t.m.Params), len(param.Constrained(t.m.Params)), c.Train.Len(), t.testLen(), c.Train.Shape(), c.Batch, c.Epochs)
 	}
-	fmt.Fprintf(c.Log, "%s %s, BLAS %s\nrun folder: %s\n", verb, what, linalg.Backend, t.RunDir())
+	fmt.Fprintf(c.Log, "%s %s, BLAS %s\nrun folder: %s\n", verb, what, linalg.Backend(), t.RunDir())
 	if n := c.ranks(); c.Comm != nil {
 		fmt.Fprintf(c.Log, "data-parallel: rank 0 of %d, each training on %d rows of every batch of %d\n", n, c.shard(), c.Batch)
 	}

@@ -1,15 +1,34 @@
 // Package cpu is the backend that runs orthonet's compiled programs on the
 // host: each kernel's CPU implementation (its Host method, in package
-// backend): matrix products through gonum's BLAS interfaces (OpenBLAS in the
-// openblas build, pure Go otherwise), everything else as Go loops, large
-// loops split across the machine's cores.
+// backend): matrix products through the BLAS chosen at run time (BLAS says
+// which: OpenBLAS where it is installed, pure-Go gonum otherwise),
+// everything else as Go loops, large loops split across the machine's cores.
 package cpu
 
 import (
 	"fmt"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/internal/linalg"
 )
+
+// BLASEnv names the environment variable that chooses the BLAS of every
+// product on the host (this backend's, the optimizers', Gorgonia's tape
+// machine's under package training) when UseBLAS was not called: "auto" or
+// unset (the first of libopenblas.so.0, libopenblas.so, libblas.so.3 with
+// liblapack.so.3 that loads, pure Go where none does), "openblas", "gonum",
+// or a CBLAS library's path.
+const BLASEnv = linalg.BLASEnv
+
+// UseBLAS chooses the BLAS as BLASEnv does, overriding it; it must come
+// before the first product. A library that does not load is not an error:
+// the products run in pure Go and BLAS says why.
+func UseBLAS(name string) error { return linalg.UseBLAS(name) }
+
+// BLAS says which BLAS computes the host's products, and why: "OpenBLAS
+// (libopenblas.so.0, loaded at run time)", or "gonum (pure Go): " and the
+// reason no library was used. Its first call makes the choice.
+func BLAS() string { return linalg.Backend() }
 
 // Options configure a Backend.
 type Options struct {

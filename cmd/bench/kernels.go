@@ -12,8 +12,6 @@ import (
 	"github.com/orthonet/orthonet/optim"
 )
 
-const backend = linalg.Backend
-
 // median returns the median of d seconds.
 func median(d []float64) float64 {
 	s := slices.Clone(d)

@@ -23,6 +23,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/orthonet/orthonet/internal/linalg"
 )
 
 func main() {
@@ -127,10 +129,10 @@ func run(args []string, w io.Writer) error {
 		if err := os.MkdirAll(o.out, 0o755); err != nil {
 			return fmt.Errorf("creating %s: %w", o.out, err)
 		}
-		fmt.Fprintf(w, "orthonet bench -paper: BLAS %s, scale %g, %v a method\n\n", backend, o.scale, o.timeLimit)
+		fmt.Fprintf(w, "orthonet bench -paper: BLAS %s, scale %g, %v a method\n\n", linalg.Backend(), o.scale, o.timeLimit)
 		return paper(w, o)
 	}
-	fmt.Fprintf(w, "orthonet bench: BLAS %s, size %s\n\n", backend, o.size)
+	fmt.Fprintf(w, "orthonet bench: BLAS %s, size %s\n\n", linalg.Backend(), o.size)
 	if o.kernels || o.onlyKern {
 		if err := kernels(w, o.size); err != nil {
 			return err

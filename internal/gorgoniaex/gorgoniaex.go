@@ -261,14 +261,12 @@ func Build(ex Example, root, tags, out string) error {
 	if err := Generate(ex, mod, dir); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(dir, "orthonet_blas.go"), []byte(blasFile), 0o644); err != nil {
+		return err
+	}
 	args := []string{"build", "-o", out}
 	if tags != "" {
 		args = append(args, "-tags", tags)
-		if strings.Contains(tags, "openblas") {
-			if err := os.WriteFile(filepath.Join(dir, "orthonet_blas.go"), []byte(openblasFile), 0o644); err != nil {
-				return err
-			}
-		}
 	}
 	cmd := exec.Command("go", append(args, "./"+filepath.Base(dir))...)
 	cmd.Dir = root
@@ -278,16 +276,15 @@ func Build(ex Example, root, tags, out string) error {
 	return nil
 }
 
-// openblasFile points Gorgonia's BLAS at OpenBLAS in the openblas build, as
-// cmd/train does.
-const openblasFile = `//go:build openblas && cgo
-
-package main
+// blasFile points Gorgonia's BLAS at the one orthonet's compiled programs
+// use (OpenBLAS where it is installed), as package training does.
+const blasFile = `package main
 
 import (
-	"gonum.org/v1/netlib/blas/netlib"
 	G "gorgonia.org/gorgonia"
+
+	"github.com/orthonet/orthonet/internal/linalg"
 )
 
-func init() { G.Use(netlib.Implementation{}) }
+func init() { G.Use(linalg.Implementation()) }
 `

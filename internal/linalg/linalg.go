@@ -3,8 +3,11 @@
 // of a QR decomposition with a sign convention, and small float64 solvers.
 //
 // Matrices are row-major slices. Products go through gonum's blas32 and
-// blas64 implementations, which the openblas build tag points at OpenBLAS;
-// without the tag everything is pure Go.
+// blas64 interfaces, which this package points at the BLAS it chooses once,
+// at the first product: a CBLAS loaded at run time (OpenBLAS where it is
+// installed), pure-Go gonum where none loads, in a build without cgo, or
+// where BLASEnv or UseBLAS say so; the openblas build tag links OpenBLAS
+// instead. Backend says which.
 package linalg
 
 import (
@@ -72,14 +75,14 @@ func Mul[T Float](tA, tB bool, m, n, k int, a, b, c []T) {
 
 // AddMul computes c += a * b for row-major matrices without padding: a is
 // m x k, b is k x n. Where this build's float32 product rounds too much
-// (wideFloat32: the pure-Go BLAS, which rounds after every one of the k
+// (wideFloat32: gonum's or the reference BLAS, which rounds after every one of the k
 // terms), float32 operands are multiplied in float64 and c is rounded once:
 // RSDM's rotated rows then stay on the manifold as they do with OpenBLAS
 // (||X^T X - I||_F after 800 RSDM-P steps on a 1024 x 1024 float32 weight,
 // r = 300: 3.0e-4 with the float32 product, 1.8e-5 in float64). ws is the
 // float64 workspace, grown on first use.
 func AddMul[T Float](m, n, k int, a, b, c []T, ws *[]float64) {
-	if !wideFloat32 || !Is32[T]() {
+	if !Is32[T]() || !wideFloat32() {
 		Gemm(false, false, m, n, k, 1, a, k, b, n, 1, c, n)
 		return
 	}

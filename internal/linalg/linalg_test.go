@@ -223,13 +223,13 @@ func TestAddMul(t *testing.T) {
 	}
 	AddMul(m, n, k, a32, b32, c32, &ws)
 	tol := 1e-5 // float32 terms, k of them
-	if wideFloat32 {
+	if wideFloat32() {
 		tol = 1.2e-7 // one rounding of the float64 result
 	}
 	if e := worst(func(i int) float64 { return float64(c32[i]) }); e > tol {
-		t.Errorf("float32 (%s): relative error %.3g, want below %.1g", Backend, e, tol)
+		t.Errorf("float32 (%s): relative error %.3g, want below %.1g", Backend(), e, tol)
 	}
-	if wideFloat32 {
+	if wideFloat32() {
 		before := &ws[0]
 		AddMul(m, n, k, a32, b32, c32, &ws)
 		if &ws[0] != before {

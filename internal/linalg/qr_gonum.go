@@ -1,5 +1,3 @@
-//go:build !openblas || !cgo
-
 package linalg
 
 import (
@@ -7,27 +5,17 @@ import (
 	"gonum.org/v1/gonum/lapack/gonum"
 )
 
-// Backend names the BLAS and LAPACK that this build uses.
-const Backend = "gonum (pure Go)"
-
-// wideFloat32 says AddMul forms float32 products in float64 (see AddMul).
-const wideFloat32 = true
-
-// SetBLASThreads does nothing in the pure-Go build (gonum's products manage
-// their own goroutines) and returns 0.
-func SetBLASThreads(int) int { return 0 }
-
-// qrWork is the workspace of the pure-Go QR.
-type qrWork[T Float] struct {
+// gonumWork is the workspace of gonum's QR, part of every build's qrWork.
+type gonumWork struct {
 	a64    []float64 // float32 input, converted
 	tau64  []float64
 	work64 []float64
 	query  [1]float64
 }
 
-// qfBackend computes the Q factor with gonum's pure-Go LAPACK, in float64,
+// qfGonum computes the Q factor with gonum's pure-Go LAPACK, in float64,
 // and writes sign(diag(R)) into sign.
-func qfBackend[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
+func qfGonum[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
 	q := &qq.be
 	var a64 []float64
 	if Is32[T]() {
@@ -47,11 +35,7 @@ func qfBackend[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
 	q.work64 = Grow(q.work64, lw)
 	impl.Dgeqrf(m, n, a64, n, q.tau64, q.work64, lw)
 	for j := range sign {
-		if a64[j*n+j] < 0 {
-			sign[j] = -1
-		} else {
-			sign[j] = 1
-		}
+		sign[j] = signOf(a64[j*n+j])
 	}
 	impl.Dorgqr(m, n, n, a64, n, q.tau64, q.work64, lw)
 	if Is32[T]() {
@@ -59,9 +43,14 @@ func qfBackend[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
 	}
 }
 
-// potrfUpper overwrites the upper triangle of the row-major symmetric
-// positive definite n x n matrix g with R, g = R^T R; it reports false if g
-// is not positive definite.
-func potrfUpper(n int, g []float64) bool {
+// potrfGonum is potrfUpper through gonum's pure-Go LAPACK.
+func potrfGonum(n int, g []float64) bool {
 	return gonum.Implementation{}.Dpotrf(blas.Upper, n, g, n)
+}
+
+func signOf(v float64) float64 {
+	if v < 0 {
+		return -1
+	}
+	return 1
 }

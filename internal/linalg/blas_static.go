@@ -66,48 +66,39 @@ import "C"
 import (
 	"unsafe"
 
-	"gonum.org/v1/gonum/blas/blas32"
-	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/netlib/blas/netlib"
 )
 
-// potrfUpper overwrites the upper triangle of the row-major symmetric
-// positive definite n x n matrix g with R, g = R^T R, through LAPACK; it
-// reports false if g is not positive definite.
-func potrfUpper(n int, g []float64) bool {
-	return C.chol_upper_d(C.int(n), (*C.double)(&g[0])) == 0
-}
-
-// Backend names the BLAS and LAPACK that this build uses.
-const Backend = "OpenBLAS"
-
-// wideFloat32 says AddMul forms float32 products in float64 (see AddMul):
-// not needed here, OpenBLAS's sgemm keeps RSDM's rows on the manifold.
-const wideFloat32 = false
-
-// The openblas build routes gonum's BLAS interfaces, and with them every
-// product in orthonet, to OpenBLAS. This is the one process-wide choice the
-// package makes.
-//
-// It also shortens how long OpenBLAS's idle threads spin: by default each
-// spins about 0.1 s after every multithreaded call, which takes a core
-// from the Go goroutines that run orthonet's other kernels in between (a
-// training step is ~25 ms of alternating products and loops). With 2^16
-// cycles they sleep within microseconds and wake in a few.
+// open reports OpenBLAS, linked into this build, unless name is "gonum"; a
+// library's path is ignored. It shortens how long OpenBLAS's idle threads
+// spin: by default each spins about 0.1 s after every multithreaded call,
+// which takes a core from the Go goroutines that run orthonet's other
+// kernels in between (a training step is ~25 ms of alternating products and
+// loops). With 2^16 cycles they sleep within microseconds and wake in a few.
 // OPENBLAS_THREAD_TIMEOUT, when set, keeps its meaning.
-func init() {
-	blas32.Use(netlib.Implementation{})
-	blas64.Use(netlib.Implementation{})
+func open(name, source string) loaded {
+	desc := "OpenBLAS (linked at build time, -tags openblas)"
+	switch name {
+	case "gonum":
+		return loaded{desc: "gonum (pure Go): " + source + "=gonum"}
+	case "", "auto", "openblas":
+	default:
+		desc += "; " + source + "=" + name + " ignored: this build links OpenBLAS"
+	}
 	timeout := C.CString("16")
 	C.short_spin(timeout)
 	C.free(unsafe.Pointer(timeout))
+	return loaded{desc: desc, native: true, lapack: true, openblas: true}
 }
 
-// SetBLASThreads sets how many threads one OpenBLAS call may use and
-// returns the previous count. The count is process-wide: callers that
-// split a product across goroutines themselves set it to 1 for the time
-// the pieces run, and back afterwards.
-func SetBLASThreads(n int) int {
+// potrfNative is potrfUpper through OpenBLAS's LAPACK.
+func potrfNative(n int, g []float64) bool {
+	return C.chol_upper_d(C.int(n), (*C.double)(&g[0])) == 0
+}
+
+// setThreadsNative sets OpenBLAS's thread count and returns the previous.
+func setThreadsNative(n int) int {
 	prev := int(C.openblas_get_num_threads())
 	if n != prev {
 		C.openblas_set_num_threads(C.int(n))
@@ -115,14 +106,16 @@ func SetBLASThreads(n int) int {
 	return prev
 }
 
-// qrWork is the workspace of the LAPACK QR.
+// qrWork is the workspace of a QR: the library's LAPACK's, in T's
+// precision, and gonum's.
 type qrWork[T Float] struct {
 	tau, work []T
+	gonumWork
 }
 
-// qfBackend computes the Q factor with OpenBLAS's LAPACK in T's precision and
+// qfNative computes the Q factor with OpenBLAS's LAPACK in T's precision and
 // writes sign(diag(R)) into sign.
-func qfBackend[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
+func qfNative[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
 	q := &qq.be
 	cm, cn := C.int(m), C.int(n)
 	if Is32[T]() {
@@ -148,9 +141,28 @@ func qfBackend[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
 	C.lq_q_d(cm, cn, (*C.double)(&a64[0]), (*C.double)(&tau[0]), (*C.double)(&work[0]), C.int(len(work)))
 }
 
-func signOf(v float64) float64 {
-	if v < 0 {
-		return -1
-	}
-	return 1
+// The products go through gonum's netlib bindings to the linked OpenBLAS.
+
+func sgemmNative(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	netlib.Implementation{}.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+func dgemmNative(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	netlib.Implementation{}.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+func ssyrkNative(ul blas.Uplo, t blas.Transpose, n, k int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int) {
+	netlib.Implementation{}.Ssyrk(ul, t, n, k, alpha, a, lda, beta, c, ldc)
+}
+
+func dsyrkNative(ul blas.Uplo, t blas.Transpose, n, k int, alpha float64, a []float64, lda int, beta float64, c []float64, ldc int) {
+	netlib.Implementation{}.Dsyrk(ul, t, n, k, alpha, a, lda, beta, c, ldc)
+}
+
+func strsmNative(s blas.Side, ul blas.Uplo, t blas.Transpose, d blas.Diag, m, n int, alpha float32, a []float32, lda int, b []float32, ldb int) {
+	netlib.Implementation{}.Strsm(s, ul, t, d, m, n, alpha, a, lda, b, ldb)
+}
+
+func dtrsmNative(s blas.Side, ul blas.Uplo, t blas.Transpose, d blas.Diag, m, n int, alpha float64, a []float64, lda int, b []float64, ldb int) {
+	netlib.Implementation{}.Dtrsm(s, ul, t, d, m, n, alpha, a, lda, b, ldb)
 }
