@@ -51,10 +51,16 @@ type RNN struct {
 	Input, Recurrent, Out *nn.Linear
 }
 
+// maxRNNSteps is the most steps an RNN takes: see (*RNN).steps.
+const maxRNNSteps = 256
+
 // NewRNN builds an RNN on g, drawing its initial weights from rng.
 func NewRNN(g *G.ExprGraph, cfg RNNConfig, dt tensor.Dtype, rng *rand.Rand) (*RNN, error) {
 	if cfg.In < 1 || cfg.Hidden < 1 || cfg.Steps < 1 || cfg.Classes < 2 || cfg.Channels < 0 {
 		return nil, fmt.Errorf("models: RNN %+v: want positive sizes and Classes >= 2", cfg)
+	}
+	if cfg.Steps > maxRNNSteps {
+		return nil, fmt.Errorf("models: RNN of %d steps, at most %d (Gorgonia v0.9.18 tells slices apart by their bounds mod 256)", cfg.Steps, maxRNNSteps)
 	}
 	if cfg.Channels > 1 && cfg.In%cfg.Channels != 0 {
 		return nil, fmt.Errorf("models: RNN of %d channels reads %d values a step: want a multiple of the channels", cfg.Channels, cfg.In)
@@ -103,10 +109,16 @@ func (m *RNN) Forward(x *G.Node) (*G.Node, error) {
 }
 
 // steps returns the Steps inputs x_t, (batch, In) each, of x: x is
-// reordered step-major once, (Steps*batch, In), so that each step's rows
-// are a leading-row slice (a view in a compiled program). Channel-major
-// images are reordered by the same transpose, (batch, C, Steps, In/C) to
+// reordered step-major once, (Steps, batch, In), so that each step's rows
+// are a leading slice (a view in a compiled program). Channel-major images
+// are reordered by the same transpose, (batch, C, Steps, In/C) to
 // (Steps, batch, C, In/C).
+//
+// Step t is the slice t of the first axis, not rows t*batch to
+// (t+1)*batch of a matrix: Gorgonia v0.9.18 hashes a slice's bounds as
+// bytes (sliceOp.WriteHash), and a graph returns the node it holds for an
+// equal hash, so rows 256 to 272 would be rows 0 to 16 again. A step index
+// stays below 256 (maxRNNSteps).
 func (m *RNN) steps(x *G.Node) ([]*G.Node, error) {
 	c := m.Cfg
 	s := x.Shape()
@@ -122,17 +134,17 @@ func (m *RNN) steps(x *G.Node) ([]*G.Node, error) {
 	if img, err = G.Transpose(img, 2, 0, 1, 3); err != nil {
 		return nil, wrap(err)
 	}
-	rows, err := G.Reshape(img, tensor.Shape{c.Steps * b, c.In})
+	rows, err := G.Reshape(img, tensor.Shape{c.Steps, b, c.In})
 	if err != nil {
 		return nil, wrap(err)
 	}
 	xs := make([]*G.Node, c.Steps)
 	for t := range xs {
-		if xs[t], err = G.Slice(rows, G.S(t*b, (t+1)*b)); err != nil {
+		if xs[t], err = G.Slice(rows, G.S(t)); err != nil {
 			return nil, wrap(err)
 		}
-		if b == 1 { // a slice of one row drops the axis
-			if xs[t], err = G.Reshape(xs[t], tensor.Shape{1, c.In}); err != nil {
+		if xs[t].Dims() != 2 { // a batch of one loses its axis too
+			if xs[t], err = G.Reshape(xs[t], tensor.Shape{b, c.In}); err != nil {
 				return nil, wrap(err)
 			}
 		}

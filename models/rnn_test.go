@@ -201,3 +201,47 @@ func TestRNNLearns(t *testing.T) {
 	}
 	t.Logf("mean loss %.3f over the first 10 steps, %.3f over the last 10; ||W^T W - I||_F = %.2g", first, last, f)
 }
+
+// TestRNNBatchIndependent checks that an example's logits do not depend on
+// the batch it is in: a batch of 16 images of 28 rows against one of 3
+// (16 x 16 = 256 rows in, the step-major rows of a batch of 16 would repeat
+// the first step's if steps were told apart by row bounds, see
+// (*RNN).steps), and a batch of 1.
+func TestRNNBatchIndependent(t *testing.T) {
+	const steps, in = 28, 28
+	rng := rand.New(rand.NewPCG(6, 6))
+	all := make([]float64, 16*steps*in)
+	for i := range all {
+		all[i] = rng.NormFloat64()
+	}
+	logits := func(b int) []float64 {
+		g := G.NewGraph()
+		m, err := NewRNN(g, RNNConfig{In: in, Hidden: 8, Steps: steps, Classes: 3}, tensor.Float64, rand.New(rand.NewPCG(7, 7)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := G.NewMatrix(g, tensor.Float64, G.WithShape(b, steps*in), G.WithValue(tensor.New(tensor.WithShape(b, steps*in), tensor.WithBacking(append([]float64(nil), all[:b*steps*in]...)))))
+		out, err := m.Forward(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm := G.NewTapeMachine(g)
+		defer vm.Close()
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		return out.Value().Data().([]float64)
+	}
+	want := logits(16)
+	for _, b := range []int{3, 1} {
+		got := logits(b)
+		for i := range got {
+			if math.Abs(got[i]-want[i]) > 1e-12 {
+				t.Fatalf("batch of %d: logits %v, in a batch of 16 %v", b, got, want[:len(got)])
+			}
+		}
+	}
+	if _, err := NewRNN(G.NewGraph(), RNNConfig{In: 2, Hidden: 4, Steps: 257, Classes: 3}, tensor.Float64, rng); err == nil || !strings.Contains(err.Error(), "at most 256") {
+		t.Errorf("257 steps: error %v", err)
+	}
+}
