@@ -18,8 +18,9 @@ import (
 )
 
 // deviceModels are the graphs whose float32 numbers must agree with their
-// float64 ones: the paper's FFN, a small ViT and a model of a user's own.
-var deviceModels = []string{"ffn", "vit", "custom"}
+// float64 ones: the paper's FFN, a small ViT, a small RNN and a model of a
+// user's own.
+var deviceModels = []string{"ffn", "vit", "rnn", "custom"}
 
 // deviceRun builds one model in dtype dt from a fixed seed, runs forward and
 // backward on a fixed batch and takes one solver step with RSDM-P (or RGD).
@@ -57,6 +58,16 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Rule) (map[string][]f
 		batch = 4
 		x = input(batch, cfg.Tokens(), cfg.PatchDim())
 		if logits, err = m.Forward(x, true); err != nil {
+			return nil, err
+		}
+		params = m.Params()
+	case "rnn":
+		m, err := NewRNN(g, RNNConfig{In: 6, Hidden: 8, Steps: 5, Classes: 10, Channels: 3}, dt, rng)
+		if err != nil {
+			return nil, err
+		}
+		x = input(batch, 30)
+		if logits, err = m.Forward(x); err != nil {
 			return nil, err
 		}
 		params = m.Params()

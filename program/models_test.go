@@ -97,6 +97,20 @@ func modelCases() []modelCase {
 			logits, err := m.Forward(x)
 			return classifier(g, []*G.Node{x, y}, logits, err, m.Params())
 		}},
+		{"rnn", func(dt tensor.Dtype) (*model, error) {
+			// 2-channel images read row by row, the recurrent weight on O(6).
+			g := G.NewGraph()
+			const batch = 3
+			cfg := models.RNNConfig{In: 8, Hidden: 6, Steps: 4, Classes: 10, Channels: 2}
+			x := G.NewMatrix(g, dt, G.WithShape(batch, 32), G.WithName("x"), G.WithValue(fill(dt, []int{batch, 32}, 15)))
+			y := G.NewMatrix(g, dt, G.WithShape(batch, 10), G.WithName("y"), G.WithValue(onehotValue(dt, batch, 10, 16)))
+			m, err := models.NewRNN(g, cfg, dt, rand.New(rand.NewPCG(17, 17)))
+			if err != nil {
+				return nil, err
+			}
+			logits, err := m.Forward(x)
+			return classifier(g, []*G.Node{x, y}, logits, err, m.Params())
+		}},
 		{"custom", func(dt tensor.Dtype) (*model, error) {
 			// Only Gorgonia ops: a Stiefel weight, a softmax attention-like
 			// mixing, a broadcast bias, a mean squared loss through LogSoftMax.
@@ -137,8 +151,8 @@ func solverConfigs() map[string][]optim.Group {
 	}
 }
 
-// TestModelsAgree checks the FFN, a small ViT with dropout and a custom
-// model: the loss, the logits, every gradient and every parameter after two
+// TestModelsAgree checks the FFN, a small ViT with dropout, a CNN, an RNN
+// and a custom model: the loss, the logits, every gradient and every parameter after two
 // steps of each optimizer agree between the tape machine with optim.Solver
 // and a compiled program with its Solver (float64 to 1e-10, float32 to
 // 1e-5, relative).

@@ -17,7 +17,12 @@
 # beside scripts/torch_cnn.py --net cnn at 1 and 2 threads, and issue 32's floor
 # (orthonet >= 1.0x PyTorch's best).
 #
-# Run: bash scripts/throughput.sh [ffn|vit|convnet|cnn|all]   (needs python3-torch
+# The rnn rows: orthonet's default RNN (train -model rnn: Fashion-MNIST read row
+# by row, 28 steps of 28 pixels, hidden 128, its recurrent weight on O(128)
+# stepped by RSDM-P r = 128, batch 16, float32) beside scripts/torch_rnn.py at
+# 1 and 2 threads, and their ratio (no floor set yet).
+#
+# Run: bash scripts/throughput.sh [ffn|vit|convnet|cnn|rnn|all]   (needs python3-torch
 # for the PyTorch rows; the ViT takes several minutes)
 #      bash scripts/throughput.sh cuda   on a GPU machine: train -device cuda
 # (the CUDA backend, RSDM-P and RGD) beside scripts/torch_*.py --device cuda,
@@ -113,6 +118,16 @@ if [[ $what == cnn || $what == all ]]; then
 		best = (r[2] > r[3]) ? r[2] : r[3]
 		printf "cnn float32: orthonet %.2fx PyTorch'"'"'s best of 1 and 2 threads (floor 1.0)\n", (best > 0 ? r[1] / best : 0) }'
 fi
+if [[ $what == rnn || $what == all ]]; then
+	# orthonet's default RNN (train -model rnn) and the same network in PyTorch.
+	rows=("$(run_go rnn-program program 16 -model rnn -limit-train 9600)")
+	rows+=("$(run_torch rnn-torch-1-thread scripts/torch_rnn.py --threads 1 --steps 300)")
+	rows+=("$(run_torch rnn-torch-2-threads scripts/torch_rnn.py --threads 2 --steps 300)")
+	printf '%s\n' "${rows[@]}"
+	printf '%s\n' "${rows[@]}" | awk '{r[NR] = $2 + 0} END {
+		best = (r[2] > r[3]) ? r[2] : r[3]
+		printf "rnn float32: orthonet %.2fx PyTorch'"'"'s best of 1 and 2 threads\n", (best > 0 ? r[1] / best : 0) }'
+fi
 if [[ $what == cuda ]]; then
 	run_go ffn-cuda-rsdm program 16 -device cuda -limit-train 16000
 	run_go ffn-cuda-rgd program 16 -device cuda -optim rgd -limit-train 3200
@@ -120,6 +135,8 @@ if [[ $what == cuda ]]; then
 	run_go vit-cuda-rsdm program 32 -device cuda -model vit -limit-train 3200
 	run_go vit-cuda-rgd program 32 -device cuda -model vit -optim rgd -limit-train 1600
 	run_torch vit-torch-cuda scripts/torch_vit.py --device cuda --steps 100
+	run_go rnn-cuda-rsdm program 16 -device cuda -model rnn -limit-train 3200
+	run_torch rnn-torch-cuda scripts/torch_rnn.py --device cuda --steps 300
 	for m in ffn vit; do
 		args=(-device cuda -limit-train 1600)
 		batch=16

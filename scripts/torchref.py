@@ -1,5 +1,6 @@
-"""What the PyTorch references scripts/torch_ffn.py, torch_vit.py and torch_cnn.py share: RSDM-P's step done the
-efficient way, their common flags and set-up, the training step of SGD or Adam with RSDM-P, and the timed loop."""
+"""What the PyTorch references scripts/torch_ffn.py, torch_vit.py, torch_cnn.py and torch_rnn.py share: RSDM-P's
+step done the efficient way, their common flags and set-up, the training step of SGD or Adam with RSDM-P, and the
+timed loop."""
 import argparse
 import time
 

@@ -13,11 +13,11 @@ import (
 
 // imageSize is the side the paper resizes each data set to: 32 for the ViT,
 // and for the FFN 32 (MNIST, 1024 inputs) or 20 (CIFAR-10, 1200 inputs);
-// the CNN takes the images as they are (0: 28 for MNIST and Fashion-MNIST,
-// 32 for CIFAR-10).
+// the CNN and the RNN take the images as they are (0: 28 for MNIST and
+// Fashion-MNIST, 32 for CIFAR-10; the RNN reads a row a step).
 func imageSize(model, dataset string) int {
 	switch {
-	case model == "cnn":
+	case model == "cnn" || model == "rnn":
 		return 0
 	case model == "ffn" && dataset == "cifar10":
 		return 20

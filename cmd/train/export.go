@@ -146,6 +146,8 @@ func flagLine(flags map[string]string) string {
 		names = []string{"model", "dataset", "dim", "depth", "heads", "mlp", "patch"}
 	case "cnn":
 		names = []string{"model", "dataset", "channels", "depth"}
+	case "rnn":
+		names = []string{"model", "dataset", "hidden"}
 	}
 	var parts []string
 	for _, name := range names {

@@ -200,8 +200,8 @@ func ruleFlags(own []flagDef) []flagDef {
 // modelFlags are the flags of the model and the data set.
 func modelFlags(c *config) []flagDef {
 	return []flagDef{
-		{name: "model", define: val(&c.model, "ffn"), choices: []string{"ffn", "vit", "cnn"},
-			usage: "network: ffn (orthogonal feed-forward), vit (orthogonal vision transformer) or cnn (orthogonal convolutional network)"},
+		{name: "model", define: val(&c.model, "ffn"), choices: []string{"ffn", "vit", "cnn", "rnn"},
+			usage: "network: ffn (orthogonal feed-forward), vit (orthogonal vision transformer), cnn (orthogonal convolutional network) or rnn (recurrent network reading an image row by row, its recurrent weight on O(-hidden))"},
 		{name: "dataset", define: val(&c.dataset, "fashion-mnist"), choices: append(slices.Clone(data.Datasets), "folder"),
 			usage: "data set: mnist, fashion-mnist, cifar10, or folder (-data DIR holds DIR/train/CLASS/* and DIR/test/CLASS/*, PNG or JPEG, read at the size and channels of the first image)"},
 		{name: "data", define: val(&c.dataDir, ""), resumable: true,
@@ -233,10 +233,10 @@ func optimizerFlags(c *config) []flagDef {
 // networkFlags are the flags of the networks' sizes.
 func networkFlags(c *config) []flagDef {
 	vit := func(lacks string) *condition { return only("model", "vit", lacks+" (the ViT's flag)") }
-	ffn := func(lacks string) *condition { return only("model", "ffn", lacks+" (the FFN's flag)") }
 	return []flagDef{
-		{name: "hidden", define: val(&c.hidden, 1024), when: ffn("has no hidden width"), usage: "FFN hidden width"},
-		{name: "depth", define: val(&c.depth, 0),
+		{name: "hidden", define: val(&c.hidden, 1024), when: &condition{on: "model", in: []string{"ffn", "rnn"}, lacks: "has no hidden width (the FFN's and the RNN's flag)"},
+			usage: "FFN hidden width, or the RNN's hidden state (-model rnn: " + strconv.Itoa(defaultRNNHidden) + ")"},
+		{name: "depth", define: val(&c.depth, 0), when: &condition{on: "model", in: []string{"ffn", "vit", "cnn"}, lacks: "has one recurrent layer (-depth is the FFN's, the ViT's and the CNN's flag)"},
 			usage: "orthogonal FFN layers, ViT blocks or CNN blocks (0: the paper's 5 or 6, the CNN's " + strconv.Itoa(defaultCNNDepth) + ")"},
 		{name: "channels", define: val(&c.channels, defaultCNNChannels), when: only("model", "cnn", "has no channels (the CNN's flag)"),
 			usage: "CNN channels of the first block (each next block doubles them)"},
@@ -324,8 +324,11 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	if fs.NArg() > 0 {
 		return c, fs, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if c.model == "cnn" {
+	switch c.model {
+	case "cnn":
 		cnnDefaults(fs, &c)
+	case "rnn":
+		rnnDefaults(fs, &c)
 	}
 	c.flags = map[string]string{}
 	fs.VisitAll(func(fl *flag.Flag) {
@@ -402,6 +405,18 @@ func cnnDefaults(fs *flag.FlagSet, c *config) {
 	}
 	if !isSet(fs, "lr-other") && c.other == "adam" {
 		c.lrOther = defaultCNNAdamLR
+	}
+}
+
+// rnnDefaults sets the RNN's own defaults of the flags the command line
+// left unset, recorded as if given as cnnDefaults does: -hidden
+// defaultRNNHidden and -r rnnR.
+func rnnDefaults(fs *flag.FlagSet, c *config) {
+	if !isSet(fs, "hidden") {
+		c.hidden = defaultRNNHidden
+	}
+	if r := fs.Lookup("r"); r != nil && !isSet(fs, "r") {
+		r.Value.Set(strconv.Itoa(rnnR(*c))) // an int's text: cannot fail
 	}
 }
 

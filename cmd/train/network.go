@@ -36,12 +36,24 @@ func cnnR(c config) int {
 	return min(300, max(c.channels, 9*in))
 }
 
+// defaultRNNHidden is the RNN's hidden size when -hidden is not given
+// (-model rnn): the side of its recurrent weight on O(n), small enough to
+// keep an epoch on the CPU short.
+const defaultRNNHidden = 128
+
+// rnnR is RSDM's r for an RNN when -r is not given: the rows of its
+// recurrent weight (-hidden), at most RSDM's default of 300. With r equal
+// to the side, each step moves in the whole of O(n), the rows in a random
+// order.
+func rnnR(c config) int { return min(300, c.hidden) }
+
 // network is a model built on one graph for a fixed batch: its input
 // buffer, its logits, and its parameters.
 type network struct {
 	ffn    *models.FFN
 	vit    *models.ViT
 	cnn    *models.CNN
+	rnn    *models.RNN
 	xb     []float32 // the input node's backing array
 	x      *G.Node   // the input node
 	images bool      // x takes whole images (buildNetFrom)
@@ -57,31 +69,16 @@ func buildNet(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rng *r
 
 // buildNetFrom builds the model as buildNet does; with images set, its
 // input node x takes b whole images (b, C, H, W), which the graph
-// flattens (the FFN) or cuts into patches (the ViT, models.Patches): the
-// form train export writes.
+// flattens (the FFN and the RNN) or cuts into patches (the ViT,
+// models.Patches): the form train export writes.
 func buildNetFrom(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rng *rand.Rand, images bool) (*network, error) {
 	n := &network{c: c, set: set, images: images}
-	// input returns the input node, of shape (or whole images), and fills n.
-	input := func(shape ...int) (*G.Node, error) {
-		if images {
-			shape = []int{b, set.C, set.H, set.W}
-		}
-		n.xb = make([]float32, tensor.Shape(shape).TotalSize())
-		n.x = G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName("x"), G.WithValue(tensor.New(tensor.WithShape(shape...), tensor.WithBacking(n.xb))))
-		switch {
-		case !images || c.model == "cnn":
-			return n.x, nil
-		case c.model == "vit":
-			return models.Patches(n.x, c.patch)
-		}
-		return G.Reshape(n.x, tensor.Shape{b, set.Dim()})
-	}
 	var x *G.Node
 	var err error
 	switch c.model {
 	case "ffn":
 		d := set.Dim()
-		if x, err = input(b, d); err != nil {
+		if x, err = n.input(g, b, b, d); err != nil {
 			return nil, err
 		}
 		if n.ffn, err = models.NewFFN(g, models.FFNConfig{In: d, Hidden: c.hidden, Classes: set.Classes, Depth: c.depth, Bias: true}, tensor.Float32, rng); err != nil {
@@ -93,7 +90,7 @@ func buildNetFrom(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rn
 		if set.H != set.W {
 			return nil, fmt.Errorf("the ViT needs square images, got %dx%d", set.H, set.W)
 		}
-		if x, err = input(b, cfg.Tokens(), cfg.PatchDim()); err != nil {
+		if x, err = n.input(g, b, b, cfg.Tokens(), cfg.PatchDim()); err != nil {
 			return nil, err
 		}
 		if n.vit, err = models.NewViT(g, cfg, tensor.Float32, rng); err != nil {
@@ -103,7 +100,7 @@ func buildNetFrom(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rn
 	case "cnn":
 		// The CNN takes whole images, so both forms of the input are one.
 		n.images = true
-		if x, err = input(b, set.C, set.H, set.W); err != nil {
+		if x, err = n.input(g, b, b, set.C, set.H, set.W); err != nil {
 			return nil, err
 		}
 		cfg := models.CNNConfig{InChannels: set.C, Height: set.H, Width: set.W, Channels: c.channels, Depth: c.depth, Classes: set.Classes, Bias: true}
@@ -111,6 +108,16 @@ func buildNetFrom(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rn
 			return nil, err
 		}
 		n.logits, err = n.cnn.Forward(x)
+	case "rnn":
+		// One step a row of the image, all its channels (models.RNNConfig).
+		if x, err = n.input(g, b, b, set.Dim()); err != nil {
+			return nil, err
+		}
+		cfg := models.RNNConfig{In: set.C * set.W, Hidden: c.hidden, Steps: set.H, Classes: set.Classes, Channels: set.C}
+		if n.rnn, err = models.NewRNN(g, cfg, tensor.Float32, rng); err != nil {
+			return nil, err
+		}
+		n.logits, err = n.rnn.Forward(x)
 	default:
 		return nil, fmt.Errorf("unknown model %q", c.model)
 	}
@@ -120,11 +127,28 @@ func buildNetFrom(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rn
 	return n, nil
 }
 
+// input returns the input node of a batch of b examples, of shape (or
+// whole images, with n.images), and sets n's x and xb.
+func (n *network) input(g *G.ExprGraph, b int, shape ...int) (*G.Node, error) {
+	if n.images {
+		shape = []int{b, n.set.C, n.set.H, n.set.W}
+	}
+	n.xb = make([]float32, tensor.Shape(shape).TotalSize())
+	n.x = G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName("x"), G.WithValue(tensor.New(tensor.WithShape(shape...), tensor.WithBacking(n.xb))))
+	switch {
+	case !n.images || n.c.model == "cnn":
+		return n.x, nil
+	case n.c.model == "vit":
+		return models.Patches(n.x, n.c.patch)
+	}
+	return G.Reshape(n.x, tensor.Shape{b, n.set.Dim()})
+}
+
 // fill writes count images (row-major, Dim values each) into the input,
 // zero-padding the rest of the batch.
 func (n *network) fill(images []float32, count int) {
 	d := n.set.Dim()
-	if n.ffn != nil || n.images {
+	if n.vit == nil || n.images {
 		copy(n.xb, images[:count*d])
 		clear(n.xb[count*d:])
 		return
@@ -150,6 +174,8 @@ func (n *network) Params() []param.Param {
 		return n.ffn.Params()
 	case n.cnn != nil:
 		return n.cnn.Params()
+	case n.rnn != nil:
+		return n.rnn.Params()
 	}
 	return n.vit.Params()
 }

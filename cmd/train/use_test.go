@@ -37,8 +37,11 @@ func tinyRun(t *testing.T, model string) (dir, out, accuracy string) {
 		dir = cifarDir(t, 40, 260)
 		args = []string{"-model", "vit", "-dataset", "cifar10", "-dim", "32", "-depth", "1", "-heads", "2", "-mlp", "16", "-patch", "8",
 			"-r", "8", "-lr", "0.1", "-other", "adam", "-lr-other", "0.002"}
-		if model == "cnn" {
+		switch model {
+		case "cnn":
 			args = []string{"-model", "cnn", "-dataset", "cifar10", "-channels", "4", "-depth", "2", "-r", "8", "-lr", "0.2", "-other", "adam", "-lr-other", "0.002"}
+		case "rnn":
+			args = []string{"-model", "rnn", "-dataset", "cifar10", "-hidden", "16", "-r", "8", "-lr", "0.2", "-other", "adam", "-lr-other", "0.002"}
 		}
 	} else {
 		dir = mnistDir(t, 400, 300)
@@ -251,12 +254,12 @@ func testLogits(t *testing.T, tr *trained, n int) (images, logits []float32) {
 	return test.X, logits
 }
 
-// TestExportRunsInONNXRuntime exports a trained FFN, ViT and CNN with
+// TestExportRunsInONNXRuntime exports a trained FFN, ViT, CNN and RNN with
 // train export and runs the files in ONNX Runtime on test images: the
 // logits must be orthonet's evaluation's to 1e-5.
 func TestExportRunsInONNXRuntime(t *testing.T) {
 	onnxrt.Need(t)
-	for _, model := range []string{"ffn", "vit", "cnn"} {
+	for _, model := range []string{"ffn", "vit", "cnn", "rnn"} {
 		_, out, _ := tinyRun(t, model)
 		file := filepath.Join(t.TempDir(), "model.onnx")
 		stdout, stderr, code := trainExit(t, "export", "-out", out, "-batch", "4", "-o", file)
