@@ -73,6 +73,8 @@ func (c modelConfig) withDefaults() (modelConfig, error) {
 	case c.Vocab < 1 || c.Embedding < 1 || c.Hidden < 1 || c.SeqLen < 1 || c.Batch < 1:
 		return c, fmt.Errorf("charrnn: sizes vocab %d, embedding %d, hidden %d, sequence %d, batch %d: all must be positive",
 			c.Vocab, c.Embedding, c.Hidden, c.SeqLen, c.Batch)
+	case c.SeqLen > 256:
+		return c, fmt.Errorf("charrnn: sequences of %d characters: at most 256 (Gorgonia v0.9.18 tells slices apart by a byte of their bounds)", c.SeqLen)
 	case c.Dtype != tensor.Float32 && c.Dtype != tensor.Float64:
 		return c, fmt.Errorf("charrnn: element type %v, want float32 or float64", c.Dtype)
 	}
@@ -195,14 +197,18 @@ func buildModel(g *G.ExprGraph, cfg modelConfig, rng *rand.Rand) (m *charModel, 
 
 	// Every step's input projections at once: (T*B, hidden) per gate.
 	e := G.Must(G.Mul(m.x, embedding))
+	// Each is (T, B, hidden), step t its slice t: Gorgonia v0.9.18 hashes a
+	// slice's bounds as bytes, so rows t*B to (t+1)*B of a (T*B, hidden)
+	// matrix past 255 would be merged with another step's slice.
 	proj := func(w, b *G.Node) *G.Node {
-		return G.Must(G.BroadcastAdd(G.Must(G.Mul(e, w)), b, nil, []byte{0}))
+		p := G.Must(G.BroadcastAdd(G.Must(G.Mul(e, w)), b, nil, []byte{0}))
+		return G.Must(G.Reshape(p, tensor.Shape{T, B, H}))
 	}
 	xi, xf, xo, xc := proj(l.wix, l.biasI), proj(l.wfx, l.biasF), proj(l.wox, l.biasO), proj(l.wcx, l.biasC)
 	var hidden, cell *G.Node
 	hiddens := make(G.Nodes, T)
 	for t := range T {
-		rows := func(n *G.Node) *G.Node { return G.Must(G.Slice(n, G.S(t*B, (t+1)*B))) }
+		rows := func(n *G.Node) *G.Node { return G.Must(G.Slice(n, G.S(t))) }
 		hidden, cell = l.fwd(gateInputs{rows(xi), rows(xf), rows(xo), rows(xc)}, hidden, cell)
 		hiddens[t] = hidden
 	}

@@ -318,3 +318,54 @@ func BenchmarkStep(b *testing.B) {
 		}
 	}
 }
+
+// TestBatchIndependent checks that a sequence's logits do not depend on the
+// batch it is in: a batch of 16 sequences of 20 characters (320 rows, past
+// the 256 that Gorgonia's slice hashes tell apart) against each sequence
+// alone, compiled, the weights the same.
+func TestBatchIndependent(t *testing.T) {
+	text, err := newTextSet(corpus, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const B, T = 16, 20
+	cfg := modelConfig{Vocab: text.NumClasses(), Hidden: 12, SeqLen: T, Batch: B}
+	g, m := build(t, cfg, 3)
+	p := compile(t, g, m)
+	idx := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	if err := m.feed(batch(t, text, idx), p.SetInput); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	V := cfg.Vocab
+	all := make([]float32, T*B*V)
+	if err := p.Read(m.logits, all); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Batch = 1
+	g1, m1 := build(t, cfg, 3)
+	p1 := compile(t, g1, m1)
+	one := make([]float32, T*V)
+	for _, b := range []int{0, 13} {
+		if err := m1.feed(batch(t, text, []int{b}), p1.SetInput); err != nil {
+			t.Fatal(err)
+		}
+		if err := p1.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p1.Read(m1.logits, one); err != nil {
+			t.Fatal(err)
+		}
+		for step := range T {
+			got := all[(step*B+b)*V : (step*B+b+1)*V]
+			want := one[step*V : (step+1)*V]
+			for i := range want {
+				if math.Abs(float64(got[i]-want[i])) > 1e-4 {
+					t.Fatalf("sequence %d, step %d: logit %d is %g in the batch, %g alone", b, step, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
