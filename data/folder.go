@@ -262,26 +262,13 @@ func (f *folder) read(opts FolderOptions) (*Set, error) {
 // opts.H x opts.W. It looks at what path is before opening it, and opens
 // it without blocking, so a named pipe or device is refused, not waited on.
 func readFolderImage(path string, opts FolderOptions, x []float32) error {
-	fi, err := os.Lstat(path)
-	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		fi, err = os.Stat(path) // a loop is an error
-	}
+	file, fi, err := openRegular(path)
 	if err != nil {
-		return fmt.Errorf("data: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w: %s: %s, not a regular file", ErrFormat, path, fileKind(fi.Mode()))
-	}
-	if fi.Size() == 0 {
-		return fmt.Errorf("%w: %s: an empty file, not an image", ErrFormat, path)
-	}
-	file, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return fmt.Errorf("data: %w", err)
+		return err
 	}
 	defer file.Close()
-	if now, err := file.Stat(); err != nil || !os.SameFile(fi, now) {
-		return fmt.Errorf("%w: %s: replaced while being read", ErrFormat, path)
+	if fi.Size() == 0 {
+		return fmt.Errorf("%w: %s: an empty file, not an image", ErrFormat, path)
 	}
 	br := bufio.NewReader(file)
 	head, _ := br.Peek(8)
@@ -302,6 +289,32 @@ func readFolderImage(path string, opts FolderOptions, x []float32) error {
 	}
 	copy(x, s.X)
 	return nil
+}
+
+// openRegular opens the regular file at path (a symbolic link is
+// followed; a loop is an error), looking at what path is before opening it
+// and opening it without blocking, so that a named pipe or a device is
+// refused, never waited on, and one put in its place meanwhile is caught.
+func openRegular(path string) (*os.File, fs.FileInfo, error) {
+	fi, err := os.Lstat(path)
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		fi, err = os.Stat(path)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("data: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%w: %s: %s, not a regular file", ErrFormat, path, fileKind(fi.Mode()))
+	}
+	file, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("data: %w", err)
+	}
+	if now, err := file.Stat(); err != nil || !os.SameFile(fi, now) {
+		file.Close()
+		return nil, nil, fmt.Errorf("%w: %s: replaced while being read", ErrFormat, path)
+	}
+	return file, fi, nil
 }
 
 // fileKind names the kind of file a mode describes, for messages.

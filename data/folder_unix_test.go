@@ -3,6 +3,7 @@
 package data
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,4 +99,32 @@ func symlink(t *testing.T, target, path string) string {
 		t.Skip("no symbolic links here:", err)
 	}
 	return path
+}
+
+// TestReadImageFileSpecial checks that ReadImageFile (train predict's
+// reader) refuses a named pipe, a link to one and a link loop at once
+// instead of blocking in open.
+func TestReadImageFileSpecial(t *testing.T) {
+	dir := t.TempDir()
+	pipe := filepath.Join(dir, "pipe.png")
+	if err := syscall.Mkfifo(pipe, 0o644); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	link := filepath.Join(dir, "link.png")
+	loop := filepath.Join(dir, "loop.png")
+	if err := errors.Join(os.Symlink(pipe, link), os.Symlink(loop, loop)); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{pipe, link, loop} {
+		done := make(chan error, 1)
+		go func() { _, err := ReadImageFile(path, 1); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s: read, want an error", path)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: ReadImageFile blocked", path)
+		}
+	}
 }

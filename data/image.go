@@ -10,7 +10,6 @@ import (
 	"image/jpeg"
 	"image/png"
 	"io"
-	"os"
 )
 
 // MaxImagePixels bounds the width times the height of a PNG or JPEG image
@@ -41,18 +40,11 @@ func ReadImageFile(path string, channels int) (*Set, error) {
 	if channels != 1 && channels != 3 {
 		return nil, fmt.Errorf("data: reading %s: %d channels asked for, want 1 or 3", path, channels)
 	}
-	f, err := os.Open(path)
+	f, fi, err := openRegular(path) // a named pipe is refused, not waited on
 	if err != nil {
-		return nil, fmt.Errorf("data: %w", err)
+		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("data: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s: not a regular file", ErrFormat, path)
-	}
 	br := bufio.NewReader(f)
 	head, _ := br.Peek(20) // the longest IDX header, of 4 dimensions
 	idx, exact := idxHeader(head, fi.Size())

@@ -170,6 +170,11 @@ func (t *trained) network(b int, images bool) (*network, error) {
 	if err := t.f.LoadNodes(training.PrefixModel, net.Nodes()); err != nil {
 		return nil, &usageError{fmt.Errorf("%s: %w", t.path, err)}
 	}
+	// A NaN or Inf weight gives garbage, not an answer: eval, predict and
+	// export refuse it, as resume does.
+	if err := training.CheckFinite(net.Params()); err != nil {
+		return nil, &usageError{fmt.Errorf("%s: %w", t.path, err)}
+	}
 	return net, nil
 }
 

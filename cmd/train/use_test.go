@@ -355,6 +355,20 @@ func TestUseRefusals(t *testing.T) {
 	if err := checkpoint.Write(other, f); err != nil {
 		t.Fatal(err)
 	}
+	// The run's weights with a NaN in one, under a valid checksum.
+	f, err = checkpoint.Read(latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, ok := f.Tensors[training.PrefixModel+"fc1.W"]
+	if !ok {
+		t.Fatal("no fc1.W in the checkpoint")
+	}
+	w.Data.([]float32)[7] = float32(math.NaN())
+	nanPath := filepath.Join(elsewhere, "nan.safetensors")
+	if err := checkpoint.Write(nanPath, f); err != nil {
+		t.Fatal(err)
+	}
 	notImage := filepath.Join(elsewhere, "image.png")
 	if err := os.WriteFile(notImage, []byte("GIF89a, not really\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -385,6 +399,9 @@ func TestUseRefusals(t *testing.T) {
 		{[]string{"predict", "-resume", other, fine}, 2, "has shape [1024 32]"},
 		{[]string{"export", "-resume", other}, 2, "has shape [1024 32]"},
 		{[]string{"eval", "-resume", filepath.Join(elsewhere, "missing.safetensors")}, 2, "no such file"},
+		{[]string{"eval", "-resume", nanPath}, 2, `parameter "fc1.W" has a non-finite entry at 7`},
+		{[]string{"predict", "-resume", nanPath, fine}, 2, `parameter "fc1.W" has a non-finite entry at 7`},
+		{[]string{"export", "-resume", nanPath}, 2, `parameter "fc1.W" has a non-finite entry at 7`},
 		{[]string{"predict", "-resume", latest, notImage}, 1, "not an image"},
 		{[]string{"predict", "-resume", latest}, 2, "no image files given"},
 		{[]string{"predict", "-resume", latest, "-top", "0", fine}, 2, "-top 0"},
