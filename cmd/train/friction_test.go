@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"github.com/orthonet/orthonet/training"
 	"io"
 	"os"
@@ -83,6 +84,31 @@ func TestBadRExits2(t *testing.T) {
 		}
 		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%q: -out %s: %v, want nothing written", extra, out, err)
+		}
+	}
+}
+
+// TestUnbuildableModelExits2 asks for models the flags cannot build and
+// a batch larger than the data: each a bad setting, exit 2 with one line
+// naming it, nothing written.
+func TestUnbuildableModelExits2(t *testing.T) {
+	dir := mnistDir(t, 30, 10)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-model", "cnn", "-depth", "50"}, "CNN of 50 blocks"},
+		{[]string{"-model", "cnn", "-channels", "100000"}, "200000 channels"},
+		{[]string{"-batch", "64"}, "-batch 64: 30 training examples, fewer than one batch"},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		_, stderr, code := trainExit(t, append([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-device", "cpu"}, tc.args...)...)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2\n%s", tc.args, code, stderr)
+		}
+		oneLine(t, fmt.Sprintf("%q", tc.args), stderr, tc.want)
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%q: -out %s: %v, want nothing written", tc.args, out, err)
 		}
 	}
 }

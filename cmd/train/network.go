@@ -198,8 +198,8 @@ func buildModel(c config, train, test *data.Set) (training.Model, error) {
 	g := G.NewGraph()
 	b := c.shard() // each rank's rows of the global batch
 	net, err := buildNet(c, g, b, train, true, rng)
-	if err != nil {
-		return training.Model{}, err
+	if err != nil { // a model the flags cannot build (-depth 50): a usage error
+		return training.Model{}, &usageError{err}
 	}
 	yb := make([]float32, b*train.Classes)
 	y := G.NewMatrix(g, tensor.Float32, G.WithShape(b, train.Classes), G.WithName("y"), G.WithValue(tensor.New(tensor.WithShape(b, train.Classes), tensor.WithBacking(yb))))

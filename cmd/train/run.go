@@ -60,7 +60,7 @@ func newTrainer(ctx context.Context, c config, w io.Writer, h hooks) (*training.
 		return nil, err
 	}
 	if train.N < c.batch {
-		return nil, fmt.Errorf("%d training examples, fewer than one batch of %d", train.N, c.batch)
+		return nil, &usageError{fmt.Errorf("-batch %d: %d training examples, fewer than one batch", c.batch, train.N)}
 	}
 	m, err := buildModel(c, train, test)
 	if err != nil {
