@@ -638,6 +638,26 @@ func TestDownload(t *testing.T) {
 	if left, _ := os.ReadDir(dir2); len(left) != 0 {
 		t.Errorf("a failed download left %d files", len(left))
 	}
+	// Into folders that did not exist (an offline -download): a failure
+	// leaves no folder behind, and a folder that held a file stays.
+	parent := t.TempDir()
+	fresh := filepath.Join(parent, "data", "mnist")
+	if err := dl.Fetch(ctx, Source{Mirrors: []string{srv.URL + "/dead/"}, Files: remotes}, fresh); err == nil {
+		t.Fatal("a dead mirror: no error")
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 0 {
+		t.Errorf("a failed download into a new folder left %v", left)
+	}
+	kept := filepath.Join(parent, "kept")
+	if err := os.MkdirAll(kept, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := dl.Fetch(ctx, Source{Mirrors: []string{srv.URL + "/dead/"}, Files: remotes}, kept); err == nil {
+		t.Fatal("a dead mirror: no error")
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Errorf("a failed download removed the folder it was given: %v", err)
+	}
 	// A size that disagrees is refused.
 	short := Source{Mirrors: []string{srv.URL + "/good/"}, Files: []Remote{{remotes[0].Name, remotes[0].SHA256, remotes[0].Size - 1}}}
 	if err := dl.Fetch(ctx, short, t.TempDir()); err == nil || !strings.Contains(err.Error(), "want") {

@@ -134,10 +134,38 @@ func (d *Downloader) Download(ctx context.Context, dataset, dir string) error {
 // fetched again. Temporary files and folders that an interrupted Fetch left
 // behind are removed once untouched for twice IdleTimeout plus a minute (a
 // younger one may belong to a Fetch still running).
-func (d *Downloader) Fetch(ctx context.Context, src Source, dir string) error {
+func (d *Downloader) Fetch(ctx context.Context, src Source, dir string) (err error) {
+	created := missingDirs(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("data: %w", err)
 	}
+	defer func() {
+		if err != nil { // nothing left behind: the folders made for it, where still empty
+			for _, c := range created {
+				_ = os.Remove(c) // removes only an empty folder
+			}
+		}
+	}()
+	return d.fetchAll(ctx, src, dir)
+}
+
+// missingDirs returns dir and those of its parents that do not exist,
+// deepest first: the folders os.MkdirAll(dir) would make.
+func missingDirs(dir string) []string {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+			return missing
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			return missing
+		}
+	}
+}
+
+// fetchAll fetches src's files into the folder dir, as Fetch says.
+func (d *Downloader) fetchAll(ctx context.Context, src Source, dir string) error {
 	for _, f := range src.Files {
 		if err := removeStaleParts(dir, f.Name, false, d.staleAge()); err != nil {
 			return err
