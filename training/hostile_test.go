@@ -142,6 +142,7 @@ func TestResumeRefusesOtherData(t *testing.T) {
 		{"other labels", func(c *Config) { c.Train = other }, "other data of the same sizes"},
 		{"other size", func(c *Config) { c.Train = blobs(88, 12, 4, 2) }, "was trained on 96/24"},
 		{"other setting", func(c *Config) { c.Settings = map[string]string{"lr": "0.3"} }, `setting lr is "0.3"`},
+		{"other size, allowed", func(c *Config) { c.Train, c.AllowOtherData = blobs(88, 12, 4, 2), true }, "was trained on 96/24"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := smallConfig(out, train, test)
@@ -153,5 +154,35 @@ func TestResumeRefusesOtherData(t *testing.T) {
 				t.Fatalf("error %v, want a SettingError naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestResumeAllowOtherData resumes on data of the same sizes but other
+// labels with AllowOtherData: the run goes on, and its progress records
+// the change.
+func TestResumeAllowOtherData(t *testing.T) {
+	train, test := blobs(96, 12, 4, 2), blobs(24, 12, 4, 2)
+	out := t.TempDir()
+	c := smallConfig(out, train, test)
+	c.Epochs = 1
+	if _, err := Run(context.Background(), classifier(t, 8, 12, 16, 4), c); err != nil {
+		t.Fatal(err)
+	}
+	other := blobs(96, 12, 4, 2)
+	copy(other.Y, other.Y[1:])
+	rc := smallConfig(out, other, test)
+	rc.Epochs, rc.Resume, rc.AllowOtherData = 2, "latest", true
+	var log strings.Builder
+	rc.Log = &log
+	tr, err := New(classifier(t, 8, 12, 16, 4), rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Fit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ch := tr.Progress().DataChanges; len(ch) != 1 || !strings.Contains(ch[0], "step 12: resumed on other data") || !strings.Contains(log.String(), "warning:") {
+		t.Errorf("data changes %q, log %q: want the resume at step 12 recorded and warned of", ch, log.String())
 	}
 }

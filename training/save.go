@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
@@ -37,6 +38,9 @@ type DataInfo struct {
 	// ClassNames names the labels where the training set is a *data.Set
 	// that does (an image folder's class folders).
 	ClassNames []string `json:"class_names,omitempty"`
+	// Files are the files the sets were read from, where they are
+	// *data.Sets (for messages).
+	Files []string `json:"files,omitempty"`
 }
 
 // dataInfo returns the DataInfo of train and test, reading every example.
@@ -44,6 +48,10 @@ func dataInfo(train, test data.Dataset) (DataInfo, error) {
 	d := DataInfo{Train: train.Len(), Shape: slices.Clone(train.Shape()), Classes: train.NumClasses()}
 	if s, ok := train.(*data.Set); ok {
 		d.ClassNames = s.ClassNames
+		d.Files = s.Files
+	}
+	if s, ok := test.(*data.Set); ok {
+		d.Files = append(slices.Clone(d.Files), s.Files...)
 	}
 	h := sha256.New()
 	if err := digest(h, train); err != nil {
@@ -101,9 +109,21 @@ func sameData(where string, saved, now DataInfo) error {
 			where, saved.Train, saved.Test, saved.Shape, saved.Classes, now.Train, now.Test, now.Shape, now.Classes)
 	}
 	if saved.Digest != "" && saved.Digest != now.Digest {
-		return fmt.Errorf("%s was trained on other data of the same sizes (SHA-256 of the examples and labels %.16s..., now %.16s...): the files changed, or another folder of the same shape was given", where, saved.Digest, now.Digest)
+		return fmt.Errorf("%s was trained on other data of the same sizes (SHA-256 of the examples and labels %.16s..., now %.16s...%s): the files changed, or other files of the same shape were given (Config.AllowOtherData, train's -resume-other-data, goes on anyway)",
+			where, saved.Digest, now.Digest, filesNote(saved.Files, now.Files))
 	}
 	return nil
+}
+
+// filesNote names the data's files then and now, for sameData's message.
+func filesNote(then, now []string) string {
+	if len(then) == 0 && len(now) == 0 {
+		return ""
+	}
+	if slices.Equal(then, now) {
+		return "; files " + strings.Join(now, ", ")
+	}
+	return fmt.Sprintf("; files then %s, now %s", strings.Join(then, ", "), strings.Join(now, ", "))
 }
 
 // save writes the run's checkpoint for the current step, marks it best
@@ -187,8 +207,12 @@ func (t *Trainer) restore(f *checkpoint.File) error {
 	if err := f.JSON(KeyData, &d); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
+	otherData := false
 	if err := sameData(where, d, t.dataID); err != nil {
-		return &SettingError{err}
+		if !t.c.AllowOtherData || d.Train != t.dataID.Train || d.Test != t.dataID.Test {
+			return &SettingError{err}
+		}
+		otherData = true // allowed: said, and recorded in the run's progress
 	}
 	var st Progress
 	if err := f.JSON(KeyProgress, &st); err != nil {
@@ -216,6 +240,11 @@ func (t *Trainer) restore(f *checkpoint.File) error {
 	}
 	if worst := MaxFeasibility(t.m.Params); !(worst < 1e-3) {
 		return fmt.Errorf("%s: an orthogonal weight has ||W^T W - I||_F = %.3g: the checkpoint's weights are off the manifold", where, worst)
+	}
+	if otherData {
+		note := fmt.Sprintf("step %d: resumed on other data of the same sizes (SHA-256 %.16s... then, %.16s... now)", st.Step, d.Digest, t.dataID.Digest)
+		st.DataChanges = append(st.DataChanges, note)
+		fmt.Fprintf(t.c.Log, "warning: %s: %s\n", where, note)
 	}
 	t.st = st
 	return nil

@@ -156,6 +156,10 @@ type Config struct {
 	// is that checkpoint already read (ReadResume).
 	Resume     string
 	ResumeFile *checkpoint.File
+	// AllowOtherData lets a run resume on data of the same sizes whose
+	// digest differs from the checkpoint's (refused otherwise): it warns,
+	// and records it in Progress.DataChanges.
+	AllowOtherData bool
 	// Settings are what the caller's configuration says (flags): saved in
 	// every checkpoint; a resumed run's must equal the saved ones but for
 	// the names in MayChange. SavedSettings reads them back.

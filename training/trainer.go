@@ -37,6 +37,9 @@ type Progress struct {
 	// evaluations EvalInterval has made.
 	TrainSeconds float64 `json:"train_seconds,omitempty"`
 	TimedEvals   int     `json:"timed_evals,omitempty"`
+	// DataChanges records each resume on other data that
+	// Config.AllowOtherData let through.
+	DataChanges []string `json:"data_changes,omitempty"`
 }
 
 // Trainer trains one model. It is not safe for concurrent use.

@@ -51,6 +51,7 @@ type config struct {
 	saveEvery, keep         int
 	resume                  string // checkpoint path, resolved from -resume
 	resumeArg               string // -resume as given: latest or a run folder asks for its newest checkpoint
+	otherData               bool   // -resume-other-data
 	cpuProfile              string
 	kernelProfile           bool
 	engine                  string
@@ -273,6 +274,8 @@ func runFlags(c *config) []flagDef {
 		{name: "keep", define: val(&c.keep, 3), resumable: true, usage: "keep the newest N step checkpoints of the run (best.safetensors is kept apart)"},
 		{name: "resume", define: val(&c.resume, ""),
 			usage: "go on from a checkpoint: a .safetensors file, a run folder (its newest), or latest (the newest under -out); a run's newest checkpoint goes on in its folder, any other in a new run folder under -out"},
+		{name: "resume-other-data", define: val(&c.otherData, false), resumable: true,
+			usage: "with -resume, go on although the data differ from the checkpoint's at the same sizes (refused otherwise, exit 2); the run's progress records it"},
 		{name: "device", define: val(&c.device, "auto"), resumable: true, choices: devices,
 			usage: "auto (an NVIDIA GPU where one is usable, else the CPU; it says which and why), cpu, or cuda (the GPU, or an error naming what is missing; with -engine program; ORTHONET_CUDA_STANDIN=1 runs it on the host model of the device)"},
 		{name: "engine", define: val(&c.engine, "program"), resumable: true, choices: engines,

@@ -296,3 +296,42 @@ func TestSkipAtEpochEnd(t *testing.T) {
 		t.Errorf("metrics.csv records skips at steps %v, want one at each of steps 4 and 201", skips)
 	}
 }
+
+// TestResumeOtherDataRefused resumes a run on the same images with their
+// labels shifted (same sizes, other data): refused with exit 2 naming the
+// files, and with -resume-other-data allowed, warned of and recorded.
+func TestResumeOtherDataRefused(t *testing.T) {
+	dir := mnistDir(t, 60, 20)
+	out := t.TempDir()
+	args := []string{"-dataset", "mnist", "-hidden", "16", "-depth", "2", "-r", "4", "-batch", "10", "-device", "cpu", "-out", out}
+	if _, stderr, code := trainExit(t, append(args, "-data", dir)...); code != 0 {
+		t.Fatalf("first run: exit %d\n%s", code, stderr)
+	}
+	other := t.TempDir()
+	for _, name := range []string{"train-images-idx3-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", "train-labels-idx1-ubyte"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "train-labels-idx1-ubyte" {
+			b[8], b[9] = b[9], b[8] // two labels swapped: the same sizes
+		}
+		if err := os.WriteFile(filepath.Join(other, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resume := append(args, "-data", other, "-resume", "latest", "-epochs", "2")
+	_, stderr, code := trainExit(t, resume...)
+	if code != 2 {
+		t.Fatalf("resume on other data: exit %d, want 2\n%s", code, stderr)
+	}
+	oneLine(t, "resume on other data", stderr, "other data of the same sizes", filepath.Join(other, "train-labels-idx1-ubyte"))
+	stdout, stderr, code := trainExit(t, append(resume, "-resume-other-data")...)
+	if code != 0 || !strings.Contains(stdout, "warning:") {
+		t.Fatalf("-resume-other-data: exit %d, want 0 with a warning\n%s%s", code, stdout, stderr)
+	}
+	_, st := finalState(t, out)
+	if len(st.DataChanges) != 1 || !strings.Contains(st.DataChanges[0], "resumed on other data") {
+		t.Errorf("the run's progress records %q, want the resume on other data", st.DataChanges)
+	}
+}

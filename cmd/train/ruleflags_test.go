@@ -19,12 +19,12 @@ const oldFlags = `batch int "16";channels int "64";clip-norm float "0";cpuprofil
 	`keep int "3";kernel-profile  "false";limit-test int "0";limit-train int "0";lr float "0.1";` +
 	`lr-other float "0.05";min-accuracy float "0";mlp int "256";model string "ffn";momentum float "0.9";` +
 	`nonfinite string "stop";optim string "rsdm";other string "sgd";out string "checkpoints";patch int "4";` +
-	`r int "300";resume string "";rgd-momentum float "0.9";sampling string "perm";save-every int "1000";` +
+	`r int "300";resume string "";resume-other-data  "false";rgd-momentum float "0.9";sampling string "perm";save-every int "1000";` +
 	`schedule string "cosine";seed uint "1";time-limit duration "0s";warmup int "500";weight-decay float "0";`
 
 // TestRuleFlagsUnchanged checks that the flags defined from the rule
 // table, with train's own, have the names, types and defaults train had
-// before, and that each rule flag's usage names the rules that take it.
+// before (and -resume-other-data, added since), and that each rule flag's usage names the rules that take it.
 func TestRuleFlagsUnchanged(t *testing.T) {
 	_, fs, err := parseArgs(nil, io.Discard)
 	if err != nil {

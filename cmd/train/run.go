@@ -98,6 +98,7 @@ func trainingConfig(c config, train, test *data.Set, w io.Writer) training.Confi
 		Describe: fmt.Sprintf("%s on %s (%d train, %d test images of %dx%dx%d), %s/%s r=%d lr=%g, %s lr=%g, batch %d, %d epochs",
 			c.model, c.dataset, train.N, test.N, train.C, train.H, train.W, c.optim, c.sampling, c.r, c.lr, c.other, c.lrOther, c.batch, c.epochs)}
 	tc.Comm = c.comm
+	tc.AllowOtherData = c.otherData
 	if c.resumeArg != "" && c.resumeArg != c.resume {
 		// latest or a run folder: training finds its newest checkpoint
 		// again, which goes on in its folder even if the folder's holder
