@@ -52,15 +52,6 @@ func SameOnEveryRank(err error) bool {
 // maxSettings bounds the bytes of one rank's settings that agree receives.
 const maxSettings = 1 << 20
 
-// PerRank names settings (Config.Settings keys) whose values may differ
-// between the ranks of a data-parallel run; every other must agree.
-var PerRank = map[string]bool{}
-
-// checkShards refuses a resumed run's batch that the ranks cannot split.
-func (t *Trainer) checkShards() error {
-	return nil // checkModel refused a batch the ranks cannot split
-}
-
 // agreeSettings makes the ranks compare, before anything is loaded or
 // written, every setting but those of perRank, the point a resumed run
 // goes on from and this build's BLAS. A difference is a SettingError, on
@@ -89,7 +80,7 @@ func (t *Trainer) agreeSettings() error {
 }
 
 // perRank reports whether setting name may differ between the ranks.
-func (c *Config) perRank(name string) bool { return PerRank[name] || c.PerRank[name] }
+func (c *Config) perRank(name string) bool { return c.PerRank[name] }
 
 // agreeData makes the ranks compare the data they loaded: the sets' sizes
 // and SHA-256 (each rank trains on its rows of the same global batches,
@@ -196,14 +187,10 @@ func (t *Trainer) differences(what string, all []map[string]string) error {
 		return fmt.Errorf("-dist mpi: the ranks' data differ, and every rank must train on the same images (from a -data folder of its own, if need be): %s", strings.Join(diffs, "; "))
 	}
 	var allowed []string
-	for name := range PerRank {
-		allowed = append(allowed, "-"+name)
-	}
 	for name := range t.c.PerRank {
 		allowed = append(allowed, "-"+name)
 	}
 	slices.Sort(allowed)
-	allowed = slices.Compact(allowed)
 	return fmt.Errorf("-dist mpi: the ranks' %s differ, and every rank must train alike (only %s may differ): %s",
 		what, strings.Join(allowed, ", "), strings.Join(diffs, "; "))
 }

@@ -103,9 +103,6 @@ func New(m Model, c Config) (_ *Trainer, err error) {
 	if err := t.readResume(); err != nil {
 		return nil, err
 	}
-	if err := t.checkShards(); err != nil {
-		return nil, err
-	}
 	if err := t.agreeSettings(); err != nil {
 		return nil, err
 	}
