@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"math"
+	"reflect"
 
 	"github.com/orthonet/orthonet/manifold"
 )
@@ -181,6 +182,9 @@ func (s *Solver) checkParam(i int) error {
 func (g *Group) check() error {
 	if err := checkLR(g.LR); err != nil {
 		return err
+	}
+	if lr, ok := ruleLR(g.Rule); ok && lr != 0 && lr != g.LR {
+		return fmt.Errorf("optim: the group's rule %v sets LR %v, which a Solver does not read: the group's LR (%v) is its step size; set Group.LR instead", g.Rule, lr, g.LR)
 	}
 	if !(g.WeightDecay >= 0) || math.IsInf(g.WeightDecay, 0) {
 		return fmt.Errorf("optim: weight decay %v, want a finite value >= 0", g.WeightDecay)
@@ -548,4 +552,23 @@ func WeightSeed(seed uint64, index int) uint64 {
 	binary.LittleEndian.PutUint64(b[8:], uint64(index))
 	_, _ = h.Write(b[:])
 	return h.Sum64()
+}
+
+// ruleLR returns the step size a rule value carries of its own (a float64
+// field LR, as SGDConfig's, for the rule used alone: NewSGD), and whether
+// it has one. A Group steps by its own LR; a different one in its rule
+// would be silently ignored, so check refuses it.
+func ruleLR(r Rule) (float64, bool) {
+	v := reflect.ValueOf(r)
+	if v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return 0, false
+	}
+	f := v.FieldByName("LR")
+	if !f.IsValid() || f.Kind() != reflect.Float64 {
+		return 0, false
+	}
+	return f.Float(), true
 }

@@ -64,6 +64,8 @@ func TestSolverErrors(t *testing.T) {
 		{"no-rule", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 1}}, Options{}, `weight "w" is on the stiefel manifold, but its group has no rule`},
 		{"adam", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Rule: AdamConfig{Beta1: 1.5}}}, Options{}, "Adam betas"},
 		{"decay", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, WeightDecay: -1}}, Options{}, "weight decay -1"},
+		{"rule-lr", []Param{plainParam("b", 3, 1)}, []Group{{Rule: SGDConfig{LR: 0.1}}}, Options{}, "the group's rule sgd sets LR 0.1, which a Solver does not read: the group's LR (0) is its step size; set Group.LR instead (group 0)"},
+		{"rule-lr-rsdm", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 0.2, Rule: RSDMConfig{LR: 0.1, SubmanifoldSize: 2}}}, Options{}, "sets LR 0.1, which a Solver does not read"},
 		{"schedule", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Schedule: Cosine{}}}, Options{}, "cosine schedule over 0 steps"},
 		{"clip", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1}}, Options{ClipNorm: -1}, "clip norm -1"},
 		{"no-group", []Param{plainParam("b", 3, 1)}, []Group{{LR: 1, Select: Param.Constrained}}, Options{}, `parameter "b" belongs to no group`},
@@ -548,5 +550,13 @@ func TestSolverKernels(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRuleLRAgreeing checks that a rule whose own LR equals its group's
+// is accepted: only a step size the Solver would ignore is refused.
+func TestRuleLRAgreeing(t *testing.T) {
+	if _, err := NewSolver([]Param{plainParam("b", 3, 1)}, []Group{{LR: 0.1, Rule: SGDConfig{LR: 0.1}}}, Options{}); err != nil {
+		t.Errorf("a rule's LR equal to its group's: %v", err)
 	}
 }
