@@ -32,7 +32,7 @@ func (t *Trainer) evaluateFirst(epoch, n int) (Eval, error) {
 	if n == 0 {
 		return Eval{Epoch: epoch + 1, Step: t.st.Step, Loss: nan(), Feasibility: t.feasibility()}, nil
 	}
-	m, err := t.evaluateOn(t.c.Test, n, nil)
+	m, err := t.evaluateOn(context.Background(), t.c.Test, n, nil)
 	if err != nil {
 		return m, err
 	}
@@ -134,7 +134,7 @@ func (t *Trainer) Evaluate(ctx context.Context, set data.Dataset) (Eval, error) 
 	if err := t.checkFinite(); err != nil {
 		return Eval{}, err
 	}
-	return t.evaluateOnCtx(ctx, set, set.Len(), nil)
+	return t.evaluateOn(ctx, set, set.Len(), nil)
 }
 
 // EvaluateWith evaluates as Evaluate does and gives observe the logits (n x
@@ -143,7 +143,7 @@ func (t *Trainer) EvaluateWith(ctx context.Context, set data.Dataset, observe fu
 	if err := t.checkFinite(); err != nil {
 		return Eval{}, err
 	}
-	return t.evaluateOnCtx(ctx, set, set.Len(), observe)
+	return t.evaluateOn(ctx, set, set.Len(), observe)
 }
 
 // checkFinite refuses parameters with a NaN or Inf entry.
@@ -202,7 +202,7 @@ func (t *Trainer) Predict(x []float32) ([]float32, error) {
 	n := len(x) / d
 	set := &sliceSet{x: x, n: n, shape: t.c.Train.Shape(), classes: t.classes}
 	out := make([]float32, 0, n*t.classes)
-	_, err := t.evaluateOnCtx(context.Background(), set, n, func(z []float32, _ []int) { out = append(out, z...) })
+	_, err := t.evaluateOn(context.Background(), set, n, func(z []float32, _ []int) { out = append(out, z...) })
 	return out, err
 }
 
@@ -223,15 +223,11 @@ func (s *sliceSet) Example(i int, x []float32) (int, error) {
 	return 0, nil
 }
 
-func (t *Trainer) evaluateOn(set data.Dataset, count int, observe func([]float32, []int)) (Eval, error) {
-	return t.evaluateOnCtx(context.Background(), set, count, observe)
-}
-
-// evaluateOnCtx returns the loss, accuracy and metrics of the evaluation
+// evaluateOn returns the loss, accuracy and metrics of the evaluation
 // model over the first count examples of set; the last chunk is
 // zero-padded and its padding ignored. With logits the loss is their
 // cross-entropy; without, the graph's loss over the whole batches only.
-func (t *Trainer) evaluateOnCtx(ctx context.Context, set data.Dataset, count int, observe func([]float32, []int)) (Eval, error) {
+func (t *Trainer) evaluateOn(ctx context.Context, set data.Dataset, count int, observe func([]float32, []int)) (Eval, error) {
 	if err := t.evalBuffers(); err != nil {
 		return Eval{}, err
 	}
