@@ -270,8 +270,9 @@ func newSides(t *testing.T, label string, build func() (*model, error), ref, got
 // and checks after each run that got's output, loss and gradients (but
 // those a program left factored), and after each step its parameters,
 // agree with ref's to tol: relative to the reference's largest value
-// (testval.MaxRel), the loss relative to its scale.
-func agree(t *testing.T, label string, ref, got side, steps int, tol float64) {
+// (testval.MaxRel), the loss relative to its scale. It returns the largest
+// of those differences.
+func agree(t *testing.T, label string, ref, got side, steps int, tol float64) (worst float64) {
 	t.Helper()
 	fail := func(s side, err error) {
 		t.Helper()
@@ -281,7 +282,9 @@ func agree(t *testing.T, label string, ref, got side, steps int, tol float64) {
 	}
 	check := func(what string, a, b []float64) {
 		t.Helper()
-		if d := testval.MaxRel(a, b); !(d <= tol) {
+		d := testval.MaxRel(a, b)
+		worst = max(worst, d)
+		if !(d <= tol) {
 			t.Errorf("%s: %s differs from %s's by %.3g (relative), tolerance %g, %s\n got %v\nwant %v",
 				what, got.name(), ref.name(), d, tol, testval.Worst(a, b), trim(a), trim(b))
 		}
@@ -303,6 +306,9 @@ func agree(t *testing.T, label string, ref, got side, steps int, tol float64) {
 		var scale float64
 		if rm.lossScale != nil {
 			scale = rm.lossScale(refOut)
+		}
+		if len(l) == 1 && len(w) == 1 {
+			worst = max(worst, math.Abs(l[0]-w[0])/max(scale, math.Abs(w[0]), 1e-300))
 		}
 		if len(l) != 1 || len(w) != 1 {
 			t.Errorf("%sloss has %d values, %s's %d", at, len(l), ref.name(), len(w))
@@ -327,4 +333,5 @@ func agree(t *testing.T, label string, ref, got side, steps int, tol float64) {
 			check(at+p.Node.Name()+" after the step", testval.Floats(p.Node.Value()), testval.Floats(rm.params[i].Node.Value()))
 		}
 	}
+	return worst
 }

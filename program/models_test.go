@@ -162,11 +162,11 @@ func TestModelsAgree(t *testing.T) {
 		for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 			for name, cfg := range solverConfigs() {
 				t.Run(fmt.Sprintf("%s/%v/%s", mc.name, dt, name), func(t *testing.T) {
-					compareModel(t, be, mc, dt, cfg, false)
+					compareModel(t, be, mc, dt, cfg, false, tolerance(dt))
 				})
 				if _, rsdm := cfg[0].Rule.(optim.RSDMConfig); rsdm {
 					t.Run(fmt.Sprintf("%s/%v/%s/factored", mc.name, dt, name), func(t *testing.T) {
-						compareModel(t, be, mc, dt, cfg, true)
+						compareModel(t, be, mc, dt, cfg, true, tolerance(dt))
 					})
 				}
 			}
@@ -183,12 +183,14 @@ func factorR(factor bool, groups []optim.Group) int {
 }
 
 // compareModel runs mc on the tape machine with optim's Solver and as a
-// program on be with its Solver, two steps; with factor the program leaves
-// the gradients of thin-product weights factored (Config.FactorForRSDM).
-func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtype, cfg []optim.Group, factor bool) {
+// program on be with its Solver, two steps, and checks that they agree to
+// tol (agree); with factor the program leaves the gradients of thin-product
+// weights factored (Config.FactorForRSDM). It returns agree's largest
+// difference.
+func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtype, cfg []optim.Group, factor bool, tol float64) float64 {
 	build := func() (*model, error) { return mc.build(dt) }
 	ref, got := newSides(t, mc.name, build, onTape(sideConfig{groups: cfg}), compiled(be, sideConfig{groups: cfg, factor: factorR(factor, cfg)}))
-	agree(t, mc.name, ref, got, 2, tolerance(dt))
+	worst := agree(t, mc.name, ref, got, 2, tol)
 	factored := 0
 	for _, p := range got.(*programSide).prog.Params() {
 		if p.GradK > 0 {
@@ -198,6 +200,7 @@ func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtyp
 	if factor && mc.name == "ffn" && factored == 0 {
 		t.Error("FactorForRSDM left no FFN gradient factored")
 	}
+	return worst
 }
 
 // TestFactorGrads checks the factoring phase on the FFN: with

@@ -15,7 +15,7 @@
 #       model of the device at small sizes, and check what both wrote, and
 #       that a stage made to hang is cut (make test runs this)
 #
-# run's stages, their limits (seconds; 340 in all, under 6 minutes) and what
+# run's stages, their limits (seconds; 370 in all, under 6.5 minutes) and what
 # each needs: a stage whose need failed is reported "not run".
 #   0 machine       15  OS, glibc, GPUs, driver, PATH, where the CUDA libraries are, torch
 #   1 ldd           10  each binary's libraries found, train starts
@@ -23,14 +23,14 @@
 #                       the libraries it loaded from where, CUBIN or PTX
 #   3 cuda-tests    60  backend/cuda's tests on the device                       needs 1, 2
 #   4 device-tests  60  program's and optim/device's device tests                needs 1, 2
-#   5 throughput   100  train beside PyTorch (FFN, ViT), kernel profiles         needs 1, 2
+#   5 throughput   130  train beside PyTorch (FFN, ViT), kernel profiles         needs 1, 2
 #   6 memcheck      50  compute-sanitizer on the kernel comparison               needs 1, 2
 # Every stage appends its header, exit code and last 30 lines to report.txt,
 # and logs.tgz is made again after each (so a command killed at the device
 # tool's limit still returns everything up to it). The test stages run with
-# CUDA_LAUNCH_BLOCKING=1, -test.failfast and a -test.timeout 5 s below the
-# stage's limit (Go then prints the stuck test's stack). run exports
-# VIRTUAL_ENV from the python3 on PATH when that is a virtual environment
+# CUDA_LAUNCH_BLOCKING=1, -test.failfast (cuda-tests alone) and a
+# -test.timeout 5 s below the stage's limit (Go then prints the stuck test's
+# stack). run exports VIRTUAL_ENV from the python3 on PATH when that is a virtual environment
 # (NVIDIA's wheels live there) and a kernel-cache folder of its own.
 #
 # ORTHONET_GPU_CHECK_HANG=STAGE (a stage's name) makes that stage hang, for
@@ -41,9 +41,9 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 script=$root/scripts/gpu_check.sh
 
-readonly limit_mib=56 tree_mib=64 budget=345
+readonly limit_mib=56 tree_mib=64 budget=375
 readonly stages=(machine ldd train cuda-tests device-tests throughput memcheck)
-readonly limits=(15 10 45 60 60 100 50)
+readonly limits=(15 10 45 60 60 130 50)
 readonly needs=("" "" "1" "1 2" "1 2" "1 2" "1 2")
 readonly bins=(train cuda.test program.test optim.test)
 
@@ -287,10 +287,12 @@ stage() {
 	device-tests)
 		local prun=Device\|Lowerings orun=Device short=() rc=0
 		[[ -n $SMALL ]] && prun=TestModelsAgreeOnDevice/ffn short=(-test.short)
+		# No -test.failfast here: the cuda-tests stage has shown that launches
+		# work, and a difference past a tolerance must not hide the tests after it.
 		(cd "$root/program" && ORTHONET_CUDA_GPU=$GPU CUDA_LAUNCH_BLOCKING=1 "$BIN/program.test" -test.v -test.count=1 \
-			-test.failfast -test.timeout "$((tt * 2 / 3))s" -test.run "$prun") || rc=1
+			-test.timeout "$((tt * 2 / 3))s" -test.run "$prun") || rc=1
 		(cd "$root/optim/device" && ORTHONET_CUDA_GPU=$GPU CUDA_LAUNCH_BLOCKING=1 "$BIN/optim.test" -test.v -test.count=1 \
-			-test.failfast -test.timeout "$((tt / 3))s" -test.run "$orun" "${short[@]}") || rc=1
+			-test.timeout "$((tt / 3))s" -test.run "$orun" "${short[@]}") || rc=1
 		return $rc
 		;;
 	throughput) throughput ;;

@@ -576,12 +576,35 @@ func (b *Backend) KernelTimes() ([]backend.KernelTime, time.Duration) {
 	return out, b.span
 }
 
-// timedFunc wraps f in the events of a new timed kernel.
-func (b *Backend) timedFunc(k backend.Kernel, f backend.Func) (backend.Func, error) {
-	t := timed{label: backend.Name(k)}
-	if g, ok := k.(backend.Gemm); ok { // a product's profile line has its sizes
-		t.label = fmt.Sprintf("gemm %dx%dx%d batch %d", g.M, g.N, g.K, g.Batches())
+// kernelLabel returns k's line in a profile: its name, and a product's
+// sizes.
+func kernelLabel(k backend.Kernel) string {
+	if g, ok := k.(backend.Gemm); ok {
+		return fmt.Sprintf("gemm %dx%dx%d batch %d", g.M, g.N, g.K, g.Batches())
 	}
+	return backend.Name(k)
+}
+
+// stepLabel returns the profile line of one step of a kernel of several
+// (a QF's products, factorizations and solves each have their own).
+func stepLabel(kernel string, s any) string {
+	switch s := s.(type) {
+	case cudak.Launch:
+		return kernel + ": " + strings.TrimPrefix(s.Kernel, "on_")
+	case cudak.Potrf:
+		return fmt.Sprintf("%s: potrf %d", kernel, s.N)
+	case cudak.Trsm:
+		return fmt.Sprintf("%s: trsm %dx%d", kernel, s.M, s.N)
+	case cudak.Gemm:
+		return fmt.Sprintf("%s: gemm %dx%dx%d", kernel, s.M, s.N, s.K)
+	}
+	return fmt.Sprintf("%s: %T", kernel, s)
+}
+
+// timedFunc wraps f in the events of a new timed kernel, named label in
+// the profile.
+func (b *Backend) timedFunc(label string, f backend.Func) (backend.Func, error) {
+	t := timed{label: label}
 	if err := b.a.result("creating an event", C.on_timing_event(b.a.t, b.ctx, &t.start)); err != nil {
 		return nil, err
 	}
@@ -790,9 +813,19 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 	if len(fns) == 0 { // nothing to do (an empty copy, int32 data checked for finiteness)
 		return backend.Sequence(nil), nil
 	}
+	if b.profile && len(fns) > 1 { // each step timed on its own line
+		for i, s := range steps {
+			f, err := b.timedFunc(stepLabel(backend.Name(k), s), fns[i])
+			if err != nil {
+				return nil, err
+			}
+			fns[i] = f
+		}
+		return backend.Sequence(fns), nil
+	}
 	f := backend.Sequence(fns)
 	if b.profile {
-		return b.timedFunc(k, f)
+		return b.timedFunc(kernelLabel(k), f)
 	}
 	return f, nil
 }

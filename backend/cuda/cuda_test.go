@@ -4,6 +4,7 @@ package cuda_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -317,22 +318,35 @@ func TestBadInput(t *testing.T) {
 }
 
 // TestQFFault checks that the Q factor of a rank-deficient matrix fails the
-// next Sync, naming the factorization, and every later one: on the
-// one-block path (few columns) and on cuSOLVER's (more).
+// next Sync, naming the factorization and the first column that depends on
+// those before it, and every later one: on the one-block path (few
+// columns) and on cuSOLVER's (more; with more columns than a block has
+// threads, and a second dependent column far after the first).
 func TestQFFault(t *testing.T) {
-	for _, s := range [][2]int{{4, 3}, {40, 34}} {
+	for _, c := range []struct{ m, n, dup, of, late int }{
+		{4, 3, 2, 0, -1},
+		{40, 34, 33, 0, -1},
+		{320, 300, 1, 0, 299},
+	} {
 		b := start(t, cuda.Options{})
-		m, n := s[0], s[1]
+		m, n := c.m, c.n
 		a, err := b.Alloc(backend.Float64, m*n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		v := make([]float64, m*n)
+		rng := rand.New(rand.NewPCG(1, uint64(n)))
 		for i := range m {
 			for j := range n {
-				v[i*n+j] = float64((i*7+j*3)%11) + float64(i*j%5)
+				v[i*n+j] = rng.NormFloat64()
 			}
-			v[i*n+n-1] = 2 * v[i*n] // the last column twice the first
+			v[i*n+c.dup] = 2 * v[i*n+c.of] // a column twice an earlier one
+			if c.late >= 0 {
+				// Columns all but dependent (a relative 3e-8 off): their
+				// pivots, positive, fail the check rather than cuSOLVER.
+				v[i*n+c.dup] += 3e-8 * v[i*n+c.of] * float64(i%3)
+				v[i*n+c.late] = v[i*n+3] * (1 + 3e-8*float64(i%2))
+			}
 		}
 		if err := b.CopyIn(a, 0, v); err != nil {
 			t.Fatal(err)
@@ -344,8 +358,9 @@ func TestQFFault(t *testing.T) {
 		if err := f(); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "QR factorization failed") {
-			t.Fatalf("%d x %d: Sync after the Q factor of a rank-deficient matrix: %v, want the factorization's failure", m, n, err)
+		want := fmt.Sprintf("QR factorization failed: pivot %d of the %d x %d", c.dup, n, n)
+		if err := b.Sync(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%d x %d: Sync after the Q factor of a rank-deficient matrix: %v, want %q", m, n, err, want)
 		}
 		if err := b.Sync(); err == nil {
 			t.Fatalf("%d x %d: a second Sync forgot the fault", m, n)
@@ -397,5 +412,50 @@ func TestProfile(t *testing.T) {
 	}
 	if len(kernels) != 2 || busy > span+span/100 {
 		t.Errorf("%d kinds of kernel, busy %v in a span of %v", len(kernels), busy, span)
+	}
+}
+
+// TestProfileSteps checks that a profile times each step of a kernel of
+// several on its own line (a Q factor's products, Cholesky factorizations
+// and solves), each counted once a pass, inside the span it reports.
+func TestProfileSteps(t *testing.T) {
+	be := start(t, cuda.Options{Profile: true})
+	const n, runs = 40, 3 // beyond the columns one block factors
+	a, _ := be.Alloc(backend.Float64, n*n)
+	v := make([]float64, n*n)
+	for i := range n {
+		v[i*n+i] = 2
+		v[i*n+(i+1)%n] = 1
+	}
+	if err := be.CopyIn(a, 0, v); err != nil {
+		t.Fatal(err)
+	}
+	f, err := be.Prepare(backend.QF{M: n, N: n, A: backend.At(a, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range runs {
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+		if err := be.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kernels, span := be.KernelTimes()
+	var busy time.Duration
+	seen := map[string]int{}
+	for _, k := range kernels {
+		t.Logf("%s: %d runs, %v", k.Kernel, k.Count, k.Total)
+		seen[k.Kernel] = k.Count
+		busy += k.Total
+	}
+	for _, want := range []string{"qf: gemm 40x40x40", "qf: potrf 40", "qf: trsm 40x40"} {
+		if seen[want] != 2*runs { // Cholesky QR twice
+			t.Errorf("profile line %q counted %d times, want %d (lines %v)", want, seen[want], 2*runs, seen)
+		}
+	}
+	if busy > span+span/100 {
+		t.Errorf("busy %v in a span of %v", busy, span)
 	}
 }
