@@ -42,6 +42,9 @@ type compiler struct {
 	// gradKernels is, for a gradient node of one parameter, the span of
 	// kernels that form and check it, which factorGrads may replace.
 	gradKernels map[*G.Node][2]int
+	// factorR is the RSDM r that factorGrads leaves gradients factored for
+	// (Config.FactorForRSDM, or Config.Groups's), 0 for none.
+	factorR int
 }
 
 // Compile compiles the part of g that computes cfg.Outputs and, unless

@@ -43,15 +43,18 @@ func Example() {
 
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
-	prog, err := program.Compile(g, program.Config{Backend: be, Outputs: []*G.Node{loss}, Params: params, Inputs: []*G.Node{x, y}})
+	groups := []optim.Group{
+		{Select: optim.Param.Constrained, LR: 0.5, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
+		{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1},
+	}
+	// Groups lets each rule ask for its gradients in the form it steps best
+	// (RSDM: a linear layer's as two factors, where that costs less).
+	prog, err := program.Compile(g, program.Config{Backend: be, Outputs: []*G.Node{loss}, Params: params, Inputs: []*G.Node{x, y}, Groups: groups})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer prog.Close()
-	solver, err := program.NewSolver(prog, []optim.Group{
-		{Select: optim.Param.Constrained, LR: 0.5, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
-		{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1},
-	}, optim.Options{})
+	solver, err := program.NewSolver(prog, groups, optim.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -4,14 +4,18 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/optim"
 )
 
 // factorGrads, the factoring phase, leaves the gradients that
-// Config.FactorForRSDM asks for as their factors (see factor): the kernels
-// that formed and checked such a gradient give way to one check of its
-// factors.
+// Config.FactorForRSDM (or Config.Groups, groupsFactor) asks for as their
+// factors (see factor): the kernels that formed and checked such a gradient
+// give way to one check of its factors.
 func (c *compiler) factorGrads() {
-	if c.cfg.FactorForRSDM <= 0 {
+	if c.factorR = c.cfg.FactorForRSDM; c.factorR <= 0 {
+		c.factorR = groupsFactor(c.cfg.Groups, c.cfg.Backend)
+	}
+	if c.factorR <= 0 {
 		return
 	}
 	var kept []backend.Kernel
@@ -35,13 +39,13 @@ func (c *compiler) factorGrads() {
 }
 
 // factor reports whether the gradient g of parameter i stays factored:
-// Config.FactorForRSDM asks for it, g is a product A^T B that nothing else
+// Config.FactorForRSDM or Config.Groups asks for it, g is a product A^T B that nothing else
 // uses, and an RSDM step costs less from the factors (see FactorForRSDM).
 // It then keeps the factors' buffers to the end of the run and returns the
 // kernel that checks them.
 func (c *compiler) factor(i int, g *G.Node) (backend.Kernel, bool) {
 	pv := &c.pvals[i]
-	r := c.cfg.FactorForRSDM
+	r := c.factorR
 	if r <= 0 || pv.Manifold == nil || c.users[g] > 0 {
 		return nil, false
 	}
@@ -55,4 +59,41 @@ func (c *compiler) factor(i int, g *G.Node) (backend.Kernel, bool) {
 	a.vb.persistent, b.vb.persistent = true, true
 	pv.fa, pv.fb = a, b
 	return backend.CheckProduct{RA: a.shape[0], CA: a.shape[1], CB: b.shape[1], A: a.operand(), B: b.operand(), Flag: backend.At(c.flags, 2*i)}, true
+}
+
+// groupsFactor returns the submanifold size r that groups' constrained rules ask
+// their gradients factored for (optim.FactoredRule), where every
+// constrained rule asks for the same r and be's buffers live on the host
+// (a device's RSDM takes whole gradients); else 0.
+func groupsFactor(groups []optim.Group, be backend.Backend) int {
+	r := 0
+	for _, g := range groups {
+		if g.Rule == nil || !g.Rule.Constrained() {
+			continue
+		}
+		f, ok := g.Rule.(optim.FactoredRule)
+		if !ok {
+			return 0
+		}
+		k, ok := f.FactorsGradients()
+		if !ok || (r != 0 && r != k) {
+			return 0
+		}
+		r = k
+	}
+	if r == 0 || !onHost(be) {
+		return 0
+	}
+	return r
+}
+
+// onHost reports whether be's buffers live on the host.
+func onHost(be backend.Backend) bool {
+	b, err := be.Alloc(backend.Float32, 1)
+	if err != nil {
+		return false
+	}
+	_, ok := b.(backend.HostBuffer)
+	_ = be.Free(b)
+	return ok
 }

@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"slices"
 	"math/rand/v2"
 	"testing"
 
@@ -257,3 +258,50 @@ func TestFactorGrads(t *testing.T) {
 }
 
 func isCheck(name string) bool { return name == "check-product" || name == "check-finite" }
+
+// TestGroupsAskForFactors checks that Config.Groups leaves the FFN's
+// gradients factored exactly where FactorForRSDM with its RSDM's r does, on
+// a backend whose buffers live on the host, and nowhere for a rule that
+// steps whole gradients, for two constrained groups of different r, or on
+// a device (the CUDA backend on the host model, where cgo is on).
+func TestGroupsAskForFactors(t *testing.T) {
+	rsdm := func(r int) optim.Group { return optim.Group{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: r, Seed: 1}} }
+	factoredOf := func(be backend.Backend, cfg Config) []int {
+		m, err := modelCases()[0].build(tensor.Float64) // the FFN
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := G.Grad(m.loss, param.Nodes(m.params)...); err != nil {
+			t.Fatal(err)
+		}
+		var ks []int
+		for _, p := range m.compile(t, be, cfg).Params() {
+			ks = append(ks, p.GradK)
+		}
+		return ks
+	}
+	rest := optim.Group{LR: 0.1}
+	for bi, be := range testBackends(t) {
+		want := factoredOf(be, Config{FactorForRSDM: 5})
+		none := factoredOf(be, Config{})
+		if slices.Equal(want, none) && bi == 0 {
+			t.Fatal("FactorForRSDM 5 left no FFN gradient factored")
+		}
+		if !onHost(be) {
+			want = none // a device's RSDM takes whole gradients
+		}
+		for _, c := range []struct {
+			name   string
+			groups []optim.Group
+			want   []int
+		}{
+			{"rsdm", groups(rsdm(5), rest), want},
+			{"rgd", groups(optim.Group{LR: 0.1, Rule: optim.RGDConfig{}}, rest), none},
+			{"two r", []optim.Group{{Select: func(p optim.Param) bool { return p.Constrained() && p.Name == "fc1.W" }, LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 5}}, groups(rsdm(4), rest)[0], rest}, none},
+		} {
+			if got := factoredOf(be, Config{Groups: c.groups}); !slices.Equal(got, c.want) {
+				t.Errorf("backend %d (%s), %s: factors of each gradient %v, want %v", bi, be.Name(), c.name, got, c.want)
+			}
+		}
+	}
+}

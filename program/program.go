@@ -69,8 +69,16 @@ type Config struct {
 	// them: RSDM needs only P G (PX)^T = (A P^T)^T (B (PX)^T), O(K r (p + r))
 	// work against O(K n p) to form G, so wherever r (p + r) < n p. Such a
 	// weight's Param.Grad has no buffer; GradA and GradB hold the factors
-	// (optim.Factored), and only RSDM steps it.
+	// (optim.Factored), and only RSDM steps it. Groups asks for the same
+	// without naming r.
 	FactorForRSDM int
+	// Groups, when set, are the optimizer groups the program's Solver will
+	// step it with (NewSolver). Where FactorForRSDM is 0 and the backend's
+	// buffers live on the host (the CPU backend), a constrained rule that
+	// steps from a gradient's factors for less (optim.FactoredRule: RSDM)
+	// then gets them, as FactorForRSDM would with the rule's r: the same
+	// r for every constrained group, else none.
+	Groups []optim.Group
 	// Share, when set, is a compiled program on the same backend whose
 	// parameter buffers this program uses for its parameters of the same
 	// names (a forward-only evaluation program of a model being trained).

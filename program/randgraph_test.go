@@ -62,6 +62,10 @@ var tapeTraps = map[string]struct {
 		"overwritten values"},
 	"gap-grad": {avoided: true, cause: "gorgonia.Grad panics on GlobalAveragePool2D, which has no gradient " +
 		"(the generator does not build it)"},
+	"slice-scalar": {avoided: true, cause: "gorgonia's Slice of one element of a column, whose node has shape (1), " +
+		"yields a scalar value, and the tape's Sum of it panics (\"*gorgonia.F64 is not tensor.Tensor\", in " +
+		"reductionDo) in the tape's goroutine, which no recover reaches (found by seed 78, graph 154; the generator " +
+		"does not reduce such a slice)"},
 }
 
 // randGraphFixed are graphs, by seed and index, that met a trap, run at
@@ -283,8 +287,8 @@ func (r *rgGen) op() error {
 		}
 		what = fmt.Sprintf("%s %s axis %d", what, r.name(b), ax)
 	case k == 5 || k == 6: // reduction along axes
-		if len(shape) == 0 {
-			return nil
+		if len(shape) == 0 || (len(shape) == 1 && shape[0] == 1 && strings.Contains(fmt.Sprintf("%T", x.Op()), "sliceOp")) {
+			return nil // tapeTraps["slice-scalar"]
 		}
 		axes := []int{r.rng.IntN(len(shape))}
 		if len(shape) == 4 && r.rng.IntN(2) == 0 {

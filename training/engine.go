@@ -60,33 +60,6 @@ type engine interface {
 	close()
 }
 
-// factorFor returns program.Config.FactorForRSDM for the groups on device:
-// the submanifold size r that the groups' constrained rule asks its
-// gradients factored for (optim.FactoredRule: RSDM), where every
-// constrained rule asks for the same r and the device is the CPU (the
-// device's RSDM takes whole gradients); else 0.
-func factorFor(groups []optim.Group, device string) int {
-	if device != "cpu" {
-		return 0
-	}
-	r := 0
-	for _, g := range groups {
-		if g.Rule == nil || !g.Rule.Constrained() {
-			continue
-		}
-		f, ok := g.Rule.(optim.FactoredRule)
-		if !ok {
-			return 0
-		}
-		k, ok := f.FactorsGradients()
-		if !ok || (r != 0 && r != k) {
-			return 0
-		}
-		r = k
-	}
-	return r
-}
-
 // newBackend returns the backend of device: the GPU's or the CPU's.
 func newBackend(c *Config) (backend.Backend, error) {
 	if c.Device == "cuda" {
@@ -150,7 +123,7 @@ func newProgramEngine(c *Config, m, ev *Model) (*programEngine, error) {
 		return nil, err
 	}
 	outputs := []*G.Node{m.Loss}
-	cfg := program.Config{Backend: e.be, Params: m.Params, Inputs: inputsOf(m), FactorForRSDM: factorFor(c.Groups, c.Device),
+	cfg := program.Config{Backend: e.be, Params: m.Params, Inputs: inputsOf(m), Groups: c.Groups,
 		Profile: c.KernelProfile, Dropout: m.Dropout, DropoutSeed: dropoutSeed(c)}
 	if m.Logits != nil {
 		outputs = append(outputs, m.Logits)

@@ -35,6 +35,8 @@ typedef struct {
 	void (*dsyrk)(int, int, int, int, int, double, const double *, int, double, double *, int);
 	void (*strsm)(int, int, int, int, int, int, int, float, const float *, int, float *, int);
 	void (*dtrsm)(int, int, int, int, int, int, int, double, const double *, int, double *, int);
+	void (*sgemv)(int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
+	void (*dgemv)(int, int, int, int, double, const double *, int, const double *, int, double, double *, int);
 	void (*sgelqf)(const int *, const int *, float *, const int *, float *, float *, const int *, int *);
 	void (*sorglq)(const int *, const int *, const int *, float *, const int *, float *, float *, const int *, int *);
 	void (*dgelqf)(const int *, const int *, double *, const int *, double *, double *, const int *, int *);
@@ -69,6 +71,12 @@ static void on_strsm(int s, int ul, int t, int d, int m, int n, float alpha, con
 }
 static void on_dtrsm(int s, int ul, int t, int d, int m, int n, double alpha, const double *a, int lda, double *b, int ldb) {
 	B.dtrsm(101, s, ul, t, d, m, n, alpha, a, lda, b, ldb);
+}
+static void on_sgemv(int t, int m, int n, float alpha, const float *a, int lda, const float *x, int incx, float beta, float *y, int incy) {
+	B.sgemv(101, t, m, n, alpha, a, lda, x, incx, beta, y, incy);
+}
+static void on_dgemv(int t, int m, int n, double alpha, const double *a, int lda, const double *x, int incx, double beta, double *y, int incy) {
+	B.dgemv(101, t, m, n, alpha, a, lda, x, incx, beta, y, incy);
 }
 
 // The upper triangle of a row-major symmetric matrix is the lower triangle of
@@ -134,7 +142,7 @@ import (
 // The symbols of on_blas's fields, in their order; the CBLAS ones are
 // required, the rest optional.
 var (
-	cblasSyms  = []string{"cblas_sgemm", "cblas_dgemm", "cblas_ssyrk", "cblas_dsyrk", "cblas_strsm", "cblas_dtrsm"}
+	cblasSyms  = []string{"cblas_sgemm", "cblas_dgemm", "cblas_ssyrk", "cblas_dsyrk", "cblas_strsm", "cblas_dtrsm", "cblas_sgemv", "cblas_dgemv"}
 	lapackSyms = []string{"sgelqf_", "sorglq_", "dgelqf_", "dorglq_", "dpotrf_"}
 	openSyms   = []string{"openblas_set_num_threads", "openblas_get_num_threads", "openblas_read_env", "blas_thread_shutdown_", "blas_thread_init"}
 )
@@ -353,6 +361,14 @@ func sgemmNative(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32,
 
 func dgemmNative(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
 	C.on_dgemm(cblasEnum(tA), cblasEnum(tB), C.int(m), C.int(n), C.int(k), C.double(alpha), (*C.double)(&a[0]), C.int(lda), (*C.double)(&b[0]), C.int(ldb), C.double(beta), (*C.double)(&c[0]), C.int(ldc))
+}
+
+func sgemvNative(t blas.Transpose, m, n int, alpha float32, a []float32, lda int, x []float32, incX int, beta float32, y []float32, incY int) {
+	C.on_sgemv(cblasEnum(t), C.int(m), C.int(n), C.float(alpha), (*C.float)(&a[0]), C.int(lda), (*C.float)(&x[0]), C.int(incX), C.float(beta), (*C.float)(&y[0]), C.int(incY))
+}
+
+func dgemvNative(t blas.Transpose, m, n int, alpha float64, a []float64, lda int, x []float64, incX int, beta float64, y []float64, incY int) {
+	C.on_dgemv(cblasEnum(t), C.int(m), C.int(n), C.double(alpha), (*C.double)(&a[0]), C.int(lda), (*C.double)(&x[0]), C.int(incX), C.double(beta), (*C.double)(&y[0]), C.int(incY))
 }
 
 func ssyrkNative(ul blas.Uplo, t blas.Transpose, n, k int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int) {

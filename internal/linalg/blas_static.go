@@ -151,6 +151,14 @@ func dgemmNative(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64,
 	netlib.Implementation{}.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
+func sgemvNative(t blas.Transpose, m, n int, alpha float32, a []float32, lda int, x []float32, incX int, beta float32, y []float32, incY int) {
+	netlib.Implementation{}.Sgemv(t, m, n, alpha, a, lda, x, incX, beta, y, incY)
+}
+
+func dgemvNative(t blas.Transpose, m, n int, alpha float64, a []float64, lda int, x []float64, incX int, beta float64, y []float64, incY int) {
+	netlib.Implementation{}.Dgemv(t, m, n, alpha, a, lda, x, incX, beta, y, incY)
+}
+
 func ssyrkNative(ul blas.Uplo, t blas.Transpose, n, k int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int) {
 	netlib.Implementation{}.Ssyrk(ul, t, n, k, alpha, a, lda, beta, c, ldc)
 }

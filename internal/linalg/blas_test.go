@@ -56,13 +56,15 @@ func gemmCase[T Float](t *testing.T, rng *rand.Rand, tA, tB blas.Transpose, m, n
 }
 
 // TestLoadedGemm checks the loaded library's sgemm and dgemm against gonum's
-// with every transposition, on random matrices.
+// with every transposition, on random matrices with padded rows: among them
+// products whose C is a column or a row, which run as gemv (their strided
+// vectors, and the padding left alone).
 func TestLoadedGemm(t *testing.T) {
 	needNative(t)
 	rng := rand.New(rand.NewPCG(5, 5))
 	for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
 		for _, tB := range []blas.Transpose{blas.NoTrans, blas.Trans} {
-			for _, s := range [][3]int{{1, 1, 1}, {7, 5, 3}, {64, 33, 129}, {200, 150, 90}} {
+			for _, s := range [][3]int{{1, 1, 1}, {7, 5, 3}, {64, 33, 129}, {200, 150, 90}, {37, 1, 23}, {1, 41, 19}, {100, 1, 100}, {1, 100, 100}, {1, 1, 9}} {
 				gemmCase[float64](t, rng, tA, tB, s[0], s[1], s[2], 1e-13)
 				gemmCase[float32](t, rng, tA, tB, s[0], s[1], s[2], 2e-5)
 			}
