@@ -53,6 +53,7 @@ type sideConfig struct {
 	noGrad   bool          // the forward pass only
 	evalMode bool          // batch norm and dropout in inference
 	factor   int           // Config.FactorForRSDM, for a program
+	ask      bool          // Config.Groups = groups, for a program
 	runs     int           // a program's Runs per run, 1 if 0 (a second must not accumulate)
 }
 
@@ -168,7 +169,7 @@ func newProgramSide(be backend.Backend, m *model, cfg sideConfig) (*programSide,
 		}
 	}
 	prog, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.logits, m.loss}, Params: m.params, Inputs: m.inputs,
-		NoGrad: cfg.noGrad, EvalMode: cfg.evalMode, FactorForRSDM: cfg.factor})
+		NoGrad: cfg.noGrad, EvalMode: cfg.evalMode, FactorForRSDM: cfg.factor, Groups: map[bool][]optim.Group{true: cfg.groups}[cfg.ask]})
 	if err != nil {
 		return nil, fmt.Errorf("Compile on %s: %w", be.Name(), err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/nn"
+	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
 )
 
@@ -24,8 +25,18 @@ import (
 // a 1152 x 625 dense layer with ReLU and dropout 0.55, a 625 x 10 one,
 // softmax, and the example's loss -mean(log(softmax) y). Its dropout masks
 // are orthonet's (nn.Dropout, drawn by the program), not gorgonia's
-// dropoutOp. The images are drawn from N(0, 1), the labels fixed.
+// dropoutOp. The images are drawn from N(0, 1), the labels fixed. Its
+// gradients are in the graph.
 func convnet(tb testing.TB, batch int, dt tensor.Dtype) (m *model, masks []Dropout) {
+	m, masks = convnetGraph(tb, batch, dt)
+	if _, err := G.Grad(m.loss, param.Nodes(m.params)...); err != nil {
+		tb.Fatal(err)
+	}
+	return m, masks
+}
+
+// convnetGraph is convnet without the gradients.
+func convnetGraph(tb testing.TB, batch int, dt tensor.Dtype) (m *model, masks []Dropout) {
 	g := G.NewGraph()
 	rng := rand.New(rand.NewPCG(7, 31))
 	x := G.NewTensor(g, dt, 4, G.WithShape(batch, 1, 28, 28), G.WithName("x"), G.WithValue(fill(dt, []int{batch, 1, 28, 28}, 1)))
@@ -62,9 +73,6 @@ func convnet(tb testing.TB, batch int, dt tensor.Dtype) (m *model, masks []Dropo
 	out := G.Must(G.SoftMax(logits))
 	loss := G.Must(G.Neg(G.Must(G.Mean(G.Must(G.HadamardProd(G.Must(G.Log(out)), y))))))
 	params := []param.Param{param.Plain(w0), param.Plain(w1), param.Plain(w2), param.OnStiefel(w3), param.Plain(w4)}
-	if _, err := G.Grad(loss, param.Nodes(params)...); err != nil {
-		tb.Fatal(err)
-	}
 	for _, d := range []*nn.Dropout{d02, d055} {
 		for _, n := range d.Masks() {
 			masks = append(masks, Dropout{Node: n, P: d.P})
@@ -102,6 +110,47 @@ func BenchmarkConvnet(b *testing.B) {
 				timeCPU(b, p.Run)
 			})
 		}
+	}
+}
+
+// BenchmarkConvnetStep times a training step (forward, backward and the
+// optimizer's step) of gorgonia's examples/convnet, float64, batch 32, as a
+// model of one's own trains: RSDM-P (r = 300) on its 1152 x 625 dense
+// weight and Adam on the rest, on the tape machine with optim's Solver and
+// as a compiled program with its Solver, the program given the groups
+// (Config.Groups, as package training does) or not:
+//
+//	go test ./program -run '^$' -bench ConvnetStep
+func BenchmarkConvnetStep(b *testing.B) {
+	groups := []optim.Group{
+		{Select: optim.Param.Constrained, LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 300, Seed: 1}},
+		{Rule: optim.AdamConfig{}, LR: 1e-3},
+	}
+	for _, v := range []struct {
+		name string
+		side func(*model) (side, error)
+	}{
+		{"tape", onTape(sideConfig{groups: groups})},
+		{"program", compiled(cpu.New(cpu.Options{}), sideConfig{groups: groups, ask: true})},
+		{"program-no-groups", compiled(cpu.New(cpu.Options{}), sideConfig{groups: groups})},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			m, _ := convnetGraph(b, 32, tensor.Float64)
+			if err := m.params[3].Orthonormalize(); err != nil { // the dense weight, for RSDM
+				b.Fatal(err)
+			}
+			s, err := v.side(m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.close()
+			timeCPU(b, func() error {
+				if err := s.run(); err != nil {
+					return err
+				}
+				return s.step()
+			})
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/param"
@@ -155,16 +156,46 @@ func BenchmarkSmallOps(b *testing.B) {
 	}
 }
 
-// TestSmallModelsAgree checks BenchmarkSmallOps's graphs: compiled, their
-// loss and gradients agree with the tape machine's.
+// TestSmallModelsAgree checks BenchmarkSmallOps's graphs on every test
+// backend: compiled, their loss and gradients agree with the tape
+// machine's.
 func TestSmallModelsAgree(t *testing.T) {
+	for bi, be := range testBackends(t) {
+		for _, sm := range smallModels {
+			t.Run(fmt.Sprintf("%s/backend%d", sm.name, bi), func(t *testing.T) {
+				build := func() (*model, error) { return sm.build(t), nil }
+				ref, got := newSides(t, sm.name, build, onTape(sideConfig{}), compiled(be, sideConfig{}))
+				agree(t, sm.name, ref, got, 0, sm.tol)
+			})
+		}
+	}
+}
+
+// TestAccumulatedGradients checks that the charRNN's weights, each used at
+// every one of its 25 steps, have their gradients summed by products that
+// accumulate (Beta 1) rather than by additions over the whole weight: no
+// elementwise addition of a recurrent weight's size is left, and 24
+// accumulating products per recurrent weight are there.
+func TestAccumulatedGradients(t *testing.T) {
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
-	for _, sm := range smallModels {
-		t.Run(sm.name, func(t *testing.T) {
-			build := func() (*model, error) { return sm.build(t), nil }
-			ref, got := newSides(t, sm.name, build, onTape(sideConfig{}), compiled(be, sideConfig{}))
-			agree(t, sm.name, ref, got, 0, sm.tol)
-		})
+	m := withGrad(t, charRNN(t, 25))
+	p := m.compile(t, be, Config{})
+	const hidden = 100
+	adds, acc := 0, 0
+	for _, k := range p.kernels {
+		switch k := k.(type) {
+		case backend.Zip:
+			if k.Op == backend.Add && k.N == hidden*hidden {
+				adds++
+			}
+		case backend.Gemm:
+			if k.Beta == 1 && k.M*k.N == hidden*hidden {
+				acc++
+			}
+		}
+	}
+	if adds != 0 || acc != 4*24 {
+		t.Errorf("%d additions of %d x %d values, %d accumulating products of that size; want 0 and %d", adds, hidden, hidden, acc, 4*24)
 	}
 }

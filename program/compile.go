@@ -45,6 +45,12 @@ type compiler struct {
 	// factorR is the RSDM r that factorGrads leaves gradients factored for
 	// (Config.FactorForRSDM, or Config.Groups's), 0 for none.
 	factorR int
+	// spans is, for every lowered op node, the kernels its lowering
+	// emitted; owns says which nodes' values are buffers of their own (not
+	// views). A kernel that a later node's lowering replaced (accumulate)
+	// is nil in kernels until dropKernels removes it, after factoring.
+	spans map[*G.Node][2]int
+	owns  map[*G.Node]bool
 }
 
 // Compile compiles the part of g that computes cfg.Outputs and, unless
@@ -85,6 +91,7 @@ func Compile(g *G.ExprGraph, cfg Config) (p *Program, err error) {
 	}
 	phase = "factoring the gradients"
 	c.factorGrads()
+	c.dropKernels()
 	phase = "planning the memory"
 	if p, err = c.planMemory(); err != nil {
 		return nil, err
@@ -104,7 +111,8 @@ func checkConfig(g *G.ExprGraph, cfg Config) (*compiler, error) {
 		return nil, errors.New("program: Config.Share is a program on another backend")
 	}
 	c := &compiler{cfg: cfg, g: g, vals: map[*G.Node]*val{}, inputs: map[*G.Node]bool{},
-		params: map[*G.Node]int{}, grads: map[*G.Node][]int{}, gradKernels: map[*G.Node][2]int{}}
+		params: map[*G.Node]int{}, grads: map[*G.Node][]int{}, gradKernels: map[*G.Node][2]int{},
+		spans: map[*G.Node][2]int{}, owns: map[*G.Node]bool{}}
 	if err := c.checkInputs(); err != nil {
 		return nil, err
 	}

@@ -36,6 +36,7 @@ func (c *compiler) lowerNodes() error {
 		if err := c.lowerNode(n); err != nil {
 			return err
 		}
+		c.spans[n] = [2]int{start, len(c.kernels)}
 		for _, i := range c.grads[n] {
 			c.checkGrad(i, n)
 		}
@@ -265,6 +266,7 @@ func (c *compiler) newVal(n *G.Node, persistent bool) (*val, error) {
 	v := &val{shape: n.Shape(), size: n.DataSize()} // Shape is a copy
 	v.vb = c.newBuf(dt, v.size, persistent, n.Name())
 	c.vals[n] = v
+	c.owns[n] = true
 	return v, nil
 }
 
@@ -419,8 +421,57 @@ func (c *compiler) binary(n *G.Node, in []*val, out *val) error {
 	if !ok {
 		return fmt.Errorf("elementwise %s of shapes %v and %v into %v", sym, a.shape, b.shape, out.shape)
 	}
+	if bop == backend.Add && !aScalar && !bScalar && c.accumulate(n, in) {
+		return nil
+	}
 	c.emit(backend.Zip{Op: bop, N: out.size, A: a.operand(), B: b.operand(), AScalar: aScalar, BScalar: bScalar, Dst: out.operand()})
 	return nil
+}
+
+// accumulate lowers n = x + y, where y is a matrix product (its lowering
+// one Gemm) and x a buffer of its own, neither read by anything else nor a
+// gradient the program keeps, as that product accumulated into x's buffer
+// (Beta 1), which n's value then is: Gorgonia sums a weight's gradient
+// over the T steps of a recurrent network as T - 1 such additions, each a
+// pass over the weight that this saves. The product moves to n's place,
+// after both; its first kernel is dropped. It reports whether it did.
+func (c *compiler) accumulate(n *G.Node, in []*val) bool {
+	ch := c.children(n)
+	if len(ch) != 2 || len(in) != 2 || in[0].size != in[1].size {
+		return false
+	}
+	for _, o := range [2][2]int{{0, 1}, {1, 0}} {
+		x, y, xv, yv := ch[o[0]], ch[o[1]], in[o[0]], in[o[1]]
+		if c.users[x] != 1 || c.users[y] != 1 || !c.owns[x] || xv.vb.persistent || xv.off != 0 ||
+			len(c.grads[x]) > 0 || len(c.grads[y]) > 0 || c.inputs[x] {
+			continue
+		}
+		span, ok := c.spans[y]
+		if !ok || span[1]-span[0] != 1 {
+			continue
+		}
+		g, ok := c.kernels[span[0]].(backend.Gemm)
+		if !ok || g.Batches() != 1 || g.Beta != 0 || g.C.Buf != backend.Buffer(yv.vb) || g.C.Off != yv.off || g.LDC != g.N || g.M*g.N != yv.size {
+			continue
+		}
+		c.kernels[span[0]] = nil // dropKernels removes it
+		g.C, g.Beta = xv.operand(), 1
+		c.emit(g)
+		c.view(n, xv, 0)
+		return true
+	}
+	return false
+}
+
+// dropKernels removes the kernels that accumulate replaced (nil).
+func (c *compiler) dropKernels() {
+	kept := c.kernels[:0]
+	for _, k := range c.kernels {
+		if k != nil {
+			kept = append(kept, k)
+		}
+	}
+	c.kernels = kept
 }
 
 // scalars says which operand of an elementwise binary op into out is a

@@ -19,8 +19,9 @@
 #
 # The rnn rows: orthonet's default RNN (train -model rnn: Fashion-MNIST read row
 # by row, 28 steps of 28 pixels, hidden 128, its recurrent weight on O(128)
-# stepped by RSDM-P r = 128, batch 16, float32) beside scripts/torch_rnn.py at
-# 1 and 2 threads, and their ratio (no floor set yet).
+# stepped by RSDM-P r = 128, Adam on the rest, batch 16, float32) beside
+# scripts/torch_rnn.py at 1 and 2 threads, and issue 39's floor (orthonet >=
+# 1.0x PyTorch's best).
 #
 # Run: bash scripts/throughput.sh [ffn|vit|convnet|cnn|rnn|all]   (needs python3-torch
 # for the PyTorch rows; the ViT takes several minutes)
@@ -126,7 +127,7 @@ if [[ $what == rnn || $what == all ]]; then
 	printf '%s\n' "${rows[@]}"
 	printf '%s\n' "${rows[@]}" | awk '{r[NR] = $2 + 0} END {
 		best = (r[2] > r[3]) ? r[2] : r[3]
-		printf "rnn float32: orthonet %.2fx PyTorch'"'"'s best of 1 and 2 threads\n", (best > 0 ? r[1] / best : 0) }'
+		printf "rnn float32: orthonet %.2fx PyTorch'"'"'s best of 1 and 2 threads (floor 1.0)\n", (best > 0 ? r[1] / best : 0) }'
 fi
 if [[ $what == cuda ]]; then
 	run_go ffn-cuda-rsdm program 16 -device cuda -limit-train 16000

@@ -217,9 +217,9 @@ func optimizerFlags(c *config) []flagDef {
 			usage: "optimizer of the orthogonal weights: " + strings.Join(optim.RuleNames(true), ", ") + " (radam: Riemannian Adam)"},
 		{name: "lr", define: val(&c.lr, 0.1), usage: "step size of the orthogonal weights (-model cnn with rsdm or rgd: " + fmtFloat(defaultCNNLR) + ")"},
 		{name: "other", define: val(&c.other, "sgd"), choices: optim.RuleNames(false),
-			usage: "optimizer of the unconstrained parameters: " + strings.Join(optim.RuleNames(false), ", ") + " (-model cnn: " + defaultCNNOther + ")"},
+			usage: "optimizer of the unconstrained parameters: " + strings.Join(optim.RuleNames(false), ", ") + " (-model cnn and rnn: " + defaultCNNOther + ")"},
 		{name: "lr-other", define: val(&c.lrOther, 0.05),
-			usage: "step size of the unconstrained parameters (-model cnn with adam: " + fmtFloat(defaultCNNAdamLR) + ")"},
+			usage: "step size of the unconstrained parameters (-model cnn and rnn with adam: " + fmtFloat(defaultCNNAdamLR) + ")"},
 		{name: "weight-decay", define: val(&c.weightDecay, 0.0), usage: "decoupled weight decay of the unconstrained parameters (0: none; adamw: 0 means 0.01)"},
 		{name: "clip-norm", define: val(&c.clipNorm, 0.0), usage: "clip the gradients by their global norm (Riemannian for the orthogonal weights) to this (0: off)"},
 		{name: "schedule", define: val(&c.schedule, "cosine"), choices: []string{"const", "cosine", "warmup-cosine", "step"},
@@ -413,10 +413,17 @@ func cnnDefaults(fs *flag.FlagSet, c *config) {
 
 // rnnDefaults sets the RNN's own defaults of the flags the command line
 // left unset, recorded as if given as cnnDefaults does: -hidden
-// defaultRNNHidden and -r rnnR.
+// defaultRNNHidden, -r rnnR, -other adam and its -lr-other (docs/results.md
+// has the grid that chose them).
 func rnnDefaults(fs *flag.FlagSet, c *config) {
 	if !isSet(fs, "hidden") {
 		c.hidden = defaultRNNHidden
+	}
+	if !isSet(fs, "other") {
+		c.other = defaultRNNOther
+	}
+	if !isSet(fs, "lr-other") && c.other == "adam" {
+		c.lrOther = defaultRNNAdamLR
 	}
 	if r := fs.Lookup("r"); r != nil && !isSet(fs, "r") {
 		r.Value.Set(strconv.Itoa(rnnR(*c))) // an int's text: cannot fail

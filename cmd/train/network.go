@@ -23,6 +23,8 @@ const (
 	defaultCNNLR       = 0.3    // -lr with -optim rsdm or rgd
 	defaultCNNOther    = "adam" // -other
 	defaultCNNAdamLR   = 0.003  // -lr-other with -other adam
+	defaultRNNOther    = defaultCNNOther
+	defaultRNNAdamLR   = defaultCNNAdamLR
 )
 
 // cnnR is RSDM's r for a CNN when -r is not given: the rows of its

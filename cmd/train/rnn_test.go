@@ -9,9 +9,10 @@ import (
 	"testing"
 )
 
-// TestRNNDefaults checks -model rnn's own defaults: -hidden 128 and r the
-// hidden size (at most 300) where the command line leaves them unset,
-// recorded as given; and the flags that do not apply to it refused.
+// TestRNNDefaults checks -model rnn's own defaults: -hidden 128, r the
+// hidden size (at most 300), and Adam at 0.003 on the plain parameters
+// where the command line leaves them unset, recorded as given; and the
+// flags that do not apply to it refused.
 func TestRNNDefaults(t *testing.T) {
 	for _, c := range []struct {
 		args      []string
@@ -30,6 +31,13 @@ func TestRNNDefaults(t *testing.T) {
 		}
 		if cfg.hidden != c.hidden || cfg.r != c.r || cfg.flags["hidden"] != strconv.Itoa(c.hidden) || cfg.flags["r"] != strconv.Itoa(c.r) {
 			t.Errorf("%v: hidden %d, r %d (recorded %q, %q); want %d, %d", c.args, cfg.hidden, cfg.r, cfg.flags["hidden"], cfg.flags["r"], c.hidden, c.r)
+		}
+		wantOther, wantLR := defaultRNNOther, defaultRNNAdamLR
+		if cfg.model == "ffn" {
+			wantOther, wantLR = "sgd", 0.05
+		}
+		if cfg.other != wantOther || cfg.lrOther != wantLR || cfg.flags["other"] != wantOther {
+			t.Errorf("%v: -other %s -lr-other %v (recorded %q), want %s %v", c.args, cfg.other, cfg.lrOther, cfg.flags["other"], wantOther, wantLR)
 		}
 	}
 	for _, c := range []struct {
