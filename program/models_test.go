@@ -2,8 +2,8 @@ package program
 
 import (
 	"fmt"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -265,7 +265,9 @@ func isCheck(name string) bool { return name == "check-product" || name == "chec
 // steps whole gradients, for two constrained groups of different r, or on
 // a device (the CUDA backend on the host model, where cgo is on).
 func TestGroupsAskForFactors(t *testing.T) {
-	rsdm := func(r int) optim.Group { return optim.Group{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: r, Seed: 1}} }
+	rsdm := func(r int) optim.Group {
+		return optim.Group{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: r, Seed: 1}}
+	}
 	factoredOf := func(be backend.Backend, cfg Config) []int {
 		m, err := modelCases()[0].build(tensor.Float64) // the FFN
 		if err != nil {
