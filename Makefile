@@ -12,7 +12,7 @@ OUT         ?= out
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas gpu-check-smoke randgraph sanitize bench paper dnn-figure train clean
+.PHONY: all deps test lint unit unit-purego bench-small train-short resume-cross-blas gpu-check-smoke randgraph barriers sanitize bench paper dnn-figure train clean
 
 all: test
 
@@ -95,6 +95,12 @@ randgraph: deps
 	@seed=$(RANDGRAPH_SEED); [ -n "$$seed" ] || seed=$$(date +%s%N); \
 	echo "randgraph: $(RANDGRAPH) graphs of seed $$seed (rerun: make randgraph RANDGRAPH_SEED=$$seed)"; \
 	ORTHONET_RANDGRAPH=$(RANDGRAPH) ORTHONET_RANDGRAPH_SEED=$$seed $(GO) test -count=1 -tags $(TAGS) -run '^TestRandomGraphs$$' ./program/
+
+# barriers shows that every __syncthreads of internal/cudak/kernels.cu is
+# needed by some test on the host model of the GPU (scripts/barriers.sh: one
+# build and test run per barrier, tens of minutes; not part of make test).
+barriers: deps
+	bash scripts/barriers.sh
 
 # sanitize runs the host model's suites under AddressSanitizer + UBSan and
 # under ThreadSanitizer (not part of make test; see README "CUDA").

@@ -384,8 +384,15 @@ run() { # DIR OUT [small]
 	dir=$(abspath "$1")
 	out=$(abspath "$2")
 	[[ -f $dir/gpu-check.tgz ]] || die "run: no $dir/gpu-check.tgz: make it here with bash scripts/gpu_check.sh pack"
+	tar -tzf "$dir/gpu-check.tgz" gpu-check/train >/dev/null 2>&1 ||
+		die "run: $dir/gpu-check.tgz is not a pack of gpu_check.sh (no gpu-check/train in it)"
+	# run writes report.txt and logs.tgz into OUT and never replaces files
+	# it did not write in this run.
+	local f
+	for f in report.txt logs.tgz logs.tgz.tmp; do
+		[[ ! -e $out/$f ]] || die "run: $out/$f exists: give an OUT without report.txt and logs.tgz (run writes them)"
+	done
 	mkdir -p "$out"
-	rm -f "$out/report.txt" "$out/logs.tgz" "$out/logs.tgz.tmp"
 	local start=$SECONDS work
 	work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
 	tmps+=("$work")
@@ -464,11 +471,62 @@ run() { # DIR OUT [small]
 
 # smoke [OUT]: pack once (build/gpu-smoke), run on the host model at small
 # sizes, then again with a stage made to hang, checking each floor.
+# smoke_mark marks a folder smoke made: a later smoke may replace it.
+readonly smoke_mark=.made-by-gpu_check-smoke
+
+# smoke_replaceable OUT says whether smoke may write OUT: absent, or made by
+# an earlier smoke (marked); anything else is the user's and is refused.
+smoke_replaceable() {
+	[[ ! -e $1 || -f $1/$smoke_mark ]]
+}
+
 smoke() {
-	local out dir=$root/build/gpu-smoke
-	out=$(abspath "${1:-out/gpu-check}")
-	rm -rf "$dir" "$out"
-	mkdir -p "$out"
+	local out final dir=$root/build/gpu-smoke
+	final=$(abspath "${1:-out/gpu-check}")
+	smoke_replaceable "$final" || die "smoke: $final exists and was not made by gpu_check.sh smoke: give a new folder"
+	smoke_replaceable "$dir" || die "smoke: $dir exists and was not made by gpu_check.sh smoke"
+	# Everything is written into new folders, renamed into place at the end.
+	mkdir -p "$(dirname "$final")" "$(dirname "$dir")"
+	out=$(mktemp -d "$final.new.XXXXXX")
+	tmps+=("$out")
+	touch "$out/$smoke_mark"
+	local newdir
+	newdir=$(mktemp -d "$dir.new.XXXXXX")
+	tmps+=("$newdir")
+	touch "$newdir/$smoke_mark"
+	smoke_checks "$newdir" "$out"
+	replace "$newdir" "$dir"
+	replace "$out" "$final"
+	echo "gpu_check: see $final"
+}
+
+# replace NEW OLD renames the folder NEW to OLD, first removing OLD, which
+# smoke_replaceable allowed.
+replace() {
+	local old
+	if [[ -e $2 ]]; then
+		old=$(mktemp -d "$2.old.XXXXXX")
+		mv "$2" "$old/x"
+		tmps+=("$old")
+	fi
+	mv "$1" "$2"
+}
+
+# smoke_checks DIR OUT: smoke's checks, packing into DIR, writing into OUT.
+smoke_checks() {
+	local dir=$1 out=$2
+	# No file smoke or run did not make is lost: a user's folder is refused,
+	# as is an OUT holding a report, and an archive that is not a pack.
+	local user=$out/user
+	mkdir -p "$user"
+	echo keep >"$user/mine.txt"
+	bash "$script" smoke "$user" >/dev/null 2>&1 && die "smoke: smoke into a folder of the user's did not refuse"
+	[[ $(cat "$user/mine.txt" 2>/dev/null) == keep ]] || die "smoke: smoke into a folder of the user's lost its file"
+	echo "an earlier report" >"$user/report.txt"
+	echo "not a pack" | gzip >"$user/gpu-check.tgz"
+	bash "$script" run "$user" "$user" >/dev/null 2>&1 && die "smoke: run of an archive that is not a pack did not refuse"
+	[[ $(cat "$user/report.txt") == "an earlier report" ]] || die "smoke: run of a bad pack replaced OUT/report.txt"
+	rm -rf "$user"
 	# pack refuses a folder that the device tool would not send, or would
 	# send with every call.
 	local d want msg
@@ -521,7 +579,7 @@ smoke() {
 	done
 	grep -qx 'logs/1-ldd.log' <(tar -tzf "$out/hang/logs.tgz") || die "smoke: the hung stage's log is not in logs.tgz"
 	echo "gpu_check: smoke passed: pack $(sed -n 's/^archive: .*(\([0-9.]*\) MiB.*/\1/p' "$dir/build.txt") MiB, every stage on the host model exit 0," \
-		"a hung stage cut at ${limits[1]} s ($((SECONDS - t0)) s for that run); see $out"
+		"a hung stage cut at ${limits[1]} s ($((SECONDS - t0)) s for that run), no file of the user's replaced"
 }
 
 case ${1:-} in

@@ -213,6 +213,9 @@ func reportDir(report string, t *trained) (string, error) {
 		for k := 2; ; k++ {
 			switch _, err := os.Lstat(dir); {
 			case errors.Is(err, fs.ErrNotExist):
+				if err := writable(filepath.Dir(dir)); err != nil {
+					return "", &usageError{fmt.Errorf("the report goes beside the checkpoint, %w: give -report a folder to write", err)}
+				}
 				return dir, nil
 			case err != nil:
 				return "", err
@@ -223,6 +226,9 @@ func reportDir(report string, t *trained) (string, error) {
 	fi, err := os.Stat(report)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if err := writable(filepath.Dir(report)); err != nil {
+			return "", &usageError{fmt.Errorf("-report %s: %w", report, err)}
+		}
 		return report, nil
 	case err != nil:
 		return "", &usageError{fmt.Errorf("-report: %w", err)}
@@ -234,7 +240,21 @@ func reportDir(report string, t *trained) (string, error) {
 			return "", &usageError{fmt.Errorf("-report %s already holds %s: give another folder (eval replaces no file)", report, name)}
 		}
 	}
+	if err := writable(report); err != nil {
+		return "", &usageError{fmt.Errorf("-report %s: %w", report, err)}
+	}
 	return report, nil
+}
+
+// writable checks that a folder can be written in, by making a folder of
+// its own there and removing it, before any work whose results would go
+// there.
+func writable(dir string) error {
+	probe, err := os.MkdirTemp(dir, ".eval-probe-")
+	if err != nil {
+		return fmt.Errorf("%s is not a folder eval can write in: %w", dir, err)
+	}
+	return os.Remove(probe)
 }
 
 // evalFiles are the files train eval writes.

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,6 +106,16 @@ func TestEvalReproducesRun(t *testing.T) {
 	// A -report folder that holds the files already is refused before any work.
 	if _, stderr, code := trainExit(t, "eval", "-out", out, "-device", "cpu", "-report", dirs[0]); code != 2 || !strings.Contains(stderr, "already holds confusion.csv") {
 		t.Errorf("-report over an earlier report: exit %d, %q", code, stderr)
+	}
+	// So is a report folder eval cannot write in: before the evaluation, not
+	// after it (root writes in a read-only folder: /proc stands in for one).
+	if runtime.GOOS != "linux" {
+		return
+	}
+	blocked := "/proc/orthonet-eval-report"
+	if stdout, stderr, code := trainExit(t, "eval", "-out", out, "-device", "cpu", "-report", blocked); code != 2 ||
+		!strings.Contains(stderr, "not a folder eval can write in") || strings.Contains(stdout, "test accuracy") {
+		t.Errorf("-report in a folder eval cannot write: exit %d, printed %q, %q", code, stdout, stderr)
 	}
 }
 

@@ -330,8 +330,9 @@ __device__ void take_index_k(const TakeIndexArgs &a) {
     __syncthreads();
   }
   if (tid == 0) a.offsets[a.axis] = carry;
+  // Each thread copies the offsets it wrote itself; the first barrier of the
+  // loop below orders these writes before any read of the cursors.
   for (i64 r = tid; r < a.axis; r += NT) a.cursor[r] = a.offsets[r];
-  __syncthreads();
   for (i64 base = 0; base < a.n; base += NT) {
     i64 i = base + tid;
     int r = i < a.n ? a.idx[i] : -1;
@@ -348,9 +349,10 @@ __device__ void take_index_k(const TakeIndexArgs &a) {
       }
       a.order[a.cursor[r] + rank] = (int)i;
     }
-    __syncthreads();
+    __syncthreads(); // every read of sh and of the cursors in this chunk is done
+    // The cursors move on for the next chunk, whose first barrier orders
+    // this before its reads; sh is not read again before that barrier.
     if (valid && last) a.cursor[r] += rank + 1;
-    __syncthreads();
   }
 }
 KERNEL_SYNC(on_take_index_i32, TakeIndexArgs) { take_index_k(a); }
