@@ -174,6 +174,12 @@ run() {
 		echo "== $dir: done before with this command and no load flag: kept (REDO=1 redoes it)"
 		return 0
 	fi
+	# Only a run folder of this script (its command.txt beside the run) is
+	# redone; any other folder there is the user's, and is refused.
+	if [[ -e $dir && ! -f $dir/command.txt ]]; then
+		echo "dnn_figure: $dir exists and is not a run folder of dnn_figure.sh (no command.txt): move it, or give another OUT" >&2
+		exit 1
+	fi
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	echo "${cmd[*]}" >"$dir/command.txt"
@@ -383,7 +389,9 @@ page() {
 	# Into place: each PNG, then the README, by a rename on one file system;
 	# only then the PNGs of an earlier page that this one does not have go.
 	mkdir -p "$dest"
-	local f pngs=()
+	local f pngs=() earlier=""
+	# The PNGs the page there now shows: the only ones it may remove below.
+	[[ -f $dest/README.md ]] && earlier=$(grep -oE '[A-Za-z0-9_.-]+\.png' "$dest/README.md" | sort -u | tr '\n' ' ')
 	for f in "$docs"/*.png; do
 		[[ -e $f ]] || continue
 		pngs+=("$(basename "$f")")
@@ -391,8 +399,8 @@ page() {
 	done
 	mv -f "$docs/README.md" "$dest/README.md"
 	for f in "$dest"/*.png; do
-		[[ -e $f && " ${pngs[*]} " != *" $(basename "$f") "* ]] || continue
-		rm -f "$f"
+		[[ -e $f && " ${pngs[*]} " != *" $(basename "$f") "* && " $earlier " == *" $(basename "$f") "* ]] || continue
+		rm -f "$f" # a PNG of the earlier page that this one does not show
 	done
 	echo "page: $dest/README.md"
 	((${#verdicts[@]} == 0)) || printf '%s\n' "${verdicts[@]}"

@@ -160,4 +160,20 @@ func TestRunFoldersChecked(t *testing.T) {
 	if want := fmt.Sprintf("%s goes on from %s", filepath.Join(child, "a-1", "run-2"), filepath.Join(child, "a-1", "run-1")); code != 1 || !strings.Contains(stderr, want) {
 		t.Errorf("a child run in a seed's folder: exit %d, stderr %q, want an error saying %q", code, stderr, want)
 	}
+
+	// One run copied into two seeds' folders (the same run id) is refused,
+	// naming both, as is a run that two labels' patterns both match.
+	dup := t.TempDir()
+	for _, seed := range []string{"a-1", "a-2"} {
+		writeRun(t, dup, seed, []float64{1, 2, 3}, []float64{0.5, 0.6, 0.7})
+		writeFile(t, dup, filepath.Join(seed, "run-1"), "run.json", `{"format":"orthonet.run","format_version":1,"id":"00000000000000cc","checkpoints":[30]}`)
+	}
+	code, _, stderr = figureCode(t, "-out", t.TempDir(), "-every", "1s", "A="+filepath.Join(dup, "a-*"), "B="+filepath.Join(dir, "b-*"))
+	if code != 1 || !strings.Contains(stderr, "are one run (run id 00000000000000cc") || !strings.Contains(stderr, filepath.Join(dup, "a-2")) {
+		t.Errorf("one run in two seeds' folders: exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = figureCode(t, "-out", t.TempDir(), "-every", "1s", "A="+filepath.Join(dir, "b-*"), "B="+filepath.Join(dir, "b-*"))
+	if code != 1 || !strings.Contains(stderr, "of label A and of label B") {
+		t.Errorf("a run under two labels: exit %d, stderr %q", code, stderr)
+	}
 }

@@ -158,6 +158,9 @@ func run(args []string, w io.Writer) error {
 		}
 		all, warnings = append(all, s), append(warnings, warned...)
 	}
+	if err := checkDistinct(all); err != nil {
+		return err
+	}
 	step, from := every.Seconds(), "-every"
 	if step <= 0 {
 		step, from = commandInterval(all), "the runs' -eval-interval"

@@ -107,9 +107,14 @@ func load(label, pattern string) (s series, warnings []string, err error) {
 	}
 	byID := map[string]string{}
 	for _, r := range s.runs {
-		if r.id != "" {
-			byID[r.id] = filepath.Dir(r.path)
+		if r.id == "" {
+			continue
 		}
+		if p, ok := byID[r.id]; ok {
+			return s, warnings, fmt.Errorf("%s=%s: %s and %s are one run (run id %s in their run.json): a run copied into two seeds' folders would count twice; keep one",
+				label, pattern, p, filepath.Dir(r.path), r.id)
+		}
+		byID[r.id] = filepath.Dir(r.path)
 	}
 	for _, r := range s.runs {
 		if p, ok := byID[r.parent]; ok && r.parent != "" {
@@ -453,4 +458,29 @@ func runName(metrics string) string {
 		return filepath.Base(filepath.Dir(dir)) + "/" + b
 	}
 	return filepath.Base(dir)
+}
+
+// checkDistinct refuses a run counted under two labels: the same folder, or
+// the same run id, matched by two labels' patterns.
+func checkDistinct(all []series) error {
+	seen := map[string]string{} // a run's folder or "id " + its id -> its label
+	for _, s := range all {
+		for _, r := range s.runs {
+			dir, err := filepath.Abs(filepath.Dir(r.path))
+			if err != nil {
+				dir = filepath.Dir(r.path)
+			}
+			keys := []string{dir}
+			if r.id != "" {
+				keys = append(keys, "id "+r.id)
+			}
+			for _, k := range keys {
+				if l, ok := seen[k]; ok && l != s.label {
+					return fmt.Errorf("%s is a run of label %s and of label %s (their patterns both match it, or it was copied): each run counts under one label", filepath.Dir(r.path), l, s.label)
+				}
+				seen[k] = s.label
+			}
+		}
+	}
+	return nil
 }

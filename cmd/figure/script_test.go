@@ -93,7 +93,8 @@ func seedRun(t *testing.T, out, name string, accs []float64) {
 // TestPageScript publishes a page with scripts/dnn_figure.sh page from a
 // caller's folder other than the repository's, with a relative OUT and
 // DOCS: they are taken from the caller's folder, and an earlier page's
-// PNG that the new page lacks goes once the page is in place. An OUT that
+// PNG that the new page lacks goes once the page is in place, while a PNG
+// no earlier page showed (the user's) stays. An OUT that
 // does not exist, one without finished runs, and one whose runs make
 // figure fail are each refused with a non-zero exit: the published page
 // stays byte for byte as it was, the missing OUT is not created, and no
@@ -105,6 +106,8 @@ func TestPageScript(t *testing.T) {
 	seedRun(t, out, "rgd-seed1", []float64{0.4, 0.5, 0.6})
 	docs := filepath.Join(caller, "docs")
 	writeFile(t, caller, "docs", "vit.png", "an earlier page's")
+	writeFile(t, caller, "docs", "README.md", "an earlier page: ![](vit.png)\n")
+	writeFile(t, caller, "docs", "mine.png", "the user's, on no page")
 
 	code, text := pageScript(t, caller, "runs", "docs")
 	if code != 0 {
@@ -117,6 +120,9 @@ func TestPageScript(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(docs, "vit.png")); !os.IsNotExist(err) {
 		t.Errorf("the earlier page's vit.png: %v, want it gone", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(docs, "mine.png")); err != nil || string(b) != "the user's, on no page" {
+		t.Errorf("a PNG of the user's that no earlier page showed: %q, %v; want it kept", b, err)
 	}
 	readme, _ := os.ReadFile(filepath.Join(docs, "README.md"))
 	if !strings.Contains(string(readme), "from the runs in\n`"+out+"`") || !strings.Contains(string(readme), "- FFN: RSDM-P reaches") {
@@ -156,5 +162,32 @@ func TestPageScript(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join("..", "..", "runs")); err == nil {
 		t.Errorf("a relative OUT was taken from the repository root")
+	}
+}
+
+// TestRunScriptKeepsUsersFolders runs `dnn_figure.sh ffn OUT` where OUT
+// holds a folder of the user's at a run's place (train is /bin/true, never
+// reached): the script refuses it, naming it, and the user's file stays.
+func TestRunScriptKeepsUsersFolders(t *testing.T) {
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "dnn_figure.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash:", err)
+	}
+	out := t.TempDir()
+	mine := filepath.Join(out, "ffn", "rsdm-seed1", "mine.txt")
+	writeFile(t, out, filepath.Join("ffn", "rsdm-seed1"), "mine.txt", "keep")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", script, "ffn", out, "0.1", "0.1")
+	cmd.Env = append(os.Environ(), "TRAIN=/bin/true")
+	b, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "is not a run folder of dnn_figure.sh") {
+		t.Errorf("a folder of the user's where a run goes: %v, output:\n%s", err, b)
+	}
+	if got, err := os.ReadFile(mine); err != nil || string(got) != "keep" {
+		t.Errorf("the user's file: %q, %v; want it kept", got, err)
 	}
 }
