@@ -484,7 +484,7 @@ smoke() {
 	local out final dir=$root/build/gpu-smoke
 	final=$(abspath "${1:-out/gpu-check}")
 	smoke_replaceable "$final" || die "smoke: $final exists and was not made by gpu_check.sh smoke: give a new folder"
-	smoke_replaceable "$dir" || die "smoke: $dir exists and was not made by gpu_check.sh smoke"
+	pack_owned "$dir" || die "smoke: $dir holds files that are not pack's"
 	# Everything is written into new folders, renamed into place at the end.
 	mkdir -p "$(dirname "$final")" "$(dirname "$dir")"
 	out=$(mktemp -d "$final.new.XXXXXX")
@@ -493,15 +493,24 @@ smoke() {
 	local newdir
 	newdir=$(mktemp -d "$dir.new.XXXXXX")
 	tmps+=("$newdir")
-	touch "$newdir/$smoke_mark"
 	smoke_checks "$newdir" "$out"
 	replace "$newdir" "$dir"
 	replace "$out" "$final"
 	echo "gpu_check: see $final"
 }
 
+# pack_owned DIR says whether DIR is absent or holds pack's files alone.
+pack_owned() {
+	[[ -d $1 ]] || return 0
+	local f
+	for f in "$1"/* "$1"/.[!.]*; do
+		[[ -e $f ]] || continue
+		case ${f##*/} in gpu-check.tgz | build.txt) ;; *) return 1 ;; esac
+	done
+}
+
 # replace NEW OLD renames the folder NEW to OLD, first removing OLD, which
-# smoke_replaceable allowed.
+# smoke_replaceable or pack_owned allowed.
 replace() {
 	local old
 	if [[ -e $2 ]]; then
