@@ -47,7 +47,10 @@ for l in "${lines[@]}"; do
 		echo "line $l: NOT NEEDED: every test passes without it ($(sed -n "${l}p" "$src" | sed 's/^[[:space:]]*//'))"
 		unneeded=$((unneeded + 1))
 	else
-		failed=$(grep -m1 -oE -- '--- FAIL: [^ ]+' "$log" || grep -m1 -E 'FAIL|panic|abort' "$log" || echo "(see the log)")
+		# The first failing test, else what ended the run (a panic, the
+		# model's abort on a barrier, a timeout).
+		failed=$(grep -m1 -oE -- '--- FAIL: [^ ]+' "$log" ||
+			grep -m1 -E 'panic:|fatal error|signal:|orthonet host model|test timed out|FAIL' "$log" || echo "(no failure line in the log)")
 		echo "line $l: needed: $failed"
 	fi
 done
