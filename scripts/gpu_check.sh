@@ -131,6 +131,21 @@ static_flags() {
 	fi
 }
 
+# not_packs DIR prints the name of the first file in DIR that pack does not
+# write (gpu-check.tgz, build.txt), or nothing (DIR absent, or pack's alone).
+not_packs() {
+	[[ -d $1 ]] || return 0
+	local f
+	for f in "$1"/* "$1"/.[!.]*; do
+		[[ -e $f ]] || continue
+		case ${f##*/} in gpu-check.tgz | build.txt) ;; *)
+			echo "${f##*/}"
+			return
+			;;
+		esac
+	done
+}
+
 pack() { # [DIR]
 	local dir rel
 	dir=$(abspath "${1:-build/gpu}")
@@ -138,13 +153,9 @@ pack() { # [DIR]
 	rel=${dir#"$root"/}
 	git -C "$root" check-ignore -q "$rel/" ||
 		die "pack: $rel is not ignored by git: it would travel with every call as part of the working tree (and git add -A would commit it); give an ignored folder such as build/gpu and name it in the device tool's carry"
-	if [[ -d $dir ]]; then
-		local f
-		for f in "$dir"/* "$dir"/.[!.]*; do
-			[[ -e $f ]] || continue
-			case ${f##*/} in gpu-check.tgz | build.txt) ;; *) die "pack: $rel holds $(basename "$f"), not pack's: give an empty or new folder" ;; esac
-		done
-	fi
+	local foreign
+	foreign=$(not_packs "$dir")
+	[[ -z $foreign ]] || die "pack: $rel holds $foreign, not pack's: give an empty or new folder"
 	mkdir -p "$dir"
 	rm -f "$dir/gpu-check.tgz" "$dir/build.txt"
 
@@ -484,7 +495,7 @@ smoke() {
 	local out final dir=$root/build/gpu-smoke
 	final=$(abspath "${1:-out/gpu-check}")
 	smoke_replaceable "$final" || die "smoke: $final exists and was not made by gpu_check.sh smoke: give a new folder"
-	pack_owned "$dir" || die "smoke: $dir holds files that are not pack's"
+	[[ -z $(not_packs "$dir") ]] || die "smoke: $dir holds files that are not pack's"
 	# Everything is written into new folders, renamed into place at the end.
 	mkdir -p "$(dirname "$final")" "$(dirname "$dir")"
 	out=$(mktemp -d "$final.new.XXXXXX")
@@ -499,18 +510,8 @@ smoke() {
 	echo "gpu_check: see $final"
 }
 
-# pack_owned DIR says whether DIR is absent or holds pack's files alone.
-pack_owned() {
-	[[ -d $1 ]] || return 0
-	local f
-	for f in "$1"/* "$1"/.[!.]*; do
-		[[ -e $f ]] || continue
-		case ${f##*/} in gpu-check.tgz | build.txt) ;; *) return 1 ;; esac
-	done
-}
-
 # replace NEW OLD renames the folder NEW to OLD, first removing OLD, which
-# smoke_replaceable or pack_owned allowed.
+# smoke_replaceable or not_packs allowed.
 replace() {
 	local old
 	if [[ -e $2 ]]; then

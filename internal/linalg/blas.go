@@ -263,16 +263,22 @@ func asGemv(tA, tB blas.Transpose, m, n, k, lda, ldb, ldc int) (gemv, bool) {
 	return gemv{}, false
 }
 
+// gemvOperands returns the matrix and the vector of g among a product's
+// operands a and b.
+func gemvOperands[T any](g gemv, a, b []T) (mat, x []T) {
+	if g.aIsMatrix {
+		return a, b
+	}
+	return b, a
+}
+
 func (b impl) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, bb []float32, ldb int, beta float32, c []float32, ldc int) {
 	if alpha == 0 || !native() || !gemmOK(tA, tB, m, n, k, len(a), lda, len(bb), ldb, len(c), ldc) {
 		b.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, bb, ldb, beta, c, ldc)
 		return
 	}
 	if g, ok := asGemv(tA, tB, m, n, k, lda, ldb, ldc); ok {
-		mat, x := bb, a
-		if g.aIsMatrix {
-			mat, x = a, bb
-		}
+		mat, x := gemvOperands(g, a, bb)
 		sgemvNative(g.t, g.rows, g.cols, alpha, mat, g.ld, x, g.incX, beta, c, g.incY)
 		return
 	}
@@ -285,10 +291,7 @@ func (b impl) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float
 		return
 	}
 	if g, ok := asGemv(tA, tB, m, n, k, lda, ldb, ldc); ok {
-		mat, x := bb, a
-		if g.aIsMatrix {
-			mat, x = a, bb
-		}
+		mat, x := gemvOperands(g, a, bb)
 		dgemvNative(g.t, g.rows, g.cols, alpha, mat, g.ld, x, g.incX, beta, c, g.incY)
 		return
 	}
