@@ -305,53 +305,66 @@ func zipHost[T Float](p *Pool, k Zip) Func {
 	fn := in[func(x, y T) T](binaries[k.Op])
 	av, bv, dst := hostData[T](k.A), hostData[T](k.B), hostData[T](k.Dst)[:k.N]
 	s := p.split(k.N, binaries[k.Op].cost, func(lo, hi int) {
-		d := dst[lo:hi]
-		switch {
-		case k.AScalar && k.BScalar:
-			v := fn(av[0], bv[0])
-			for i := range d {
-				d[i] = v
-			}
-			return
-		case k.AScalar:
-			x := av[0]
-			for i, y := range bv[lo:hi] {
-				d[i] = fn(x, y)
-			}
-			return
-		case k.BScalar:
-			y := bv[0]
-			for i, x := range av[lo:hi] {
-				d[i] = fn(x, y)
-			}
-			return
+		a, b := av, bv
+		if !k.AScalar {
+			a = av[lo:hi]
 		}
-		// The common arithmetic inline, without a call per element.
-		a, b := av[lo:hi][:len(d)], bv[lo:hi][:len(d)]
-		switch k.Op {
-		case Add:
-			for i := range d {
-				d[i] = a[i] + b[i]
-			}
-		case Sub:
-			for i := range d {
-				d[i] = a[i] - b[i]
-			}
-		case Mul:
-			for i := range d {
-				d[i] = a[i] * b[i]
-			}
-		case Div:
-			for i := range d {
-				d[i] = a[i] / b[i]
-			}
-		default:
-			for i, x := range a {
-				d[i] = fn(x, b[i])
-			}
+		if !k.BScalar {
+			b = bv[lo:hi]
 		}
+		zipRange(k.Op, fn, dst[lo:hi], a, b, k.AScalar, k.BScalar)
 	})
 	return s.loop()
+}
+
+// zipRange is d[i] = fn(a[i], b[i]) (op's function), a scalar operand's
+// first element taken for every i: the arithmetic of Zip, and of a
+// Chain's binary steps.
+func zipRange[T Float](op BinaryOp, fn func(x, y T) T, d, a, b []T, aScalar, bScalar bool) {
+	switch {
+	case aScalar && bScalar:
+		v := fn(a[0], b[0])
+		for i := range d {
+			d[i] = v
+		}
+		return
+	case aScalar:
+		x := a[0]
+		for i, y := range b[:len(d)] {
+			d[i] = fn(x, y)
+		}
+		return
+	case bScalar:
+		y := b[0]
+		for i, x := range a[:len(d)] {
+			d[i] = fn(x, y)
+		}
+		return
+	}
+	// The common arithmetic inline, without a call per element.
+	a, b = a[:len(d)], b[:len(d)]
+	switch op {
+	case Add:
+		for i := range d {
+			d[i] = a[i] + b[i]
+		}
+	case Sub:
+		for i := range d {
+			d[i] = a[i] - b[i]
+		}
+	case Mul:
+		for i := range d {
+			d[i] = a[i] * b[i]
+		}
+	case Div:
+		for i := range d {
+			d[i] = a[i] / b[i]
+		}
+	default:
+		for i, x := range a {
+			d[i] = fn(x, b[i])
+		}
+	}
 }
 
 // Fill sets N elements of Dst to Value.

@@ -55,6 +55,9 @@ type sideConfig struct {
 	factor   int           // Config.FactorForRSDM, for a program
 	ask      bool          // Config.Groups = groups, for a program
 	runs     int           // a program's Runs per run, 1 if 0 (a second must not accumulate)
+	// unchained keeps a program's elementwise kernels apart
+	// (Config.unchained).
+	unchained bool
 }
 
 // A side runs one build of a model.
@@ -169,7 +172,8 @@ func newProgramSide(be backend.Backend, m *model, cfg sideConfig) (*programSide,
 		}
 	}
 	prog, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.logits, m.loss}, Params: m.params, Inputs: m.inputs,
-		NoGrad: cfg.noGrad, EvalMode: cfg.evalMode, FactorForRSDM: cfg.factor, Groups: map[bool][]optim.Group{true: cfg.groups}[cfg.ask]})
+		NoGrad: cfg.noGrad, EvalMode: cfg.evalMode, FactorForRSDM: cfg.factor, Groups: map[bool][]optim.Group{true: cfg.groups}[cfg.ask],
+		unchained: cfg.unchained})
 	if err != nil {
 		return nil, fmt.Errorf("Compile on %s: %w", be.Name(), err)
 	}

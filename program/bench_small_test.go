@@ -121,7 +121,8 @@ func withGrad(tb testing.TB, m *model) *model {
 // BenchmarkSmallOps times one forward and backward pass of graphs of small
 // ops (Gorgonia's charRNN: matrix-vector products of 100 x 100; logistic
 // regression) on the tape machine and as a compiled program (the default
-// threads, and one), in one run:
+// threads, one thread, and without chained elementwise kernels), in one
+// run:
 //
 //	go test -tags openblas ./program -run '^$' -bench SmallOps
 func BenchmarkSmallOps(b *testing.B) {
@@ -138,13 +139,16 @@ func BenchmarkSmallOps(b *testing.B) {
 				vm.Reset()
 			}
 		})
-		for _, threads := range []int{0, 1} {
-			name := map[int]string{0: "/program", 1: "/program-1thread"}[threads]
-			b.Run(sm.name+name, func(b *testing.B) {
+		for _, v := range []struct {
+			name      string
+			threads   int
+			unchained bool
+		}{{"/program", 0, false}, {"/program-1thread", 1, false}, {"/program-unchained", 0, true}} {
+			b.Run(sm.name+v.name, func(b *testing.B) {
 				m := withGrad(b, sm.build(b))
-				be := cpu.New(cpu.Options{Threads: threads})
+				be := cpu.New(cpu.Options{Threads: v.threads})
 				defer be.Close()
-				p := m.compile(b, be, Config{})
+				p := m.compile(b, be, Config{unchained: v.unchained})
 				b.ResetTimer()
 				for range b.N {
 					if err := p.Run(); err != nil {

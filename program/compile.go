@@ -92,6 +92,8 @@ func Compile(g *G.ExprGraph, cfg Config) (p *Program, err error) {
 	phase = "factoring the gradients"
 	c.factorGrads()
 	c.dropKernels()
+	phase = "chaining the elementwise kernels"
+	c.chainElementwise()
 	phase = "planning the memory"
 	if p, err = c.planMemory(); err != nil {
 		return nil, err

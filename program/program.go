@@ -113,6 +113,9 @@ type Config struct {
 	// unfused compiles every pattern the general way, without fusions:
 	// what tests compare the fused kernels with.
 	unfused bool
+	// unchained keeps every elementwise kernel apart (no Chains): what
+	// tests compare the chained programs with.
+	unchained bool
 }
 
 // Dropout is a dropout mask leaf and its probability of a zero.

@@ -267,6 +267,14 @@ func Cases(dt backend.DType) []Case {
 		}
 		x[1] = 0 // the first element the kernel reads
 		add("map/"+op.String(), backend.Map{Op: op, N: 999, Src: backend.At(slot(0), 1), Dst: at(slot(1))}, []int{1}, x, g.normal(1000, 1))
+		// The function as a chain's middle step, between a product with
+		// a scalar and a sum, in place over the first input.
+		ch := backend.Chain{N: 999, In0: backend.At(slot(0), 1), In1: at(slot(1)), In2: at(slot(2)), Scalar: 2, Dst: backend.At(slot(0), 1)}
+		ch.Steps.Len = 3
+		ch.Steps.At[0] = backend.ChainStep{Binary: backend.Mul, A: 0, B: 1}
+		ch.Steps.At[1] = backend.ChainStep{Unary: op, A: backend.MaxChainInputs}
+		ch.Steps.At[2] = backend.ChainStep{Binary: backend.Add, A: backend.MaxChainInputs + 1, B: 2}
+		add("chain/"+op.String(), ch, []int{0}, x, []float64{1}, g.normal(999, 1))
 	}
 	add("map/exp-in-place", backend.Map{Op: backend.Exp, N: 300, Src: at(slot(0)), Dst: at(slot(0))}, []int{0}, g.normal(300, 1))
 	for op := backend.Add; op <= backend.GELUGrad; op++ {
@@ -284,6 +292,19 @@ func Cases(dt backend.DType) []Case {
 			add(fmt.Sprintf("zip/%v/scalars%v%v", op, sc[0], sc[1]),
 				backend.Zip{Op: op, N: 777, A: at(slot(0)), B: at(slot(1)), Dst: at(slot(2)), AScalar: sc[0], BScalar: sc[1]},
 				[]int{2}, x, y, g.normal(777, 1))
+			// The function as a chain's last step, after a negation of
+			// its first operand, over more elements than a block's threads.
+			ch := backend.Chain{N: 777, In0: at(slot(0)), In1: at(slot(1)), Dst: at(slot(2))}
+			for i, s := range sc {
+				if s {
+					ch.Scalar |= 1 << i
+				}
+			}
+			ch.Steps.Len = 3
+			ch.Steps.At[0] = backend.ChainStep{Unary: backend.Neg, A: 0}
+			ch.Steps.At[1] = backend.ChainStep{Unary: backend.Neg, A: backend.MaxChainInputs}
+			ch.Steps.At[2] = backend.ChainStep{Binary: op, A: backend.MaxChainInputs + 1, B: 1}
+			add(fmt.Sprintf("chain/%v/scalars%v%v", op, sc[0], sc[1]), ch, []int{2}, x, y, g.normal(777, 1))
 		}
 	}
 

@@ -204,6 +204,33 @@ template <typename T> __device__ void zip_k(const ZipArgs<T> &a) {
 KERNEL(on_zip_f32, ZipArgs<float>) { zip_k(a); }
 KERNEL(on_zip_f64, ZipArgs<double>) { zip_k(a); }
 
+// Chain: up to CHAIN_STEPS of unary() and binary() on CHAIN_INPUTS inputs,
+// each step's result a register of the element type (backend/chain.go).
+#define CHAIN_INPUTS 8
+#define CHAIN_STEPS 16
+template <typename T> struct ChainArgs {
+  i64 n, steps, scalars;
+  i64 code[CHAIN_STEPS]; // binary op | unary op << 8 | register A << 16 | register B << 24
+  const T *in[CHAIN_INPUTS];
+  T *dst;
+};
+template <typename T> __device__ void chain_k(const ChainArgs<T> &a) {
+  int steps = (int)a.steps;
+  GRID_LOOP(i, a.n) {
+    T r[CHAIN_INPUTS + CHAIN_STEPS];
+    for (int j = 0; j < CHAIN_INPUTS; j++) r[j] = a.in[j] ? a.in[j][(a.scalars >> j & 1) ? 0 : i] : (T)0;
+    for (int s = 0; s < steps; s++) {
+      i64 c = a.code[s];
+      int bop = (int)(c & 255), uop = (int)(c >> 8 & 255);
+      T x = r[c >> 16 & 255];
+      r[CHAIN_INPUTS + s] = bop ? binary(bop, x, r[c >> 24 & 255]) : unary(uop, x);
+    }
+    a.dst[i] = r[CHAIN_INPUTS + steps - 1];
+  }
+}
+KERNEL(on_chain_f32, ChainArgs<float>) { chain_k(a); }
+KERNEL(on_chain_f64, ChainArgs<double>) { chain_k(a); }
+
 template <typename T> struct FillArgs { i64 n; double v; T *dst; };
 template <typename T> __device__ void fill_k(const FillArgs<T> &a) {
   T v = (T)a.v;
