@@ -25,10 +25,13 @@ FASHION     := /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz
 # apt's sources when they lack it, and says so), with which the tests compile
 # every CUDA kernel for real GPUs, and Node.js with npm; then ONNX Runtime
 # (npm's onnxruntime-node at the version scripts/onnxruntime pins) into
-# $(ORT_DIR), in which the tests run exported ONNX models. Its postinstall
-# would fetch CUDA binaries: ONNXRUNTIME_NODE_INSTALL=skip stops that (the
-# CPU binaries ship in the package).
-ORT_DIR     := build/onnxruntime
+# $(ORT_DIR), in which the tests run exported ONNX models
+# (scripts/onnxruntime/install.sh: npm ci in a new folder beside it, renamed
+# into place once complete; it replaces only an earlier install of its own,
+# and refuses a $(ORT_DIR) that holds anything else). Its postinstall would
+# fetch CUDA binaries: ONNXRUNTIME_NODE_INSTALL=skip stops that (the CPU
+# binaries ship in the package).
+override ORT_DIR := build/onnxruntime
 
 deps:
 	@missing=""; \
@@ -53,13 +56,7 @@ deps:
 	else \
 		echo "deps: missing$$missing; run: sudo apt-get install$$missing (libnvrtc11.2 is in Debian's non-free component)" >&2; exit 1; \
 	fi
-	@if [ -e $(ORT_DIR)/node_modules/onnxruntime-node/package.json ] && cmp -s scripts/onnxruntime/package-lock.json $(ORT_DIR)/package-lock.json; then \
-		echo "deps: ONNX Runtime found in $(ORT_DIR)"; \
-	else \
-		echo "deps: installing ONNX Runtime (npm's onnxruntime-node) into $(ORT_DIR)"; \
-		rm -rf $(ORT_DIR) && mkdir -p $(ORT_DIR) && cp scripts/onnxruntime/package.json scripts/onnxruntime/package-lock.json $(ORT_DIR)/ && \
-		cd $(ORT_DIR) && ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund --loglevel=error >/dev/null; \
-	fi
+	@bash scripts/onnxruntime/install.sh $(ORT_DIR)
 
 $(BIN)/staticcheck:
 	GOBIN=$(BIN) $(GO) install $(STATICCHECK)
@@ -84,6 +81,8 @@ unit: deps
 # GLIBCXX needs), a run whose report.txt gives every stage's exit code and
 # whose logs.tgz holds every stage's log, and a run with a stage made to hang,
 # which must be cut at its limit with the later stages reported not run.
+# Into $(OUT)/gpu-check, made in a new folder and renamed into place: a
+# folder an earlier smoke made (marked) is replaced, any other refused.
 gpu-check-smoke: deps
 	bash scripts/gpu_check.sh smoke $(OUT)/gpu-check
 
@@ -111,32 +110,40 @@ sanitize: deps
 unit-purego:
 	CGO_ENABLED=0 $(GO) test -count=1 -short ./...
 
+# bench-small: the paper's problems at small sizes (seconds), each run into
+# its own new folder $(OUT)/bench-small/run-YYYYMMDD-HHMMSS (cmd/bench writes
+# it as a temporary folder beside and renames it once complete; it replaces
+# and removes nothing, so earlier runs stay until you remove them).
 bench-small: deps
 	$(GO) run -tags $(TAGS) ./cmd/bench -size small -out $(OUT)/bench-small
 
 # train-short: 400 RSDM-P steps of the orthogonal FFN on real Fashion-MNIST
 # must reach 70% test accuracy (on the first 2000 test images), with the
 # constant step sizes that did best over 400 steps (the defaults, a cosine
-# schedule, are tuned for full epochs).
+# schedule, are tuned for full epochs). Each run is a new run folder under
+# $(OUT)/train-short (train never reuses one).
 train-short: deps
 	$(GO) run -tags $(TAGS) ./cmd/train -schedule const -lr 0.1 -lr-other 0.01 -limit-train 6400 -limit-test 2000 -min-accuracy 70 -out $(OUT)/train-short
 
 # resume-cross-blas: the pure-Go build (gonum BLAS) goes on from the
-# checkpoint that train-short's OpenBLAS build saved, for one more epoch.
+# checkpoint that train-short's OpenBLAS build saved, for one more epoch (in
+# that run's folder, as -resume does: new checkpoints, metrics.csv and .png).
 resume-cross-blas: train-short
 	CGO_ENABLED=0 $(GO) run ./cmd/train -resume latest -out $(OUT)/train-short -epochs 2 -min-accuracy 70
 
 test: lint unit unit-purego bench-small train-short resume-cross-blas gpu-check-smoke
 
 # bench: step benchmarks from go test, then the paper's problems at the
-# paper's sizes (several minutes).
+# paper's sizes (several minutes), into a new run folder under $(OUT)/bench
+# (as bench-small).
 bench: deps
 	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchtime 20x ./optim
 	$(GO) run -tags $(TAGS) ./cmd/bench -size paper -out $(OUT)/bench
 
 # paper: the RSDM paper's experiments at the paper's sizes, with every
-# baseline, into $(OUT)/paper/report.md (plots, time-to-gap tables, and which
-# of the paper's claims hold here). About an hour on 2 cores; PAPER_FLAGS
+# baseline, into $(OUT)/paper/run-YYYYMMDD-HHMMSS/report.md, a new folder
+# each run (plots, time-to-gap tables, and which of the paper's claims hold
+# here); an earlier run's report stays. About an hour on 2 cores; PAPER_FLAGS
 # passes options (-scale 0.5, -time-limit 60s, -only fig1).
 PAPER_FLAGS ?=
 paper: deps
@@ -164,5 +171,22 @@ dnn-figure: deps
 train: deps
 	$(GO) run -tags $(TAGS) ./cmd/train
 
+# clean removes what the build made, and nothing else: bin/staticcheck
+# (lint's), $(ORT_DIR) (deps'), and gpu_check.sh's packs build/gpu-smoke
+# (gpu-check-smoke's) and build/gpu (pack's default), each only where it
+# holds those files alone (else it says what it left), then bin/ and build/
+# where empty. It leaves $(OUT) as it is: out/ holds the results of runs
+# (bench-small, bench and paper's run folders, train-short's checkpoints,
+# gpu-check, dnn-figure's runs of hours), which only you can tell are no
+# longer needed; remove them by hand.
 clean:
-	rm -rf $(BIN) $(OUT) build
+	@rm -f bin/staticcheck; rmdir bin 2>/dev/null || true
+	@bash scripts/onnxruntime/install.sh remove $(ORT_DIR)
+	@for d in build/gpu-smoke build/gpu; do \
+		[ -d "$$d" ] || continue; \
+		other=$$(ls -A "$$d" | grep -vxE 'gpu-check\.tgz|build\.txt' | head -1); \
+		if [ -n "$$other" ]; then echo "clean: $$d holds $$other, not gpu_check.sh pack's: left as it is" >&2; continue; fi; \
+		rm -f "$$d/gpu-check.tgz" "$$d/build.txt" && rmdir "$$d" && echo "clean: removed $$d (gpu_check.sh's pack)"; \
+	done
+	@rmdir build 2>/dev/null || true
+	@echo "clean: $(OUT) left as it is: it holds the results of runs (bench, paper, train-short, gpu-check, dnn-figure); remove by hand what you no longer need"

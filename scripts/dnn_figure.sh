@@ -46,10 +46,16 @@
 #   DEVICE       train's -device (default auto); DATA the Fashion-MNIST folder where
 #                it is not the Debian package's; TRAIN a train binary to use instead
 #                of building one (with -tags openblas where OpenBLAS is installed);
-#                FIGURE a figure binary that page uses instead of building one
+#                FIGURE a figure binary that grid and page use instead of building one
 #   EXTRA        more train flags for every run (a smoke test: EXTRA="-limit-test 500")
 #   REDO=1       redo runs that finished before with the same command and no load flag
 #                (kept by default, so that an interrupted make dnn-figure goes on)
+#
+# The script replaces only what it wrote itself: a run folder holding its
+# command.txt (redone), OUT/machine.txt, OUT/grid/grid.md and choice.txt (told
+# by their content; each written beside and renamed into place), and the train
+# and figure it builds into OUT; any other file where one of these goes stops
+# it (exit 1) with the file as it was.
 #
 # Every run gets its folder OUT/<model>/<method>-seed<N> (grid:
 # OUT/grid/<method>-lr<LR>) holding train's run folder, train's log, command.txt
@@ -111,12 +117,36 @@ data=()
 [[ -z ${DATA:-} ]] || data=(-data "$DATA")
 cores=$(nproc)
 failed=0
+# Temporary folders of this run, removed when the script exits.
+tmps=()
+trap 'rm -rf "${tmps[@]}"' EXIT
 
-# build: train into OUT (with -tags openblas where OpenBLAS is installed) and
-# OUT/machine.txt, what the page says of the machine.
+# ours FILE: FILE is absent or one this script wrote in an earlier run
+# (told by its content), which it may replace; any other file is the
+# user's, and the script stops rather than replace it.
+ours() {
+	[[ -e $1 || -L $1 ]] || return 0
+	local ok=false
+	if [[ -f $1 && ! -L $1 ]]; then
+		case ${1##*/} in
+		machine.txt) grep -qvE '^(cpu|cores|blas|go|commit|kernel|date) ' "$1" || ok=true ;;
+		grid.md) [[ $(head -1 "$1") == "# FFN step-size grid"* ]] && ok=true ;;
+		choice.txt) grep -qv '^best ' "$1" || ok=true ;;
+		esac
+	fi
+	$ok || {
+		echo "dnn_figure: $1 exists and was not written by dnn_figure.sh: move it, or give another OUT" >&2
+		exit 1
+	}
+}
+
+# build: train into OUT (with -tags openblas where OpenBLAS is installed),
+# figure, and OUT/machine.txt, what the page says of the machine (written
+# beside it and renamed over an earlier run's).
 build() {
 	local blas
 	mkdir -p "$out"
+	ours "$out/machine.txt"
 	if [[ -n ${TRAIN:-} ]]; then
 		train=$TRAIN
 		blas="as built by $TRAIN's builder (TRAIN)"
@@ -131,7 +161,9 @@ build() {
 			blas="gonum, pure Go (OpenBLAS was not installed)"
 		fi
 	fi
-	local commit
+	local commit m
+	m=$(mktemp "$out/.machine.txt.XXXXXX")
+	tmps+=("$m")
 	commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- 2>/dev/null || echo ' (with uncommitted changes)')"
 	{
 		echo "cpu $({ lscpu 2>/dev/null || grep -m1 'model name' /proc/cpuinfo | sed 's/model name/Model name/'; } | sed -n 's/^Model name: *//p' | head -1)"
@@ -141,8 +173,11 @@ build() {
 		echo "commit $commit"
 		echo "kernel $(uname -sr)"
 		echo "date $(date -u +%F)"
-	} >"$out/machine.txt"
-	go build -o "$out/figure" ./cmd/figure
+	} >"$m"
+	chmod 644 "$m"
+	mv -f "$m" "$out/machine.txt"
+	figure=${FIGURE:-$out/figure}
+	[[ -n ${FIGURE:-} ]] || go build -o "$figure" ./cmd/figure
 }
 
 # cpu_busy: the busy and total jiffies of all cores, from /proc/stat.
@@ -255,8 +290,22 @@ grid() {
 	done
 	# A diverged point is no failure of the grid; the best final accuracy of each method wins.
 	failed=0
-	"$out/figure" -grid lr -out "$out/grid" -name grid -title "FFN step-size grid ($t of training per point, seed 1)" \
-		RSDM-P="$out/grid/rsdm-lr*" RGD="$out/grid/rgd-lr*" | tee "$out/grid/choice.txt"
+	# figure writes grid.md, and its choice goes to choice.txt, in a new
+	# folder; both are then renamed into OUT/grid, over an earlier grid's
+	# alone (ours).
+	local g=$out/grid new f
+	mkdir -p "$g"
+	ours "$g/grid.md"
+	ours "$g/choice.txt"
+	new=$(mktemp -d "$g/.choice-XXXXXX")
+	tmps+=("$new")
+	"$figure" -grid lr -out "$new" -name grid -title "FFN step-size grid ($t of training per point, seed 1)" \
+		RSDM-P="$g/rsdm-lr*" RGD="$g/rgd-lr*" >"$new/choice.txt"
+	cat "$new/choice.txt"
+	for f in grid.md choice.txt; do
+		ours "$g/$f"
+		mv -f "$new/$f" "$g/$f"
+	done
 }
 
 ffn() {
@@ -313,7 +362,7 @@ page() {
 	mkdir -p "$(dirname "$dest")"
 	page_tmp=$(mktemp -d "$(dirname "$dest")/.$(basename "$dest").page-XXXXXX")
 	bin_tmp=$(mktemp -d)
-	trap 'rm -rf "$page_tmp" "$bin_tmp"' EXIT
+	tmps+=("$page_tmp" "$bin_tmp")
 	local docs=$page_tmp figure=${FIGURE:-$bin_tmp/figure}
 	[[ -n ${FIGURE:-} ]] || go build -o "$figure" ./cmd/figure
 	local verdicts=() v

@@ -28,10 +28,29 @@
 #      bash scripts/throughput.sh cuda   on a GPU machine: train -device cuda
 # (the CUDA backend, RSDM-P and RGD) beside scripts/torch_*.py --device cuda,
 # then the device profile of each model (-kernel-profile); PROFILE_OUT=folder
-# keeps the runs' logs there, TRAIN=binary runs that train instead of building one.
+# keeps the profile runs' logs there (ffn-cuda-profile.log, vit-cuda-profile.log:
+# new files; where one is there already the script refuses, exit 2, before any
+# run), TRAIN=binary runs that train instead of building one, PYTHON the python3
+# of the PyTorch rows (default /usr/bin/python3).
+#
+# Everything else goes into a temporary folder of the script's own, removed
+# when it exits; it replaces and removes no other file.
 set -euo pipefail
+here=$PWD # the caller's folder: a relative PROFILE_OUT is taken from it
 cd "$(dirname "$0")/.."
 what=${1:-all}
+python=${PYTHON:-/usr/bin/python3}
+kept=()
+[[ $what != cuda ]] || kept=(ffn-cuda-profile vit-cuda-profile)
+if [[ -n ${PROFILE_OUT:-} ]]; then
+	[[ $PROFILE_OUT == /* ]] || PROFILE_OUT=$(realpath -m -- "$here/$PROFILE_OUT")
+	for name in "${kept[@]}"; do
+		if [[ -e $PROFILE_OUT/$name.log || -L $PROFILE_OUT/$name.log ]]; then
+			echo "throughput: $PROFILE_OUT/$name.log exists: the script replaces no file; give another PROFILE_OUT, or move it" >&2
+			exit 2
+		fi
+	done
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 if [[ -n ${TRAIN:-} ]]; then
@@ -55,18 +74,32 @@ run_go() { # name engine batch args...
 	printf '%-28s %8s samples/s\n' "$name" "$(steady "$(ls "$out/$name"/run-*/metrics.csv)" "$batch")"
 }
 
-# keep NAME: copies a run's log to PROFILE_OUT when it is set.
-keep() { [[ -z ${PROFILE_OUT:-} ]] || { mkdir -p "$PROFILE_OUT" && cp "$out/$1.log" "$PROFILE_OUT/"; }; }
+# keep NAME: copies a run's log to PROFILE_OUT when it is set, as a new file:
+# written beside it and hard-linked into place, which never replaces a file.
+keep() {
+	[[ -n ${PROFILE_OUT:-} ]] || return 0
+	local t
+	mkdir -p "$PROFILE_OUT"
+	t=$(mktemp "$PROFILE_OUT/.$1.log.XXXXXX")
+	cp "$out/$1.log" "$t"
+	chmod 644 "$t"
+	if ! ln "$t" "$PROFILE_OUT/$1.log"; then
+		rm -f "$t"
+		echo "throughput: $PROFILE_OUT/$1.log appeared meanwhile: not replaced" >&2
+		return 1
+	fi
+	rm -f "$t"
+}
 
 run_torch() { # name script args...
 	local name=$1 script=$2
 	shift 2
-	if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+	if ! "$python" -c 'import torch' 2>/dev/null; then
 		printf '%-28s %8s\n' "$name" "(no torch)"
 		return
 	fi
 	local line
-	line=$(/usr/bin/python3 "$script" "$@" 2>&1 | tail -1)
+	line=$("$python" "$script" "$@" 2>&1 | tail -1)
 	printf '%-28s %8s samples/s\n' "$name" "$(sed -E 's/.*: ([0-9.]+) samples.*/\1/' <<<"$line")"
 }
 

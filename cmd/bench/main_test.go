@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -78,7 +79,8 @@ func TestPaperReport(t *testing.T) {
 	if err := run([]string{"-paper", "-scale", "0.05", "-time-limit", "300ms", "-only", "rssm-obcd", "-out", out}, &buf); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(out, "report.md"))
+	dir := onlyRun(t, out)
+	b, err := os.ReadFile(filepath.Join(dir, "report.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func TestPaperReport(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(out, "rssm-obcd.png")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "rssm-obcd.png")); err != nil {
 		t.Error(err)
 	}
 }
@@ -140,5 +142,162 @@ func checkDescent[T float32 | float64](t *testing.T, name string, s setting, o o
 	}
 	if !(tr.feas < tol) {
 		t.Errorf("%T, step size %g: ||X^T X - I||_F = %.2g, want < %g", T(0), m.lr, tr.feas, tol)
+	}
+}
+
+// onlyRun returns the one run folder under out, failing t unless out holds
+// exactly one entry, a run folder.
+func onlyRun(t *testing.T, out string) string {
+	t.Helper()
+	runs := newEntries(t, out, nil)
+	if len(runs) != 1 {
+		t.Fatalf("%s holds %q, want one run folder", out, runs)
+	}
+	return filepath.Join(out, runs[0])
+}
+
+// newEntries returns the names under out that are not in before, failing
+// t for any that is not a run folder (a temporary folder left behind).
+func newEntries(t *testing.T, out string, before map[string]string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	for _, e := range ents {
+		if _, ok := before[e.Name()]; ok {
+			continue
+		}
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), runPrefix) {
+			t.Errorf("%s: %s left there", out, e.Name())
+			continue
+		}
+		runs = append(runs, e.Name())
+	}
+	return runs
+}
+
+// TestOutKeepsUsersFiles runs bench twice into an -out that holds the
+// user's files under the names a run writes and an earlier run's folder:
+// each run writes its own new folder, and every file that was there stays
+// byte for byte. A run whose checks fail keeps its folder; an -out that is
+// a file is a bad setting, and the file stays.
+func TestOutKeepsUsersFiles(t *testing.T) {
+	out := t.TempDir()
+	mine := map[string]string{
+		"bench.csv":      "the user's bench.csv",
+		"procrustes.png": "the user's png",
+		"report.md":      "the user's report",
+		filepath.Join("run-20000101-000000", "bench.csv"): "an earlier run's",
+	}
+	write := func() map[string]string {
+		before := map[string]string{}
+		for name, text := range mine {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(out, name)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(out, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before[strings.Split(name, string(filepath.Separator))[0]] = ""
+		}
+		return before
+	}
+	before := write()
+	small := []string{"-size", "small", "-problems", "procrustes", "-methods", "rgd", "-kernels=false", "-out", out}
+	for i := range 2 {
+		var buf strings.Builder
+		if err := run(small, &buf); err != nil {
+			t.Fatalf("run %d: %v\n%s", i+1, err, buf.String())
+		}
+		runs := newEntries(t, out, before)
+		if len(runs) != 1 {
+			t.Fatalf("run %d: new entries %q, want one run folder", i+1, runs)
+		}
+		for _, f := range []string{"bench.csv", "procrustes.png"} {
+			if fi, err := os.Stat(filepath.Join(out, runs[0], f)); err != nil || fi.Size() < 100 {
+				t.Errorf("run %d: %s: %v", i+1, f, err)
+			}
+		}
+		if !strings.Contains(buf.String(), "results: "+filepath.Join(out, runs[0])) {
+			t.Errorf("run %d does not name its folder:\n%s", i+1, buf.String())
+		}
+		before[runs[0]] = ""
+	}
+	// Checks that fail (10 iterations cannot reach gap 1e-4): the run's
+	// folder is kept, and the error says why.
+	err := run(append(small, "-max-iter", "10"), io.Discard)
+	if !errors.As(err, new(*checksError)) {
+		t.Errorf("a run whose checks fail: %v, want a checksError", err)
+	}
+	if runs := newEntries(t, out, before); len(runs) != 1 {
+		t.Errorf("a run whose checks fail left %q, want its run folder", runs)
+	}
+	file := filepath.Join(out, "bench.csv")
+	err = run([]string{"-size", "small", "-problems", "procrustes", "-methods", "rgd", "-kernels=false", "-out", file}, io.Discard)
+	if !errors.As(err, new(*usageError)) {
+		t.Errorf("-out naming a file: %v, want a usageError (exit 2)", err)
+	}
+	for name, text := range mine {
+		if b, err := os.ReadFile(filepath.Join(out, name)); err != nil || string(b) != text {
+			t.Errorf("%s: %q, %v; want the file as it was", name, b, err)
+		}
+	}
+}
+
+// TestRunDirNames checks that a run's folder never takes a name that is
+// there, a file, a folder holding files or an empty folder, and that
+// discard removes the temporary folder alone.
+func TestRunDirNames(t *testing.T) {
+	out := t.TempDir()
+	stamp := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, p := range []string{"run-20260102-030405/mine.txt", "run-20260102-030405-2/", "run-20260102-030405-3"} {
+		path := filepath.Join(out, p)
+		if strings.HasSuffix(p, "/") {
+			if err := os.Mkdir(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("keep"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := newRunDir(out, stamp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d.tmp, "bench.csv"), []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := d.finish()
+	if want := filepath.Join(out, "run-20260102-030405-4"); err != nil || dir != want {
+		t.Fatalf("finish: %q, %v; want %q", dir, err, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "bench.csv")); err != nil || string(b) != "new" {
+		t.Errorf("the run's file: %q, %v", b, err)
+	}
+	for _, p := range []string{"run-20260102-030405/mine.txt", "run-20260102-030405-3"} {
+		if b, err := os.ReadFile(filepath.Join(out, p)); err != nil || string(b) != "keep" {
+			t.Errorf("%s: %q, %v; want it kept", p, b, err)
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Join(out, "run-20260102-030405-2")); err != nil || len(ents) != 0 {
+		t.Errorf("the empty folder: %v, %v; want it kept, empty", ents, err)
+	}
+	d, err = newRunDir(out, stamp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.discard()
+	if _, err := os.Stat(d.tmp); !os.IsNotExist(err) {
+		t.Errorf("discard left %s: %v", d.tmp, err)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 4 {
+		t.Errorf("out holds %d entries after discard, want 4", len(ents))
 	}
 }

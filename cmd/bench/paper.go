@@ -147,10 +147,10 @@ func verdict(a, b *trace) (bool, string) {
 }
 
 // paper runs every experiment and writes report.md, one PNG per experiment
-// and paper.csv into o.out.
+// and paper.csv into o.dir.
 func paper(w io.Writer, o options) error {
 	start := time.Now()
-	csvPath := filepath.Join(o.out, "paper.csv")
+	csvPath := filepath.Join(o.dir, "paper.csv")
 	f, cw, err := newCSV(csvPath)
 	if err != nil {
 		return err
@@ -173,7 +173,7 @@ func paper(w io.Writer, o options) error {
 			writeTrace(cw, e.s, tr)
 		}
 		png := e.id + ".png"
-		if err := plotGaps(filepath.Join(o.out, png), e.title, traces); err != nil {
+		if err := plotGaps(filepath.Join(o.dir, png), e.title, traces); err != nil {
 			return err
 		}
 		fmt.Fprintf(&body, "## %s\n\n", e.title)
@@ -217,7 +217,7 @@ func paper(w io.Writer, o options) error {
 	if err := cw.Error(); err != nil {
 		return err
 	}
-	report := filepath.Join(o.out, "report.md")
+	report := filepath.Join(o.dir, "report.md")
 	rf, err := os.Create(report)
 	if err != nil {
 		return err
@@ -248,7 +248,10 @@ func paper(w io.Writer, o options) error {
 	if err := rf.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "report: %s (%d of %d claims agree), every iteration: %s\n", report, agree, total, csvPath)
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing paper.csv: %w", err)
+	}
+	fmt.Fprintf(w, "report: report.md (%d of %d claims agree), every iteration: paper.csv\n", agree, total)
 	return nil
 }
 

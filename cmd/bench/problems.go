@@ -172,7 +172,7 @@ func newCSV(path string) (*os.File, *csv.Writer, error) {
 }
 
 func problems[T linalg.Float](w io.Writer, o options) error {
-	csvPath := filepath.Join(o.out, "bench.csv")
+	csvPath := filepath.Join(o.dir, "bench.csv")
 	f, cw, err := newCSV(csvPath)
 	if err != nil {
 		return err
@@ -218,22 +218,22 @@ func problems[T linalg.Float](w io.Writer, o options) error {
 				bad = append(bad, fmt.Sprintf("%s/%s: gap %.1e after %d iterations, want 1e-4", s.name, m.name, tr.gaps[len(tr.gaps)-1], tr.iters[len(tr.iters)-1]))
 			}
 		}
-		png := filepath.Join(o.out, name+".png")
-		if err := plotGaps(png, fmt.Sprintf("%s (n=%d, p=%d, r=%d)", name, s.n, s.p, s.r), traces); err != nil {
+		png := name + ".png"
+		if err := plotGaps(filepath.Join(o.dir, png), fmt.Sprintf("%s (n=%d, p=%d, r=%d)", name, s.n, s.p, s.r), traces); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "  plot: %s\n\n", png)
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {
-		return fmt.Errorf("writing %s: %w", csvPath, err)
+		return fmt.Errorf("writing bench.csv: %w", err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", csvPath, err)
+		return fmt.Errorf("writing bench.csv: %w", err)
 	}
-	fmt.Fprintf(w, "every iteration: %s\n", csvPath)
+	fmt.Fprintf(w, "every iteration: bench.csv\n")
 	if len(bad) > 0 {
-		return fmt.Errorf("failed checks: %s", strings.Join(bad, "; "))
+		return &checksError{"failed checks: " + strings.Join(bad, "; ")}
 	}
 	return nil
 }

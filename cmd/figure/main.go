@@ -37,6 +37,12 @@
 // out "holds", "does not hold" or "cannot tell", with the numbers, in
 // NAME.md and on standard output as a line "verdict: ...".
 //
+// figure writes only new files: where NAME.png, NAME-steps.png or NAME.md
+// (-grid: NAME.md) is in -out already, an earlier page's or the user's, it
+// refuses (exit 2) before reading any run. The files are written into a
+// temporary folder in -out and go into place by hard links, which never
+// replace a file.
+//
 // -grid FLAG reads a step-size grid instead: each folder PATTERN matches is
 // one run whose command.txt gives the value of train's -FLAG; NAME.md gets
 // a table of every point and standard output a line "best LABEL VALUE" for
@@ -51,7 +57,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -142,9 +147,20 @@ func run(args []string, w io.Writer) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	md := filepath.Join(*out, *name+".md")
+	files := []string{*name + ".png", *name + "-steps.png", *name + ".md"}
 	if *grid != "" {
-		return runGrid(w, md, *title, *grid, labels, patterns)
+		files = []string{*name + ".md"}
+	}
+	if err := checkNew(*out, files); err != nil {
+		return err
+	}
+	st, err := newStaging(*out, *name)
+	if err != nil {
+		return err
+	}
+	defer st.remove()
+	if *grid != "" {
+		return runGrid(w, st, *name+".md", *title, *grid, labels, patterns)
 	}
 	var all []series
 	var warnings []string
@@ -180,13 +196,11 @@ func run(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	png := filepath.Join(*out, *name+".png")
-	if err := writePlot(png, *title+" against training time", all, bySeconds, step); err != nil {
-		return fmt.Errorf("%s: %w", png, err)
+	if err := writePlot(st.path(files[0]), *title+" against training time", all, bySeconds, step); err != nil {
+		return fmt.Errorf("%s: %w", files[0], err)
 	}
-	pngSteps := filepath.Join(*out, *name+"-steps.png")
-	if err := writePlot(pngSteps, *title+" against steps", all, bySteps, 0); err != nil {
-		return fmt.Errorf("%s: %w", pngSteps, err)
+	if err := writePlot(st.path(files[1]), *title+" against steps", all, bySteps, 0); err != nil {
+		return fmt.Errorf("%s: %w", files[1], err)
 	}
 	var v *verdict
 	switch *claim {
@@ -197,7 +211,7 @@ func run(args []string, w io.Writer) error {
 		x := aboveVerdict(all[0], all[1], times, step, *minSeeds)
 		v = &x
 	}
-	f, err := os.Create(md)
+	f, err := os.Create(st.path(files[2]))
 	if err != nil {
 		return err
 	}
@@ -205,7 +219,11 @@ func run(args []string, w io.Writer) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "figure: %s, %s, %s\n", png, pngSteps, md)
+	placed, err := st.place(files)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "figure: %s\n", strings.Join(placed, ", "))
 	if v != nil {
 		fmt.Fprintf(w, "verdict: %s\n", v)
 	}
@@ -214,7 +232,7 @@ func run(args []string, w io.Writer) error {
 
 // runGrid reads a step-size grid, writes its table and prints each label's
 // best value.
-func runGrid(w io.Writer, md, title, flag string, labels, patterns []string) error {
+func runGrid(w io.Writer, st *staging, name, title, flag string, labels, patterns []string) error {
 	var grids [][]gridPoint
 	for i := range labels {
 		ps, err := loadGrid(labels[i], patterns[i], flag)
@@ -223,7 +241,7 @@ func runGrid(w io.Writer, md, title, flag string, labels, patterns []string) err
 		}
 		grids = append(grids, ps)
 	}
-	f, err := os.Create(md)
+	f, err := os.Create(st.path(name))
 	if err != nil {
 		return err
 	}
@@ -231,6 +249,11 @@ func runGrid(w io.Writer, md, title, flag string, labels, patterns []string) err
 	if err := f.Close(); err != nil {
 		return err
 	}
+	placed, err := st.place([]string{name})
+	if err != nil {
+		return err
+	}
+	md := placed[0]
 	for i, ps := range grids {
 		b := bestPoint(ps)
 		if b < 0 {

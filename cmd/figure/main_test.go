@@ -138,7 +138,7 @@ func TestFigureClaim(t *testing.T) {
 		t.Errorf("the output lacks %q:\n%s", want, log.String())
 	}
 	log.Reset()
-	if err := run([]string{"-out", out, "-name", "vit", "-claim", "above", "B=" + filepath.Join(dir, "b-0"), "A=" + filepath.Join(dir, "a-*")}, &log); err != nil {
+	if err := run([]string{"-out", t.TempDir(), "-name", "vit", "-claim", "above", "B=" + filepath.Join(dir, "b-0"), "A=" + filepath.Join(dir, "a-*")}, &log); err != nil {
 		t.Fatal(err)
 	}
 	if want := "verdict: B stays above A throughout: cannot tell: "; !strings.Contains(log.String(), want) {
@@ -198,6 +198,64 @@ func TestEvaluationSet(t *testing.T) {
 	} {
 		if got := evaluationSet(c.all); got != c.want {
 			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestFigureKeepsUsersFiles runs figure into an -out that holds the
+// user's files: one named as figure's page (-name README against the
+// user's README.md) is refused as a bad setting (exit 2) before any run is
+// read, and nothing is written; so is a second run onto an earlier page's
+// files, which stay as they were; a run beside the user's other files
+// writes its three files and leaves the rest, with no temporary folder
+// left behind.
+func TestFigureKeepsUsersFiles(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	writeRun(t, dir, "a-1", []float64{1, 2, 3}, []float64{0.5, 0.6, 0.7})
+	writeRun(t, dir, "b-1", []float64{1, 2, 3}, []float64{0.4, 0.5, 0.6})
+	mine := map[string]string{"README.md": "the user's README", "notes.txt": "the user's notes", "grid.md": "the user's grid"}
+	for f, text := range mine {
+		writeFile(t, out, "", f, text)
+	}
+	labels := []string{"A=" + filepath.Join(dir, "a-*"), "B=" + filepath.Join(dir, "b-*")}
+	figure := func(args ...string) (int, string) {
+		var stdout, stderr bytes.Buffer
+		code := mainCode(append(append([]string{"-out", out}, args...), labels...), &stdout, &stderr)
+		return code, stdout.String() + stderr.String()
+	}
+	entries := func() []string {
+		ents, err := os.ReadDir(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	for _, args := range [][]string{{"-name", "README"}, {"-grid", "lr", "-name", "grid"}} {
+		if code, text := figure(args...); code != 2 || !strings.Contains(text, "exists: figure replaces no file") {
+			t.Errorf("%q over the user's file: exit %d, want 2 and a refusal:\n%s", args, code, text)
+		}
+	}
+	if got := entries(); len(got) != len(mine) {
+		t.Errorf("refused runs left %q in -out", got)
+	}
+	if code, text := figure("-name", "ffn"); code != 0 {
+		t.Fatalf("a new page beside the user's files: exit %d\n%s", code, text)
+	}
+	page := tree(t, out)
+	if got := entries(); len(got) != len(mine)+3 {
+		t.Errorf("-out holds %q, want the user's files and ffn.png, ffn-steps.png, ffn.md", got)
+	}
+	if code, text := figure("-name", "ffn"); code != 2 || !strings.Contains(text, "ffn.png exists") {
+		t.Errorf("a second page onto the first: exit %d, want 2 and a refusal:\n%s", code, text)
+	}
+	sameTree(t, "-out after a refused second page", page, tree(t, out))
+	for f, text := range mine {
+		if b, err := os.ReadFile(filepath.Join(out, f)); err != nil || string(b) != text {
+			t.Errorf("%s: %q, %v; want it as it was", f, b, err)
 		}
 	}
 }

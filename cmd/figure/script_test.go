@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -189,5 +190,97 @@ func TestRunScriptKeepsUsersFolders(t *testing.T) {
 	}
 	if got, err := os.ReadFile(mine); err != nil || string(got) != "keep" {
 		t.Errorf("the user's file: %q, %v; want it kept", got, err)
+	}
+}
+
+// TestGridScriptKeepsUsersFiles runs `dnn_figure.sh grid OUT` over two
+// finished grid runs (kept, so train, /bin/true, is never reached; this
+// test binary is its figure): a machine.txt or a grid.md of the user's in
+// OUT stops it with the file as it was; without them it writes grid.md and
+// choice.txt beside the user's other file, and a second grid replaces its
+// own, leaving no temporary folder.
+func TestGridScriptKeepsUsersFiles(t *testing.T) {
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "dnn_figure.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash:", err)
+	}
+	out, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := filepath.Join(out, "grid")
+	ffn := "-model ffn -hidden 1024 -depth 5 -batch 16 -lr-other 0.1 -momentum 0 -rgd-momentum 0"
+	for _, m := range []struct{ name, args string }{{"rsdm", "-optim rsdm -r 300"}, {"rgd", "-optim rgd"}} {
+		name := m.name + "-lr0.1"
+		writeRun(t, g, name, []float64{10, 20}, map[string][]float64{"rsdm": {0.5, 0.7}, "rgd": {0.4, 0.6}}[m.name])
+		command := fmt.Sprintf("/bin/true -device auto -dataset fashion-mnist -schedule const -eval-every -1 -save-every 0 -keep 1 -epochs 1000 -out %s %s %s -lr 0.1 -seed 1 -time-limit 20s -eval-interval 20s",
+			filepath.Join(g, name), ffn, m.args)
+		for file, text := range map[string]string{"done": "", "command.txt": command + "\n", "load.txt": "cores 2\nflag none\n"} {
+			writeFile(t, g, name, file, text)
+		}
+	}
+	writeFile(t, g, "", "notes.txt", "the user's notes")
+	grid := func() (int, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", script, "grid", out)
+		for _, kv := range os.Environ() {
+			switch k, _, _ := strings.Cut(kv, "="); k {
+			case "REDO", "EXTRA", "DATA", "DEVICE", "GRID_TIME", "GRID_LRS", "MOMENTUM":
+			default:
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, "TRAIN=/bin/true", "GRID_LRS=0.1", "FIGURE="+os.Args[0], "ORTHONET_FIGURE_MAIN=1")
+		b, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		switch {
+		case ctx.Err() != nil:
+			t.Fatalf("the script did not end in 120 s:\n%s", b)
+		case err == nil:
+			return 0, string(b)
+		case errors.As(err, &exit):
+			return exit.ExitCode(), string(b)
+		}
+		t.Fatal(err)
+		return 0, ""
+	}
+	for _, f := range []string{filepath.Join(out, "machine.txt"), filepath.Join(g, "grid.md")} {
+		if err := os.WriteFile(f, []byte("the user's\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, text := grid()
+		if code == 0 || !strings.Contains(text, f+" exists and was not written by dnn_figure.sh") {
+			t.Errorf("grid with the user's %s: exit %d, want a refusal naming it:\n%s", f, code, text)
+		}
+		if b, err := os.ReadFile(f); err != nil || string(b) != "the user's\n" {
+			t.Errorf("the user's %s: %q, %v; want it as it was", f, b, err)
+		}
+		if err := os.Remove(f); err != nil { // the user moves it
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		code, text := grid()
+		if code != 0 {
+			t.Fatalf("grid %d: exit %d\n%s", i+1, code, text)
+		}
+		if b, err := os.ReadFile(filepath.Join(g, "choice.txt")); err != nil || string(b) != "best RSDM-P 0.1\nbest RGD 0.1\n" {
+			t.Errorf("grid %d: choice.txt %q, %v", i+1, b, err)
+		}
+		readPage(t, filepath.Join(g, "grid.md"), "# FFN step-size grid", "| RSDM-P | 0.1 | **70.00** |")
+		if b, err := os.ReadFile(filepath.Join(g, "notes.txt")); err != nil || string(b) != "the user's notes" {
+			t.Errorf("grid %d: the user's notes.txt: %q, %v", i+1, b, err)
+		}
+		ents, _ := os.ReadDir(g)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("grid %d left %s", i+1, e.Name())
+			}
+		}
 	}
 }

@@ -287,7 +287,7 @@ func runFlags(c *config) []flagDef {
 			usage: "on a NaN or Inf loss or gradient: stop, or skip the batch (counted in metrics.csv and the summary; the run stops after 10 in a row)"},
 		{name: "dist", define: val(&c.dist, "single"), resumable: true, choices: []string{"single", "mpi"},
 			usage: "single (one process) or mpi (one rank of 'mpirun -np N train -dist mpi ...': each rank trains on its -batch/N rows of every global batch of -batch, rank 0 writes; CPU only)"},
-		{name: "cpuprofile", define: val(&c.cpuProfile, ""), resumable: true, usage: "write a Go CPU profile of the run to this file (go tool pprof reads it)"},
+		{name: "cpuprofile", define: val(&c.cpuProfile, ""), resumable: true, usage: "write a Go CPU profile of the run to this new file (go tool pprof reads it; a file there already is refused, exit 2)"},
 	}
 }
 

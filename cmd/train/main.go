@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime/pprof"
 
@@ -54,6 +55,9 @@ func mainCode(h hooks) int {
 	stopProfile, err := startProfile(c.cpuProfile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "train: -cpuprofile:", err)
+		if errors.Is(err, fs.ErrExist) {
+			return 2 // a bad setting: a file that is there already
+		}
 		return 1
 	}
 	defer stopProfile()
@@ -76,16 +80,23 @@ func mainCode(h hooks) int {
 }
 
 // startProfile starts the Go CPU profile of -cpuprofile into path, if
-// set, and returns what stops it and flushes the file.
+// set, and returns what stops it and flushes the file. path must be a new
+// file: one that is there already (an earlier profile, or anything else)
+// is left as it is, and the error wraps fs.ErrExist.
 func startProfile(path string) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(path)
-	if err == nil {
-		err = pprof.StartCPUProfile(f)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("%s exists: train replaces no file; give a new file (%w)", path, fs.ErrExist)
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		os.Remove(path) // made just above, empty
 		return nil, err
 	}
 	return func() {

@@ -173,3 +173,25 @@ func TestCPUProfileFlushed(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUProfileKeepsFile runs train with a -cpuprofile that names a file
+// there already: a bad setting (exit 2, one line naming it), before any
+// work, so the file stays as it was and -out gets no run folder.
+func TestCPUProfileKeepsFile(t *testing.T) {
+	out := t.TempDir()
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	if err := os.WriteFile(prof, []byte("the user's profile"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := trainExit(t, "-dataset", "mnist", "-data", t.TempDir(), "-out", out, "-cpuprofile", prof)
+	if code != 2 {
+		t.Errorf("exit %d, want 2\n%s", code, stderr)
+	}
+	oneLine(t, "-cpuprofile over a file", stderr, prof+" exists: train replaces no file")
+	if b, err := os.ReadFile(prof); err != nil || string(b) != "the user's profile" {
+		t.Errorf("the file: %q, %v; want it as it was", b, err)
+	}
+	if ents, err := os.ReadDir(out); err != nil || len(ents) != 0 {
+		t.Errorf("-out holds %v (%v), want nothing", ents, err)
+	}
+}
