@@ -54,12 +54,13 @@ type compiler struct {
 }
 
 // Compile compiles the part of g that computes cfg.Outputs and, unless
-// cfg.NoGrad, the gradients of cfg.Params. It runs six phases, each a
+// cfg.NoGrad, the gradients of cfg.Params. It runs seven phases, each a
 // function of its own over the compiler's state: check the config and
 // order the nodes (here), lower them to kernels (lower.go, the one phase a
 // new op touches), factor the gradients RSDM takes as products
-// (factor.go), plan the memory (plan.go) and bind the parameters, inputs
-// and outputs to their buffers (here).
+// (factor.go), chain runs of elementwise kernels (chain.go), plan the
+// memory (plan.go) and bind the parameters, inputs and outputs to their
+// buffers (here).
 //
 // Compile does not panic: a panic inside a phase (a bug, since every
 // lowering checks what it reads) becomes an error, which for the lowering
