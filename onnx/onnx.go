@@ -234,15 +234,8 @@ func (m *Model) check() error {
 		if err := define(t.Name, "an initializer"); err != nil {
 			return err
 		}
-		n := int64(1)
-		for _, d := range t.Dims {
-			if d < 0 {
-				return fmt.Errorf("%w: initializer %q has dimensions %v", ErrInvalid, t.Name, t.Dims)
-			}
-			n *= d
-		}
-		if sz := t.Type.size(); sz == 0 || int64(len(t.Raw)) != n*int64(sz) {
-			return fmt.Errorf("%w: initializer %q of %v %v holds %d bytes", ErrInvalid, t.Name, t.Type, t.Dims, len(t.Raw))
+		if err := t.check(); err != nil {
+			return err
 		}
 	}
 	for i, n := range g.Nodes {
@@ -267,6 +260,22 @@ func (m *Model) check() error {
 		if err := v.checkDims("graph output"); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// check returns an error when t's dimensions are negative or its bytes do
+// not hold as many values as they say.
+func (t *Tensor) check() error {
+	n := int64(1)
+	for _, d := range t.Dims {
+		if d < 0 {
+			return fmt.Errorf("%w: initializer %q has dimensions %v", ErrInvalid, t.Name, t.Dims)
+		}
+		n *= d
+	}
+	if sz := t.Type.size(); sz == 0 || int64(len(t.Raw)) != n*int64(sz) {
+		return fmt.Errorf("%w: initializer %q of %v %v holds %d bytes", ErrInvalid, t.Name, t.Type, t.Dims, len(t.Raw))
 	}
 	return nil
 }
