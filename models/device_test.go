@@ -222,3 +222,15 @@ func TestDeviceAgreement(t *testing.T) {
 		}
 	}
 }
+
+// denseOf returns a tensor of element type dt holding v.
+func denseOf(dt tensor.Dtype, shape []int, v []float64) *tensor.Dense {
+	if dt == tensor.Float32 {
+		f := make([]float32, len(v))
+		for i, x := range v {
+			f[i] = float32(x)
+		}
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v))
+}

@@ -145,27 +145,16 @@ func (m *ViT) Forward(patches *G.Node, train bool) (*G.Node, error) {
 		h = dropout(G.Must(bl.fc1.ForwardAct(h, fused.GELUTanh)))
 		x = G.Must(G.Add(x, dropout(G.Must(bl.fc2.Forward(h)))))
 	}
-	// The class tokens' rows (0, t, 2t, ...), picked by a product with a
-	// (batch, rows) one-hot selector.
-	sel := make([]float64, b*b*t)
-	for i := 0; i < b; i++ {
-		sel[i*b*t+i*t] = 1
+	// The class tokens' rows (0, t, 2t, ...): token 0 of the stream seen as
+	// (batch, t, Dim), a slice whose size follows the batch alone (a product
+	// with a (batch, batch*t) one-hot selector, exact too, held batch^2*t
+	// constants). The last residual sum x is read by nothing else, so it
+	// may be reshaped.
+	first := G.Must(G.Slice(G.Must(G.Reshape(x, tensor.Shape{b, t, c.Dim})), nil, G.S(0)))
+	if first.Dims() != 2 { // a batch of one loses its axis too
+		first = G.Must(G.Reshape(first, tensor.Shape{b, c.Dim}))
 	}
-	selector := G.NewMatrix(g, dt, G.WithShape(b, b*t), G.WithName("cls.select"), G.WithValue(denseOf(dt, []int{b, b * t}, sel)))
-	first := G.Must(G.Mul(selector, x))
 	return m.head.Forward(G.Must(m.norm.Forward(first)))
-}
-
-// denseOf returns a tensor of element type dt holding v.
-func denseOf(dt tensor.Dtype, shape []int, v []float64) *tensor.Dense {
-	if dt == tensor.Float32 {
-		f := make([]float32, len(v))
-		for i, x := range v {
-			f[i] = float32(x)
-		}
-		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
-	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v))
 }
 
 // FillMasks draws fresh dropout masks from rng.

@@ -150,10 +150,17 @@ type Tensor struct {
 
 // ValueInfo is a ValueInfoProto of a tensor: a graph input's or output's
 // name, element type and dimensions.
+//
+// A dimension is fixed (dim_value Dims[i]) unless Params names it: a
+// non-empty Params[i] is written as the symbolic dimension dim_param
+// Params[i] (Dims[i] is then not written), as torch.onnx's dynamic_axes
+// writes a batch axis, so that one file takes any size there. Params is nil
+// or as long as Dims.
 type ValueInfo struct {
-	Name string
-	Type DataType
-	Dims []int64
+	Name   string
+	Type   DataType
+	Dims   []int64
+	Params []string
 }
 
 // Dims64 returns dims as int64s.
@@ -219,20 +226,16 @@ func (m *Model) check() error {
 		if v.Type.size() == 0 {
 			return fmt.Errorf("%w: graph input %q has element type %v", ErrInvalid, v.Name, v.Type)
 		}
+		if err := v.checkDims("graph input"); err != nil {
+			return err
+		}
 	}
 	for _, t := range g.Initializers {
 		if err := define(t.Name, "an initializer"); err != nil {
 			return err
 		}
-		n := int64(1)
-		for _, d := range t.Dims {
-			if d < 0 {
-				return fmt.Errorf("%w: initializer %q has dimensions %v", ErrInvalid, t.Name, t.Dims)
-			}
-			n *= d
-		}
-		if sz := t.Type.size(); sz == 0 || int64(len(t.Raw)) != n*int64(sz) {
-			return fmt.Errorf("%w: initializer %q of %v %v holds %d bytes", ErrInvalid, t.Name, t.Type, t.Dims, len(t.Raw))
+		if err := t.check(); err != nil {
+			return err
 		}
 	}
 	for i, n := range g.Nodes {
@@ -253,6 +256,39 @@ func (m *Model) check() error {
 	for _, v := range g.Outputs {
 		if _, ok := defined[v.Name]; !ok {
 			return fmt.Errorf("%w: graph output %q is not defined", ErrInvalid, v.Name)
+		}
+		if err := v.checkDims("graph output"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check returns an error when t's dimensions are negative or its bytes do
+// not hold as many values as they say.
+func (t *Tensor) check() error {
+	n := int64(1)
+	for _, d := range t.Dims {
+		if d < 0 {
+			return fmt.Errorf("%w: initializer %q has dimensions %v", ErrInvalid, t.Name, t.Dims)
+		}
+		n *= d
+	}
+	if sz := t.Type.size(); sz == 0 || int64(len(t.Raw)) != n*int64(sz) {
+		return fmt.Errorf("%w: initializer %q of %v %v holds %d bytes", ErrInvalid, t.Name, t.Type, t.Dims, len(t.Raw))
+	}
+	return nil
+}
+
+// checkDims returns an error when v's Params do not match its Dims or a
+// fixed dimension is negative; what names v ("graph input").
+func (v ValueInfo) checkDims(what string) error {
+	if v.Params != nil && len(v.Params) != len(v.Dims) {
+		return fmt.Errorf("%w: %s %q has %d dimensions and %d symbolic names (Params): want one per dimension, empty where fixed", ErrInvalid, what, v.Name, len(v.Dims), len(v.Params))
+	}
+	for i, d := range v.Dims {
+		if d < 0 && (v.Params == nil || v.Params[i] == "") {
+			return fmt.Errorf("%w: %s %q has dimensions %v", ErrInvalid, what, v.Name, v.Dims)
 		}
 	}
 	return nil
@@ -368,10 +404,14 @@ func encodeTensor(t *Tensor) []byte {
 
 func encodeValueInfo(v ValueInfo) []byte {
 	var shape buf
-	for _, d := range v.Dims {
+	for i, d := range v.Dims {
 		var dim buf
-		dim.tag(1, wireVarint) // dim_value
-		dim.varint(uint64(d))
+		if v.Params != nil && v.Params[i] != "" {
+			dim.bytesField(2, []byte(v.Params[i])) // dim_param
+		} else {
+			dim.tag(1, wireVarint) // dim_value
+			dim.varint(uint64(d))
+		}
 		shape.message(1, dim.b) // dim
 	}
 	var tt buf

@@ -2,8 +2,10 @@ package onnx
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -111,5 +113,152 @@ func TestMarshalRefusesBrokenGraphs(t *testing.T) {
 	}
 	if _, err := (&Model{Graph: Graph{Inputs: in, Outputs: []ValueInfo{{Name: "x", Type: Float}}}}).Marshal(); !errors.Is(err, ErrInvalid) {
 		t.Errorf("opset 0: error %v, want ErrInvalid", err)
+	}
+}
+
+// field is one protobuf field read back by readFields: its number and its
+// varint value or its bytes.
+type field struct {
+	num int
+	v   uint64
+	b   []byte
+}
+
+// readFields splits an encoded message into its fields (varint and
+// length-delimited ones, the wire types of the messages read back here).
+func readFields(t *testing.T, b []byte) []field {
+	t.Helper()
+	var fs []field
+	for len(b) > 0 {
+		tag, n := binary.Uvarint(b)
+		if n <= 0 {
+			t.Fatalf("bad tag in % x", b)
+		}
+		b = b[n:]
+		f := field{num: int(tag >> 3)}
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			t.Fatalf("bad varint in % x", b)
+		}
+		b = b[n:]
+		switch tag & 7 {
+		case wireVarint:
+			f.v = v
+		case wireBytes:
+			if uint64(len(b)) < v {
+				t.Fatalf("field %d of %d bytes, %d left", f.num, v, len(b))
+			}
+			f.b, b = b[:v], b[v:]
+		default:
+			t.Fatalf("field %d of wire type %d", f.num, tag&7)
+		}
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// sub returns the fields of the embedded messages numbered num in fs.
+func sub(t *testing.T, fs []field, num int) [][]field {
+	t.Helper()
+	var out [][]field
+	for _, f := range fs {
+		if f.num == num {
+			out = append(out, readFields(t, f.b))
+		}
+	}
+	return out
+}
+
+// readValueInfos reads back the graph inputs (11) or outputs (12) of an
+// encoded model: name, element type, and each dimension's dim_value or
+// dim_param.
+func readValueInfos(t *testing.T, model []byte, num int) []ValueInfo {
+	t.Helper()
+	var vs []ValueInfo
+	for _, graph := range sub(t, readFields(t, model), 7) {
+		for _, vi := range sub(t, graph, num) {
+			var v ValueInfo
+			for _, f := range vi {
+				if f.num == 1 {
+					v.Name = string(f.b)
+				}
+			}
+			for _, typ := range sub(t, vi, 2) {
+				for _, tt := range sub(t, typ, 1) {
+					for _, f := range tt {
+						if f.num == 1 {
+							v.Type = DataType(f.v)
+						}
+					}
+					for _, shape := range sub(t, tt, 2) {
+						for _, dim := range sub(t, shape, 1) {
+							d, p := int64(0), ""
+							for _, f := range dim {
+								switch f.num {
+								case 1:
+									d = int64(f.v)
+								case 2:
+									p = string(f.b)
+								}
+							}
+							v.Dims, v.Params = append(v.Dims, d), append(v.Params, p)
+						}
+					}
+				}
+			}
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+// TestDimParam writes graph inputs and outputs with symbolic dimensions
+// (dim_param) beside fixed ones and reads them back; a ValueInfo whose
+// Params do not match its Dims is refused.
+func TestDimParam(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   ValueInfo
+		want ValueInfo // as read back: a Param for every dimension, 0 where symbolic
+	}{
+		{"fixed", ValueInfo{Name: "x", Type: Float, Dims: []int64{2, 3}},
+			ValueInfo{Name: "x", Type: Float, Dims: []int64{2, 3}, Params: []string{"", ""}}},
+		{"batch", ValueInfo{Name: "x", Type: Float, Dims: []int64{0, 3}, Params: []string{"batch", ""}},
+			ValueInfo{Name: "x", Type: Float, Dims: []int64{0, 3}, Params: []string{"batch", ""}}},
+		{"two symbolic", ValueInfo{Name: "x", Type: Double, Dims: []int64{-1, 4, -1}, Params: []string{"batch", "", "2*batch+1"}},
+			ValueInfo{Name: "x", Type: Double, Dims: []int64{0, 4, 0}, Params: []string{"batch", "", "2*batch+1"}}},
+	} {
+		out := tc.in
+		out.Name = "y"
+		m := &Model{Opset: 17, Graph: Graph{
+			Nodes:  []Node{{Name: "n", OpType: "Relu", Inputs: []string{"x"}, Outputs: []string{"y"}}},
+			Inputs: []ValueInfo{tc.in}, Outputs: []ValueInfo{out},
+		}}
+		b, err := m.Marshal()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		wantOut := tc.want
+		wantOut.Name = "y"
+		for i, want := range []ValueInfo{tc.want, wantOut} {
+			got := readValueInfos(t, b, 11+i)
+			if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+				t.Errorf("%s: read back %+v, want %+v", tc.name, got, want)
+			}
+		}
+	}
+	// The bytes of one symbolic dimension: dim (1) { dim_param (2) "b" }.
+	if got, want := encodeValueInfo(ValueInfo{Name: "x", Type: Float, Dims: []int64{0}, Params: []string{"b"}}),
+		unhex(t, "0a 01 78  12 0b  0a 09  08 01  12 05  0a 03  12 01 62"); !bytes.Equal(got, want) {
+		t.Errorf("encoding\n got % x\nwant % x", got, want)
+	}
+	for _, bad := range []ValueInfo{
+		{Name: "x", Type: Float, Dims: []int64{2, 3}, Params: []string{"batch"}},
+		{Name: "x", Type: Float, Dims: []int64{-1, 3}},
+	} {
+		m := &Model{Opset: 17, Graph: Graph{Inputs: []ValueInfo{bad}, Outputs: []ValueInfo{{Name: "x", Type: Float}}}}
+		if _, err := m.Marshal(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `graph input "x" has`) {
+			t.Errorf("%+v: error %v, want ErrInvalid naming the input", bad, err)
+		}
 	}
 }

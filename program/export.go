@@ -336,6 +336,9 @@ func exportSlice(x *exporter, n *G.Node, args []*G.Node, in []string) (string, e
 	}
 	stride := shape.CalcStrides()[axis]
 	start, step, count := w.off/stride, w.strides[axis]/stride, w.shape[axis]
+	if start == 0 && step == 1 && count == shape[axis] { // the whole axis (gorgonia's nil slice)
+		return x.reshape(in[0], shape, n.Shape()), nil
+	}
 	end := start + (count-1)*step + 1 // ONNX takes ceil((end-start)/step) elements: count
 	out := x.op("Slice", []string{in[0], x.ints("starts", start), x.ints("ends", end), x.ints("axes", axis), x.ints("steps", step)})
 	return x.reshape(out, w.shape, n.Shape()), nil

@@ -41,3 +41,38 @@ func ExampleExportONNX() {
 	// initializer b FLOAT [1 4]
 	// opset 17
 }
+
+// ExampleExportONNXBatch writes a model whose input is a batch of 2x3
+// matrices as one ONNX model for any batch: the function builds the graph
+// at the batch it is given, the same weights each time. The Reshape to
+// (batch, 6) gets the target (-1, 6), and the input and output the
+// symbolic first dimension "batch".
+func ExampleExportONNXBatch() {
+	build := func(batch int) (*G.ExprGraph, program.ExportConfig, error) {
+		g := G.NewGraph()
+		x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(batch, 2, 3), G.WithName("x"), G.WithInit(G.Zeroes()))
+		w := G.NewMatrix(g, tensor.Float32, G.WithShape(6, 4), G.WithName("W"), G.WithInit(G.Ones()))
+		flat, err := G.Reshape(x, tensor.Shape{batch, 6})
+		if err != nil {
+			return nil, program.ExportConfig{}, err
+		}
+		y, err := G.Mul(flat, w)
+		return g, program.ExportConfig{Inputs: []*G.Node{x}, Outputs: []*G.Node{y}, OutputNames: []string{"y"}}, err
+	}
+	m, err := program.ExportONNXBatch(build)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, n := range m.Graph.Nodes {
+		fmt.Println(n.OpType, n.Inputs, "->", n.Outputs)
+	}
+	for _, v := range append(m.Graph.Inputs, m.Graph.Outputs...) {
+		fmt.Printf("%s %q %v\n", v.Name, v.Params, v.Dims)
+	}
+	// Output:
+	// Reshape [x shape] -> [reshape]
+	// Gemm [reshape W] -> [gemm]
+	// Identity [gemm] -> [y]
+	// x ["batch" "" ""] [-1 2 3]
+	// y ["batch" ""] [-1 4]
+}

@@ -17,10 +17,11 @@ import (
 )
 
 // exportMain runs train export: it writes a checkpoint's model as an ONNX
-// file (program.ExportONNX, opset program.ONNXOpset) whose input is a batch
-// of whole images, preprocessed as train's data are, and whose output is
-// the logits; the metadata holds the class names, the input's shape and
-// preprocessing, and the run's flags.
+// file (program.ExportONNXBatch, opset program.ONNXOpset) whose input is a
+// batch of whole images of any size (the symbolic dimension "batch"),
+// preprocessed as train's data are, and whose output is the logits; the
+// metadata holds the class names, the input's shape and preprocessing, and
+// the run's flags.
 func exportMain(args []string, stdout, stderr io.Writer) int {
 	return subExit("train export", runExport(args, stdout, stderr), stderr)
 }
@@ -34,10 +35,13 @@ const (
 	metaStep       = "orthonet.step"        // its step
 )
 
-// inputInfo describes an exported model's input (metaInput).
+// inputInfo describes an exported model's input (metaInput). Its Shape's
+// first entry, the batch, is -1: the file takes any number of images
+// (Batch says so in words).
 type inputInfo struct {
 	Name     string `json:"name"`
 	Shape    []int  `json:"shape"`
+	Batch    string `json:"batch"`
 	Layout   string `json:"layout"`
 	Channels string `json:"channels"`
 	Resize   string `json:"resize"`
@@ -47,14 +51,12 @@ type inputInfo struct {
 func runExport(args []string, stdout, stderr io.Writer) error {
 	var u useFlags
 	var format, output string
-	var batch int
 	fs := flag.NewFlagSet("train export", flag.ContinueOnError)
 	u.register(fs, "")
 	fs.StringVar(&format, "format", "onnx", "file format: onnx")
 	fs.StringVar(&output, "o", "", "the file to write; an existing file is an error (default: the checkpoint's name with .onnx, beside it)")
-	fs.IntVar(&batch, "batch", 1, "the images the model takes at once: its input is (batch, channels, height, width)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: train export [flags]\n\nWrites a checkpoint of train as an ONNX model (opset %d) of whole images to logits.\n\n", program.ONNXOpset)
+		fmt.Fprintf(fs.Output(), "usage: train export [flags]\n\nWrites a checkpoint of train as an ONNX model (opset %d) of whole images to logits, for any batch size.\n\n", program.ONNXOpset)
 		fs.PrintDefaults()
 	}
 	if err := parseSub(fs, args, stderr); err != nil {
@@ -65,8 +67,6 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		return &usageError{fmt.Errorf("unexpected argument %q (the file is given by -o)", fs.Arg(0))}
 	case format != "onnx":
 		return &usageError{fmt.Errorf("-format %q: want onnx", format)}
-	case batch < 1:
-		return &usageError{fmt.Errorf("-batch %d: want at least 1", batch)}
 	}
 	t, err := loadTrained(u, "")
 	if err != nil {
@@ -78,7 +78,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	if _, err := os.Lstat(output); err == nil {
 		return &usageError{fmt.Errorf("%s exists: export replaces no file (remove it, or give -o another)", output)}
 	}
-	m, err := exportModel(t, batch)
+	m, err := exportModel(t)
 	if err != nil {
 		return err
 	}
@@ -90,23 +90,31 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	s := t.info.Shape
-	fmt.Fprintf(stdout, "exported %s\nto %s (ONNX opset %d, %.1f MB): input \"images\" float32 (%d, %d, %d, %d), pixels p scaled to p/127.5 - 1 after resizing to %dx%d; output \"logits\" (%d, %d), classes in the metadata (%s)\n",
-		t.describe(), output, program.ONNXOpset, float64(len(b))/1e6, batch, s[0], s[1], s[2], s[1], s[2], batch, t.info.Classes, metaClasses)
+	fmt.Fprintf(stdout, "exported %s\nto %s (ONNX opset %d, %.1f MB): input \"images\" float32 (batch, %d, %d, %d), any batch, pixels p scaled to p/127.5 - 1 after resizing to %dx%d; output \"logits\" (batch, %d), classes in the metadata (%s)\n",
+		t.describe(), output, program.ONNXOpset, float64(len(b))/1e6, s[0], s[1], s[2], s[1], s[2], t.info.Classes, metaClasses)
 	fmt.Fprintf(stdout, "serve it with ONNX Runtime: in Python, onnxruntime.InferenceSession(%q).run([\"logits\"], {\"images\": x}); in Node.js, onnxruntime-node's InferenceSession (see docs/using-trained-models.md)\n", output)
 	return nil
 }
 
 // exportModel returns the checkpoint's model as an ONNX model for batches
-// of batch images, with its metadata.
-func exportModel(t *trained, batch int) (*onnx.Model, error) {
-	net, err := t.network(batch, true)
-	if err != nil {
-		return nil, err
-	}
-	m, err := program.ExportONNX(net.logits.Graph(), program.ExportConfig{
-		Inputs: []*G.Node{net.x}, InputNames: []string{"images"},
-		Outputs: []*G.Node{net.logits}, OutputNames: []string{"logits"},
+// of any size (program.ExportONNXBatch builds its network at a few), with
+// its metadata.
+func exportModel(t *trained) (*onnx.Model, error) {
+	var unusable error // the checkpoint's fault, said as eval says it
+	m, err := program.ExportONNXBatch(func(batch int) (*G.ExprGraph, program.ExportConfig, error) {
+		net, err := t.network(batch, true)
+		if err != nil {
+			unusable = err
+			return nil, program.ExportConfig{}, err
+		}
+		return net.logits.Graph(), program.ExportConfig{
+			Inputs: []*G.Node{net.x}, InputNames: []string{"images"},
+			Outputs: []*G.Node{net.logits}, OutputNames: []string{"logits"},
+		}, nil
 	})
+	if unusable != nil {
+		return nil, unusable
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +126,8 @@ func exportModel(t *trained, batch int) (*onnx.Model, error) {
 	meta := map[string]any{
 		metaClasses: t.classes,
 		metaInput: inputInfo{
-			Name: "images", Shape: []int{batch, s[0], s[1], s[2]}, Layout: "NCHW, row-major", Channels: channels,
+			Name: "images", Shape: []int{-1, s[0], s[1], s[2]}, Layout: "NCHW, row-major", Channels: channels,
+			Batch:  "any: the first dimension (-1 in shape) is the ONNX input's symbolic dimension batch, as many images as are given",
 			Resize: fmt.Sprintf("to %dx%d by antialiased bilinear interpolation with pixel centres aligned (PyTorch's interpolate(mode='bilinear', align_corners=False, antialias=True); orthonet's data.Set.Resize)", s[1], s[2]),
 			Scale:  "8-bit pixels p become p/127.5 - 1, in [-1, 1] (scaled before resizing)",
 		},
@@ -132,8 +141,8 @@ func exportModel(t *trained, batch int) (*onnx.Model, error) {
 		}
 		m.Metadata[k] = string(b)
 	}
-	m.DocString = fmt.Sprintf("orthonet %s trained on %s (train %s), checkpoint %s at step %d: images (%d, %d, %d, %d) to logits (%d, %d)",
-		t.c.model, t.c.dataset, flagLine(t.flags), t.path, t.step, batch, s[0], s[1], s[2], batch, t.info.Classes)
+	m.DocString = fmt.Sprintf("orthonet %s trained on %s (train %s), checkpoint %s at step %d: images (batch, %d, %d, %d) to logits (batch, %d), for any batch",
+		t.c.model, t.c.dataset, flagLine(t.flags), t.path, t.step, s[0], s[1], s[2], t.info.Classes)
 	m.Graph.Name = "orthonet-" + t.c.model
 	return m, nil
 }

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/internal/foldertest"
 	"github.com/orthonet/orthonet/internal/onnxrt"
+	"github.com/orthonet/orthonet/onnx"
 )
 
 // tinyRun trains a small FFN (or, with vit, a small ViT on CIFAR-format
@@ -266,60 +268,92 @@ func testLogits(t *testing.T, tr *trained, n int) (images, logits []float32) {
 }
 
 // TestExportRunsInONNXRuntime exports a trained FFN, ViT, CNN and RNN with
-// train export and runs the files in ONNX Runtime on test images: the
-// logits must be orthonet's evaluation's to 1e-5.
+// train export, once each, and runs the one file in ONNX Runtime on batches
+// of 1 and 7 test images: the logits must be orthonet's evaluation's to
+// 1e-5. The file depends on no batch: its input and output have the
+// symbolic first dimension "batch", and exporting again gives the same
+// bytes.
 func TestExportRunsInONNXRuntime(t *testing.T) {
 	onnxrt.Need(t)
 	for _, model := range []string{"ffn", "vit", "cnn", "rnn"} {
 		_, out, _ := tinyRun(t, model)
 		file := filepath.Join(t.TempDir(), "model.onnx")
-		stdout, stderr, code := trainExit(t, "export", "-out", out, "-batch", "4", "-o", file)
+		stdout, stderr, code := trainExit(t, "export", "-out", out, "-o", file)
 		if code != 0 {
 			t.Fatalf("export: exit %d: %s", code, stderr)
 		}
-		if !strings.Contains(stdout, "onnxruntime.InferenceSession") {
-			t.Errorf("export does not say how to serve the file:\n%s", stdout)
+		if !strings.Contains(stdout, "onnxruntime.InferenceSession") || !strings.Contains(stdout, "any batch") {
+			t.Errorf("export does not say how to serve the file, or that it takes any batch:\n%s", stdout)
 		}
 		tr, err := loadTrained(useFlags{resume: "latest", out: out, device: "cpu", engine: "program"}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		images, want := testLogits(t, tr, 4)
-		s := tr.info.Shape
-		res, err := onnxrt.Run(file, map[string]onnxrt.Tensor{"images": {Dims: []int{4, s[0], s[1], s[2]}, Data: images}})
+		for _, batch := range []int{1, 7} {
+			checkONNXLogits(t, tr, file, batch)
+		}
+		m, err := exportModel(tr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _ := res["logits"].Data.([]float32)
-		if len(got) != len(want) || len(got) != 4*tr.info.Classes {
-			t.Fatalf("%s: ONNX Runtime gives %d logits, orthonet %d", tr.c.model, len(got), len(want))
-		}
-		var diff, scale float64
-		for i := range want {
-			diff = max(diff, math.Abs(float64(got[i])-float64(want[i])))
-			scale = max(scale, math.Abs(float64(want[i])))
-		}
-		t.Logf("%s: ONNX Runtime's logits within %.2g of orthonet's (largest %.3g)", tr.c.model, diff, scale)
-		if !(diff <= 1e-5*max(1, scale)) {
-			t.Errorf("%s: ONNX Runtime's logits differ from orthonet's by %.3g (largest logit %.3g)", tr.c.model, diff, scale)
-		}
-		// The metadata: the classes, the input and its preprocessing, the flags.
-		m, err := exportModel(tr, 4)
+		again, err := m.Marshal()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var names []string
-		var in inputInfo
-		var flags map[string]string
-		for k, v := range map[string]any{metaClasses: &names, metaInput: &in, metaFlags: &flags} {
-			if err := json.Unmarshal([]byte(m.Metadata[k]), v); err != nil {
-				t.Fatalf("metadata %s: %v", k, err)
-			}
+		if b, err := os.ReadFile(file); err != nil || !bytes.Equal(b, again) {
+			t.Errorf("%s: exporting again gives other bytes (%d, the file %d): %v", model, len(again), len(b), err)
 		}
-		if len(names) != tr.info.Classes || names[3] != tr.classes[3] || in.Shape[0] != 4 || in.Shape[1] != s[0] || in.Shape[3] != s[2] ||
-			!strings.Contains(in.Scale, "p/127.5 - 1") || flags["model"] != tr.c.model {
-			t.Errorf("metadata: classes %v, input %+v, flags %v", names, in, flags)
+		if in, logits := m.Graph.Inputs[0], m.Graph.Outputs[0]; !slices.Equal(in.Params, []string{"batch", "", "", ""}) || !slices.Equal(logits.Params, []string{"batch", ""}) {
+			t.Errorf("%s: input %+v, output %+v: want the first dimension of each symbolic, batch", model, in, logits)
 		}
+		checkExportMetadata(t, tr, m)
+	}
+}
+
+// checkONNXLogits runs the exported file on the first batch test images of
+// tr's data set in ONNX Runtime: the logits must be orthonet's to 1e-5.
+func checkONNXLogits(t *testing.T, tr *trained, file string, batch int) {
+	t.Helper()
+	images, want := testLogits(t, tr, batch)
+	s := tr.info.Shape
+	res, err := onnxrt.Run(file, map[string]onnxrt.Tensor{"images": {Dims: []int{batch, s[0], s[1], s[2]}, Data: images}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := res["logits"].Data.([]float32)
+	if len(got) != len(want) || len(got) != batch*tr.info.Classes || !slices.Equal(res["logits"].Dims, []int{batch, tr.info.Classes}) {
+		t.Fatalf("%s at batch %d: ONNX Runtime gives %d logits %v, orthonet %d", tr.c.model, batch, len(got), res["logits"].Dims, len(want))
+	}
+	var diff, scale float64
+	for i := range want {
+		diff = max(diff, math.Abs(float64(got[i])-float64(want[i])))
+		scale = max(scale, math.Abs(float64(want[i])))
+	}
+	t.Logf("%s at batch %d: ONNX Runtime's logits within %.2g of orthonet's (largest %.3g)", tr.c.model, batch, diff, scale)
+	if !(diff <= 1e-5*max(1, scale)) {
+		t.Errorf("%s at batch %d: ONNX Runtime's logits differ from orthonet's by %.3g (largest logit %.3g)", tr.c.model, batch, diff, scale)
+	}
+}
+
+// checkExportMetadata checks an exported model's metadata: the classes,
+// the input (its batch -1, any) and its preprocessing, the flags.
+func checkExportMetadata(t *testing.T, tr *trained, m *onnx.Model) {
+	t.Helper()
+	var names []string
+	var in inputInfo
+	var flags map[string]string
+	for k, v := range map[string]any{metaClasses: &names, metaInput: &in, metaFlags: &flags} {
+		if err := json.Unmarshal([]byte(m.Metadata[k]), v); err != nil {
+			t.Fatalf("metadata %s: %v", k, err)
+		}
+	}
+	s := tr.info.Shape
+	if len(names) != tr.info.Classes || names[3] != tr.classes[3] || !slices.Equal(in.Shape, []int{-1, s[0], s[1], s[2]}) || !strings.HasPrefix(in.Batch, "any") ||
+		!strings.Contains(in.Scale, "p/127.5 - 1") || flags["model"] != tr.c.model {
+		t.Errorf("metadata: classes %v, input %+v, flags %v", names, in, flags)
+	}
+	if !strings.Contains(m.DocString, "for any batch") {
+		t.Errorf("doc string %q does not say the model takes any batch", m.DocString)
 	}
 }
 
@@ -424,7 +458,7 @@ func TestUseRefusals(t *testing.T) {
 		{[]string{"eval", "-resume", filepath.Join(elsewhere, "missing.safetensors"), "-device", "gpu"}, 2, `-device "gpu": want one of auto, cpu, cuda`},
 		{[]string{"predict", "-resume", filepath.Join(elsewhere, "missing.safetensors"), "-device", "gpu", fine}, 2, `-device "gpu": want one of auto, cpu, cuda`},
 		{[]string{"export", "-resume", latest, "-format", "tflite"}, 2, `-format "tflite"`},
-		{[]string{"export", "-resume", latest, "-batch", "0"}, 2, "-batch 0"},
+		{[]string{"export", "-resume", latest, "-batch", "4"}, 2, "flag provided but not defined: -batch"},
 		{[]string{"export", "-resume", latest, "-o", existing}, 2, "exists: export replaces no file"},
 	} {
 		before, beforeElsewhere := foldertest.Snapshot(t, out), foldertest.Snapshot(t, elsewhere)
