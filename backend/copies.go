@@ -122,50 +122,72 @@ func (k Copy) Device(p Planner) {
 // always was. (A repeated source element, a zero source stride, is
 // legal: reading an element twice races with nothing.)
 func (k Copy) checkDestination() error {
-	var shape, strides []int
+	shape, strides, err := k.destinationAxes()
+	if err != nil || oneToOne(shape, strides) {
+		return err
+	}
+	if a, b, ok := overlap(shape, strides); ok {
+		return fmt.Errorf("backend: copy: destination view overlaps itself: indices %v and %v (of shape %v, strides %v without axes of length 1) reach one element%s",
+			a, b, shape, strides, k.race())
+	}
+	return nil
+}
+
+// destinationAxes returns the destination view's axes of more than one
+// element and their strides made positive (none when the copy writes
+// nothing), or an error for a stride 0 on such an axis.
+func (k Copy) destinationAxes() (shape, strides []int, err error) {
 	for i, n := range k.Shape {
 		if n == 0 {
-			return nil // nothing is written
+			return nil, nil, nil // nothing is written
 		}
 		if n == 1 {
 			continue // a zero stride on one element repeats nothing
 		}
 		if k.DstStrides[i] == 0 {
-			return fmt.Errorf("backend: copy: destination stride 0 on axis %d of %d elements: the destination view overlaps itself%s", i, n, k.race())
+			return nil, nil, fmt.Errorf("backend: copy: destination stride 0 on axis %d of %d elements: the destination view overlaps itself%s", i, n, k.race())
 		}
 		// A negative stride reflects its axis, which leaves which tuples
 		// collide as they were.
 		shape, strides = append(shape, n), append(strides, max(k.DstStrides[i], -k.DstStrides[i]))
 	}
-	// Sorted by stride, a view whose every stride passes the reach of the
-	// smaller ones is one-to-one: every contiguous, transposed, sliced or
-	// concatenated view.
+	return shape, strides, nil
+}
+
+// oneToOne reports whether a view of positive strides is one-to-one by
+// its strides alone: sorted by stride, every stride passes the reach of
+// the smaller ones (every contiguous, transposed, sliced or concatenated
+// view).
+func oneToOne(shape, strides []int) bool {
 	axes := make([]int, len(shape))
 	for i := range axes {
 		axes[i] = i
 	}
 	slices.SortStableFunc(axes, func(a, b int) int { return strides[a] - strides[b] })
-	reach, ok := 0, true
+	reach := 0
 	for _, a := range axes {
 		if strides[a] <= reach {
-			ok = false
-			break
+			return false
 		}
 		reach += strides[a] * (shape[a] - 1)
 	}
-	if ok {
-		return nil
-	}
-	// Otherwise visit every element, marking what it reaches: the marks
-	// cover the view's span, which fits in the buffer (checked above), at
-	// one bit an element.
+	return true
+}
+
+// overlap returns two index tuples of a view of positive strides that
+// reach one element, for the first element reached twice in row-major
+// order: the tuple that reached it first and the one that reached it
+// again; false when none do. It visits every element, marking what it
+// reaches: the marks cover the view's span, which fits in the buffer
+// (checked before), at one bit an element.
+func overlap(shape, strides []int) (first, again []int, ok bool) {
 	span := 0
 	for i, n := range shape {
 		span += strides[i] * (n - 1)
 	}
 	seen := make([]uint64, span/64+1)
 	idx := make([]int, len(shape))
-	first := func(at int) []int { // the first tuple that reaches at
+	firstAt := func(at int) []int { // the first tuple that reaches at
 		t := make([]int, len(shape))
 		for {
 			o := 0
@@ -184,12 +206,11 @@ func (k Copy) checkDestination() error {
 			o += c * strides[i]
 		}
 		if seen[o/64]&(1<<(o%64)) != 0 {
-			return fmt.Errorf("backend: copy: destination view overlaps itself: indices %v and %v (of shape %v, strides %v without axes of length 1) reach one element%s",
-				first(o), idx, shape, strides, k.race())
+			return firstAt(o), idx, true
 		}
 		seen[o/64] |= 1 << (o % 64)
 		if !next(idx, shape) {
-			return nil
+			return nil, nil, false
 		}
 	}
 }
@@ -232,13 +253,16 @@ func (k Copy) Simplified() (shape, src, dst []int) {
 	return shape, src, dst
 }
 
-func copyHost[T Float](p *Pool, k Copy) Func {
-	// Drop axes of length 1 and merge axes that are contiguous in both
-	// views, so that the innermost loop is as long as possible.
-	shape, ss, ds := k.Simplified()
+// hostCopyLayout returns the axes copyHost loops over, the copy's without
+// axes of length 1 and with axes contiguous in both views merged (so that
+// the innermost loop is as long as possible; one axis of one for one
+// element), and how far below its operand's offset each view reaches
+// (negative strides); false when there is nothing to copy.
+func hostCopyLayout(k Copy) (shape, ss, ds []int, s0, d0 int, ok bool) {
+	shape, ss, ds = k.Simplified()
 	for _, n := range shape {
 		if n < 1 {
-			return func() error { return nil } // nothing to copy
+			return nil, nil, nil, 0, 0, false
 		}
 	}
 	if len(shape) == 0 { // one element: an axis of one
@@ -246,10 +270,17 @@ func copyHost[T Float](p *Pool, k Copy) Func {
 	}
 	// Negative strides reach below the operand's offset: index from the
 	// lowest element each view reaches (Check keeps it in the buffer).
-	var s0, d0 int
 	for i, n := range shape {
 		s0 -= min(ss[i], 0) * (n - 1)
 		d0 -= min(ds[i], 0) * (n - 1)
+	}
+	return shape, ss, ds, s0, d0, true
+}
+
+func copyHost[T Float](p *Pool, k Copy) Func {
+	shape, ss, ds, s0, d0, ok := hostCopyLayout(k)
+	if !ok {
+		return func() error { return nil } // nothing to copy
 	}
 	src := hostData[T](At(k.Src.Buf, k.Src.Off-s0))
 	dst := hostData[T](At(k.Dst.Buf, k.Dst.Off-d0))

@@ -259,49 +259,8 @@ func ctcGradHost[T Float](p *Pool, k CTCLossGrad) Func {
 		la, lb, res := buf[:c.Time*states], buf[c.Time*states:2*c.Time*states], buf[2*c.Time*states:]
 		for b := lo; b < hi; b++ {
 			nll := ctcAlpha(r, lp, b, la)
-			il, tl := int(r.inLens[b]), int(r.tgtLens[b])
-			w := 2*tl + 1
-			at := func(t, l int) float64 { return float64(lp[(t*c.Batch+b)*c.Labels+l]) }
-			for i := range il * w {
-				lb[i] = math.Inf(-1)
-			}
-			lb[(il-1)*w+2*tl] = at(il-1, 0)
-			if tl > 0 {
-				lb[(il-1)*w+2*tl-1] = at(il-1, r.label(b, 2*tl-1))
-			}
-			for t := il - 2; t >= 0; t-- {
-				next, cur := lb[(t+1)*w:(t+2)*w], lb[t*w:(t+1)*w]
-				for s := range w {
-					l := r.label(b, s)
-					v := next[s]
-					if s < 2*tl {
-						v = logAdd(v, next[s+1])
-					}
-					if s < 2*tl-1 && r.label(b, s+2) != l {
-						v = logAdd(v, next[s+2])
-					}
-					cur[s] = v + at(t, l)
-				}
-			}
-			gout := float64(g[0])
-			for t := range c.Time {
-				out := dx[(t*c.Batch+b)*c.Labels : (t*c.Batch+b+1)*c.Labels]
-				if t >= il {
-					clear(out)
-					continue
-				}
-				for l := range res[:c.Labels] {
-					res[l] = math.Inf(-1)
-				}
-				for s := range w {
-					l := r.label(b, s)
-					res[l] = logAdd(res[l], la[t*w+s]+lb[t*w+s])
-				}
-				for l := range out {
-					v := at(t, l)
-					out[l] = T((math.Exp(v) - math.Exp(res[l]+nll-v)) * gout)
-				}
-			}
+			ctcBeta(r, lp, b, lb)
+			ctcGradSequence(r, lp, dx, b, la, lb, res, nll, float64(g[0]))
 		}
 	})
 	scratch = make([][]float64, s.parts)
@@ -314,5 +273,63 @@ func ctcGradHost[T Float](p *Pool, k CTCLossGrad) Func {
 		}
 		s.run()
 		return nil
+	}
+}
+
+// ctcBeta fills lb (Time x states) with the backward variables of sequence
+// b of the log-probabilities lp.
+func ctcBeta[T Float](r *ctcRun, lp []T, b int, lb []float64) {
+	c := r.c
+	il, tl := int(r.inLens[b]), int(r.tgtLens[b])
+	w := 2*tl + 1
+	at := func(t, l int) float64 { return float64(lp[(t*c.Batch+b)*c.Labels+l]) }
+	for i := range il * w {
+		lb[i] = math.Inf(-1)
+	}
+	lb[(il-1)*w+2*tl] = at(il-1, 0)
+	if tl > 0 {
+		lb[(il-1)*w+2*tl-1] = at(il-1, r.label(b, 2*tl-1))
+	}
+	for t := il - 2; t >= 0; t-- {
+		next, cur := lb[(t+1)*w:(t+2)*w], lb[t*w:(t+1)*w]
+		for s := range w {
+			l := r.label(b, s)
+			v := next[s]
+			if s < 2*tl {
+				v = logAdd(v, next[s+1])
+			}
+			if s < 2*tl-1 && r.label(b, s+2) != l {
+				v = logAdd(v, next[s+2])
+			}
+			cur[s] = v + at(t, l)
+		}
+	}
+}
+
+// ctcGradSequence writes into dx the gradient of sequence b, times gout,
+// from its forward variables la, backward variables lb and loss nll; res
+// holds the per-label sums.
+func ctcGradSequence[T Float](r *ctcRun, lp, dx []T, b int, la, lb, res []float64, nll, gout float64) {
+	c := r.c
+	il, tl := int(r.inLens[b]), int(r.tgtLens[b])
+	w := 2*tl + 1
+	at := func(t, l int) float64 { return float64(lp[(t*c.Batch+b)*c.Labels+l]) }
+	for t := range c.Time {
+		out := dx[(t*c.Batch+b)*c.Labels : (t*c.Batch+b+1)*c.Labels]
+		if t >= il {
+			clear(out)
+			continue
+		}
+		for l := range res[:c.Labels] {
+			res[l] = math.Inf(-1)
+		}
+		for s := range w {
+			l := r.label(b, s)
+			res[l] = logAdd(res[l], la[t*w+s]+lb[t*w+s])
+		}
+		for l := range out {
+			v := at(t, l)
+			out[l] = T((math.Exp(v) - math.Exp(res[l]+nll-v)) * gout)
+		}
 	}
 }
