@@ -749,70 +749,102 @@ func (b *Backend) Prepare(k backend.Kernel) (backend.Func, error) {
 	}
 	fns := make([]backend.Func, len(steps))
 	for i, s := range steps {
-		switch s := s.(type) {
-		case cudak.Launch:
-			f, err := b.function(s.Kernel)
-			if err != nil {
-				return nil, err
-			}
-			args := C.malloc(C.size_t(8 * max(len(s.Args), 1)))
-			b.cmem = append(b.cmem, args)
-			copy(unsafe.Slice((*uint64)(args), len(s.Args)), s.Args)
-			grid, what, nbytes := C.uint(s.Grid), "launching "+s.Kernel, C.size_t(8*len(s.Args))
-			fns[i] = func() error {
-				b.launches++
-				return b.a.result(what, C.on_launch(b.a.t, b.ctx, b.stream, f, grid, cudak.Threads, args, nbytes))
-			}
-		case cudak.Potrf:
-			if b.solver == nil {
-				if err := b.a.result("starting cuSOLVER", C.on_solver(b.a.t, b.ctx, b.stream, &b.solver)); err != nil {
-					return nil, err
-				}
-			}
-			f64, n := cbool(s.F64), C.int(s.N)
-			var lwork C.int
-			if err := b.a.result("sizing cuSOLVER's workspace", C.on_potrf_size(b.a.t, b.ctx, b.solver, f64, n, C.CUdeviceptr(s.A), &lwork)); err != nil {
-				return nil, err
-			}
-			dt := backend.Float32
-			if s.F64 {
-				dt = backend.Float64
-			}
-			work, err := b.Scratch(dt, int(lwork))
-			if err != nil {
-				return nil, err
-			}
-			fns[i] = func() error {
-				b.launches++
-				return b.a.result("cuSOLVER potrf", C.on_potrf(b.a.t, b.ctx, b.solver, f64, n, C.CUdeviceptr(s.A), C.CUdeviceptr(work), lwork, C.CUdeviceptr(s.Info)))
-			}
-		case cudak.Trsm:
-			// B R^-1 in row-major terms is, column-major, (R^T)^-1 B^T: a
-			// left solve with the lower R^T that R's buffer holds.
-			fns[i] = func() error {
-				b.launches++
-				return b.a.result("cuBLAS trsm", C.on_trsm(b.a.t, b.ctx, b.blas, cbool(s.F64), C.int(s.N), C.int(s.M), C.CUdeviceptr(s.A), C.CUdeviceptr(s.B)))
-			}
-		case cudak.Gemm:
-			for _, v := range []int{s.M, s.N, s.K, s.LDA, s.LDB, s.LDC, s.Batch} {
-				if v > math.MaxInt32 {
-					return nil, fmt.Errorf("cuda: %s: a size of %d is beyond cuBLAS's int", backend.Name(k), v)
-				}
-			}
-			fns[i] = func() error {
-				b.launches++
-				return b.a.result("cuBLAS gemm", C.on_gemm(b.a.t, b.ctx, b.blas, cbool(s.F64), cbool(s.TransA), cbool(s.TransB),
-					C.int(s.M), C.int(s.N), C.int(s.K), C.double(s.Alpha), C.CUdeviceptr(s.A), C.int(s.LDA), C.longlong(s.StrideA),
-					C.CUdeviceptr(s.B), C.int(s.LDB), C.longlong(s.StrideB), C.double(s.Beta), C.CUdeviceptr(s.C), C.int(s.LDC),
-					C.longlong(s.StrideC), C.int(s.Batch)))
-			}
-		default:
-			return nil, fmt.Errorf("cuda: %s: unknown step %T", backend.Name(k), s)
+		if fns[i], err = b.stepFunc(k, s); err != nil {
+			return nil, err
 		}
 	}
 	if len(fns) == 0 { // nothing to do (an empty copy, int32 data checked for finiteness)
 		return backend.Sequence(nil), nil
 	}
+	return b.profiled(k, steps, fns)
+}
+
+// stepFunc returns a Func that enqueues step s of kernel k's plan.
+func (b *Backend) stepFunc(k backend.Kernel, s cudak.Step) (backend.Func, error) {
+	switch s := s.(type) {
+	case cudak.Launch:
+		return b.launchFunc(s)
+	case cudak.Potrf:
+		return b.potrfFunc(s)
+	case cudak.Trsm:
+		// B R^-1 in row-major terms is, column-major, (R^T)^-1 B^T: a
+		// left solve with the lower R^T that R's buffer holds.
+		return func() error {
+			b.launches++
+			return b.a.result("cuBLAS trsm", C.on_trsm(b.a.t, b.ctx, b.blas, cbool(s.F64), C.int(s.N), C.int(s.M), C.CUdeviceptr(s.A), C.CUdeviceptr(s.B)))
+		}, nil
+	case cudak.Gemm:
+		return b.gemmFunc(k, s)
+	default:
+		return nil, fmt.Errorf("cuda: %s: unknown step %T", backend.Name(k), s)
+	}
+}
+
+// launchFunc returns a Func that launches a kernel of the module, its
+// arguments copied into C memory kept until Close.
+func (b *Backend) launchFunc(s cudak.Launch) (backend.Func, error) {
+	f, err := b.function(s.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	args := C.malloc(C.size_t(8 * max(len(s.Args), 1)))
+	b.cmem = append(b.cmem, args)
+	copy(unsafe.Slice((*uint64)(args), len(s.Args)), s.Args)
+	grid, what, nbytes := C.uint(s.Grid), "launching "+s.Kernel, C.size_t(8*len(s.Args))
+	return func() error {
+		b.launches++
+		return b.a.result(what, C.on_launch(b.a.t, b.ctx, b.stream, f, grid, cudak.Threads, args, nbytes))
+	}, nil
+}
+
+// potrfFunc returns a Func that runs cuSOLVER's Cholesky factorization,
+// starting cuSOLVER and taking its workspace now.
+func (b *Backend) potrfFunc(s cudak.Potrf) (backend.Func, error) {
+	if b.solver == nil {
+		if err := b.a.result("starting cuSOLVER", C.on_solver(b.a.t, b.ctx, b.stream, &b.solver)); err != nil {
+			return nil, err
+		}
+	}
+	f64, n := cbool(s.F64), C.int(s.N)
+	var lwork C.int
+	if err := b.a.result("sizing cuSOLVER's workspace", C.on_potrf_size(b.a.t, b.ctx, b.solver, f64, n, C.CUdeviceptr(s.A), &lwork)); err != nil {
+		return nil, err
+	}
+	dt := backend.Float32
+	if s.F64 {
+		dt = backend.Float64
+	}
+	work, err := b.Scratch(dt, int(lwork))
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		b.launches++
+		return b.a.result("cuSOLVER potrf", C.on_potrf(b.a.t, b.ctx, b.solver, f64, n, C.CUdeviceptr(s.A), C.CUdeviceptr(work), lwork, C.CUdeviceptr(s.Info)))
+	}, nil
+}
+
+// gemmFunc returns a Func that runs cuBLAS's product of kernel k's plan,
+// or an error for a size beyond cuBLAS's int.
+func (b *Backend) gemmFunc(k backend.Kernel, s cudak.Gemm) (backend.Func, error) {
+	for _, v := range []int{s.M, s.N, s.K, s.LDA, s.LDB, s.LDC, s.Batch} {
+		if v > math.MaxInt32 {
+			return nil, fmt.Errorf("cuda: %s: a size of %d is beyond cuBLAS's int", backend.Name(k), v)
+		}
+	}
+	return func() error {
+		b.launches++
+		return b.a.result("cuBLAS gemm", C.on_gemm(b.a.t, b.ctx, b.blas, cbool(s.F64), cbool(s.TransA), cbool(s.TransB),
+			C.int(s.M), C.int(s.N), C.int(s.K), C.double(s.Alpha), C.CUdeviceptr(s.A), C.int(s.LDA), C.longlong(s.StrideA),
+			C.CUdeviceptr(s.B), C.int(s.LDB), C.longlong(s.StrideB), C.double(s.Beta), C.CUdeviceptr(s.C), C.int(s.LDC),
+			C.longlong(s.StrideC), C.int(s.Batch)))
+	}, nil
+}
+
+// profiled returns the Func of kernel k's steps fns, timed when the
+// backend profiles: each step on its own line where there are several,
+// else the kernel.
+func (b *Backend) profiled(k backend.Kernel, steps []cudak.Step, fns []backend.Func) (backend.Func, error) {
 	if b.profile && len(fns) > 1 { // each step timed on its own line
 		for i, s := range steps {
 			f, err := b.timedFunc(stepLabel(backend.Name(k), s), fns[i])
