@@ -139,57 +139,14 @@ func elemSize(dtype string) int64 {
 
 // Encode writes f to w in the checkpoint format.
 func Encode(w io.Writer, f *File) error {
-	names := make([]string, 0, len(f.Tensors))
-	for name := range f.Tensors {
-		if name == metaKey || name == "" {
-			return fmt.Errorf("checkpoint: tensor name %q is reserved", name)
-		}
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	header := map[string]any{}
-	var off int64
-	for _, name := range names {
-		t := f.Tensors[name]
-		dt, n, err := dtypeOf(t.Data)
-		if err != nil {
-			return fmt.Errorf("checkpoint: tensor %q: %w", name, err)
-		}
-		shape := make([]int64, len(t.Shape))
-		size := 1
-		for i, d := range t.Shape {
-			if d < 0 {
-				return fmt.Errorf("checkpoint: tensor %q: negative dimension in shape %v", name, t.Shape)
-			}
-			shape[i] = int64(d)
-			size *= d
-		}
-		if size != n {
-			return fmt.Errorf("checkpoint: tensor %q: shape %v holds %d entries, data has %d", name, t.Shape, size, n)
-		}
-		end := off + int64(n)*elemSize(dt)
-		header[name] = entry{Dtype: dt, Shape: shape, DataOffsets: [2]int64{off, end}}
-		off = end
-	}
-	meta := map[string]string{}
-	for k, v := range f.Meta {
-		if k == keyFormat || k == keyVersion || k == keyChecksum {
-			return fmt.Errorf("checkpoint: metadata key %q is reserved", k)
-		}
-		meta[k] = v
-	}
-	meta[keyFormat] = Format
-	meta[keyVersion] = strconv.Itoa(Version)
-	meta[keyChecksum] = "sha256:" + strings.Repeat("0", 64)
-	header[metaKey] = meta
-	hb, err := json.Marshal(header)
+	names, header, err := tensorEntries(f)
 	if err != nil {
-		return fmt.Errorf("checkpoint: encoding the header: %w", err)
+		return err
 	}
-	for len(hb)%8 != 0 { // the safetensors writer aligns the data to 8 bytes
-		hb = append(hb, ' ')
+	if header[metaKey], err = headerMeta(f); err != nil {
+		return err
 	}
-	at, err := checksumAt(hb)
+	hb, at, err := marshalHeader(header)
 	if err != nil {
 		return err
 	}
@@ -214,6 +171,78 @@ func Encode(w io.Writer, f *File) error {
 		return fmt.Errorf("checkpoint: writing: %w", err)
 	}
 	return nil
+}
+
+// tensorEntries returns the names of f's tensors, sorted (the order of the
+// data), and the header with their entries, checking each tensor's name,
+// data type and shape.
+func tensorEntries(f *File) ([]string, map[string]any, error) {
+	names := make([]string, 0, len(f.Tensors))
+	for name := range f.Tensors {
+		if name == metaKey || name == "" {
+			return nil, nil, fmt.Errorf("checkpoint: tensor name %q is reserved", name)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	header := map[string]any{}
+	var off int64
+	for _, name := range names {
+		t := f.Tensors[name]
+		dt, n, err := dtypeOf(t.Data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("checkpoint: tensor %q: %w", name, err)
+		}
+		shape := make([]int64, len(t.Shape))
+		size := 1
+		for i, d := range t.Shape {
+			if d < 0 {
+				return nil, nil, fmt.Errorf("checkpoint: tensor %q: negative dimension in shape %v", name, t.Shape)
+			}
+			shape[i] = int64(d)
+			size *= d
+		}
+		if size != n {
+			return nil, nil, fmt.Errorf("checkpoint: tensor %q: shape %v holds %d entries, data has %d", name, t.Shape, size, n)
+		}
+		end := off + int64(n)*elemSize(dt)
+		header[name] = entry{Dtype: dt, Shape: shape, DataOffsets: [2]int64{off, end}}
+		off = end
+	}
+	return names, header, nil
+}
+
+// headerMeta returns the header's metadata: f's, with the format, the
+// version and a checksum of zeros (filled in once the data is hashed).
+func headerMeta(f *File) (map[string]string, error) {
+	meta := map[string]string{}
+	for k, v := range f.Meta {
+		if k == keyFormat || k == keyVersion || k == keyChecksum {
+			return nil, fmt.Errorf("checkpoint: metadata key %q is reserved", k)
+		}
+		meta[k] = v
+	}
+	meta[keyFormat] = Format
+	meta[keyVersion] = strconv.Itoa(Version)
+	meta[keyChecksum] = "sha256:" + strings.Repeat("0", 64)
+	return meta, nil
+}
+
+// marshalHeader returns the JSON header, padded to a multiple of 8 bytes,
+// and the offset of its checksum's hex digits.
+func marshalHeader(header map[string]any) ([]byte, int, error) {
+	hb, err := json.Marshal(header)
+	if err != nil {
+		return nil, 0, fmt.Errorf("checkpoint: encoding the header: %w", err)
+	}
+	for len(hb)%8 != 0 { // the safetensors writer aligns the data to 8 bytes
+		hb = append(hb, ' ')
+	}
+	at, err := checksumAt(hb)
+	if err != nil {
+		return nil, 0, err
+	}
+	return hb, at, nil
 }
 
 // checksumAt returns the offset of the 64 hex digits of the checksum in a
@@ -350,6 +379,37 @@ func parseHeader(hb []byte, dataLen int64) (*header, error) {
 	if err := json.Unmarshal(hb, &raw); err != nil {
 		return nil, fmt.Errorf("%w: the header is not valid JSON: %v", ErrCorrupt, err)
 	}
+	meta, err := parseMeta(raw)
+	if err != nil {
+		return nil, err
+	}
+	var spans []span
+	for name, m := range raw {
+		if name == metaKey {
+			continue
+		}
+		s, err := parseSpan(name, m, dataLen)
+		if err != nil {
+			return nil, err
+		}
+		spans = append(spans, s)
+	}
+	if err := checkLayout(spans, dataLen); err != nil {
+		return nil, err
+	}
+	at, err := checksumAt(hb)
+	if err != nil {
+		return nil, err
+	}
+	if string(hb[at-len("sha256:"):at+64]) != meta[keyChecksum] {
+		return nil, fmt.Errorf("%w: the checksum in the metadata is malformed", ErrCorrupt)
+	}
+	return &header{meta: meta, spans: spans, sumAt: at}, nil
+}
+
+// parseMeta returns the header's metadata, checking that it names this
+// format and a version this build reads.
+func parseMeta(raw map[string]json.RawMessage) (map[string]string, error) {
 	var meta map[string]string
 	if m, ok := raw[metaKey]; !ok {
 		return nil, fmt.Errorf("%w: no __metadata__ in the header: not an orthonet checkpoint", ErrCorrupt)
@@ -362,60 +422,58 @@ func parseHeader(hb []byte, dataLen int64) (*header, error) {
 	if v := meta[keyVersion]; v != strconv.Itoa(Version) {
 		return nil, fmt.Errorf("checkpoint: format version %q; this build reads version %d", v, Version)
 	}
-	var spans []span
-	for name, m := range raw {
-		if name == metaKey {
-			continue
-		}
-		var e entry
-		d := json.NewDecoder(bytes.NewReader(m))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&e); err != nil {
-			return nil, fmt.Errorf("%w: tensor %q: %v", ErrCorrupt, name, err)
-		}
-		size := elemSize(e.Dtype)
-		if size == 0 {
-			return nil, fmt.Errorf("%w: tensor %q has dtype %q, want F32, F64 or I64", ErrCorrupt, name, e.Dtype)
-		}
-		count := int64(1)
-		shape := make([]int, len(e.Shape))
-		for i, dim := range e.Shape {
-			if dim < 0 || (dim > 0 && count > dataLen/dim) {
-				return nil, fmt.Errorf("%w: tensor %q: shape %v is negative or larger than the file", ErrCorrupt, name, e.Shape)
-			}
-			count *= dim
-			shape[i] = int(dim)
-		}
-		begin, end := e.DataOffsets[0], e.DataOffsets[1]
-		if begin < 0 || end < begin || end-begin != count*size {
-			return nil, fmt.Errorf("%w: tensor %q: bytes %d to %d for %d %s values", ErrCorrupt, name, begin, end, count, e.Dtype)
-		}
-		if end > dataLen {
-			return nil, fmt.Errorf("%w: tensor %q ends at byte %d of the data but the file holds %d (truncated?)", ErrCorrupt, name, end, dataLen)
-		}
-		spans = append(spans, span{name, begin, end, e.Dtype, shape})
+	return meta, nil
+}
+
+// parseSpan returns where tensor name's entry m puts it, checking its data
+// type, its shape and its bytes against a data section of dataLen bytes.
+func parseSpan(name string, m json.RawMessage, dataLen int64) (span, error) {
+	var e entry
+	d := json.NewDecoder(bytes.NewReader(m))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&e); err != nil {
+		return span{}, fmt.Errorf("%w: tensor %q: %v", ErrCorrupt, name, err)
 	}
+	size := elemSize(e.Dtype)
+	if size == 0 {
+		return span{}, fmt.Errorf("%w: tensor %q has dtype %q, want F32, F64 or I64", ErrCorrupt, name, e.Dtype)
+	}
+	count := int64(1)
+	shape := make([]int, len(e.Shape))
+	for i, dim := range e.Shape {
+		if dim < 0 || (dim > 0 && count > dataLen/dim) {
+			return span{}, fmt.Errorf("%w: tensor %q: shape %v is negative or larger than the file", ErrCorrupt, name, e.Shape)
+		}
+		count *= dim
+		shape[i] = int(dim)
+	}
+	begin, end := e.DataOffsets[0], e.DataOffsets[1]
+	if begin < 0 || end < begin || end-begin != count*size {
+		return span{}, fmt.Errorf("%w: tensor %q: bytes %d to %d for %d %s values", ErrCorrupt, name, begin, end, count, e.Dtype)
+	}
+	if end > dataLen {
+		return span{}, fmt.Errorf("%w: tensor %q ends at byte %d of the data but the file holds %d (truncated?)", ErrCorrupt, name, end, dataLen)
+	}
+	return span{name, begin, end, e.Dtype, shape}, nil
+}
+
+// checkLayout sorts spans by offset and checks that they cover the data
+// section of dataLen bytes exactly, without overlap or gap.
+func checkLayout(spans []span, dataLen int64) error {
 	sort.Slice(spans, func(i, j int) bool {
 		return spans[i].begin < spans[j].begin || spans[i].begin == spans[j].begin && spans[i].end < spans[j].end
 	})
 	var at64 int64
 	for _, s := range spans {
 		if s.begin != at64 {
-			return nil, fmt.Errorf("%w: tensor %q starts at byte %d of the data, want %d (overlap or gap)", ErrCorrupt, s.name, s.begin, at64)
+			return fmt.Errorf("%w: tensor %q starts at byte %d of the data, want %d (overlap or gap)", ErrCorrupt, s.name, s.begin, at64)
 		}
 		at64 = s.end
 	}
 	if at64 != dataLen {
-		return nil, fmt.Errorf("%w: %d bytes of data after the last tensor", ErrCorrupt, dataLen-at64)
+		return fmt.Errorf("%w: %d bytes of data after the last tensor", ErrCorrupt, dataLen-at64)
 	}
-	at, err := checksumAt(hb)
-	if err != nil {
-		return nil, err
-	}
-	if string(hb[at-len("sha256:"):at+64]) != meta[keyChecksum] {
-		return nil, fmt.Errorf("%w: the checksum in the metadata is malformed", ErrCorrupt)
-	}
-	return &header{meta: meta, spans: spans, sumAt: at}, nil
+	return nil
 }
 
 // decode reads a checkpoint of size bytes from r: the header first, checked
