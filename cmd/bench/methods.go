@@ -130,27 +130,35 @@ func newMethod[T linalg.Float](name string, s setting, lr float64, r int, seed u
 		m.opt, err = optim.NewRSDM(st, rsdm)
 	case "hybrid":
 		m.opt, err = optim.NewHybrid(st, optim.HybridConfig{RSDM: optim.RSDMConfig{LR: s.lrP, SubmanifoldSize: s.r, Seed: seed}, RGD: optim.RGDConfig{LR: s.lrRGD}})
-	case "rcd":
-		m.opt, err = baseline.NewRCD[T](s.n, s.p, lr)
-	case "tsd":
-		m.opt, err = baseline.NewTSD[T](s.n, s.p, lr)
-	case "pcal":
-		m.opt, err = baseline.NewPCAL[T](s.n, s.p, lr, penalty)
-		m.feasible = false
-	case "landing":
-		m.opt, err = baseline.NewLanding[T](s.n, s.p, lr, penalty)
-		m.feasible = false
-	case "rssm":
-		m.opt, err = baseline.NewRSSM[T](s.n, s.p, min(r, s.p), lr, seed)
-	case "obcd":
-		m.opt, err = baseline.NewOBCD[T](s.n, s.p, r, lr, seed)
 	default:
-		m.opt, err = tableMethod[T](name, s, lr, r, seed)
+		m.opt, err = otherMethod[T](name, s, lr, r, seed)
+		m.feasible = name != "pcal" && name != "landing" // penalty methods, off the manifold
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return m, nil
+}
+
+// otherMethod builds the named method for s that is neither RGD nor RSDM:
+// a baseline of package baseline, or a rule of optim.Rules (tableMethod).
+func otherMethod[T linalg.Float](name string, s setting, lr float64, r int, seed uint64) (optim.Optimizer[T], error) {
+	switch name {
+	case "rcd":
+		return baseline.NewRCD[T](s.n, s.p, lr)
+	case "tsd":
+		return baseline.NewTSD[T](s.n, s.p, lr)
+	case "pcal":
+		return baseline.NewPCAL[T](s.n, s.p, lr, penalty)
+	case "landing":
+		return baseline.NewLanding[T](s.n, s.p, lr, penalty)
+	case "rssm":
+		return baseline.NewRSSM[T](s.n, s.p, min(r, s.p), lr, seed)
+	case "obcd":
+		return baseline.NewOBCD[T](s.n, s.p, r, lr, seed)
+	default:
+		return tableMethod[T](name, s, lr, r, seed)
+	}
 }
 
 // tableMethod builds the rule name of optim.Rules for an n x p weight of

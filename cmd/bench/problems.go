@@ -171,6 +171,9 @@ func newCSV(path string) (*os.File, *csv.Writer, error) {
 	return f, cw, nil
 }
 
+// problems runs the chosen methods on each chosen problem at o's size,
+// printing a table and plotting the gaps of each, writes every iteration
+// to bench.csv in o.dir, and fails when a method breaks a check.
 func problems[T linalg.Float](w io.Writer, o options) error {
 	csvPath := filepath.Join(o.dir, "bench.csv")
 	f, cw, err := newCSV(csvPath)
@@ -202,21 +205,7 @@ func problems[T linalg.Float](w io.Writer, o options) error {
 			traces = append(traces, tr)
 			fmt.Fprintln(w, summary(tr, m.lr))
 			writeTrace(cw, s, tr)
-			tol := 1e-10
-			if linalg.Is32[T]() {
-				tol = 1e-4
-			}
-			if m.feasible && !(tr.feas < tol) {
-				bad = append(bad, fmt.Sprintf("%s/%s: ||X^T X - I|| = %.1e", s.name, m.name, tr.feas))
-			}
-			// At small size the convex-like problems must converge within
-			// the iteration cap (the time limit is only a safety net, so the
-			// check does not depend on the machine's load); make test relies
-			// on this. QAP is nonconvex: its methods may settle in different
-			// local minima.
-			if _, _, ok := tr.hit(1e-4); o.size == "small" && !s.reference && !ok {
-				bad = append(bad, fmt.Sprintf("%s/%s: gap %.1e after %d iterations, want 1e-4", s.name, m.name, tr.gaps[len(tr.gaps)-1], tr.iters[len(tr.iters)-1]))
-			}
+			bad = append(bad, failedChecks(s, m, tr, o.size)...)
 		}
 		png := name + ".png"
 		if err := plotGaps(filepath.Join(o.dir, png), fmt.Sprintf("%s (n=%d, p=%d, r=%d)", name, s.n, s.p, s.r), traces); err != nil {
@@ -236,6 +225,28 @@ func problems[T linalg.Float](w io.Writer, o options) error {
 		return &checksError{"failed checks: " + strings.Join(bad, "; ")}
 	}
 	return nil
+}
+
+// failedChecks returns what method m's trace tr on s breaks: a feasible
+// method must end on the manifold and, at the small size, a method on a
+// convex-like problem must reach a gap of 1e-4.
+func failedChecks[T linalg.Float](s setting, m *method[T], tr *trace, size string) []string {
+	var bad []string
+	tol := 1e-10
+	if linalg.Is32[T]() {
+		tol = 1e-4
+	}
+	if m.feasible && !(tr.feas < tol) {
+		bad = append(bad, fmt.Sprintf("%s/%s: ||X^T X - I|| = %.1e", s.name, m.name, tr.feas))
+	}
+	// At small size the convex-like problems must converge within the
+	// iteration cap (the time limit is only a safety net, so the check does
+	// not depend on the machine's load); make test relies on this. QAP is
+	// nonconvex: its methods may settle in different local minima.
+	if _, _, ok := tr.hit(1e-4); size == "small" && !s.reference && !ok {
+		bad = append(bad, fmt.Sprintf("%s/%s: gap %.1e after %d iterations, want 1e-4", s.name, m.name, tr.gaps[len(tr.gaps)-1], tr.iters[len(tr.iters)-1]))
+	}
+	return bad
 }
 
 const summaryHeader = "  method         lr   it@1e-2        s |  it@1e-4        s |  it@1e-6        s |   ms/iter  final gap ||XtX-I||"
