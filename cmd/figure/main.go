@@ -93,7 +93,60 @@ func (e *usageError) Unwrap() error { return e.err }
 // maxGrid bounds the grid times of a page: each is a row of its table.
 const maxGrid = 10000
 
+// run runs the command with arguments args, writing its output to w.
 func run(args []string, w io.Writer) error {
+	o, err := parseArgs(args, w)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	files := []string{o.name + ".png", o.name + "-steps.png", o.name + ".md"}
+	if o.grid != "" {
+		files = []string{o.name + ".md"}
+	}
+	if err := checkNew(o.out, files); err != nil {
+		return err
+	}
+	st, err := newStaging(o.out, o.name)
+	if err != nil {
+		return err
+	}
+	defer st.remove()
+	if o.grid != "" {
+		return runGrid(w, st, o.name+".md", o.title, o.grid, o.labels, o.patterns)
+	}
+	var all []series
+	var warnings []string
+	for i := range o.labels {
+		s, warned, err := load(o.labels[i], o.patterns[i])
+		for _, warning := range warned {
+			fmt.Fprintln(w, "figure: warning:", warning)
+		}
+		if err != nil {
+			return err
+		}
+		all, warnings = append(all, s), append(warnings, warned...)
+	}
+	if err := checkDistinct(all); err != nil {
+		return err
+	}
+	return drawFigure(w, st, o, files, all, warnings)
+}
+
+// options are the command's flags and its LABEL=PATTERN arguments.
+type options struct {
+	out, name, title, at, claim, grid string
+	every                             time.Duration
+	reach                             float64
+	minSeeds                          int
+	labels, patterns                  []string
+}
+
+// parseArgs parses and checks the command's arguments; the usage goes to
+// w.
+func parseArgs(args []string, w io.Writer) (options, error) {
 	fs := flag.NewFlagSet("figure", flag.ContinueOnError)
 	fs.SetOutput(w)
 	out := fs.String("out", ".", "folder for NAME.png, NAME-steps.png and NAME.md")
@@ -106,116 +159,86 @@ func run(args []string, w io.Writer) error {
 	minSeeds := fs.Int("min-seeds", 3, "-claim: the fewest runs of each label a verdict other than \"cannot tell\" needs")
 	grid := fs.String("grid", "", "read a step-size grid over this train flag (e.g. lr) instead of drawing a figure")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return err
+		return options{}, err
 	} else if err != nil {
-		return &usageError{err}
+		return options{}, &usageError{err}
 	}
 	if fs.NArg() == 0 {
-		return errors.New("no LABEL=PATTERN given")
+		return options{}, errors.New("no LABEL=PATTERN given")
 	}
-	var labels, patterns []string
+	o := options{out: *out, name: *name, title: *title, at: *at, claim: *claim, grid: *grid,
+		every: *every, reach: *reach, minSeeds: *minSeeds}
 	for _, a := range fs.Args() {
 		label, pattern, ok := strings.Cut(a, "=")
 		if !ok || label == "" || pattern == "" {
-			return fmt.Errorf("%q: want LABEL=PATTERN", a)
+			return options{}, fmt.Errorf("%q: want LABEL=PATTERN", a)
 		}
-		labels, patterns = append(labels, label), append(patterns, pattern)
+		o.labels, o.patterns = append(o.labels, label), append(o.patterns, pattern)
 	}
-	switch *claim {
+	return o, o.check()
+}
+
+// check checks the flags' values.
+func (o options) check() error {
+	switch o.claim {
 	case "", "sooner", "above":
 	default:
-		return fmt.Errorf("-claim %q: want sooner or above", *claim)
+		return fmt.Errorf("-claim %q: want sooner or above", o.claim)
 	}
-	if *claim != "" && len(labels) < 2 {
-		return fmt.Errorf("-claim %s compares two labels; %d given", *claim, len(labels))
+	if o.claim != "" && len(o.labels) < 2 {
+		return fmt.Errorf("-claim %s compares two labels; %d given", o.claim, len(o.labels))
 	}
-	if !(*reach > 0 && *reach <= 1) {
-		return fmt.Errorf("-reach %v: want a fraction in (0, 1]", *reach)
+	if !(o.reach > 0 && o.reach <= 1) {
+		return fmt.Errorf("-reach %v: want a fraction in (0, 1]", o.reach)
 	}
 	switch {
-	case *every < 0:
-		return fmt.Errorf("-every %v: want a positive grid step (or 0: from the runs)", *every)
-	case *minSeeds < 1:
-		return fmt.Errorf("-min-seeds %d: want at least 1", *minSeeds)
-	case *name == "" || *name == "." || *name == ".." || strings.ContainsAny(*name, `/\`):
-		return fmt.Errorf("-name %q: want a file name without a folder (NAME.png, NAME.md go into -out)", *name)
-	case strings.ContainsAny(*title, "\r\n"):
-		return fmt.Errorf("-title %q: want one line", *title)
-	case *grid != "" && (strings.HasPrefix(*grid, "-") || strings.ContainsAny(*grid, "= \t\r\n")):
-		return fmt.Errorf("-grid %q: want the name of a train flag, such as lr", *grid)
+	case o.every < 0:
+		return fmt.Errorf("-every %v: want a positive grid step (or 0: from the runs)", o.every)
+	case o.minSeeds < 1:
+		return fmt.Errorf("-min-seeds %d: want at least 1", o.minSeeds)
+	case o.name == "" || o.name == "." || o.name == ".." || strings.ContainsAny(o.name, `/\`):
+		return fmt.Errorf("-name %q: want a file name without a folder (NAME.png, NAME.md go into -out)", o.name)
+	case strings.ContainsAny(o.title, "\r\n"):
+		return fmt.Errorf("-title %q: want one line", o.title)
+	case o.grid != "" && (strings.HasPrefix(o.grid, "-") || strings.ContainsAny(o.grid, "= \t\r\n")):
+		return fmt.Errorf("-grid %q: want the name of a train flag, such as lr", o.grid)
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
-	files := []string{*name + ".png", *name + "-steps.png", *name + ".md"}
-	if *grid != "" {
-		files = []string{*name + ".md"}
-	}
-	if err := checkNew(*out, files); err != nil {
-		return err
-	}
-	st, err := newStaging(*out, *name)
+	return nil
+}
+
+// drawFigure writes the plots and the page of the runs all (files: NAME.png,
+// NAME-steps.png and NAME.md) into st, with the verdict of o's claim, puts
+// them into place and names them on w.
+func drawFigure(w io.Writer, st *staging, o options, files []string, all []series, warnings []string) error {
+	step, err := gridStep(all, o.every)
 	if err != nil {
 		return err
-	}
-	defer st.remove()
-	if *grid != "" {
-		return runGrid(w, st, *name+".md", *title, *grid, labels, patterns)
-	}
-	var all []series
-	var warnings []string
-	for i := range labels {
-		s, warned, err := load(labels[i], patterns[i])
-		for _, warning := range warned {
-			fmt.Fprintln(w, "figure: warning:", warning)
-		}
-		if err != nil {
-			return err
-		}
-		all, warnings = append(all, s), append(warnings, warned...)
-	}
-	if err := checkDistinct(all); err != nil {
-		return err
-	}
-	step, from := every.Seconds(), "-every"
-	if step <= 0 {
-		step, from = commandInterval(all), "the runs' -eval-interval"
-	}
-	if !(step > 0) {
-		step, from = medianSpacing(all, bySeconds), "the runs' spacing of evaluations"
-	}
-	if !(step > 0) {
-		return errors.New("cannot tell the grid of training times: give -every")
-	}
-	if end := gridEnd(all, bySeconds); end/step > maxGrid {
-		return fmt.Errorf("a grid step of %v (%s) makes %.3g grid times over the shortest run's %gs of training, more than %d: give a larger -every",
-			time.Duration(step*float64(time.Second)), from, end/step, end, maxGrid)
 	}
 	times := gridOf(all, bySeconds, step)
-	fixed, err := fixedTimes(*at, times)
+	fixed, err := fixedTimes(o.at, times)
 	if err != nil {
 		return err
 	}
-	if err := writePlot(st.path(files[0]), *title+" against training time", all, bySeconds, step); err != nil {
+	if err := writePlot(st.path(files[0]), o.title+" against training time", all, bySeconds, step); err != nil {
 		return fmt.Errorf("%s: %w", files[0], err)
 	}
-	if err := writePlot(st.path(files[1]), *title+" against steps", all, bySteps, 0); err != nil {
+	if err := writePlot(st.path(files[1]), o.title+" against steps", all, bySteps, 0); err != nil {
 		return fmt.Errorf("%s: %w", files[1], err)
 	}
 	var v *verdict
-	switch *claim {
+	switch o.claim {
 	case "sooner":
-		x := soonerVerdict(all[0], all[1], times, step, *reach, *minSeeds)
+		x := soonerVerdict(all[0], all[1], times, step, o.reach, o.minSeeds)
 		v = &x
 	case "above":
-		x := aboveVerdict(all[0], all[1], times, step, *minSeeds)
+		x := aboveVerdict(all[0], all[1], times, step, o.minSeeds)
 		v = &x
 	}
 	f, err := os.Create(st.path(files[2]))
 	if err != nil {
 		return err
 	}
-	writeTable(f, *title, *name, all, times, step, fixed, v, warnings)
+	writeTable(f, o.title, o.name, all, times, step, fixed, v, warnings)
 	if err := f.Close(); err != nil {
 		return err
 	}
@@ -228,6 +251,27 @@ func run(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "verdict: %s\n", v)
 	}
 	return nil
+}
+
+// gridStep returns the step in seconds of the grid of training times:
+// every, else the runs' -eval-interval, else their median spacing of
+// evaluations; an error where none is known or the grid is too fine.
+func gridStep(all []series, every time.Duration) (float64, error) {
+	step, from := every.Seconds(), "-every"
+	if step <= 0 {
+		step, from = commandInterval(all), "the runs' -eval-interval"
+	}
+	if !(step > 0) {
+		step, from = medianSpacing(all, bySeconds), "the runs' spacing of evaluations"
+	}
+	if !(step > 0) {
+		return 0, errors.New("cannot tell the grid of training times: give -every")
+	}
+	if end := gridEnd(all, bySeconds); end/step > maxGrid {
+		return 0, fmt.Errorf("a grid step of %v (%s) makes %.3g grid times over the shortest run's %gs of training, more than %d: give a larger -every",
+			time.Duration(step*float64(time.Second)), from, end/step, end, maxGrid)
+	}
+	return step, nil
 }
 
 // runGrid reads a step-size grid, writes its table and prints each label's

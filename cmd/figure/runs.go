@@ -143,53 +143,13 @@ func metricsFiles(dir string) []string {
 // readRun reads the whole-test-set evaluations of a metrics.csv and the
 // load.txt and command.txt found beside it or in the folder above.
 func readRun(path string) (runData, error) {
-	f, err := os.Open(path)
+	rows, col, err := readMetrics(path)
 	if err != nil {
 		return runData{}, err
 	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		return runData{}, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(rows) == 0 {
-		return runData{}, fmt.Errorf("%s: empty: %w", path, errNoEvaluations)
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
-	}
-	for _, h := range []string{"kind", "step", "accuracy", "train_seconds", "test_examples", "max_feasibility"} {
-		if _, ok := col[h]; !ok {
-			return runData{}, fmt.Errorf("%s: no column %q (train -time-limit writes train_seconds)", path, h)
-		}
-	}
 	r := runData{path: path}
-	most := 0
-	examples := make([]int, len(rows))
-	for i, row := range rows[1:] {
-		if err := checkRow(row, col); err != nil {
-			return runData{}, fmt.Errorf("%s: row %d: %w", path, i+2, err)
-		}
-		if row[col["kind"]] == "test" {
-			examples[i+1], _ = strconv.Atoi(row[col["test_examples"]]) // checked
-			most = max(most, examples[i+1])
-		}
-	}
-	r.examples = most
-	for i, row := range rows[1:] {
-		if row[col["kind"]] != "test" || examples[i+1] < most {
-			continue // a training row, or an evaluation on a subset
-		}
-		e := evaluation{feasibility: row[col["max_feasibility"]]}
-		e.step, _ = strconv.Atoi(row[col["step"]]) // checked, as the two below
-		e.accuracy, _ = strconv.ParseFloat(row[col["accuracy"]], 64)
-		e.train, _ = strconv.ParseFloat(row[col["train_seconds"]], 64)
-		if n := len(r.evals); n > 0 && (e.step < r.evals[n-1].step || e.train < r.evals[n-1].train) {
-			return runData{}, fmt.Errorf("%s: row %d: step %d at %g training seconds comes after step %d at %g: the evaluations must go forward",
-				path, i+2, e.step, e.train, r.evals[n-1].step, r.evals[n-1].train)
-		}
-		r.evals = append(r.evals, e)
+	if r.evals, r.examples, err = wholeTestEvaluations(path, rows, col); err != nil {
+		return runData{}, err
 	}
 	if len(r.evals) == 0 {
 		return runData{}, fmt.Errorf("%s: %w", path, errNoEvaluations)
@@ -208,6 +168,66 @@ func readRun(path string) (runData, error) {
 	}
 	r.command = readCommand(dir)
 	return r, nil
+}
+
+// readMetrics returns the rows of a metrics.csv, its header first, and the
+// index of each column, checking that it has the columns figure reads.
+func readMetrics(path string) ([][]string, map[string]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(rows) == 0 {
+		return nil, nil, fmt.Errorf("%s: empty: %w", path, errNoEvaluations)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	for _, h := range []string{"kind", "step", "accuracy", "train_seconds", "test_examples", "max_feasibility"} {
+		if _, ok := col[h]; !ok {
+			return nil, nil, fmt.Errorf("%s: no column %q (train -time-limit writes train_seconds)", path, h)
+		}
+	}
+	return rows, col, nil
+}
+
+// wholeTestEvaluations returns the evaluations among the rows of
+// metrics.csv path made on the most test images (the whole test set), and
+// that count, checking every row and that the evaluations go forward.
+func wholeTestEvaluations(path string, rows [][]string, col map[string]int) ([]evaluation, int, error) {
+	most := 0
+	examples := make([]int, len(rows))
+	for i, row := range rows[1:] {
+		if err := checkRow(row, col); err != nil {
+			return nil, 0, fmt.Errorf("%s: row %d: %w", path, i+2, err)
+		}
+		if row[col["kind"]] == "test" {
+			examples[i+1], _ = strconv.Atoi(row[col["test_examples"]]) // checked
+			most = max(most, examples[i+1])
+		}
+	}
+	var evals []evaluation
+	for i, row := range rows[1:] {
+		if row[col["kind"]] != "test" || examples[i+1] < most {
+			continue // a training row, or an evaluation on a subset
+		}
+		e := evaluation{feasibility: row[col["max_feasibility"]]}
+		e.step, _ = strconv.Atoi(row[col["step"]]) // checked, as the two below
+		e.accuracy, _ = strconv.ParseFloat(row[col["accuracy"]], 64)
+		e.train, _ = strconv.ParseFloat(row[col["train_seconds"]], 64)
+		if n := len(evals); n > 0 && (e.step < evals[n-1].step || e.train < evals[n-1].train) {
+			return nil, 0, fmt.Errorf("%s: row %d: step %d at %g training seconds comes after step %d at %g: the evaluations must go forward",
+				path, i+2, e.step, e.train, evals[n-1].step, evals[n-1].train)
+		}
+		evals = append(evals, e)
+	}
+	return evals, most, nil
 }
 
 // checkRow checks a row of a metrics.csv: its kind, its step, and for a
@@ -293,44 +313,8 @@ func readLoad(path string) (runLoad, error) {
 		if len(fields) == 0 {
 			continue
 		}
-		bad := func(err error) error { return fmt.Errorf("%s:%d: %q: %w", path, n, sc.Text(), err) }
-		key, vals := fields[0], fields[1:]
-		switch key {
-		case "cores":
-			if len(vals) != 1 {
-				return l, bad(errors.New("want one value"))
-			}
-			if l.cores, err = strconv.Atoi(vals[0]); err != nil || l.cores < 1 {
-				return l, bad(errors.New("want a positive count of cores"))
-			}
-		case "before", "after":
-			if len(vals) != 3 {
-				return l, bad(errors.New("want three load averages"))
-			}
-			dst := &l.before
-			if key == "after" {
-				dst = &l.after
-			}
-			for i, v := range vals {
-				if dst[i], err = strconv.ParseFloat(v, 64); err != nil {
-					return l, bad(err)
-				}
-			}
-		case "busy_before", "others":
-			if len(vals) != 1 {
-				return l, bad(errors.New("want one value"))
-			}
-			v, err := strconv.ParseFloat(vals[0], 64)
-			if err != nil {
-				return l, bad(err)
-			}
-			if key == "others" {
-				l.others = v
-			} else {
-				l.busyBefore = v
-			}
-		case "flag":
-			l.flag = strings.Join(vals, " ")
+		if err := l.set(fields[0], fields[1:]); err != nil {
+			return l, fmt.Errorf("%s:%d: %q: %w", path, n, sc.Text(), err)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -338,6 +322,50 @@ func readLoad(path string) (runLoad, error) {
 	}
 	l.known = true
 	return l, nil
+}
+
+// set sets the value of key of a load.txt line to vals; an unknown key is
+// ignored.
+func (l *runLoad) set(key string, vals []string) error {
+	var err error
+	switch key {
+	case "cores":
+		if len(vals) != 1 {
+			return errors.New("want one value")
+		}
+		if l.cores, err = strconv.Atoi(vals[0]); err != nil || l.cores < 1 {
+			return errors.New("want a positive count of cores")
+		}
+	case "before", "after":
+		if len(vals) != 3 {
+			return errors.New("want three load averages")
+		}
+		dst := &l.before
+		if key == "after" {
+			dst = &l.after
+		}
+		for i, v := range vals {
+			if dst[i], err = strconv.ParseFloat(v, 64); err != nil {
+				return err
+			}
+		}
+	case "busy_before", "others":
+		if len(vals) != 1 {
+			return errors.New("want one value")
+		}
+		v, err := strconv.ParseFloat(vals[0], 64)
+		if err != nil {
+			return err
+		}
+		if key == "others" {
+			l.others = v
+		} else {
+			l.busyBefore = v
+		}
+	case "flag":
+		l.flag = strings.Join(vals, " ")
+	}
+	return nil
 }
 
 // medianSpacing returns the median distance on the axis between
