@@ -305,8 +305,12 @@ func (d *Downloader) fetch(ctx context.Context, url, path string, want Remote) (
 		cancel(fmt.Errorf("no data for %v (the Downloader's IdleTimeout)", idle))
 	})
 	defer timer.Stop()
-	body := &idleReader{r: resp.Body, t: timer, d: idle}
+	return saveVerified(url, path, &idleReader{r: resp.Body, t: timer, d: idle}, want)
+}
 
+// saveVerified writes body, downloaded from url, to path through a
+// temporary file beside it, checking size and digest before the rename.
+func saveVerified(url, path string, body io.Reader, want Remote) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.part")
 	if err != nil {
 		return err
@@ -374,7 +378,16 @@ func untarCIFAR(archive, dir string) error {
 		return fmt.Errorf("data: %w", err)
 	}
 	defer os.RemoveAll(tmp) // only what this call wrote; empty after the renames
-	tr := tar.NewReader(zr)
+	names, err := extractBatches(tar.NewReader(zr), archive, tmp)
+	if err != nil {
+		return err
+	}
+	return placeBatches(names, tmp, out, archive)
+}
+
+// extractBatches writes the .bin batches of the archive read by tr into
+// the folder tmp and returns their names; at least one.
+func extractBatches(tr *tar.Reader, archive, tmp string) ([]string, error) {
 	var names []string
 	for {
 		hdr, err := tr.Next()
@@ -382,7 +395,7 @@ func untarCIFAR(archive, dir string) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrFormat, archive, err)
+			return nil, fmt.Errorf("%w: %s: %v", ErrFormat, archive, err)
 		}
 		base := filepath.Base(hdr.Name)
 		if hdr.Typeflag != tar.TypeReg || !strings.HasSuffix(base, ".bin") || hdr.Size > maxCIFAR || slices.Contains(names, base) {
@@ -390,20 +403,26 @@ func untarCIFAR(archive, dir string) error {
 		}
 		dst, err := os.OpenFile(filepath.Join(tmp, base), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
-			return fmt.Errorf("data: %w", err)
+			return nil, fmt.Errorf("data: %w", err)
 		}
 		_, err = io.Copy(dst, io.LimitReader(tr, hdr.Size))
 		if cerr := dst.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("data: extracting %s from %s: %w", base, archive, err)
+			return nil, fmt.Errorf("data: extracting %s from %s: %w", base, archive, err)
 		}
 		names = append(names, base)
 	}
 	if len(names) == 0 {
-		return fmt.Errorf("%w: %s holds no .bin batch", ErrFormat, archive)
+		return nil, fmt.Errorf("%w: %s holds no .bin batch", ErrFormat, archive)
 	}
+	return names, nil
+}
+
+// placeBatches renames the batches names from the folder tmp into the
+// folder out, made if missing.
+func placeBatches(names []string, tmp, out, archive string) error {
 	if err := os.Mkdir(out, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("data: %w", err)
 	}

@@ -46,29 +46,54 @@ func openIDX(r io.Reader, name string, fileSize int64, wantDims int, what string
 		br = bufio.NewReader(zr)
 		fileSize = -1
 	}
+	nd, err := readIDXMagic(br, name, wantDims, what)
+	if err != nil {
+		return nil, err
+	}
+	dims, size, err := readIDXDims(br, name, nd)
+	if err != nil {
+		return nil, err
+	}
+	avail := int64(-1)
+	if fileSize >= 0 {
+		avail = fileSize - int64(4+4*nd) // the magic number and the dimensions
+	}
+	return &idxStream{name: name, br: br, dims: dims, size: size, avail: avail}, nil
+}
+
+// readIDXMagic reads an IDX header's magic number from br and returns the
+// dimensions it announces: 1 to 4, or wantDims where that is > 0, of
+// unsigned bytes.
+func readIDXMagic(br *bufio.Reader, name string, wantDims int, what string) (int, error) {
 	want := "0x000008NN, NN = 01 to 04 dimensions"
 	if wantDims > 0 {
 		want = fmt.Sprintf("0x%08x for %s", idxMagic(wantDims), what)
 	}
 	var head [4]byte
 	if _, err := io.ReadFull(br, head[:]); err != nil {
-		return nil, fmt.Errorf("%w: %s: truncated IDX header: %v", ErrFormat, name, err)
+		return 0, fmt.Errorf("%w: %s: truncated IDX header: %v", ErrFormat, name, err)
 	}
 	magic := binary.BigEndian.Uint32(head[:])
 	nd := int(head[3])
 	switch {
 	case head[0] != 0 || head[1] != 0:
-		return nil, fmt.Errorf("%w: %s: not an IDX file: magic number 0x%08x, want %s", ErrFormat, name, magic, want)
+		return 0, fmt.Errorf("%w: %s: not an IDX file: magic number 0x%08x, want %s", ErrFormat, name, magic, want)
 	case head[2] != 0x08:
-		return nil, fmt.Errorf("%w: %s: IDX element type 0x%02x (magic number 0x%08x), want unsigned bytes (0x08, magic number %s)", ErrFormat, name, head[2], magic, want)
+		return 0, fmt.Errorf("%w: %s: IDX element type 0x%02x (magic number 0x%08x), want unsigned bytes (0x08, magic number %s)", ErrFormat, name, head[2], magic, want)
 	case wantDims > 0 && nd != wantDims:
-		return nil, fmt.Errorf("%w: %s: magic number 0x%08x announces %d dimensions, want %s", ErrFormat, name, magic, nd, want)
+		return 0, fmt.Errorf("%w: %s: magic number 0x%08x announces %d dimensions, want %s", ErrFormat, name, magic, nd, want)
 	case nd < 1 || nd > 4:
-		return nil, fmt.Errorf("%w: %s: magic number 0x%08x announces %d dimensions, want %s", ErrFormat, name, magic, nd, want)
+		return 0, fmt.Errorf("%w: %s: magic number 0x%08x announces %d dimensions, want %s", ErrFormat, name, magic, nd, want)
 	}
+	return nd, nil
+}
+
+// readIDXDims reads an IDX header's nd dimensions from br and returns them
+// and the payload's size in bytes: no dimension 0, at most maxIDXBytes.
+func readIDXDims(br *bufio.Reader, name string, nd int) ([]int, int64, error) {
 	raw := make([]byte, 4*nd)
 	if _, err := io.ReadFull(br, raw); err != nil {
-		return nil, fmt.Errorf("%w: %s: truncated IDX header: %v", ErrFormat, name, err)
+		return nil, 0, fmt.Errorf("%w: %s: truncated IDX header: %v", ErrFormat, name, err)
 	}
 	dims := make([]int, nd)
 	size := int64(1) // saturates at math.MaxInt64
@@ -86,17 +111,13 @@ func openIDX(r io.Reader, name string, fileSize int64, wantDims int, what string
 	}
 	for i, d := range dims {
 		if d == 0 {
-			return nil, fmt.Errorf("%w: %s: IDX dimensions %v: dimension %d is 0 (an empty file)", ErrFormat, name, dims, i)
+			return nil, 0, fmt.Errorf("%w: %s: IDX dimensions %v: dimension %d is 0 (an empty file)", ErrFormat, name, dims, i)
 		}
 	}
 	if size > maxIDXBytes {
-		return nil, fmt.Errorf("%w: %s: IDX dimensions %v announce %d bytes, larger than the %d this reader takes", ErrFormat, name, dims, size, maxIDXBytes)
+		return nil, 0, fmt.Errorf("%w: %s: IDX dimensions %v announce %d bytes, larger than the %d this reader takes", ErrFormat, name, dims, size, maxIDXBytes)
 	}
-	avail := int64(-1)
-	if fileSize >= 0 {
-		avail = fileSize - int64(len(head)+len(raw))
-	}
-	return &idxStream{name: name, br: br, dims: dims, size: size, avail: avail}, nil
+	return dims, size, nil
 }
 
 // payload reads exactly the bytes the header announces and checks that
