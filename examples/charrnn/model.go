@@ -160,46 +160,84 @@ func buildModel(g *G.ExprGraph, cfg modelConfig, rng *rand.Rand) (m *charModel, 
 	}()
 	V, E, H, T, B, dt := cfg.Vocab, cfg.Embedding, cfg.Hidden, cfg.SeqLen, cfg.Batch, cfg.Dtype
 	m = &charModel{cfg: cfg}
-	var plain []param.Param
-	gauss := func(name string, std float64, rows, cols int) *G.Node {
-		n := matrix(g, dt, name, rows, cols, func(int) float64 { return std * rng.NormFloat64() })
-		plain = append(plain, param.Plain(n))
-		return n
+	w := &weights{g: g, dt: dt, rng: rng}
+	embedding := w.gauss("embedding", 0.008, V, E)
+	l, err := newLSTM(w, E, H)
+	if err != nil {
+		return nil, err
 	}
-	zeros := func(name string, cols int) *G.Node {
-		n := matrix(g, dt, name, 1, cols, func(int) float64 { return 0 })
-		plain = append(plain, param.Plain(n))
-		return n
+	m.stiefel = param.OnStiefel(l.wch)
+	whd := w.gauss("whd", 0.08, H, V)
+	biasD := w.zeros("bias_d", V)
+	m.params = append(w.plain, m.stiefel)
+
+	m.x = G.NewMatrix(g, dt, G.WithShape(T*B, V), G.WithName("x"), G.WithInit(G.Zeroes()))
+	m.y = G.NewMatrix(g, dt, G.WithShape(T*B, V), G.WithName("y"), G.WithInit(G.Zeroes()))
+	all := l.unroll(G.Must(G.Mul(m.x, embedding)), T, B, H)
+	m.logits = G.Must(G.BroadcastAdd(G.Must(G.Mul(all, whd)), biasD, nil, []byte{0}))
+	m.loss = crossEntropy(m.logits, m.y)
+
+	if dt == tensor.Float32 {
+		m.xs, m.ys = make([]float32, T*B*V), make([]float32, T*B*V)
+	} else {
+		m.xs, m.ys = make([]float64, T*B*V), make([]float64, T*B*V)
 	}
-	embedding := gauss("embedding", 0.008, V, E)
+	return m, nil
+}
+
+// weights makes the model's weights on g, of type dt, drawn in turn from
+// rng, and collects the plain ones.
+type weights struct {
+	g     *G.ExprGraph
+	dt    tensor.Dtype
+	rng   *rand.Rand
+	plain []param.Param
+}
+
+// gauss returns a plain rows x cols weight, Gaussian of standard deviation
+// std.
+func (w *weights) gauss(name string, std float64, rows, cols int) *G.Node {
+	n := matrix(w.g, w.dt, name, rows, cols, func(int) float64 { return std * w.rng.NormFloat64() })
+	w.plain = append(w.plain, param.Plain(n))
+	return n
+}
+
+// zeros returns a plain 1 x cols bias of zeros.
+func (w *weights) zeros(name string, cols int) *G.Node {
+	n := matrix(w.g, w.dt, name, 1, cols, func(int) float64 { return 0 })
+	w.plain = append(w.plain, param.Plain(n))
+	return n
+}
+
+// newLSTM returns the LSTM's weights for inputs of width E and hidden size
+// H: plain ones from w, and the cell-write gate's hidden-to-hidden weight
+// Haar-random on the orthogonal group, drawn from w's rng (not in w.plain).
+func newLSTM(w *weights, E, H int) (*lstm, error) {
 	l := &lstm{
-		wix: gauss("wix", 0.08, E, H), wih: gauss("wih", 0.08, H, H), biasI: zeros("bias_i", H),
-		wfx: gauss("wfx", 0.08, E, H), wfh: gauss("wfh", 0.08, H, H), biasF: zeros("bias_f", H),
-		wox: gauss("wox", 0.08, E, H), woh: gauss("woh", 0.08, H, H), biasO: zeros("bias_o", H),
-		wcx: gauss("wcx", 0.08, E, H), biasC: zeros("bias_c", H),
+		wix: w.gauss("wix", 0.08, E, H), wih: w.gauss("wih", 0.08, H, H), biasI: w.zeros("bias_i", H),
+		wfx: w.gauss("wfx", 0.08, E, H), wfh: w.gauss("wfh", 0.08, H, H), biasF: w.zeros("bias_f", H),
+		wox: w.gauss("wox", 0.08, E, H), woh: w.gauss("woh", 0.08, H, H), biasO: w.zeros("bias_o", H),
+		wcx: w.gauss("wcx", 0.08, E, H), biasC: w.zeros("bias_c", H),
 	}
 	st, err := manifold.NewStiefel[float64](H, H)
 	if err != nil {
 		return nil, fmt.Errorf("charrnn: %w", err)
 	}
 	haar := make([]float64, H*H)
-	if err := st.Random(haar, rng); err != nil {
+	if err := st.Random(haar, w.rng); err != nil {
 		return nil, fmt.Errorf("charrnn: %w", err)
 	}
-	l.wch = matrix(g, dt, "wch", H, H, func(i int) float64 { return haar[i] })
-	m.stiefel = param.OnStiefel(l.wch)
-	whd := gauss("whd", 0.08, H, V)
-	biasD := zeros("bias_d", V)
-	m.params = append(plain, m.stiefel)
+	l.wch = matrix(w.g, w.dt, "wch", H, H, func(i int) float64 { return haar[i] })
+	return l, nil
+}
 
-	m.x = G.NewMatrix(g, dt, G.WithShape(T*B, V), G.WithName("x"), G.WithInit(G.Zeroes()))
-	m.y = G.NewMatrix(g, dt, G.WithShape(T*B, V), G.WithName("y"), G.WithInit(G.Zeroes()))
-
-	// Every step's input projections at once: (T*B, hidden) per gate.
-	e := G.Must(G.Mul(m.x, embedding))
-	// Each is (T, B, hidden), step t its slice t: Gorgonia v0.9.18 hashes a
-	// slice's bounds as bytes, so rows t*B to (t+1)*B of a (T*B, hidden)
-	// matrix past 255 would be merged with another step's slice.
+// unroll returns the LSTM's hidden states of T steps of B sequences,
+// (T*B, H) step-major, from e, every step's (T*B, embedding) inputs.
+func (l *lstm) unroll(e *G.Node, T, B, H int) *G.Node {
+	// Every step's input projections at once, per gate. Each is (T, B,
+	// hidden), step t its slice t: Gorgonia v0.9.18 hashes a slice's bounds
+	// as bytes, so rows t*B to (t+1)*B of a (T*B, hidden) matrix past 255
+	// would be merged with another step's slice.
 	proj := func(w, b *G.Node) *G.Node {
 		p := G.Must(G.BroadcastAdd(G.Must(G.Mul(e, w)), b, nil, []byte{0}))
 		return G.Must(G.Reshape(p, tensor.Shape{T, B, H}))
@@ -216,15 +254,7 @@ func buildModel(g *G.ExprGraph, cfg modelConfig, rng *rand.Rand) (m *charModel, 
 	if T > 1 {
 		all = G.Must(G.Concat(0, hiddens...))
 	}
-	m.logits = G.Must(G.BroadcastAdd(G.Must(G.Mul(all, whd)), biasD, nil, []byte{0}))
-	m.loss = crossEntropy(m.logits, m.y)
-
-	if dt == tensor.Float32 {
-		m.xs, m.ys = make([]float32, T*B*V), make([]float32, T*B*V)
-	} else {
-		m.xs, m.ys = make([]float64, T*B*V), make([]float64, T*B*V)
-	}
-	return m, nil
+	return all
 }
 
 // crossEntropy returns the mean over the rows of -log softmax(logits)[y],
