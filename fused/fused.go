@@ -122,37 +122,9 @@ func Do(op Lowering, vals ...G.Value) (G.Value, error) {
 	}
 	b := cpu.New(cpu.Options{Threads: 1})
 	defer b.Close()
-	var dt backend.DType
-	shapes, dims := make([][]int, len(vals)), make([]G.DimSizer, len(vals))
-	in := make([]backend.Operand, len(vals))
-	for i, v := range vals {
-		var data any
-		switch x := v.Data().(type) {
-		case []float32, []float64:
-			data = x
-		case float32:
-			data = []float32{x}
-		case float64:
-			data = []float64{x}
-		default:
-			return nil, fmt.Errorf("fused: %v: argument %d holds %T, want float32 or float64", op, i, x)
-		}
-		t := backend.Float64
-		if _, ok := data.([]float32); ok {
-			t = backend.Float32
-		}
-		if i > 0 && t != dt {
-			return nil, fmt.Errorf("fused: %v: arguments of mixed element types", op)
-		}
-		dt = t
-		buf, err := b.Alloc(dt, reflect.ValueOf(data).Len())
-		if err != nil {
-			return nil, err
-		}
-		if err := b.CopyIn(buf, 0, data); err != nil {
-			return nil, err
-		}
-		shapes[i], dims[i], in[i] = []int(v.Shape()), v.Shape(), backend.At(buf, 0)
+	in, shapes, dims, dt, err := copyArgs(b, op, vals)
+	if err != nil {
+		return nil, err
 	}
 	shape, err := op.InferShape(dims...)
 	if err != nil {
@@ -184,6 +156,54 @@ func Do(op Lowering, vals ...G.Value) (G.Value, error) {
 		return G.NewF64(res.([]float64)[0]), nil
 	}
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(res)), nil
+}
+
+// copyArgs copies the values of op's arguments onto b and returns them as
+// operands, with their shapes and their element type (one for all).
+func copyArgs(b backend.Backend, op Lowering, vals []G.Value) ([]backend.Operand, [][]int, []G.DimSizer, backend.DType, error) {
+	var dt backend.DType
+	shapes, dims := make([][]int, len(vals)), make([]G.DimSizer, len(vals))
+	in := make([]backend.Operand, len(vals))
+	for i, v := range vals {
+		data, t, err := floatData(op, i, v)
+		if err != nil {
+			return nil, nil, nil, 0, err
+		}
+		if i > 0 && t != dt {
+			return nil, nil, nil, 0, fmt.Errorf("fused: %v: arguments of mixed element types", op)
+		}
+		dt = t
+		buf, err := b.Alloc(dt, reflect.ValueOf(data).Len())
+		if err != nil {
+			return nil, nil, nil, 0, err
+		}
+		if err := b.CopyIn(buf, 0, data); err != nil {
+			return nil, nil, nil, 0, err
+		}
+		shapes[i], dims[i], in[i] = []int(v.Shape()), v.Shape(), backend.At(buf, 0)
+	}
+	return in, shapes, dims, dt, nil
+}
+
+// floatData returns the data of value v, argument i of op, as a slice of
+// float32 or float64 (a scalar's of one element), and its element type.
+func floatData(op Lowering, i int, v G.Value) (any, backend.DType, error) {
+	var data any
+	switch x := v.Data().(type) {
+	case []float32, []float64:
+		data = x
+	case float32:
+		data = []float32{x}
+	case float64:
+		data = []float64{x}
+	default:
+		return nil, 0, fmt.Errorf("fused: %v: argument %d holds %T, want float32 or float64", op, i, x)
+	}
+	t := backend.Float64
+	if _, ok := data.([]float32); ok {
+		t = backend.Float32
+	}
+	return data, t, nil
 }
 
 // size returns the elements of a shape (1 for a scalar).
