@@ -158,13 +158,33 @@ func CutMain(name string, text []byte) ([]byte, bool, error) {
 	}
 	// Cuts as byte ranges of the original text, last first: main with
 	// its doc comment, then every import spec nothing else refers to.
-	type span struct{ lo, hi int }
 	start := main.Pos()
 	if main.Doc != nil {
 		start = main.Doc.Pos()
 	}
 	cuts := []span{{fset.Position(start).Offset, fset.Position(main.End()).Offset}}
-	used := usedPackages(f, main)
+	cuts = append(cuts, unusedImports(fset, f, text, usedPackages(f, main))...)
+	sort.Slice(cuts, func(i, j int) bool { return cuts[i].lo > cuts[j].lo })
+	res := append([]byte(nil), text...)
+	for _, c := range cuts {
+		res = append(res[:c.lo], res[c.hi:]...)
+	}
+	formatted, err := format.Source(res)
+	if err != nil {
+		return nil, false, fmt.Errorf("gorgoniaex: %s without main: %w", name, err)
+	}
+	return formatted, true, nil
+}
+
+// span is a byte range of a file's text.
+type span struct{ lo, hi int }
+
+// unusedImports returns the byte ranges in text, the source of f, of the
+// import specs whose package used does not name (but blank and dot
+// imports), each with its doc comment and its whole line where it is alone
+// on it.
+func unusedImports(fset *token.FileSet, f *ast.File, text []byte, used map[string]bool) []span {
+	var cuts []span
 	for _, d := range f.Decls {
 		gd, ok := d.(*ast.GenDecl)
 		if !ok || gd.Tok != token.IMPORT {
@@ -194,16 +214,7 @@ func CutMain(name string, text []byte) ([]byte, bool, error) {
 			cuts = append(cuts, span{lo, hi})
 		}
 	}
-	sort.Slice(cuts, func(i, j int) bool { return cuts[i].lo > cuts[j].lo })
-	res := append([]byte(nil), text...)
-	for _, c := range cuts {
-		res = append(res[:c.lo], res[c.hi:]...)
-	}
-	formatted, err := format.Source(res)
-	if err != nil {
-		return nil, false, fmt.Errorf("gorgoniaex: %s without main: %w", name, err)
-	}
-	return formatted, true, nil
+	return cuts
 }
 
 // usedPackages returns the names of the packages f refers to outside skip.

@@ -69,6 +69,7 @@ type Tensor struct {
 	Data any // []float32 or []float64
 }
 
+// wireTensor is a Tensor as run.js reads and writes it (JSON).
 type wireTensor struct {
 	Type string    `json:"type"`
 	Dims []int     `json:"dims"`
@@ -93,18 +94,9 @@ func Run(model string, inputs map[string]Tensor) (map[string]Tensor, error) {
 	}
 	req := map[string]map[string]wireTensor{"inputs": {}}
 	for name, t := range inputs {
-		w := wireTensor{Dims: t.Dims}
-		switch d := t.Data.(type) {
-		case []float32:
-			w.Type = "float32"
-			w.Data = make([]float64, len(d))
-			for i, v := range d {
-				w.Data[i] = float64(v)
-			}
-		case []float64:
-			w.Type, w.Data = "float64", d
-		default:
-			return nil, fmt.Errorf("onnxrt: input %q holds %T, want []float32 or []float64", name, t.Data)
+		w, err := toWire(name, t)
+		if err != nil {
+			return nil, err
 		}
 		req["inputs"][name] = w
 	}
@@ -131,15 +123,39 @@ func Run(model string, inputs map[string]Tensor) (map[string]Tensor, error) {
 	}
 	res := map[string]Tensor{}
 	for name, w := range resp.Outputs {
-		t := Tensor{Dims: w.Dims, Data: w.Data}
-		if w.Type == "float32" {
-			f := make([]float32, len(w.Data))
-			for i, v := range w.Data {
-				f[i] = float32(v)
-			}
-			t.Data = f
-		}
-		res[name] = t
+		res[name] = fromWire(w)
 	}
 	return res, nil
+}
+
+// toWire returns input name, t, as run.js reads it: its values as doubles,
+// its type named.
+func toWire(name string, t Tensor) (wireTensor, error) {
+	w := wireTensor{Dims: t.Dims}
+	switch d := t.Data.(type) {
+	case []float32:
+		w.Type = "float32"
+		w.Data = make([]float64, len(d))
+		for i, v := range d {
+			w.Data[i] = float64(v)
+		}
+	case []float64:
+		w.Type, w.Data = "float64", d
+	default:
+		return wireTensor{}, fmt.Errorf("onnxrt: input %q holds %T, want []float32 or []float64", name, t.Data)
+	}
+	return w, nil
+}
+
+// fromWire returns an output as run.js writes it as a Tensor of its type.
+func fromWire(w wireTensor) Tensor {
+	t := Tensor{Dims: w.Dims, Data: w.Data}
+	if w.Type == "float32" {
+		f := make([]float32, len(w.Data))
+		for i, v := range w.Data {
+			f[i] = float32(v)
+		}
+		t.Data = f
+	}
+	return t
 }

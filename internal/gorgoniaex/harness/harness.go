@@ -114,24 +114,11 @@ type options struct {
 	cpuProfile                 string
 }
 
+// run runs the harness on ex with the command-line arguments args and
+// prints its Report.
 func run(ex Example, args []string) error {
-	var o options
-	fs := flag.NewFlagSet(ex.Name, flag.ContinueOnError)
-	fs.StringVar(&o.mode, "mode", "compare", "compare (the program against the tape machine), devices (the program on the CPU against the CUDA backend), train, or throughput")
-	fs.StringVar(&o.dtype, "dtype", "float64", "float64 or float32")
-	fs.StringVar(&o.backend, "backend", "cpu", "cpu, or cuda (the host model of the GPU where ORTHONET_CUDA_STANDIN=1)")
-	fs.StringVar(&o.data, "data", data.FashionMNISTDir, "Fashion-MNIST or MNIST folder (train, throughput)")
-	fs.IntVar(&o.batch, "batch", 4, "batch size")
-	fs.IntVar(&o.steps, "steps", 3, "training steps")
-	fs.IntVar(&o.tapeSteps, "tape-steps", 20, "train: steps timed on the tape machine")
-	fs.IntVar(&o.test, "test", 1000, "train: test images evaluated")
-	fs.IntVar(&o.r, "r", 300, "RSDM's submanifold size")
-	fs.Float64Var(&o.lr, "lr", 0.5, "RSDM's step size")
-	fs.Float64Var(&o.lrOther, "lr-other", 1e-3, "Adam's step size")
-	fs.Uint64Var(&o.seed, "seed", 1, "seed of the data, the inputs and RSDM")
-	fs.BoolVar(&o.profile, "profile", false, "train, throughput: print the compiled program's time per kind of kernel and the optimizer's on standard error")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
-	if err := fs.Parse(args); err != nil {
+	o, err := parseOptions(ex.Name, args)
+	if err != nil {
 		return err
 	}
 	if o.cpuProfile != "" {
@@ -157,7 +144,6 @@ func run(ex Example, args []string) error {
 		return fmt.Errorf("-batch %d, -steps %d, -r %d: want a batch of 1 or more, steps >= 0, r >= 2", o.batch, o.steps, o.r)
 	}
 	var rep *Report
-	var err error
 	switch o.mode {
 	case "compare":
 		rep, err = compare(ex, dt, o)
@@ -175,6 +161,28 @@ func run(ex Example, args []string) error {
 	}
 	rep.Example, rep.Mode, rep.DType = ex.Name, o.mode, o.dtype
 	return json.NewEncoder(os.Stdout).Encode(rep)
+}
+
+// parseOptions parses the command line args of the example named name.
+func parseOptions(name string, args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&o.mode, "mode", "compare", "compare (the program against the tape machine), devices (the program on the CPU against the CUDA backend), train, or throughput")
+	fs.StringVar(&o.dtype, "dtype", "float64", "float64 or float32")
+	fs.StringVar(&o.backend, "backend", "cpu", "cpu, or cuda (the host model of the GPU where ORTHONET_CUDA_STANDIN=1)")
+	fs.StringVar(&o.data, "data", data.FashionMNISTDir, "Fashion-MNIST or MNIST folder (train, throughput)")
+	fs.IntVar(&o.batch, "batch", 4, "batch size")
+	fs.IntVar(&o.steps, "steps", 3, "training steps")
+	fs.IntVar(&o.tapeSteps, "tape-steps", 20, "train: steps timed on the tape machine")
+	fs.IntVar(&o.test, "test", 1000, "train: test images evaluated")
+	fs.IntVar(&o.r, "r", 300, "RSDM's submanifold size")
+	fs.Float64Var(&o.lr, "lr", 0.5, "RSDM's step size")
+	fs.Float64Var(&o.lrOther, "lr-other", 1e-3, "Adam's step size")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the data, the inputs and RSDM")
+	fs.BoolVar(&o.profile, "profile", false, "train, throughput: print the compiled program's time per kind of kernel and the optimizer's on standard error")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the run to this file")
+	err := fs.Parse(args)
+	return o, err
 }
 
 // net is an example's model on a graph of its own, with the harness's
@@ -515,18 +523,8 @@ func drawLikeProgram(tape, prog *G.ExprGraph) (int, error) {
 // dropout has probability compareDropout, and the tape machine's draw the
 // program's masks (drawLikeProgram).
 func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
-	a, err := build(ex, dt, o.batch, compareDropout, o.seed)
+	a, b, err := comparePair(ex, dt, o)
 	if err != nil {
-		return nil, err
-	}
-	b, err := build(ex, dt, o.batch, compareDropout, o.seed)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := drawLikeProgram(b.g, a.g); err != nil {
-		return nil, err
-	}
-	if err := copyParams(b, a); err != nil {
 		return nil, err
 	}
 	be, err := newBackend(o.backend)
@@ -542,81 +540,135 @@ func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	vm := G.NewTapeMachine(b.g, G.BindDualValues(param.Nodes(b.params)...))
 	defer vm.Close()
 
-	rng := rand.New(rand.NewPCG(o.seed, 2))
-	x := make([]float64, a.m.X.Shape().TotalSize())
-	y := make([]float64, o.batch*ex.Classes)
-	batchOf(rng, x, y, ex.Classes)
-	if err := progRun(prog, a, x, y, dt); err != nil {
+	c := &comparison{a: a, b: b, prog: prog, vm: vm, dt: dt, classes: ex.Classes, rng: rand.New(rand.NewPCG(o.seed, 2))}
+	c.x = make([]float64, a.m.X.Shape().TotalSize())
+	c.y = make([]float64, o.batch*ex.Classes)
+	batchOf(c.rng, c.x, c.y, ex.Classes)
+	if err := progRun(prog, a, c.x, c.y, dt); err != nil {
 		return nil, fmt.Errorf("running the program: %w", err)
 	}
-	if err := tapeRun(vm, b, x, y, dt); err != nil {
+	if err := tapeRun(vm, b, c.x, c.y, dt); err != nil {
 		return nil, fmt.Errorf("running the tape machine: %w", err)
 	}
 	rep := &Report{Backend: be.Name(), Steps: o.steps}
-	out, err := read(prog, a.m.Out, dt)
-	if err != nil {
+	if err := c.differences(rep); err != nil {
 		return nil, err
+	}
+	if err := c.train(rep, o); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// comparePair builds compare's two models, b's dropout drawing a's masks
+// and b's parameters a's.
+func comparePair(ex Example, dt tensor.Dtype, o options) (a, b *net, err error) {
+	if a, err = build(ex, dt, o.batch, compareDropout, o.seed); err != nil {
+		return nil, nil, err
+	}
+	if b, err = build(ex, dt, o.batch, compareDropout, o.seed); err != nil {
+		return nil, nil, err
+	}
+	if _, err := drawLikeProgram(b.g, a.g); err != nil {
+		return nil, nil, err
+	}
+	if err := copyParams(b, a); err != nil {
+		return nil, nil, err
+	}
+	return a, b, nil
+}
+
+// comparison is compare's pair of models, a compiled as prog and b on the
+// tape machine vm, and the batch x, y both run on, drawn from rng.
+type comparison struct {
+	a, b    *net
+	prog    *program.Program
+	vm      G.VM
+	dt      tensor.Dtype
+	classes int
+	rng     *rand.Rand
+	x, y    []float64
+}
+
+// differences sets rep's Out, Loss and Grads: how far the program's output,
+// loss and gradients of the last run are from the tape machine's.
+func (c *comparison) differences(rep *Report) error {
+	a, b, dt := c.a, c.b, c.dt
+	out, err := read(c.prog, a.m.Out, dt)
+	if err != nil {
+		return err
 	}
 	rep.Out = testval.MaxRel(out, testval.Floats(b.m.Out.Value().Data()))
-	loss, err := read(prog, a.loss, dt)
+	loss, err := read(c.prog, a.loss, dt)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rep.Loss = testval.MaxRel(loss, testval.Floats(b.loss.Value().Data()))
-	gs, err := grads(prog, dt)
+	gs, err := grads(c.prog, dt)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i, p := range b.params {
 		d, err := p.Node.Grad()
 		if err != nil {
-			return nil, fmt.Errorf("tape gradient of %s: %w", p.Node.Name(), err)
+			return fmt.Errorf("tape gradient of %s: %w", p.Node.Name(), err)
 		}
 		rep.Grads = max(rep.Grads, testval.MaxRel(gs[i], testval.Floats(d.Data())))
 	}
+	return nil
+}
 
-	// The same steps of the same Solver on both.
-	ps, err := program.NewSolver(prog, groups(o), optim.Options{})
+// train takes o.steps steps of the same Solver on both models, each on a
+// new batch but the first, and sets rep's Losses (the program's), Trained,
+// Params and Feasibility.
+func (c *comparison) train(rep *Report, o options) error {
+	ps, err := program.NewSolver(c.prog, groups(o), optim.Options{})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	ts, err := param.NewSolver(b.params, groups(o), optim.Options{})
+	ts, err := param.NewSolver(c.b.params, groups(o), optim.Options{})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for s := 0; s < o.steps; s++ {
 		if s > 0 {
-			batchOf(rng, x, y, ex.Classes)
-			if err := progRun(prog, a, x, y, dt); err != nil {
-				return nil, err
+			batchOf(c.rng, c.x, c.y, c.classes)
+			if err := progRun(c.prog, c.a, c.x, c.y, c.dt); err != nil {
+				return err
 			}
-			if err := tapeRun(vm, b, x, y, dt); err != nil {
-				return nil, err
+			if err := tapeRun(c.vm, c.b, c.x, c.y, c.dt); err != nil {
+				return err
 			}
 		}
-		l, err := read(prog, a.loss, dt)
+		l, err := read(c.prog, c.a.loss, c.dt)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		rep.Losses = append(rep.Losses, l[0])
 		if err := ps.Step(); err != nil {
-			return nil, fmt.Errorf("program step %d: %w", s, err)
+			return fmt.Errorf("program step %d: %w", s, err)
 		}
 		if err := ts.Step(); err != nil {
-			return nil, fmt.Errorf("tape step %d: %w", s, err)
+			return fmt.Errorf("tape step %d: %w", s, err)
 		}
 	}
-	if err := prog.StoreParams(); err != nil {
-		return nil, err
+	if err := c.prog.StoreParams(); err != nil {
+		return err
 	}
-	for i, p := range a.params {
-		rep.Trained = max(rep.Trained, testval.NormRel(testval.Floats(p.Node.Value().Data()), testval.Floats(b.params[i].Node.Value().Data())))
+	return trainedApart(rep, c.a, c.b)
+}
+
+// trainedApart sets rep's Trained, the largest relative distance of a
+// parameter of got from want's, Params, the parameters' entries, and
+// Feasibility, got's Stiefel weight's.
+func trainedApart(rep *Report, got, want *net) error {
+	for i, p := range got.params {
+		rep.Trained = max(rep.Trained, testval.NormRel(testval.Floats(p.Node.Value().Data()), testval.Floats(want.params[i].Node.Value().Data())))
 		rep.Params += p.Node.Shape().TotalSize()
 	}
-	if rep.Feasibility, err = feasibility(a); err != nil {
-		return nil, err
-	}
-	return rep, nil
+	var err error
+	rep.Feasibility, err = feasibility(got)
+	return err
 }
 
 // devices trains the model, its dropout on, for o.steps steps as a compiled
@@ -674,12 +726,7 @@ func devices(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 			return nil, err
 		}
 	}
-	for i, p := range nets[0].params {
-		rep.Trained = max(rep.Trained, testval.NormRel(testval.Floats(nets[1].params[i].Node.Value().Data()), testval.Floats(p.Node.Value().Data())))
-		rep.Params += p.Node.Shape().TotalSize()
-	}
-	var err error
-	if rep.Feasibility, err = feasibility(nets[1]); err != nil {
+	if err := trainedApart(rep, nets[1], nets[0]); err != nil {
 		return nil, err
 	}
 	return rep, nil
@@ -749,39 +796,83 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		return nil, err
 	}
 	defer tr.close()
-	be, prog, ps := tr.be, tr.prog, tr.ps
-	loader, err := data.NewLoader(trainSet, o.batch, o.seed)
+	bs, err := newBatches(trainSet, o.batch, o.seed, ex.Classes)
 	if err != nil {
 		return nil, err
 	}
-	xs, ys := make([]float32, o.batch*trainSet.Dim()), make([]int, o.batch)
-	x, y := make([]float64, len(xs)), make([]float64, o.batch*ex.Classes)
-	rep := &Report{Backend: be.Name(), Steps: o.steps}
+	rep := &Report{Backend: tr.be.Name(), Steps: o.steps}
+	if err := trainProgram(rep, tr, a, bs, dt, o); err != nil {
+		return nil, err
+	}
+	if rep.Accuracy, err = evaluate(tr, a, ev, testSet, bs, dt); err != nil {
+		return nil, err
+	}
+	if o.tapeSteps > 0 {
+		if rep.TapeBatch, err = tapeBatchTime(ex, dt, o, bs); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+// batches are a loader's batches of images and the buffers they are read
+// into: xs and ys as the loader gives them, x and y (one-hot) as the
+// models take them.
+type batches struct {
+	loader  *data.Loader
+	xs      []float32
+	ys      []int
+	x, y    []float64
+	classes int
+}
+
+// newBatches returns batches of batch images of set, shuffled by seed,
+// with labels of classes classes.
+func newBatches(set *data.Set, batch int, seed uint64, classes int) (*batches, error) {
+	loader, err := data.NewLoader(set, batch, seed)
+	if err != nil {
+		return nil, err
+	}
+	xs, ys := make([]float32, batch*set.Dim()), make([]int, batch)
+	return &batches{loader: loader, xs: xs, ys: ys, x: make([]float64, len(xs)), y: make([]float64, batch*classes), classes: classes}, nil
+}
+
+// next reads the next whole batch into x and y; what and s name it in
+// errors.
+func (b *batches) next(what string, s int) error {
+	if k, err := b.loader.Next(b.xs, b.ys); err != nil || k < len(b.ys) {
+		return fmt.Errorf("%s %d: %d images (%v)", what, s, k, err)
+	}
+	return fill(b.xs, b.ys, b.x, b.y, b.classes)
+}
+
+// trainProgram trains a, compiled in tr, for o.steps batches of bs and sets
+// rep's Losses (every 50th step's and the last's), ProgramBatch and
+// Feasibility; with o.profile it prints the program's profile.
+func trainProgram(rep *Report, tr *trainer, a *net, bs *batches, dt tensor.Dtype, o options) error {
+	prog, ps := tr.prog, tr.ps
 	var progTime, optTime time.Duration
 	for s := 0; s < o.steps; s++ {
-		if k, err := loader.Next(xs, ys); err != nil || k < o.batch {
-			return nil, fmt.Errorf("batch %d: %d images (%v)", s, k, err)
-		}
-		if err := fill(xs, ys, x, y, ex.Classes); err != nil {
-			return nil, err
+		if err := bs.next("batch", s); err != nil {
+			return err
 		}
 		start := time.Now()
 		if err := prog.SetStep(s); err != nil {
-			return nil, err
+			return err
 		}
-		if err := progRun(prog, a, x, y, dt); err != nil {
-			return nil, err
+		if err := progRun(prog, a, bs.x, bs.y, dt); err != nil {
+			return err
 		}
 		t0 := time.Now()
 		if err := ps.Step(); err != nil {
-			return nil, fmt.Errorf("step %d: %w", s, err)
+			return fmt.Errorf("step %d: %w", s, err)
 		}
 		optTime += time.Since(t0)
 		progTime += time.Since(start)
 		if s%50 == 0 || s == o.steps-1 {
 			l, err := read(prog, a.loss, dt)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			rep.Losses = append(rep.Losses, l[0])
 		}
@@ -790,81 +881,84 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if o.profile {
 		printProfile(prog, optTime, o.steps)
 	}
-	if rep.Feasibility, err = feasibility(a); err != nil {
-		return nil, err
-	}
-	// Evaluation: the dropout-free model on the trained parameters.
-	if err := prog.StoreParams(); err != nil {
-		return nil, err
+	var err error
+	rep.Feasibility, err = feasibility(a)
+	return err
+}
+
+// evaluate returns the test accuracy, in percent, on testSet of the
+// dropout-free model ev given a's parameters trained in tr, compiled for
+// inference on tr's backend; it reads the images through bs's buffers.
+func evaluate(tr *trainer, a, ev *net, testSet *data.Set, bs *batches, dt tensor.Dtype) (float64, error) {
+	if err := tr.prog.StoreParams(); err != nil {
+		return 0, err
 	}
 	if err := copyParams(ev, a); err != nil {
-		return nil, err
+		return 0, err
 	}
-	eprog, err := compile(ev, be, true, 0, false)
+	eprog, err := compile(ev, tr.be, true, 0, false)
 	if err != nil {
-		return nil, fmt.Errorf("compiling the evaluation: %w", err)
+		return 0, fmt.Errorf("compiling the evaluation: %w", err)
 	}
 	defer eprog.Close()
+	xs, ys, batch, classes := bs.xs, bs.ys, len(bs.ys), bs.classes
 	correct := 0
-	for i := 0; i < testSet.N; i += o.batch {
-		k := min(o.batch, testSet.N-i) // the last batch padded with zeros
+	for i := 0; i < testSet.N; i += batch {
+		k := min(batch, testSet.N-i) // the last batch padded with zeros
 		clear(xs)
 		clear(ys)
 		for j := 0; j < k; j++ {
 			ys[j] = int(testSet.Y[i+j])
 			copy(xs[j*testSet.Dim():], testSet.Image(i+j))
 		}
-		if err := fill(xs, ys, x, y, ex.Classes); err != nil {
-			return nil, err
+		if err := fill(xs, ys, bs.x, bs.y, classes); err != nil {
+			return 0, err
 		}
-		if err := progRun(eprog, ev, x, y, dt); err != nil {
-			return nil, err
+		if err := progRun(eprog, ev, bs.x, bs.y, dt); err != nil {
+			return 0, err
 		}
 		out, err := read(eprog, ev.m.Out, dt)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		for j := 0; j < k; j++ {
-			if argmax(out[j*ex.Classes:(j+1)*ex.Classes]) == ys[j] {
+			if argmax(out[j*classes:(j+1)*classes]) == ys[j] {
 				correct++
 			}
 		}
 	}
-	rep.Accuracy = 100 * float64(correct) / float64(testSet.N)
+	return 100 * float64(correct) / float64(testSet.N), nil
+}
 
-	// The tape machine's time per batch, the same model and Solver.
-	if o.tapeSteps > 0 {
-		t, err := build(ex, dt, o.batch, ownDropout, o.seed)
-		if err != nil {
-			return nil, err
-		}
-		vm := G.NewTapeMachine(t.g, G.BindDualValues(param.Nodes(t.params)...))
-		defer vm.Close()
-		ts, err := param.NewSolver(t.params, groups(o), optim.Options{})
-		if err != nil {
-			return nil, err
-		}
-		loader.SetEpoch(0)
-		var tapeTime time.Duration
-		for s := 0; s < o.tapeSteps; s++ {
-			if k, err := loader.Next(xs, ys); err != nil || k < o.batch {
-				return nil, fmt.Errorf("tape batch %d: %d images (%v)", s, k, err)
-			}
-			if err := fill(xs, ys, x, y, ex.Classes); err != nil {
-				return nil, err
-			}
-			start := time.Now()
-			if err := tapeRun(vm, t, x, y, dt); err != nil {
-				return nil, err
-			}
-			if err := ts.Step(); err != nil {
-				return nil, err
-			}
-			tapeTime += time.Since(start)
-		}
-		rep.TapeBatch = tapeTime.Seconds() / float64(o.tapeSteps)
+// tapeBatchTime returns the tape machine's time per batch, in seconds, of
+// o.tapeSteps steps of the same model and Solver on bs's first batches.
+func tapeBatchTime(ex Example, dt tensor.Dtype, o options, bs *batches) (float64, error) {
+	t, err := build(ex, dt, o.batch, ownDropout, o.seed)
+	if err != nil {
+		return 0, err
 	}
-	return rep, nil
+	vm := G.NewTapeMachine(t.g, G.BindDualValues(param.Nodes(t.params)...))
+	defer vm.Close()
+	ts, err := param.NewSolver(t.params, groups(o), optim.Options{})
+	if err != nil {
+		return 0, err
+	}
+	bs.loader.SetEpoch(0)
+	var tapeTime time.Duration
+	for s := 0; s < o.tapeSteps; s++ {
+		if err := bs.next("tape batch", s); err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		if err := tapeRun(vm, t, bs.x, bs.y, dt); err != nil {
+			return 0, err
+		}
+		if err := ts.Step(); err != nil {
+			return 0, err
+		}
+		tapeTime += time.Since(start)
+	}
+	return tapeTime.Seconds() / float64(o.tapeSteps), nil
 }
 
 func argmax(v []float64) int {
@@ -925,31 +1019,34 @@ func throughput(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 			return ps.Step()
 		}
 	}
-	loader, err := data.NewLoader(trainSet, o.batch, o.seed)
+	bs, err := newBatches(trainSet, o.batch, o.seed, ex.Classes)
 	if err != nil {
 		return nil, err
 	}
-	xs, ys := make([]float32, o.batch*trainSet.Dim()), make([]int, o.batch)
-	x, y := make([]float64, len(xs)), make([]float64, o.batch*ex.Classes)
-	warm := max(o.steps/5, 1)
+	if rep.SamplesPerSecond, err = samplesPerSecond(bs, o.steps, step); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// samplesPerSecond takes steps steps of step on bs's batches and returns
+// the samples per second after the first fifth of them.
+func samplesPerSecond(bs *batches, steps int, step func(x, y []float64) error) (float64, error) {
+	warm := max(steps/5, 1)
 	var start time.Time
-	for s := 0; s < o.steps; s++ {
+	for s := 0; s < steps; s++ {
 		if s == warm {
 			start = time.Now()
 		}
-		if k, err := loader.Next(xs, ys); err != nil || k < o.batch {
-			return nil, fmt.Errorf("batch %d: %d images (%v)", s, k, err)
+		if err := bs.next("batch", s); err != nil {
+			return 0, err
 		}
-		if err := fill(xs, ys, x, y, ex.Classes); err != nil {
-			return nil, err
-		}
-		if err := step(x, y); err != nil {
-			return nil, fmt.Errorf("step %d: %w", s, err)
+		if err := step(bs.x, bs.y); err != nil {
+			return 0, fmt.Errorf("step %d: %w", s, err)
 		}
 	}
-	if o.steps <= warm {
-		return nil, fmt.Errorf("-steps %d: want more than %d", o.steps, warm)
+	if steps <= warm {
+		return 0, fmt.Errorf("-steps %d: want more than %d", steps, warm)
 	}
-	rep.SamplesPerSecond = float64((o.steps-warm)*o.batch) / time.Since(start).Seconds()
-	return rep, nil
+	return float64((steps-warm)*len(bs.ys)) / time.Since(start).Seconds(), nil
 }

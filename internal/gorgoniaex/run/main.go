@@ -31,6 +31,8 @@ func main() {
 	}
 }
 
+// run builds the example the command line names and runs it, or only
+// builds it (-o), checking the report against the floors asked for.
 func run() error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	tags := fs.String("tags", "openblas", "build tags of the example's build")
@@ -80,18 +82,25 @@ func run() error {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		return fmt.Errorf("%s's report: %w", ex.Name, err)
 	}
+	return checkFloors(ex.Name, rep, *minAcc, *maxFeas, *maxRatio)
+}
+
+// checkFloors checks the report of a train run of the example named name
+// against the floors asked for (0: not checked) and, where any was asked
+// for and all hold, says so on standard error.
+func checkFloors(name string, rep harness.Report, minAcc, maxFeas, maxRatio float64) error {
 	switch {
-	case *minAcc > 0 && !(rep.Accuracy >= *minAcc):
-		return fmt.Errorf("%s: test accuracy %.2f%%, below -min-accuracy %.2f%%", ex.Name, rep.Accuracy, *minAcc)
-	case *maxFeas > 0 && !(rep.Feasibility < *maxFeas):
-		return fmt.Errorf("%s: ||W^T W - I||_F = %.3g, not below -max-feasibility %.3g", ex.Name, rep.Feasibility, *maxFeas)
-	case *maxRatio > 0 && !(rep.TapeBatch > 0 && rep.ProgramBatch/rep.TapeBatch <= *maxRatio):
+	case minAcc > 0 && !(rep.Accuracy >= minAcc):
+		return fmt.Errorf("%s: test accuracy %.2f%%, below -min-accuracy %.2f%%", name, rep.Accuracy, minAcc)
+	case maxFeas > 0 && !(rep.Feasibility < maxFeas):
+		return fmt.Errorf("%s: ||W^T W - I||_F = %.3g, not below -max-feasibility %.3g", name, rep.Feasibility, maxFeas)
+	case maxRatio > 0 && !(rep.TapeBatch > 0 && rep.ProgramBatch/rep.TapeBatch <= maxRatio):
 		return fmt.Errorf("%s: a batch took %.1f ms compiled against %.1f ms on the tape machine (%.3f), above -max-time-ratio %.3f",
-			ex.Name, 1e3*rep.ProgramBatch, 1e3*rep.TapeBatch, rep.ProgramBatch/max(rep.TapeBatch, 1e-300), *maxRatio)
+			name, 1e3*rep.ProgramBatch, 1e3*rep.TapeBatch, rep.ProgramBatch/max(rep.TapeBatch, 1e-300), maxRatio)
 	}
-	if *minAcc > 0 || *maxFeas > 0 || *maxRatio > 0 {
+	if minAcc > 0 || maxFeas > 0 || maxRatio > 0 {
 		fmt.Fprintf(os.Stderr, "%s: test accuracy %.2f%%, ||W^T W - I||_F %.3g, a batch %.1f ms compiled against %.1f ms on the tape machine (%.3f): the floors hold\n",
-			ex.Name, rep.Accuracy, rep.Feasibility, 1e3*rep.ProgramBatch, 1e3*rep.TapeBatch, rep.ProgramBatch/max(rep.TapeBatch, 1e-300))
+			name, rep.Accuracy, rep.Feasibility, 1e3*rep.ProgramBatch, 1e3*rep.TapeBatch, rep.ProgramBatch/max(rep.TapeBatch, 1e-300))
 	}
 	return nil
 }
