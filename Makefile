@@ -95,9 +95,10 @@ randgraph: deps
 	echo "randgraph: $(RANDGRAPH) graphs of seed $$seed (rerun: make randgraph RANDGRAPH_SEED=$$seed)"; \
 	ORTHONET_RANDGRAPH=$(RANDGRAPH) ORTHONET_RANDGRAPH_SEED=$$seed $(GO) test -count=1 -tags $(TAGS) -run '^TestRandomGraphs$$' ./program/
 
-# barriers shows that every __syncthreads of internal/cudak/kernels.cu is
-# needed by some test on the host model of the GPU (scripts/barriers.sh: one
-# build and test run per barrier, tens of minutes; not part of make test).
+# barriers shows that every __syncthreads of internal/cudak/kernels.cu, and
+# every wait of the host for the stream in backend/cuda/driver.c, is needed
+# by some test on the host model of the GPU (scripts/barriers.sh: one build
+# and test run per barrier or wait, tens of minutes; not part of make test).
 barriers: deps
 	bash scripts/barriers.sh
 

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Shows that every barrier (__syncthreads) of internal/cudak/kernels.cu is
-# needed by some test: for each in turn, a copy of the repository without
-# that barrier runs the kernel suites on the host model of the GPU
-# (internal/cudak/..., backend/cuda, -failfast), which must fail. The host
-# model runs a block's threads in several orders (forward, reversed, seeded
-# random: internal/cudak/standin), so a missing barrier shows as a wrong
-# result. Prints each barrier's line with the first test that failed, and
-# exits 1 if removing one passes every test.
+# Shows that every barrier (__syncthreads) of internal/cudak/kernels.cu, and
+# every wait of the host for the stream in backend/cuda/driver.c
+# (cuStreamSynchronize, cuEventSynchronize), is needed by some test: for
+# each in turn, a copy of the repository without it runs the kernel suites
+# on the host model of the GPU (internal/cudak/..., backend/cuda,
+# -failfast), which must fail. The host model runs a block's threads in
+# several orders (forward, reversed, seeded random: internal/cudak/standin),
+# so a missing barrier shows as a wrong result, and runs the stream only
+# when the host waits, so a missing wait shows as a result read before it
+# was written. Prints each barrier's and wait's line with the first test
+# that failed, and exits 1 if removing one passes every test.
 #
-#   bash scripts/barriers.sh [LINE...]   (default: every barrier; make barriers)
+#   bash scripts/barriers.sh [LINE...]   (default: every barrier and wait;
+#                                         lines given: those barriers only;
+#                                         make barriers)
+#   bash scripts/barriers.sh waits       (the waits only)
 #
 # It writes only under a temporary folder of its own, removed at exit; the
 # copy is of the files git tracks, as they are in the working tree. Each
@@ -21,7 +27,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 lines=("$@")
-if ((${#lines[@]} == 0)); then
+waits=()
+if ((${#lines[@]} == 0)) || [[ $* == waits ]]; then
+	mapfile -t waits < <(grep -n 'return A->cu\(Stream\|Event\)Synchronize(' backend/cuda/driver.c | cut -d: -f1)
+fi
+if [[ $* == waits ]]; then
+	lines=()
+elif ((${#lines[@]} == 0)); then
 	# Barriers in code, not in comments or the macro that names them.
 	mapfile -t lines < <(grep -n '__syncthreads();' "$src" | grep -v '^[0-9]*:[[:space:]]*//' | cut -d: -f1)
 fi
@@ -55,8 +67,30 @@ for l in "${lines[@]}"; do
 	fi
 done
 cp "$root/$src" "$copy/$src"
+cp "$root/internal/cudak/standin/model_launch.cc" "$copy/internal/cudak/standin/model_launch.cc"
+
+# The host's waits for the stream: each made to return at once.
+drv=backend/cuda/driver.c
+for l in "${waits[@]}"; do
+	sed "${l}s/return A->cu\(Stream\|Event\)Synchronize([a-z]*);/return 0; \/* wait removed *\//" "$drv" >"$copy/$drv"
+	if ! grep -q 'wait removed' "$copy/$drv"; then
+		echo "$drv:$l: no wait there" >&2
+		exit 2
+	fi
+	log=$tmp/wait-$l.log
+	if (cd "$copy" && go test -count=1 -failfast ./backend/cuda >"$log" 2>&1); then
+		echo "$drv:$l: NOT NEEDED: every test passes without it ($(sed -n "${l}p" "$drv" | sed 's/^[[:space:]]*//'))"
+		unneeded=$((unneeded + 1))
+	else
+		failed=$(grep -m1 -oE -- '--- FAIL: [^ ]+' "$log" ||
+			grep -m1 -E 'panic:|fatal error|signal:|orthonet host model|test timed out|FAIL' "$log" || echo "(no failure line in the log)")
+		echo "$drv:$l: needed: $failed"
+	fi
+	cp "$root/$drv" "$copy/$drv"
+done
+total=$((${#lines[@]} + ${#waits[@]}))
 if ((unneeded > 0)); then
-	echo "barriers: $unneeded of ${#lines[@]} needed by no test" >&2
+	echo "barriers: $unneeded of $total barriers and waits needed by no test" >&2
 	exit 1
 fi
-echo "barriers: each of the ${#lines[@]} is needed by some test"
+echo "barriers: each of the ${#lines[@]} barriers and ${#waits[@]} waits is needed by some test"
