@@ -4,8 +4,9 @@
 // (/proc/meminfo's MemAvailable), the address space RLIMIT_AS leaves
 // (the limit less the process's VmSize) and what the process's cgroup
 // leaves (memory.max less memory.current, or cgroup v1's
-// memory.limit_in_bytes less memory.usage_in_bytes, up its hierarchy). A
-// source that cannot be read, or that sets no limit, is skipped.
+// memory.limit_in_bytes less memory.usage_in_bytes, the inactive file
+// cache not counted as used, up its hierarchy). A source that cannot be
+// read, or that sets no limit, is skipped.
 //
 // It also parses and prints sizes in bytes: ParseBytes reads "4G",
 // "512M" or "1.5Gi", Format writes "2.4 TB".
@@ -96,14 +97,20 @@ func (s Sources) addressSpace() (Budget, bool) {
 	return Budget{Bytes: left, Source: "RLIMIT_AS"}, true
 }
 
-// field returns the number after the line's name in the file (a kB figure
-// in meminfo and status files).
+// field returns the number after the line's name in the file under
+// s.Root (a kB figure in meminfo and status files).
 func (s Sources) field(file, name string) (int64, bool) {
 	p := s.path(file)
 	if p == "" {
 		return 0, false
 	}
-	b, err := os.ReadFile(p)
+	return fieldOf(p, name)
+}
+
+// fieldOf returns the number after the line's name (its start, with any
+// separator) in the file at path.
+func fieldOf(path, name string) (int64, bool) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
 	}
@@ -174,7 +181,10 @@ func (s Sources) cgroupLeft(root, rel, limitFile, usageFile string) (b Budget, o
 }
 
 // cgroupFiles returns the limit less the usage of one cgroup folder, or
-// ok false where it sets no limit ("max", or v1's near-2^63 figure).
+// ok false where it sets no limit ("max", or v1's near-2^63 figure). The
+// usage leaves out the inactive file cache (memory.stat's inactive_file,
+// v1's total_inactive_file), which the kernel reclaims before it fails an
+// allocation, as the working set that container runtimes report does.
 func cgroupFiles(dir, limitFile, usageFile string) (int64, bool) {
 	limit, err := readInt(filepath.Join(dir, limitFile))
 	if err != nil || limit >= 1<<62 {
@@ -183,6 +193,12 @@ func cgroupFiles(dir, limitFile, usageFile string) (int64, bool) {
 	usage, err := readInt(filepath.Join(dir, usageFile))
 	if err != nil {
 		usage = 0
+	}
+	for _, key := range []string{"total_inactive_file", "inactive_file"} { // v1 counts the subtree in total_
+		if cache, ok := fieldOf(filepath.Join(dir, "memory.stat"), key+" "); ok {
+			usage = max(0, usage-cache)
+			break
+		}
 	}
 	return max(0, limit-usage), true
 }
