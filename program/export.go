@@ -50,19 +50,8 @@ type ExportConfig struct {
 // without an entry is refused with ErrNotExportable naming the op type and
 // the node. The caller adds metadata (Model.Metadata, Model.DocString).
 func ExportONNX(g *G.ExprGraph, cfg ExportConfig) (*onnx.Model, error) {
-	if len(cfg.Outputs) == 0 {
-		return nil, errors.New("program: ExportONNX: no outputs")
-	}
-	if len(cfg.InputNames) > 0 && len(cfg.InputNames) != len(cfg.Inputs) {
-		return nil, fmt.Errorf("program: ExportONNX: %d input names for %d inputs", len(cfg.InputNames), len(cfg.Inputs))
-	}
-	if len(cfg.OutputNames) > 0 && len(cfg.OutputNames) != len(cfg.Outputs) {
-		return nil, fmt.Errorf("program: ExportONNX: %d output names for %d outputs", len(cfg.OutputNames), len(cfg.Outputs))
-	}
-	for _, n := range cfg.Outputs {
-		if n == nil {
-			return nil, errors.New("program: ExportONNX: an output is nil")
-		}
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	order, err := (&compiler{g: g}).order(cfg.Outputs)
 	if err != nil {
@@ -96,19 +85,48 @@ func ExportONNX(g *G.ExprGraph, cfg ExportConfig) (*onnx.Model, error) {
 			return nil, fmt.Errorf("program: ExportONNX: the outputs do not depend on input %q", n.Name())
 		}
 	}
+	if err := x.outputs(cfg); err != nil {
+		return nil, err
+	}
+	return &onnx.Model{Opset: ONNXOpset, ProducerName: "orthonet", Graph: x.m}, nil
+}
+
+// check reports an error for a config ExportONNX cannot follow: no
+// outputs, a nil one, or names that do not match the nodes.
+func (cfg ExportConfig) check() error {
+	if len(cfg.Outputs) == 0 {
+		return errors.New("program: ExportONNX: no outputs")
+	}
+	if len(cfg.InputNames) > 0 && len(cfg.InputNames) != len(cfg.Inputs) {
+		return fmt.Errorf("program: ExportONNX: %d input names for %d inputs", len(cfg.InputNames), len(cfg.Inputs))
+	}
+	if len(cfg.OutputNames) > 0 && len(cfg.OutputNames) != len(cfg.Outputs) {
+		return fmt.Errorf("program: ExportONNX: %d output names for %d outputs", len(cfg.OutputNames), len(cfg.Outputs))
+	}
+	for _, n := range cfg.Outputs {
+		if n == nil {
+			return errors.New("program: ExportONNX: an output is nil")
+		}
+	}
+	return nil
+}
+
+// outputs names the graph's outputs: an Identity of each output node's
+// value under its name.
+func (x *exporter) outputs(cfg ExportConfig) error {
 	for i, n := range cfg.Outputs {
 		name := fmt.Sprintf("output%d", i)
 		if len(cfg.OutputNames) > 0 {
 			name = cfg.OutputNames[i]
 		}
 		if x.used[name] {
-			return nil, fmt.Errorf("program: ExportONNX: output name %q is taken by another value", name)
+			return fmt.Errorf("program: ExportONNX: output name %q is taken by another value", name)
 		}
 		x.used[name] = true
 		x.m.Nodes = append(x.m.Nodes, onnx.Node{Name: "output:" + name, OpType: "Identity", Inputs: []string{x.names[n]}, Outputs: []string{name}})
 		x.m.Outputs = append(x.m.Outputs, onnx.ValueInfo{Name: name, Type: x.dt, Dims: onnx.Dims64(n.Shape())})
 	}
-	return &onnx.Model{Opset: ONNXOpset, ProducerName: "orthonet", Graph: x.m}, nil
+	return nil
 }
 
 // exporter holds the state of one ExportONNX.
@@ -442,55 +460,13 @@ func exportLinAlg(x *exporter, n *G.Node, args []*G.Node, in []string) (string, 
 	}
 	a, b := in[0], in[1]
 	as, bs := args[0].Shape(), args[1].Shape()
-	// swap transposes the last two axes of value v of rank r.
-	swap := func(v string, r int) string {
-		perm := make([]int64, r)
-		for i := range perm {
-			perm[i] = int64(i)
-		}
-		perm[r-2], perm[r-1] = perm[r-1], perm[r-2]
-		return x.op("Transpose", []string{v}, onnx.Ints("perm", perm...))
-	}
-	// ONNX Runtime (1.24) fuses a Transpose into a following MatMul even in
-	// double precision, where the fused kernel does not exist and the model
-	// then fails to load: DOUBLE products with a transposed operand are
-	// written as Einsum instead.
 	var v string
 	var shape tensor.Shape // of v, as ONNX computes it
 	switch kind {
 	case matMul:
-		if len(as) != 2 || len(bs) != 2 {
-			return "", fmt.Errorf("matrix product of shapes %v and %v", as, bs)
-		}
-		shape = tensor.Shape{as[0], bs[1]}
-		if tA {
-			shape[0] = as[1]
-		}
-		if tB {
-			shape[1] = bs[0]
-		}
-		var attrs []onnx.Attr
-		if tA {
-			attrs = append(attrs, onnx.Int("transA", 1))
-		}
-		if tB {
-			attrs = append(attrs, onnx.Int("transB", 1))
-		}
-		v = x.op("Gemm", []string{a, b}, attrs...)
+		v, shape, err = x.matMul(a, b, as, bs, tA, tB)
 	case matVecMul:
-		if len(as) != 2 {
-			return "", fmt.Errorf("matrix-vector product of shapes %v and %v", as, bs)
-		}
-		shape = tensor.Shape{as[0]}
-		if tA {
-			shape[0] = as[1]
-			if x.dt == onnx.Double {
-				v = x.op("Einsum", []string{a, b}, onnx.String("equation", "ji,j->i"))
-				break
-			}
-			a = swap(a, 2)
-		}
-		v = x.op("MatMul", []string{a, b})
+		v, shape, err = x.matVecMul(a, b, as, bs, tA)
 	case vecDot:
 		shape = tensor.Shape{}
 		v = x.op("MatMul", []string{a, b})
@@ -498,33 +474,92 @@ func exportLinAlg(x *exporter, n *G.Node, args []*G.Node, in []string) (string, 
 		shape = tensor.Shape{as.TotalSize(), bs.TotalSize()}
 		v = x.op("MatMul", []string{x.reshape(a, as, tensor.Shape{as.TotalSize(), 1}), x.reshape(b, bs, tensor.Shape{1, bs.TotalSize()})})
 	case batchedMatMul:
-		r := len(as)
-		if r < 3 || len(bs) != r {
-			return "", fmt.Errorf("batched product of shapes %v and %v", as, bs)
-		}
-		shape = append(slices.Clone(as[:r-1]), bs[r-1])
-		if tA {
-			shape[r-2] = as[r-1]
-		}
-		if tB {
-			shape[r-1] = bs[r-2]
-		}
-		if x.dt == onnx.Double && (tA || tB) {
-			eq := map[bool]string{false: "...ij", true: "...ji"}[tA] + "," + map[bool]string{false: "...jk", true: "...kj"}[tB] + "->...ik"
-			v = x.op("Einsum", []string{a, b}, onnx.String("equation", eq))
-			break
-		}
-		if tA {
-			a = swap(a, r)
-		}
-		if tB {
-			b = swap(b, r)
-		}
-		v = x.op("MatMul", []string{a, b})
+		v, shape, err = x.batchedMatMul(a, b, as, bs, tA, tB)
 	default:
 		return "", fmt.Errorf("%w for linear algebra op kind %d (%v) at node %q", ErrNotExportable, kind, n.Op(), n.Name())
 	}
+	if err != nil {
+		return "", err
+	}
 	return x.reshape(v, shape, n.Shape()), nil
+}
+
+// ONNX Runtime (1.24) fuses a Transpose into a following MatMul even in
+// double precision, where the fused kernel does not exist and the model
+// then fails to load: DOUBLE products with a transposed operand are
+// written as Einsum instead (matVecMul, batchedMatMul).
+
+// swap transposes the last two axes of value v of rank r.
+func (x *exporter) swap(v string, r int) string {
+	perm := make([]int64, r)
+	for i := range perm {
+		perm[i] = int64(i)
+	}
+	perm[r-2], perm[r-1] = perm[r-1], perm[r-2]
+	return x.op("Transpose", []string{v}, onnx.Ints("perm", perm...))
+}
+
+// matMul writes the product of matrices a and b, each transposed where
+// asked, as Gemm; it returns the value and its shape.
+func (x *exporter) matMul(a, b string, as, bs tensor.Shape, tA, tB bool) (string, tensor.Shape, error) {
+	if len(as) != 2 || len(bs) != 2 {
+		return "", nil, fmt.Errorf("matrix product of shapes %v and %v", as, bs)
+	}
+	shape := tensor.Shape{as[0], bs[1]}
+	var attrs []onnx.Attr
+	if tA {
+		shape[0] = as[1]
+		attrs = append(attrs, onnx.Int("transA", 1))
+	}
+	if tB {
+		shape[1] = bs[0]
+		attrs = append(attrs, onnx.Int("transB", 1))
+	}
+	return x.op("Gemm", []string{a, b}, attrs...), shape, nil
+}
+
+// matVecMul writes the product of matrix a (transposed where asked) and
+// vector b.
+func (x *exporter) matVecMul(a, b string, as, bs tensor.Shape, tA bool) (string, tensor.Shape, error) {
+	if len(as) != 2 {
+		return "", nil, fmt.Errorf("matrix-vector product of shapes %v and %v", as, bs)
+	}
+	shape := tensor.Shape{as[0]}
+	if tA {
+		shape[0] = as[1]
+		if x.dt == onnx.Double {
+			return x.op("Einsum", []string{a, b}, onnx.String("equation", "ji,j->i")), shape, nil
+		}
+		a = x.swap(a, 2)
+	}
+	return x.op("MatMul", []string{a, b}), shape, nil
+}
+
+// batchedMatMul writes the products of the matrices a and b hold in their
+// last two axes, each transposed where asked.
+func (x *exporter) batchedMatMul(a, b string, as, bs tensor.Shape, tA, tB bool) (string, tensor.Shape, error) {
+	r := len(as)
+	if r < 3 || len(bs) != r {
+		return "", nil, fmt.Errorf("batched product of shapes %v and %v", as, bs)
+	}
+	shape := append(slices.Clone(as[:r-1]), bs[r-1])
+	if tA {
+		shape[r-2] = as[r-1]
+	}
+	if tB {
+		shape[r-1] = bs[r-2]
+	}
+	if x.dt == onnx.Double && (tA || tB) {
+		eq := map[bool]string{false: "...ij", true: "...ji"}[tA] + "," + map[bool]string{false: "...jk", true: "...kj"}[tB] + "->...ik"
+		return x.op("Einsum", []string{a, b}, onnx.String("equation", eq)), shape, nil
+	}
+	if tA {
+		a = x.swap(a, r)
+	}
+	if tB {
+		b = x.swap(b, r)
+	}
+	return x.op("MatMul", []string{a, b}), shape, nil
 }
 
 func exportSoftmax(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {

@@ -321,82 +321,101 @@ func (m convMatch) fusion() fusion {
 
 // matchConv matches the pattern at y, the forward output.
 func (c *compiler) matchConv(y *G.Node, users map[*G.Node][]*G.Node) (convMatch, bool) {
-	arg := func(n *G.Node, i int) *G.Node {
-		if ch := c.children(n); i < len(ch) {
-			return ch[i]
-		}
-		return nil
-	}
-	if !isTranspose(y, 0, 3, 1, 2) {
+	cm, patch, ok := c.matchConvForward(y)
+	if !ok {
 		return convMatch{}, false
 	}
-	r1 := arg(y, 0)
-	if !isOp(r1, "reshapeOp") {
-		return convMatch{}, false
-	}
-	m := arg(r1, 0)
-	if !isProduct(m, false, true) {
-		return convMatch{}, false
-	}
-	patch, w := arg(m, 0), arg(m, 1)
-	if !isOp(patch, "reshapeOp") {
-		return convMatch{}, false
-	}
-	im := arg(patch, 0)
-	if !isOp(im, "im2colOp") {
-		return convMatch{}, false
-	}
-	x := arg(im, 0)
-	g, err := convGeomOf(im.Op(), x.Shape())
-	if err != nil || !colShape(g).Eq(im.Shape()) {
-		return convMatch{}, false
-	}
-	ws := w.Shape()
-	if len(ws) != 2 || ws[1] != g.Patch() {
-		return convMatch{}, false
-	}
-	f := ws[0]
-	oh, ow := g.Out()
-	if !y.Shape().Eq(tensor.Shape{g.B, f, oh, ow}) {
-		return convMatch{}, false
-	}
-	cm := convMatch{g: g, f: f, x: x, w: w, y: y, inner: []*G.Node{r1, m, patch, im}}
 	// The gradients: each product of a dc with the patches.
 	for _, dw := range users[patch] {
-		if dw == m || !isProduct(dw, true, false) || arg(dw, 1) != patch {
+		if dw == cm.inner[1] || !isProduct(dw, true, false) || c.arg(dw, 1) != patch {
 			continue
 		}
-		dc := arg(dw, 0)
-		tr := arg(dc, 0)
+		dc := c.arg(dw, 0)
+		tr := c.arg(dc, 0)
 		if !isOp(dc, "reshapeOp") || !isTranspose(tr, 0, 2, 3, 1) {
 			continue
 		}
-		dy := arg(tr, 0)
+		dy := c.arg(tr, 0)
 		if !dy.Shape().Eq(y.Shape()) {
 			continue
 		}
 		cm.filter = append(cm.filter, convGrad{dw, dy})
 		cm.inner = append(cm.inner, dc, tr)
-		for _, dp := range users[dc] {
-			if dp == dw || !isProduct(dp, false, false) || arg(dp, 1) != w || len(users[dp]) != 1 {
-				continue
-			}
-			r2 := users[dp][0]
-			if !isOp(r2, "reshapeOp") || len(users[r2]) != 1 {
-				continue
-			}
-			ci := users[r2][0]
-			if !isOp(ci, "col2imOp") {
-				continue
-			}
-			if cg, err := convGeomOf(ci.Op(), ci.Shape()); err != nil || cg != g {
-				continue
-			}
-			cm.input = append(cm.input, convGrad{ci, dy})
-			cm.inner = append(cm.inner, dp, r2)
-		}
+		c.matchConvInputGrads(&cm, dw, dc, dy, users)
 	}
 	return cm, true
+}
+
+// arg returns argument i of n, nil where it has none.
+func (c *compiler) arg(n *G.Node, i int) *G.Node {
+	if ch := c.children(n); i < len(ch) {
+		return ch[i]
+	}
+	return nil
+}
+
+// matchConvForward matches y = transpose(reshape(reshape(im2col(x)) w^T)),
+// the forward pass of gorgonia.Conv2d, and returns the match without its
+// gradients, and the patches' node, which the filter's gradients read.
+func (c *compiler) matchConvForward(y *G.Node) (convMatch, *G.Node, bool) {
+	if !isTranspose(y, 0, 3, 1, 2) {
+		return convMatch{}, nil, false
+	}
+	r1 := c.arg(y, 0)
+	if !isOp(r1, "reshapeOp") {
+		return convMatch{}, nil, false
+	}
+	m := c.arg(r1, 0)
+	if !isProduct(m, false, true) {
+		return convMatch{}, nil, false
+	}
+	patch, w := c.arg(m, 0), c.arg(m, 1)
+	if !isOp(patch, "reshapeOp") {
+		return convMatch{}, nil, false
+	}
+	im := c.arg(patch, 0)
+	if !isOp(im, "im2colOp") {
+		return convMatch{}, nil, false
+	}
+	x := c.arg(im, 0)
+	g, err := convGeomOf(im.Op(), x.Shape())
+	if err != nil || !colShape(g).Eq(im.Shape()) {
+		return convMatch{}, nil, false
+	}
+	ws := w.Shape()
+	if len(ws) != 2 || ws[1] != g.Patch() {
+		return convMatch{}, nil, false
+	}
+	f := ws[0]
+	oh, ow := g.Out()
+	if !y.Shape().Eq(tensor.Shape{g.B, f, oh, ow}) {
+		return convMatch{}, nil, false
+	}
+	return convMatch{g: g, f: f, x: x, w: w, y: y, inner: []*G.Node{r1, m, patch, im}}, patch, true
+}
+
+// matchConvInputGrads adds to cm the gradients of the input that dc (the
+// filter's gradient dw's other factor, from dy) feeds: dc w, reshaped, then
+// col2im of cm's geometry.
+func (c *compiler) matchConvInputGrads(cm *convMatch, dw, dc, dy *G.Node, users map[*G.Node][]*G.Node) {
+	for _, dp := range users[dc] {
+		if dp == dw || !isProduct(dp, false, false) || c.arg(dp, 1) != cm.w || len(users[dp]) != 1 {
+			continue
+		}
+		r2 := users[dp][0]
+		if !isOp(r2, "reshapeOp") || len(users[r2]) != 1 {
+			continue
+		}
+		ci := users[r2][0]
+		if !isOp(ci, "col2imOp") {
+			continue
+		}
+		if cg, err := convGeomOf(ci.Op(), ci.Shape()); err != nil || cg != cm.g {
+			continue
+		}
+		cm.input = append(cm.input, convGrad{ci, dy})
+		cm.inner = append(cm.inner, dp, r2)
+	}
 }
 
 // isBinary reports whether n is the elementwise op sym (gorgonia's symbol:

@@ -160,14 +160,51 @@ func (c *compiler) channelSums(dz *G.Node, users map[*G.Node][]*G.Node) (root *G
 	return nil, nil, false
 }
 
+// convPoolMatch is a convolution block that convPoolFusion matched: its
+// convolution, bias, ReLU, pooling and dropout, and the nodes the fused
+// kernels replace.
+type convPoolMatch struct {
+	cm     convMatch
+	bias   *G.Node // nil: none
+	pg     backend.PoolGeom
+	dropP  float64
+	l      *G.Node // the dropout, nil: none
+	fwd    *G.Node // the block's output
+	inner  []*G.Node
+	dout   *G.Node // the gradient of the block's output, nil: none
+	biasDB *G.Node // the bias's gradient, nil: none
+}
+
 // convPoolFusion matches the block whose max pooling is p, with the
 // dropout l after it (nil: none), of p or of r, a reshape of p (nil:
 // none).
 func (c *compiler) convPoolFusion(p, r, l *G.Node, users map[*G.Node][]*G.Node) (fusion, bool) {
-	a := c.children(p)[0]
-	z, mask, ok := c.rectified(a)
+	m, a, mask, ok := c.convPoolForward(p, r, l, users)
 	if !ok {
 		return fusion{}, false
+	}
+	dz := c.convPoolOutGrad(&m, a, mask, p, r, users)
+	for _, d := range append(slices.Clone(m.cm.filter), m.cm.input...) {
+		if d.dy != dz {
+			return fusion{}, false // a gradient of the convolution's output from elsewhere
+		}
+	}
+	if m.bias != nil && dz != nil {
+		if root, sums, ok := c.channelSums(dz, users); ok { // none where b is not a parameter
+			m.biasDB = root
+			m.inner = append(m.inner, sums...)
+		}
+	}
+	return m.fusion(), true
+}
+
+// convPoolForward matches the forward pass of the block whose pooling is
+// p, of a, the ReLU of the convolution (plus a bias) by mask.
+func (c *compiler) convPoolForward(p, r, l *G.Node, users map[*G.Node][]*G.Node) (m convPoolMatch, a, mask *G.Node, ok bool) {
+	a = c.children(p)[0]
+	z, mask, ok := c.rectified(a)
+	if !ok {
+		return m, nil, nil, false
 	}
 	y, bias, biasInner, biased := c.channelBias(z)
 	if !biased {
@@ -175,37 +212,44 @@ func (c *compiler) convPoolFusion(p, r, l *G.Node, users map[*G.Node][]*G.Node) 
 	}
 	cm, ok := c.matchConv(y, users)
 	if !ok {
-		return fusion{}, false
+		return m, nil, nil, false
 	}
 	pg, err := poolGeomOf(p.Op(), z.Shape(), p.Shape())
 	if err != nil || pg.H*pg.W > 1<<28 {
-		return fusion{}, false
+		return m, nil, nil, false
 	}
-	var dropP float64
-	fwd := p // the block's output
+	m = convPoolMatch{cm: cm, pg: pg, l: l, fwd: p}
+	if biased {
+		m.bias = bias
+	}
 	if l != nil {
-		if dropP, err = floatField(l.Op(), "probability"); err != nil || !(dropP >= 0 && dropP < 1) {
-			return fusion{}, false
+		if m.dropP, err = floatField(l.Op(), "probability"); err != nil || !(m.dropP >= 0 && m.dropP < 1) {
+			return m, nil, nil, false
 		}
 		if c.cfg.EvalMode {
-			dropP = 0
+			m.dropP = 0
 		}
-		fwd = l
+		m.fwd = l
 	}
-	inner := append(slices.Clone(cm.inner), y, a, mask)
-	inner = append(inner, biasInner...)
+	m.inner = append(slices.Clone(cm.inner), y, a, mask)
+	m.inner = append(m.inner, biasInner...)
 	if biased {
-		inner = append(inner, z)
+		m.inner = append(m.inner, z)
 	}
 	if l != nil {
-		inner = append(inner, p)
+		m.inner = append(m.inner, p)
 	}
 	if r != nil {
-		inner = append(inner, r)
+		m.inner = append(m.inner, r)
 	}
+	return m, a, mask, true
+}
 
-	// The gradients, from dout, the gradient of the block's output.
-	var dout, dz *G.Node
+// convPoolOutGrad finds the pooling's gradient (the gradient of the
+// block's output, through the dropout and the reshape r, times the ReLU's
+// mask), sets m.dout and returns dz, the gradient of the convolution's
+// output (nil: none).
+func (c *compiler) convPoolOutGrad(m *convPoolMatch, a, mask, p, r *G.Node, users map[*G.Node][]*G.Node) *G.Node {
 	for _, d := range users[a] {
 		if !isOp(d, "maxPoolDiffOp") || len(users[d]) != 1 {
 			continue
@@ -215,52 +259,46 @@ func (c *compiler) convPoolFusion(p, r, l *G.Node, users map[*G.Node][]*G.Node) 
 			continue
 		}
 		dp := dch[2]
+		var extra []*G.Node
 		if r != nil { // reshape(dropoutDiff(r, l, dl))
 			if !isOp(dp, "reshapeOp") {
 				continue
 			}
-			inner = append(inner, dp)
+			extra = append(extra, dp)
 			dp = c.children(dp)[0]
 		}
-		if l == nil {
-			dout = dp
-		} else {
+		dout := dp
+		if m.l != nil {
 			// dropoutDiff(p, l, dl), or of r
 			pch := c.children(dp)
-			if !isOp(dp, "dropoutDiffOp") || len(pch) != 3 || pch[0] != p && pch[0] != r || pch[1] != l {
+			if !isOp(dp, "dropoutDiffOp") || len(pch) != 3 || pch[0] != p && pch[0] != r || pch[1] != m.l {
 				continue
 			}
 			dout = pch[2]
-			inner = append(inner, dp)
+			extra = append(extra, dp)
 		}
-		dz = dx
-		inner = append(inner, d, dx)
-		break
+		m.dout = dout
+		m.inner = append(append(m.inner, extra...), d, dx)
+		return dx
 	}
-	for _, d := range append(slices.Clone(cm.filter), cm.input...) {
-		if d.dy != dz {
-			return fusion{}, false // a gradient of the convolution's output from elsewhere
-		}
-	}
-	var biasGrad *G.Node
-	if biased && dz != nil {
-		if root, sums, ok := c.channelSums(dz, users); ok { // none where b is not a parameter
-			biasGrad = root
-			inner = append(inner, sums...)
-		}
-	}
+	return nil
+}
 
-	g, f := cm.g, cm.f
-	grads := len(cm.filter) > 0 || len(cm.input) > 0 || biasGrad != nil
+// fusion returns the rewrites of the matched block: ConvPool for its
+// output, and a kernel for each gradient, each of which takes the block's
+// output as an argument too, so that ConvPool is lowered first.
+func (m convPoolMatch) fusion() fusion {
+	g, f, pg, dropP, l := m.cm.g, m.cm.f, m.pg, m.dropP, m.l
+	grads := len(m.cm.filter) > 0 || len(m.cm.input) > 0 || m.biasDB != nil
 	var arg *vbuf // what ConvPool records for the gradients, lowered first
 	argOp := func() backend.Operand { return backend.At(arg, 0) }
-	inputs := []*G.Node{cm.x, cm.w}
-	if biased {
-		inputs = append(inputs, bias)
+	inputs := []*G.Node{m.cm.x, m.cm.w}
+	if m.bias != nil {
+		inputs = append(inputs, m.bias)
 	}
-	fu := fusion{roots: map[*G.Node]rewrite{fwd: {inputs: inputs, lower: func(c *compiler, n *G.Node, in []*val, out *val) error {
+	fu := fusion{roots: map[*G.Node]rewrite{m.fwd: {inputs: inputs, lower: func(c *compiler, n *G.Node, in []*val, out *val) error {
 		k := backend.ConvPool{Geom: g, F: f, Pool: pg, X: in[0].operand(), W: in[1].operand(), Y: out.operand()}
-		if biased {
+		if m.bias != nil {
 			k.Bias = in[2].operand()
 		}
 		if dropP > 0 {
@@ -272,26 +310,24 @@ func (c *compiler) convPoolFusion(p, r, l *G.Node, users map[*G.Node][]*G.Node) 
 		}
 		c.emit(k)
 		return nil
-	}}}, inner: inner}
-	// Each gradient takes the block's output as an argument too, so that
-	// ConvPool is lowered first.
-	for _, d := range cm.filter {
-		fu.roots[d.node] = rewrite{inputs: []*G.Node{cm.x, dout, fwd}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+	}}}, inner: m.inner}
+	for _, d := range m.cm.filter {
+		fu.roots[d.node] = rewrite{inputs: []*G.Node{m.cm.x, m.dout, m.fwd}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
 			c.emit(backend.ConvPoolGradFilter{Geom: g, F: f, Pool: pg, DropP: dropP, X: in[0].operand(), DY: in[1].operand(), Arg: argOp(), DW: out.operand()})
 			return nil
 		}}
 	}
-	for _, d := range cm.input {
-		fu.roots[d.node] = rewrite{inputs: []*G.Node{dout, cm.w, fwd}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+	for _, d := range m.cm.input {
+		fu.roots[d.node] = rewrite{inputs: []*G.Node{m.dout, m.cm.w, m.fwd}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
 			c.emit(backend.ConvPoolGradInput{Geom: g, F: f, Pool: pg, DropP: dropP, DY: in[0].operand(), Arg: argOp(), W: in[1].operand(), DX: out.operand()})
 			return nil
 		}}
 	}
-	if biasGrad != nil {
-		fu.roots[biasGrad] = rewrite{inputs: []*G.Node{dout, fwd}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
+	if m.biasDB != nil {
+		fu.roots[m.biasDB] = rewrite{inputs: []*G.Node{m.dout, m.fwd}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
 			c.emit(backend.ConvPoolGradBias{Pool: pg, DropP: dropP, DY: in[0].operand(), Arg: argOp(), DB: out.operand()})
 			return nil
 		}}
 	}
-	return fu, true
+	return fu
 }

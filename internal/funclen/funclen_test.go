@@ -24,12 +24,7 @@ const maxFunctionLines = 60
 // name is the function's folder, relative to the module root, a dot, and
 // "name" of a function or "Receiver.name" of a method:
 // "program.exportLinAlg", "program.compiler.matchConv".
-var longFunctions = map[string]string{
-	"program.ExportONNX":              "split under issue 41 after the export and memory changes land",
-	"program.compiler.convPoolFusion": "split under issue 41 after the export and memory changes land",
-	"program.compiler.matchConv":      "split under issue 41 after the export and memory changes land",
-	"program.exportLinAlg":            "split under issue 41 after the export and memory changes land",
-}
+var longFunctions = map[string]string{}
 
 // skipDirs are the folders of the module root that hold no source of its
 // own: build outputs and fetched tools.
