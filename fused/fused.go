@@ -6,9 +6,10 @@
 // many. gorgonia.Grad differentiates through them (their backward passes
 // are ops of this package too). Each op carries its lowering (Lowering):
 // the backend kernel that computes it, which compiled programs run and
-// which its Do runs on the CPU backend for Gorgonia's tape machine, so
-// that the math of a fused layer is written once for the host (in package
-// backend, beside its CUDA kernels).
+// whose CPU implementation its Do runs for Gorgonia's tape machine
+// (backend.RunHost), so that the math of a fused layer is written once for
+// the host (in package backend, beside its CUDA kernels). The package
+// imports no backend: only the kernels of package backend.
 //
 // Every op has one output. Where a backward pass yields several gradients
 // (attention, layer norm's scale and shift) they come packed in one tensor
@@ -19,14 +20,12 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
-	"reflect"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
-	"github.com/orthonet/orthonet/backend/cpu"
 )
 
 // base holds the methods every op of the package shares.
@@ -104,8 +103,8 @@ var (
 )
 
 // Lowering is an op that one backend kernel computes: compiled programs
-// (package program) lower it to that kernel, and its Do runs the kernel on
-// the CPU backend. Every op of this package is one; an op of another
+// (package program) lower it to that kernel, and its Do runs the kernel's
+// CPU implementation. Every op of this package is one; an op of another
 // package that implements it is lowered the same way.
 type Lowering interface {
 	G.Op
@@ -114,22 +113,24 @@ type Lowering interface {
 	Kernel(shapes [][]int, in []backend.Operand, out backend.Operand) backend.Kernel
 }
 
-// Do runs op's kernel on the CPU backend over the values of its arguments
-// (of one float type) and returns its result: the Do of a Lowering op.
+// Do runs op's kernel on the host over copies of the values of its
+// arguments (of one float type) and returns its result: the Do of a
+// Lowering op. It runs the kernel's CPU implementation on one thread
+// (backend.RunHost), as a CPU backend of one thread would.
 func Do(op Lowering, vals ...G.Value) (G.Value, error) {
 	if len(vals) != op.Arity() {
 		return nil, fmt.Errorf("fused: %v takes %d arguments, got %d", op, op.Arity(), len(vals))
 	}
-	b := cpu.New(cpu.Options{Threads: 1})
-	defer b.Close()
 	var dt backend.DType
 	shapes, dims := make([][]int, len(vals)), make([]G.DimSizer, len(vals))
 	in := make([]backend.Operand, len(vals))
 	for i, v := range vals {
 		var data any
 		switch x := v.Data().(type) {
-		case []float32, []float64:
-			data = x
+		case []float32:
+			data = append([]float32(nil), x...)
+		case []float64:
+			data = append([]float64(nil), x...)
 		case float32:
 			data = []float32{x}
 		case float64:
@@ -137,21 +138,14 @@ func Do(op Lowering, vals ...G.Value) (G.Value, error) {
 		default:
 			return nil, fmt.Errorf("fused: %v: argument %d holds %T, want float32 or float64", op, i, x)
 		}
-		t := backend.Float64
-		if _, ok := data.([]float32); ok {
-			t = backend.Float32
-		}
-		if i > 0 && t != dt {
-			return nil, fmt.Errorf("fused: %v: arguments of mixed element types", op)
-		}
-		dt = t
-		buf, err := b.Alloc(dt, reflect.ValueOf(data).Len())
+		buf, err := backend.HostSlice(data)
 		if err != nil {
 			return nil, err
 		}
-		if err := b.CopyIn(buf, 0, data); err != nil {
-			return nil, err
+		if i > 0 && buf.DType() != dt {
+			return nil, fmt.Errorf("fused: %v: arguments of mixed element types", op)
 		}
+		dt = buf.DType()
 		shapes[i], dims[i], in[i] = []int(v.Shape()), v.Shape(), backend.At(buf, 0)
 	}
 	shape, err := op.InferShape(dims...)
@@ -159,23 +153,16 @@ func Do(op Lowering, vals ...G.Value) (G.Value, error) {
 		return nil, err
 	}
 	n := max(shape.TotalSize(), 1)
-	out, err := b.Alloc(dt, n)
-	if err != nil {
-		return nil, err
-	}
-	f, err := b.Prepare(op.Kernel(shapes, in, backend.At(out, 0)))
-	if err != nil {
-		return nil, fmt.Errorf("fused: %v: %w", op, err)
-	}
-	if err := f(); err != nil {
-		return nil, fmt.Errorf("fused: %v: %w", op, err)
-	}
 	res := any(make([]float64, n))
 	if dt == backend.Float32 {
 		res = make([]float32, n)
 	}
-	if err := b.CopyOut(res, out, 0); err != nil {
+	out, err := backend.HostSlice(res)
+	if err != nil {
 		return nil, err
+	}
+	if err := backend.RunHost(op.Kernel(shapes, in, backend.At(out, 0))); err != nil {
+		return nil, fmt.Errorf("fused: %v: %w", op, err)
 	}
 	if shape.IsScalar() {
 		if r, ok := res.([]float32); ok {

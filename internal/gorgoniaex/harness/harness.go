@@ -32,6 +32,7 @@ import (
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/paramopt"
 	"github.com/orthonet/orthonet/program"
 )
 
@@ -580,7 +581,7 @@ func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, err := param.NewSolver(b.params, groups(o), optim.Options{})
+	ts, err := paramopt.NewSolver(b.params, groups(o), optim.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -840,7 +841,7 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		}
 		vm := G.NewTapeMachine(t.g, G.BindDualValues(param.Nodes(t.params)...))
 		defer vm.Close()
-		ts, err := param.NewSolver(t.params, groups(o), optim.Options{})
+		ts, err := paramopt.NewSolver(t.params, groups(o), optim.Options{})
 		if err != nil {
 			return nil, err
 		}
@@ -894,7 +895,7 @@ func throughput(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if o.backend == "tape" {
 		vm := G.NewTapeMachine(n.g, G.BindDualValues(param.Nodes(n.params)...))
 		defer vm.Close()
-		ts, err := param.NewSolver(n.params, groups(o), optim.Options{})
+		ts, err := paramopt.NewSolver(n.params, groups(o), optim.Options{})
 		if err != nil {
 			return nil, err
 		}
