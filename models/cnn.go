@@ -37,14 +37,8 @@ type CNN struct {
 
 // NewCNN builds a CNN on g with Haar-initialised kernels.
 func NewCNN(g *G.ExprGraph, cfg CNNConfig, dt tensor.Dtype, rng *rand.Rand) (*CNN, error) {
-	if cfg.InChannels < 1 || cfg.Height < 1 || cfg.Width < 1 || cfg.Channels < 1 || cfg.Depth < 1 || cfg.Classes < 2 {
-		return nil, fmt.Errorf("models: CNN %+v: want positive sizes, Depth >= 1 and Classes >= 2", cfg)
-	}
-	if cfg.Depth > 16 || cfg.Channels<<(cfg.Depth-1) > 1<<16 {
-		return nil, fmt.Errorf("models: CNN of %d blocks from %d channels: the last block would have %d channels (at most 65536)", cfg.Depth, cfg.Channels, cfg.Channels<<min(cfg.Depth-1, 20))
-	}
-	if cfg.Convs < 0 || cfg.Convs > 8 {
-		return nil, fmt.Errorf("models: CNN of %d convolutions a block, want 1 to 8 (0: 1)", cfg.Convs)
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	cfg.Convs = max(cfg.Convs, 1)
 	m := &CNN{Cfg: cfg}
@@ -74,6 +68,29 @@ func NewCNN(g *G.ExprGraph, cfg CNNConfig, dt tensor.Dtype, rng *rand.Rand) (*CN
 	}
 	m.Head = head
 	return m, nil
+}
+
+// maxCNNChannels is the most channels a CNN's last block may have.
+const maxCNNChannels = 1 << 16
+
+// check refuses a configuration NewCNN cannot build. The last block's
+// channels, Channels 2^(Depth-1), are bounded without computing them, so
+// that no shift overflows.
+func (cfg CNNConfig) check() error {
+	if cfg.InChannels < 1 || cfg.Height < 1 || cfg.Width < 1 || cfg.Channels < 1 || cfg.Depth < 1 || cfg.Classes < 2 {
+		return fmt.Errorf("models: CNN %+v: want positive sizes, Depth >= 1 and Classes >= 2", cfg)
+	}
+	if cfg.Depth > 16 || cfg.Channels > maxCNNChannels>>(cfg.Depth-1) {
+		last := fmt.Sprintf("%d", cfg.Channels<<min(cfg.Depth-1, 20))
+		if cfg.Depth > 16 || cfg.Channels > 1<<40 {
+			last = fmt.Sprintf("%d x 2^%d", cfg.Channels, cfg.Depth-1)
+		}
+		return fmt.Errorf("models: CNN of %d blocks from %d channels: the last block would have %s channels (at most %d)", cfg.Depth, cfg.Channels, last, maxCNNChannels)
+	}
+	if cfg.Convs < 0 || cfg.Convs > 8 {
+		return fmt.Errorf("models: CNN of %d convolutions a block, want 1 to 8 (0: 1)", cfg.Convs)
+	}
+	return nil
 }
 
 // Forward returns the logits of a (batch, InChannels, Height, Width) input.

@@ -34,11 +34,8 @@ type FFN struct {
 
 // NewFFN builds an FFN on g with Haar-initialised orthogonal layers.
 func NewFFN(g *G.ExprGraph, cfg FFNConfig, dt tensor.Dtype, rng *rand.Rand) (*FFN, error) {
-	if cfg.Depth < 1 || cfg.Classes < 2 || cfg.In < 1 || cfg.Hidden < 1 {
-		return nil, fmt.Errorf("models: FFN %+v: want Depth >= 1, Classes >= 2 and positive sizes", cfg)
-	}
-	if cfg.In < cfg.Hidden {
-		return nil, fmt.Errorf("models: FFN input %d < hidden %d: the first orthogonal layer needs in >= out", cfg.In, cfg.Hidden)
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	m := &FFN{Cfg: cfg}
 	in := cfg.In
@@ -56,6 +53,17 @@ func NewFFN(g *G.ExprGraph, cfg FFNConfig, dt tensor.Dtype, rng *rand.Rand) (*FF
 	}
 	m.Layers = append(m.Layers, out)
 	return m, nil
+}
+
+// check refuses a configuration NewFFN cannot build.
+func (cfg FFNConfig) check() error {
+	if cfg.Depth < 1 || cfg.Classes < 2 || cfg.In < 1 || cfg.Hidden < 1 {
+		return fmt.Errorf("models: FFN %+v: want Depth >= 1, Classes >= 2 and positive sizes", cfg)
+	}
+	if cfg.In < cfg.Hidden {
+		return fmt.Errorf("models: FFN input %d < hidden %d: the first orthogonal layer needs in >= out", cfg.In, cfg.Hidden)
+	}
+	return nil
 }
 
 // Forward returns the logits of a (batch, In) input.

@@ -56,14 +56,8 @@ const maxRNNSteps = 256
 
 // NewRNN builds an RNN on g, drawing its initial weights from rng.
 func NewRNN(g *G.ExprGraph, cfg RNNConfig, dt tensor.Dtype, rng *rand.Rand) (*RNN, error) {
-	if cfg.In < 1 || cfg.Hidden < 1 || cfg.Steps < 1 || cfg.Classes < 2 || cfg.Channels < 0 {
-		return nil, fmt.Errorf("models: RNN %+v: want positive sizes and Classes >= 2", cfg)
-	}
-	if cfg.Steps > maxRNNSteps {
-		return nil, fmt.Errorf("models: RNN of %d steps, at most %d (Gorgonia v0.9.18 tells slices apart by their bounds mod 256)", cfg.Steps, maxRNNSteps)
-	}
-	if cfg.Channels > 1 && cfg.In%cfg.Channels != 0 {
-		return nil, fmt.Errorf("models: RNN of %d channels reads %d values a step: want a multiple of the channels", cfg.Channels, cfg.In)
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	m := &RNN{Cfg: cfg}
 	var err error
@@ -77,6 +71,20 @@ func NewRNN(g *G.ExprGraph, cfg RNNConfig, dt tensor.Dtype, rng *rand.Rand) (*RN
 		return nil, err
 	}
 	return m, nil
+}
+
+// check refuses a configuration NewRNN cannot build.
+func (cfg RNNConfig) check() error {
+	if cfg.In < 1 || cfg.Hidden < 1 || cfg.Steps < 1 || cfg.Classes < 2 || cfg.Channels < 0 {
+		return fmt.Errorf("models: RNN %+v: want positive sizes and Classes >= 2", cfg)
+	}
+	if cfg.Steps > maxRNNSteps {
+		return fmt.Errorf("models: RNN of %d steps, at most %d (Gorgonia v0.9.18 tells slices apart by their bounds mod 256)", cfg.Steps, maxRNNSteps)
+	}
+	if cfg.Channels > 1 && cfg.In%cfg.Channels != 0 {
+		return fmt.Errorf("models: RNN of %d channels reads %d values a step: want a multiple of the channels", cfg.Channels, cfg.In)
+	}
+	return nil
 }
 
 // Forward returns the (batch, Classes) logits of x, (batch, Steps*In):

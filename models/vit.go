@@ -28,6 +28,18 @@ func (c ViTConfig) Tokens() int { return (c.Image / c.Patch) * (c.Image / c.Patc
 // PatchDim returns the length of one flattened patch.
 func (c ViTConfig) PatchDim() int { return c.Patch * c.Patch * c.Channels }
 
+// check refuses a configuration NewViT cannot build (NewViT's layers
+// refuse the rest: a Dim the Heads do not divide, a Dim below 1).
+func (cfg ViTConfig) check() error {
+	switch {
+	case cfg.Patch < 1 || cfg.Image%cfg.Patch != 0:
+		return fmt.Errorf("models: ViT patch %d does not divide image %d", cfg.Patch, cfg.Image)
+	case cfg.Depth < 1 || cfg.Classes < 2 || cfg.MLP < 1 || cfg.Channels < 1:
+		return fmt.Errorf("models: ViT %+v: want Depth >= 1, Classes >= 2, MLP >= 1", cfg)
+	}
+	return nil
+}
+
 // block is one pre-LayerNorm transformer block.
 type block struct {
 	ln1, ln2 *nn.LayerNorm
@@ -55,11 +67,8 @@ type ViT struct {
 // NewViT builds a ViT for a batch of the given size on g; train adds
 // dropout masks.
 func NewViT(g *G.ExprGraph, cfg ViTConfig, dt tensor.Dtype, rng *rand.Rand) (*ViT, error) {
-	switch {
-	case cfg.Patch < 1 || cfg.Image%cfg.Patch != 0:
-		return nil, fmt.Errorf("models: ViT patch %d does not divide image %d", cfg.Patch, cfg.Image)
-	case cfg.Depth < 1 || cfg.Classes < 2 || cfg.MLP < 1 || cfg.Channels < 1:
-		return nil, fmt.Errorf("models: ViT %+v: want Depth >= 1, Classes >= 2, MLP >= 1", cfg)
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	m := &ViT{Cfg: cfg}
 	var err error

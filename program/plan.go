@@ -93,7 +93,11 @@ func (c *compiler) slots() []*slot {
 // kernels on the physical buffers.
 func (c *compiler) plan(p *Program) error {
 	be := c.cfg.Backend
-	for _, s := range c.slots() {
+	slots := c.slots()
+	if err := c.checkBudget(slots); err != nil {
+		return err
+	}
+	for _, s := range slots {
 		b, err := be.Alloc(s.dt, s.n)
 		if err != nil {
 			return fmt.Errorf("program: allocating %d values of %v: %w", s.n, s.dt, err)

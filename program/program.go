@@ -111,6 +111,18 @@ type Config struct {
 	// nn.Accuracy makes), which Collect returns: the logits need not leave
 	// the backend.
 	Accuracy Accuracy
+	// MaxBytes bounds the bytes of the buffers Compile allocates in the
+	// backend (every parameter, gradient, input, constant, output and
+	// temporary, after temporaries share by liveness): a graph whose
+	// buffers take more is refused before any is allocated, with an error
+	// wrapping ErrMemory that names the largest buffers' nodes. Zero, the
+	// default, means the memory left: the device's free memory for a
+	// backend that reports it (a MemInfo method, the CUDA backend's), else
+	// the host's as package internal/membudget finds it (the smallest of
+	// MemAvailable, RLIMIT_AS less the address space held, and the
+	// cgroup's limit less its usage), or no bound where none can be read.
+	// Below zero: no bound.
+	MaxBytes int64
 	// unfused compiles every pattern the general way, without fusions:
 	// what tests compare the fused kernels with.
 	unfused bool
@@ -127,6 +139,10 @@ type Dropout struct {
 
 // ErrUnknownOp reports a graph with an op the compiler cannot lower.
 var ErrUnknownOp = errors.New("program: unknown op")
+
+// ErrMemory reports a graph whose buffers take more memory than
+// Config.MaxBytes allows.
+var ErrMemory = errors.New("program: more memory than the budget")
 
 // Param is one trainable parameter of a compiled program.
 type Param struct {

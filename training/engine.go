@@ -125,7 +125,7 @@ func newProgramEngine(c *Config, m, ev *Model) (*programEngine, error) {
 	}
 	outputs := []*G.Node{m.Loss}
 	cfg := program.Config{Backend: e.be, Params: m.Params, Inputs: inputsOf(m), Groups: c.Groups,
-		Profile: c.KernelProfile, Dropout: m.Dropout, DropoutSeed: dropoutSeed(c)}
+		Profile: c.KernelProfile, Dropout: m.Dropout, DropoutSeed: dropoutSeed(c), MaxBytes: c.MaxBytes}
 	if m.Logits != nil {
 		outputs = append(outputs, m.Logits)
 		if m.Labels != nil {
@@ -140,7 +140,7 @@ func newProgramEngine(c *Config, m, ev *Model) (*programEngine, error) {
 		e.close()
 		return nil, fmt.Errorf("training: compiling the training graph: %w", err)
 	}
-	if err = e.compileEval(ev); err != nil {
+	if err = e.compileEval(ev, c.MaxBytes); err != nil {
 		e.close()
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func dropoutSeed(c *Config) uint64 {
 
 // compileEval compiles the forward pass of ev, its parameters the training
 // program's.
-func (e *programEngine) compileEval(ev *Model) error {
+func (e *programEngine) compileEval(ev *Model, maxBytes int64) error {
 	outputs := []*G.Node{}
 	if ev.Logits != nil {
 		outputs = append(outputs, ev.Logits)
@@ -181,7 +181,7 @@ func (e *programEngine) compileEval(ev *Model) error {
 	}
 	var err error
 	e.eprog, err = program.Compile(graphOf(ev), program.Config{Backend: e.be, Outputs: outputs,
-		Params: ev.Params, NoGrad: true, EvalMode: true, Inputs: inputsOf(ev), Share: e.prog})
+		Params: ev.Params, NoGrad: true, EvalMode: true, Inputs: inputsOf(ev), Share: e.prog, MaxBytes: maxBytes})
 	if err != nil {
 		return fmt.Errorf("training: compiling the evaluation graph: %w", err)
 	}
@@ -371,6 +371,14 @@ func newTapeEngine(c *Config, m, ev *Model) (*tapeEngine, error) {
 	e := &tapeEngine{m: m, ev: ev}
 	if m.Logits != nil {
 		G.Read(m.Logits, &e.logits)
+	}
+	if err := checkTape(c, m.Loss.Graph(), "training", param.Nodes(m.Params)); err != nil {
+		return nil, err
+	}
+	if ev != m {
+		if err := checkTape(c, graphOf(ev), "evaluation", nil); err != nil {
+			return nil, err
+		}
 	}
 	e.vm = G.NewTapeMachine(m.Loss.Graph(), G.BindDualValues(param.Nodes(m.Params)...))
 	if ev != m {

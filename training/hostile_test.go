@@ -98,6 +98,8 @@ func TestRefusals(t *testing.T) {
 		{"no params", func(m *Model) { m.Params = nil }, nil, "Model.Params is empty"},
 		{"r too big", nil, func(c *Config) { c.Groups[0].Rule = optim.RSDMConfig{SubmanifoldSize: 40} }, "-r 40"},
 		{"fewer examples than a batch", nil, func(c *Config) { c.Train = blobs(4, 12, 4, 2); c.Batch = 8 }, "fewer than one batch"},
+		{"program over memory", nil, func(c *Config) { c.MaxBytes = 2000 }, `more than the 2.0 kB available (Config.MaxBytes); the largest:`},
+		{"tape over memory", nil, func(c *Config) { c.MaxBytes, c.Engine = 2000, "tape" }, `tape machine's values of the training graph take about`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := t.TempDir()
@@ -112,6 +114,9 @@ func TestRefusals(t *testing.T) {
 			_, err := Run(context.Background(), m, c)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one naming %q", err, tc.want)
+			}
+			if c.MaxBytes != 0 && (!errors.Is(err, ErrMemory) || !errors.As(err, new(*SettingError))) {
+				t.Errorf("error %v: want a SettingError wrapping ErrMemory", err)
 			}
 			if path, _, _ := checkpoint.LatestUnder(out); path != "" {
 				t.Errorf("a refused run wrote %s", path)

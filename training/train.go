@@ -126,6 +126,14 @@ type Config struct {
 	// KernelProfile times every kernel of the compiled training program and
 	// reports where a step's time goes at the end.
 	KernelProfile bool
+	// MaxBytes bounds the memory each engine allocates for a graph, checked
+	// before it allocates: each compiled program's buffers
+	// (program.Config.MaxBytes), or the values a tape machine gives the
+	// graph's nodes. A graph over it is refused with an error wrapping
+	// ErrMemory (a SettingError where one process trains). Zero, the
+	// default, means the memory left, as program.Config.MaxBytes says;
+	// below zero, no bound.
+	MaxBytes int64
 
 	// EvalEvery is the steps between evaluations within an epoch on the
 	// first EvalSubset test examples (0: about ten an epoch; -1: none);

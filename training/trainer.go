@@ -170,6 +170,8 @@ func (t *Trainer) buildEngine() error {
 		t.eng, err = newEngine(c, t.m, t.ev)
 	}
 	switch {
+	case errors.Is(err, ErrMemory) && c.ranks() == 1: // on several ranks, maybe this rank's alone
+		return &SettingError{err}
 	case errors.Is(err, optim.ErrNotDistributed):
 		return &SettingError{fmt.Errorf("-dist mpi: %w", err)}
 	case errors.Is(err, optim.ErrNotOnDevice):

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/internal/membudget"
 )
 
 // imageSize is the side the paper resizes each data set to: 32 for the ViT,
@@ -25,15 +26,27 @@ func imageSize(model, dataset string) int {
 	return 32
 }
 
+// dataBudget is the most bytes a data set's pixels may take, read or
+// resized: the data package's bound (data.DefaultMaxBytes), or the
+// memory budget where that is smaller.
+func dataBudget(b membudget.Budget, has bool) int64 {
+	if has && b.Bytes < data.DefaultMaxBytes {
+		return max(1, b.Bytes)
+	}
+	return data.DefaultMaxBytes
+}
+
 // loadData downloads the data set if asked, reads its training and test
-// sets and resizes them to the model's side.
+// sets and resizes them to the model's side, each set's pixels within
+// dataBudget where the reader takes a bound (an image folder, a resize).
 func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set, err error) {
+	maxBytes := dataBudget(c.budget())
 	dir := c.dataDir
 	if c.dataset == "folder" {
-		if train, test, err = loadFolder(dir); err != nil {
+		if train, test, err = loadFolder(dir, maxBytes); err != nil {
 			return nil, nil, err
 		}
-		return resize(c, train, test)
+		return resize(c, train, test, maxBytes)
 	}
 	if dir == "" {
 		dir = data.DefaultDir(c.dataset)
@@ -55,19 +68,20 @@ func loadData(ctx context.Context, c config, w io.Writer) (train, test *data.Set
 		}
 		return nil, nil, err
 	}
-	return resize(c, train, test)
+	return resize(c, train, test, maxBytes)
 }
 
-// resize resizes train and test to the model's side.
-func resize(c config, train, test *data.Set) (_, _ *data.Set, err error) {
+// resize resizes train and test to the model's side, each within
+// maxBytes.
+func resize(c config, train, test *data.Set, maxBytes int64) (_, _ *data.Set, err error) {
 	side := imageSize(c.model, c.dataset)
 	if side == 0 { // the images as they are
 		return train, test, nil
 	}
-	if train, err = train.Resize(side, side, 0); err != nil {
+	if train, err = train.Resize(side, side, maxBytes); err != nil {
 		return nil, nil, err
 	}
-	if test, err = test.Resize(side, side, 0); err != nil {
+	if test, err = test.Resize(side, side, maxBytes); err != nil {
 		return nil, nil, err
 	}
 	return train, test, nil
@@ -76,8 +90,8 @@ func resize(c config, train, test *data.Set) (_, _ *data.Set, err error) {
 // loadFolder reads the image folder dir (dir/train/CLASS/* and
 // dir/test/CLASS/*, PNG or JPEG) at the channels and size of its first
 // image (data.FirstImageShape): grayscale images as one channel, colour
-// ones as three.
-func loadFolder(dir string) (train, test *data.Set, err error) {
+// ones as three, each split's pixels within maxBytes.
+func loadFolder(dir string, maxBytes int64) (train, test *data.Set, err error) {
 	if dir == "" {
 		return nil, nil, &usageError{errors.New("-dataset folder needs -data DIR, a folder of DIR/train/CLASS/* and DIR/test/CLASS/* images")}
 	}
@@ -85,7 +99,7 @@ func loadFolder(dir string) (train, test *data.Set, err error) {
 	if err != nil {
 		return nil, nil, &usageError{err}
 	}
-	if train, test, err = data.ReadImageFolderSplit(dir, data.FolderOptions{C: c, H: h, W: w}); err != nil {
+	if train, test, err = data.ReadImageFolderSplit(dir, data.FolderOptions{C: c, H: h, W: w, MaxBytes: maxBytes}); err != nil {
 		return nil, nil, &usageError{err}
 	}
 	return train, test, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
 	"github.com/orthonet/orthonet/dist"
+	"github.com/orthonet/orthonet/internal/membudget"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/optim/optflag"
 )
@@ -56,6 +57,8 @@ type config struct {
 	kernelProfile           bool
 	engine                  string
 	dist                    string // -dist: single or mpi
+	maxMemoryArg            string // -max-memory as given: auto or a size
+	maxMemory               int64  // -max-memory in bytes; 0 for auto (memory.go)
 
 	comm      dist.Communicator // the group of -dist mpi; nil for -dist single
 	blasShare int               // -dist mpi: threads of one rank's OpenBLAS and CPU backend (0: their defaults)
@@ -288,7 +291,30 @@ func runFlags(c *config) []flagDef {
 		{name: "dist", define: val(&c.dist, "single"), resumable: true, choices: []string{"single", "mpi"},
 			usage: "single (one process) or mpi (one rank of 'mpirun -np N train -dist mpi ...': each rank trains on its -batch/N rows of every global batch of -batch, rank 0 writes; CPU only)"},
 		{name: "cpuprofile", define: val(&c.cpuProfile, ""), resumable: true, usage: "write a Go CPU profile of the run to this new file (go tool pprof reads it; a file there already is refused, exit 2)"},
+		{name: "max-memory", define: val(&c.maxMemoryArg, "auto"), resumable: true, usage: maxMemoryUsage},
 	}
+}
+
+// maxMemoryUsage is -max-memory's usage, train's and its subcommands'.
+const maxMemoryUsage = "the memory the run may take, in bytes with an optional unit (4G, 512M: powers of 1000; 4Gi: of 1024), " +
+	"which the network's estimated parameters, optimizer state, activations and data must fit before anything is built (exit 2 naming the flags to lower); " +
+	"auto: the smallest of the available memory (MemAvailable), RLIMIT_AS and the cgroup's limit. Never saved in checkpoints"
+
+// unsaved are the flags a checkpoint does not save (config.flags lacks
+// them): -resume, and -max-memory, the machine's, which a resumed run or
+// a subcommand takes from its own command line, never from a checkpoint.
+var unsaved = map[string]bool{"resume": true, "max-memory": true}
+
+// parseMaxMemory reads -max-memory: auto (0) or a size in bytes.
+func parseMaxMemory(v string) (int64, error) {
+	if v == "auto" {
+		return 0, nil
+	}
+	b, err := membudget.ParseBytes(v)
+	if err != nil {
+		return 0, fmt.Errorf("-max-memory: %w, or auto", err)
+	}
+	return b, nil
 }
 
 // resumable lists the flags a resumed run may change (flagDef.resumable).
@@ -335,7 +361,7 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 	}
 	c.flags = map[string]string{}
 	fs.VisitAll(func(fl *flag.Flag) {
-		if fl.Name != "resume" {
+		if !unsaved[fl.Name] {
 			c.flags[fl.Name] = fl.Value.String()
 		}
 	})
@@ -348,6 +374,10 @@ func parseArgs(args []string, stderr io.Writer) (config, *flag.FlagSet, error) {
 		return c, fs, err
 	}
 	if err := c.parseRules(fs); err != nil {
+		return c, fs, err
+	}
+	var err error
+	if c.maxMemory, err = parseMaxMemory(c.maxMemoryArg); err != nil {
 		return c, fs, err
 	}
 	if c.depth == 0 {

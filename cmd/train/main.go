@@ -128,17 +128,19 @@ func leave(comm dist.Communicator, err error) int {
 }
 
 // exitCode is the command's exit status for run's error: 0, 2 for a
-// setting that cannot train, 128 + the signal for a signal, else 1.
+// setting that cannot train (one too large for the memory among them),
+// 128 + the signal for a signal, else 1.
 func exitCode(err error) int {
 	var interrupted *training.InterruptedError
 	var usage *usageError
 	var setting *training.SettingError
+	var memory *memoryError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &interrupted):
 		return 128 + int(interrupted.Signal)
-	case errors.As(err, &usage), errors.As(err, &setting):
+	case errors.As(err, &usage), errors.As(err, &setting), errors.As(err, &memory):
 		return 2
 	}
 	return 1

@@ -83,12 +83,12 @@ func buildNetFrom(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rn
 		if x, err = n.input(g, b, b, d); err != nil {
 			return nil, err
 		}
-		if n.ffn, err = models.NewFFN(g, models.FFNConfig{In: d, Hidden: c.hidden, Classes: set.Classes, Depth: c.depth, Bias: true}, tensor.Float32, rng); err != nil {
+		if n.ffn, err = models.NewFFN(g, ffnConfig(c, set), tensor.Float32, rng); err != nil {
 			return nil, err
 		}
 		n.logits, err = n.ffn.Forward(x)
 	case "vit":
-		cfg := models.ViTConfig{Image: set.H, Patch: c.patch, Channels: set.C, Dim: c.dim, Depth: c.depth, Heads: c.heads, MLP: c.mlp, Classes: set.Classes, Dropout: c.dropout}
+		cfg := vitConfig(c, set)
 		if set.H != set.W {
 			return nil, fmt.Errorf("the ViT needs square images, got %dx%d", set.H, set.W)
 		}
@@ -105,18 +105,15 @@ func buildNetFrom(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rn
 		if x, err = n.input(g, b, b, set.C, set.H, set.W); err != nil {
 			return nil, err
 		}
-		cfg := models.CNNConfig{InChannels: set.C, Height: set.H, Width: set.W, Channels: c.channels, Depth: c.depth, Classes: set.Classes, Bias: true}
-		if n.cnn, err = models.NewCNN(g, cfg, tensor.Float32, rng); err != nil {
+		if n.cnn, err = models.NewCNN(g, cnnConfig(c, set), tensor.Float32, rng); err != nil {
 			return nil, err
 		}
 		n.logits, err = n.cnn.Forward(x)
 	case "rnn":
-		// One step a row of the image, all its channels (models.RNNConfig).
 		if x, err = n.input(g, b, b, set.Dim()); err != nil {
 			return nil, err
 		}
-		cfg := models.RNNConfig{In: set.C * set.W, Hidden: c.hidden, Steps: set.H, Classes: set.Classes, Channels: set.C}
-		if n.rnn, err = models.NewRNN(g, cfg, tensor.Float32, rng); err != nil {
+		if n.rnn, err = models.NewRNN(g, rnnConfig(c, set), tensor.Float32, rng); err != nil {
 			return nil, err
 		}
 		n.logits, err = n.rnn.Forward(x)
@@ -127,6 +124,27 @@ func buildNetFrom(c config, g *G.ExprGraph, b int, set *data.Set, train bool, rn
 		return nil, err
 	}
 	return n, nil
+}
+
+// ffnConfig, vitConfig, cnnConfig and rnnConfig size the model of c for
+// images of set's shape and classes: what buildNetFrom builds and
+// memory.go's estimate counts.
+func ffnConfig(c config, set *data.Set) models.FFNConfig {
+	return models.FFNConfig{In: set.Dim(), Hidden: c.hidden, Classes: set.Classes, Depth: c.depth, Bias: true}
+}
+
+func vitConfig(c config, set *data.Set) models.ViTConfig {
+	return models.ViTConfig{Image: set.H, Patch: c.patch, Channels: set.C, Dim: c.dim, Depth: c.depth, Heads: c.heads, MLP: c.mlp, Classes: set.Classes, Dropout: c.dropout}
+}
+
+func cnnConfig(c config, set *data.Set) models.CNNConfig {
+	return models.CNNConfig{InChannels: set.C, Height: set.H, Width: set.W, Channels: c.channels, Depth: c.depth, Classes: set.Classes, Bias: true}
+}
+
+// rnnConfig reads one row of the image a step, all its channels
+// (models.RNNConfig).
+func rnnConfig(c config, set *data.Set) models.RNNConfig {
+	return models.RNNConfig{In: set.C * set.W, Hidden: c.hidden, Steps: set.H, Classes: set.Classes, Channels: set.C}
 }
 
 // input returns the input node of a batch of b examples, of shape (or

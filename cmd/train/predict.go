@@ -93,9 +93,9 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 	want := t.set()
 	failed := 0
 	for _, path := range p.files {
-		set, err := data.ReadImageFile(path, want.C)
+		set, err := data.ReadImageFile(path, want.C) // within data.MaxImagePixels and data.DefaultMaxBytes
 		if err == nil {
-			set, err = set.Resize(want.H, want.W, 0)
+			set, err = set.Resize(want.H, want.W, dataBudget(t.c.budget()))
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "train predict: %v\n", err)

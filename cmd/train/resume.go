@@ -70,7 +70,7 @@ func mergeSaved(path string, f *checkpoint.File, fs *flag.FlagSet) ([]string, er
 		if fs.Lookup(name) == nil || name == "resume" {
 			return nil, fmt.Errorf("-resume %s: the checkpoint sets flag -%s, which this build does not have", path, name)
 		}
-		if name == "device" { // the machine's, not the run's: this command line's (auto by default)
+		if name == "device" || unsaved[name] { // the machine's, not the run's: this command line's (auto by default)
 			continue
 		}
 		merged = append(merged, "-"+name+"="+saved[name])

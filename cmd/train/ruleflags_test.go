@@ -17,14 +17,14 @@ const oldFlags = `batch int "16";channels int "64";clip-norm float "0";cpuprofil
 	`dist string "single";download  "false";dropout float "0.1";engine string "program";epochs int "1";` +
 	`eval-every int "0";eval-interval duration "0s";eval-subset int "2000";heads int "4";hidden int "1024";` +
 	`keep int "3";kernel-profile  "false";limit-test int "0";limit-train int "0";lr float "0.1";` +
-	`lr-other float "0.05";min-accuracy float "0";mlp int "256";model string "ffn";momentum float "0.9";` +
+	`lr-other float "0.05";max-memory string "auto";min-accuracy float "0";mlp int "256";model string "ffn";momentum float "0.9";` +
 	`nonfinite string "stop";optim string "rsdm";other string "sgd";out string "checkpoints";patch int "4";` +
 	`r int "300";resume string "";resume-other-data  "false";rgd-momentum float "0.9";sampling string "perm";save-every int "1000";` +
 	`schedule string "cosine";seed uint "1";time-limit duration "0s";warmup int "500";weight-decay float "0";`
 
 // TestRuleFlagsUnchanged checks that the flags defined from the rule
 // table, with train's own, have the names, types and defaults train had
-// before (and -resume-other-data, added since), and that each rule flag's usage names the rules that take it.
+// before (and -resume-other-data and -max-memory, added since), and that each rule flag's usage names the rules that take it.
 func TestRuleFlagsUnchanged(t *testing.T) {
 	_, fs, err := parseArgs(nil, io.Discard)
 	if err != nil {

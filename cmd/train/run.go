@@ -55,12 +55,23 @@ func newTrainer(ctx context.Context, c config, w io.Writer, h hooks) (*training.
 	if err := checkShards(c); err != nil {
 		return nil, &usageError{err}
 	}
+	// The model's memory is checked before the data are read where their
+	// shape is known, and with them once they are (memory.go).
+	budget, hasBudget := c.budget()
+	if shape, err := knownShape(c); err == nil {
+		if err := checkTrainMemory(c, shape, nil, budget, hasBudget); err != nil {
+			return nil, err
+		}
+	}
 	train, test, err := loadData(ctx, c, w)
 	if err != nil {
 		return nil, err
 	}
 	if train.N < c.batch {
 		return nil, &usageError{fmt.Errorf("-batch %d: %d training examples, fewer than one batch", c.batch, train.N)}
+	}
+	if err := checkTrainMemory(c, train, test, budget, hasBudget); err != nil {
+		return nil, err
 	}
 	m, err := buildModel(c, train, test)
 	if err != nil {
@@ -89,7 +100,7 @@ func trainingConfig(c config, train, test *data.Set, w io.Writer) training.Confi
 	if c.nonFinite == "skip" {
 		nonFinite = training.Skip
 	}
-	tc := training.Config{Train: train, Test: test, Batch: c.batch, Epochs: c.epochs, Seed: c.seed,
+	tc := training.Config{Train: train, Test: test, Batch: c.batch, Epochs: c.epochs, Seed: c.seed, MaxBytes: c.maxMemory,
 		Groups: groups, Options: opts, Device: c.device, Engine: c.engine, Threads: c.blasShare, KernelProfile: c.kernelProfile,
 		EvalEvery: c.evalEvery, EvalSubset: c.evalSubset, EvalInterval: c.evalInterval, TimeLimit: c.timeLimit,
 		NonFinite: nonFinite, MinAccuracy: c.minAccuracy, Out: c.out, SaveEvery: c.saveEvery, Keep: c.keep,

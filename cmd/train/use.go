@@ -36,6 +36,7 @@ var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
 type useFlags struct {
 	resume, out    string
 	device, engine string
+	maxMemory      string
 }
 
 // register defines -resume and -out, and when the subcommand runs the
@@ -43,6 +44,8 @@ type useFlags struct {
 func (u *useFlags) register(fs *flag.FlagSet, device string) {
 	fs.StringVar(&u.resume, "resume", "latest", "the checkpoint: a .safetensors file, a run folder (its newest), or latest (the newest under -out)")
 	fs.StringVar(&u.out, "out", "checkpoints", "folder whose run folders -resume latest searches")
+	fs.StringVar(&u.maxMemory, "max-memory", "auto", "the memory the command may take, in bytes with an optional unit (4G, 512M: powers of 1000; 4Gi: of 1024), "+
+		"which the checkpoint's network must fit before it is built (exit 2 naming its flags); auto: the smallest of the available memory (MemAvailable), RLIMIT_AS and the cgroup's limit")
 	if device != "" {
 		fs.StringVar(&u.device, "device", device, "auto (an NVIDIA GPU where one is usable, else the CPU; it says which and why), cpu, or cuda (with -engine program)")
 		fs.StringVar(&u.engine, "engine", "program", "what runs the model: program (orthonet's compiled executor) or tape (Gorgonia's tape machine; CPU only)")
@@ -54,6 +57,9 @@ func (u *useFlags) register(fs *flag.FlagSet, device string) {
 func (u useFlags) check() error {
 	if u.device != "" && !slices.Contains(devices, u.device) {
 		return &usageError{fmt.Errorf("-device %q: want one of %s", u.device, strings.Join(devices, ", "))}
+	}
+	if _, err := parseMaxMemory(u.maxMemory); err != nil {
+		return &usageError{err}
 	}
 	return nil
 }
@@ -111,7 +117,7 @@ type trained struct {
 // it. A non-empty dataDir replaces the run's -data. Every error is a
 // usageError (exit 2).
 func loadTrained(u useFlags, dataDir string) (*trained, error) {
-	args := []string{"-resume", u.resume, "-out", u.out, "-dist", "single"}
+	args := []string{"-resume", u.resume, "-out", u.out, "-dist", "single", "-max-memory", u.maxMemory}
 	if u.device != "" {
 		args = append(args, "-device", u.device, "-engine", u.engine)
 	}
@@ -132,6 +138,11 @@ func loadTrained(u useFlags, dataDir string) (*trained, error) {
 	t.step = st.Step
 	if s := t.info.Shape; len(s) != 3 || s[0] < 1 || s[1] < 1 || s[2] < 1 || t.info.Classes < 2 {
 		return nil, &usageError{fmt.Errorf("%s: the checkpoint's data of shape %v with %d classes is impossible", t.path, s, t.info.Classes)}
+	}
+	// The checkpoint's flags size the network: checked before any data
+	// are read, for one image (network checks its batches).
+	if err := t.checkMemory(1, false); err != nil {
+		return nil, err
 	}
 	t.classes = data.ClassNames(c.dataset)
 	if c.dataset == "folder" {
@@ -163,6 +174,9 @@ func (t *trained) describe() string {
 // weights; images makes its input whole images (buildNetFrom). Weights that
 // do not fit the model the flags describe are a usageError.
 func (t *trained) network(b int, images bool) (*network, error) {
+	if err := t.checkMemory(b, images); err != nil {
+		return nil, err
+	}
 	net, err := buildNetFrom(t.c, G.NewGraph(), b, t.set(), false, rand.New(rand.NewPCG(0, 0)), images)
 	if err != nil {
 		return nil, &usageError{fmt.Errorf("%s: building its %s: %w", t.path, t.c.model, err)}
@@ -176,6 +190,27 @@ func (t *trained) network(b int, images bool) (*network, error) {
 		return nil, &usageError{fmt.Errorf("%s: %w", t.path, err)}
 	}
 	return net, nil
+}
+
+// checkMemory refuses, as a usageError, a network of the checkpoint's
+// flags that would take more memory than -max-memory or the memory left
+// for batches of b images (useFootprint), or whose sizes overflow, naming
+// its flags; with images (train export's form), b is export's -batch.
+func (t *trained) checkMemory(b int, images bool) error {
+	f, err := useFootprint(t.c, t.set(), b)
+	if err != nil {
+		return &usageError{fmt.Errorf("%s: its %s: %w", t.path, sizeLine(t.c, false), err)}
+	}
+	budget, ok := t.c.budget()
+	if !ok || f.total() <= budget.Bytes {
+		return nil
+	}
+	var lower []string
+	batch := ""
+	if images {
+		lower, batch = []string{"batch"}, fmt.Sprintf(" with -batch %d", b)
+	}
+	return &usageError{fmt.Errorf("%s: its %s%s: %s", t.path, sizeLine(t.c, false), batch, overBudget(f, budget, lower))}
 }
 
 // startEngine settles -device (saying which it took on log) and returns an

@@ -53,7 +53,7 @@ func newEvalEngine(c config, net *network) (*evalEngine, error) {
 		return nil, err
 	}
 	e.prog, err = program.Compile(net.logits.Graph(), program.Config{Backend: e.be, Outputs: []*G.Node{net.logits},
-		Params: net.Params(), NoGrad: true, Inputs: []*G.Node{net.x}})
+		Params: net.Params(), NoGrad: true, Inputs: []*G.Node{net.x}, MaxBytes: c.maxMemory})
 	if err != nil {
 		e.close()
 		return nil, fmt.Errorf("compiling the evaluation graph: %w", err)
