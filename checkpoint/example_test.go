@@ -14,6 +14,7 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/paramopt"
 )
 
 // model is a user's own Gorgonia model: an orthonormal 6 x 3 frame W pulled
@@ -72,7 +73,7 @@ func Example() {
 
 	// Train 10 steps and save.
 	m := build()
-	s, _ := param.NewSolver(m.params, groups, optim.Options{})
+	s, _ := paramopt.NewSolver(m.params, groups, optim.Options{})
 	m.train(s, 10)
 	f := checkpoint.New()
 	if err := f.PutNodes("model.", param.Nodes(m.params)); err != nil {
@@ -95,7 +96,7 @@ func Example() {
 	var step int
 	_ = g.JSON("step", &step)
 	r := build()
-	rs, _ := param.NewSolver(r.params, groups, optim.Options{})
+	rs, _ := paramopt.NewSolver(r.params, groups, optim.Options{})
 	if err := g.LoadNodes("model.", param.Nodes(r.params)); err != nil {
 		log.Fatal(err)
 	}

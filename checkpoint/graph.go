@@ -196,7 +196,7 @@ type solverParam struct {
 }
 
 // Solver is what PutSolver and LoadSolver need of an optimizer over named
-// parameters: *optim.Solver (what param.NewSolver and program.NewSolver
+// parameters: *optim.Solver (what paramopt.NewSolver and program.NewSolver
 // return) implements it.
 type Solver interface {
 	Params() []optim.ParamInfo

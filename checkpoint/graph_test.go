@@ -13,6 +13,7 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/paramopt"
 )
 
 // toy is a small custom Gorgonia model, tanh(x W1) W2 + b fitted to targets
@@ -134,11 +135,11 @@ func TestResumeBitExact(t *testing.T) {
 		for name, cfg := range solverConfigs() {
 			for _, k := range []int{0, 7, 11} {
 				straight := newToy(t, dt, toyHidden)
-				s1, _ := param.NewSolver(straight.params, cfg, optim.Options{})
+				s1, _ := paramopt.NewSolver(straight.params, cfg, optim.Options{})
 				straight.steps(t, s1, 0, total)
 
 				first := newToy(t, dt, toyHidden)
-				s2, _ := param.NewSolver(first.params, cfg, optim.Options{})
+				s2, _ := paramopt.NewSolver(first.params, cfg, optim.Options{})
 				first.steps(t, s2, 0, k)
 				f := New()
 				if err := f.PutNodes("model.", first.nodes); err != nil {
@@ -156,7 +157,7 @@ func TestResumeBitExact(t *testing.T) {
 					t.Fatal(err)
 				}
 				second := newToy(t, dt, toyHidden)
-				s3, _ := param.NewSolver(second.params, cfg, optim.Options{})
+				s3, _ := paramopt.NewSolver(second.params, cfg, optim.Options{})
 				if err := g.LoadNodes("model.", second.nodes); err != nil {
 					t.Fatal(err)
 				}
@@ -202,7 +203,7 @@ func firstDiff(a, b any) int {
 func TestLoadMismatch(t *testing.T) {
 	cfgs := solverConfigs()
 	src := newToy(t, tensor.Float64, toyHidden)
-	s, _ := param.NewSolver(src.params, cfgs["rsdm-o+adam"], optim.Options{})
+	s, _ := paramopt.NewSolver(src.params, cfgs["rsdm-o+adam"], optim.Options{})
 	src.steps(t, s, 0, 3)
 	f := New()
 	_ = f.PutNodes("model.", src.nodes)
@@ -225,15 +226,15 @@ func TestLoadMismatch(t *testing.T) {
 	if err := f.LoadNodes("other.", src.nodes); err == nil || !strings.Contains(err.Error(), `no tensor "other.W1"`) {
 		t.Errorf("missing prefix: %v", err)
 	}
-	sgd, _ := param.NewSolver(src.params, cfgs["rsdm-p+sgd-momentum"], optim.Options{})
+	sgd, _ := paramopt.NewSolver(src.params, cfgs["rsdm-p+sgd-momentum"], optim.Options{})
 	if err := f.LoadSolver("optim.", sgd); err == nil || !strings.Contains(err.Error(), `"adam" optimizer cannot restore a "sgd"`) {
 		t.Errorf("Adam state into SGD: %v", err)
 	}
-	rgd, _ := param.NewSolver(src.params, cfgs["rgd-momentum+adam"], optim.Options{})
+	rgd, _ := paramopt.NewSolver(src.params, cfgs["rgd-momentum+adam"], optim.Options{})
 	if err := f.LoadSolver("optim.", rgd); err == nil || !strings.Contains(err.Error(), `"rsdm" optimizer cannot restore a "rgd"`) {
 		t.Errorf("RSDM state into RGD: %v", err)
 	}
-	fewer, _ := param.NewSolver(src.params[:2], cfgs["rgd-momentum+adam"], optim.Options{})
+	fewer, _ := paramopt.NewSolver(src.params[:2], cfgs["rgd-momentum+adam"], optim.Options{})
 	if err := f.LoadSolver("optim.", fewer); err == nil || !strings.Contains(err.Error(), "state for 3 parameters, the model has 2") {
 		t.Errorf("fewer parameters: %v", err)
 	}
@@ -275,7 +276,7 @@ func TestPutNodesNames(t *testing.T) {
 func TestConvertTypes(t *testing.T) {
 	cfg := solverConfigs()["radam+adamw+schedule"]
 	src := newToy(t, tensor.Float64, toyHidden)
-	s, _ := param.NewSolver(src.params, cfg, optim.Options{})
+	s, _ := paramopt.NewSolver(src.params, cfg, optim.Options{})
 	src.steps(t, s, 0, 6)
 	f := New()
 	if err := f.PutNodes("model.", src.nodes); err != nil {
@@ -285,7 +286,7 @@ func TestConvertTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := newToy(t, tensor.Float32, toyHidden)
-	ds, _ := param.NewSolver(dst.params, cfg, optim.Options{})
+	ds, _ := paramopt.NewSolver(dst.params, cfg, optim.Options{})
 	if err := f.LoadNodes("model.", dst.nodes); err == nil || !strings.Contains(err.Error(), "ConvertTypes") {
 		t.Errorf("float64 into float32 without the option: error %v", err)
 	}

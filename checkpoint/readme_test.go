@@ -9,6 +9,7 @@ import (
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/paramopt"
 )
 
 // readmeSnippet is docs/checkpoints.md's checkpoint block pasted into a
@@ -95,7 +96,7 @@ func TestReadmeSnippet(t *testing.T) {
 	}
 
 	m := build()
-	s, err := param.NewSolver(m.params, []optim.Group{{Select: optim.Param.Constrained, LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}}, {LR: 0.05}}, optim.Options{})
+	s, err := paramopt.NewSolver(m.params, []optim.Group{{Select: optim.Param.Constrained, LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}}, {LR: 0.05}}, optim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

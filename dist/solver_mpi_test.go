@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/orthonet/orthonet/dist"
+	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 )
 
@@ -56,7 +57,7 @@ func newSolverProblem(c optim.Communicator) (*solverProblem, error) {
 		p.w[i] = rng.NormFloat64()
 	}
 	params := []optim.Param{
-		{Name: "w", Shape: []int{spN, spP}, Manifold: optim.Stiefel{}, Value: p.w, Grad: p.gw},
+		{Name: "w", Shape: []int{spN, spP}, Manifold: manifold.StiefelKind{}, Value: p.w, Grad: p.gw},
 		{Name: "c", Shape: []int{spP}, Value: p.c, Grad: p.gc},
 	}
 	if err := params[0].Orthonormalize(); err != nil {

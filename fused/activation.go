@@ -53,7 +53,7 @@ func (*GELUOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) back
 	return backend.Map{Op: backend.GELU, N: size(s[0]), Src: in[0], Dst: out}
 }
 
-// Do applies GELU on the CPU backend.
+// Do applies GELU on the host.
 func (o *GELUOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 // SymDiff returns GELUGradOp(x, grad).
@@ -83,7 +83,7 @@ func (*GELUGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) 
 	return backend.Zip{Op: backend.GELUGrad, N: size(s[0]), A: in[0], B: in[1], Dst: out}
 }
 
-// Do computes the gradient on the CPU backend.
+// Do computes the gradient on the host.
 func (o *GELUGradOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 // BiasActOp adds a bias to every row of x and applies an activation:
@@ -126,7 +126,7 @@ func (o *BiasActOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand)
 	return backend.BiasAct{Rows: s[0][0], N: s[0][1], Act: o.Act, X: in[0], Bias: in[1], Y: out}
 }
 
-// Do computes act(x + b) on the CPU backend.
+// Do computes act(x + b) on the host.
 func (o *BiasActOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 // SymDiff returns the gradient of x (a BiasActGradOp) and of b (its column
@@ -165,5 +165,5 @@ func (o *BiasActGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Oper
 	return backend.BiasActGrad{Rows: s[0][0], N: s[0][1], Act: o.Act, X: in[0], Bias: in[1], DY: in[2], DX: out}
 }
 
-// Do computes the gradient on the CPU backend.
+// Do computes the gradient on the host.
 func (o *BiasActGradOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }

@@ -65,7 +65,7 @@ func (o *AttentionOp) Kernel(s [][]int, in []backend.Operand, out backend.Operan
 		Q: in[0], K: in[1], V: in[2], Out: out}
 }
 
-// Do computes the attention on the CPU backend.
+// Do computes the attention on the host.
 func (o *AttentionOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 func (*AttentionOp) DiffWRT(int) []bool { return []bool{true, true, true} }
@@ -120,5 +120,5 @@ func (o *AttentionGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Op
 		Q: in[0], K: in[1], V: in[2], DOut: in[3], DQKV: out}
 }
 
-// Do computes the gradients on the CPU backend.
+// Do computes the gradients on the host.
 func (o *AttentionGradOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }

@@ -53,7 +53,7 @@ func (*SoftmaxCrossEntropyOp) Kernel(s [][]int, in []backend.Operand, out backen
 	return backend.SoftmaxCrossEntropy{Rows: s[0][0], Classes: s[0][1], Z: in[0], T: in[1], Loss: out}
 }
 
-// Do computes the loss on the CPU backend.
+// Do computes the loss on the host.
 func (o *SoftmaxCrossEntropyOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 func (*SoftmaxCrossEntropyOp) DiffWRT(n int) []bool { return []bool{true, false} }
@@ -89,5 +89,5 @@ func (*SoftmaxCrossEntropyGradOp) Kernel(s [][]int, in []backend.Operand, out ba
 	return backend.SoftmaxCrossEntropyGrad{Rows: s[0][0], Classes: s[0][1], Z: in[0], T: in[1], G: in[2], DZ: out}
 }
 
-// Do computes the gradient on the CPU backend.
+// Do computes the gradient on the host.
 func (o *SoftmaxCrossEntropyGradOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }

@@ -6,9 +6,10 @@
 // many. gorgonia.Grad differentiates through them (their backward passes
 // are ops of this package too). Each op carries its lowering (Lowering):
 // the backend kernel that computes it, which compiled programs run and
-// which its Do runs on the CPU backend for Gorgonia's tape machine, so
-// that the math of a fused layer is written once for the host (in package
-// backend, beside its CUDA kernels).
+// whose CPU implementation its Do runs for Gorgonia's tape machine
+// (backend.RunHost), so that the math of a fused layer is written once for
+// the host (in package backend, beside its CUDA kernels). The package
+// imports no backend: only the kernels of package backend.
 //
 // Every op has one output. Where a backward pass yields several gradients
 // (attention, layer norm's scale and shift) they come packed in one tensor
@@ -19,14 +20,12 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
-	"reflect"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
-	"github.com/orthonet/orthonet/backend/cpu"
 )
 
 // base holds the methods every op of the package shares.
@@ -104,8 +103,8 @@ var (
 )
 
 // Lowering is an op that one backend kernel computes: compiled programs
-// (package program) lower it to that kernel, and its Do runs the kernel on
-// the CPU backend. Every op of this package is one; an op of another
+// (package program) lower it to that kernel, and its Do runs the kernel's
+// CPU implementation. Every op of this package is one; an op of another
 // package that implements it is lowered the same way.
 type Lowering interface {
 	G.Op
@@ -114,15 +113,15 @@ type Lowering interface {
 	Kernel(shapes [][]int, in []backend.Operand, out backend.Operand) backend.Kernel
 }
 
-// Do runs op's kernel on the CPU backend over the values of its arguments
-// (of one float type) and returns its result: the Do of a Lowering op.
+// Do runs op's kernel on the host over copies of the values of its
+// arguments (of one float type) and returns its result: the Do of a
+// Lowering op. It runs the kernel's CPU implementation on one thread
+// (backend.RunHost), as a CPU backend of one thread would.
 func Do(op Lowering, vals ...G.Value) (G.Value, error) {
 	if len(vals) != op.Arity() {
 		return nil, fmt.Errorf("fused: %v takes %d arguments, got %d", op, op.Arity(), len(vals))
 	}
-	b := cpu.New(cpu.Options{Threads: 1})
-	defer b.Close()
-	in, shapes, dims, dt, err := copyArgs(b, op, vals)
+	in, shapes, dims, dt, err := hostArgs(op, vals)
 	if err != nil {
 		return nil, err
 	}
@@ -131,23 +130,16 @@ func Do(op Lowering, vals ...G.Value) (G.Value, error) {
 		return nil, err
 	}
 	n := max(shape.TotalSize(), 1)
-	out, err := b.Alloc(dt, n)
-	if err != nil {
-		return nil, err
-	}
-	f, err := b.Prepare(op.Kernel(shapes, in, backend.At(out, 0)))
-	if err != nil {
-		return nil, fmt.Errorf("fused: %v: %w", op, err)
-	}
-	if err := f(); err != nil {
-		return nil, fmt.Errorf("fused: %v: %w", op, err)
-	}
 	res := any(make([]float64, n))
 	if dt == backend.Float32 {
 		res = make([]float32, n)
 	}
-	if err := b.CopyOut(res, out, 0); err != nil {
+	out, err := backend.HostSlice(res)
+	if err != nil {
 		return nil, err
+	}
+	if err := backend.RunHost(op.Kernel(shapes, in, backend.At(out, 0))); err != nil {
+		return nil, fmt.Errorf("fused: %v: %w", op, err)
 	}
 	if shape.IsScalar() {
 		if r, ok := res.([]float32); ok {
@@ -158,52 +150,46 @@ func Do(op Lowering, vals ...G.Value) (G.Value, error) {
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(res)), nil
 }
 
-// copyArgs copies the values of op's arguments onto b and returns them as
-// operands, with their shapes and their element type (one for all).
-func copyArgs(b backend.Backend, op Lowering, vals []G.Value) ([]backend.Operand, [][]int, []G.DimSizer, backend.DType, error) {
+// hostArgs copies the values of op's arguments into host buffers and
+// returns them as operands, with their shapes and their element type (one
+// for all).
+func hostArgs(op Lowering, vals []G.Value) ([]backend.Operand, [][]int, []G.DimSizer, backend.DType, error) {
 	var dt backend.DType
 	shapes, dims := make([][]int, len(vals)), make([]G.DimSizer, len(vals))
 	in := make([]backend.Operand, len(vals))
 	for i, v := range vals {
-		data, t, err := floatData(op, i, v)
+		data, err := floatCopy(op, i, v)
 		if err != nil {
 			return nil, nil, nil, 0, err
 		}
-		if i > 0 && t != dt {
+		buf, err := backend.HostSlice(data)
+		if err != nil {
+			return nil, nil, nil, 0, err
+		}
+		if i > 0 && buf.DType() != dt {
 			return nil, nil, nil, 0, fmt.Errorf("fused: %v: arguments of mixed element types", op)
 		}
-		dt = t
-		buf, err := b.Alloc(dt, reflect.ValueOf(data).Len())
-		if err != nil {
-			return nil, nil, nil, 0, err
-		}
-		if err := b.CopyIn(buf, 0, data); err != nil {
-			return nil, nil, nil, 0, err
-		}
+		dt = buf.DType()
 		shapes[i], dims[i], in[i] = []int(v.Shape()), v.Shape(), backend.At(buf, 0)
 	}
 	return in, shapes, dims, dt, nil
 }
 
-// floatData returns the data of value v, argument i of op, as a slice of
-// float32 or float64 (a scalar's of one element), and its element type.
-func floatData(op Lowering, i int, v G.Value) (any, backend.DType, error) {
-	var data any
+// floatCopy returns a copy of the data of value v, argument i of op, as a
+// slice of float32 or float64 (a scalar's of one element).
+func floatCopy(op Lowering, i int, v G.Value) (any, error) {
 	switch x := v.Data().(type) {
-	case []float32, []float64:
-		data = x
+	case []float32:
+		return append([]float32(nil), x...), nil
+	case []float64:
+		return append([]float64(nil), x...), nil
 	case float32:
-		data = []float32{x}
+		return []float32{x}, nil
 	case float64:
-		data = []float64{x}
+		return []float64{x}, nil
 	default:
-		return nil, 0, fmt.Errorf("fused: %v: argument %d holds %T, want float32 or float64", op, i, x)
+		return nil, fmt.Errorf("fused: %v: argument %d holds %T, want float32 or float64", op, i, x)
 	}
-	t := backend.Float64
-	if _, ok := data.([]float32); ok {
-		t = backend.Float32
-	}
-	return data, t, nil
 }
 
 // size returns the elements of a shape (1 for a scalar).

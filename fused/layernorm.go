@@ -53,7 +53,7 @@ func (o *LayerNormOp) Kernel(s [][]int, in []backend.Operand, out backend.Operan
 	return backend.LayerNorm{Rows: s[0][0], D: s[0][1], Eps: o.Eps, X: in[0], Gamma: in[1], Beta: in[2], Y: out}
 }
 
-// Do normalizes on the CPU backend.
+// Do normalizes on the host.
 func (o *LayerNormOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 func (*LayerNormOp) DiffWRT(int) []bool { return []bool{true, true, true} }
@@ -101,7 +101,7 @@ func (o *LayerNormGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Op
 	return backend.LayerNormGrad{Rows: s[0][0], D: s[0][1], Eps: o.Eps, X: in[0], Gamma: in[1], DY: in[2], DX: out}
 }
 
-// Do computes the gradient of x on the CPU backend.
+// Do computes the gradient of x on the host.
 func (o *LayerNormGradOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }
 
 // LayerNormParamGradOp is the gradient of LayerNormOp with respect to gamma
@@ -134,5 +134,5 @@ func (o *LayerNormParamGradOp) Kernel(s [][]int, in []backend.Operand, out backe
 	return backend.LayerNormParamGrad{Rows: s[0][0], D: s[0][1], Eps: o.Eps, X: in[0], DY: in[1], DParams: out}
 }
 
-// Do computes the gradients of gamma and beta on the CPU backend.
+// Do computes the gradients of gamma and beta on the host.
 func (o *LayerNormParamGradOp) Do(vals ...G.Value) (G.Value, error) { return Do(o, vals...) }

@@ -37,7 +37,7 @@ func (silu) Kernel(shapes [][]int, in []backend.Operand, out backend.Operand) ba
 	return backend.Map{Op: backend.SiLU, N: tensor.Shape(shapes[0]).TotalSize(), Src: in[0], Dst: out}
 }
 
-// Do runs the kernel on the CPU backend, for the tape machine.
+// Do runs the kernel on the host, for the tape machine.
 func (o silu) Do(vals ...G.Value) (G.Value, error) { return fused.Do(o, vals...) }
 
 // An op that carries its lowering runs on the tape machine and compiles

@@ -15,6 +15,7 @@ import (
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/paramopt"
 )
 
 // deviceModels are the graphs whose float32 numbers must agree with their
@@ -128,7 +129,7 @@ func deviceRun(model string, dt tensor.Dtype, method optim.Rule) (map[string][]f
 		}
 		out["grad."+n.Name()] = testval.Floats(gr)
 	}
-	s, err := param.NewSolver(params, []optim.Group{
+	s, err := paramopt.NewSolver(params, []optim.Group{
 		{Select: optim.Param.Constrained, Rule: method, LR: 0.5},
 		{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1},
 	}, optim.Options{})

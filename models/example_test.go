@@ -14,6 +14,7 @@ import (
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/paramopt"
 )
 
 // counts returns the number of parameter tensors, of scalars in them, and
@@ -68,7 +69,7 @@ func ExampleNewFFN() {
 	}
 	vm := G.NewTapeMachine(g, G.BindDualValues(m.Nodes()...))
 	defer vm.Close()
-	solver, err := param.NewSolver(m.Params(), []optim.Group{
+	solver, err := paramopt.NewSolver(m.Params(), []optim.Group{
 		{Select: optim.Param.Constrained, LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
 		{LR: 0.05},
 	}, optim.Options{})

@@ -13,6 +13,7 @@ import (
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/paramopt"
 )
 
 // TestRNN checks the RNN's shapes, markings and refusals, that its
@@ -155,7 +156,7 @@ func TestRNNLearns(t *testing.T) {
 	}
 	vm := G.NewTapeMachine(g, G.BindDualValues(m.Nodes()...))
 	defer vm.Close()
-	s, err := param.NewSolver(m.Params(), []optim.Group{
+	s, err := paramopt.NewSolver(m.Params(), []optim.Group{
 		{Select: optim.Param.Constrained, Rule: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}, LR: 0.2},
 		{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.05},
 	}, optim.Options{})

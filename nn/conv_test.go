@@ -7,6 +7,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 )
 
@@ -64,7 +65,7 @@ func TestConv2dOrthogonal(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := conv.W
-		if p.Manifold != optim.Manifold(optim.Stiefel{}) {
+		if p.Manifold != manifold.Kind(manifold.StiefelKind{}) {
 			t.Fatalf("kernel marked %v, want the Stiefel manifold", p.Manifold)
 		}
 		op := optim.Param{Name: p.Name(), Shape: p.Node.Shape(), Manifold: p.Manifold, Value: p.Node.Value().Data()}

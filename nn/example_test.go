@@ -14,13 +14,14 @@ import (
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/paramopt"
 )
 
 // Example builds a small classifier from nn layers on a Gorgonia graph,
 // logits = LayerNorm(ReLU(x W1 + b1)) W2 + b2 with W1 column-orthonormal,
-// and trains it with param.NewSolver's solver: RSDM moves W1 on the Stiefel manifold,
-// Adam moves everything else. The graph and its gradients are run by
-// Gorgonia's tape machine.
+// and trains it with paramopt.NewSolver's solver: RSDM moves W1 on the
+// Stiefel manifold, Adam moves everything else. The graph and its
+// gradients are run by Gorgonia's tape machine.
 func Example() {
 	const batch, in, hidden, classes = 48, 8, 6, 3
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -86,7 +87,7 @@ func Example() {
 	}
 	vm := G.NewTapeMachine(g, G.BindDualValues(param.Nodes(params)...))
 	defer vm.Close()
-	solver, err := param.NewSolver(params, []optim.Group{
+	solver, err := paramopt.NewSolver(params, []optim.Group{
 		{Select: optim.Param.Constrained, LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
 		{Rule: optim.AdamConfig{}, LR: 0.02},
 	}, optim.Options{})

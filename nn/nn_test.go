@@ -13,7 +13,6 @@ import (
 	"github.com/orthonet/orthonet/fused"
 	"github.com/orthonet/orthonet/internal/gradcheck"
 	"github.com/orthonet/orthonet/manifold"
-	"github.com/orthonet/orthonet/optim"
 )
 
 func newRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 5)) }
@@ -117,7 +116,7 @@ func TestOrthoLinear(t *testing.T) {
 		t.Errorf("initial ||W^T W - I|| = %g", f)
 	}
 	ps := l.Params()
-	if len(ps) != 1 || ps[0].Manifold != optim.Manifold(optim.Stiefel{}) {
+	if len(ps) != 1 || ps[0].Manifold != manifold.Kind(manifold.StiefelKind{}) {
 		t.Errorf("orthogonal layer's params %+v, want one on the Stiefel manifold", ps)
 	}
 	plain, _ := NewLinear(g, "p", 4, 4, tensor.Float64, true, newRNG(2))
@@ -139,7 +138,7 @@ func TestOrthoLinear(t *testing.T) {
 		}
 	}
 	st8, _ := manifold.NewStiefel[float64](8, 4)
-	if f := st8.Feasibility(wt); f > 1e-12 || up.W.Manifold != optim.Manifold(optim.Stiefel{}) {
+	if f := st8.Feasibility(wt); f > 1e-12 || up.W.Manifold != manifold.Kind(manifold.StiefelKind{}) {
 		t.Errorf("wide orthogonal layer: ||W W^T - I|| = %g, manifold %v", f, up.W.Manifold)
 	}
 	if _, err := NewOrthoLinear(g, "zero", 0, 8, tensor.Float64, false, newRNG(2)); err == nil || !strings.Contains(err.Error(), "sizes must be positive") {

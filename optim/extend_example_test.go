@@ -52,7 +52,7 @@ func ExampleSampler() {
 	for i := range target {
 		target[i] = rng.NormFloat64()
 	}
-	p := optim.Param{Name: "w", Shape: []int{12, 3}, Manifold: optim.Stiefel{}, Value: w, Grad: make([]float64, 36)}
+	p := optim.Param{Name: "w", Shape: []int{12, 3}, Manifold: manifold.StiefelKind{}, Value: w, Grad: make([]float64, 36)}
 	groups := []optim.Group{{LR: 0.3, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Sampling: cyclic{}}}}
 	solver, err := optim.NewSolver([]optim.Param{p}, groups, optim.Options{})
 	if err != nil {
@@ -213,11 +213,11 @@ func (s unitSphere) Orthonormalize(x []float64) error {
 	return nil
 }
 
-// ExampleManifold finds the leading eigenvector of diag(1, ..., 6) on a
+// ExampleParam_ownManifold finds the leading eigenvector of diag(1, ..., 6) on a
 // manifold defined here, the unit sphere, by RGD through the Solver
 // (minimizing -x^T A x / 2), from a Gaussian start put on the sphere by
 // Param.Orthonormalize.
-func ExampleManifold() {
+func ExampleParam_ownManifold() {
 	rng := rand.New(rand.NewPCG(3, 4))
 	x := make([]float64, 6)
 	for i := range x {

@@ -11,10 +11,11 @@
 // Step updates the weight in place and allocates nothing after its first
 // call. Weights are row-major slices of float32 or float64.
 //
-// A Solver steps many parameters, each carrying its Manifold, in groups whose
-// Rule (a value: RSDMConfig, RGDConfig, AdamWConfig, ... or one's own)
-// builds each parameter's Stepper; RSDM's Sampler is a value too. Package
-// optim/device steps the same rules in a backend's memory.
+// A Solver steps many parameters, each carrying the kind of its manifold
+// (manifold.Kind), in groups whose Rule (a value: RSDMConfig, RGDConfig,
+// AdamWConfig, ... or one's own) builds each parameter's Stepper; RSDM's
+// Sampler is a value too. Package optim/device steps the same rules in a
+// backend's memory.
 package optim
 
 import (

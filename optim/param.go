@@ -2,130 +2,53 @@ package optim
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/manifold"
 )
 
-// Manifold makes the manifold a constrained weight lives on, for the
-// weight's element type: Float32 and Float64 return it for an n x p point
-// with n >= p (a wide weight, n < p, is stepped as its transpose). Stiefel
-// and Grassmann are orthonet's; a type of one's own that implements
-// Manifold puts a weight on any manifold of manifold.Manifold.
-type Manifold interface {
-	// String names the manifold in messages.
-	String() string
-	// Float32 returns the manifold of n x p float32 points.
-	Float32(n, p int) (manifold.Manifold[float32], error)
-	// Float64 returns the manifold of n x p float64 points.
-	Float64(n, p int) (manifold.Manifold[float64], error)
-}
+// Manifold is an alias of manifold.Kind, the kind of manifold a
+// constrained weight lives on; it moved to package manifold so that layers
+// mark their weights without importing the optimizers.
+//
+// Deprecated: write manifold.Kind.
+type Manifold = manifold.Kind
 
-var _ Manifold = Stiefel{} // and Grassmann, by ManifoldOf's type assertion
+// Stiefel is an alias of manifold.StiefelKind.
+//
+// Deprecated: write manifold.StiefelKind.
+type Stiefel = manifold.StiefelKind
 
-// Stiefel is the Stiefel manifold St(n,p) of n x p weights with orthonormal
-// columns (W^T W = I), or, for a weight with fewer rows than columns,
-// orthonormal rows (W W^T = I, a point of St(p,n) transposed).
-type Stiefel struct {
-	// Retraction is the retraction of RGD and Riemannian Adam; the zero
-	// value is QR.
-	Retraction manifold.Retraction
-}
-
-// String returns "stiefel", with the retraction when it is not QR.
-func (s Stiefel) String() string { return named("stiefel", s.Retraction) }
-
-// Float32 returns St(n,p) for float32 points.
-func (s Stiefel) Float32(n, p int) (manifold.Manifold[float32], error) {
-	return builtin[float32](false, n, p, s.Retraction)
-}
-
-// Float64 returns St(n,p) for float64 points.
-func (s Stiefel) Float64(n, p int) (manifold.Manifold[float64], error) {
-	return builtin[float64](false, n, p, s.Retraction)
-}
-
-// Grassmann is the Grassmann manifold Gr(n,p) of p-dimensional subspaces
-// of R^n, each held as an n x p weight with orthonormal columns (n >= p).
-type Grassmann struct {
-	// Retraction is the retraction of RGD and Riemannian Adam; the zero
-	// value is QR.
-	Retraction manifold.Retraction
-}
-
-// String returns "grassmann", with the retraction when it is not QR.
-func (g Grassmann) String() string { return named("grassmann", g.Retraction) }
-
-// Float32 returns Gr(n,p) for float32 points.
-func (g Grassmann) Float32(n, p int) (manifold.Manifold[float32], error) {
-	return builtin[float32](true, n, p, g.Retraction)
-}
-
-// Float64 returns Gr(n,p) for float64 points.
-func (g Grassmann) Float64(n, p int) (manifold.Manifold[float64], error) {
-	return builtin[float64](true, n, p, g.Retraction)
-}
-
-func named(name string, r manifold.Retraction) string {
-	if r == manifold.QR {
-		return name
-	}
-	return fmt.Sprintf("%s (%v retraction)", name, r)
-}
-
-// builtin returns St(n,p), or Gr(n,p) when grassmann, with retraction r.
-func builtin[T Float](grassmann bool, n, p int, r manifold.Retraction) (manifold.Manifold[T], error) {
-	if grassmann {
-		g, err := manifold.NewGrassmann[T](n, p)
-		if err != nil {
-			return nil, err
-		}
-		g.Retraction = r
-		return g, nil
-	}
-	st, err := manifold.NewStiefel[T](n, p)
-	if err != nil {
-		return nil, err
-	}
-	st.Retraction = r
-	return st, nil
-}
+// Grassmann is an alias of manifold.GrassmannKind.
+//
+// Deprecated: write manifold.GrassmannKind.
+type Grassmann = manifold.GrassmannKind
 
 // ManifoldOf returns the manifold of a constrained weight with elements of
 // type T, of its column-orthonormal view: the weight, or its transpose when
-// it has fewer rows than columns (wide reports which).
+// it has fewer rows than columns (wide reports which). See manifold.Of.
 func ManifoldOf[T Float](p Param) (m manifold.Manifold[T], wide bool, err error) {
-	if p.Manifold == nil {
-		return nil, false, fmt.Errorf("optim: %s is not constrained", p.describe())
-	}
-	n, k, ok := p.Matrix()
-	if !ok {
-		return nil, false, fmt.Errorf("optim: %s: marked as constrained but has shape %v, want a matrix or a tensor of 3 or more axes (a convolution kernel, taken as a matrix of its first axis by the rest)", p.describe(), p.Shape)
-	}
-	if wide = n < k; wide {
-		if _, ok := p.Manifold.(Grassmann); ok {
-			return nil, false, fmt.Errorf("optim: %s: marked Grassmann but is %d x %d: a subspace needs n >= p (a wide Stiefel weight has orthonormal rows)", p.describe(), n, k)
-		}
-		n, k = k, n // W^T has orthonormal columns
-	}
-	var mm any
-	if linalg.Is32[T]() {
-		mm, err = p.Manifold.Float32(n, k)
-	} else {
-		mm, err = p.Manifold.Float64(n, k)
-	}
+	n, k, err := p.matrix()
 	if err != nil {
+		return nil, false, err
+	}
+	if m, wide, err = manifold.Of[T](p.Manifold, n, k); err != nil {
 		return nil, false, fmt.Errorf("optim: %s: %w", p.describe(), err)
 	}
-	m, _ = mm.(manifold.Manifold[T])
-	if m == nil {
-		return nil, false, fmt.Errorf("optim: %s: the %v manifold gave none for %d x %d points", p.describe(), p.Manifold, n, k)
-	}
-	if mn, mp := m.Dims(); mn != n || mp != k {
-		return nil, false, fmt.Errorf("optim: %s: the %v manifold of %d x %d points has points of %d x %d", p.describe(), p.Manifold, n, k, mn, mp)
-	}
 	return m, wide, nil
+}
+
+// matrix returns the matrix view of a constrained weight, or why it has
+// none.
+func (p Param) matrix() (rows, cols int, err error) {
+	if p.Manifold == nil {
+		return 0, 0, fmt.Errorf("optim: %s is not constrained", p.describe())
+	}
+	rows, cols, ok := p.Matrix()
+	if !ok {
+		return 0, 0, fmt.Errorf("optim: %s: marked as constrained but has shape %v, want a matrix or a tensor of 3 or more axes (a convolution kernel, taken as a matrix of its first axis by the rest)", p.describe(), p.Shape)
+	}
+	return rows, cols, nil
 }
 
 // Param is a parameter in host memory: the Solver updates Value in place
@@ -134,9 +57,10 @@ func ManifoldOf[T Float](p Param) (m manifold.Manifold[T], wide bool, err error)
 type Param struct {
 	Name  string
 	Shape []int
-	// Manifold is the manifold the value lives on (Stiefel, Grassmann or
-	// one's own); nil for an unconstrained parameter.
-	Manifold Manifold
+	// Manifold is the kind of manifold the value lives on
+	// (manifold.StiefelKind, manifold.GrassmannKind or one's own); nil for
+	// an unconstrained parameter.
+	Manifold manifold.Kind
 	Value    any
 	// Grad is the gradient. GradFunc, when set, is called for it at every
 	// Step instead (the gradient of a Gorgonia node exists only after its
@@ -161,25 +85,18 @@ func (p Param) Rows() int {
 }
 
 // Matrix returns the parameter as the rows x cols matrix a manifold
-// constrains: a matrix as it is, a tensor of more axes (a convolution
-// kernel of shape (out, in, kh, kw)) as its first axis by the product of
-// the rest, which is its row-major layout, so the view copies nothing. A
-// scalar or vector has no matrix view (ok false).
+// constrains (manifold.MatrixOf of its shape): a matrix as it is, a tensor
+// of more axes (a convolution kernel of shape (out, in, kh, kw)) as its
+// first axis by the product of the rest. A scalar or vector has no matrix
+// view (ok false).
 func (p Param) Matrix() (rows, cols int, ok bool) {
-	return MatrixOf(p.Shape)
+	return manifold.MatrixOf(p.Shape)
 }
 
 // MatrixOf returns the matrix view of a shape, as Param.Matrix does.
-func MatrixOf(shape []int) (rows, cols int, ok bool) {
-	if len(shape) < 2 {
-		return 0, 0, false
-	}
-	cols = 1
-	for _, d := range shape[1:] {
-		cols *= d
-	}
-	return shape[0], cols, true
-}
+//
+// Deprecated: write manifold.MatrixOf.
+func MatrixOf(shape []int) (rows, cols int, ok bool) { return manifold.MatrixOf(shape) }
 
 // ParamInfo names a parameter of a Solver and gives its shape and whether
 // its elements are float32 (nil when unknown).
@@ -311,27 +228,15 @@ func (p Param) Orthonormalize() error {
 }
 
 func orthonormalize[T Float](p Param, v []T) error {
-	m, wide, err := ManifoldOf[T](p)
+	rows, cols, err := p.matrix()
 	if err != nil {
 		return err
 	}
-	rows, cols, _ := p.Matrix()
 	if len(v) != rows*cols {
 		return fmt.Errorf("optim: %s of shape %v: value has %d entries", p.describe(), p.Shape, len(v))
 	}
-	x := v
-	if wide {
-		x = make([]T, len(v))
-		transpose(x, v, rows, cols)
-	}
-	if err := m.Orthonormalize(x); err != nil {
+	if err := manifold.Orthonormalize(p.Manifold, rows, cols, v); err != nil {
 		return fmt.Errorf("optim: %s: %w", p.describe(), err)
-	}
-	if f := m.Feasibility(x); !(f <= feasibilityTol[T](m)) {
-		return fmt.Errorf("optim: %s: still %.3g from the %v manifold after orthonormalizing", p.describe(), f, p.Manifold)
-	}
-	if wide {
-		transpose(v, x, cols, rows)
 	}
 	return nil
 }
@@ -350,27 +255,16 @@ func (p Param) Feasibility() (float64, error) {
 }
 
 func feasibility[T Float](p Param, v []T) (float64, error) {
-	m, wide, err := ManifoldOf[T](p)
+	rows, cols, err := p.matrix()
 	if err != nil {
 		return 0, err
 	}
-	rows, cols, _ := p.Matrix()
 	if len(v) != rows*cols {
 		return 0, fmt.Errorf("optim: %s of shape %v: value has %d entries", p.describe(), p.Shape, len(v))
 	}
-	x := v
-	if wide {
-		x = make([]T, len(v))
-		transpose(x, v, rows, cols)
+	f, err := manifold.Feasibility(p.Manifold, rows, cols, v)
+	if err != nil {
+		return 0, fmt.Errorf("optim: %s: %w", p.describe(), err)
 	}
-	return m.Feasibility(x), nil
-}
-
-// feasibilityTol is how far from m a weight that NewSolver takes may be.
-func feasibilityTol[T Float](m manifold.Manifold[T]) float64 {
-	_, k := m.Dims()
-	if linalg.Is32[T]() {
-		return 1e-4 * math.Sqrt(float64(k))
-	}
-	return 1e-8 * math.Sqrt(float64(k))
+	return f, nil
 }

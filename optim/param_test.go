@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/manifold"
 )
 
 // sphere is a manifold of this test's own, the unit sphere S^(n-1) as the
 // n x 1 points of St(n,1), with its own projection and retraction
-// (normalization): a Manifold that orthonet does not define.
+// (normalization): a manifold.Kind that orthonet does not define.
 type sphere struct{}
 
 func (sphere) String() string { return "sphere" }
@@ -74,11 +75,11 @@ func TestOrthonormalize(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		shape []int
-		m     Manifold
+		m     manifold.Kind
 	}{
-		{"tall", []int{7, 3}, Stiefel{}},
-		{"wide", []int{3, 7}, Stiefel{}},
-		{"grassmann", []int{6, 2}, Grassmann{}},
+		{"tall", []int{7, 3}, manifold.StiefelKind{}},
+		{"wide", []int{3, 7}, manifold.StiefelKind{}},
+		{"grassmann", []int{6, 2}, manifold.GrassmannKind{}},
 		{"sphere", []int{5, 1}, sphere{}},
 	} {
 		rng := newRNG(3)
@@ -102,7 +103,7 @@ func TestOrthonormalize(t *testing.T) {
 		x := v
 		if wide {
 			x = make([]float64, n)
-			transpose(x, v, tc.shape[0], tc.shape[1])
+			linalg.Transpose(x, v, tc.shape[0], tc.shape[1])
 		}
 		if f := m.Feasibility(x); f > 1e-12 {
 			t.Errorf("%s: distance %g from the manifold after Orthonormalize", tc.name, f)
@@ -118,13 +119,13 @@ func TestOrthonormalize(t *testing.T) {
 			t.Fatal(err)
 		}
 		if wide {
-			transpose(x, v, tc.shape[0], tc.shape[1])
+			linalg.Transpose(x, v, tc.shape[0], tc.shape[1])
 		}
 		if f := m.Feasibility(x); f > 1e-12 {
 			t.Errorf("%s: distance %g from the manifold after a step", tc.name, f)
 		}
 	}
-	bad := Param{Name: "z", Shape: []int{4, 2}, Manifold: Stiefel{}, Value: make([]float32, 8)}
+	bad := Param{Name: "z", Shape: []int{4, 2}, Manifold: manifold.StiefelKind{}, Value: make([]float32, 8)}
 	bad.Value.([]float32)[3] = float32(math.NaN())
 	if err := bad.Orthonormalize(); err == nil || !strings.Contains(err.Error(), `weight "z"`) {
 		t.Errorf("a weight with a NaN: error %v", err)

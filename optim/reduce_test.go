@@ -13,6 +13,7 @@ import (
 
 	"github.com/orthonet/orthonet/dist"
 	"github.com/orthonet/orthonet/internal/testval"
+	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 )
 
@@ -49,9 +50,9 @@ func newShardModel[T optim.Float](t testing.TB, factored bool, groups []optim.Gr
 		}
 	}
 	m.params = []optim.Param{
-		{Name: "w", Shape: []int{mN, mP}, Manifold: optim.Stiefel{}, Value: m.w, Grad: m.gw},
+		{Name: "w", Shape: []int{mN, mP}, Manifold: manifold.StiefelKind{}, Value: m.w, Grad: m.gw},
 		{Name: "c", Shape: []int{mP}, Value: m.c, Grad: m.gc},
-		{Name: "v", Shape: []int{mU, mV}, Manifold: optim.Stiefel{}, Value: m.v, Grad: m.gv},
+		{Name: "v", Shape: []int{mU, mV}, Manifold: manifold.StiefelKind{}, Value: m.v, Grad: m.gv},
 	}
 	for _, p := range m.params {
 		if p.Constrained() {
@@ -613,7 +614,7 @@ func BenchmarkDataParallelRSDM(b *testing.B) {
 	for i := range w0 {
 		w0[i], g[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 	}
-	if err := (optim.Param{Name: "w", Shape: []int{n, n}, Manifold: optim.Stiefel{}, Value: w0}).Orthonormalize(); err != nil {
+	if err := (optim.Param{Name: "w", Shape: []int{n, n}, Manifold: manifold.StiefelKind{}, Value: w0}).Orthonormalize(); err != nil {
 		b.Fatal(err)
 	}
 	for _, ranks := range []int{1, 2} {
@@ -625,7 +626,7 @@ func BenchmarkDataParallelRSDM(b *testing.B) {
 			solvers := make([]*optim.Solver, ranks)
 			for k, c := range comms {
 				w := append([]float32(nil), w0...)
-				p := []optim.Param{{Name: "w", Shape: []int{n, n}, Manifold: optim.Stiefel{}, Value: w, Grad: g}}
+				p := []optim.Param{{Name: "w", Shape: []int{n, n}, Manifold: manifold.StiefelKind{}, Value: w, Grad: g}}
 				if solvers[k], err = optim.NewSolver(p, []optim.Group{{Rule: optim.RSDMConfig{SubmanifoldSize: r}, LR: 1e-3}}, optim.Options{Comm: c}); err != nil {
 					b.Fatal(err)
 				}
@@ -676,7 +677,7 @@ func ExampleOptions_dataParallel() {
 				w[i] = math.Sin(float64(i)) // the same start on every rank
 				g[i] = math.Cos(float64(i * (k + 1)))
 			}
-			p := optim.Param{Name: "w", Shape: []int{16, 4}, Manifold: optim.Stiefel{}, Value: w, Grad: g}
+			p := optim.Param{Name: "w", Shape: []int{16, 4}, Manifold: manifold.StiefelKind{}, Value: w, Grad: g}
 			_ = p.Orthonormalize()
 			s, err := optim.NewSolver([]optim.Param{p}, []optim.Group{{Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}, LR: 0.1}}, optim.Options{Comm: c})
 			for range 3 {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 
+	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/manifold"
 )
 
@@ -283,10 +284,10 @@ func newSlot[T Float](p Param, r Rule, b Binding, v []T, check bool) (_ Stepper,
 		sl.rows, sl.cols = sl.m.Dims()
 		if sl.wide {
 			sl.xt, sl.gt = make([]T, len(v)), make([]T, len(v))
-			transpose(sl.xt, v, sl.cols, sl.rows)
+			linalg.Transpose(sl.xt, v, sl.cols, sl.rows)
 			view.Shape, view.Value, view.Grad = []int{sl.rows, sl.cols}, sl.xt, nil
 		}
-		if f := sl.m.Feasibility(view.Value.([]T)); check && !(f <= feasibilityTol(sl.m)) {
+		if f := sl.m.Feasibility(view.Value.([]T)); check && !(f <= manifold.Tolerance(sl.m)) {
 			what := "W^T W"
 			if sl.wide {
 				what = "W W^T"
@@ -331,7 +332,7 @@ func (t *typedSlot[T]) Prepare(grad any, lr float64) error {
 		return o.finish(x)
 	}
 	if t.wide {
-		transpose(t.xt, t.x, t.cols, t.rows)
+		linalg.Transpose(t.xt, t.x, t.cols, t.rows)
 	}
 	if f, ok := grad.(factored); ok {
 		g := Factored[T]{K: f.k, A: f.a.([]T), B: f.b.([]T)}
@@ -344,7 +345,7 @@ func (t *typedSlot[T]) Prepare(grad any, lr float64) error {
 		return t.Stepper.Prepare(t.fBox, lr)
 	}
 	if t.wide {
-		transpose(t.gt, grad.([]T), t.cols, t.rows)
+		linalg.Transpose(t.gt, grad.([]T), t.cols, t.rows)
 		if t.gtBox == nil {
 			t.gtBox = t.gt
 		}
@@ -362,7 +363,7 @@ func sameFactors[T Float](a, b Factored[T]) bool {
 func (t *typedSlot[T]) Commit() error {
 	err := t.Stepper.Commit()
 	if t.wide {
-		transpose(t.x, t.xt, t.rows, t.cols)
+		linalg.Transpose(t.x, t.xt, t.rows, t.cols)
 	}
 	return err
 }

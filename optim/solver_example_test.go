@@ -25,7 +25,7 @@ func ExampleSolver() {
 		for i := range target {
 			target[i] = rng.NormFloat64()
 		}
-		return optim.Param{Name: name, Shape: []int{n, p}, Manifold: optim.Stiefel{}, Value: w, Grad: make([]float64, n*p)}, target
+		return optim.Param{Name: name, Shape: []int{n, p}, Manifold: manifold.StiefelKind{}, Value: w, Grad: make([]float64, n*p)}, target
 	}
 	big, tBig := weight("big", 64, 8)
 	small, tSmall := weight("small", 16, 4)

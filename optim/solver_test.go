@@ -22,9 +22,9 @@ func stiefelParam(name string, n, p int, seed uint64) Param {
 	w := x
 	if n < p {
 		w = make([]float64, n*p)
-		transpose(w, x, a, b)
+		linalg.Transpose(w, x, a, b)
 	}
-	return Param{Name: name, Shape: []int{n, p}, Manifold: Stiefel{}, Value: w, Grad: make([]float64, n*p)}
+	return Param{Name: name, Shape: []int{n, p}, Manifold: manifold.StiefelKind{}, Value: w, Grad: make([]float64, n*p)}
 }
 
 func plainParam(name string, n int, seed uint64) Param {
@@ -49,7 +49,7 @@ func TestSolverErrors(t *testing.T) {
 	vector := stiefelParam("w", 5, 1, 1)
 	vector.Shape = []int{5}
 	grassWide := stiefelParam("w", 2, 5, 1)
-	grassWide.Manifold = Grassmann{}
+	grassWide.Manifold = manifold.GrassmannKind{}
 	for _, tc := range []struct {
 		name   string
 		params []Param
@@ -244,8 +244,8 @@ func TestClipNorm(t *testing.T) {
 		return linalg.Dot(out, out)
 	}
 	wt, gt := make([]float64, 21), make([]float64, 21)
-	transpose(wt, wide.Value.([]float64), 3, 7)
-	transpose(gt, wide.Grad.([]float64), 3, 7)
+	linalg.Transpose(wt, wide.Value.([]float64), 3, 7)
+	linalg.Transpose(gt, wide.Grad.([]float64), 3, 7)
 	full := make([]float64, 40)
 	linalg.Gemm(true, false, 10, 4, k, 1, fa, 10, fb, 4, 0, full, 4)
 	want := proj(w.Value.([]float64), w.Grad.([]float64), 9, 4) + proj(wt, gt, 7, 3) +
@@ -291,8 +291,8 @@ func TestWideWeights(t *testing.T) {
 		{Rule: RiemannianAdamConfig{}, LR: 0.05},
 	} {
 		wide := stiefelParam("w", 4, 9, 5)
-		tall := Param{Name: "w", Shape: []int{9, 4}, Manifold: Stiefel{}, Value: make([]float64, 36), Grad: make([]float64, 36)}
-		transpose(tall.Value.([]float64), wide.Value.([]float64), 4, 9)
+		tall := Param{Name: "w", Shape: []int{9, 4}, Manifold: manifold.StiefelKind{}, Value: make([]float64, 36), Grad: make([]float64, 36)}
+		linalg.Transpose(tall.Value.([]float64), wide.Value.([]float64), 4, 9)
 		sw, err := NewSolver([]Param{wide}, []Group{g}, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -304,7 +304,7 @@ func TestWideWeights(t *testing.T) {
 		f0 := pr.Value(tall.Value.([]float64))
 		for step := 0; step < 30; step++ {
 			pr.Grad(tall.Grad.([]float64), tall.Value.([]float64))
-			transpose(wide.Grad.([]float64), tall.Grad.([]float64), 9, 4)
+			linalg.Transpose(wide.Grad.([]float64), tall.Grad.([]float64), 9, 4)
 			if err := sw.Step(); err != nil {
 				t.Fatal(err)
 			}
@@ -313,7 +313,7 @@ func TestWideWeights(t *testing.T) {
 			}
 		}
 		back := make([]float64, 36)
-		transpose(back, wide.Value.([]float64), 4, 9)
+		linalg.Transpose(back, wide.Value.([]float64), 4, 9)
 		if d := firstDiff(back, tall.Value.([]float64)); d >= 0 {
 			t.Errorf("%v: the wide weight's steps differ from its transpose's at entry %d", g.Rule, d)
 		}
@@ -500,7 +500,7 @@ func TestSolverAbortsPrepared(t *testing.T) {
 // rule does on the matrix itself (bit for bit).
 func TestSolverKernels(t *testing.T) {
 	for _, shape := range [][]int{{4, 2, 3, 3}, {20, 1, 3, 3}} {
-		rows, cols, _ := MatrixOf(shape)
+		rows, cols, _ := manifold.MatrixOf(shape)
 		for _, rule := range []Rule{RSDMConfig{SubmanifoldSize: min(rows, cols, 3) + 1, Seed: 2}, RGDConfig{}, RiemannianAdamConfig{}} {
 			// The same weight twice: as a kernel and as its matrix view.
 			k, m := stiefelParam("k", rows, cols, 3), stiefelParam("m", rows, cols, 3)

@@ -14,6 +14,7 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 )
 
@@ -95,7 +96,7 @@ func layoutSolver(t *testing.T) (*optim.Solver, []optim.Param, func()) {
 		}
 		p := optim.Param{Name: s.name, Shape: s.shape}
 		if s.rule.Constrained() {
-			p.Manifold = optim.Stiefel{}
+			p.Manifold = manifold.StiefelKind{}
 		}
 		if s.float32 {
 			w32, g32 := make([]float32, size), make([]float32, size)
@@ -191,7 +192,7 @@ func TestSamplerStateNamespace(t *testing.T) {
 			w[i], target[i] = rng.NormFloat64(), rng.NormFloat64()
 		}
 		g := make([]float64, len(w))
-		p := optim.Param{Name: "w", Shape: []int{n, 3}, Manifold: optim.Stiefel{}, Value: w, Grad: g}
+		p := optim.Param{Name: "w", Shape: []int{n, 3}, Manifold: manifold.StiefelKind{}, Value: w, Grad: g}
 		if err := p.Orthonormalize(); err != nil {
 			t.Fatal(err)
 		}

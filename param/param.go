@@ -1,9 +1,9 @@
 // Package param marks Gorgonia nodes as trainable parameters and records
 // the manifold each lives on, in one place (as geoopt's ManifoldParameter
 // does): layers create their weights as Params, and optimizers, compiled
-// programs and checkpoints read the marking from them. Its Solver is
-// package optim's Solver over parameters whose values and gradients live in
-// Gorgonia nodes run by a tape machine.
+// programs and checkpoints read the marking from them. It knows the kinds of
+// manifold (package manifold) but not the optimizers: package paramopt
+// builds package optim's Solver over Params.
 package param
 
 import (
@@ -12,15 +12,15 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/manifold"
 )
 
 // Param is a trainable Gorgonia node and the manifold it lives on.
 type Param struct {
 	Node *G.Node
-	// Manifold is the manifold the node's value lives on; nil for an
-	// unconstrained parameter.
-	Manifold optim.Manifold
+	// Manifold is the kind of manifold the node's value lives on; nil for
+	// an unconstrained parameter.
+	Manifold manifold.Kind
 }
 
 // Plain marks n as an unconstrained parameter.
@@ -29,36 +29,86 @@ func Plain(n *G.Node) Param { return Param{Node: n} }
 // OnStiefel marks n, an n x p matrix, as a point of the Stiefel manifold:
 // orthonormal columns (W^T W = I) when n >= p, orthonormal rows
 // (W W^T = I) when n < p.
-func OnStiefel(n *G.Node) Param { return Param{Node: n, Manifold: optim.Stiefel{}} }
+func OnStiefel(n *G.Node) Param { return Param{Node: n, Manifold: manifold.StiefelKind{}} }
 
 // OnGrassmann marks n, an n x p matrix with n >= p, as a point of the
 // Grassmann manifold Gr(n,p).
-func OnGrassmann(n *G.Node) Param { return Param{Node: n, Manifold: optim.Grassmann{}} }
+func OnGrassmann(n *G.Node) Param { return Param{Node: n, Manifold: manifold.GrassmannKind{}} }
 
 // On marks n as a point of m: a manifold with settings of its own
-// (optim.Stiefel{Retraction: manifold.Cayley}) or of one's own type.
-func On(n *G.Node, m optim.Manifold) Param { return Param{Node: n, Manifold: m} }
+// (manifold.StiefelKind{Retraction: manifold.Cayley}) or of one's own type.
+func On(n *G.Node, m manifold.Kind) Param { return Param{Node: n, Manifold: m} }
 
 // Orthonormalize puts the node's value on its manifold (see
-// optim.Param.Orthonormalize): a weight initialized any other way becomes
+// manifold.Orthonormalize): a weight initialized any other way becomes
 // one the solvers accept.
 func (p Param) Orthonormalize() error {
-	op, err := Optim([]Param{p})
+	v, rows, cols, err := p.matrix()
 	if err != nil {
 		return err
 	}
-	return op[0].Orthonormalize()
+	switch v := v.(type) {
+	case []float32:
+		err = manifold.Orthonormalize(p.Manifold, rows, cols, v)
+	case []float64:
+		err = manifold.Orthonormalize(p.Manifold, rows, cols, v)
+	}
+	if err != nil {
+		return fmt.Errorf("param: weight %q: %w", p.Name(), err)
+	}
+	return nil
 }
 
 // Feasibility returns how far the node's value is from its manifold (see
-// optim.Param.Feasibility): ||W^T W - I||_F of a Stiefel weight with
+// manifold.Feasibility): ||W^T W - I||_F of a Stiefel weight with
 // orthonormal columns, ||W W^T - I||_F of a wide one.
 func (p Param) Feasibility() (float64, error) {
-	op, err := Optim([]Param{p})
+	v, rows, cols, err := p.matrix()
 	if err != nil {
 		return 0, err
 	}
-	return op[0].Feasibility()
+	var f float64
+	switch v := v.(type) {
+	case []float32:
+		f, err = manifold.Feasibility(p.Manifold, rows, cols, v)
+	case []float64:
+		f, err = manifold.Feasibility(p.Manifold, rows, cols, v)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("param: weight %q: %w", p.Name(), err)
+	}
+	return f, nil
+}
+
+// matrix returns the slice behind the value of a constrained weight, a
+// []float32 or []float64, and the shape of its matrix view
+// (manifold.MatrixOf), or why it has none.
+func (p Param) matrix() (v any, rows, cols int, err error) {
+	if p.Node == nil {
+		return nil, 0, 0, fmt.Errorf("param: parameter has no node")
+	}
+	d, ok := p.Node.Value().(*tensor.Dense)
+	if !ok || d == nil {
+		return nil, 0, 0, fmt.Errorf("param: %q has no dense tensor value (give it one with gorgonia.WithValue or WithInit)", p.Name())
+	}
+	v = d.Data()
+	switch v.(type) {
+	case []float32, []float64:
+	default:
+		return nil, 0, 0, fmt.Errorf("param: parameter %q: value %T, want []float32 or []float64", p.Name(), v)
+	}
+	if p.Manifold == nil {
+		return nil, 0, 0, fmt.Errorf("param: parameter %q is not constrained", p.Name())
+	}
+	shape := p.Node.Shape()
+	rows, cols, ok = manifold.MatrixOf(shape)
+	if !ok {
+		return nil, 0, 0, fmt.Errorf("param: weight %q: marked as constrained but has shape %v, want a matrix or a tensor of 3 or more axes (a convolution kernel, taken as a matrix of its first axis by the rest)", p.Name(), shape)
+	}
+	if n := d.DataSize(); n != rows*cols {
+		return nil, 0, 0, fmt.Errorf("param: weight %q of shape %v: value has %d entries", p.Name(), shape, n)
+	}
+	return v, rows, cols, nil
 }
 
 // Name returns the node's name.
@@ -86,38 +136,4 @@ func Constrained(ps []Param) []Param {
 		}
 	}
 	return out
-}
-
-// Optim returns ps as package optim's parameters: each value is the slice
-// behind its node's value, and each gradient is read through the node at
-// every step (gorgonia.Grad and a tape machine run with BindDualValues
-// bind it).
-func Optim(ps []Param) ([]optim.Param, error) {
-	out := make([]optim.Param, len(ps))
-	for i, p := range ps {
-		if p.Node == nil {
-			return nil, fmt.Errorf("param: parameter %d has no node", i)
-		}
-		d, ok := p.Node.Value().(*tensor.Dense)
-		if !ok || d == nil {
-			return nil, fmt.Errorf("param: %q has no dense tensor value (give it one with gorgonia.WithValue or WithInit)", p.Name())
-		}
-		n := p.Node
-		out[i] = optim.Param{Name: n.Name(), Shape: n.Shape().Clone(), Manifold: p.Manifold, Value: d.Data(),
-			GradFunc: func() (any, error) { return gradOf(n) }}
-	}
-	return out, nil
-}
-
-// gradOf returns the slice behind a node's gradient.
-func gradOf(n *G.Node) (any, error) {
-	g, err := n.Grad()
-	if err != nil {
-		return nil, fmt.Errorf("%w (is the graph run by a tape machine with BindDualValues, after gorgonia.Grad?)", err)
-	}
-	d, ok := g.(*tensor.Dense)
-	if !ok || d == nil {
-		return nil, fmt.Errorf("gradient of %T, want a dense tensor", g)
-	}
-	return d.Data(), nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/paramopt"
 )
 
 // The compiled-against-tape fixture: a model built twice, each copy run by
@@ -110,7 +111,7 @@ func newTapeSide(m *model, cfg sideConfig) (*tapeSide, error) {
 	s.vm = G.NewTapeMachine(m.g, opts...)
 	if cfg.groups != nil {
 		var err error
-		if s.solver, err = param.NewSolver(m.params, cfg.groups, optim.Options{}); err != nil {
+		if s.solver, err = paramopt.NewSolver(m.params, cfg.groups, optim.Options{}); err != nil {
 			s.close()
 			return nil, err
 		}

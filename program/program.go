@@ -38,6 +38,7 @@ import (
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/internal/linalg"
+	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
 )
@@ -149,7 +150,7 @@ type Param struct {
 	Node *G.Node
 	// Manifold is the manifold the parameter lives on; nil for an
 	// unconstrained one.
-	Manifold optim.Manifold
+	Manifold manifold.Kind
 	// Value and Grad are where its value and gradient live in the
 	// backend, Size elements from each; Grad has no buffer in a program
 	// compiled with NoGrad.

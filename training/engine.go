@@ -16,6 +16,7 @@ import (
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/paramopt"
 	"github.com/orthonet/orthonet/program"
 )
 
@@ -392,7 +393,7 @@ func newTapeEngine(c *Config, m, ev *Model) (*tapeEngine, error) {
 		opts.Comm = c.Comm
 	}
 	var err error
-	if e.s, err = param.NewSolver(m.Params, c.Groups, opts); err != nil {
+	if e.s, err = paramopt.NewSolver(m.Params, c.Groups, opts); err != nil {
 		e.close()
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
@@ -281,7 +282,7 @@ func checkR(groups []optim.Group, weights G.Nodes) error {
 		return nil
 	}
 	rows := func(n *G.Node) int {
-		a, b, _ := optim.MatrixOf(n.Shape())
+		a, b, _ := manifold.MatrixOf(n.Shape())
 		return max(a, b)
 	}
 	smallest := weights[0]

@@ -198,7 +198,7 @@ type ruleStep[T linalg.Float] struct {
 
 func (o *ruleStep[T]) Step(x, grad []T) error {
 	if o.st == nil || len(x) == 0 || &o.x[0] != &x[0] {
-		st, err := o.rule.Stepper(optim.Param{Name: "X", Shape: []int{o.n, o.p}, Manifold: optim.Stiefel{}, Value: x}, optim.Binding{})
+		st, err := o.rule.Stepper(optim.Param{Name: "X", Shape: []int{o.n, o.p}, Manifold: manifold.StiefelKind{}, Value: x}, optim.Binding{})
 		if err != nil {
 			return err
 		}

@@ -302,7 +302,7 @@ func TestGoBlockFaultsNamed(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command on PATH")
 	}
-	doc := "# x\n\n```go\n// given: w []float64; m optim.Manifold\n" + // a right fragment
+	doc := "# x\n\n```go\n// given: w []float64; m manifold.Kind\n" + // a right fragment
 		"p := optim.Param{Name: \"w\", Shape: []int{2, 2}, Value: w, Manifold: m}\n_ = p\n```\n\n" +
 		"```go\n// given: w []float64\nw.Step()\n```\n\n" + // line 11: w has no method
 		"```go\ntype T struct{}\n\nfunc (T) Name() string { return 1 }\n```\n\n" + // line 17: wrong type

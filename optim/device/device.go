@@ -362,7 +362,7 @@ type frame struct {
 // manifold with the QR retraction (what a device's Q factors compute), and
 // sets w.shape to the frame's n x p.
 func newFrame(w *work) (frame, error) {
-	if m, ok := w.p.Manifold.(optim.Stiefel); !ok || m.Retraction != manifold.QR {
+	if m, ok := w.p.Manifold.(manifold.StiefelKind); !ok || m.Retraction != manifold.QR {
 		return frame{}, errNotOnDevice(fmt.Sprintf("a weight on the %v manifold", w.p.Manifold), "the Stiefel manifold with the QR retraction")
 	}
 	n, p, ok := w.p.Matrix()

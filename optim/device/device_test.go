@@ -24,12 +24,12 @@ var deviceBackends = []func() backend.Backend{func() backend.Backend { return cp
 type deviceSpec struct {
 	name     string
 	shape    []int
-	manifold optim.Manifold
+	manifold manifold.Kind
 }
 
 var deviceSpecs = []deviceSpec{
-	{"tall", []int{12, 5}, optim.Stiefel{}},
-	{"wide", []int{4, 9}, optim.Stiefel{}},
+	{"tall", []int{12, 5}, manifold.StiefelKind{}},
+	{"wide", []int{4, 9}, manifold.StiefelKind{}},
 	{"bias", []int{7}, nil},
 	{"plain", []int{3, 4}, nil},
 }
@@ -267,20 +267,20 @@ func TestDeviceRefuses(t *testing.T) {
 		groups []optim.Group
 		o      optim.Options
 		want   string
-		m      optim.Manifold
+		m      manifold.Kind
 	}{
 		{"radam", []optim.Group{{Rule: optim.RiemannianAdamConfig{}, LR: 0.1}}, optim.Options{}, "the radam rule does not run on a device", nil},
 		{"orthogonal", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2, Sampling: optim.Orthogonal}}}, optim.Options{}, "orth sampling", nil},
 		{"inner steps", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2, InnerSteps: 3, Momentum: 0.5}}}, optim.Options{}, "inner steps", nil},
-		{"cayley", []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}, "stiefel (cayley retraction) manifold", optim.Stiefel{Retraction: manifold.Cayley}},
-		{"grassmann", []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}, "grassmann manifold", optim.Grassmann{}},
+		{"cayley", []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}, "stiefel (cayley retraction) manifold", manifold.StiefelKind{Retraction: manifold.Cayley}},
+		{"grassmann", []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}, "grassmann manifold", manifold.GrassmannKind{}},
 		{"clip", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2}}}, optim.Options{ClipNorm: 1}, "clipping", nil},
 		{"r > n", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 5}}}, optim.Options{}, "exceeds", nil},
 		{"own rule", []optim.Group{{LR: 0.1, Rule: ownRule{}}}, optim.Options{}, "the own rule does not run on a device", nil},
 		{"factored", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2}}}, optim.Options{}, `weight "w" has a factored gradient, which the steppers on a device do not take`, nil},
 	} {
 		if c.m == nil {
-			c.m = optim.Stiefel{}
+			c.m = manifold.StiefelKind{}
 		}
 		var first string
 		for bi, newBackend := range deviceBackends {

@@ -43,7 +43,7 @@ func ExampleNew() {
 	}
 	wOnDevice := operand(w)
 	onDevice, err := optim.NewSolver([]optim.Param{
-		{Name: "w", Shape: []int{6, 3}, Manifold: optim.Stiefel{}, Value: wOnDevice, Grad: operand(gw)},
+		{Name: "w", Shape: []int{6, 3}, Manifold: manifold.StiefelKind{}, Value: wOnDevice, Grad: operand(gw)},
 		{Name: "b", Shape: []int{2}, Value: operand(b), Grad: operand(gb)},
 	}, groups, optim.Options{Device: device.New(be)})
 	if err != nil {
@@ -51,7 +51,7 @@ func ExampleNew() {
 	}
 	defer onDevice.Close()
 	onHost, err := optim.NewSolver([]optim.Param{
-		{Name: "w", Shape: []int{6, 3}, Manifold: optim.Stiefel{}, Value: w, Grad: gw},
+		{Name: "w", Shape: []int{6, 3}, Manifold: manifold.StiefelKind{}, Value: w, Grad: gw},
 		{Name: "b", Shape: []int{2}, Value: b, Grad: gb},
 	}, groups, optim.Options{})
 	if err != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/paramopt"
 	"github.com/orthonet/orthonet/program"
 )
 
@@ -626,7 +627,7 @@ func (c *comparison) train(rep *Report, o options) error {
 	if err != nil {
 		return err
 	}
-	ts, err := param.NewSolver(c.b.params, groups(o), optim.Options{})
+	ts, err := paramopt.NewSolver(c.b.params, groups(o), optim.Options{})
 	if err != nil {
 		return err
 	}
@@ -939,7 +940,7 @@ func tapeBatchTime(ex Example, dt tensor.Dtype, o options, bs *batches) (float64
 	}
 	vm := G.NewTapeMachine(t.g, G.BindDualValues(param.Nodes(t.params)...))
 	defer vm.Close()
-	ts, err := param.NewSolver(t.params, groups(o), optim.Options{})
+	ts, err := paramopt.NewSolver(t.params, groups(o), optim.Options{})
 	if err != nil {
 		return 0, err
 	}
@@ -988,7 +989,7 @@ func throughput(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if o.backend == "tape" {
 		vm := G.NewTapeMachine(n.g, G.BindDualValues(param.Nodes(n.params)...))
 		defer vm.Close()
-		ts, err := param.NewSolver(n.params, groups(o), optim.Options{})
+		ts, err := paramopt.NewSolver(n.params, groups(o), optim.Options{})
 		if err != nil {
 			return nil, err
 		}

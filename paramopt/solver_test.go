@@ -1,4 +1,4 @@
-package param
+package paramopt
 
 import (
 	"errors"
@@ -14,6 +14,7 @@ import (
 	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 func newRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 3)) }
@@ -89,11 +90,11 @@ func TestSolverConverges(t *testing.T) {
 		f32  bool
 		g    optim.Group
 		tol  float64
-		m    optim.Manifold // the weight's manifold; nil: OnStiefel
+		m    manifold.Kind // the weight's manifold; nil: OnStiefel
 	}{
 		{"rsdm-f64", false, optim.Group{LR: 0.05, Rule: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}}, 1e-8, nil},
 		{"rsdm-o-f64", false, optim.Group{LR: 0.05, Rule: optim.RSDMConfig{SubmanifoldSize: 8, Sampling: optim.Orthogonal, Seed: 1}}, 1e-8, nil},
-		{"rgd-f64", false, optim.Group{Rule: optim.RGDConfig{Momentum: 0.5}, LR: 0.02}, 1e-8, optim.Stiefel{Retraction: manifold.Cayley}},
+		{"rgd-f64", false, optim.Group{Rule: optim.RGDConfig{Momentum: 0.5}, LR: 0.02}, 1e-8, manifold.StiefelKind{Retraction: manifold.Cayley}},
 		{"radam-f64", false, optim.Group{Rule: optim.RiemannianAdamConfig{}, LR: 0.02, Schedule: optim.Cosine{Steps: 6000}}, 1e-6, nil},
 		{"rsdm-f32", true, optim.Group{LR: 0.05, Rule: optim.RSDMConfig{SubmanifoldSize: 8, Seed: 1}}, 1e-5, nil},
 	} {
@@ -106,11 +107,11 @@ func TestSolverConverges(t *testing.T) {
 				pg, fstar = newProcrustesGraph[float64](t, 12, 5, 3)
 			}
 			defer pg.vm.Close()
-			w := OnStiefel(pg.w)
+			w := param.OnStiefel(pg.w)
 			if tc.m != nil {
-				w = On(pg.w, tc.m)
+				w = param.On(pg.w, tc.m)
 			}
-			s, err := NewSolver([]Param{w}, []optim.Group{tc.g}, optim.Options{})
+			s, err := NewSolver([]param.Param{w}, []optim.Group{tc.g}, optim.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +158,7 @@ func TestSolverPlainAndConstrained(t *testing.T) {
 			t.Fatal(err)
 		}
 		vm := G.NewTapeMachine(g, G.BindDualValues(w, b))
-		s, err := NewSolver([]Param{OnStiefel(w), Plain(b)}, []optim.Group{{Select: optim.Param.Constrained, LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 4}}, {Rule: rule, LR: 0.01}}, optim.Options{})
+		s, err := NewSolver([]param.Param{param.OnStiefel(w), param.Plain(b)}, []optim.Group{{Select: optim.Param.Constrained, LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 4}}, {Rule: rule, LR: 0.01}}, optim.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +216,7 @@ func TestSolverZeroesAfterFailure(t *testing.T) {
 	}
 	vm := G.NewTapeMachine(g, G.BindDualValues(w))
 	defer vm.Close()
-	s, err := NewSolver([]Param{OnStiefel(w)}, []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 3}}}, optim.Options{})
+	s, err := NewSolver([]param.Param{param.OnStiefel(w)}, []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 3}}}, optim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,33 +233,26 @@ func TestSolverZeroesAfterFailure(t *testing.T) {
 	}
 }
 
-// TestMarking checks that the marking travels with the parameter: Nodes
-// and Constrained, and Optim's parameters carrying the constraint, the
+// TestParams checks that Params's parameters carry the constraint, the
 // node's value slice and a gradient read through the node.
-func TestMarking(t *testing.T) {
+func TestParams(t *testing.T) {
 	g := G.NewGraph()
 	a := G.NewMatrix(g, tensor.Float32, G.WithShape(4, 2), G.WithName("a"), G.WithInit(G.Zeroes()))
 	b := G.NewMatrix(g, tensor.Float32, G.WithShape(4, 2), G.WithName("b"), G.WithInit(G.Zeroes()))
 	c := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 2), G.WithName("c"), G.WithInit(G.Zeroes()))
-	ps := []Param{OnStiefel(a), Plain(b), OnGrassmann(c)}
-	if got := Nodes(ps); len(got) != 3 || got[0] != a || got[1] != b || got[2] != c {
-		t.Errorf("Nodes: %v", got)
-	}
-	if got := Constrained(ps); len(got) != 2 || got[0].Node != a || got[1].Node != c {
-		t.Errorf("Constrained: %v", got)
-	}
-	op, err := Optim(ps)
+	ps := []param.Param{param.OnStiefel(a), param.Plain(b), param.OnGrassmann(c)}
+	op, err := Params(ps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []optim.Manifold{optim.Stiefel{}, nil, optim.Grassmann{}} {
+	for i, want := range []manifold.Kind{manifold.StiefelKind{}, nil, manifold.GrassmannKind{}} {
 		if op[i].Manifold != want || op[i].Name != ps[i].Name() {
 			t.Errorf("parameter %d: %+v", i, op[i])
 		}
 	}
 	op[0].Value.([]float32)[3] = 5
 	if a.Value().Data().([]float32)[3] != 5 {
-		t.Error("Optim's value is not the node's own slice")
+		t.Error("Params's value is not the node's own slice")
 	}
 	if _, err := op[0].GradFunc(); err == nil || !strings.Contains(err.Error(), "BindDualValues") {
 		t.Errorf("gradient of a node never run: error %v", err)

@@ -1,4 +1,4 @@
-package param_test
+package paramopt_test
 
 import (
 	"fmt"
@@ -11,13 +11,14 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/paramopt"
 )
 
 // Train a small custom Gorgonia model, out = tanh(x W1) W2, whose first
 // weight is column-orthonormal, with a Solver of two groups: RSDM-P moves
 // W1 on the Stiefel manifold with a cosine schedule, SGD with momentum
 // moves W2.
-func ExampleSolver() {
+func ExampleNewSolver() {
 	const batch, in, hidden = 64, 8, 4
 	rng := rand.New(rand.NewPCG(1, 1))
 	randn := func(n int) []float64 {
@@ -63,7 +64,7 @@ func ExampleSolver() {
 	defer vm.Close()
 
 	params := []param.Param{param.OnStiefel(W1), param.Plain(W2)} // W1's marking travels with it
-	solver, err := param.NewSolver(params, []optim.Group{
+	solver, err := paramopt.NewSolver(params, []optim.Group{
 		// The Stiefel weight: RSDM with r = 4, its step size decayed along a cosine.
 		{Select: optim.Param.Constrained, LR: 0.5, Schedule: optim.Cosine{Steps: 500, Final: 0.1},
 			Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},

@@ -1,0 +1,9 @@
+// Package layercheck holds the test of the module's layering: imports point
+// down only. The op layer (fused) runs its kernels through package backend
+// and imports no concrete backend; the manifolds, the layers and the models
+// (manifold, param, nn, models) do not import the optimizers, which
+// package paramopt joins to them from above; the optimizers (optim) import
+// neither Gorgonia nor a backend. Its test reads each package's imports,
+// transitively, from go list, for the default build, a build without cgo
+// and one with the openblas tag. It has no code of its own.
+package layercheck
