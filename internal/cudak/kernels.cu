@@ -183,7 +183,7 @@ template <typename T, typename Op> __device__ T block_reduce(T v, T *sh, Op op) 
 __device__ double block_sum(double v, double *sh) { return block_reduce(v, sh, AddOp()); }
 template <typename T> __device__ T block_max(T v, T *sh) { return block_reduce(v, sh, MaxOp()); }
 
-// ---- elementwise (backend/elementwise.go) -------------------------------------------------------
+// ---- elementwise (backend/elementwise.go, backend/chain.go) ------------------------------------
 
 template <typename T> struct MapArgs { i64 op, n; const T *src; T *dst; };
 template <typename T> __device__ void map_k(const MapArgs<T> &a) {
@@ -203,6 +203,27 @@ template <typename T> __device__ void zip_k(const ZipArgs<T> &a) {
 }
 KERNEL(on_zip_f32, ZipArgs<float>) { zip_k(a); }
 KERNEL(on_zip_f64, ZipArgs<double>) { zip_k(a); }
+
+template <typename T> struct FillArgs { i64 n; double v; T *dst; };
+template <typename T> __device__ void fill_k(const FillArgs<T> &a) {
+  T v = (T)a.v;
+  GRID_LOOP(i, a.n) a.dst[i] = v;
+}
+KERNEL(on_fill_f32, FillArgs<float>) { fill_k(a); }
+KERNEL(on_fill_f64, FillArgs<double>) { fill_k(a); }
+KERNEL(on_fill_i32, FillArgs<int>) { fill_k(a); }
+
+// Compare: binary()'s comparisons, as 0/1 ints.
+template <typename T> struct CompareArgs { i64 op, n, ascalar, bscalar; const T *a; const T *b; int *dst; };
+template <typename T> __device__ void compare_k(const CompareArgs<T> &a) {
+  int op = (int)a.op;
+  GRID_LOOP(i, a.n) {
+    T x = a.a[a.ascalar ? 0 : i], y = a.b[a.bscalar ? 0 : i];
+    a.dst[i] = binary(op, x, y) != (T)0 ? 1 : 0;
+  }
+}
+KERNEL(on_compare_f32, CompareArgs<float>) { compare_k(a); }
+KERNEL(on_compare_f64, CompareArgs<double>) { compare_k(a); }
 
 // Chain: up to CHAIN_STEPS of unary() and binary() on CHAIN_INPUTS inputs,
 // each step's result a register of the element type (backend/chain.go).
@@ -230,27 +251,6 @@ template <typename T> __device__ void chain_k(const ChainArgs<T> &a) {
 }
 KERNEL(on_chain_f32, ChainArgs<float>) { chain_k(a); }
 KERNEL(on_chain_f64, ChainArgs<double>) { chain_k(a); }
-
-template <typename T> struct FillArgs { i64 n; double v; T *dst; };
-template <typename T> __device__ void fill_k(const FillArgs<T> &a) {
-  T v = (T)a.v;
-  GRID_LOOP(i, a.n) a.dst[i] = v;
-}
-KERNEL(on_fill_f32, FillArgs<float>) { fill_k(a); }
-KERNEL(on_fill_f64, FillArgs<double>) { fill_k(a); }
-KERNEL(on_fill_i32, FillArgs<int>) { fill_k(a); }
-
-// Compare: binary()'s comparisons, as 0/1 ints.
-template <typename T> struct CompareArgs { i64 op, n, ascalar, bscalar; const T *a; const T *b; int *dst; };
-template <typename T> __device__ void compare_k(const CompareArgs<T> &a) {
-  int op = (int)a.op;
-  GRID_LOOP(i, a.n) {
-    T x = a.a[a.ascalar ? 0 : i], y = a.b[a.bscalar ? 0 : i];
-    a.dst[i] = binary(op, x, y) != (T)0 ? 1 : 0;
-  }
-}
-KERNEL(on_compare_f32, CompareArgs<float>) { compare_k(a); }
-KERNEL(on_compare_f64, CompareArgs<double>) { compare_k(a); }
 
 // ---- copies (backend/copies.go) -----------------------------------------------------------------
 
