@@ -185,29 +185,29 @@ func chainHost[T Float](p *Pool, k Chain) Func {
 		}
 	}
 	dst := hostData[T](k.Dst)[:k.N]
-	// Each part of the loop has its own registers: a block per step, and
-	// a block of each scalar input's value, filled at every run.
-	var work [][]T
+	// Each part of the loop has registers in the pool's workspace: a block
+	// per step, and a block of each scalar input's value, filled at every
+	// run.
+	block := min(k.N, chainBlock)
+	size := (len(c.steps) + MaxChainInputs) * block
+	reserve[T](p, size)
 	var sp *splitter
 	sp = p.split(k.N, cost, func(lo, hi int) {
-		w := work[part(sp, lo)]
-		regs, scal := w[:len(c.steps)*chainBlock], w[len(c.steps)*chainBlock:]
+		w := scratch[T](p, part(sp, lo))[:size]
+		regs, scal := w[:len(c.steps)*block], w[len(c.steps)*block:]
+		fill := min(hi-lo, block)
 		for r, v := range c.ins {
 			if c.scalar&(1<<r) != 0 {
-				b := scal[r*chainBlock : (r+1)*chainBlock]
+				b := scal[r*block : r*block+fill]
 				for i := range b {
 					b[i] = v[0]
 				}
 			}
 		}
-		for b := lo; b < hi; b += chainBlock {
-			c.block(dst[b:min(b+chainBlock, hi)], b, regs, scal)
+		for b := lo; b < hi; b += block {
+			c.block(dst[b:min(b+block, hi)], b, block, regs, scal)
 		}
 	})
-	work = make([][]T, sp.parts)
-	for i := range work {
-		work[i] = make([]T, (len(c.steps)+MaxChainInputs)*chainBlock)
-	}
 	return sp.loop()
 }
 
@@ -222,31 +222,36 @@ type hostChain[T Float] struct {
 }
 
 // block computes elements off to off+len(d) of the chain into d, its
-// steps' results in regs and its scalar inputs' blocks in scal.
-func (c *hostChain[T]) block(d []T, off int, regs, scal []T) {
-	n := len(d)
-	reg := func(r uint8) []T {
-		switch {
-		case int(r) >= MaxChainInputs:
-			s := int(r) - MaxChainInputs
-			return regs[s*chainBlock : s*chainBlock+n]
-		case c.scalar&(1<<r) != 0:
-			return scal[int(r)*chainBlock : int(r)*chainBlock+n]
-		}
-		return c.ins[r][off : off+n]
-	}
+// steps' results in regs and its scalar inputs' blocks in scal, each
+// register stride elements.
+func (c *hostChain[T]) block(d []T, off, stride int, regs, scal []T) {
+	last := len(c.steps) - 1
 	for s, st := range c.steps {
 		out := d
-		if s < len(c.steps)-1 {
-			out = regs[s*chainBlock : s*chainBlock+n]
+		if s < last {
+			out = regs[s*stride : s*stride+len(d)]
 		}
+		a := c.reg(st.A, off, len(d), stride, regs, scal)
 		if st.Binary != 0 {
-			zipRange(st.Binary, c.bin[s], out, reg(st.A), reg(st.B), false, false)
+			zipRange(st.Binary, c.bin[s], out, a, c.reg(st.B, off, len(d), stride, regs, scal), false, false)
 			continue
 		}
 		f := c.un[s]
-		for i, x := range reg(st.A) {
+		for i, x := range a {
 			out[i] = f(x)
 		}
 	}
+}
+
+// reg returns the n values of register r for the block at off, the
+// registers stride apart in regs and scal.
+func (c *hostChain[T]) reg(r uint8, off, n, stride int, regs, scal []T) []T {
+	switch {
+	case int(r) >= MaxChainInputs:
+		s := int(r) - MaxChainInputs
+		return regs[s*stride : s*stride+n]
+	case c.scalar&(1<<r) != 0:
+		return scal[int(r)*stride : int(r)*stride+n]
+	}
+	return c.ins[r][off : off+n]
 }

@@ -13,6 +13,38 @@ type Pool struct {
 	threads, grain int
 	work           chan task
 	closed         atomic.Bool // after Close, loops run on the calling goroutine alone
+	// scratch32 and scratch64 are workspace that the host kernels share,
+	// a buffer per part of a loop: kernels run one at a time, so one
+	// kernel's workspace, hot in the cache, is free for the next.
+	scratch32 [][]float32
+	scratch64 [][]float64
+}
+
+// reserve grows p's workspace of type T to at least n elements for each
+// part of a loop; a kernel reserves when it is prepared, never when it
+// runs.
+func reserve[T Float](p *Pool, n int) {
+	s := scratchOf[T](p)
+	for len(*s) < p.threads {
+		*s = append(*s, nil)
+	}
+	for i := range *s {
+		if len((*s)[i]) < n {
+			(*s)[i] = make([]T, n)
+		}
+	}
+}
+
+// scratch returns the workspace of type T of part q of a loop (reserve's
+// size).
+func scratch[T Float](p *Pool, q int) []T { return (*scratchOf[T](p))[q] }
+
+// scratchOf returns p's workspace buffers of type T.
+func scratchOf[T Float](p *Pool) *[][]T {
+	if s, ok := any(&p.scratch32).(*[][]T); ok {
+		return s
+	}
+	return any(&p.scratch64).(*[][]T)
 }
 
 // NewPool returns a pool of threads goroutines (runtime.GOMAXPROCS(0) when

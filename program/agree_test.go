@@ -57,8 +57,8 @@ type sideConfig struct {
 	ask      bool          // Config.Groups = groups, for a program
 	runs     int           // a program's Runs per run, 1 if 0 (a second must not accumulate)
 	// unchained keeps a program's elementwise kernels apart
-	// (Config.unchained).
-	unchained bool
+	// (Config.unchained); chainOnHost chains them on a host backend too.
+	unchained, chainOnHost bool
 }
 
 // A side runs one build of a model.
@@ -174,7 +174,7 @@ func newProgramSide(be backend.Backend, m *model, cfg sideConfig) (*programSide,
 	}
 	prog, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.logits, m.loss}, Params: m.params, Inputs: m.inputs,
 		NoGrad: cfg.noGrad, EvalMode: cfg.evalMode, FactorForRSDM: cfg.factor, Groups: map[bool][]optim.Group{true: cfg.groups}[cfg.ask],
-		unchained: cfg.unchained})
+		unchained: cfg.unchained, chainOnHost: cfg.chainOnHost})
 	if err != nil {
 		return nil, fmt.Errorf("Compile on %s: %w", be.Name(), err)
 	}

@@ -16,8 +16,12 @@ import (
 // so the program's results do not change by a bit. The fused kernel runs
 // where the later one did: the earlier one's inputs must not be touched by
 // any kernel between them.
+//
+// It chains on device backends, where a launch costs microseconds, and not
+// on the host: there a kernel's dispatch costs tens of nanoseconds, and
+// programs with chains measured no faster (docs/results.md).
 func (c *compiler) chainElementwise() {
-	if c.cfg.unfused || c.cfg.unchained {
+	if c.cfg.unfused || c.cfg.unchained || !c.cfg.chainOnHost && onHost(c.cfg.Backend) {
 		return
 	}
 	c.keepResident()

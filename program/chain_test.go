@@ -10,7 +10,7 @@ import (
 )
 
 // TestChainedElementwise compiles models with and without chained
-// elementwise kernels on every test backend: their losses, outputs and
+// elementwise kernels on every test backend (chained on the host too): their losses, outputs and
 // gradients agree to the bit, since a Chain rounds each step as its own
 // kernel did, and the chained programs launch no more kernels (the
 // charRNN at most three quarters as many, logistic regression 60%).
@@ -33,7 +33,7 @@ func TestChainedElementwise(t *testing.T) {
 	for bi, be := range testBackends(t) {
 		for _, b := range builds {
 			t.Run(fmt.Sprintf("%s/backend%d", b.name, bi), func(t *testing.T) {
-				ref, got := newSides(t, b.name, b.build, compiled(be, sideConfig{unchained: true}), compiled(be, sideConfig{}))
+				ref, got := newSides(t, b.name, b.build, compiled(be, sideConfig{unchained: true}), compiled(be, sideConfig{chainOnHost: true}))
 				agree(t, b.name, ref, got, 0, 0)
 				kr, kg := ref.(*programSide).prog, got.(*programSide).prog
 				chains := 0
@@ -93,7 +93,7 @@ func TestChainHazards(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			x, tmp, out := mk(8), mk(8), mk(8)
 			x.persistent, out.persistent, tmp.persistent = true, true, c.keep
-			comp := &compiler{kernels: c.build(x, tmp, out), vbufs: []*vbuf{x, tmp, out}}
+			comp := &compiler{kernels: c.build(x, tmp, out), vbufs: []*vbuf{x, tmp, out}, cfg: Config{chainOnHost: true}}
 			n := len(comp.kernels)
 			comp.chainElementwise()
 			chains := 0

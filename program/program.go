@@ -127,8 +127,9 @@ type Config struct {
 	// what tests compare the fused kernels with.
 	unfused bool
 	// unchained keeps every elementwise kernel apart (no Chains): what
-	// tests compare the chained programs with.
-	unchained bool
+	// tests compare the chained programs with; chainOnHost chains them on
+	// a host backend too, which by default keeps them apart.
+	unchained, chainOnHost bool
 }
 
 // Dropout is a dropout mask leaf and its probability of a zero.
