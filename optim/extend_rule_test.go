@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// signConfig is a throwaway built-in rule added as docs/extending-rule.md
+// signConfig is a throwaway built-in rule added as docs/extending/rule.md
 // says: everything in one file (this one, as a rule's own file would be),
 // then one entry in Rules (which the test appends). It is sign descent
 // with momentum for unconstrained parameters: m = mu m + g, w -= lr sign(m),

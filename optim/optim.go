@@ -3,8 +3,8 @@
 // submanifold descent method of Han, Poirion and Takeda (ICML 2025), with
 // its permutation, orthogonal and covering-block samplers and its momentum
 // variant, Riemannian coordinate descent, Riemannian gradient descent (RGD)
-// with or without momentum and Riemannian Adam, and SGD and Adam for the
-// unconstrained parameters.
+// with or without momentum and Riemannian Adam, and SGD, Adam and AdamW
+// (Adam with decoupled weight decay) for the unconstrained parameters.
 //
 // An optimizer is built once for one weight's manifold with its options, and
 // Step is called with the weight and its Euclidean gradient each iteration;

@@ -61,7 +61,7 @@ type Stepper interface {
 // usage names them, then those added by Register. ParseRuleFlags and
 // RuleNames read it, and optim/optflag defines the flags of its rules'
 // Settings (Configurable). Adding a rule to it is the one edit outside the
-// rule's file that makes it a built-in rule (docs/extending-rule.md).
+// rule's file that makes it a built-in rule (docs/extending/rule.md).
 var Rules = []Rule{RSDMConfig{}, RGDConfig{}, RiemannianAdamConfig{}, SGDConfig{}, AdamConfig{}, AdamWConfig{}}
 
 // RuleSettings are the settings ParseRule gives the rule it names; each

@@ -16,13 +16,17 @@ import (
 const root = "../.."
 
 // docFiles returns the documentation files the tests check, relative to the
-// module root: README.md, CHANGELOG.md and docs/*.md.
+// module root: README.md, CHANGELOG.md, docs/*.md and docs/extending/*.md.
 func docFiles(t *testing.T) []string {
 	t.Helper()
 	files := []string{"README.md", "CHANGELOG.md"}
-	more, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
+	var more []string
+	for _, pattern := range []string{filepath.Join(root, "docs", "*.md"), filepath.Join(root, "docs", "extending", "*.md")} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		more = append(more, m...)
 	}
 	for _, f := range more {
 		rel, err := filepath.Rel(root, f)

@@ -101,7 +101,7 @@ func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st opt
 // its stepper in the rule's own file of this package. Stepper looks a rule
 // up here by its type, so that a rule of one's own (even one that embeds
 // these) is refused by name. A rule joins the device by one entry here
-// (docs/extending-rule.md).
+// (docs/extending/rule.md).
 var rules = []deviceRule{
 	on(sgdStepper),
 	on(adamStepper),

@@ -12,7 +12,7 @@ import (
 )
 
 // gdRule is a throwaway rule given a device stepper as
-// docs/extending-rule.md says: its builder, gdStepper (in a rule's own
+// docs/extending/rule.md says: its builder, gdStepper (in a rule's own
 // file of this package, as this test file is), and one entry in rules
 // (which the test appends). It is gradient descent, w -= lr g, on
 // unconstrained float64 parameters.
