@@ -11,6 +11,10 @@ import (
 // range, unparsable or of a setting the rule lacks is refused naming the
 // flag.
 func TestParseRuleFlags(t *testing.T) {
+	var samplers []string // the names the -sampling message lists, from the table
+	for _, s := range Samplers {
+		samplers = append(samplers, s.String())
+	}
 	for _, tc := range []struct {
 		name   string
 		values map[string]string
@@ -24,7 +28,7 @@ func TestParseRuleFlags(t *testing.T) {
 		{"radam", nil, RiemannianAdamConfig{}, ""},
 		{"rsdm", map[string]string{"r": "1"}, nil, "optim: -r 1: RSDM's submanifold size must be at least 2"},
 		{"rsdm", map[string]string{"r": "x"}, nil, `optim: -r "x": strconv.Atoi`},
-		{"rsdm", map[string]string{"sampling": "sobol"}, nil, "optim: -sampling sobol: unknown sampler, want one of perm, orth, blocks"},
+		{"rsdm", map[string]string{"sampling": "sobol"}, nil, "optim: -sampling sobol: unknown sampler, want one of " + strings.Join(samplers, ", ")},
 		{"sgd", map[string]string{"momentum": "1"}, nil, "optim: -momentum 1: momentum 1, want 0 <= momentum < 1"},
 		{"rgd", map[string]string{"rgd-momentum": "-0.1"}, nil, "optim: -rgd-momentum -0.1: momentum -0.1"},
 		{"radam", map[string]string{"r": "8"}, nil, "optim: -r does not apply to rule radam (a setting of rsdm)"},
