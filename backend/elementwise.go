@@ -12,13 +12,13 @@ var _ = []defined{Map{}, Zip{}, Fill{}, Compare{}}
 
 // UnaryOp is an elementwise function of one argument. Its constants and
 // CPU definitions (unary_ops.go) and the UNARY_OPS list of kernels.cu are
-// generated from one table, gen/unary/table.go. To add one: its line at
+// generated from one table, ops in gen/elementwise/table.go. To add one: its line at
 // the end of the table (its CPU function, if not from package math, here
 // below), go generate ./backend, and a reference for it in backend/cpu's
 // elementwise tests.
 type UnaryOp uint8
 
-//go:generate go run ./gen/unary
+//go:generate go run ./gen/elementwise
 
 // definition is the CPU definition of an elementwise function: its name,
 // its function in each float type (F32 and F64), and its cost relative to
@@ -159,38 +159,12 @@ func mapHost[T Float](p *Pool, k Map) Func {
 }
 
 // BinaryOp is an elementwise function of two arguments. Comparisons give 1
-// where they hold and 0 elsewhere, in the operands' type.
+// where they hold and 0 elsewhere, in the operands' type. Its constants and
+// CPU definitions (binary_ops.go) and the BINARY_OPS list of kernels.cu are
+// generated from one table, gen/elementwise/table.go, as UnaryOp's are: its
+// line at the end of binaryOps, its generic CPU function here below, go
+// generate ./backend, and a reference in backend/cpu's elementwise tests.
 type BinaryOp uint8
-
-// The elementwise functions of two arguments.
-const (
-	Add BinaryOp = iota + 1
-	Sub
-	Mul
-	Div
-	Pow
-	Lt
-	Gt
-	Le
-	Ge
-	Eq
-	Ne
-	Max2     // max(a, b)
-	Min2     // min(a, b)
-	GELUGrad // b GELU'(a): the gradient of GELU at a times b
-)
-
-// binaries are the BinaryOps' CPU definitions.
-var binaries = [...]binary{
-	Add: {"add", add[float32], add[float64], 1}, Sub: {"sub", sub[float32], sub[float64], 1},
-	Mul: {"mul", mul[float32], mul[float64], 1}, Div: {"div", div[float32], div[float64], 1},
-	Pow: {"pow", pow[float32], pow[float64], 16},
-	Lt:  {"lt", lt[float32], lt[float64], 1}, Gt: {"gt", gt[float32], gt[float64], 1},
-	Le: {"le", le[float32], le[float64], 1}, Ge: {"ge", ge[float32], ge[float64], 1},
-	Eq: {"eq", eq[float32], eq[float64], 1}, Ne: {"ne", ne[float32], ne[float64], 1},
-	Max2: {"max", max2[float32], max2[float64], 1}, Min2: {"min", min2[float32], min2[float64], 1},
-	GELUGrad: {"gelu-grad", geluGrad[float32], geluGrad[float64], 16},
-}
 
 func add[T Float](x, y T) T { return x + y }
 func sub[T Float](x, y T) T { return x - y }

@@ -55,8 +55,6 @@ typedef unsigned u32;
 
 // ---- scalar functions (the CPU backend's definitions) ----------------------
 
-enum { ADD = 1, SUB, MUL, DIV, POW, LT, GT, LE, GE, EQ, NE, MAX2, MIN2, GELUGRAD };
-
 enum { ACT_IDENTITY = 0, ACT_RELU, ACT_GELU };
 
 // The math functions in the element type: float arithmetic for float32 data
@@ -91,7 +89,7 @@ template <typename T> __device__ __forceinline__ T gelu_deriv(T x) {
   return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * (T)GELU_C * ((T)1 + (T)3 * (T)0.044715 * x * x);
 }
 
-// BEGIN UNARY_OPS: written by go generate ./backend from backend/gen/unary/table.go; edit the table, not these lines.
+// BEGIN UNARY_OPS: written by go generate ./backend from backend/gen/elementwise/table.go; edit the table, not these lines.
 // UNARY_OPS lists backend.UnaryOp's functions, in the order of its
 // constants: each is its name and its value at x.
 #define UNARY_OPS(X)                                     \
@@ -135,22 +133,36 @@ template <typename T> __device__ __forceinline__ T unary(int op, T x) {
   return x;
 }
 
+// BEGIN BINARY_OPS: written by go generate ./backend from backend/gen/elementwise/table.go; edit the table, not these lines.
+// BINARY_OPS lists backend.BinaryOp's functions, in the order of its
+// constants: each is its name and its value at x and y.
+#define BINARY_OPS(X)                \
+  X(ADD, x + y)                      \
+  X(SUB, x - y)                      \
+  X(MUL, x * y)                      \
+  X(DIV, x / y)                      \
+  X(POW, m_pow(x, y))                \
+  X(LT, x < y ? (T)1 : (T)0)         \
+  X(GT, x > y ? (T)1 : (T)0)         \
+  X(LE, x <= y ? (T)1 : (T)0)        \
+  X(GE, x >= y ? (T)1 : (T)0)        \
+  X(EQ, x == y ? (T)1 : (T)0)        \
+  X(NE, x != y ? (T)1 : (T)0)        \
+  X(MAX2, (x > y || x != x) ? x : y) \
+  X(MIN2, (x < y || x != x) ? x : y) \
+  X(GELUGRAD, y * gelu_deriv(x))
+// END BINARY_OPS
+
+#define BINARY_ENUM(name, value) name,
+enum { BINARY_NONE, BINARY_OPS(BINARY_ENUM) };
+#undef BINARY_ENUM
+
 template <typename T> __device__ __forceinline__ T binary(int op, T x, T y) {
   switch (op) {
-  case ADD: return x + y;
-  case SUB: return x - y;
-  case MUL: return x * y;
-  case DIV: return x / y;
-  case POW: return m_pow(x, y);
-  case LT: return x < y ? (T)1 : (T)0;
-  case GT: return x > y ? (T)1 : (T)0;
-  case LE: return x <= y ? (T)1 : (T)0;
-  case GE: return x >= y ? (T)1 : (T)0;
-  case EQ: return x == y ? (T)1 : (T)0;
-  case NE: return x != y ? (T)1 : (T)0;
-  case MAX2: return (x > y || x != x) ? x : y;
-  case MIN2: return (x < y || x != x) ? x : y;
-  case GELUGRAD: return y * gelu_deriv(x);
+#define BINARY_CASE(name, value) \
+  case name: return value;
+    BINARY_OPS(BINARY_CASE)
+#undef BINARY_CASE
   }
   return x;
 }

@@ -15,13 +15,15 @@ import (
 
 // The generated files, from this folder.
 const (
-	goPath = "../../unary_ops.go"
-	cuPath = "../../../internal/cudak/kernels.cu"
+	goPath  = "../../unary_ops.go"
+	binPath = "../../binary_ops.go"
+	cuPath  = "../../../internal/cudak/kernels.cu"
 )
 
-// TestGeneratedFilesCurrent checks that backend/unary_ops.go and the
-// UNARY_OPS list of kernels.cu are what the table generates now: a table,
-// Go file or list edited without go generate ./backend fails here.
+// TestGeneratedFilesCurrent checks that backend/unary_ops.go,
+// backend/binary_ops.go and the UNARY_OPS and BINARY_OPS lists of
+// kernels.cu are what the tables generate now: a table, Go file or list
+// edited without go generate ./backend fails here.
 func TestGeneratedFilesCurrent(t *testing.T) {
 	want, err := goFile(ops)
 	if err != nil {
@@ -48,7 +50,7 @@ func TestAddedOp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	constant, comment, entry, err := lastOfGoFile(g)
+	constant, comment, entry, err := lastOfGoFile(g, "unaries")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,11 +105,11 @@ func TestRefused(t *testing.T) {
 	}
 }
 
-// lastOfGoFile parses a generated Go file and returns its last UnaryOp
-// constant with that constant's comment, and the last entry of the table
-// unaries as source: what an added op must be, whatever the layout gofmt
+// lastOfGoFile parses a generated Go file and returns its last constant
+// with that constant's comment, and the last entry of the table named
+// table as source: what an added op must be, whatever the layout gofmt
 // gives the lines.
-func lastOfGoFile(src []byte) (constant, comment, entry string, err error) {
+func lastOfGoFile(src []byte, table string) (constant, comment, entry string, err error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "unary_ops.go", src, parser.ParseComments)
 	if err != nil {
@@ -123,7 +125,7 @@ func lastOfGoFile(src []byte) (constant, comment, entry string, err error) {
 		case !ok:
 		case gd.Tok == token.CONST:
 			constant, comment = vs.Names[0].Name, strings.TrimSpace(vs.Comment.Text())
-		case len(vs.Names) == 1 && vs.Names[0].Name == "unaries":
+		case len(vs.Names) == 1 && vs.Names[0].Name == table:
 			lit := vs.Values[0].(*ast.CompositeLit)
 			var b bytes.Buffer
 			if err := printer.Fprint(&b, fset, lit.Elts[len(lit.Elts)-1]); err != nil {
@@ -133,7 +135,50 @@ func lastOfGoFile(src []byte) (constant, comment, entry string, err error) {
 		}
 	}
 	if constant == "" || entry == "" {
-		return "", "", "", fmt.Errorf("no UnaryOp constants or no table unaries in:\n%s", src)
+		return "", "", "", fmt.Errorf("no constants or no table %s in:\n%s", table, src)
 	}
 	return constant, comment, entry, nil
+}
+
+// TestBinaryFilesCurrent checks the binary family's generated Go file and
+// CUDA list, and that a line added to its table comes last in both.
+func TestBinaryFilesCurrent(t *testing.T) {
+	want, err := binaryGoFile(binaryOps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(binPath); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%s is not what table.go generates (%v): run go generate ./backend", binPath, err)
+	}
+	cu, err := os.ReadFile(cuPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spliced, err := spliceBinary(string(cu), binaryOps); err != nil || spliced != string(cu) {
+		t.Errorf("the BINARY_OPS list of %s is not what table.go generates (%v): run go generate ./backend", cuPath, err)
+	}
+	more := append(binaryOps[:len(binaryOps):len(binaryOps)], binop{"Hypot", "hypot", "hypot", 8, "m_hypot(x, y)", "sqrt(a^2 + b^2)"})
+	g, err := binaryGoFile(more)
+	if err != nil {
+		t.Fatal(err)
+	}
+	constant, comment, entry, err := lastOfGoFile(g, "binaries")
+	if err != nil || constant != "Hypot" || comment != "sqrt(a^2 + b^2)" || entry != `Hypot: {"hypot", hypot[float32], hypot[float64], 8}` {
+		t.Errorf("the Go file's last constant %q (comment %q) and last table entry %q (%v); want Hypot and its definition:\n%s", constant, comment, entry, err, g)
+	}
+	src := "a\n" + beginBinary + "\nold\n" + endBinary + "\nb\n"
+	c, err := spliceBinary(src, more)
+	if err != nil || !strings.Contains(c, "  X(HYPOT, m_hypot(x, y))\n"+endBinary) || strings.Contains(c, "old") {
+		t.Errorf("spliced (%v):\n%s", err, c)
+	}
+	for _, bad := range [][]binop{
+		{{"Add", "add", "add", 0, "x + y", ""}},
+		{{"Add", "add", "add", 1, "x + y", ""}, {"Add", "plus", "add", 1, "x + y", ""}},
+		{{"Neg", "negate", "neg2", 1, "-x", ""}}, // NEG is a unary function's name in CUDA
+		{{"add", "add", "add", 1, "x + y", ""}},
+	} {
+		if _, err := binaryGoFile(bad); err == nil {
+			t.Errorf("%v: generated, want a refusal", bad)
+		}
+	}
 }

@@ -31,3 +31,26 @@ var ops = []op{
 	{"GELU", "gelu", viaFloat64, "gelu", "gelu(x)", "the tanh form, x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))"},
 	{"SiLU", "silu", viaFloat64, "silu", "x < (T)-1e30 ? -(T)0 : x / ((T)1 + m_exp(-x))", "x sigmoid(x), also called swish"},
 }
+
+// binaryOps are backend.BinaryOp's functions, in the order of their
+// constants (Add is 1). Adding one is a line at the end here (its CPU
+// function, a generic func[T Float](x, y T) T, in backend/elementwise.go),
+// then go generate ./backend, and its reference in binaryRefs of
+// backend/cpu/elementwise_test.go.
+var binaryOps = []binop{
+	// constant, name, its CPU function, cost, its value at x and y in CUDA, comment
+	{"Add", "add", "add", 1, "x + y", ""},
+	{"Sub", "sub", "sub", 1, "x - y", ""},
+	{"Mul", "mul", "mul", 1, "x * y", ""},
+	{"Div", "div", "div", 1, "x / y", ""},
+	{"Pow", "pow", "pow", 16, "m_pow(x, y)", ""},
+	{"Lt", "lt", "lt", 1, "x < y ? (T)1 : (T)0", ""},
+	{"Gt", "gt", "gt", 1, "x > y ? (T)1 : (T)0", ""},
+	{"Le", "le", "le", 1, "x <= y ? (T)1 : (T)0", ""},
+	{"Ge", "ge", "ge", 1, "x >= y ? (T)1 : (T)0", ""},
+	{"Eq", "eq", "eq", 1, "x == y ? (T)1 : (T)0", ""},
+	{"Ne", "ne", "ne", 1, "x != y ? (T)1 : (T)0", ""},
+	{"Max2", "max", "max2", 1, "(x > y || x != x) ? x : y", "max(a, b)"},
+	{"Min2", "min", "min2", 1, "(x < y || x != x) ? x : y", "min(a, b)"},
+	{"GELUGrad", "gelu-grad", "geluGrad", 16, "y * gelu_deriv(x)", "b GELU'(a): the gradient of GELU at a times b"},
+}
