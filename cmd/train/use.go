@@ -117,7 +117,11 @@ type trained struct {
 // it. A non-empty dataDir replaces the run's -data. Every error is a
 // usageError (exit 2).
 func loadTrained(u useFlags, dataDir string) (*trained, error) {
-	args := []string{"-resume", u.resume, "-out", u.out, "-dist", "single", "-max-memory", u.maxMemory}
+	maxMemory := u.maxMemory
+	if maxMemory == "" { // a useFlags built in code rather than parsed
+		maxMemory = "auto"
+	}
+	args := []string{"-resume", u.resume, "-out", u.out, "-dist", "single", "-max-memory", maxMemory}
 	if u.device != "" {
 		args = append(args, "-device", u.device, "-engine", u.engine)
 	}
@@ -195,7 +199,8 @@ func (t *trained) network(b int, images bool) (*network, error) {
 // checkMemory refuses, as a usageError, a network of the checkpoint's
 // flags that would take more memory than -max-memory or the memory left
 // for batches of b images (useFootprint), or whose sizes overflow, naming
-// its flags; with images (train export's form), b is export's -batch.
+// its flags; with images (train export's form), b is the batch the export
+// builds the network at.
 func (t *trained) checkMemory(b int, images bool) error {
 	f, err := useFootprint(t.c, t.set(), b)
 	if err != nil {
@@ -205,12 +210,11 @@ func (t *trained) checkMemory(b int, images bool) error {
 	if !ok || f.total() <= budget.Bytes {
 		return nil
 	}
-	var lower []string
 	batch := ""
 	if images {
-		lower, batch = []string{"batch"}, fmt.Sprintf(" with -batch %d", b)
+		batch = fmt.Sprintf(" at a batch of %d images", b)
 	}
-	return &usageError{fmt.Errorf("%s: its %s%s: %s", t.path, sizeLine(t.c, false), batch, overBudget(f, budget, lower))}
+	return &usageError{fmt.Errorf("%s: its %s%s: %s", t.path, sizeLine(t.c, false), batch, overBudget(f, budget, nil))}
 }
 
 // startEngine settles -device (saying which it took on log) and returns an
