@@ -2,7 +2,7 @@
 // (ModelProto, GraphProto, NodeProto, TensorProto, ValueInfoProto,
 // AttributeProto, StringStringEntryProto, OperatorSetIdProto) encoded by
 // hand in protobuf's wire format, with no protobuf library. It knows the
-// file format only; program.ExportONNX turns a Gorgonia graph into a
+// file format only; package onnxexport turns a Gorgonia graph into a
 // Model.
 //
 // Marshal checks the graph before it encodes it: every node's inputs are

@@ -4,13 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
-	"unsafe"
 
 	G "gorgonia.org/gorgonia"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/internal/gorgoniaop"
 )
 
 // compiler holds the state of one Compile, which its phases fill in turn.
@@ -219,36 +218,11 @@ func (c *compiler) orderNodes() error {
 
 // order returns the nodes the targets depend on, children before parents.
 func (c *compiler) order(targets []*G.Node) ([]*G.Node, error) {
-	const active, done = 1, 2 // a node's state; 0 is unseen
-	state := map[*G.Node]int{}
-	var out []*G.Node
-	var visit func(n *G.Node) error
-	visit = func(n *G.Node) error {
-		switch state[n] {
-		case active:
-			return fmt.Errorf("program: the graph has a cycle through node %q", n.Name())
-		case done:
-			return nil
-		}
-		state[n] = active
-		for _, ch := range c.children(n) {
-			if err := visit(ch); err != nil {
-				return err
-			}
-		}
-		state[n] = done
-		out = append(out, n)
-		return nil
+	order, err := gorgoniaop.Order(c.g, targets, c.children)
+	if err != nil {
+		return nil, fmt.Errorf("program: %w", err)
 	}
-	for _, t := range targets {
-		if t.Graph() != c.g {
-			return nil, fmt.Errorf("program: node %q belongs to another graph", t.Name())
-		}
-		if err := visit(t); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return order, nil
 }
 
 // children returns n's arguments in order: those of its rewrite, if it
@@ -257,39 +231,7 @@ func (c *compiler) children(n *G.Node) []*G.Node {
 	if rw, ok := c.rewrites[n]; ok {
 		return rw.inputs
 	}
-	return args(n)
-}
-
-// childrenField is the index of gorgonia.Node's children field, the
-// arguments its op was applied to; -1 where the field is missing or of
-// another type (a Gorgonia other than v0.9.18's layout).
-var childrenField = func() int {
-	f, ok := reflect.TypeFor[G.Node]().FieldByName("children")
-	if !ok || f.Type != reflect.TypeFor[G.Nodes]() || len(f.Index) != 1 {
-		return -1
-	}
-	return f.Index[0]
-}()
-
-// args returns the arguments of n's op in order, as the node records them.
-//
-// It does not ask the graph (ExprGraph.From): From finds a node by its ID
-// through an index of positions in the graph's node list that
-// ExprGraph.RemoveNode leaves stale, so after one of Gorgonia's rewrites
-// removes a node (log(1-x) becomes log1p(-x) in BinaryXent, for one) From
-// may return another node's arguments. The node's own list is exact; From
-// is the fallback only where the field is not found.
-func args(n *G.Node) []*G.Node {
-	if childrenField >= 0 {
-		f := reflect.ValueOf(n).Elem().Field(childrenField)
-		return slices.Clone(*(*G.Nodes)(unsafe.Pointer(f.UnsafeAddr())))
-	}
-	it := n.Graph().From(n.ID())
-	var out []*G.Node
-	for it.Next() {
-		out = append(out, it.Node().(*G.Node))
-	}
-	return out
+	return gorgoniaop.Args(n)
 }
 
 // bindParams, the last phase, hands the planned buffers to the program:

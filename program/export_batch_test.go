@@ -16,10 +16,11 @@ import (
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/models"
 	"github.com/orthonet/orthonet/onnx"
+	"github.com/orthonet/orthonet/onnxexport"
 )
 
 // batchCase is a graph built for a batch size, from an input x of shape
-// in(batch): ExportONNXBatch must export it for any batch (out names the
+// in(batch): onnxexport.ExportBatch must export it for any batch (out names the
 // output's first dimension) or refuse it with an error holding refusal.
 type batchCase struct {
 	name    string
@@ -58,11 +59,11 @@ func (c batchCase) graph(b int, dt tensor.Dtype) (g *G.ExprGraph, x, out *G.Node
 	return g, x, out, err
 }
 
-// export returns ExportONNXBatch's model of c.
+// export returns onnxexport.ExportBatch's model of c.
 func (c batchCase) export(dt tensor.Dtype) (*onnx.Model, error) {
-	return ExportONNXBatch(func(b int) (*G.ExprGraph, ExportConfig, error) {
+	return onnxexport.ExportBatch(func(b int) (*G.ExprGraph, onnxexport.Config, error) {
 		g, x, out, err := c.graph(b, dt)
-		return g, ExportConfig{Inputs: []*G.Node{x}, Outputs: []*G.Node{out}, OutputNames: []string{"y"}}, err
+		return g, onnxexport.Config{Inputs: []*G.Node{x}, Outputs: []*G.Node{out}, OutputNames: []string{"y"}}, err
 	})
 }
 
@@ -73,7 +74,7 @@ func rows(d ...int) func(int) []int {
 
 // batchCases are graphs whose Reshape targets, Expand shapes, Slice
 // bounds and constants' shapes depend on the batch in the ways
-// ExportONNXBatch writes.
+// onnxexport.ExportBatch writes.
 func batchCases() []batchCase {
 	return []batchCase{
 		{name: "reshape", in: rows(6), runs: []int{1, 7}, out: "batch", build: func(g *G.ExprGraph, x *G.Node, b int) (*G.Node, error) {
@@ -112,10 +113,10 @@ func batchCases() []batchCase {
 }
 
 // refusedBatchCases are graphs whose export changes with the batch
-// otherwise than ExportONNXBatch can write, and a builder that fails.
+// otherwise than onnxexport.ExportBatch can write, and a builder that fails.
 func refusedBatchCases() []batchCase {
 	return []batchCase{
-		{name: "one-hot selector", in: func(b int) []int { return []int{2 * b, 3} }, refusal: `initializer "sel" (FLOAT [2 4] at batch 2), read by node "gemm" (Gemm): program: the ONNX export depends on the batch: it holds several values at batch 2`, build: func(g *G.ExprGraph, x *G.Node, b int) (*G.Node, error) {
+		{name: "one-hot selector", in: func(b int) []int { return []int{2 * b, 3} }, refusal: `initializer "sel" (FLOAT [2 4] at batch 2), read by node "gemm" (Gemm): onnxexport: the ONNX export depends on the batch: it holds several values at batch 2`, build: func(g *G.ExprGraph, x *G.Node, b int) (*G.Node, error) {
 			sel := make([]float64, 2*b*b)
 			for i := 0; i < b; i++ {
 				sel[i*2*b+2*i] = 1
@@ -207,53 +208,19 @@ func checkBatchRun(t *testing.T, c batchCase, dt tensor.Dtype, path string, batc
 // TestExportONNXBatchRefusals checks that graphs whose export changes with
 // the batch otherwise than by shapes (a constant of several values, a
 // dimension not affine in the batch, another node) are refused with
-// ErrBatchDependent naming what changes, and a builder's error is passed on.
+// onnxexport.ErrBatchDependent naming what changes, and a builder's error
+// is passed on.
 func TestExportONNXBatchRefusals(t *testing.T) {
 	for _, c := range refusedBatchCases() {
 		_, err := c.export(tensor.Float32)
-		if err == nil || !strings.Contains(err.Error(), c.refusal) || !strings.HasPrefix(err.Error(), "program: ExportONNXBatch: ") {
+		if err == nil || !strings.Contains(err.Error(), c.refusal) || !strings.HasPrefix(err.Error(), "onnxexport: ExportBatch: ") {
 			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.refusal)
 		}
-		if builderErr := c.name == "builder error"; errors.Is(err, ErrBatchDependent) == builderErr {
-			t.Errorf("%s: error %v: errors.Is(ErrBatchDependent) is %v", c.name, err, !builderErr)
+		if builderErr := c.name == "builder error"; errors.Is(err, onnxexport.ErrBatchDependent) == builderErr {
+			t.Errorf("%s: error %v: errors.Is(onnxexport.ErrBatchDependent) is %v", c.name, err, !builderErr)
 		}
 	}
-	if _, err := ExportONNXBatch(nil); err == nil {
-		t.Error("ExportONNXBatch(nil) gave no error")
-	}
-}
-
-// TestExportONNXBatchSame checks that the model does not depend on the
-// batch: two exports give the same bytes, the batch's zeros are no
-// initializer (they are expanded from one value), and the last Reshape's
-// target is (-1, 9).
-func TestExportONNXBatchSame(t *testing.T) {
-	c := batchCases()[1] // broadcast-zeros: Expand, Concat and -1 targets
-	var files [][]byte
-	for range 2 {
-		m, err := c.export(tensor.Float32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := m.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, b)
-		var targets [][]int64
-		for _, init := range m.Graph.Initializers {
-			if init.Name == "zeros" {
-				t.Errorf("initializer %s %v: the zeros of a batch", init.Name, init.Dims)
-			}
-			if init.Type == onnx.Int64 {
-				targets = append(targets, int64s(&init))
-			}
-		}
-		if !slices.ContainsFunc(targets, func(v []int64) bool { return slices.Equal(v, []int64{-1, 9}) }) {
-			t.Errorf("INT64 initializers %v: no Reshape target (-1, 9), the output's", targets)
-		}
-	}
-	if string(files[0]) != string(files[1]) {
-		t.Error("two exports differ")
+	if _, err := onnxexport.ExportBatch(nil); err == nil {
+		t.Error("onnxexport.ExportBatch(nil) gave no error")
 	}
 }

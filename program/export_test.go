@@ -21,6 +21,7 @@ import (
 	"github.com/orthonet/orthonet/internal/onnxrt"
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/models"
+	"github.com/orthonet/orthonet/onnxexport"
 )
 
 // exportCases are graphs whose ONNX export ONNX Runtime must compute as the
@@ -103,7 +104,7 @@ func compileForward(t *testing.T, g *G.ExprGraph, inputs []*G.Node, out *G.Node)
 // ONNX Runtime on the inputs' current values, and returns the output.
 func runExported(t *testing.T, g *G.ExprGraph, inputs []*G.Node, out *G.Node, f32 bool) []float64 {
 	t.Helper()
-	m, err := ExportONNX(g, ExportConfig{Inputs: inputs, Outputs: []*G.Node{out}, OutputNames: []string{"y"}, Float32: f32})
+	m, err := onnxexport.Export(g, onnxexport.Config{Inputs: inputs, Outputs: []*G.Node{out}, OutputNames: []string{"y"}, Float32: f32})
 	if err != nil {
 		t.Fatalf("ExportONNX: %v", err)
 	}
@@ -286,20 +287,8 @@ func (absOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backen
 }
 
 // TestExportONNXRefusesUnknownOp builds a model with an op that Compile
-// accepts but exporters has no entry for: ExportONNX must refuse it with
-// ErrNotExportable, naming the op type and the node.
-// TestExportONNXRefusesPooling checks that a max pooling ONNX has no
-// equivalent of (gorgonia's four paddings) is refused naming the reason.
-func TestExportONNXRefusesPooling(t *testing.T) {
-	g := G.NewGraph()
-	x := newLeaf(g, tensor.Float32, "x", []int{1, 1, 4, 4}, make([]float64, 16))
-	y := G.Must(G.MaxPool2D(x, tensor.Shape{2, 2}, []int{1, 0, 0, 1}, []int{2, 2}))
-	_, err := ExportONNX(g, ExportConfig{Inputs: []*G.Node{x}, Outputs: []*G.Node{y}})
-	if !errors.Is(err, ErrNotExportable) || !strings.Contains(err.Error(), "four paddings") {
-		t.Errorf("error %v, want ErrNotExportable naming the four paddings", err)
-	}
-}
-
+// accepts but onnxexport has no entry for: onnxexport.Export must refuse it
+// with ErrNotExportable, naming the op type and the node.
 func TestExportONNXRefusesUnknownOp(t *testing.T) {
 	g := G.NewGraph()
 	x := newLeaf(g, tensor.Float32, "x", []int{2, 3}, []float64{1, -2, 3, -4, 5, -6})
@@ -312,9 +301,9 @@ func TestExportONNXRefusesUnknownOp(t *testing.T) {
 	if got := compileForward(t, g, []*G.Node{x}, y); fmt.Sprint(got) != "[4 1 10 1]" {
 		t.Fatalf("the compiled program computes %v, want [4 1 10 1]", got)
 	}
-	_, err = ExportONNX(g, ExportConfig{Inputs: []*G.Node{x}, Outputs: []*G.Node{y}})
-	if !errors.Is(err, ErrNotExportable) {
-		t.Fatalf("error %v, want ErrNotExportable", err)
+	_, err = onnxexport.Export(g, onnxexport.Config{Inputs: []*G.Node{x}, Outputs: []*G.Node{y}})
+	if !errors.Is(err, onnxexport.ErrNotExportable) {
+		t.Fatalf("error %v, want onnxexport.ErrNotExportable", err)
 	}
 	for _, want := range []string{"absOp", y.Name()} {
 		if !strings.Contains(err.Error(), want) {

@@ -3,7 +3,6 @@ package program
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/fused"
+	"github.com/orthonet/orthonet/internal/gorgoniaop"
 )
 
 // lowerNodes, the lowering phase, emits the program's kernels against
@@ -138,26 +138,19 @@ func (c *compiler) leaf(n *G.Node) error {
 	return nil
 }
 
-// hostData returns a copy of a leaf's value as a host slice.
+// hostData returns a copy of a leaf's value as a host slice: []float32,
+// []float64, or, for integers and booleans, []int32.
 func hostData(n *G.Node) (any, error) {
-	val := n.Value()
-	if val == nil {
-		return nil, fmt.Errorf("program: leaf %q has no value", n.Name())
+	data, ok, err := gorgoniaop.FloatData(n)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("program: %w", err)
+	case ok:
+		return data, nil
+	case !isFloat(n.Dtype()):
+		return intData(n.Name(), n.Value().Data())
 	}
-	switch d := val.Data().(type) {
-	case []float32:
-		return append([]float32(nil), d...), nil
-	case []float64:
-		return append([]float64(nil), d...), nil
-	case float32:
-		return []float32{d}, nil
-	case float64:
-		return []float64{d}, nil
-	}
-	if !isFloat(n.Dtype()) {
-		return intData(n.Name(), val.Data())
-	}
-	return nil, fmt.Errorf("program: leaf %q holds %T, want float32 or float64 values", n.Name(), val.Data())
+	return nil, fmt.Errorf("program: leaf %q holds %T, want float32 or float64 values", n.Name(), n.Value().Data())
 }
 
 // checkGrad adds the kernels that flag a non-finite gradient of parameter
@@ -183,7 +176,7 @@ func (c *compiler) lower(n *G.Node, in []*val) error {
 		return rw.lower(c, n, in, out)
 	}
 	op := n.Op()
-	name := opName(op)
+	name := gorgoniaop.OpName(op)
 	if _, ok := op.(fused.Lowering); ok {
 		name = "fused" // an op with its own lowering, whatever its type's name
 	}
@@ -277,74 +270,6 @@ func (c *compiler) view(n *G.Node, base *val, off int) {
 
 var dtypes = map[tensor.Dtype]backend.DType{tensor.Float32: backend.Float32, tensor.Float64: backend.Float64}
 
-// The op types of gorgonia v0.9.18 are unexported; the compiler tells them
-// by their type names and reads their parameters by reflection, once, at
-// compile time. The tests lower every op against the tape machine, so a
-// change of Gorgonia's internals fails there, not silently.
-func opName(op G.Op) string {
-	t := reflect.TypeOf(op)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return t.Name()
-}
-
-// field returns the named field of op's struct (following embedded
-// pointers), or an invalid Value.
-func field(op G.Op, name string) reflect.Value {
-	v := reflect.ValueOf(op)
-	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-		v = v.Elem() // the zero Value, of no kind, if nil
-	}
-	if v.Kind() != reflect.Struct {
-		return reflect.Value{}
-	}
-	return v.FieldByName(name)
-}
-
-func intField(op G.Op, name string) (int, error) {
-	switch f := field(op, name); {
-	case f.CanInt():
-		return int(f.Int()), nil
-	case f.CanUint():
-		return int(f.Uint()), nil
-	}
-	return 0, fmt.Errorf("op %T has no integer field %q (gorgonia's internals changed?)", op, name)
-}
-
-// floatField returns the named float field of op's struct.
-func floatField(op G.Op, name string) (float64, error) {
-	f := field(op, name)
-	if !f.CanFloat() {
-		return 0, fmt.Errorf("op %T has no float field %q (gorgonia's internals changed?)", op, name)
-	}
-	return f.Float(), nil
-}
-
-func boolField(op G.Op, name string) (bool, error) {
-	f := field(op, name)
-	if f.Kind() != reflect.Bool {
-		return false, fmt.Errorf("op %T has no bool field %q (gorgonia's internals changed?)", op, name)
-	}
-	return f.Bool(), nil
-}
-
-func intsField(op G.Op, name string) ([]int, error) {
-	f := field(op, name)
-	if f.Kind() != reflect.Slice {
-		return nil, fmt.Errorf("op %T has no slice field %q (gorgonia's internals changed?)", op, name)
-	}
-	out := make([]int, f.Len())
-	for i := range out {
-		e := f.Index(i)
-		if !e.CanInt() {
-			return nil, fmt.Errorf("op %T: field %q holds %v", op, name, e.Kind())
-		}
-		out[i] = int(e.Int())
-	}
-	return out, nil
-}
-
 // constant makes n's value at Compile a resident buffer of its own: a
 // constant, or a parameter's starting value.
 func (c *compiler) constant(n *G.Node) error {
@@ -359,7 +284,7 @@ func (c *compiler) constant(n *G.Node) error {
 // size lowers gorgonia.SizeOf: the length of an axis of its argument, known
 // at compile time.
 func (c *compiler) size(n *G.Node, in []*val) error {
-	axis, err := intField(n.Op(), "axis")
+	axis, err := gorgoniaop.IntField(n.Op(), "axis")
 	if err != nil {
 		return err
 	}
@@ -489,26 +414,9 @@ func scalars(a, b, out *val) (aScalar, bScalar, ok bool) {
 	return false, false, false
 }
 
-// The kinds of gorgonia's linAlgBinOp (its āBinaryOperator).
-const (
-	matMul = iota
-	matVecMul
-	vecDot
-	outerProd
-	batchedMatMul
-)
-
-// linAlgOf reads a linAlgBinOp's kind and whether it transposes A and B.
-func linAlgOf(op G.Op) (kind int, tA, tB bool, err error) {
-	kind, err1 := intField(op, "āBinaryOperator")
-	tA, err2 := boolField(op, "transA")
-	tB, err3 := boolField(op, "transB")
-	return kind, tA, tB, errors.Join(err1, err2, err3)
-}
-
 func (c *compiler) linAlg(n *G.Node, in []*val, out *val) error {
 	op := n.Op()
-	kind, tA, tB, err := linAlgOf(op)
+	kind, tA, tB, err := gorgoniaop.LinAlgOf(op)
 	if err != nil {
 		return err
 	}
@@ -517,9 +425,9 @@ func (c *compiler) linAlg(n *G.Node, in []*val, out *val) error {
 	// with one column, a dot product a row times a column, an outer
 	// product a column times a row.
 	as, bs := a.shape, b.shape
-	want := map[int][2]int{matMul: {2, 2}, matVecMul: {2, 1}, vecDot: {1, 1}, outerProd: {1, 1}}[kind] // axes of a and b
+	want := map[int][2]int{gorgoniaop.MatMul: {2, 2}, gorgoniaop.MatVecMul: {2, 1}, gorgoniaop.VecDot: {1, 1}, gorgoniaop.OuterProd: {1, 1}}[kind] // axes of a and b
 	switch {
-	case kind == batchedMatMul:
+	case kind == gorgoniaop.BatchedMatMul:
 		if len(as) < 3 || len(bs) != len(as) {
 			return fmt.Errorf("%v: operands of shapes %v and %v, want batches of matrices", op, as, bs)
 		}
@@ -529,11 +437,11 @@ func (c *compiler) linAlg(n *G.Node, in []*val, out *val) error {
 		return fmt.Errorf("%v: operands of shapes %v and %v, want %d and %d axes", op, as, bs, want[0], want[1])
 	}
 	switch kind {
-	case matVecMul:
+	case gorgoniaop.MatVecMul:
 		bs, tB = tensor.Shape{bs[0], 1}, false
-	case vecDot:
+	case gorgoniaop.VecDot:
 		as, bs, tA, tB = tensor.Shape{1, as[0]}, tensor.Shape{bs[0], 1}, false, false
-	case outerProd:
+	case gorgoniaop.OuterProd:
 		as, bs, tA, tB = tensor.Shape{as[0], 1}, tensor.Shape{1, bs[0]}, false, false
 	}
 	// Matrices, or batches of them over the leading axes.
@@ -551,7 +459,7 @@ func (c *compiler) linAlg(n *G.Node, in []*val, out *val) error {
 		g.N = br
 	}
 	g.LDC = g.N
-	if kind == batchedMatMul {
+	if kind == gorgoniaop.BatchedMatMul {
 		g.Batch, g.StrideA, g.StrideB, g.StrideC = batch, ar*ac, br*bc, g.M*g.N
 	}
 	if g.Batches()*g.M*g.N != out.size {
@@ -567,10 +475,10 @@ func (c *compiler) thinProduct(g *G.Node) (a, b *val, ok bool) {
 	if _, fused := c.rewrites[g]; fused {
 		return nil, nil, false
 	}
-	if op := g.Op(); op == nil || opName(op) != "linAlgBinOp" {
+	if op := g.Op(); op == nil || gorgoniaop.OpName(op) != "linAlgBinOp" {
 		return nil, nil, false
 	}
-	if kind, tA, tB, err := linAlgOf(g.Op()); err != nil || kind != matMul || !tA || tB {
+	if kind, tA, tB, err := gorgoniaop.LinAlgOf(g.Op()); err != nil || kind != gorgoniaop.MatMul || !tA || tB {
 		return nil, nil, false
 	}
 	ch := c.children(g)
@@ -584,7 +492,7 @@ func (c *compiler) thinProduct(g *G.Node) (a, b *val, ok bool) {
 // reduce lowers Sum and Max along axes: runs of adjacent axes are reduced
 // at once, from the last run to the first.
 func (c *compiler) reduce(n *G.Node, in []*val, out *val, rop backend.ReduceOp) error {
-	along, err := intsField(n.Op(), "along")
+	along, err := gorgoniaop.IntsField(n.Op(), "along")
 	if err != nil {
 		return err
 	}
@@ -631,8 +539,8 @@ func (c *compiler) reduce(n *G.Node, in []*val, out *val, rop backend.ReduceOp) 
 // (arguments x, y = softmax(x), dy).
 func (c *compiler) softmax(n *G.Node, in []*val, out *val) error {
 	op := n.Op()
-	isLog, err1 := boolField(op, "isLog")
-	axis, err2 := intField(op, "axis")
+	isLog, err1 := gorgoniaop.BoolField(op, "isLog")
+	axis, err2 := gorgoniaop.IntField(op, "axis")
 	if err := errors.Join(err1, err2); err != nil {
 		return err
 	}
@@ -647,7 +555,7 @@ func (c *compiler) softmax(n *G.Node, in []*val, out *val) error {
 		return fmt.Errorf("softmax along axis %d of shape %v", axis, x.shape)
 	}
 	outer, inner := x.shape[:axis].TotalSize(), x.shape[axis+1:].TotalSize()
-	if opName(op) == "softmaxOp" {
+	if gorgoniaop.OpName(op) == "softmaxOp" {
 		c.emit(backend.Softmax{Log: isLog, Outer: outer, Axis: x.shape[axis], Inner: inner, Src: x.operand(), Dst: out.operand()})
 		return nil
 	}
@@ -661,7 +569,7 @@ func (c *compiler) softmax(n *G.Node, in []*val, out *val) error {
 // repeat lowers gorgonia's repeatOp (broadcasting): every element of the
 // argument is repeated along one axis, as tensor.Repeat does.
 func (c *compiler) repeat(n *G.Node, in []*val, out *val) error {
-	along, err := intField(n.Op(), "along")
+	along, err := gorgoniaop.IntField(n.Op(), "along")
 	if err != nil {
 		return err
 	}
@@ -695,7 +603,7 @@ func (c *compiler) repeat(n *G.Node, in []*val, out *val) error {
 }
 
 func (c *compiler) transpose(n *G.Node, in []*val, out *val) error {
-	pattern, err := intsField(n.Op(), "pattern")
+	pattern, err := gorgoniaop.IntsField(n.Op(), "pattern")
 	if err != nil {
 		return err
 	}
@@ -715,65 +623,24 @@ func (c *compiler) transpose(n *G.Node, in []*val, out *val) error {
 	return nil
 }
 
-// window is a slice's view of the tensor it slices.
-type window struct {
-	shape   tensor.Shape
-	strides []int
-	off     int
-	// contiguous: leading rows (the axes before the sliced one of length 1), step 1
-	contiguous bool
-}
-
-// sliceOf returns the window of a sliceOp (or of the slice inside a
-// sliceIncrOp) on a tensor of shape.
-func sliceOf(op G.Op, shape tensor.Shape) (window, error) {
-	axis, err := intField(op, "along")
-	if err != nil {
-		return window{}, err
-	}
-	if axis < 0 || axis >= len(shape) {
-		return window{}, fmt.Errorf("slice along axis %d of shape %v", axis, shape)
-	}
-	start, end, step := 0, shape[axis], 1
-	f := field(op, "Slice")
-	if !f.IsValid() {
-		return window{}, fmt.Errorf("op %T has no Slice (gorgonia's internals changed?)", op)
-	}
-	if s, ok := op.(interface{ IsSlice() tensor.Slice }); ok && s.IsSlice() != nil {
-		sl := s.IsSlice()
-		start, end, step = sl.Start(), sl.End(), max(sl.Step(), 1)
-	} else if !f.IsNil() {
-		return window{}, fmt.Errorf("op %T: cannot read its slice", op)
-	}
-	if start < 0 || end > shape[axis] || start >= end {
-		return window{}, fmt.Errorf("slice %d:%d of axis %d of shape %v", start, end, axis, shape)
-	}
-	w := window{shape: shape.Clone(), strides: shape.CalcStrides(), contiguous: shape[:axis].TotalSize() == 1 && step == 1}
-	w.off = start * w.strides[axis]
-	// tensor v0.9.23 takes (end - start) / step elements, rounded down
-	// (tensor.Shape.S), where Python would round up.
-	w.shape[axis], w.strides[axis] = (end-start)/step, w.strides[axis]*step
-	return w, nil
-}
-
 func (c *compiler) slice(n *G.Node, in []*val) error {
 	x := in[0]
-	w, err := sliceOf(n.Op(), x.shape)
+	w, err := gorgoniaop.SliceOf(n.Op(), x.shape)
 	if err != nil {
 		return err
 	}
-	if w.shape.TotalSize() != n.DataSize() {
-		return fmt.Errorf("slice of %v gives %v, the node %v", x.shape, w.shape, n.Shape())
+	if w.Shape.TotalSize() != n.DataSize() {
+		return fmt.Errorf("slice of %v gives %v, the node %v", x.shape, w.Shape, n.Shape())
 	}
-	if w.contiguous {
-		c.view(n, x, w.off)
+	if w.Contiguous {
+		c.view(n, x, w.Off)
 		return nil
 	}
 	out, err := c.newVal(n, false)
 	if err != nil {
 		return err
 	}
-	c.emit(backend.Copy{Shape: w.shape, Src: backend.At(x.vb, x.off+w.off), SrcStrides: w.strides, Dst: out.operand(), DstStrides: w.shape.CalcStrides()})
+	c.emit(backend.Copy{Shape: w.Shape, Src: backend.At(x.vb, x.off+w.Off), SrcStrides: w.Strides, Dst: out.operand(), DstStrides: w.Shape.CalcStrides()})
 	return nil
 }
 
@@ -781,20 +648,20 @@ func (c *compiler) slice(n *G.Node, in []*val) error {
 // shape with the slice's window set to the incoming gradient.
 func (c *compiler) sliceIncr(n *G.Node, in []*val, out *val) error {
 	x, g := in[0], in[1]
-	w, err := sliceOf(n.Op(), x.shape)
+	w, err := gorgoniaop.SliceOf(n.Op(), x.shape)
 	if err != nil {
 		return err
 	}
-	if w.shape.TotalSize() != g.size {
-		return fmt.Errorf("slice gradient of %d values into a window of %v", g.size, w.shape)
+	if w.Shape.TotalSize() != g.size {
+		return fmt.Errorf("slice gradient of %d values into a window of %v", g.size, w.Shape)
 	}
 	c.emit(backend.Fill{N: out.size, Dst: out.operand()})
-	c.emit(backend.Copy{Shape: w.shape, Src: g.operand(), SrcStrides: w.shape.CalcStrides(), Dst: backend.At(out.vb, out.off+w.off), DstStrides: w.strides})
+	c.emit(backend.Copy{Shape: w.Shape, Src: g.operand(), SrcStrides: w.Shape.CalcStrides(), Dst: backend.At(out.vb, out.off+w.Off), DstStrides: w.Strides})
 	return nil
 }
 
 func (c *compiler) concat(n *G.Node, in []*val, out *val) error {
-	axis, err := intField(n.Op(), "axis")
+	axis, err := gorgoniaop.IntField(n.Op(), "axis")
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package program
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/internal/gorgoniaop"
 )
 
 // Convolutions and pooling: gorgonia's im2colOp, col2imOp, maxPoolOp,
@@ -17,41 +17,13 @@ import (
 // lowered as it is (the general path), and the fusion of a whole
 // gorgonia.Conv2d with its gradients into convolution kernels.
 
-// convGeomOf reads an im2colOp's (or col2imOp's, which embeds one)
-// geometry for images of shape x.
-func convGeomOf(op G.Op, x tensor.Shape) (backend.ConvGeom, error) {
-	if len(x) != 4 {
-		return backend.ConvGeom{}, fmt.Errorf("%v of shape %v, want (batch, channels, height, width)", op, x)
-	}
-	g := backend.ConvGeom{B: x[0], C: x[1], H: x[2], W: x[3]}
-	var errs []error
-	for _, f := range []struct {
-		name string
-		v    *int
-	}{{"h", &g.KH}, {"w", &g.KW}, {"padH", &g.PadH}, {"padW", &g.PadW}, {"strideH", &g.StrideH},
-		{"strideW", &g.StrideW}, {"dilationH", &g.DilH}, {"dilationW", &g.DilW}} {
-		v, err := intField(op, f.name)
-		*f.v, errs = v, append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return g, err
-	}
-	return g, g.Check()
-}
-
-// colShape returns the shape of gorgonia's im2col of geometry g.
-func colShape(g backend.ConvGeom) tensor.Shape {
-	oh, ow := g.Out()
-	return tensor.Shape{g.B, oh, ow, g.Patch()}
-}
-
 // im2col lowers im2colOp.
 func (c *compiler) im2col(n *G.Node, in []*val, out *val) error {
-	g, err := convGeomOf(n.Op(), in[0].shape)
+	g, err := gorgoniaop.ConvGeomOf(n.Op(), in[0].shape)
 	if err != nil {
 		return err
 	}
-	if want := colShape(g); !want.Eq(out.shape) {
+	if want := gorgoniaop.ColShape(g); !want.Eq(out.shape) {
 		return fmt.Errorf("im2col of %v gives %v, the node %v", in[0].shape, want, out.shape)
 	}
 	c.emit(backend.Im2col{Geom: g, Src: in[0].operand(), Dst: out.operand()})
@@ -60,54 +32,24 @@ func (c *compiler) im2col(n *G.Node, in []*val, out *val) error {
 
 // col2im lowers col2imOp, im2col's gradient: its images' shape is the op's.
 func (c *compiler) col2im(n *G.Node, in []*val, out *val) error {
-	g, err := convGeomOf(n.Op(), out.shape)
+	g, err := gorgoniaop.ConvGeomOf(n.Op(), out.shape)
 	if err != nil {
 		return err
 	}
-	if want := colShape(g); !want.Eq(in[0].shape) {
+	if want := gorgoniaop.ColShape(g); !want.Eq(in[0].shape) {
 		return fmt.Errorf("col2im of %v into %v, want %v", in[0].shape, out.shape, want)
 	}
 	c.emit(backend.Col2im{Geom: g, Src: in[0].operand(), Dst: out.operand()})
 	return nil
 }
 
-// poolGeomOf reads the geometry of a maxPoolOp or avgPoolOp (or their
-// gradients, which embed them) pooling x into pooled. The first window
-// starts at the north and west paddings, or, when four were given, at the
-// south and east ones (as gorgonia's loops read them).
-func poolGeomOf(op G.Op, x, pooled tensor.Shape) (backend.PoolGeom, error) {
-	if len(x) != 4 || len(pooled) != 4 || x[0] != pooled[0] || x[1] != pooled[1] {
-		return backend.PoolGeom{}, fmt.Errorf("%v pooling %v into %v", op, x, pooled)
-	}
-	g := backend.PoolGeom{B: x[0], C: x[1], H: x[2], W: x[3], OutH: pooled[2], OutW: pooled[3]}
-	var errs []error
-	for _, f := range []struct {
-		name string
-		v    *int
-	}{{"h", &g.KH}, {"w", &g.KW}, {"strideH", &g.StrideH}, {"strideW", &g.StrideW}} {
-		v, err := intField(op, f.name)
-		*f.v, errs = v, append(errs, err)
-	}
-	pads := map[bool][2]string{false: {"padNorth", "padWest"}, true: {"padSouth", "padEast"}}
-	explicit, err := boolField(op, "explicitPadding")
-	errs = append(errs, err)
-	g.PadH, err = intField(op, pads[explicit][0])
-	errs = append(errs, err)
-	g.PadW, err = intField(op, pads[explicit][1])
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		return g, err
-	}
-	return g, g.Check()
-}
-
 // pool lowers maxPoolOp and avgPoolOp.
 func (c *compiler) pool(n *G.Node, in []*val, out *val) error {
-	g, err := poolGeomOf(n.Op(), in[0].shape, out.shape)
+	g, err := gorgoniaop.PoolGeomOf(n.Op(), in[0].shape, out.shape)
 	if err != nil {
 		return err
 	}
-	if opName(n.Op()) == "maxPoolOp" {
+	if gorgoniaop.OpName(n.Op()) == "maxPoolOp" {
 		c.emit(backend.MaxPool{Geom: g, X: in[0].operand(), Y: out.operand()})
 	} else {
 		c.emit(backend.AvgPool{Geom: g, X: in[0].operand(), Y: out.operand()})
@@ -123,11 +65,11 @@ func (c *compiler) poolGrad(n *G.Node, in []*val, out *val) error {
 	if len(in) != 3 {
 		return fmt.Errorf("pooling gradient of %d arguments, want 3", len(in))
 	}
-	g, err := poolGeomOf(n.Op(), in[0].shape, in[2].shape)
+	g, err := gorgoniaop.PoolGeomOf(n.Op(), in[0].shape, in[2].shape)
 	if err != nil {
 		return err
 	}
-	if opName(n.Op()) == "maxPoolDiffOp" {
+	if gorgoniaop.OpName(n.Op()) == "maxPoolDiffOp" {
 		c.emit(backend.MaxPoolGrad{Geom: g, X: in[0].operand(), Y: in[1].operand(), DY: in[2].operand(), DX: out.operand()})
 	} else {
 		c.emit(backend.AvgPoolGrad{Geom: g, DY: in[2].operand(), DX: out.operand()})
@@ -237,7 +179,9 @@ func (c *compiler) fuse(needed, targets []*G.Node) bool {
 }
 
 // isOp reports whether n is an op node of the named gorgonia type.
-func isOp(n *G.Node, name string) bool { return n != nil && n.Op() != nil && opName(n.Op()) == name }
+func isOp(n *G.Node, name string) bool {
+	return n != nil && n.Op() != nil && gorgoniaop.OpName(n.Op()) == name
+}
 
 // isProduct reports whether n is a matrix product op(A) op(B) with the
 // given transposes.
@@ -245,8 +189,8 @@ func isProduct(n *G.Node, tA, tB bool) bool {
 	if !isOp(n, "linAlgBinOp") {
 		return false
 	}
-	kind, a, b, err := linAlgOf(n.Op())
-	return err == nil && kind == matMul && a == tA && b == tB
+	kind, a, b, err := gorgoniaop.LinAlgOf(n.Op())
+	return err == nil && kind == gorgoniaop.MatMul && a == tA && b == tB
 }
 
 // isTranspose reports whether n transposes with the given pattern.
@@ -254,7 +198,7 @@ func isTranspose(n *G.Node, pattern ...int) bool {
 	if !isOp(n, "transposeOp") {
 		return false
 	}
-	p, err := intsField(n.Op(), "pattern")
+	p, err := gorgoniaop.IntsField(n.Op(), "pattern")
 	return err == nil && slices.Equal(p, pattern)
 }
 
@@ -378,8 +322,8 @@ func (c *compiler) matchConvForward(y *G.Node) (convMatch, *G.Node, bool) {
 		return convMatch{}, nil, false
 	}
 	x := c.arg(im, 0)
-	g, err := convGeomOf(im.Op(), x.Shape())
-	if err != nil || !colShape(g).Eq(im.Shape()) {
+	g, err := gorgoniaop.ConvGeomOf(im.Op(), x.Shape())
+	if err != nil || !gorgoniaop.ColShape(g).Eq(im.Shape()) {
 		return convMatch{}, nil, false
 	}
 	ws := w.Shape()
@@ -410,7 +354,7 @@ func (c *compiler) matchConvInputGrads(cm *convMatch, dw, dc, dy *G.Node, users 
 		if !isOp(ci, "col2imOp") {
 			continue
 		}
-		if cg, err := convGeomOf(ci.Op(), ci.Shape()); err != nil || cg != cm.g {
+		if cg, err := gorgoniaop.ConvGeomOf(ci.Op(), ci.Shape()); err != nil || cg != cm.g {
 			continue
 		}
 		cm.input = append(cm.input, convGrad{ci, dy})
@@ -425,7 +369,7 @@ func isBinary(n *G.Node, sym string) bool {
 		return false
 	}
 	s, _, _ := strings.Cut(fmt.Sprint(n.Op()), " ")
-	same, err := boolField(n.Op(), "retSame")
+	same, err := gorgoniaop.BoolField(n.Op(), "retSame")
 	return s == sym && (err == nil && same || sym == "⊙")
 }
 
@@ -470,7 +414,7 @@ func (c *compiler) rectifyPoolFusions(needed []*G.Node, users map[*G.Node][]*G.N
 		if !isBinary(m, ">=") || c.children(m)[0] != x || !isZero(c.children(m)[1]) {
 			continue
 		}
-		g, err := poolGeomOf(p.Op(), x.Shape(), p.Shape())
+		g, err := gorgoniaop.PoolGeomOf(p.Op(), x.Shape(), p.Shape())
 		if err != nil {
 			continue
 		}

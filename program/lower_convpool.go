@@ -8,6 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/internal/gorgoniaop"
 )
 
 // The fusion of a convolution block: gorgonia.Conv2d, a channel bias added
@@ -131,7 +132,7 @@ func (c *compiler) channelSums(dz *G.Node, users map[*G.Node][]*G.Node) (root *G
 		n := s
 		var chain []*G.Node
 		for isOp(n, "sumOp") {
-			along, err := intsField(n.Op(), "along")
+			along, err := gorgoniaop.IntsField(n.Op(), "along")
 			if err != nil {
 				return nil, nil, false
 			}
@@ -214,7 +215,7 @@ func (c *compiler) convPoolForward(p, r, l *G.Node, users map[*G.Node][]*G.Node)
 	if !ok {
 		return m, nil, nil, false
 	}
-	pg, err := poolGeomOf(p.Op(), z.Shape(), p.Shape())
+	pg, err := gorgoniaop.PoolGeomOf(p.Op(), z.Shape(), p.Shape())
 	if err != nil || pg.H*pg.W > 1<<28 {
 		return m, nil, nil, false
 	}
@@ -223,7 +224,7 @@ func (c *compiler) convPoolForward(p, r, l *G.Node, users map[*G.Node][]*G.Node)
 		m.bias = bias
 	}
 	if l != nil {
-		if m.dropP, err = floatField(l.Op(), "probability"); err != nil || !(m.dropP >= 0 && m.dropP < 1) {
+		if m.dropP, err = gorgoniaop.FloatField(l.Op(), "probability"); err != nil || !(m.dropP >= 0 && m.dropP < 1) {
 			return m, nil, nil, false
 		}
 		if c.cfg.EvalMode {

@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/internal/gorgoniaop"
 )
 
 // The lowerings of gorgonia's normalizations (BatchNorm, GroupNorm) and of
@@ -42,8 +43,8 @@ type bnSettings struct {
 func (c *compiler) bnSettingsOf(op *G.BatchNormOp) (bnSettings, error) {
 	s := bnSettings{training: !c.cfg.EvalMode}
 	var err1, err2 error
-	s.momentum, err1 = floatField(op, "momentum")
-	s.eps, err2 = floatField(op, "epsilon")
+	s.momentum, err1 = gorgoniaop.FloatField(op, "momentum")
+	s.eps, err2 = gorgoniaop.FloatField(op, "epsilon")
 	if err1 != nil {
 		return s, err1
 	}
@@ -93,7 +94,7 @@ func (c *compiler) batchNorm(n *G.Node, in []*val, out *val) error {
 // gradient of the op's output): the derivative of the forward, in the
 // forward's mode.
 func (c *compiler) batchNormGrad(n *G.Node, in []*val, out *val) error {
-	f := field(n.Op(), "BatchNormOp")
+	f := gorgoniaop.Field(n.Op(), "BatchNormOp")
 	if !f.IsValid() || !f.CanInterface() {
 		return fmt.Errorf("op %T has no BatchNormOp (gorgonia's internals changed?)", n.Op())
 	}
@@ -226,11 +227,11 @@ func (c *compiler) newState(name string, op *G.BatchNormOp, variance bool, init 
 // own), and whose gradient LayerNormGrad takes.
 func (c *compiler) groupNorm(n *G.Node, in []*val, out *val) error {
 	op := n.Op()
-	groups, err := intField(op, "numGroups")
+	groups, err := gorgoniaop.IntField(op, "numGroups")
 	if err != nil {
 		return err
 	}
-	eps, err := floatField(op, "epsilon")
+	eps, err := gorgoniaop.FloatField(op, "epsilon")
 	if err != nil {
 		return err
 	}
@@ -244,7 +245,7 @@ func (c *compiler) groupNorm(n *G.Node, in []*val, out *val) error {
 	if err != nil {
 		return err
 	}
-	if opName(op) == "groupNormDiffOp" {
+	if gorgoniaop.OpName(op) == "groupNormDiffOp" {
 		if len(in) != 2 || in[1].size != x.size {
 			return fmt.Errorf("group norm gradient of %d arguments", len(in))
 		}
@@ -304,13 +305,13 @@ type unitKey struct {
 // a view of the argument.
 func (c *compiler) dropout(n *G.Node, in []*val, out *val) error {
 	op := n.Op()
-	p, err := floatField(op, "probability")
+	p, err := gorgoniaop.FloatField(op, "probability")
 	if err != nil {
 		return err
 	}
 	training := !c.cfg.EvalMode
 	src, fwd := in[0], n
-	if opName(op) == "dropoutDiffOp" {
+	if gorgoniaop.OpName(op) == "dropoutDiffOp" {
 		ch := c.children(n)
 		if len(in) != 3 || len(ch) != 3 || in[2].size != src.size {
 			return fmt.Errorf("dropout gradient of %d arguments", len(in))
@@ -337,15 +338,15 @@ var randomDists = [...]backend.RandomDist{backend.DrawUniform, backend.DrawGauss
 // the node and the step (backend.Random).
 func (c *compiler) random(n *G.Node, _ []*val, out *val) error {
 	op := n.Op()
-	which, err := intField(op, "which")
+	which, err := gorgoniaop.IntField(op, "which")
 	if err != nil {
 		return err
 	}
-	a, err := floatField(op, "a")
+	a, err := gorgoniaop.FloatField(op, "a")
 	if err != nil {
 		return err
 	}
-	b, err := floatField(op, "b")
+	b, err := gorgoniaop.FloatField(op, "b")
 	if err != nil {
 		return err
 	}

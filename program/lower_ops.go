@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/internal/gorgoniaop"
 )
 
 // The lowerings of Gorgonia's ops beyond those of orthonet's models:
@@ -54,7 +55,7 @@ func (c *compiler) takeGrad(n *G.Node, in []*val, out *val) error {
 // aroundAxis splits shape around the op's axis: the elements before it,
 // along it and after it.
 func aroundAxis(op G.Op, shape tensor.Shape) (outer, axis, inner int, err error) {
-	a, err := intField(op, "axis")
+	a, err := gorgoniaop.IntField(op, "axis")
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -66,7 +67,7 @@ func aroundAxis(op G.Op, shape tensor.Shape) (outer, axis, inner int, err error)
 
 // at lowers At: the element at the op's coordinates, copied.
 func (c *compiler) at(n *G.Node, in []*val, out *val) error {
-	coords, err := intsField(n.Op(), "coordinates")
+	coords, err := gorgoniaop.IntsField(n.Op(), "coordinates")
 	if err != nil {
 		return err
 	}
@@ -99,8 +100,8 @@ func (c *compiler) identity(n *G.Node, in []*val, out *val) error {
 // contracted), b to (contracted, free) where they are not laid out so
 // already, and one GEMM multiplies them.
 func (c *compiler) tensordot(n *G.Node, in []*val, out *val) error {
-	aAxes, err1 := intsField(n.Op(), "aAxes")
-	bAxes, err2 := intsField(n.Op(), "bAxes")
+	aAxes, err1 := gorgoniaop.IntsField(n.Op(), "aAxes")
+	bAxes, err2 := gorgoniaop.IntsField(n.Op(), "bAxes")
 	if err := errors.Join(err1, err2); err != nil {
 		return err
 	}
@@ -214,7 +215,7 @@ func (c *compiler) upsampleGrad(n *G.Node, in []*val, out *val) error {
 // upsampleFactor returns how many times Upsample2D repeats each pixel
 // along each axis: its op's stride plus one.
 func upsampleFactor(op G.Op) (int, error) {
-	s, err := intField(op, "stride")
+	s, err := gorgoniaop.IntField(op, "stride")
 	if err != nil {
 		return 0, err
 	}
@@ -229,7 +230,7 @@ func upsampleFactor(op G.Op) (int, error) {
 // pattern and never back, and its gradient op sums along the last axis of
 // a matrix whatever the axis), so the compiler refuses it.
 func (c *compiler) sparsemax(n *G.Node, in []*val, out *val) error {
-	axis, err := intField(n.Op(), "axis")
+	axis, err := gorgoniaop.IntField(n.Op(), "axis")
 	if err != nil {
 		return err
 	}
@@ -262,7 +263,7 @@ func (c *compiler) between(n *G.Node, in []*val, out *val) error {
 		return fmt.Errorf("%v of shapes %v and %v", n.Op(), a.shape, b.shape)
 	}
 	op := backend.Min2
-	if opName(n.Op()) == "maxBetween" {
+	if gorgoniaop.OpName(n.Op()) == "maxBetween" {
 		op = backend.Max2
 	}
 	c.emit(backend.Zip{Op: op, N: out.size, A: a.operand(), B: b.operand(), Dst: out.operand()})
@@ -295,7 +296,7 @@ func ctc(n *G.Node, in []*val) (backend.CTC, error) {
 	default:
 		return c, fmt.Errorf("CTCLoss with targets of shape %v, want a vector or a matrix", targets.shape)
 	}
-	reduction, err := intField(n.Op(), "reduction")
+	reduction, err := gorgoniaop.IntField(n.Op(), "reduction")
 	if err != nil {
 		return c, err
 	}
@@ -338,17 +339,17 @@ func (c *compiler) ctcLossGrad(n *G.Node, in []*val, out *val) error {
 // float32 and defines no gradient: the compiler refuses it.
 func (c *compiler) yolo(n *G.Node, in []*val, out *val) error {
 	op := n.Op()
-	train, err := boolField(op, "trainMode")
+	train, err := gorgoniaop.BoolField(op, "trainMode")
 	if err != nil {
 		return err
 	}
 	if train {
 		return fmt.Errorf("YOLOv3 in training mode (given targets): gorgonia v0.9.18 matches its boxes to the targets on the host, in float32, and defines no gradient for it; the compiler takes YOLOv3 without targets (decoding) only")
 	}
-	masks, err1 := intsField(op, "masks")
-	netSize, err2 := intField(op, "dimensions")
-	classes, err3 := intField(op, "numClasses")
-	af := field(op, "anchors")
+	masks, err1 := gorgoniaop.IntsField(op, "masks")
+	netSize, err2 := gorgoniaop.IntField(op, "dimensions")
+	classes, err3 := gorgoniaop.IntField(op, "numClasses")
+	af := gorgoniaop.Field(op, "anchors")
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/internal/gorgoniaop"
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
@@ -137,7 +138,7 @@ func randGraph(seed uint64, index int, dt tensor.Dtype) (*model, rgInfo, error) 
 	walk = func(n *G.Node) {
 		if !reach[n] {
 			reach[n] = true
-			for _, c := range args(n) {
+			for _, c := range gorgoniaop.Args(n) {
 				walk(c)
 			}
 		}

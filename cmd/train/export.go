@@ -13,11 +13,11 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/onnx"
-	"github.com/orthonet/orthonet/program"
+	"github.com/orthonet/orthonet/onnxexport"
 )
 
 // exportMain runs train export: it writes a checkpoint's model as an ONNX
-// file (program.ExportONNXBatch, opset program.ONNXOpset) whose input is a
+// file (onnxexport.ExportBatch, opset onnxexport.Opset) whose input is a
 // batch of whole images of any size (the symbolic dimension "batch"),
 // preprocessed as train's data are, and whose output is the logits; the
 // metadata holds the class names, the input's shape and preprocessing, and
@@ -56,7 +56,7 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&format, "format", "onnx", "file format: onnx")
 	fs.StringVar(&output, "o", "", "the file to write; an existing file is an error (default: the checkpoint's name with .onnx, beside it)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: train export [flags]\n\nWrites a checkpoint of train as an ONNX model (opset %d) of whole images to logits, for any batch size.\n\n", program.ONNXOpset)
+		fmt.Fprintf(fs.Output(), "usage: train export [flags]\n\nWrites a checkpoint of train as an ONNX model (opset %d) of whole images to logits, for any batch size.\n\n", onnxexport.Opset)
 		fs.PrintDefaults()
 	}
 	if err := parseSub(fs, args, stderr); err != nil {
@@ -91,23 +91,23 @@ func runExport(args []string, stdout, stderr io.Writer) error {
 	}
 	s := t.info.Shape
 	fmt.Fprintf(stdout, "exported %s\nto %s (ONNX opset %d, %.1f MB): input \"images\" float32 (batch, %d, %d, %d), any batch, pixels p scaled to p/127.5 - 1 after resizing to %dx%d; output \"logits\" (batch, %d), classes in the metadata (%s)\n",
-		t.describe(), output, program.ONNXOpset, float64(len(b))/1e6, s[0], s[1], s[2], s[1], s[2], t.info.Classes, metaClasses)
+		t.describe(), output, onnxexport.Opset, float64(len(b))/1e6, s[0], s[1], s[2], s[1], s[2], t.info.Classes, metaClasses)
 	fmt.Fprintf(stdout, "serve it with ONNX Runtime: in Python, onnxruntime.InferenceSession(%q).run([\"logits\"], {\"images\": x}); in Node.js, onnxruntime-node's InferenceSession (see docs/using-trained-models.md)\n", output)
 	return nil
 }
 
 // exportModel returns the checkpoint's model as an ONNX model for batches
-// of any size (program.ExportONNXBatch builds its network at a few), with
+// of any size (onnxexport.ExportBatch builds its network at a few), with
 // its metadata.
 func exportModel(t *trained) (*onnx.Model, error) {
 	var unusable error // the checkpoint's fault, said as eval says it
-	m, err := program.ExportONNXBatch(func(batch int) (*G.ExprGraph, program.ExportConfig, error) {
+	m, err := onnxexport.ExportBatch(func(batch int) (*G.ExprGraph, onnxexport.Config, error) {
 		net, err := t.network(batch, true)
 		if err != nil {
 			unusable = err
-			return nil, program.ExportConfig{}, err
+			return nil, onnxexport.Config{}, err
 		}
-		return net.logits.Graph(), program.ExportConfig{
+		return net.logits.Graph(), onnxexport.Config{
 			Inputs: []*G.Node{net.x}, InputNames: []string{"images"},
 			Outputs: []*G.Node{net.logits}, OutputNames: []string{"logits"},
 		}, nil

@@ -1,4 +1,4 @@
-package program
+package onnxexport
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/orthonet/orthonet/internal/gorgoniaop"
 	"github.com/orthonet/orthonet/onnx"
 )
 
@@ -23,11 +24,11 @@ import (
 // the padded images (B, C, OH, OW), the taps stacked after the channels
 // (B, C, KH KW, OH, OW), reshaped and transposed channels last.
 func exportIm2col(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
-	g, err := convGeomOf(n.Op(), args[0].Shape())
+	g, err := gorgoniaop.ConvGeomOf(n.Op(), args[0].Shape())
 	if err != nil {
 		return "", err
 	}
-	if want := colShape(g); !want.Eq(n.Shape()) {
+	if want := gorgoniaop.ColShape(g); !want.Eq(n.Shape()) {
 		return "", fmt.Errorf("im2col of %v gives %v, the node %v", args[0].Shape(), want, n.Shape())
 	}
 	oh, ow := g.Out()
@@ -58,11 +59,11 @@ func exportIm2col(x *exporter, n *G.Node, args []*G.Node, in []string) (string, 
 // (its first window starts at the south and east ones) have no equivalent
 // and are refused.
 func exportMaxPool(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
-	g, err := poolGeomOf(n.Op(), args[0].Shape(), n.Shape())
+	g, err := gorgoniaop.PoolGeomOf(n.Op(), args[0].Shape(), n.Shape())
 	if err != nil {
 		return "", err
 	}
-	if explicit, err := boolField(n.Op(), "explicitPadding"); err != nil || explicit {
+	if explicit, err := gorgoniaop.BoolField(n.Op(), "explicitPadding"); err != nil || explicit {
 		return "", errors.Join(err, fmt.Errorf("%w: max pooling with four paddings (gorgonia starts its windows at the south and east ones)", ErrNotExportable))
 	}
 	if g.PadH >= g.KH || g.PadW >= g.KW {

@@ -1,4 +1,4 @@
-package program
+package onnxexport
 
 import (
 	"errors"
@@ -11,20 +11,21 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/fused"
+	"github.com/orthonet/orthonet/internal/gorgoniaop"
 	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/onnx"
 )
 
-// ONNXOpset is the version of ONNX's default operator set that ExportONNX
+// Opset is the version of ONNX's default operator set that Export
 // writes: 17, the first with LayerNormalization.
-const ONNXOpset = 17
+const Opset = 17
 
-// ErrNotExportable reports a graph with an op that ExportONNX has no entry
+// ErrNotExportable reports a graph with an op that Export has no entry
 // for (see exporters).
-var ErrNotExportable = errors.New("program: no ONNX export")
+var ErrNotExportable = errors.New("onnxexport: no ONNX export")
 
-// ExportConfig says what ExportONNX writes.
-type ExportConfig struct {
+// Config says what Export writes.
+type Config struct {
 	// Inputs are the leaves that become the ONNX graph's inputs, in order;
 	// every other leaf the outputs need (parameters, constants) becomes an
 	// initializer holding its value now.
@@ -38,24 +39,26 @@ type ExportConfig struct {
 	OutputNames []string
 	// Float32 writes a float64 graph as float32: its weights rounded, its
 	// inputs and outputs FLOAT. By default the ONNX model keeps the graph's
-	// element type (DOUBLE for float64), computing what the program computes.
+	// element type (DOUBLE for float64), computing what a program of
+	// package program compiled from the graph computes.
 	Float32 bool
 }
 
-// ExportONNX returns the forward computation of cfg.Outputs in g as an ONNX
-// model of opset ONNXOpset. It walks the nodes Compile orders for those
-// outputs (as with NoGrad) and writes each op as the ONNX nodes of its entry
-// in exporters, the table keyed by op type as the compiler names them
+// Export returns the forward computation of cfg.Outputs in g as an ONNX
+// model of opset Opset. It walks the nodes those outputs need, in the
+// order program.Compile takes them (as with NoGrad: gorgoniaop.Order), and
+// writes each op as the ONNX nodes of its entry in exporters, the table
+// keyed by op type as the compiler names them
 // (gorgonia's unexported type names, and the fused ops' type names); an op
 // without an entry is refused with ErrNotExportable naming the op type and
 // the node. The caller adds metadata (Model.Metadata, Model.DocString).
-func ExportONNX(g *G.ExprGraph, cfg ExportConfig) (*onnx.Model, error) {
+func Export(g *G.ExprGraph, cfg Config) (*onnx.Model, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	order, err := (&compiler{g: g}).order(cfg.Outputs)
+	order, err := gorgoniaop.Order(g, cfg.Outputs, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("onnxexport: %w", err)
 	}
 	x := &exporter{g: g, names: map[*G.Node]string{}, used: map[string]bool{}, inputs: map[*G.Node]int{}}
 	switch dt := cfg.Outputs[0].Dtype(); {
@@ -66,15 +69,15 @@ func ExportONNX(g *G.ExprGraph, cfg ExportConfig) (*onnx.Model, error) {
 	}
 	for i, n := range cfg.Inputs {
 		if n == nil || n.Op() != nil {
-			return nil, fmt.Errorf("program: ExportONNX: input %v is not a leaf node", n)
+			return nil, fmt.Errorf("onnxexport: Export: input %v is not a leaf node", n)
 		}
 		x.inputs[n] = i
 	}
 	for _, n := range order {
 		if dt := n.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
-			return nil, fmt.Errorf("program: ExportONNX: node %q holds %v: only float32 and float64 are supported", n.Name(), dt)
+			return nil, fmt.Errorf("onnxexport: Export: node %q holds %v: only float32 and float64 are supported", n.Name(), dt)
 		} else if dt != cfg.Outputs[0].Dtype() {
-			return nil, fmt.Errorf("program: ExportONNX: node %q holds %v, the outputs %v: one element type throughout", n.Name(), dt, cfg.Outputs[0].Dtype())
+			return nil, fmt.Errorf("onnxexport: Export: node %q holds %v, the outputs %v: one element type throughout", n.Name(), dt, cfg.Outputs[0].Dtype())
 		}
 		if err := x.node(n, cfg); err != nil {
 			return nil, err
@@ -82,30 +85,30 @@ func ExportONNX(g *G.ExprGraph, cfg ExportConfig) (*onnx.Model, error) {
 	}
 	for _, n := range cfg.Inputs {
 		if _, ok := x.names[n]; !ok {
-			return nil, fmt.Errorf("program: ExportONNX: the outputs do not depend on input %q", n.Name())
+			return nil, fmt.Errorf("onnxexport: Export: the outputs do not depend on input %q", n.Name())
 		}
 	}
 	if err := x.outputs(cfg); err != nil {
 		return nil, err
 	}
-	return &onnx.Model{Opset: ONNXOpset, ProducerName: "orthonet", Graph: x.m}, nil
+	return &onnx.Model{Opset: Opset, ProducerName: "orthonet", Graph: x.m}, nil
 }
 
-// check reports an error for a config ExportONNX cannot follow: no
+// check reports an error for a config Export cannot follow: no
 // outputs, a nil one, or names that do not match the nodes.
-func (cfg ExportConfig) check() error {
+func (cfg Config) check() error {
 	if len(cfg.Outputs) == 0 {
-		return errors.New("program: ExportONNX: no outputs")
+		return errors.New("onnxexport: Export: no outputs")
 	}
 	if len(cfg.InputNames) > 0 && len(cfg.InputNames) != len(cfg.Inputs) {
-		return fmt.Errorf("program: ExportONNX: %d input names for %d inputs", len(cfg.InputNames), len(cfg.Inputs))
+		return fmt.Errorf("onnxexport: Export: %d input names for %d inputs", len(cfg.InputNames), len(cfg.Inputs))
 	}
 	if len(cfg.OutputNames) > 0 && len(cfg.OutputNames) != len(cfg.Outputs) {
-		return fmt.Errorf("program: ExportONNX: %d output names for %d outputs", len(cfg.OutputNames), len(cfg.Outputs))
+		return fmt.Errorf("onnxexport: Export: %d output names for %d outputs", len(cfg.OutputNames), len(cfg.Outputs))
 	}
 	for _, n := range cfg.Outputs {
 		if n == nil {
-			return errors.New("program: ExportONNX: an output is nil")
+			return errors.New("onnxexport: Export: an output is nil")
 		}
 	}
 	return nil
@@ -113,14 +116,14 @@ func (cfg ExportConfig) check() error {
 
 // outputs names the graph's outputs: an Identity of each output node's
 // value under its name.
-func (x *exporter) outputs(cfg ExportConfig) error {
+func (x *exporter) outputs(cfg Config) error {
 	for i, n := range cfg.Outputs {
 		name := fmt.Sprintf("output%d", i)
 		if len(cfg.OutputNames) > 0 {
 			name = cfg.OutputNames[i]
 		}
 		if x.used[name] {
-			return fmt.Errorf("program: ExportONNX: output name %q is taken by another value", name)
+			return fmt.Errorf("onnxexport: Export: output name %q is taken by another value", name)
 		}
 		x.used[name] = true
 		x.m.Nodes = append(x.m.Nodes, onnx.Node{Name: "output:" + name, OpType: "Identity", Inputs: []string{x.names[n]}, Outputs: []string{name}})
@@ -129,7 +132,7 @@ func (x *exporter) outputs(cfg ExportConfig) error {
 	return nil
 }
 
-// exporter holds the state of one ExportONNX.
+// exporter holds the state of one Export.
 type exporter struct {
 	g      *G.ExprGraph
 	m      onnx.Graph
@@ -192,7 +195,20 @@ func (x *exporter) tensor(name string, dims []int, v any) onnx.Tensor {
 		}
 		return onnx.DoubleTensor(name, d, v)
 	}
-	panic(fmt.Sprintf("program: tensor of %T", v)) // hostData returns only these
+	panic(fmt.Sprintf("onnxexport: tensor of %T", v)) // hostData returns only these
+}
+
+// hostData returns a copy of a leaf's float value as a host slice,
+// []float32 or []float64.
+func hostData(n *G.Node) (any, error) {
+	data, ok, err := gorgoniaop.FloatData(n)
+	if err == nil && !ok {
+		err = fmt.Errorf("leaf %q holds %T, want float32 or float64 values", n.Name(), n.Value().Data())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("onnxexport: %w", err)
+	}
+	return data, nil
 }
 
 // convert returns v's values as a new []T.
@@ -218,26 +234,26 @@ func (x *exporter) reshapeTo(v string, to tensor.Shape) string {
 
 // node exports one node: a leaf as a graph input or an initializer, an op
 // by its entry in exporters.
-func (x *exporter) node(n *G.Node, cfg ExportConfig) error {
+func (x *exporter) node(n *G.Node, cfg Config) error {
 	if n.Op() == nil {
 		return x.leaf(n, cfg)
 	}
-	ch := args(n)
+	ch := gorgoniaop.Args(n)
 	in := make([]string, len(ch))
 	for i, c := range ch {
 		in[i] = x.names[c]
 	}
-	name := opName(n.Op())
+	name := gorgoniaop.OpName(n.Op())
 	export, ok := exporters[name]
 	if !ok {
-		return fmt.Errorf("%w for op type %s (%v) at node %q: add an entry for it to program's exporters", ErrNotExportable, name, n.Op(), n.Name())
+		return fmt.Errorf("%w for op type %s (%v) at node %q: add an entry for it to onnxexport's exporters", ErrNotExportable, name, n.Op(), n.Name())
 	}
 	out, err := export(x, n, ch, in)
 	if err != nil {
 		if errors.Is(err, ErrNotExportable) {
 			return err
 		}
-		return fmt.Errorf("program: exporting node %q (op %v, %s) to ONNX: %w", n.Name(), n.Op(), name, err)
+		return fmt.Errorf("onnxexport: exporting node %q (op %v, %s) to ONNX: %w", n.Name(), n.Op(), name, err)
 	}
 	x.names[n] = out
 	return nil
@@ -245,14 +261,14 @@ func (x *exporter) node(n *G.Node, cfg ExportConfig) error {
 
 // leaf exports an input as a graph input and any other leaf (a parameter,
 // a constant) as an initializer holding its current value.
-func (x *exporter) leaf(n *G.Node, cfg ExportConfig) error {
+func (x *exporter) leaf(n *G.Node, cfg Config) error {
 	if i, ok := x.inputs[n]; ok {
 		name := n.Name()
 		if len(cfg.InputNames) > 0 {
 			name = cfg.InputNames[i]
 		}
 		if x.used[name] {
-			return fmt.Errorf("program: ExportONNX: input name %q is taken", name)
+			return fmt.Errorf("onnxexport: Export: input name %q is taken", name)
 		}
 		x.used[name] = true
 		x.names[n] = name
@@ -270,10 +286,10 @@ func (x *exporter) leaf(n *G.Node, cfg ExportConfig) error {
 }
 
 // exporters write each op type as ONNX nodes, one entry per op type, keyed
-// as the compiler's lowerings are (opName). An entry gets the node, its
-// arguments and the ONNX values holding them, and returns the ONNX value
-// holding the node's value, of the node's shape. A new op is exportable
-// once it has an entry here (and a case in export_test.go).
+// as the compiler's lowerings are (gorgoniaop.OpName). An entry gets the
+// node, its arguments and the ONNX values holding them, and returns the
+// ONNX value holding the node's value, of the node's shape. A new op is
+// exportable once it has an entry here (and a case in export_test.go).
 var exporters = map[string]func(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error){
 	"constantScalar": exportConstant,
 	"constantTensor": exportConstant,
@@ -326,7 +342,7 @@ func exportConstant(x *exporter, n *G.Node, _ []*G.Node, _ []string) (string, er
 }
 
 func exportSize(x *exporter, n *G.Node, args []*G.Node, _ []string) (string, error) {
-	axis, err := intField(n.Op(), "axis")
+	axis, err := gorgoniaop.IntField(n.Op(), "axis")
 	if err != nil {
 		return "", err
 	}
@@ -344,26 +360,26 @@ func exportSize(x *exporter, n *G.Node, args []*G.Node, _ []string) (string, err
 // gorgonia drops the axis (a single index).
 func exportSlice(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
 	shape := args[0].Shape()
-	w, err := sliceOf(n.Op(), shape)
+	w, err := gorgoniaop.SliceOf(n.Op(), shape)
 	if err != nil {
 		return "", err
 	}
-	axis, err := intField(n.Op(), "along")
+	axis, err := gorgoniaop.IntField(n.Op(), "along")
 	if err != nil {
 		return "", err
 	}
 	stride := shape.CalcStrides()[axis]
-	start, step, count := w.off/stride, w.strides[axis]/stride, w.shape[axis]
+	start, step, count := w.Off/stride, w.Strides[axis]/stride, w.Shape[axis]
 	if start == 0 && step == 1 && count == shape[axis] { // the whole axis (gorgonia's nil slice)
 		return x.reshape(in[0], shape, n.Shape()), nil
 	}
 	end := start + (count-1)*step + 1 // ONNX takes ceil((end-start)/step) elements: count
 	out := x.op("Slice", []string{in[0], x.ints("starts", start), x.ints("ends", end), x.ints("axes", axis), x.ints("steps", step)})
-	return x.reshape(out, w.shape, n.Shape()), nil
+	return x.reshape(out, w.Shape, n.Shape()), nil
 }
 
 func exportTranspose(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
-	pattern, err := intsField(n.Op(), "pattern")
+	pattern, err := gorgoniaop.IntsField(n.Op(), "pattern")
 	if err != nil {
 		return "", err
 	}
@@ -454,7 +470,7 @@ func exportBinary(x *exporter, n *G.Node, args []*G.Node, in []string) (string, 
 }
 
 func exportLinAlg(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
-	kind, tA, tB, err := linAlgOf(n.Op())
+	kind, tA, tB, err := gorgoniaop.LinAlgOf(n.Op())
 	if err != nil {
 		return "", err
 	}
@@ -463,17 +479,17 @@ func exportLinAlg(x *exporter, n *G.Node, args []*G.Node, in []string) (string, 
 	var v string
 	var shape tensor.Shape // of v, as ONNX computes it
 	switch kind {
-	case matMul:
+	case gorgoniaop.MatMul:
 		v, shape, err = x.matMul(a, b, as, bs, tA, tB)
-	case matVecMul:
+	case gorgoniaop.MatVecMul:
 		v, shape, err = x.matVecMul(a, b, as, bs, tA)
-	case vecDot:
+	case gorgoniaop.VecDot:
 		shape = tensor.Shape{}
 		v = x.op("MatMul", []string{a, b})
-	case outerProd:
+	case gorgoniaop.OuterProd:
 		shape = tensor.Shape{as.TotalSize(), bs.TotalSize()}
 		v = x.op("MatMul", []string{x.reshape(a, as, tensor.Shape{as.TotalSize(), 1}), x.reshape(b, bs, tensor.Shape{1, bs.TotalSize()})})
-	case batchedMatMul:
+	case gorgoniaop.BatchedMatMul:
 		v, shape, err = x.batchedMatMul(a, b, as, bs, tA, tB)
 	default:
 		return "", fmt.Errorf("%w for linear algebra op kind %d (%v) at node %q", ErrNotExportable, kind, n.Op(), n.Name())
@@ -564,11 +580,11 @@ func (x *exporter) batchedMatMul(a, b string, as, bs tensor.Shape, tA, tB bool) 
 
 func exportSoftmax(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
 	op := n.Op()
-	isLog, err := boolField(op, "isLog")
+	isLog, err := gorgoniaop.BoolField(op, "isLog")
 	if err != nil {
 		return "", err
 	}
-	axis, err := intField(op, "axis")
+	axis, err := gorgoniaop.IntField(op, "axis")
 	if err != nil {
 		return "", err
 	}
@@ -592,7 +608,7 @@ func exportSoftmax(x *exporter, n *G.Node, args []*G.Node, in []string) (string,
 // exportRepeat writes gorgonia's repeatOp (every element repeated along an
 // axis, as the compiler lowers it) as Reshape, Expand and Reshape.
 func exportRepeat(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
-	along, err := intField(n.Op(), "along")
+	along, err := gorgoniaop.IntField(n.Op(), "along")
 	if err != nil {
 		return "", err
 	}
@@ -617,7 +633,7 @@ func exportRepeat(x *exporter, n *G.Node, args []*G.Node, in []string) (string, 
 }
 
 func exportConcat(x *exporter, n *G.Node, _ []*G.Node, in []string) (string, error) {
-	axis, err := intField(n.Op(), "axis")
+	axis, err := gorgoniaop.IntField(n.Op(), "axis")
 	if err != nil {
 		return "", err
 	}
@@ -627,7 +643,7 @@ func exportConcat(x *exporter, n *G.Node, _ []*G.Node, in []string) (string, err
 // exportReduce writes Sum or Max along axes (all of them when none are
 // given), then Reshape to the node's shape.
 func exportReduce(x *exporter, n *G.Node, args []*G.Node, in []string, op string) (string, error) {
-	along, err := intsField(n.Op(), "along")
+	along, err := gorgoniaop.IntsField(n.Op(), "along")
 	if err != nil {
 		return "", err
 	}

@@ -1,4 +1,4 @@
-package program_test
+package onnxexport_test
 
 import (
 	"fmt"
@@ -8,20 +8,20 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/fused"
-	"github.com/orthonet/orthonet/program"
+	"github.com/orthonet/orthonet/onnxexport"
 )
 
-// ExampleExportONNX writes a dense layer with a fused bias and ReLU as an
+// ExampleExport writes a dense layer with a fused bias and ReLU as an
 // ONNX model: the input x becomes the graph's input, the weight and the
 // bias initializers, and each op the ONNX nodes of its exporter.
-func ExampleExportONNX() {
+func ExampleExport() {
 	g := G.NewGraph()
 	x := G.NewMatrix(g, tensor.Float32, G.WithShape(2, 3), G.WithName("x"), G.WithInit(G.Zeroes()))
 	w := G.NewMatrix(g, tensor.Float32, G.WithShape(3, 4), G.WithName("W"), G.WithInit(G.Ones()))
 	b := G.NewMatrix(g, tensor.Float32, G.WithShape(1, 4), G.WithName("b"), G.WithInit(G.Zeroes()))
 	y := G.Must(fused.BiasAct(G.Must(G.Mul(x, w)), b, fused.ReLU))
 
-	m, err := program.ExportONNX(g, program.ExportConfig{Inputs: []*G.Node{x}, Outputs: []*G.Node{y}, OutputNames: []string{"y"}})
+	m, err := onnxexport.Export(g, onnxexport.Config{Inputs: []*G.Node{x}, Outputs: []*G.Node{y}, OutputNames: []string{"y"}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -42,24 +42,24 @@ func ExampleExportONNX() {
 	// opset 17
 }
 
-// ExampleExportONNXBatch writes a model whose input is a batch of 2x3
+// ExampleExportBatch writes a model whose input is a batch of 2x3
 // matrices as one ONNX model for any batch: the function builds the graph
 // at the batch it is given, the same weights each time. The Reshape to
 // (batch, 6) gets the target (-1, 6), and the input and output the
 // symbolic first dimension "batch".
-func ExampleExportONNXBatch() {
-	build := func(batch int) (*G.ExprGraph, program.ExportConfig, error) {
+func ExampleExportBatch() {
+	build := func(batch int) (*G.ExprGraph, onnxexport.Config, error) {
 		g := G.NewGraph()
 		x := G.NewTensor(g, tensor.Float32, 3, G.WithShape(batch, 2, 3), G.WithName("x"), G.WithInit(G.Zeroes()))
 		w := G.NewMatrix(g, tensor.Float32, G.WithShape(6, 4), G.WithName("W"), G.WithInit(G.Ones()))
 		flat, err := G.Reshape(x, tensor.Shape{batch, 6})
 		if err != nil {
-			return nil, program.ExportConfig{}, err
+			return nil, onnxexport.Config{}, err
 		}
 		y, err := G.Mul(flat, w)
-		return g, program.ExportConfig{Inputs: []*G.Node{x}, Outputs: []*G.Node{y}, OutputNames: []string{"y"}}, err
+		return g, onnxexport.Config{Inputs: []*G.Node{x}, Outputs: []*G.Node{y}, OutputNames: []string{"y"}}, err
 	}
-	m, err := program.ExportONNXBatch(build)
+	m, err := onnxexport.ExportBatch(build)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package program
+package onnxexport
 
 import (
 	"bytes"
@@ -15,24 +15,24 @@ import (
 )
 
 // ErrBatchDependent reports a graph whose ONNX export depends on the batch
-// size in a way ExportONNXBatch cannot write in terms of the input's batch
+// size in a way ExportBatch cannot write in terms of the input's batch
 // axis: a structure, an attribute or a constant that changes with it.
-var ErrBatchDependent = errors.New("program: the ONNX export depends on the batch")
+var ErrBatchDependent = errors.New("onnxexport: the ONNX export depends on the batch")
 
 // BatchGraph builds the graph of a model for batches of batch examples and
-// says what ExportONNX is to write of it. Each call builds a new graph with
+// says what Export is to write of it. Each call builds a new graph with
 // the same weights; only the shapes may differ.
-type BatchGraph func(batch int) (*G.ExprGraph, ExportConfig, error)
+type BatchGraph func(batch int) (*G.ExprGraph, Config, error)
 
-// batchProbes are the batch sizes ExportONNXBatch exports at: the first
+// batchProbes are the batch sizes ExportBatch exports at: the first
 // two fit each number that changes with the batch as a*batch + c, the
 // third checks the fit. None is 1, where gorgonia may drop an axis.
 var batchProbes = []int{2, 3, 5}
 
-// ExportONNXBatch returns the forward computation of the graphs build
+// ExportBatch returns the forward computation of the graphs build
 // makes as one ONNX model for any batch size, as torch.onnx's dynamic_axes
 // writes it: nothing in the model grows with the batch. It exports the
-// graphs build makes at batches 2, 3 and 5 (ExportONNX) and compares the
+// graphs build makes at batches 2, 3 and 5 (Export) and compares the
 // exports: they must have the same nodes, attributes and value names, and
 // may differ only in
 //
@@ -50,33 +50,33 @@ var batchProbes = []int{2, 3, 5}
 //
 // Anything else that changes with the batch (a float constant of several
 // values, a number not affine in the batch, a node or attribute) is refused
-// with ErrBatchDependent naming it. Initializers no node reads (ExportONNX
+// with ErrBatchDependent naming it. Initializers no node reads (Export
 // writes the count of a repeat, which its Expand does not read) are left
-// out. The model computes at every batch, 1 included, what ExportONNX's
+// out. The model computes at every batch, 1 included, what Export's
 // export of the graph built at that batch computes.
-func ExportONNXBatch(build BatchGraph) (*onnx.Model, error) {
+func ExportBatch(build BatchGraph) (*onnx.Model, error) {
 	if build == nil {
-		return nil, errors.New("program: ExportONNXBatch: no graph builder")
+		return nil, errors.New("onnxexport: ExportBatch: no graph builder")
 	}
 	ms := make([]*onnx.Model, len(batchProbes))
 	for i, b := range batchProbes {
 		g, cfg, err := build(b)
 		if err != nil {
-			return nil, fmt.Errorf("program: ExportONNXBatch: building the graph at batch %d: %w", b, err)
+			return nil, fmt.Errorf("onnxexport: ExportBatch: building the graph at batch %d: %w", b, err)
 		}
 		if g == nil {
-			return nil, fmt.Errorf("program: ExportONNXBatch: the builder returned no graph at batch %d", b)
+			return nil, fmt.Errorf("onnxexport: ExportBatch: the builder returned no graph at batch %d", b)
 		}
-		if ms[i], err = ExportONNX(g, cfg); err != nil {
-			return nil, fmt.Errorf("program: ExportONNXBatch: at batch %d: %w", b, err)
+		if ms[i], err = Export(g, cfg); err != nil {
+			return nil, fmt.Errorf("onnxexport: ExportBatch: at batch %d: %w", b, err)
 		}
 	}
 	if err := sameStructure(ms); err != nil {
-		return nil, fmt.Errorf("program: ExportONNXBatch: %w", err)
+		return nil, fmt.Errorf("onnxexport: ExportBatch: %w", err)
 	}
 	r := newBatchRewriter(ms)
 	if err := r.rewrite(); err != nil {
-		return nil, fmt.Errorf("program: ExportONNXBatch: %w", err)
+		return nil, fmt.Errorf("onnxexport: ExportBatch: %w", err)
 	}
 	return ms[0], nil
 }
