@@ -290,29 +290,29 @@ func (x *exporter) leaf(n *G.Node, cfg Config) error {
 // node, its arguments and the ONNX values holding them, and returns the
 // ONNX value holding the node's value, of the node's shape. A new op is
 // exportable once it has an entry here (and a case in export_test.go).
-var exporters = map[string]func(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error){
-	"constantScalar": exportConstant,
-	"constantTensor": exportConstant,
-	"sizeOp":         exportSize,
-	"reshapeOp":      exportReshape,
-	"sliceOp":        exportSlice,
-	"transposeOp":    exportTranspose,
-	"elemUnaryOp":    exportUnary,
-	"elemBinOp":      exportBinary,
-	"linAlgBinOp":    exportLinAlg,
-	"softmaxOp":      exportSoftmax,
-	"repeatOp":       exportRepeat,
-	"concatOp":       exportConcat,
-	"sumOp":          exportSum,
-	"maxOp":          exportMax,
-	"BiasActOp":      exportBiasAct,
-	"GELUOp":         exportGELU,
-	"LayerNormOp":    exportLayerNorm,
-	"AttentionOp":    exportAttention,
+var exporters = map[gorgoniaop.OpType]func(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error){
+	gorgoniaop.ConstantScalar: exportConstant,
+	gorgoniaop.ConstantTensor: exportConstant,
+	gorgoniaop.SizeOp:         exportSize,
+	gorgoniaop.ReshapeOp:      exportReshape,
+	gorgoniaop.SliceOp:        exportSlice,
+	gorgoniaop.TransposeOp:    exportTranspose,
+	gorgoniaop.ElemUnaryOp:    exportUnary,
+	gorgoniaop.ElemBinOp:      exportBinary,
+	gorgoniaop.LinAlgBinOp:    exportLinAlg,
+	gorgoniaop.SoftmaxOp:      exportSoftmax,
+	gorgoniaop.RepeatOp:       exportRepeat,
+	gorgoniaop.ConcatOp:       exportConcat,
+	gorgoniaop.SumOp:          exportSum,
+	gorgoniaop.MaxOp:          exportMax,
+	gorgoniaop.BiasActOp:      exportBiasAct,
+	gorgoniaop.GELUOp:         exportGELU,
+	gorgoniaop.LayerNormOp:    exportLayerNorm,
+	gorgoniaop.AttentionOp:    exportAttention,
 	// Image ops (export_conv.go).
-	"im2colOp":            exportIm2col,
-	"maxPoolOp":           exportMaxPool,
-	"globalAveragePoolOp": exportGlobalAvgPool,
+	gorgoniaop.Im2colOp:            exportIm2col,
+	gorgoniaop.MaxPoolOp:           exportMaxPool,
+	gorgoniaop.GlobalAveragePoolOp: exportGlobalAvgPool,
 }
 
 func exportReshape(x *exporter, n *G.Node, _ []*G.Node, in []string) (string, error) {

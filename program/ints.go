@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"github.com/orthonet/orthonet/internal/gorgoniaop"
 	"math"
 	"slices"
 
@@ -37,20 +38,20 @@ func isFloat(dt tensor.Dtype) bool { return dt == tensor.Float32 || dt == tensor
 // positions of their arguments that may be integers, and whether their
 // result may be. Every other op takes floats only, but constants (which
 // may be integers) and Reshape (a view of whatever it reshapes).
-var intOperands = map[string]struct {
+var intOperands = map[gorgoniaop.OpType]struct {
 	args   []int
 	result bool
 }{
-	"byIndicesOp":       {args: []int{1}},
-	"byIndicesOpDiffOp": {args: []int{2}},
-	"ctcLossOp":         {args: []int{1, 2, 3}},
-	"ctcLossDiffOp":     {args: []int{1, 2, 3}},
-	"elemBinOp":         {result: true}, // a comparison with retSame false
+	gorgoniaop.ByIndicesOp:       {args: []int{1}},
+	gorgoniaop.ByIndicesOpDiffOp: {args: []int{2}},
+	gorgoniaop.CtcLossOp:         {args: []int{1, 2, 3}},
+	gorgoniaop.CtcLossDiffOp:     {args: []int{1, 2, 3}},
+	gorgoniaop.ElemBinOp:         {result: true}, // a comparison with retSame false
 }
 
 // checkInts refuses an op that is given integer or boolean operands where
 // it takes floats.
-func checkInts(n *G.Node, name string, in []*val) error {
+func checkInts(n *G.Node, name gorgoniaop.OpType, in []*val) error {
 	allowed := intOperands[name]
 	for i, v := range in {
 		if v.vb.dt == backend.Int32 && !slices.Contains(allowed.args, i) {

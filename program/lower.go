@@ -178,20 +178,20 @@ func (c *compiler) lower(n *G.Node, in []*val) error {
 	op := n.Op()
 	name := gorgoniaop.OpName(op)
 	if _, ok := op.(fused.Lowering); ok {
-		name = "fused" // an op with its own lowering, whatever its type's name
+		name = gorgoniaop.Fused // an op with its own lowering, whatever its type's name
 	}
 	switch name {
-	case "constantScalar", "constantTensor":
+	case gorgoniaop.ConstantScalar, gorgoniaop.ConstantTensor:
 		return c.constant(n)
-	case "sizeOp":
+	case gorgoniaop.SizeOp:
 		return c.size(n, in)
-	case "reshapeOp":
+	case gorgoniaop.ReshapeOp:
 		if in[0].size != n.DataSize() {
 			return fmt.Errorf("reshape of %d values to %v", in[0].size, n.Shape())
 		}
 		c.view(n, in[0], 0)
 		return nil
-	case "sliceOp":
+	case gorgoniaop.SliceOp:
 		if err := checkInts(n, name, in); err != nil {
 			return err
 		}
@@ -212,31 +212,31 @@ func (c *compiler) lower(n *G.Node, in []*val) error {
 }
 
 // lowerings lower the ops that write a value of their own, out.
-var lowerings = map[string]func(c *compiler, n *G.Node, in []*val, out *val) error{
-	"elemUnaryOp": (*compiler).unary, "elemBinOp": (*compiler).binary, "linAlgBinOp": (*compiler).linAlg,
-	"softmaxOp": (*compiler).softmax, "softmaxDiffOp": (*compiler).softmax, "repeatOp": (*compiler).repeat,
-	"transposeOp": (*compiler).transpose, "sliceIncrOp": (*compiler).sliceIncr, "concatOp": (*compiler).concat,
-	"sumOp": func(c *compiler, n *G.Node, in []*val, out *val) error { return c.reduce(n, in, out, backend.Sum) },
-	"maxOp": func(c *compiler, n *G.Node, in []*val, out *val) error { return c.reduce(n, in, out, backend.Max) },
-	"fused": (*compiler).lowerFused,
+var lowerings = map[gorgoniaop.OpType]func(c *compiler, n *G.Node, in []*val, out *val) error{
+	gorgoniaop.ElemUnaryOp: (*compiler).unary, gorgoniaop.ElemBinOp: (*compiler).binary, gorgoniaop.LinAlgBinOp: (*compiler).linAlg,
+	gorgoniaop.SoftmaxOp: (*compiler).softmax, gorgoniaop.SoftmaxDiffOp: (*compiler).softmax, gorgoniaop.RepeatOp: (*compiler).repeat,
+	gorgoniaop.TransposeOp: (*compiler).transpose, gorgoniaop.SliceIncrOp: (*compiler).sliceIncr, gorgoniaop.ConcatOp: (*compiler).concat,
+	gorgoniaop.SumOp: func(c *compiler, n *G.Node, in []*val, out *val) error { return c.reduce(n, in, out, backend.Sum) },
+	gorgoniaop.MaxOp: func(c *compiler, n *G.Node, in []*val, out *val) error { return c.reduce(n, in, out, backend.Max) },
+	gorgoniaop.Fused: (*compiler).lowerFused,
 
 	// Normalizations and random draws (lower_norm.go).
-	"BatchNormOp": (*compiler).batchNorm, "batchnormDiffOp": (*compiler).batchNormGrad,
-	"GroupNormOp": (*compiler).groupNorm, "groupNormDiffOp": (*compiler).groupNorm,
-	"dropoutOp": (*compiler).dropout, "dropoutDiffOp": (*compiler).dropout, "randomOp": (*compiler).random,
+	gorgoniaop.BatchNormOp: (*compiler).batchNorm, gorgoniaop.BatchnormDiffOp: (*compiler).batchNormGrad,
+	gorgoniaop.GroupNormOp: (*compiler).groupNorm, gorgoniaop.GroupNormDiffOp: (*compiler).groupNorm,
+	gorgoniaop.DropoutOp: (*compiler).dropout, gorgoniaop.DropoutDiffOp: (*compiler).dropout, gorgoniaop.RandomOp: (*compiler).random,
 
 	// Indexing, products, pooling-free image ops, sparsemax, CTC and YOLO (lower_ops.go).
-	"byIndicesOp": (*compiler).take, "byIndicesOpDiffOp": (*compiler).takeGrad, "atOp": (*compiler).at,
-	"tensordotOp": (*compiler).tensordot, "diagFlatOp": (*compiler).diagFlat, "Iop": (*compiler).identity,
-	"upsampleOp": (*compiler).upsample, "upsampleDiffOp": (*compiler).upsampleGrad,
-	"sparsemaxOp": (*compiler).sparsemax, "sparsemaxDiffOp": (*compiler).sparsemaxGrad,
-	"minBetween": (*compiler).between, "maxBetween": (*compiler).between,
-	"ctcLossOp": (*compiler).ctcLoss, "ctcLossDiffOp": (*compiler).ctcLossGrad, "yoloOp": (*compiler).yolo,
+	gorgoniaop.ByIndicesOp: (*compiler).take, gorgoniaop.ByIndicesOpDiffOp: (*compiler).takeGrad, gorgoniaop.AtOp: (*compiler).at,
+	gorgoniaop.TensordotOp: (*compiler).tensordot, gorgoniaop.DiagFlatOp: (*compiler).diagFlat, gorgoniaop.Iop: (*compiler).identity,
+	gorgoniaop.UpsampleOp: (*compiler).upsample, gorgoniaop.UpsampleDiffOp: (*compiler).upsampleGrad,
+	gorgoniaop.SparsemaxOp: (*compiler).sparsemax, gorgoniaop.SparsemaxDiffOp: (*compiler).sparsemaxGrad,
+	gorgoniaop.MinBetween: (*compiler).between, gorgoniaop.MaxBetween: (*compiler).between,
+	gorgoniaop.CtcLossOp: (*compiler).ctcLoss, gorgoniaop.CtcLossDiffOp: (*compiler).ctcLossGrad, gorgoniaop.YoloOp: (*compiler).yolo,
 
 	// Convolutions and pooling (lower_conv.go).
-	"im2colOp": (*compiler).im2col, "col2imOp": (*compiler).col2im, "maxPoolOp": (*compiler).pool,
-	"maxPoolDiffOp": (*compiler).poolGrad, "avgPoolOp": (*compiler).pool, "avgPoolDiffOp": (*compiler).poolGrad,
-	"globalAveragePoolOp": (*compiler).globalAvgPool,
+	gorgoniaop.Im2colOp: (*compiler).im2col, gorgoniaop.Col2imOp: (*compiler).col2im, gorgoniaop.MaxPoolOp: (*compiler).pool,
+	gorgoniaop.MaxPoolDiffOp: (*compiler).poolGrad, gorgoniaop.AvgPoolOp: (*compiler).pool, gorgoniaop.AvgPoolDiffOp: (*compiler).poolGrad,
+	gorgoniaop.GlobalAveragePoolOp: (*compiler).globalAvgPool,
 }
 
 // newBuf registers a virtual buffer.
@@ -475,7 +475,7 @@ func (c *compiler) thinProduct(g *G.Node) (a, b *val, ok bool) {
 	if _, fused := c.rewrites[g]; fused {
 		return nil, nil, false
 	}
-	if op := g.Op(); op == nil || gorgoniaop.OpName(op) != "linAlgBinOp" {
+	if op := g.Op(); op == nil || gorgoniaop.OpName(op) != gorgoniaop.LinAlgBinOp {
 		return nil, nil, false
 	}
 	if kind, tA, tB, err := gorgoniaop.LinAlgOf(g.Op()); err != nil || kind != gorgoniaop.MatMul || !tA || tB {
@@ -555,7 +555,7 @@ func (c *compiler) softmax(n *G.Node, in []*val, out *val) error {
 		return fmt.Errorf("softmax along axis %d of shape %v", axis, x.shape)
 	}
 	outer, inner := x.shape[:axis].TotalSize(), x.shape[axis+1:].TotalSize()
-	if gorgoniaop.OpName(op) == "softmaxOp" {
+	if gorgoniaop.OpName(op) == gorgoniaop.SoftmaxOp {
 		c.emit(backend.Softmax{Log: isLog, Outer: outer, Axis: x.shape[axis], Inner: inner, Src: x.operand(), Dst: out.operand()})
 		return nil
 	}

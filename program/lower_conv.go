@@ -49,7 +49,7 @@ func (c *compiler) pool(n *G.Node, in []*val, out *val) error {
 	if err != nil {
 		return err
 	}
-	if gorgoniaop.OpName(n.Op()) == "maxPoolOp" {
+	if gorgoniaop.OpName(n.Op()) == gorgoniaop.MaxPoolOp {
 		c.emit(backend.MaxPool{Geom: g, X: in[0].operand(), Y: out.operand()})
 	} else {
 		c.emit(backend.AvgPool{Geom: g, X: in[0].operand(), Y: out.operand()})
@@ -69,7 +69,7 @@ func (c *compiler) poolGrad(n *G.Node, in []*val, out *val) error {
 	if err != nil {
 		return err
 	}
-	if gorgoniaop.OpName(n.Op()) == "maxPoolDiffOp" {
+	if gorgoniaop.OpName(n.Op()) == gorgoniaop.MaxPoolDiffOp {
 		c.emit(backend.MaxPoolGrad{Geom: g, X: in[0].operand(), Y: in[1].operand(), DY: in[2].operand(), DX: out.operand()})
 	} else {
 		c.emit(backend.AvgPoolGrad{Geom: g, DY: in[2].operand(), DX: out.operand()})
@@ -179,14 +179,14 @@ func (c *compiler) fuse(needed, targets []*G.Node) bool {
 }
 
 // isOp reports whether n is an op node of the named gorgonia type.
-func isOp(n *G.Node, name string) bool {
+func isOp(n *G.Node, name gorgoniaop.OpType) bool {
 	return n != nil && n.Op() != nil && gorgoniaop.OpName(n.Op()) == name
 }
 
 // isProduct reports whether n is a matrix product op(A) op(B) with the
 // given transposes.
 func isProduct(n *G.Node, tA, tB bool) bool {
-	if !isOp(n, "linAlgBinOp") {
+	if !isOp(n, gorgoniaop.LinAlgBinOp) {
 		return false
 	}
 	kind, a, b, err := gorgoniaop.LinAlgOf(n.Op())
@@ -195,7 +195,7 @@ func isProduct(n *G.Node, tA, tB bool) bool {
 
 // isTranspose reports whether n transposes with the given pattern.
 func isTranspose(n *G.Node, pattern ...int) bool {
-	if !isOp(n, "transposeOp") {
+	if !isOp(n, gorgoniaop.TransposeOp) {
 		return false
 	}
 	p, err := gorgoniaop.IntsField(n.Op(), "pattern")
@@ -276,7 +276,7 @@ func (c *compiler) matchConv(y *G.Node, users map[*G.Node][]*G.Node) (convMatch,
 		}
 		dc := c.arg(dw, 0)
 		tr := c.arg(dc, 0)
-		if !isOp(dc, "reshapeOp") || !isTranspose(tr, 0, 2, 3, 1) {
+		if !isOp(dc, gorgoniaop.ReshapeOp) || !isTranspose(tr, 0, 2, 3, 1) {
 			continue
 		}
 		dy := c.arg(tr, 0)
@@ -306,7 +306,7 @@ func (c *compiler) matchConvForward(y *G.Node) (convMatch, *G.Node, bool) {
 		return convMatch{}, nil, false
 	}
 	r1 := c.arg(y, 0)
-	if !isOp(r1, "reshapeOp") {
+	if !isOp(r1, gorgoniaop.ReshapeOp) {
 		return convMatch{}, nil, false
 	}
 	m := c.arg(r1, 0)
@@ -314,11 +314,11 @@ func (c *compiler) matchConvForward(y *G.Node) (convMatch, *G.Node, bool) {
 		return convMatch{}, nil, false
 	}
 	patch, w := c.arg(m, 0), c.arg(m, 1)
-	if !isOp(patch, "reshapeOp") {
+	if !isOp(patch, gorgoniaop.ReshapeOp) {
 		return convMatch{}, nil, false
 	}
 	im := c.arg(patch, 0)
-	if !isOp(im, "im2colOp") {
+	if !isOp(im, gorgoniaop.Im2colOp) {
 		return convMatch{}, nil, false
 	}
 	x := c.arg(im, 0)
@@ -347,11 +347,11 @@ func (c *compiler) matchConvInputGrads(cm *convMatch, dw, dc, dy *G.Node, users 
 			continue
 		}
 		r2 := users[dp][0]
-		if !isOp(r2, "reshapeOp") || len(users[r2]) != 1 {
+		if !isOp(r2, gorgoniaop.ReshapeOp) || len(users[r2]) != 1 {
 			continue
 		}
 		ci := users[r2][0]
-		if !isOp(ci, "col2imOp") {
+		if !isOp(ci, gorgoniaop.Col2imOp) {
 			continue
 		}
 		if cg, err := gorgoniaop.ConvGeomOf(ci.Op(), ci.Shape()); err != nil || cg != cm.g {
@@ -365,7 +365,7 @@ func (c *compiler) matchConvInputGrads(cm *convMatch, dw, dc, dy *G.Node, users 
 // isBinary reports whether n is the elementwise op sym (gorgonia's symbol:
 // "⊙", ">=") returning values of its arguments' type.
 func isBinary(n *G.Node, sym string) bool {
-	if !isOp(n, "elemBinOp") {
+	if !isOp(n, gorgoniaop.ElemBinOp) {
 		return false
 	}
 	s, _, _ := strings.Cut(fmt.Sprint(n.Op()), " ")
@@ -375,7 +375,7 @@ func isBinary(n *G.Node, sym string) bool {
 
 // isZero reports whether n is a constant scalar 0.
 func isZero(n *G.Node) bool {
-	if !isOp(n, "constantScalar") {
+	if !isOp(n, gorgoniaop.ConstantScalar) {
 		return false
 	}
 	v, err := hostData(n)
@@ -399,7 +399,7 @@ func isZero(n *G.Node) bool {
 func (c *compiler) rectifyPoolFusions(needed []*G.Node, users map[*G.Node][]*G.Node) []fusion {
 	var out []fusion
 	for _, p := range needed {
-		if !isOp(p, "maxPoolOp") {
+		if !isOp(p, gorgoniaop.MaxPoolOp) {
 			continue
 		}
 		a := c.children(p)[0]
@@ -423,7 +423,7 @@ func (c *compiler) rectifyPoolFusions(needed []*G.Node, users map[*G.Node][]*G.N
 			return nil
 		}}}, inner: []*G.Node{a, m}}
 		for _, d := range users[a] {
-			if !isOp(d, "maxPoolDiffOp") || len(users[d]) != 1 {
+			if !isOp(d, gorgoniaop.MaxPoolDiffOp) || len(users[d]) != 1 {
 				continue
 			}
 			dch := c.children(d)

@@ -40,20 +40,20 @@ import (
 func (c *compiler) convPoolFusions(needed []*G.Node, users map[*G.Node][]*G.Node) []fusion {
 	var out []fusion
 	for _, p := range needed {
-		if !isOp(p, "maxPoolOp") {
+		if !isOp(p, gorgoniaop.MaxPoolOp) {
 			continue
 		}
 		for _, u := range users[p] {
 			// The dropout, or a reshape and the dropout (a flattened
 			// block's).
-			if isOp(u, "dropoutOp") {
+			if isOp(u, gorgoniaop.DropoutOp) {
 				if f, ok := c.convPoolFusion(p, nil, u, users); ok {
 					out = append(out, f)
 				}
 			}
-			if isOp(u, "reshapeOp") {
+			if isOp(u, gorgoniaop.ReshapeOp) {
 				for _, l := range users[u] {
-					if !isOp(l, "dropoutOp") {
+					if !isOp(l, gorgoniaop.DropoutOp) {
 						continue
 					}
 					if f, ok := c.convPoolFusion(p, u, l, users); ok {
@@ -90,21 +90,21 @@ func (c *compiler) rectified(a *G.Node) (x, mask *G.Node, ok bool) {
 // (1, F, 1, 1) for y of shape (B, F, H, W), repeated by repeatOps whose
 // counts are sizeOps. It returns y, b and the nodes in between.
 func (c *compiler) channelBias(z *G.Node) (y, b *G.Node, inner []*G.Node, ok bool) {
-	if !isOp(z, "elemBinOp") || !strings.HasPrefix(fmt.Sprint(z.Op()), "+ ") {
+	if !isOp(z, gorgoniaop.ElemBinOp) || !strings.HasPrefix(fmt.Sprint(z.Op()), "+ ") {
 		return nil, nil, nil, false
 	}
 	ch := c.children(z)
 	for i := range 2 {
 		y, r := ch[i], ch[1-i]
 		s := y.Shape()
-		if len(s) != 4 || !r.Shape().Eq(s) || !isOp(r, "repeatOp") {
+		if len(s) != 4 || !r.Shape().Eq(s) || !isOp(r, gorgoniaop.RepeatOp) {
 			continue
 		}
 		var in []*G.Node
-		for isOp(r, "repeatOp") {
+		for isOp(r, gorgoniaop.RepeatOp) {
 			rc := c.children(r)
 			for _, n := range rc[1:] {
-				if !isOp(n, "sizeOp") {
+				if !isOp(n, gorgoniaop.SizeOp) {
 					return nil, nil, nil, false
 				}
 			}
@@ -125,13 +125,13 @@ func (c *compiler) channelBias(z *G.Node) (y, b *G.Node, inner []*G.Node, ok boo
 // and the nodes before it.
 func (c *compiler) channelSums(dz *G.Node, users map[*G.Node][]*G.Node) (root *G.Node, inner []*G.Node, ok bool) {
 	for _, s := range users[dz] {
-		if !isOp(s, "sumOp") {
+		if !isOp(s, gorgoniaop.SumOp) {
 			continue
 		}
 		axes := []int{0, 1, 2, 3} // dz's axes that the node still has
 		n := s
 		var chain []*G.Node
-		for isOp(n, "sumOp") {
+		for isOp(n, gorgoniaop.SumOp) {
 			along, err := gorgoniaop.IntsField(n.Op(), "along")
 			if err != nil {
 				return nil, nil, false
@@ -152,7 +152,7 @@ func (c *compiler) channelSums(dz *G.Node, users map[*G.Node][]*G.Node) (root *G
 			continue
 		}
 		last := chain[len(chain)-1]
-		for len(users[last]) == 1 && isOp(users[last][0], "reshapeOp") {
+		for len(users[last]) == 1 && isOp(users[last][0], gorgoniaop.ReshapeOp) {
 			chain = append(chain, users[last][0])
 			last = users[last][0]
 		}
@@ -252,7 +252,7 @@ func (c *compiler) convPoolForward(p, r, l *G.Node, users map[*G.Node][]*G.Node)
 // output (nil: none).
 func (c *compiler) convPoolOutGrad(m *convPoolMatch, a, mask, p, r *G.Node, users map[*G.Node][]*G.Node) *G.Node {
 	for _, d := range users[a] {
-		if !isOp(d, "maxPoolDiffOp") || len(users[d]) != 1 {
+		if !isOp(d, gorgoniaop.MaxPoolDiffOp) || len(users[d]) != 1 {
 			continue
 		}
 		dch, dx := c.children(d), users[d][0]
@@ -262,7 +262,7 @@ func (c *compiler) convPoolOutGrad(m *convPoolMatch, a, mask, p, r *G.Node, user
 		dp := dch[2]
 		var extra []*G.Node
 		if r != nil { // reshape(dropoutDiff(r, l, dl))
-			if !isOp(dp, "reshapeOp") {
+			if !isOp(dp, gorgoniaop.ReshapeOp) {
 				continue
 			}
 			extra = append(extra, dp)
@@ -272,7 +272,7 @@ func (c *compiler) convPoolOutGrad(m *convPoolMatch, a, mask, p, r *G.Node, user
 		if m.l != nil {
 			// dropoutDiff(p, l, dl), or of r
 			pch := c.children(dp)
-			if !isOp(dp, "dropoutDiffOp") || len(pch) != 3 || pch[0] != p && pch[0] != r || pch[1] != m.l {
+			if !isOp(dp, gorgoniaop.DropoutDiffOp) || len(pch) != 3 || pch[0] != p && pch[0] != r || pch[1] != m.l {
 				continue
 			}
 			dout = pch[2]

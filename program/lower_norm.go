@@ -245,7 +245,7 @@ func (c *compiler) groupNorm(n *G.Node, in []*val, out *val) error {
 	if err != nil {
 		return err
 	}
-	if gorgoniaop.OpName(op) == "groupNormDiffOp" {
+	if gorgoniaop.OpName(op) == gorgoniaop.GroupNormDiffOp {
 		if len(in) != 2 || in[1].size != x.size {
 			return fmt.Errorf("group norm gradient of %d arguments", len(in))
 		}
@@ -311,7 +311,7 @@ func (c *compiler) dropout(n *G.Node, in []*val, out *val) error {
 	}
 	training := !c.cfg.EvalMode
 	src, fwd := in[0], n
-	if gorgoniaop.OpName(op) == "dropoutDiffOp" {
+	if gorgoniaop.OpName(op) == gorgoniaop.DropoutDiffOp {
 		ch := c.children(n)
 		if len(in) != 3 || len(ch) != 3 || in[2].size != src.size {
 			return fmt.Errorf("dropout gradient of %d arguments", len(in))

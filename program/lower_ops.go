@@ -263,7 +263,7 @@ func (c *compiler) between(n *G.Node, in []*val, out *val) error {
 		return fmt.Errorf("%v of shapes %v and %v", n.Op(), a.shape, b.shape)
 	}
 	op := backend.Min2
-	if gorgoniaop.OpName(n.Op()) == "maxBetween" {
+	if gorgoniaop.OpName(n.Op()) == gorgoniaop.MaxBetween {
 		op = backend.Max2
 	}
 	c.emit(backend.Zip{Op: op, N: out.size, A: a.operand(), B: b.operand(), Dst: out.operand()})

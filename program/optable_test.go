@@ -2,6 +2,7 @@ package program
 
 import (
 	"errors"
+	"github.com/orthonet/orthonet/internal/gorgoniaop"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -193,7 +194,10 @@ func TestOpTable(t *testing.T) {
 			t.Errorf("op table: %s is not a type with a Do method in gorgonia's source", typ)
 		}
 	}
-	lowered := func(typ string) bool { _, ok := lowerings[typ]; return ok || slices.Contains(specialOps, typ) }
+	lowered := func(typ string) bool {
+		_, ok := lowerings[gorgoniaop.OpType(typ)]
+		return ok || slices.Contains(specialOps, typ)
+	}
 	for typ, s := range state {
 		compiles := s == "CPU, CUDA" || s == "CPU"
 		switch {
@@ -204,7 +208,7 @@ func TestOpTable(t *testing.T) {
 		}
 	}
 	for typ := range lowerings {
-		if s := state[typ]; typ != "fused" && s != "CPU, CUDA" && s != "CPU" {
+		if s := state[string(typ)]; typ != gorgoniaop.Fused && s != "CPU, CUDA" && s != "CPU" {
 			t.Errorf("the compiler lowers %s, which the op table does not list as compiled", typ)
 		}
 	}

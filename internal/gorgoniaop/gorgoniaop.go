@@ -17,12 +17,12 @@ import (
 
 // OpName returns the name of op's type (following pointers): the key by
 // which the compiler's lowerings and the exporters tell ops apart.
-func OpName(op G.Op) string {
+func OpName(op G.Op) OpType {
 	t := reflect.TypeOf(op)
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	return t.Name()
+	return OpType(t.Name())
 }
 
 // Field returns the named field of op's struct (following embedded
