@@ -42,18 +42,18 @@ static int chol_upper_d(int n, double* a) {
 // one precision, p LAPACK's letter for the C type T: lq_work_p (the
 // workspace both calls need), lq_factor_p and lq_q_p.
 #define LQ(T, p) \
-static int lq_work_##p(int m, int n) { \
+int lq_work_##p(int m, int n) { \
 	int info = 0, lw = -1, k = n; T w1 = 0, w2 = 0; \
 	p##gelqf_(&n, &m, NULL, &n, NULL, &w1, &lw, &info); \
 	p##orglq_(&n, &m, &k, NULL, &n, NULL, &w2, &lw, &info); \
 	return (int)(w1 > w2 ? w1 : w2); \
 } \
-static int lq_factor_##p(int m, int n, T* a, T* tau, T* work, int lw) { \
+int lq_factor_##p(int m, int n, T* a, T* tau, T* work, int lw) { \
 	int info = 0; \
 	p##gelqf_(&n, &m, a, &n, tau, work, &lw, &info); \
 	return info; \
 } \
-static int lq_q_##p(int m, int n, T* a, T* tau, T* work, int lw) { \
+int lq_q_##p(int m, int n, T* a, T* tau, T* work, int lw) { \
 	int info = 0, k = n; \
 	p##orglq_(&n, &m, &k, a, &n, tau, work, &lw, &info); \
 	return info; \
@@ -111,34 +111,6 @@ func setThreadsNative(n int) int {
 type qrWork[T Float] struct {
 	tau, work []T
 	gonumWork
-}
-
-// qfNative computes the Q factor with OpenBLAS's LAPACK in T's precision and
-// writes sign(diag(R)) into sign.
-func qfNative[T Float](qq *QR[T], m, n int, a []T, sign []float64) {
-	q := &qq.be
-	cm, cn := C.int(m), C.int(n)
-	if Is32[T]() {
-		lw := int(C.lq_work_s(cm, cn))
-		q.tau = Grow(q.tau, n)
-		q.work = Grow(q.work, max(lw, 1))
-		a32, tau, work := As32(a), As32(q.tau), As32(q.work)
-		C.lq_factor_s(cm, cn, (*C.float)(&a32[0]), (*C.float)(&tau[0]), (*C.float)(&work[0]), C.int(len(work)))
-		for j := range sign {
-			sign[j] = signOf(float64(a32[j*n+j]))
-		}
-		C.lq_q_s(cm, cn, (*C.float)(&a32[0]), (*C.float)(&tau[0]), (*C.float)(&work[0]), C.int(len(work)))
-		return
-	}
-	lw := int(C.lq_work_d(cm, cn))
-	q.tau = Grow(q.tau, n)
-	q.work = Grow(q.work, max(lw, 1))
-	a64, tau, work := As64(a), As64(q.tau), As64(q.work)
-	C.lq_factor_d(cm, cn, (*C.double)(&a64[0]), (*C.double)(&tau[0]), (*C.double)(&work[0]), C.int(len(work)))
-	for j := range sign {
-		sign[j] = signOf(a64[j*n+j])
-	}
-	C.lq_q_d(cm, cn, (*C.double)(&a64[0]), (*C.double)(&tau[0]), (*C.double)(&work[0]), C.int(len(work)))
 }
 
 // The products go through gonum's netlib bindings to the linked OpenBLAS.

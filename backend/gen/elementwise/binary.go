@@ -43,18 +43,12 @@ func binaryGoFile(bops []binop) ([]byte, error) {
 	b.WriteString(header)
 	b.WriteString("// The elementwise functions of two arguments (Zip's), from the table in\n")
 	b.WriteString("// backend/gen/elementwise/table.go, which also writes kernels.cu's BINARY_OPS.\n")
-	b.WriteString("const (\n")
+	consts := make([][2]string, len(bops))
 	for i, o := range bops {
-		b.WriteString("\t" + o.Const)
-		if i == 0 {
-			b.WriteString(" BinaryOp = iota + 1")
-		}
-		if o.Doc != "" {
-			b.WriteString(" // " + o.Doc)
-		}
-		b.WriteString("\n")
+		consts[i] = [2]string{o.Const, o.Doc}
 	}
-	b.WriteString(")\n\n// binaries are the BinaryOps' CPU definitions.\nvar binaries = [...]binary{\n")
+	writeConsts(&b, "BinaryOp", consts)
+	b.WriteString("\n// binaries are the BinaryOps' CPU definitions.\nvar binaries = [...]binary{\n")
 	for _, o := range bops {
 		fmt.Fprintf(&b, "\t%s: {%q, %s[float32], %s[float64], %d},\n", o.Const, o.Name, o.CPU, o.CPU, o.Cost)
 	}

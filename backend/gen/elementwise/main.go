@@ -138,18 +138,12 @@ func goFile(ops []op) ([]byte, error) {
 	}
 	b.WriteString("// The elementwise functions of one argument (Map's), from the table in\n")
 	b.WriteString("// backend/gen/elementwise/table.go, which also writes kernels.cu's UNARY_OPS.\n")
-	b.WriteString("const (\n")
+	consts := make([][2]string, len(ops))
 	for i, o := range ops {
-		b.WriteString("\t" + o.Const)
-		if i == 0 {
-			b.WriteString(" UnaryOp = iota + 1")
-		}
-		if o.Doc != "" {
-			b.WriteString(" // " + o.Doc)
-		}
-		b.WriteString("\n")
+		consts[i] = [2]string{o.Const, o.Doc}
 	}
-	b.WriteString(")\n\n// unaries are the UnaryOps' CPU definitions.\nvar unaries = [...]unary{\n")
+	writeConsts(&b, "UnaryOp", consts)
+	b.WriteString("\n// unaries are the UnaryOps' CPU definitions.\nvar unaries = [...]unary{\n")
 	for _, o := range ops {
 		if o.Kind == inType {
 			fmt.Fprintf(&b, "\t%s: inType(%q, %s[float32], %s[float64]),\n", o.Const, o.Name, o.CPU, o.CPU)
@@ -163,6 +157,23 @@ func goFile(ops []op) ([]byte, error) {
 		return nil, fmt.Errorf("the generated Go does not parse (a CPU function of the table?): %w", err)
 	}
 	return src, nil
+}
+
+// writeConsts writes a const block of type typ counting from 1: each of
+// consts is a constant's name and its comment ("" for none).
+func writeConsts(b *bytes.Buffer, typ string, consts [][2]string) {
+	b.WriteString("const (\n")
+	for i, c := range consts {
+		b.WriteString("\t" + c[0])
+		if i == 0 {
+			b.WriteString(" " + typ + " = iota + 1")
+		}
+		if c[1] != "" {
+			b.WriteString(" // " + c[1])
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(")\n")
 }
 
 // header starts a generated Go file.
