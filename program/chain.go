@@ -17,11 +17,11 @@ import (
 // where the later one did: the earlier one's inputs must not be touched by
 // any kernel between them.
 //
-// It chains on device backends, where a launch costs microseconds, and not
-// on the host: there a kernel's dispatch costs tens of nanoseconds, and
+// It chains on device backends (onDevice), where a launch costs
+// microseconds, and not on the host: there a kernel's dispatch costs tens of nanoseconds, and
 // programs with chains measured no faster (docs/results.md).
 func (c *compiler) chainElementwise() {
-	if c.cfg.unfused || c.cfg.unchained || !c.cfg.chainOnHost && onHost(c.cfg.Backend) {
+	if c.cfg.unfused || c.cfg.unchained || !c.cfg.chainOnHost && !onDevice(c.cfg.Backend) {
 		return
 	}
 	c.keepResident()
@@ -60,6 +60,16 @@ func (c *compiler) chainElementwise() {
 		}
 	}
 	c.dropKernels()
+}
+
+// onDevice reports whether be runs its kernels on a device, whose buffers
+// have device addresses (the CUDA backend), without allocating anything
+// (Compile allocates nothing before its memory check).
+func onDevice(be backend.Backend) bool {
+	_, ok := be.(interface {
+		Addr(backend.Operand) (uint64, error)
+	})
+	return ok
 }
 
 // keepResident marks the buffers that outlive a run, which planMemory
