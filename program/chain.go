@@ -72,8 +72,9 @@ func onDevice(be backend.Backend) bool {
 	return ok
 }
 
-// keepResident marks the buffers that outlive a run, which planMemory
-// keeps: the outputs and the parameters' gradients.
+// keepResident marks the buffers that outlive a run: the outputs and the
+// parameters' gradients (but factored ones'). chainElementwise leaves them
+// unchained, and planMemory gives each a slot of its own.
 func (c *compiler) keepResident() {
 	for _, n := range c.cfg.Outputs {
 		c.vals[n].vb.persistent = true

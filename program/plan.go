@@ -14,15 +14,12 @@ import (
 // one, temporaries sharing by liveness (slots, plan), and returns the
 // program that runs the kernels.
 func (c *compiler) planMemory() (*Program, error) {
-	for _, n := range c.cfg.Outputs {
-		c.vals[n].vb.persistent = true
-	}
+	c.keepResident()
 	for i := range c.pvals {
 		pv := &c.pvals[i]
 		pv.v = c.vals[pv.Node]
 		if !c.cfg.NoGrad && pv.fa == nil {
 			pv.g = c.vals[pv.Node.Deriv()]
-			pv.g.vb.persistent = true
 		}
 	}
 	p := &Program{be: c.cfg.Backend}
