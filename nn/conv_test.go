@@ -68,7 +68,7 @@ func TestConv2dOrthogonal(t *testing.T) {
 		if p.Manifold != manifold.Kind(manifold.StiefelKind{}) {
 			t.Fatalf("kernel marked %v, want the Stiefel manifold", p.Manifold)
 		}
-		op := optim.Param{Name: p.Name(), Shape: p.Node.Shape(), Manifold: p.Manifold, Value: p.Node.Value().Data()}
+		op := optim.Param{Name: p.Name(), Shape: p.Node.Shape(), Manifold: p.Manifold, Value: optim.Host[float64](p.Node.Value().Data().([]float64))}
 		rows, cols, ok := op.Matrix()
 		if !ok || rows != c.out || cols != c.in*c.k*c.k || (rows < cols) != c.wide {
 			t.Errorf("%v: matrix view %d x %d (%v), want %d x %d", p.Node.Shape(), rows, cols, ok, c.out, c.in*c.k*c.k)

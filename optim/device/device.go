@@ -40,13 +40,35 @@ var _ optim.Device = (*Steppers)(nil)
 // New returns the steppers of be's operands.
 func New(be backend.Backend) *Steppers { return &Steppers{be: be, hyper: &hyperTable{be: be}} }
 
-// Check checks that p's Value and Grad are operands of as many float32 or
+// Operand is an optim.Value in a backend's memory: N elements from the
+// operand's offset, as a Param's Value or Grad.
+type Operand struct {
+	backend.Operand
+	N int
+}
+
+var _ optim.Value = Operand{}
+
+// On returns the n elements of a backend's memory at op as an optim.Value.
+func On(op backend.Operand, n int) Operand { return Operand{Operand: op, N: n} }
+
+// Len returns N.
+func (o Operand) Len() int { return o.N }
+
+// Float32 reports whether the buffer's elements are float32.
+func (o Operand) Float32() bool { return backend.DTypeOf(o.Operand) == backend.Float32 }
+
+// Check checks that p's Value and Grad are Operands of as many float32 or
 // float64 elements as its shape holds, both of one type.
 func (d *Steppers) Check(p optim.Param) (bool, error) {
-	v, ok1 := p.Value.(backend.Operand)
-	g, ok2 := p.Grad.(backend.Operand)
+	vo, ok1 := p.Value.(Operand)
+	gop, ok2 := p.Grad.(Operand)
 	if !ok1 || !ok2 {
-		return false, fmt.Errorf("value %T and gradient %T, want backend operands", p.Value, p.Grad)
+		return false, fmt.Errorf("value %T and gradient %T, want device.Operand", p.Value, p.Grad)
+	}
+	v, g := vo.Operand, gop.Operand
+	if vo.N != size(p.Shape) || gop.N != size(p.Shape) {
+		return false, fmt.Errorf("value of %d and gradient of %d elements for shape %v", vo.N, gop.N, p.Shape)
 	}
 	dt := backend.DTypeOf(v)
 	if dt != backend.Float32 && dt != backend.Float64 {
@@ -82,7 +104,7 @@ func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st opt
 	if e == nil {
 		return nil, errNotOnDevice(fmt.Sprintf("the %v rule", r), ruleNames(p.Constrained()))
 	}
-	w := &work{be: d.be, p: p, rule: r, b: b, shape: p.Shape, value: p.Value.(backend.Operand), grad: p.Grad.(backend.Operand),
+	w := &work{be: d.be, p: p, rule: r, b: b, shape: p.Shape, value: p.Value.(Operand).Operand, grad: p.Grad.(Operand).Operand,
 		table: d.hyper}
 	w.dt = backend.DTypeOf(w.value)
 	defer func() {
@@ -219,9 +241,9 @@ func (w *work) commit(step backend.Func) error {
 // of w's shape and element type, on zeros: building it checks the rule's
 // settings, and its SetState the states the device's stepper takes.
 func (w *work) hostStepper() (optim.Stepper, error) {
-	p := optim.Param{Name: w.p.Name, Shape: w.shape, Manifold: w.p.Manifold, Value: make([]float64, size(w.shape))}
+	p := optim.Param{Name: w.p.Name, Shape: w.shape, Manifold: w.p.Manifold, Value: make(optim.Host[float64], size(w.shape))}
 	if w.dt == backend.Float32 {
-		p.Value = make([]float32, size(w.shape))
+		p.Value = make(optim.Host[float32], size(w.shape))
 	}
 	return w.rule.Stepper(p, w.b)
 }
@@ -283,7 +305,7 @@ func newMomentum(w *work, momentum float64) (*buffered, error) {
 
 // Prepare sets the step size and, with a counter, the step's count (from
 // which Adam's step computes the bias corrections on the device).
-func (o *buffered) Prepare(_ any, lr float64) error {
+func (o *buffered) Prepare(_ optim.Gradient, lr float64) error {
 	if o.counter == "" {
 		o.setHyper(lr)
 	} else {
