@@ -101,7 +101,8 @@ func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st opt
 		return nil, err
 	}
 	e := lookup(r)
-	if e == nil {
+	desc, described := r.(optim.Described)
+	if e == nil && !described {
 		return nil, errNotOnDevice(fmt.Sprintf("the %v rule", r), ruleNames(p.Constrained()))
 	}
 	w := &work{be: d.be, p: p, rule: r, b: b, shape: p.Shape, value: p.Value.(Operand).Operand, grad: p.Grad.(Operand).Operand,
@@ -116,20 +117,23 @@ func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st opt
 		return nil, err
 	}
 	w.hyper = w.slot.operand()
+	if e == nil {
+		return describedStepper(w, desc)
+	}
 	return e.build(w, r)
 }
 
-// rules are the rules a device steps, each with the function that builds
-// its stepper in the rule's own file of this package. Stepper looks a rule
-// up here by its type, so that a rule of one's own (even one that embeds
-// these) is refused by name. A rule joins the device by one entry here
-// (docs/extending/rule.md).
+// rules are the rules a device steps by steppers of their own, each with
+// the function that builds it in the rule's own file of this package.
+// Stepper looks a rule up here by its type, so that a rule of one's own
+// (even one that embeds these) is refused by name. A rule that describes
+// its step in optim.StepBlocks (optim.Described: RGD) needs no entry: the
+// device runs its description (described.go).
 var rules = []deviceRule{
 	on(sgdStepper),
 	on(adamStepper),
 	on(adamWStepper),
 	on(rsdmStepper),
-	on(rgdStepper),
 }
 
 // deviceRule is an entry of rules: a rule type's name and constraint, and
@@ -169,6 +173,11 @@ func ruleNames(constrained bool) string {
 	for _, e := range rules {
 		if e.constrained == constrained {
 			names = append(names, e.name)
+		}
+	}
+	for _, r := range optim.Rules { // the rules the device runs from their descriptions
+		if _, ok := r.(optim.Described); ok && r.Constrained() == constrained && lookup(r) == nil {
+			names = append(names, r.String())
 		}
 	}
 	if len(names) < 2 {
