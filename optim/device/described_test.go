@@ -19,7 +19,7 @@ import (
 // is) are all it has: no device code.
 type nesterovRGD struct{ beta float64 }
 
-func (nesterovRGD) String() string    { return "nrgd" }
+func (nesterovRGD) String() string    { return "nrgd-test" }
 func (nesterovRGD) Constrained() bool { return true }
 func (c nesterovRGD) Stepper(p optim.Param, b optim.Binding) (optim.Stepper, error) {
 	return optim.BindDescribed(p, b, c)
@@ -47,7 +47,7 @@ func TestDescribedRule(t *testing.T) {
 	if err := optim.Register(nesterovRGD{beta: 0.5}); err != nil {
 		t.Fatal(err)
 	}
-	rule, err := optim.ParseRuleFlags("nrgd", nil)
+	rule, err := optim.ParseRuleFlags("nrgd-test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

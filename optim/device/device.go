@@ -10,7 +10,9 @@
 // own; one inner step, QR inner retraction) or by RGD, and the other
 // parameters by SGD (with momentum), Adam or AdamW: the rules of the table
 // rules, whose steppers are built each in the rule's own file (sgd.go,
-// adam.go, rsdm.go, rgd.go). Each Step enqueues its kernels and returns
+// adam.go, rsdm.go), and every rule that writes its step once in
+// optim.StepBlocks (optim.Described: RGD, or one's own), whose description
+// described.go records as kernels. Each Step enqueues its kernels and returns
 // without waiting for them; the Q factors are Cholesky QR on the device
 // (backend.QF), and a fault the device meets is reported by the backend's
 // next Sync or CopyOut.
