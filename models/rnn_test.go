@@ -81,6 +81,30 @@ func TestRNN(t *testing.T) {
 	}
 }
 
+// rnnLogits returns the logits of a float64 RNN of cfg, its weights drawn
+// from a generator seeded with seed, for the batch of b examples x (which
+// the graph holds, not a copy), computed on the tape machine.
+func rnnLogits(t *testing.T, cfg RNNConfig, seed uint64, b int, x []float64) []float64 {
+	t.Helper()
+	g := G.NewGraph()
+	m, err := NewRNN(g, cfg, tensor.Float64, rand.New(rand.NewPCG(seed, seed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(x) / b
+	in := G.NewMatrix(g, tensor.Float64, G.WithShape(b, n), G.WithValue(tensor.New(tensor.WithShape(b, n), tensor.WithBacking(x))))
+	out, err := m.Forward(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := G.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Value().Data().([]float64)
+}
+
 // TestRNNChannels checks how channel-major images become steps: an RNN of
 // 3 channels given (C, H, W) images computes what one of 1 channel computes
 // given the same images as (H, C, W), step t reading row t of every
@@ -103,22 +127,7 @@ func TestRNNChannels(t *testing.T) {
 		}
 	}
 	logits := func(channels int, in []float64) []float64 {
-		g := G.NewGraph()
-		m, err := NewRNN(g, RNNConfig{In: c * w, Hidden: 6, Steps: h, Classes: 3, Channels: channels}, tensor.Float64, rand.New(rand.NewPCG(4, 4)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := G.NewMatrix(g, tensor.Float64, G.WithShape(b, c*h*w), G.WithValue(tensor.New(tensor.WithShape(b, c*h*w), tensor.WithBacking(in))))
-		out, err := m.Forward(x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vm := G.NewTapeMachine(g)
-		defer vm.Close()
-		if err := vm.RunAll(); err != nil {
-			t.Fatal(err)
-		}
-		return out.Value().Data().([]float64)
+		return rnnLogits(t, RNNConfig{In: c * w, Hidden: 6, Steps: h, Classes: 3, Channels: channels}, 4, b, in)
 	}
 	got, want := logits(3, img), logits(1, rows)
 	for i := range want {
@@ -216,22 +225,7 @@ func TestRNNBatchIndependent(t *testing.T) {
 		all[i] = rng.NormFloat64()
 	}
 	logits := func(b int) []float64 {
-		g := G.NewGraph()
-		m, err := NewRNN(g, RNNConfig{In: in, Hidden: 8, Steps: steps, Classes: 3}, tensor.Float64, rand.New(rand.NewPCG(7, 7)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := G.NewMatrix(g, tensor.Float64, G.WithShape(b, steps*in), G.WithValue(tensor.New(tensor.WithShape(b, steps*in), tensor.WithBacking(append([]float64(nil), all[:b*steps*in]...)))))
-		out, err := m.Forward(x)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vm := G.NewTapeMachine(g)
-		defer vm.Close()
-		if err := vm.RunAll(); err != nil {
-			t.Fatal(err)
-		}
-		return out.Value().Data().([]float64)
+		return rnnLogits(t, RNNConfig{In: in, Hidden: 8, Steps: steps, Classes: 3}, 7, b, append([]float64(nil), all[:b*steps*in]...))
 	}
 	want := logits(16)
 	for _, b := range []int{3, 1} {

@@ -26,35 +26,25 @@ func built(t *testing.T, cfg sized) int64 {
 	t.Helper()
 	g := G.NewGraph()
 	rng := rand.New(rand.NewPCG(3, 4))
-	var ps []param.Param
+	var m interface{ Params() []param.Param }
+	var err error
 	switch c := cfg.(type) {
 	case FFNConfig:
-		m, err := NewFFN(g, c, tensor.Float32, rng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = m.Params()
+		m, err = NewFFN(g, c, tensor.Float32, rng)
 	case CNNConfig:
-		m, err := NewCNN(g, c, tensor.Float32, rng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = m.Params()
+		m, err = NewCNN(g, c, tensor.Float32, rng)
 	case ViTConfig:
-		m, err := NewViT(g, c, tensor.Float32, rng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = m.Params()
+		m, err = NewViT(g, c, tensor.Float32, rng)
 	case RNNConfig:
-		m, err := NewRNN(g, c, tensor.Float64, rng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = m.Params()
+		m, err = NewRNN(g, c, tensor.Float64, rng)
+	default:
+		t.Fatalf("no model for %T", cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	var n int64
-	for _, p := range ps {
+	for _, p := range m.Params() {
 		n += int64(reflect.ValueOf(p.Node.Value().Data()).Len()) // the backing slice's length
 	}
 	return n
