@@ -10,8 +10,6 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
-
-	"github.com/orthonet/orthonet/param"
 )
 
 // sized is what a Config tells of its model's size.
@@ -26,20 +24,11 @@ func built(t *testing.T, cfg sized) int64 {
 	t.Helper()
 	g := G.NewGraph()
 	rng := rand.New(rand.NewPCG(3, 4))
-	var m interface{ Params() []param.Param }
-	var err error
-	switch c := cfg.(type) {
-	case FFNConfig:
-		m, err = NewFFN(g, c, tensor.Float32, rng)
-	case CNNConfig:
-		m, err = NewCNN(g, c, tensor.Float32, rng)
-	case ViTConfig:
-		m, err = NewViT(g, c, tensor.Float32, rng)
-	case RNNConfig:
-		m, err = NewRNN(g, c, tensor.Float64, rng)
-	default:
-		t.Fatalf("no model for %T", cfg)
+	dt := tensor.Float32
+	if _, ok := cfg.(RNNConfig); ok {
+		dt = tensor.Float64
 	}
+	m, err := build(g, cfg, dt, rng)
 	if err != nil {
 		t.Fatal(err)
 	}
