@@ -35,6 +35,16 @@ func build(g *G.ExprGraph, cfg any, dt tensor.Dtype, rng *rand.Rand) (model, err
 	return nil, fmt.Errorf("no model for %T", cfg)
 }
 
+// forward returns m's logits of x, a ViT's in training mode where train.
+func forward(m model, x *G.Node, train bool) (*G.Node, error) {
+	if v, ok := m.(*ViT); ok {
+		return v.Forward(x, train)
+	}
+	return m.(interface {
+		Forward(*G.Node) (*G.Node, error)
+	}).Forward(x)
+}
+
 // TestRefusals checks that each family's builder refuses the
 // configurations it cannot build, saying why.
 func TestRefusals(t *testing.T) {
@@ -73,9 +83,7 @@ func TestGradients(t *testing.T) {
 			t.Fatal(err)
 		}
 		x := G.NewTensor(g, tensor.Float64, len(c.input), G.WithShape(c.input...), G.WithName("x"), G.WithInit(G.Gaussian(0, 1)))
-		out, err := m.(interface {
-			Forward(*G.Node) (*G.Node, error)
-		}).Forward(x)
+		out, err := forward(m, x, false)
 		if err != nil {
 			t.Fatal(err)
 		}
