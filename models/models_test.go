@@ -45,6 +45,16 @@ func forward(m model, x *G.Node, train bool) (*G.Node, error) {
 	}).Forward(x)
 }
 
+// runTape runs g once on Gorgonia's tape machine.
+func runTape(t *testing.T, g *G.ExprGraph) {
+	t.Helper()
+	vm := G.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRefusals checks that each family's builder refuses the
 // configurations it cannot build, saying why.
 func TestRefusals(t *testing.T) {

@@ -65,11 +65,7 @@ func rnnLogits(t *testing.T, cfg RNNConfig, seed uint64, b int, x []float64) []f
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm := G.NewTapeMachine(g)
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		t.Fatal(err)
-	}
+	runTape(t, g)
 	return out.Value().Data().([]float64)
 }
 
