@@ -96,10 +96,7 @@ type BiasActOp struct {
 
 // BiasAct returns act(x + b) with the row b added to every row of x.
 func BiasAct(x, b *G.Node, act Activation) (*G.Node, error) {
-	if err := checkMatrix("input", x); err != nil {
-		return nil, err
-	}
-	if err := checkMatrix("bias", b); err != nil {
+	if err := checkMatrices(arg{"input", x}, arg{"bias", b}); err != nil {
 		return nil, err
 	}
 	if !b.Shape().Eq(tensor.Shape{1, x.Shape()[1]}) {
