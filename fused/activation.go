@@ -50,7 +50,7 @@ func (*GELUOp) DiffWRT(int) []bool       { return []bool{true} }
 
 // Kernel returns backend.Map of backend.GELU.
 func (*GELUOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
-	return backend.Map{Op: backend.GELU, N: size(s[0]), Src: in[0], Dst: out}
+	return backend.Map{Op: backend.GELU, N: tensor.Shape(s[0]).TotalSize(), Src: in[0], Dst: out}
 }
 
 // Do applies GELU on the host.
@@ -80,7 +80,7 @@ func (o *GELUGradOp) WriteHash(h hashWriter) { writeHash(h, o) }
 
 // Kernel returns backend.Zip of backend.GELUGrad.
 func (*GELUGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
-	return backend.Zip{Op: backend.GELUGrad, N: size(s[0]), A: in[0], B: in[1], Dst: out}
+	return backend.Zip{Op: backend.GELUGrad, N: tensor.Shape(s[0]).TotalSize(), A: in[0], B: in[1], Dst: out}
 }
 
 // Do computes the gradient on the host.

@@ -186,15 +186,6 @@ func floatCopy(op Lowering, i int, v G.Value) (any, error) {
 	}
 }
 
-// size returns the elements of a shape (1 for a scalar).
-func size(s []int) int {
-	n := 1
-	for _, d := range s {
-		n *= d
-	}
-	return n
-}
-
 // arg is an argument of an op and what messages call it.
 type arg struct {
 	what string
