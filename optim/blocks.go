@@ -281,7 +281,7 @@ func (r *recorder[T]) Retract(dst, x Ref, a Coef, v Ref) {
 	o, xs, vs, c := r.o, r.read(x), r.read(v), r.coef(a)
 	ds := r.write(dst)
 	if ds == xs || ds == vs {
-		r.fail(fmt.Errorf("Retract's result overwrites its point or direction"))
+		r.fail(fmt.Errorf("the retraction's result overwrites its point or direction"))
 	}
 	r.o.ops = append(r.o.ops, func() error {
 		a, v := c(), o.bufs[vs]
