@@ -140,10 +140,11 @@ func (o *described[T]) SetLR(lr float64) error { return setLR(&o.lr, lr) }
 // State returns a copy of the state buffers, once a step has been taken.
 func (o *described[T]) State() State {
 	st := emptyState(o.kind)
+	if !o.started {
+		return st
+	}
 	for _, s := range o.states {
-		if o.started {
-			st.Buffers[s.name] = append([]T(nil), o.bufs[s.slot]...)
-		}
+		st.Buffers[s.name] = append([]T(nil), o.bufs[s.slot]...)
 	}
 	return st
 }
