@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/internal/runtest"
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
@@ -53,6 +54,24 @@ func (n *net) compile(t testing.TB) *program.Program {
 	return p
 }
 
+// run runs prog, compiled from n, on the images x and labels, which it
+// writes one-hot into y.
+func (n *net) run(t testing.TB, prog *program.Program, x, y []float32, labels []int) {
+	t.Helper()
+	if err := nn.OneHot(y, labels, n.classes); err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.SetInput(n.x, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.SetInput(n.y, y); err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Run(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestTapeAgreement runs one batch through the compiled program and through
 // Gorgonia's tape machine, the model built alike for each, and compares the
 // loss, the logits and every parameter's gradient.
@@ -73,18 +92,7 @@ func TestTapeAgreement(t *testing.T) {
 		labels[i] = rng.IntN(classes)
 	}
 	y := make([]float32, batch*classes)
-	if err := nn.OneHot(y, labels, classes); err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.SetInput(a.x, x); err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.SetInput(a.y, y); err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
+	a.run(t, prog, x, y, labels)
 	for _, in := range []struct {
 		n    *G.Node
 		data []float32
@@ -192,18 +200,7 @@ func TestTrain(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := nn.OneHot(y, labels, classes); err != nil {
-			t.Fatal(err)
-		}
-		if err := prog.SetInput(n.x, x); err != nil {
-			t.Fatal(err)
-		}
-		if err := prog.SetInput(n.y, y); err != nil {
-			t.Fatal(err)
-		}
-		if err := prog.Run(); err != nil {
-			t.Fatal(err)
-		}
+		n.run(t, prog, x, y, labels)
 		if err := prog.Read(n.logits, logits); err != nil {
 			t.Fatal(err)
 		}
@@ -236,20 +233,7 @@ func TestTrain(t *testing.T) {
 		t.Errorf("held-out accuracy %.3f after %d steps (%.3f before), want above 0.7 and 0.3 above the start", after, steps, before)
 	}
 
-	if err := prog.StoreParams(); err != nil {
-		t.Fatal(err)
-	}
-	if d := testval.MaxAbs(testval.Floats(w0), testval.Floats(w1.Node.Value().Data())); !(d > 1e-3) {
-		t.Errorf("the Stiefel weight moved by %.3g at most: RSDM did not step it", d)
-	}
-	f, err := w1.Feasibility()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("||W^T W - I||_F = %.3g", f)
-	if !(f < 1e-5) {
-		t.Errorf("||W^T W - I||_F = %.3g after %d steps, want < 1e-5", f, steps)
-	}
+	runtest.Stepped(t, prog, w1, w0, steps)
 }
 
 // TestBuildRefuses checks that sizes the model cannot take are errors.

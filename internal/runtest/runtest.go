@@ -19,12 +19,23 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/internal/testval"
+	"github.com/orthonet/orthonet/param"
 	"github.com/orthonet/orthonet/training"
 )
 
 // MainEnv is the variable that makes a test binary run the command's main
 // (see Command).
 const MainEnv = "ORTHONET_RUNTEST_MAIN"
+
+// Main is the TestMain of a command's tests: where MainEnv is 1 the test
+// binary is the command (see Command) and exits with run's code on its
+// arguments; otherwise it runs the tests.
+func Main(m *testing.M, run func(args []string, stdout, stderr io.Writer) int) {
+	if os.Getenv(MainEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 // Command returns this test binary (os.Args[0]) run as the command's main
 // with args, ended when ctx is; the test's TestMain calls the command's
@@ -122,4 +133,26 @@ func InterruptThenResume(t *testing.T, after int, args ...string) {
 	}
 	t.Logf("interrupted at step %d of %d, resumed", mid.Step, wst.Step)
 	SameTensors(t, "resumed against uninterrupted", want, got)
+}
+
+// Stepped fails t unless the constrained weight w, once prog has stored its
+// parameters into the graph, moved from its first value w0 by more than
+// 1e-3 somewhere (its optimizer stepped it) and after steps steps still
+// lies on its manifold: ||W^T W - I||_F < 1e-5.
+func Stepped(t testing.TB, prog interface{ StoreParams() error }, w param.Param, w0 []float32, steps int) {
+	t.Helper()
+	if err := prog.StoreParams(); err != nil {
+		t.Fatal(err)
+	}
+	if d := testval.MaxAbs(testval.Floats(w0), testval.Floats(w.Node.Value().Data())); !(d > 1e-3) {
+		t.Errorf("the Stiefel weight moved by %.3g at most: RSDM did not step it", d)
+	}
+	f, err := w.Feasibility()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("||W^T W - I||_F = %.3g", f)
+	if !(f < 1e-5) {
+		t.Errorf("||W^T W - I||_F = %.3g after %d steps, want < 1e-5", f, steps)
+	}
 }
