@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/orthonet/orthonet/internal/foldertest"
 )
 
 // writeRun writes a run folder under dir/name/run-1 whose metrics.csv has a
@@ -245,14 +247,14 @@ func TestFigureKeepsUsersFiles(t *testing.T) {
 	if code, text := figure("-name", "ffn"); code != 0 {
 		t.Fatalf("a new page beside the user's files: exit %d\n%s", code, text)
 	}
-	page := tree(t, out)
+	page := foldertest.Snapshot(t, out)
 	if got := entries(); len(got) != len(mine)+3 {
 		t.Errorf("-out holds %q, want the user's files and ffn.png, ffn-steps.png, ffn.md", got)
 	}
 	if code, text := figure("-name", "ffn"); code != 2 || !strings.Contains(text, "ffn.png exists") {
 		t.Errorf("a second page onto the first: exit %d, want 2 and a refusal:\n%s", code, text)
 	}
-	sameTree(t, "-out after a refused second page", page, tree(t, out))
+	foldertest.Same(t, "-out after a refused second page", out, page)
 	for f, text := range mine {
 		if b, err := os.ReadFile(filepath.Join(out, f)); err != nil || string(b) != text {
 			t.Errorf("%s: %q, %v; want it as it was", f, b, err)

@@ -162,3 +162,32 @@ func TestCNNOnHostModel(t *testing.T) {
 		t.Errorf("test accuracy %.2f%% on the host model, %.2f%% on the CPU", accuracy["cuda"], accuracy["cpu"])
 	}
 }
+
+// TestStandInValueRefused checks that a value of ORTHONET_CUDA_STANDIN
+// other than 0 or 1 stops -device cuda and -device auto alike with a
+// setting error (exit 2) naming the variable and the value, where auto
+// used to train on the CPU without a word about it.
+func TestStandInValueRefused(t *testing.T) {
+	for _, device := range []string{"cuda", "auto"} {
+		t.Run(device, func(t *testing.T) {
+			t.Setenv(cudabackend.StandInEnv, "yes")
+			c := config{device: device, engine: "program"}
+			var log bytes.Buffer
+			err := selectDevice(&c, &log)
+			want := `-device ` + device + `: ORTHONET_CUDA_STANDIN="yes"`
+			if err == nil || !strings.Contains(err.Error(), want) || exitCode(err) != 2 {
+				t.Fatalf("error %v (exit %d), want exit 2 with %q; said %q", err, exitCode(err), want, log.String())
+			}
+		})
+	}
+}
+
+// TestEvalOnHostModel evaluates a run's checkpoint with -device cuda on the
+// host model of the device: the CUDA backend's evaluation gives the run's
+// test accuracy, give or take an image near a tie.
+func TestEvalOnHostModel(t *testing.T) {
+	_, out, want := tinyRun(t, "ffn")
+	t.Setenv(cudabackend.StandInEnv, "1")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	checkEval(t, out, want, "-device", "cuda")
+}

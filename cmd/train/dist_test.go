@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/orthonet/orthonet/training"
 	"math"
 	"os"
 	"os/exec"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/internal/mpitest"
+	"github.com/orthonet/orthonet/internal/testval"
+	"github.com/orthonet/orthonet/training"
 )
 
 // The tests of -dist mpi run this test binary as cmd/train
@@ -197,7 +198,7 @@ func checkTrafficLine(t *testing.T, out string, f *checkpoint.File, ranks int) {
 		if !strings.HasPrefix(name, training.PrefixModel) {
 			continue
 		}
-		n := int64(lenOf(ten.Data)) * 4
+		n := int64(len(testval.Floats(ten.Data))) * 4
 		full += n
 		if constrained[name] {
 			wantC += int64(r * r * 4)

@@ -41,6 +41,9 @@ func TestInapplicableFlags(t *testing.T) {
 		{[]string{"-schedule", "const", "-decay-every", "10"}, "-decay-every does not apply"},
 		{[]string{"-model", "ffn", "-dim", "64"}, "-dim does not apply: -model ffn"},
 		{[]string{"-model", "vit", "-hidden", "64"}, "-hidden does not apply: -model vit"},
+		{[]string{"-model", "rnn", "-depth", "2"}, "-depth does not apply: -model rnn has one recurrent layer"},
+		{[]string{"-model", "rnn", "-channels", "8"}, "-channels does not apply: -model rnn has no channels"},
+		{[]string{"-model", "rnn", "-dim", "8"}, "-dim does not apply: -model rnn"},
 		{[]string{"-engine", "tape", "-kernel-profile"}, "-kernel-profile does not apply: -engine tape"},
 	} {
 		if _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {

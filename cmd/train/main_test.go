@@ -119,6 +119,20 @@ func runForAccuracy(t *testing.T, c config, h hooks) (string, float64) {
 	return out.String(), acc
 }
 
+// feasible checks the lines of a run's output out that give ||W^T W - I||_F
+// of a weight whose name matches the regular expression weights: each must
+// be under tol. It returns how many there are.
+func feasible(t *testing.T, out, weights string, tol float64) int {
+	t.Helper()
+	lines := regexp.MustCompile(`\|\|W\^T W - I\|\|_F of (`+weights+`): ([0-9.e+-]+)`).FindAllStringSubmatch(out, -1)
+	for _, f := range lines {
+		if v, _ := strconv.ParseFloat(f[2], 64); !(v < tol) {
+			t.Errorf("%s: ||W^T W - I||_F = %s, want under %g", f[1], f[2], tol)
+		}
+	}
+	return len(lines)
+}
+
 func smallConfig(t *testing.T, dir string) config {
 	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2",
 		"-r", "8", "-lr", "0.2", "-lr-other", "0.05", "-batch", "10", "-epochs", "3"}, io.Discard)
@@ -139,11 +153,7 @@ func TestTrainLearns(t *testing.T) {
 	if acc < 80 {
 		t.Errorf("test accuracy %.2f%% on a learnable set, want >= 80%% (chance is 10%%)", acc)
 	}
-	for _, f := range regexp.MustCompile(`\|\|W\^T W - I\|\|_F of fc\d.W: ([0-9.e+-]+)`).FindAllStringSubmatch(out, -1) {
-		if v, _ := strconv.ParseFloat(f[1], 64); !(v < 1e-4) {
-			t.Errorf("feasibility %s", f[0])
-		}
-	}
+	feasible(t, out, `fc\d.W`, 1e-4)
 	runs, _ := filepath.Glob(filepath.Join(c.out, "run-*", "metrics.*"))
 	if len(runs) != 2 {
 		t.Errorf("run folder holds %v, want metrics.csv and metrics.png", runs)
@@ -219,13 +229,30 @@ func TestCNNLearns(t *testing.T) {
 	if acc < 50 {
 		t.Errorf("CNN test accuracy %.2f%%, want >= 50%% (chance is 10%%)", acc)
 	}
-	for _, f := range regexp.MustCompile(`\|\|W\^T W - I\|\|_F of (conv\d.W): ([0-9.e+-]+)`).FindAllStringSubmatch(out, -1) {
-		if v, _ := strconv.ParseFloat(f[2], 64); !(v < 1e-4) {
-			t.Errorf("%s: feasibility %s", f[1], f[2])
-		}
-	}
+	feasible(t, out, `conv\d.W`, 1e-4)
 	if !strings.Contains(out, "of conv2.W") {
 		t.Errorf("no feasibility line for the kernels:\n%s", out)
+	}
+}
+
+// TestRNNLearns trains a small orthogonal RNN (hidden 32) reading the
+// generated MNIST-format images row by row, its recurrent weight stepped by
+// RSDM-P: the test accuracy must clearly beat chance (10%) and the weight
+// stay on O(32) to 1e-5.
+func TestRNNLearns(t *testing.T) {
+	dir := mnistDir(t, 400, 100)
+	c := parsed(t, "-model", "rnn", "-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32",
+		"-lr", "0.2", "-other", "adam", "-lr-other", "0.01", "-batch", "10", "-epochs", "5")
+	if c.r != 32 {
+		t.Errorf("-r by default %d, want 32 (the recurrent weight's side)", c.r)
+	}
+	out, acc := runForAccuracy(t, c, hooks{})
+	t.Logf("RNN test accuracy on the generated set: %.2f%%", acc)
+	if acc < 50 {
+		t.Errorf("RNN test accuracy %.2f%%, want >= 50%% (chance is 10%%)", acc)
+	}
+	if feasible(t, out, `recurrent.W`, 1e-5) == 0 {
+		t.Fatalf("no feasibility line for recurrent.W:\n%s", out)
 	}
 }
 

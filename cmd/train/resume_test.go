@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/orthonet/orthonet/training"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -19,6 +22,9 @@ import (
 	"time"
 
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/linalg"
+	"github.com/orthonet/orthonet/internal/testval"
+	"github.com/orthonet/orthonet/training"
 )
 
 // finalState returns the newest checkpoint of the single run folder under
@@ -42,7 +48,7 @@ func sameTraining(t *testing.T, name string, a, b *checkpoint.File, pa, pb train
 	var differ []string
 	for k, ta := range a.Tensors {
 		tb, ok := b.Tensors[k]
-		if !ok || !reflect.DeepEqual(ta.Shape, tb.Shape) || !sameBits(ta.Data, tb.Data) {
+		if !ok || !reflect.DeepEqual(ta.Shape, tb.Shape) || !testval.SameBits(ta.Data, tb.Data) {
 			differ = append(differ, k)
 		}
 	}
@@ -50,40 +56,20 @@ func sameTraining(t *testing.T, name string, a, b *checkpoint.File, pa, pb train
 		sort.Strings(differ)
 		t.Fatalf("%s: tensors %v differ between the straight and the resumed run", name, differ)
 	}
-	clean := func(p training.Progress) training.Progress { // clock readings differ between runs
-		p.Seconds, p.TrainSeconds = 0, 0
-		p.Metrics = append([]training.Row(nil), p.Metrics...)
-		for i := range p.Metrics {
-			p.Metrics[i].Seconds, p.Metrics[i].TrainSeconds = 0, 0
-		}
-		return p
-	}
-	if ca, cb := clean(pa), clean(pb); !reflect.DeepEqual(ca, cb) {
+	if ca, cb := withoutClocks(pa), withoutClocks(pb); !reflect.DeepEqual(ca, cb) {
 		t.Fatalf("%s: progress differs:\nstraight %+v\nresumed  %+v", name, ca, cb)
 	}
 }
 
-func sameBits(a, b any) bool {
-	var x, y bytes.Buffer
-	fa, fb := checkpoint.New(), checkpoint.New()
-	fa.Tensors["x"] = checkpoint.Tensor{Shape: []int{lenOf(a)}, Data: a}
-	fb.Tensors["x"] = checkpoint.Tensor{Shape: []int{lenOf(b)}, Data: b}
-	if checkpoint.Encode(&x, fa) != nil || checkpoint.Encode(&y, fb) != nil {
-		return false
+// withoutClocks returns p with its clock readings zeroed, which differ
+// between runs of the same steps.
+func withoutClocks(p training.Progress) training.Progress {
+	p.Seconds, p.TrainSeconds = 0, 0
+	p.Metrics = append([]training.Row(nil), p.Metrics...)
+	for i := range p.Metrics {
+		p.Metrics[i].Seconds, p.Metrics[i].TrainSeconds = 0, 0
 	}
-	return bytes.Equal(x.Bytes(), y.Bytes())
-}
-
-func lenOf(a any) int {
-	switch d := a.(type) {
-	case []float32:
-		return len(d)
-	case []float64:
-		return len(d)
-	case []int64:
-		return len(d)
-	}
-	return -1
+	return p
 }
 
 // piece is a run made in pieces (stopped or killed, then resumed) into
@@ -369,4 +355,85 @@ func killAfter(t *testing.T, args []string, d time.Duration) bool {
 	}
 	t.Fatal("a process finished the run before it was killed; make the run longer")
 	return false
+}
+
+// TestReleaseRunResumes resumes testdata/release-run/run, a run folder of
+// the release before cmd/train used package training (its epoch 1 of 2),
+// to epoch 2: every tensor must be bit for bit that of the release's run
+// never stopped (want.json, see testdata/release-run/README), and its
+// progress the same but for the clocks. It runs where OpenBLAS is the BLAS,
+// as it was for the release's run.
+func TestReleaseRunResumes(t *testing.T) {
+	if !strings.HasPrefix(linalg.Backend(), "OpenBLAS") {
+		// The release's run took its steps on OpenBLAS: another BLAS rounds
+		// its products otherwise.
+		t.Skipf("the reference was made with OpenBLAS; this build's BLAS is %s", linalg.Backend())
+	}
+	src := filepath.Join("testdata", "release-run")
+	dir := filepath.Join(t.TempDir(), "run-release")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(src, "run"))); err != nil {
+		t.Fatal(err)
+	}
+	var want struct {
+		Tensors map[string]struct {
+			Shape  []int  `json:"shape"`
+			SHA256 string `json:"sha256"`
+		} `json:"tensors"`
+		Progress training.Progress `json:"progress"`
+	}
+	b, err := os.ReadFile(filepath.Join(src, "want.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &want)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := parsed(t, "-resume", dir, "-epochs", "2", "-data", filepath.Join(src, "data"), "-device", "cpu")
+	if err := run(t.Context(), c, io.Discard, hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	got, gotProgress := finalState(t, filepath.Dir(dir))
+	if len(got.Tensors) != len(want.Tensors) {
+		t.Fatalf("%d tensors, want %d", len(got.Tensors), len(want.Tensors))
+	}
+	for name, w := range want.Tensors {
+		g, ok := got.Tensors[name]
+		h := sha256.New()
+		if ok {
+			_ = binary.Write(h, binary.LittleEndian, g.Data)
+		}
+		if !ok || !reflect.DeepEqual(g.Shape, w.Shape) || hex.EncodeToString(h.Sum(nil)) != w.SHA256 {
+			t.Errorf("tensor %s differs from the release's run never stopped", name)
+		}
+	}
+	if g, w := withoutClocks(gotProgress), withoutClocks(want.Progress); !reflect.DeepEqual(g, w) {
+		t.Errorf("progress differs:\nresumed  %+v\nstraight %+v", g, w)
+	}
+}
+
+// TestRNNResumeBitExact trains an RNN on CIFAR-format images (32 steps of
+// 96 values) straight, and again stopped before step k and resumed: the
+// final weights, optimizer states and metrics agree bit for bit, for
+// RSDM-P, RGD with momentum and Riemannian Adam.
+func TestRNNResumeBitExact(t *testing.T) {
+	cifar := cifarDir(t, 12, 20)
+	base := []string{"-model", "rnn", "-dataset", "cifar10", "-data", cifar, "-hidden", "12", "-other", "adam", "-lr-other", "0.002",
+		"-batch", "10", "-epochs", "2", "-eval-every", "5"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		k    []int
+	}{
+		{"rsdm-p", append(base, "-r", "6", "-lr", "0.2"), []int{1, 8}},
+		{"rgd-momentum", append(base, "-optim", "rgd", "-lr", "0.05"), []int{7}},
+		{"radam", append(base, "-optim", "radam", "-lr", "0.01"), []int{9}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pieces []piece
+			for _, k := range tc.k {
+				pieces = append(pieces, piece{fmt.Sprintf("%s k=%d", tc.name, k), stopThenResume(t, k, tc.args...)})
+			}
+			straightThenResumed(t, trainArgs(t, tc.args...), pieces...)
+		})
+	}
 }
