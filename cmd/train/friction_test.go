@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/orthonet/orthonet/training"
 	"io"
 	"os"
 	"os/exec"
@@ -22,6 +19,8 @@ import (
 	"time"
 
 	"github.com/orthonet/orthonet/internal/datatest"
+	"github.com/orthonet/orthonet/internal/runtest"
+	"github.com/orthonet/orthonet/training"
 )
 
 // TestInapplicableFlags gives flags that the chosen optimizer, schedule or
@@ -126,30 +125,19 @@ func TestSIGTERMExits143(t *testing.T) {
 	dir := mnistDir(t, 2000, 20)
 	cmd := trainCmd(context.Background(), "-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2", "-r", "8",
 		"-batch", "10", "-epochs", "50", "-device", "cpu", "-eval-every", "-1")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && !strings.HasPrefix(sc.Text(), "run folder:") {
-	}
-	time.Sleep(300 * time.Millisecond) // into the steps
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	go io.Copy(io.Discard, stdout)
-	err = cmd.Wait()
+	_, stderr, err := runtest.SignalAt(t, cmd, syscall.SIGTERM, func(line string) bool {
+		if !strings.HasPrefix(line, "run folder:") {
+			return false
+		}
+		time.Sleep(300 * time.Millisecond) // into the steps
+		return true
+	})
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 143 {
-		t.Fatalf("after SIGTERM: %v, want exit status 143\n%s", err, stderr.String())
+		t.Fatalf("after SIGTERM: %v, want exit status 143\n%s", err, stderr)
 	}
-	if !strings.Contains(stderr.String(), "train: terminated ") {
-		t.Errorf("stderr %q, want it to say the run was terminated", stderr.String())
+	if !strings.Contains(stderr, "train: terminated ") {
+		t.Errorf("stderr %q, want it to say the run was terminated", stderr)
 	}
 }
 

@@ -210,49 +210,44 @@ func cifarFixture(t *testing.T, dir, name string, n int, seed uint32) {
 	}
 }
 
-// TestCNNLearns trains a small orthogonal CNN (4 and 8 channels) on a
-// generated CIFAR-format set, its kernels stepped by RSDM-P: the test
-// accuracy must clearly beat chance (10%) and the kernels stay on the
-// manifold.
-func TestCNNLearns(t *testing.T) {
-	dir := cifarDir(t, 40, 100)
-	c, err := parseFlags([]string{"-model", "cnn", "-dataset", "cifar10", "-data", dir, "-out", t.TempDir(),
-		"-channels", "4", "-depth", "2", "-lr", "0.2", "-other", "adam", "-lr-other", "0.003", "-batch", "20", "-epochs", "3"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.r != 27 {
-		t.Errorf("-r by default %d, want 27 (the 4 x 27 first kernel's larger side)", c.r)
-	}
-	out, acc := runForAccuracy(t, c, hooks{})
-	t.Logf("CNN test accuracy on the generated set: %.2f%%", acc)
-	if acc < 50 {
-		t.Errorf("CNN test accuracy %.2f%%, want >= 50%% (chance is 10%%)", acc)
-	}
-	feasible(t, out, `conv\d.W`, 1e-4)
-	if !strings.Contains(out, "of conv2.W") {
-		t.Errorf("no feasibility line for the kernels:\n%s", out)
-	}
-}
-
-// TestRNNLearns trains a small orthogonal RNN (hidden 32) reading the
-// generated MNIST-format images row by row, its recurrent weight stepped by
-// RSDM-P: the test accuracy must clearly beat chance (10%) and the weight
-// stay on O(32) to 1e-5.
-func TestRNNLearns(t *testing.T) {
-	dir := mnistDir(t, 400, 100)
-	c := parsed(t, "-model", "rnn", "-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32",
-		"-lr", "0.2", "-other", "adam", "-lr-other", "0.01", "-batch", "10", "-epochs", "5")
-	if c.r != 32 {
-		t.Errorf("-r by default %d, want 32 (the recurrent weight's side)", c.r)
-	}
-	out, acc := runForAccuracy(t, c, hooks{})
-	t.Logf("RNN test accuracy on the generated set: %.2f%%", acc)
-	if acc < 50 {
-		t.Errorf("RNN test accuracy %.2f%%, want >= 50%% (chance is 10%%)", acc)
-	}
-	if feasible(t, out, `recurrent.W`, 1e-5) == 0 {
-		t.Fatalf("no feasibility line for recurrent.W:\n%s", out)
+// TestSmallModelsLearn trains a small orthogonal CNN (4 and 8 channels) on
+// a generated CIFAR-format set, its kernels stepped by RSDM-P, and a small
+// orthogonal RNN (hidden 32) reading the generated MNIST-format images row
+// by row, its recurrent weight stepped by RSDM-P: r takes the model's
+// default, the test accuracy must clearly beat chance (10%) and the
+// constrained weights stay on the manifold (the RNN's on O(32) to 1e-5).
+func TestSmallModelsLearn(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		data    func(t *testing.T) string
+		args    []string
+		r       int
+		why     string // of r's default
+		weights string // the constrained weights' names, a regular expression
+		tol     float64
+		last    string // the name of a constrained weight
+	}{
+		{"cnn", func(t *testing.T) string { return cifarDir(t, 40, 100) },
+			[]string{"-model", "cnn", "-dataset", "cifar10", "-channels", "4", "-depth", "2", "-lr", "0.2", "-other", "adam", "-lr-other", "0.003", "-batch", "20", "-epochs", "3"},
+			27, "the 4 x 27 first kernel's larger side", `conv\d.W`, 1e-4, "conv2.W"},
+		{"rnn", func(t *testing.T) string { return mnistDir(t, 400, 100) },
+			[]string{"-model", "rnn", "-dataset", "mnist", "-hidden", "32", "-lr", "0.2", "-other", "adam", "-lr-other", "0.01", "-batch", "10", "-epochs", "5"},
+			32, "the recurrent weight's side", `recurrent.W`, 1e-5, "recurrent.W"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := parsed(t, append(tc.args, "-data", tc.data(t), "-out", t.TempDir())...)
+			if c.r != tc.r {
+				t.Errorf("-r by default %d, want %d (%s)", c.r, tc.r, tc.why)
+			}
+			out, acc := runForAccuracy(t, c, hooks{})
+			t.Logf("%s test accuracy on the generated set: %.2f%%", tc.name, acc)
+			if acc < 50 {
+				t.Errorf("%s test accuracy %.2f%%, want >= 50%% (chance is 10%%)", tc.name, acc)
+			}
+			if feasible(t, out, tc.weights, tc.tol) == 0 || !strings.Contains(out, "of "+tc.last+":") {
+				t.Errorf("no feasibility line for %s:\n%s", tc.last, out)
+			}
+		})
 	}
 }
 

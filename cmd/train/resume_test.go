@@ -23,6 +23,7 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/internal/linalg"
+	"github.com/orthonet/orthonet/internal/runtest"
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/training"
 )
@@ -35,7 +36,7 @@ func finalState(t *testing.T, out string) (*checkpoint.File, training.Progress) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return readProgress(t, path)
+	return runtest.Read(t, path)
 }
 
 // sameTraining compares two checkpoints' tensors bit for bit and their

@@ -54,6 +54,12 @@ func Final(t testing.TB, out string) (*checkpoint.File, training.Progress) {
 	if err != nil || bad != nil || path == "" {
 		t.Fatalf("newest checkpoint under %s: %q, %v, %v", out, path, bad, err)
 	}
+	return Read(t, path)
+}
+
+// Read returns the checkpoint at path and its progress.
+func Read(t testing.TB, path string) (*checkpoint.File, training.Progress) {
+	t.Helper()
 	f, err := checkpoint.Read(path)
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +85,35 @@ func SameTensors(t testing.TB, what string, a, b *checkpoint.File) {
 	}
 }
 
+// SignalAt starts cmd, reads its standard output line by line until a line
+// for which at returns true, sends cmd sig then, and waits for it to end.
+// It returns what cmd wrote to its standard output and error, and Wait's
+// error. Where no line satisfies at, cmd ends without a signal.
+func SignalAt(t testing.TB, cmd *exec.Cmd, sig os.Signal, at func(line string) bool) (stdout, stderr string, err error) {
+	t.Helper()
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errBuf, seen bytes.Buffer
+	cmd.Stderr = &errBuf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(io.TeeReader(pipe, &seen))
+	for sc.Scan() {
+		if at(sc.Text()) {
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	_, _ = io.Copy(&seen, pipe)
+	err = cmd.Wait()
+	return seen.String(), errBuf.String(), err
+}
+
 // stepLine matches the step count in a run's progress lines.
 var stepLine = regexp.MustCompile(`\(step (\d+)/`)
 
@@ -96,31 +131,16 @@ func InterruptThenResume(t *testing.T, after int, args ...string) {
 		t.Fatalf("uninterrupted run: %v\n%s", err, out)
 	}
 	cmd := Command(ctx, append(args, "-out", stopped)...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var seen bytes.Buffer
-	sc := bufio.NewScanner(io.TeeReader(stdout, &seen))
-	for sc.Scan() {
-		if m := stepLine.FindStringSubmatch(sc.Text()); m != nil {
-			if k, _ := strconv.Atoi(m[1]); k >= after {
-				if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-					t.Fatal(err)
-				}
-				break
-			}
+	seen, stderr, err := SignalAt(t, cmd, syscall.SIGINT, func(line string) bool {
+		m := stepLine.FindStringSubmatch(line)
+		k := -1
+		if m != nil {
+			k, _ = strconv.Atoi(m[1])
 		}
-	}
-	_, _ = io.Copy(io.Discard, stdout)
-	err = cmd.Wait()
+		return k >= after
+	})
 	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Fatalf("interrupted run: exit %d (%v), want 130\n%s%s", code, err, seen.String(), stderr.String())
+		t.Fatalf("interrupted run: exit %d (%v), want 130\n%s%s", code, err, seen, stderr)
 	}
 	_, mid := Final(t, stopped)
 	if out, err := Command(ctx, append(args, "-out", stopped, "-resume", "latest")...).CombinedOutput(); err != nil {
