@@ -20,15 +20,6 @@ import (
 	"github.com/orthonet/orthonet/param"
 )
 
-// evalMain runs train eval: it evaluates a checkpoint on its data set's test
-// split (or training split), prints the accuracy, the loss, the accuracy of
-// every class and ||W^T W - I||_F of every constrained weight, and writes
-// the confusion matrix (CSV and PNG) and every example's prediction into a
-// new folder.
-func evalMain(args []string, stdout, stderr io.Writer) int {
-	return subExit("train eval", runEval(args, stdout, stderr), stderr)
-}
-
 // evalFlags are train eval's flags.
 type evalFlags struct {
 	useFlags
@@ -89,6 +80,11 @@ type evalReport struct {
 	labels      []int
 }
 
+// runEval runs train eval: it evaluates a checkpoint on its data set's test
+// split (or training split), prints the accuracy, the loss, the accuracy of
+// every class and ||W^T W - I||_F of every constrained weight, and writes
+// the confusion matrix (CSV and PNG) and every example's prediction into a
+// new folder.
 func runEval(args []string, stdout, stderr io.Writer) error {
 	e, err := parseEval(args, stderr)
 	if err != nil {

@@ -130,11 +130,7 @@ func TestMemoryUnderUlimit(t *testing.T) {
 // before building the network; the checkpoint's own -max-memory, which
 // train never saves, is not taken.
 func TestMemoryCheckpointFlags(t *testing.T) {
-	_, out, _ := tinyRun(t, "ffn")
-	latest, err := training.ResolveResume("latest", out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, latest := tinyCheckpoint(t)
 	elsewhere := t.TempDir()
 	huge := hugeCheckpoint(t, latest, elsewhere)
 	image := filepath.Join(elsewhere, "image.idx")

@@ -13,16 +13,6 @@ import (
 	"github.com/orthonet/orthonet/data"
 )
 
-// predictMain runs train predict: it classifies image files with a
-// checkpoint's model, printing the top classes of each image with their
-// probabilities, one line per image (JSON with -json). Each file is read
-// and resized as the training data were (data.ReadImageFile, Set.Resize); a
-// file that cannot be read is refused with a line on stderr and the others
-// are still classified; the exit status is 1 when any was refused.
-func predictMain(args []string, stdout, stderr io.Writer) int {
-	return subExit("train predict", runPredict(args, stdout, stderr), stderr)
-}
-
 // predictBatch is how many images one run of the network classifies.
 const predictBatch = 32
 
@@ -71,6 +61,12 @@ func parsePredict(args []string, stderr io.Writer) (predictFlags, error) {
 	return p, p.check()
 }
 
+// runPredict runs train predict: it classifies image files with a
+// checkpoint's model, printing the top classes of each image with their
+// probabilities, one line per image (JSON with -json). Each file is read
+// and resized as the training data were (data.ReadImageFile, Set.Resize); a
+// file that cannot be read is refused with a line on stderr and the others
+// are still classified; the exit status is 1 when any was refused.
 func runPredict(args []string, stdout, stderr io.Writer) error {
 	p, err := parsePredict(args, stderr)
 	if err != nil {

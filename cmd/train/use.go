@@ -25,11 +25,11 @@ import (
 // checkpoint that cannot be used (missing, damaged, of another program,
 // weights that do not fit its flags), exits 2 with one line; a failure
 // while working (data that cannot be read, a file that cannot be written,
-// an image refused) exits 1.
-var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"eval":    evalMain,
-	"predict": predictMain,
-	"export":  exportMain,
+// an image refused) exits 1 (subExit).
+var subcommands = map[string]func(args []string, stdout, stderr io.Writer) error{
+	"eval":    runEval,
+	"predict": runPredict,
+	"export":  runExport,
 }
 
 // useFlags are the flags every subcommand has.

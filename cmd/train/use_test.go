@@ -57,6 +57,18 @@ func tinyRun(t *testing.T, model string) (dir, out, accuracy string) {
 	return dir, out, regexp.MustCompile(`(?m)^test accuracy: [0-9.]+%$`).FindString(o)
 }
 
+// tinyCheckpoint makes tinyRun's FFN run and returns its -out and its
+// newest checkpoint.
+func tinyCheckpoint(t *testing.T) (out, latest string) {
+	t.Helper()
+	_, out, _ = tinyRun(t, "ffn")
+	latest, err := training.ResolveResume("latest", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, latest
+}
+
 // TestEvalReproducesRun evaluates a run's newest checkpoint with no model
 // flag: the test accuracy must be the run's last one, on both engines; the
 // report files must agree with it and be written into a new folder each
@@ -361,11 +373,7 @@ func checkExportMetadata(t *testing.T, tr *trained, m *onnx.Model) {
 // usable and a file that is not an image: each exits 2 or 1 with one line
 // saying why, and writes nothing.
 func TestUseRefusals(t *testing.T) {
-	_, out, _ := tinyRun(t, "ffn")
-	latest, err := training.ResolveResume("latest", out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, latest := tinyCheckpoint(t)
 	elsewhere := t.TempDir()
 	// A safetensors file of another program: tensors, no train flags.
 	foreign := checkpoint.New()
