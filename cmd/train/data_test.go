@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"image"
-	"image/png"
 	"io"
 	"io/fs"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/internal/datatest"
 )
 
 // TestLoadData checks loadData's errors: missing files get the -data and
@@ -109,18 +109,7 @@ func writeFolder(t *testing.T, dir string) string {
 			for p, v := range s.Image(i) {
 				img.Pix[p] = uint8((v + 1) * 127.5)
 			}
-			d := filepath.Join(root, split, strconv.Itoa(int(s.Y[i])))
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			f, err := os.Create(filepath.Join(d, fmt.Sprintf("%05d.png", i)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := png.Encode(f, img); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
+			datatest.WritePNG(t, filepath.Join(root, split, strconv.Itoa(int(s.Y[i])), fmt.Sprintf("%05d.png", i)), img)
 		}
 	}
 	return root

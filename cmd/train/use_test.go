@@ -7,9 +7,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"github.com/orthonet/orthonet/training"
 	"image"
-	"image/png"
 	"io"
 	"math"
 	"os"
@@ -23,9 +21,11 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/datatest"
 	"github.com/orthonet/orthonet/internal/foldertest"
 	"github.com/orthonet/orthonet/internal/onnxrt"
 	"github.com/orthonet/orthonet/onnx"
+	"github.com/orthonet/orthonet/training"
 )
 
 // tinyRun trains a small FFN (or, with vit, a small ViT on CIFAR-format
@@ -205,13 +205,7 @@ func TestPredictMatchesEval(t *testing.T) {
 		img := image.NewGray(image.Rect(0, 0, 28, 28))
 		copy(img.Pix, raw[16+i*784:16+(i+1)*784])
 		path := filepath.Join(t.TempDir(), "test-"+strconv.Itoa(i)+".png")
-		var b bytes.Buffer
-		if err := png.Encode(&b, img); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		datatest.WritePNG(t, path, img)
 		files = append(files, path)
 		want[path] = preds[1+i][2]
 		classes[preds[1+i][2]] = true
@@ -431,13 +425,7 @@ func TestUseRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	fine := filepath.Join(elsewhere, "fine.png")
-	var pb bytes.Buffer
-	if err := png.Encode(&pb, image.NewGray(image.Rect(0, 0, 28, 28))); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(fine, pb.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	datatest.WritePNG(t, fine, image.NewGray(image.Rect(0, 0, 28, 28)))
 	for _, tc := range []struct {
 		args []string
 		code int

@@ -3,13 +3,13 @@ package main
 import (
 	"fmt"
 	"image"
-	"image/png"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/orthonet/orthonet/internal/datatest"
 	"github.com/orthonet/orthonet/internal/runtest"
 )
 
@@ -23,10 +23,6 @@ func writeFolder(t *testing.T, root string, perClass map[string]int) {
 	classes := []string{"ant", "bee", "cat", "dog"}
 	for split, n := range perClass {
 		for k, name := range classes {
-			dir := filepath.Join(root, split, name)
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
 			for i := range n {
 				img := image.NewGray(image.Rect(0, 0, 12, 12))
 				for p := range img.Pix {
@@ -35,14 +31,7 @@ func writeFolder(t *testing.T, root string, perClass map[string]int) {
 						img.Pix[p] += 150
 					}
 				}
-				f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%03d.png", i)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := png.Encode(f, img); err != nil {
-					t.Fatal(err)
-				}
-				f.Close()
+				datatest.WritePNG(t, filepath.Join(root, split, name, fmt.Sprintf("%03d.png", i)), img)
 			}
 		}
 	}
