@@ -103,11 +103,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	net, err := t.network(evalBatch(t.c, set), false)
-	if err != nil {
-		return err
-	}
-	eng, err := t.startEngine(net, stdout)
+	eng, err := t.startEngine(evalBatch(t.c, set), stdout)
 	if err != nil {
 		return err
 	}
@@ -118,7 +114,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	printEval(stdout, e.split, r, t.classes)
-	for _, p := range param.Constrained(net.Params()) {
+	for _, p := range param.Constrained(eng.net.Params()) {
 		fmt.Fprintf(stdout, "||W^T W - I||_F of %s: %.2e\n", p.Name(), training.Feasibility(p))
 	}
 	return writeEvalReport(dir, r, t.classes, stdout)

@@ -77,11 +77,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	p.top = min(p.top, t.info.Classes)
-	net, err := t.network(predictBatch, false)
-	if err != nil {
-		return err
-	}
-	eng, err := t.startEngine(net, stderr)
+	eng, err := t.startEngine(predictBatch, stderr)
 	if err != nil {
 		return err
 	}
@@ -98,7 +94,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 			failed++
 			continue
 		}
-		if err := p.classify(eng, net, t, path, set, stdout); err != nil {
+		if err := p.classify(eng, t, path, set, stdout); err != nil {
 			return err
 		}
 	}
@@ -109,12 +105,12 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 }
 
 // classify prints the top classes of every image of set, read from path.
-func (p predictFlags) classify(eng *evalEngine, net *network, t *trained, path string, set *data.Set, stdout io.Writer) error {
+func (p predictFlags) classify(eng *evalEngine, t *trained, path string, set *data.Set, stdout io.Writer) error {
 	d, k := set.Dim(), t.info.Classes
 	enc := json.NewEncoder(stdout)
 	for lo := 0; lo < set.N; lo += predictBatch {
 		n := min(predictBatch, set.N-lo)
-		net.fill(set.X[lo*d:(lo+n)*d], n)
+		eng.net.fill(set.X[lo*d:(lo+n)*d], n)
 		z, err := eng.evaluate()
 		if err != nil {
 			return fmt.Errorf("classifying %s: %w", path, err)

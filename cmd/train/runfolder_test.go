@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"io"
 	"maps"
 	"os"
@@ -32,14 +31,7 @@ func runFolders(t *testing.T, out string) []string {
 // train_seconds, the last).
 func csvRows(t *testing.T, path string) [][]string {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := readCSV(t, path)
 	for i := range rows {
 		rows[i] = append(rows[i][:3:3], rows[i][4:len(rows[i])-1]...)
 	}

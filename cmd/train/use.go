@@ -217,9 +217,14 @@ func (t *trained) checkMemory(b int, images bool) error {
 	return &usageError{fmt.Errorf("%s: its %s%s: %s", t.path, sizeLine(t.c, false), batch, overBudget(f, budget, nil))}
 }
 
-// startEngine settles -device (saying which it took on log) and returns an
-// evaluation engine for net.
-func (t *trained) startEngine(net *network, log io.Writer) (*evalEngine, error) {
+// startEngine builds the checkpoint's network for batches of b images
+// (network), settles -device (saying which it took on log) and returns an
+// evaluation engine for the network.
+func (t *trained) startEngine(b int, log io.Writer) (*evalEngine, error) {
+	net, err := t.network(b, false)
+	if err != nil {
+		return nil, err
+	}
 	if err := selectDevice(&t.c, log); err != nil {
 		return nil, &usageError{err}
 	}

@@ -386,24 +386,10 @@ func TestUseRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The run's weights under the flags of another model (a wider FFN).
-	f, err := checkpoint.Read(latest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var flags map[string]string
-	if err := f.JSON(training.KeySettings, &flags); err != nil {
-		t.Fatal(err)
-	}
-	flags["hidden"] = "48"
-	if err := f.SetJSON(training.KeySettings, flags); err != nil {
-		t.Fatal(err)
-	}
 	other := filepath.Join(elsewhere, "other.safetensors")
-	if err := checkpoint.Write(other, f); err != nil {
-		t.Fatal(err)
-	}
+	withFlags(t, latest, other, func(flags map[string]string) { flags["hidden"] = "48" })
 	// The run's weights with a NaN in one, under a valid checksum.
-	f, err = checkpoint.Read(latest)
+	f, err := checkpoint.Read(latest)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,13 +54,10 @@ func (n *net) compile(t testing.TB) *program.Program {
 	return p
 }
 
-// run runs prog, compiled from n, on the images x and labels, which it
-// writes one-hot into y.
-func (n *net) run(t testing.TB, prog *program.Program, x, y []float32, labels []int) {
+// run runs prog, compiled from n, on the images x and the one-hot labels
+// y.
+func (n *net) run(t testing.TB, prog *program.Program, x, y []float32) {
 	t.Helper()
-	if err := nn.OneHot(y, labels, n.classes); err != nil {
-		t.Fatal(err)
-	}
 	if err := prog.SetInput(n.x, x); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +89,10 @@ func TestTapeAgreement(t *testing.T) {
 		labels[i] = rng.IntN(classes)
 	}
 	y := make([]float32, batch*classes)
-	a.run(t, prog, x, y, labels)
+	if err := nn.OneHot(y, labels, classes); err != nil {
+		t.Fatal(err)
+	}
+	a.run(t, prog, x, y)
 	for _, in := range []struct {
 		n    *G.Node
 		data []float32
@@ -200,7 +200,10 @@ func TestTrain(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		n.run(t, prog, x, y, labels)
+		if err := nn.OneHot(y, labels, classes); err != nil {
+			t.Fatal(err)
+		}
+		n.run(t, prog, x, y)
 		if err := prog.Read(n.logits, logits); err != nil {
 			t.Fatal(err)
 		}
@@ -267,15 +270,7 @@ func BenchmarkStep(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		if err := prog.SetInput(n.x, x); err != nil {
-			b.Fatal(err)
-		}
-		if err := prog.SetInput(n.y, y); err != nil {
-			b.Fatal(err)
-		}
-		if err := prog.Run(); err != nil {
-			b.Fatal(err)
-		}
+		n.run(b, prog, x, y)
 		if err := solver.Step(); err != nil {
 			b.Fatal(err)
 		}
