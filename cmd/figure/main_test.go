@@ -42,6 +42,16 @@ func writeRun(t *testing.T, dir, name string, times, accs []float64) {
 	}
 }
 
+// writeABRuns writes the runs a-1, a-2 and b-1 under dir (writeRun), their
+// evaluations at the training seconds times[0], times[1] and times[2], of
+// accuracies 0.5 to 0.7, 0.7 to 0.9 and 0.2 to 0.45.
+func writeABRuns(t *testing.T, dir string, times [3][]float64) {
+	t.Helper()
+	writeRun(t, dir, "a-1", times[0], []float64{0.5, 0.6, 0.7})
+	writeRun(t, dir, "a-2", times[1], []float64{0.7, 0.8, 0.9})
+	writeRun(t, dir, "b-1", times[2], []float64{0.2, 0.4, 0.45})
+}
+
 // writeFile writes dir/name/file.
 func writeFile(t *testing.T, dir, name, file, text string) {
 	t.Helper()
@@ -83,9 +93,7 @@ func readPage(t *testing.T, path string, want ...string) string {
 // that both PNGs are written.
 func TestFigure(t *testing.T) {
 	dir, out := t.TempDir(), t.TempDir()
-	writeRun(t, dir, "a-1", []float64{1.001, 2.002, 3.001}, []float64{0.5, 0.6, 0.7})
-	writeRun(t, dir, "a-2", []float64{1.002, 2.001, 3.002}, []float64{0.7, 0.8, 0.9})
-	writeRun(t, dir, "b-1", []float64{1.001, 2.9, 3.5}, []float64{0.2, 0.4, 0.45})
+	writeABRuns(t, dir, [3][]float64{{1.001, 2.002, 3.001}, {1.002, 2.001, 3.002}, {1.001, 2.9, 3.5}})
 	writeFile(t, dir, "a-1", "load.txt", "# beside a-1\ncores 2\nbefore 0.10 0.20 0.30\nbusy_before 1.50\nafter 2.01 1.00 0.50\nothers 0.25\nflag busy-at-start\n")
 	writeFile(t, dir, "a-2", "load.txt", "cores 2\nbefore 0.05 0.10 0.15\nafter 1.90 0.90 0.40\nflag none\n")
 	var log bytes.Buffer
@@ -350,9 +358,7 @@ func TestFlagsChecked(t *testing.T) {
 // naming the file, and the row).
 func TestRunFoldersChecked(t *testing.T) {
 	dir, out := t.TempDir(), t.TempDir()
-	writeRun(t, dir, "a-1", []float64{1, 2, 3}, []float64{0.5, 0.6, 0.7})
-	writeRun(t, dir, "a-2", []float64{1, 2, 3}, []float64{0.7, 0.8, 0.9})
-	writeRun(t, dir, "b-1", []float64{1, 2, 3}, []float64{0.2, 0.4, 0.45})
+	writeABRuns(t, dir, [3][]float64{{1, 2, 3}, {1, 2, 3}, {1, 2, 3}})
 	writeFile(t, dir, "a-3", "command.txt", "train -seed 3\n")
 	writeFile(t, dir, filepath.Join("a-4", "run-1"), "metrics.csv", "")
 	writeFile(t, dir, filepath.Join("a-5", "run-1"), "metrics.csv", "kind,epoch,step,seconds,loss,accuracy,max_feasibility,test_examples,skipped,train_seconds\n")

@@ -54,6 +54,20 @@ func (n *net) compile(t testing.TB) *program.Program {
 	return p
 }
 
+// solver returns the solver of prog, compiled from n, that trains it: RSDM
+// (r = 32) on the Stiefel weight and Adam on the rest.
+func (n *net) solver(t testing.TB, prog *program.Program) *optim.Solver {
+	t.Helper()
+	s, err := program.NewSolver(prog, []optim.Group{
+		{Select: optim.Param.Constrained, LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 32, Seed: 1}},
+		{Rule: optim.AdamConfig{}, LR: 3e-3},
+	}, optim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // run runs prog, compiled from n, on the images x and the one-hot labels
 // y.
 func (n *net) run(t testing.TB, prog *program.Program, x, y []float32) {
@@ -180,13 +194,7 @@ func TestTrain(t *testing.T) {
 
 	n := build(t, batch, c, h, w, classes, 1)
 	prog := n.compile(t)
-	solver, err := program.NewSolver(prog, []optim.Group{
-		{Select: optim.Param.Constrained, LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 32, Seed: 1}},
-		{Rule: optim.AdamConfig{}, LR: 3e-3},
-	}, optim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	solver := n.solver(t, prog)
 
 	x, y := make([]float32, batch*size), make([]float32, batch*classes)
 	labels := make([]int, batch)
@@ -254,13 +262,7 @@ func BenchmarkStep(b *testing.B) {
 	const batch, c, h, w, classes = 32, 3, 32, 32, 10
 	n := build(b, batch, c, h, w, classes, 1)
 	prog := n.compile(b)
-	solver, err := program.NewSolver(prog, []optim.Group{
-		{Select: optim.Param.Constrained, LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 32, Seed: 1}},
-		{Rule: optim.AdamConfig{}, LR: 3e-3},
-	}, optim.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	solver := n.solver(b, prog)
 	x, y := make([]float32, batch*c*h*w), make([]float32, batch*classes)
 	for i := range x {
 		x[i] = float32(i%7) / 7
