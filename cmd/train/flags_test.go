@@ -162,3 +162,53 @@ func TestRuleFlagValues(t *testing.T) {
 		}
 	}
 }
+
+// TestParseFlagsErrors gives parseFlags values it cannot take, and flags
+// that the chosen optimizer, schedule or model does not use: each is
+// refused, naming the flag; the same flags where they apply are taken.
+func TestParseFlagsErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-dataset", "svhn"}, `-dataset "svhn": want one of mnist, fashion-mnist, cifar10`},
+		{[]string{"-optim", "adam"}, `-optim "adam": want one of rsdm, rgd`},
+		{[]string{"-model", "vit", "-dim", "10", "-heads", "4"}, "-heads 4 must divide -dim 10"},
+		{[]string{"-dropout", "1"}, "-dropout 1: want 0 <= p < 1"},
+		{[]string{"-engine", "tape", "-device", "cuda"}, "the tape engine runs on the CPU only; -device cuda needs -engine program"},
+		{[]string{"-epochs", "0"}, "-epochs 0 and -batch 16 must be at least 1"},
+		{[]string{"-limit-train", "-5"}, "must not be negative"},
+		{[]string{"-download"}, "dataset-fashion-mnist"},
+		{[]string{"-lr", "fast"}, "invalid value"},
+		{[]string{"stray"}, `unexpected argument "stray"`},
+		{[]string{"-optim", "rgd", "-r", "8"}, "-r does not apply: -optim rgd"},
+		{[]string{"-optim", "rgd", "-sampling", "orth"}, "-sampling does not apply: -optim rgd"},
+		{[]string{"-optim", "radam", "-r", "8"}, "-r does not apply: -optim radam"},
+		{[]string{"-optim", "radam", "-rgd-momentum", "0.5"}, "-rgd-momentum does not apply: -optim radam"},
+		{[]string{"-other", "adam", "-momentum", "0.5"}, "-momentum does not apply: -other adam"},
+		{[]string{"-schedule", "cosine", "-warmup", "10"}, "-warmup does not apply: -schedule cosine"},
+		{[]string{"-schedule", "const", "-decay-every", "10"}, "-decay-every does not apply"},
+		{[]string{"-model", "ffn", "-dim", "64"}, "-dim does not apply: -model ffn"},
+		{[]string{"-model", "vit", "-hidden", "64"}, "-hidden does not apply: -model vit"},
+		{[]string{"-model", "rnn", "-depth", "2"}, "-depth does not apply: -model rnn has one recurrent layer"},
+		{[]string{"-model", "rnn", "-channels", "8"}, "-channels does not apply: -model rnn has no channels"},
+		{[]string{"-model", "rnn", "-dim", "8"}, "-dim does not apply: -model rnn"},
+		{[]string{"-engine", "tape", "-kernel-profile"}, "-kernel-profile does not apply: -engine tape"},
+	} {
+		if _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"-optim", "rsdm", "-r", "8", "-sampling", "orth"},
+		{"-optim", "rgd", "-rgd-momentum", "0.5"},
+		{"-other", "sgd", "-momentum", "0.5"},
+		{"-schedule", "warmup-cosine", "-warmup", "10"},
+		{"-schedule", "step", "-decay-every", "10"},
+		{"-model", "vit", "-dim", "64", "-heads", "2"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+}

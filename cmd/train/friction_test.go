@@ -23,92 +23,33 @@ import (
 	"github.com/orthonet/orthonet/training"
 )
 
-// TestInapplicableFlags gives flags that the chosen optimizer, schedule or
-// model does not use: each is refused, naming the flag; the same flags
-// where they apply are taken.
-func TestInapplicableFlags(t *testing.T) {
+// TestBadSettingsExit2 runs the command with settings that cannot train:
+// an -r above the rows of a weight of the network, models the flags cannot
+// build and a batch larger than the data. Like every other bad setting each
+// exits 2, before any folder is made, with one line that names it and says
+// "optim:" at most once.
+func TestBadSettingsExit2(t *testing.T) {
+	dir := mnistDir(t, 30, 10)
+	badR := []string{"RSDM's submanifold size exceeds the", `weight "fc`}
 	for _, tc := range []struct {
 		args []string
-		want string
+		want []string
 	}{
-		{[]string{"-optim", "rgd", "-r", "8"}, "-r does not apply: -optim rgd"},
-		{[]string{"-optim", "rgd", "-sampling", "orth"}, "-sampling does not apply: -optim rgd"},
-		{[]string{"-optim", "radam", "-r", "8"}, "-r does not apply: -optim radam"},
-		{[]string{"-optim", "radam", "-rgd-momentum", "0.5"}, "-rgd-momentum does not apply: -optim radam"},
-		{[]string{"-other", "adam", "-momentum", "0.5"}, "-momentum does not apply: -other adam"},
-		{[]string{"-schedule", "cosine", "-warmup", "10"}, "-warmup does not apply: -schedule cosine"},
-		{[]string{"-schedule", "const", "-decay-every", "10"}, "-decay-every does not apply"},
-		{[]string{"-model", "ffn", "-dim", "64"}, "-dim does not apply: -model ffn"},
-		{[]string{"-model", "vit", "-hidden", "64"}, "-hidden does not apply: -model vit"},
-		{[]string{"-model", "rnn", "-depth", "2"}, "-depth does not apply: -model rnn has one recurrent layer"},
-		{[]string{"-model", "rnn", "-channels", "8"}, "-channels does not apply: -model rnn has no channels"},
-		{[]string{"-model", "rnn", "-dim", "8"}, "-dim does not apply: -model rnn"},
-		{[]string{"-engine", "tape", "-kernel-profile"}, "-kernel-profile does not apply: -engine tape"},
-	} {
-		if _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: error %v, want %q", tc.args, err, tc.want)
-		}
-	}
-	for _, args := range [][]string{
-		{"-optim", "rsdm", "-r", "8", "-sampling", "orth"},
-		{"-optim", "rgd", "-rgd-momentum", "0.5"},
-		{"-other", "sgd", "-momentum", "0.5"},
-		{"-schedule", "warmup-cosine", "-warmup", "10"},
-		{"-schedule", "step", "-decay-every", "10"},
-		{"-model", "vit", "-dim", "64", "-heads", "2"},
-	} {
-		if _, err := parseFlags(args, io.Discard); err != nil {
-			t.Errorf("%q: %v", args, err)
-		}
-	}
-}
-
-// TestBadRExits2 runs the command with an -r above the rows of a weight of
-// the network: like every other bad setting it exits 2, before any folder
-// is made, with one error that names the weight and says "optim:" at most
-// once.
-func TestBadRExits2(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
-	dir := mnistDir(t, 30, 10)
-	for _, extra := range [][]string{
-		{"-hidden", "64"},
-		{"-hidden", "32", "-depth", "2", "-r", "40"},
-	} {
-		out := filepath.Join(t.TempDir(), "out")
-		_, stderr, code := trainExit(t, append([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-device", "cpu"}, extra...)...)
-		if code != 2 {
-			t.Errorf("%q: exit %d, want 2\n%s", extra, code, stderr)
-		}
-		if strings.Count(stderr, "optim:") > 1 || !strings.Contains(stderr, "RSDM's submanifold size exceeds the") || !strings.Contains(stderr, `weight "fc`) {
-			t.Errorf("%q: stderr %q", extra, stderr)
-		}
-		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%q: -out %s: %v, want nothing written", extra, out, err)
-		}
-	}
-}
-
-// TestUnbuildableModelExits2 asks for models the flags cannot build and
-// a batch larger than the data: each a bad setting, exit 2 with one line
-// naming it, nothing written.
-func TestUnbuildableModelExits2(t *testing.T) {
-	dir := mnistDir(t, 30, 10)
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"-model", "cnn", "-depth", "50"}, "CNN of 50 blocks"},
-		{[]string{"-model", "cnn", "-channels", "100000"}, "200000 channels"},
-		{[]string{"-batch", "64"}, "-batch 64: 30 training examples, fewer than one batch"},
+		{[]string{"-hidden", "64"}, badR},
+		{[]string{"-hidden", "32", "-depth", "2", "-r", "40"}, badR},
+		{[]string{"-model", "cnn", "-depth", "50"}, []string{"CNN of 50 blocks"}},
+		{[]string{"-model", "cnn", "-channels", "100000"}, []string{"200000 channels"}},
+		{[]string{"-batch", "64"}, []string{"-batch 64: 30 training examples, fewer than one batch"}},
 	} {
 		out := filepath.Join(t.TempDir(), "out")
 		_, stderr, code := trainExit(t, append([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-device", "cpu"}, tc.args...)...)
 		if code != 2 {
 			t.Errorf("%q: exit %d, want 2\n%s", tc.args, code, stderr)
 		}
-		oneLine(t, fmt.Sprintf("%q", tc.args), stderr, tc.want)
+		oneLine(t, fmt.Sprintf("%q", tc.args), stderr, tc.want...)
+		if strings.Count(stderr, "optim:") > 1 {
+			t.Errorf("%q: stderr %q says optim: more than once", tc.args, stderr)
+		}
 		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%q: -out %s: %v, want nothing written", tc.args, out, err)
 		}

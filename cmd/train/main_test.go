@@ -15,28 +15,6 @@ import (
 	"github.com/orthonet/orthonet/internal/datatest"
 )
 
-func TestParseFlagsErrors(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"-dataset", "svhn"}, `-dataset "svhn": want one of mnist, fashion-mnist, cifar10`},
-		{[]string{"-optim", "adam"}, `-optim "adam": want one of rsdm, rgd`},
-		{[]string{"-model", "vit", "-dim", "10", "-heads", "4"}, "-heads 4 must divide -dim 10"},
-		{[]string{"-dropout", "1"}, "-dropout 1: want 0 <= p < 1"},
-		{[]string{"-engine", "tape", "-device", "cuda"}, "the tape engine runs on the CPU only; -device cuda needs -engine program"},
-		{[]string{"-epochs", "0"}, "-epochs 0 and -batch 16 must be at least 1"},
-		{[]string{"-limit-train", "-5"}, "must not be negative"},
-		{[]string{"-download"}, "dataset-fashion-mnist"},
-		{[]string{"-lr", "fast"}, "invalid value"},
-		{[]string{"stray"}, `unexpected argument "stray"`},
-	} {
-		if _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: error %v, want %q", tc.args, err, tc.want)
-		}
-	}
-}
-
 // TestTapeOnCUDARefused runs the command with -engine tape -device cuda:
 // it must exit 2 with the reason before it reads or writes anything.
 func TestTapeOnCUDARefused(t *testing.T) {
