@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,5 +147,33 @@ func TestFolderDataset(t *testing.T) {
 			t.Errorf("%s: exit %d, want 2\n%s", tc.name, code, stderr)
 		}
 		oneLine(t, tc.name, stderr, tc.want)
+	}
+}
+
+// TestLimitTrainBoundsRead trains on the first 30 examples of crafted
+// gzip'd files that announce 60,000 (47 MB of pixels, 188 MB as float32)
+// in under 200 KB: loading allocates what 30 examples need, not what the
+// headers claim.
+func TestLimitTrainBoundsRead(t *testing.T) {
+	dir := t.TempDir()
+	datatest.WriteHugeMNIST(t, dir, "train", 60000)
+	datatest.WriteHugeMNIST(t, dir, "t10k", 60000)
+	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-limit-train", "30", "-limit-test", "10"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	train, test, err := loadData(context.Background(), c, io.Discard)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if train.N != 30 || test.N != 10 {
+		t.Errorf("loaded %d and %d examples, want 30 and 10", train.N, test.N)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+		t.Errorf("loading 30 + 10 examples allocated %d MB", got>>20)
 	}
 }

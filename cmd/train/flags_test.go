@@ -4,7 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -211,4 +214,42 @@ func TestParseFlagsErrors(t *testing.T) {
 			t.Errorf("%q: %v", args, err)
 		}
 	}
+}
+
+// TestResumableFlagsDocumented checks that docs/checkpoints.md's list of the flags
+// a resumed run may change is the command's list, flag for flag, and that
+// every flag in the list exists.
+func TestResumableFlagsDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/checkpoints.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(b)), " ")
+	m := regexp.MustCompile(`A resumed run keeps the saved configuration\. It may change only (.*?); any other flag`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatal("docs/checkpoints.md: no sentence listing the flags a resumed run may change")
+	}
+	var documented []string
+	for _, f := range regexp.MustCompile("`-([a-z-]+)`").FindAllStringSubmatch(m[1], -1) {
+		documented = append(documented, f[1])
+	}
+	var binary []string
+	for name := range resumable {
+		binary = append(binary, name)
+	}
+	sort.Strings(documented)
+	sort.Strings(binary)
+	if !slices.Equal(documented, binary) {
+		t.Errorf("docs/checkpoints.md lists %v as changeable on resume, the command %v", documented, binary)
+	}
+	_, fs, err := parseArgs(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range binary {
+		if fs.Lookup(name) == nil {
+			t.Errorf("resumable flag -%s does not exist", name)
+		}
+	}
+	var _ *flag.FlagSet = fs
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -436,5 +437,91 @@ func TestRNNResumeBitExact(t *testing.T) {
 			}
 			straightThenResumed(t, trainArgs(t, tc.args...), pieces...)
 		})
+	}
+}
+
+// TestSIGTERMExits143 stops a training process with SIGTERM: it stops at a
+// step boundary as for Ctrl-C and exits 143 (128 + 15), as a shell reports
+// a process SIGTERM ended.
+func TestSIGTERMExits143(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	dir := mnistDir(t, 2000, 20)
+	cmd := trainCmd(context.Background(), "-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2", "-r", "8",
+		"-batch", "10", "-epochs", "50", "-device", "cpu", "-eval-every", "-1")
+	_, stderr, err := runtest.SignalAt(t, cmd, syscall.SIGTERM, func(line string) bool {
+		if !strings.HasPrefix(line, "run folder:") {
+			return false
+		}
+		time.Sleep(300 * time.Millisecond) // into the steps
+		return true
+	})
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 143 {
+		t.Fatalf("after SIGTERM: %v, want exit status 143\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "train: terminated ") {
+		t.Errorf("stderr %q, want it to say the run was terminated", stderr)
+	}
+}
+
+// TestInterruptedBeforeFirstStep interrupts a run before its first step: it
+// leaves no run folder under -out, and says so.
+func TestInterruptedBeforeFirstStep(t *testing.T) {
+	dir := mnistDir(t, 100, 20)
+	c := smallConfig(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var ie *training.InterruptedError
+	if err := run(ctx, c, io.Discard, hooks{}); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
+		t.Errorf("cancelled run: error %v", err)
+	}
+	if ents, err := os.ReadDir(c.out); err != nil || len(ents) != 0 {
+		t.Errorf("-out after a run interrupted before its first step: %d entries (%v), want none", len(ents), err)
+	}
+	// One step in, the run keeps its folder and checkpoint.
+	ctx, h := stopBefore(1)
+	if err := run(ctx, smallConfig(t, dir), io.Discard, h); !errors.As(err, &ie) || ie.Saved == "" {
+		t.Errorf("run stopped after a step: %v, want an interruption with a checkpoint", err)
+	}
+}
+
+// TestResumeOtherDataRefused resumes a run on the same images with their
+// labels shifted (same sizes, other data): refused with exit 2 naming the
+// files, and with -resume-other-data allowed, warned of and recorded.
+func TestResumeOtherDataRefused(t *testing.T) {
+	dir := mnistDir(t, 60, 20)
+	out := t.TempDir()
+	args := []string{"-dataset", "mnist", "-hidden", "16", "-depth", "2", "-r", "4", "-batch", "10", "-device", "cpu", "-out", out}
+	if _, stderr, code := trainExit(t, append(args, "-data", dir)...); code != 0 {
+		t.Fatalf("first run: exit %d\n%s", code, stderr)
+	}
+	other := t.TempDir()
+	for _, name := range []string{"train-images-idx3-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", "train-labels-idx1-ubyte"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "train-labels-idx1-ubyte" {
+			b[8], b[9] = b[9], b[8] // two labels swapped: the same sizes
+		}
+		if err := os.WriteFile(filepath.Join(other, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resume := append(args, "-data", other, "-resume", "latest", "-epochs", "2")
+	_, stderr, code := trainExit(t, resume...)
+	if code != 2 {
+		t.Fatalf("resume on other data: exit %d, want 2\n%s", code, stderr)
+	}
+	oneLine(t, "resume on other data", stderr, "other data of the same sizes", filepath.Join(other, "train-labels-idx1-ubyte"))
+	stdout, stderr, code := trainExit(t, append(resume, "-resume-other-data")...)
+	if code != 0 || !strings.Contains(stdout, "warning:") {
+		t.Fatalf("-resume-other-data: exit %d, want 0 with a warning\n%s%s", code, stdout, stderr)
+	}
+	_, st := finalState(t, out)
+	if len(st.DataChanges) != 1 || !strings.Contains(st.DataChanges[0], "resumed on other data") {
+		t.Errorf("the run's progress records %q, want the resume on other data", st.DataChanges)
 	}
 }
