@@ -134,10 +134,11 @@ func leave(comm dist.Communicator, err error) int {
 func exitCode(err error) int {
 	var usage *usageError
 	var memory *memoryError
-	if code := training.ExitCode(err); code != 1 || !errors.As(err, &usage) && !errors.As(err, &memory) {
-		return code
+	code := training.ExitCode(err)
+	if code == 1 && (errors.As(err, &usage) || errors.As(err, &memory)) {
+		return 2
 	}
-	return 2
+	return code
 }
 
 // sameOnEveryRank reports whether err is one that every rank returns

@@ -1,7 +1,10 @@
 // Package runtest runs a training command (a test binary acting as the
-// command's main) and checks what package training promises of it: a run
-// interrupted by SIGINT and resumed with -resume latest ends with the
-// checkpoint tensors of an uninterrupted run, bit for bit.
+// command's main: Main, Command, SignalAt) and checks what package training
+// promises of it: a run interrupted by SIGINT and resumed with -resume
+// latest ends with the checkpoint tensors of an uninterrupted run, bit for
+// bit (InterruptThenResume); its checkpoints read back with their progress
+// (Final, Read); a constrained weight its optimizer stepped stays on its
+// manifold (Stepped).
 package runtest
 
 import (
@@ -133,10 +136,10 @@ func InterruptThenResume(t *testing.T, after int, args ...string) {
 	cmd := Command(ctx, append(args, "-out", stopped)...)
 	seen, stderr, err := SignalAt(t, cmd, syscall.SIGINT, func(line string) bool {
 		m := stepLine.FindStringSubmatch(line)
-		k := -1
-		if m != nil {
-			k, _ = strconv.Atoi(m[1])
+		if m == nil {
+			return false
 		}
+		k, _ := strconv.Atoi(m[1])
 		return k >= after
 	})
 	if code := cmd.ProcessState.ExitCode(); code != 130 {
