@@ -17,6 +17,7 @@ import (
 	"github.com/orthonet/orthonet/models"
 	"github.com/orthonet/orthonet/onnx"
 	"github.com/orthonet/orthonet/onnxexport"
+	"github.com/orthonet/orthonet/program/lower"
 )
 
 // batchCase is a graph built for a batch size, from an input x of shape
@@ -184,7 +185,7 @@ func checkBatchRun(t *testing.T, c batchCase, dt tensor.Dtype, path string, batc
 		t.Fatalf("%s at batch %d: %v", c.name, batch, err)
 	}
 	want := compileForward(t, g, []*G.Node{x}, out)
-	data, err := hostData(x)
+	data, err := lower.HostData(x)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/models"
 	"github.com/orthonet/orthonet/onnxexport"
+	"github.com/orthonet/orthonet/program/lower"
 )
 
 // exportCases are graphs whose ONNX export ONNX Runtime must compute as the
@@ -118,7 +119,7 @@ func runExported(t *testing.T, g *G.ExprGraph, inputs []*G.Node, out *G.Node, f3
 	}
 	feeds := map[string]onnxrt.Tensor{}
 	for _, n := range inputs {
-		data, err := hostData(n)
+		data, err := lower.HostData(n)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/internal/gorgoniaop"
 	"github.com/orthonet/orthonet/internal/gradcheck"
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/param"
@@ -25,7 +26,7 @@ func conv2d(x, w *G.Node, kernel tensor.Shape, pad, stride, dil []int) (y, im *G
 	}
 	for _, n := range x.Graph().AllNodes() {
 		from := x.Graph().From(n.ID())
-		if isOp(n, "im2colOp") && from.Next() && from.Node().(*G.Node) == x {
+		if n.Op() != nil && gorgoniaop.OpName(n.Op()) == gorgoniaop.Im2colOp && from.Next() && from.Node().(*G.Node) == x {
 			im = n
 		}
 	}
