@@ -95,12 +95,7 @@ func BenchmarkConvnet(b *testing.B) {
 		b.Run(fmt.Sprintf("%v/tape", dt), func(b *testing.B) {
 			m, _ := convnet(b, 32, dt)
 			m.masks(rand.New(rand.NewPCG(1, 1)))
-			vm := G.NewTapeMachine(m.g, G.BindDualValues(param.Nodes(m.params)...))
-			defer vm.Close()
-			timeCPU(b, func() error {
-				defer vm.Reset()
-				return vm.RunAll()
-			})
+			timeCPU(b, tapeRun(b, m))
 		})
 		for _, threads := range []int{0, 1} {
 			b.Run(fmt.Sprintf("%v/program-threads%d", dt, threads), func(b *testing.B) {
