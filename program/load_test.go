@@ -216,57 +216,54 @@ func sameWeights(a, b [][]float64) bool {
 // from the loaded weights (ending where a straight run ends, bit for bit)
 // or refuse to run, never train on from its starting weights.
 func TestResumeWithoutLoadParams(t *testing.T) {
-	be := cpu.New(cpu.Options{})
-	defer be.Close()
-	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
-		t.Run(dt.String(), func(t *testing.T) {
-			const half, steps = 100, 200
-			straight, path, wantLoss := straightRun(t, be, dt, half, steps, func(m *teacherNet, path string) { m.save(t, path) })
-
-			resumed := resumedNet(t, be, dt, path, func(f *checkpoint.File, m *teacherNet) error {
-				if err := f.LoadNodes("model.", param.Nodes(m.params)); err != nil {
-					return err
-				}
-				return f.LoadSolver("optim.", m.solver) // and no m.prog.LoadParams()
-			})
-			gotLoss, err := resumed.train(half, steps)
-			if errors.Is(err, program.ErrParamsChanged) {
-				return // refused loudly: acceptable
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			endsAsStraight(t, "without LoadParams (trained on other weights than the checkpoint's?)", resumed, straight, gotLoss, wantLoss)
-		})
-	}
+	save := func(t *testing.T, m *teacherNet, path string) { m.save(t, path) }
+	resumesAsStraight(t, "without LoadParams (trained on other weights than the checkpoint's?)", save, func(f *checkpoint.File, m *teacherNet) error {
+		if err := f.LoadNodes("model.", param.Nodes(m.params)); err != nil {
+			return err
+		}
+		return f.LoadSolver("optim.", m.solver) // and no m.prog.LoadParams()
+	}, program.ErrParamsChanged)
 }
 
 // TestLoadProgramResumes resumes a compiled program with one call,
 // checkpoint.File.LoadProgram, from a checkpoint PutProgram wrote: the run
 // ends where a straight one does, bit for bit, in float64 and float32.
 func TestLoadProgramResumes(t *testing.T) {
+	save := func(t *testing.T, m *teacherNet, path string) {
+		f := checkpoint.New()
+		if err := f.PutProgram("model.", "optim.", m.prog, m.solver); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkpoint.Write(path, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resumesAsStraight(t, "with LoadProgram", save, func(f *checkpoint.File, m *teacherNet) error {
+		return f.LoadProgram("model.", "optim.", m.prog, m.solver)
+	}, nil)
+}
+
+// resumesAsStraight trains a teacherNet on the CPU backend in float64 and
+// float32 for 200 steps straight, and again from the checkpoint save wrote
+// at step 100, loaded by load: the resumed run must end where the straight
+// one does, bit for bit, or (where refused is not nil) fail with refused.
+func resumesAsStraight(t *testing.T, how string, save func(*testing.T, *teacherNet, string), load func(*checkpoint.File, *teacherNet) error, refused error) {
+	t.Helper()
 	be := cpu.New(cpu.Options{})
 	defer be.Close()
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 		t.Run(dt.String(), func(t *testing.T) {
 			const half, steps = 100, 200
-			straight, path, wantLoss := straightRun(t, be, dt, half, steps, func(m *teacherNet, path string) {
-				f := checkpoint.New()
-				if err := f.PutProgram("model.", "optim.", m.prog, m.solver); err != nil {
-					t.Fatal(err)
-				}
-				if err := checkpoint.Write(path, f); err != nil {
-					t.Fatal(err)
-				}
-			})
-			resumed := resumedNet(t, be, dt, path, func(f *checkpoint.File, m *teacherNet) error {
-				return f.LoadProgram("model.", "optim.", m.prog, m.solver)
-			})
+			straight, path, wantLoss := straightRun(t, be, dt, half, steps, func(m *teacherNet, path string) { save(t, m, path) })
+			resumed := resumedNet(t, be, dt, path, load)
 			gotLoss, err := resumed.train(half, steps)
+			if refused != nil && errors.Is(err, refused) {
+				return // refused loudly: acceptable
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			endsAsStraight(t, "with LoadProgram", resumed, straight, gotLoss, wantLoss)
+			endsAsStraight(t, how, resumed, straight, gotLoss, wantLoss)
 		})
 	}
 }
