@@ -508,7 +508,7 @@ func TestConvPoolLowerings(t *testing.T) {
 	forward := blockCase("conv-pool-forward", same, []int{2, 3, 6, 5}, []int{4, 3, 3, 3}, true)
 	forward.noGrad = true
 	dropEval := blockCase("conv-pool-dropout-inference", same.withDrop(0.3), []int{2, 3, 6, 6}, []int{4, 3, 3, 3}, true)
-	dropEval.evalMode, dropEval.noGrad = true, true // gorgonia's gradient divides by p in inference too (lower_norm.go)
+	dropEval.evalMode, dropEval.noGrad = true, true // gorgonia's gradient divides by p in inference too (lower/norm.go)
 	cases := []graphCase{
 		blockCase("conv-pool", same, []int{2, 3, 6, 5}, []int{4, 3, 3, 3}, false),
 		blockCase("conv-pool-bias", same, []int{2, 3, 6, 5}, []int{4, 3, 3, 3}, true),

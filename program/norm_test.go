@@ -224,7 +224,7 @@ func TestBatchNormRunningStats(t *testing.T) {
 }
 
 // TestNormGradients checks the gradients that gorgonia's own gradient ops
-// get wrong (see lower_norm.go) against their closed forms, on every test
+// get wrong (see lower/norm.go) against their closed forms, on every test
 // backend: batch norm in inference on an image batch (x's gradient is the
 // loss's weights times scale / sqrt(running variance + eps)), and group norm
 // over groups of 600 and 800 values (values against a direct float64
