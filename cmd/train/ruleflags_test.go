@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/orthonet/orthonet/optim"
 )
 
 // oldFlags is train's flags as `name type default`, listed from the
@@ -49,6 +51,10 @@ func TestRuleFlagsUnchanged(t *testing.T) {
 // values reach the rule's settings, -seed (train's own flag) seeds RSDM,
 // and a value out of range is refused naming the flag.
 func TestRuleFlagValues(t *testing.T) {
+	var samplers []string // the names -sampling's message lists, from the table
+	for _, s := range optim.Samplers {
+		samplers = append(samplers, s.String())
+	}
 	for _, tc := range []struct {
 		args       []string
 		rule, want string
@@ -58,7 +64,7 @@ func TestRuleFlagValues(t *testing.T) {
 		{[]string{"-momentum", "0.5"}, "other", "optim.SGDConfig{LR:0, Momentum:0.5}"},
 		{[]string{"-rgd-momentum", "0.5"}, "", "optim.RSDMConfig{LR:0, SubmanifoldSize:300, Sampling:optim.permutation{}, Retraction:0, Momentum:0, InnerSteps:0, Seed:0x1, ReorthEvery:0}"},
 		{[]string{"-optim", "rgd", "-rgd-momentum", "1"}, "error", "-rgd-momentum 1: momentum 1, want 0 <= momentum < 1"},
-		{[]string{"-sampling", "sobol"}, "error", "-sampling sobol: unknown sampler, want one of perm, orth, blocks"},
+		{[]string{"-sampling", "sobol"}, "error", "-sampling sobol: unknown sampler, want one of " + strings.Join(samplers, ", ")},
 		{[]string{"-r", "1"}, "error", "-r 1: RSDM's submanifold size must be at least 2"},
 	} {
 		c, err := parseFlags(tc.args, io.Discard)
