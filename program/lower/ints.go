@@ -3,6 +3,7 @@ package lower
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 
 	G "gorgonia.org/gorgonia"
@@ -161,19 +162,9 @@ func HostData(n *G.Node) (any, error) {
 // HostLen returns the length of a host slice of values a program takes
 // or gives: []float32, []float64, []int32, []int, []int64 or []bool.
 func HostLen(a any) (int, bool) {
-	switch d := a.(type) {
-	case []float32:
-		return len(d), true
-	case []float64:
-		return len(d), true
-	case []int32:
-		return len(d), true
-	case []int:
-		return len(d), true
-	case []int64:
-		return len(d), true
-	case []bool:
-		return len(d), true
+	switch a.(type) {
+	case []float32, []float64, []int32, []int, []int64, []bool:
+		return reflect.ValueOf(a).Len(), true
 	}
 	return 0, false
 }
