@@ -65,23 +65,10 @@ func newTeacherNet(t *testing.T, be backend.Backend, dt tensor.Dtype) *teacherNe
 	out := G.Must(G.Mul(G.Must(G.Tanh(G.Must(G.Mul(m.x, m.w1)))), m.w2))
 	m.loss = G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(out, m.y))))))
 	m.params = []param.Param{param.OnStiefel(m.w1), param.Plain(m.w2)}
-	if _, err := G.Grad(m.loss, m.w1, m.w2); err != nil {
-		t.Fatal(err)
-	}
-	var err error
-	m.prog, err = program.Compile(g, program.Config{Backend: be, Outputs: []*G.Node{m.loss}, Params: m.params, Inputs: []*G.Node{m.x, m.y}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.prog.Close() })
-	m.solver, err = program.NewSolver(m.prog, []optim.Group{
+	m.prog, m.solver = compileWithSolver(t, g, program.Config{Backend: be, Outputs: []*G.Node{m.loss}, Params: m.params, Inputs: []*G.Node{m.x, m.y}}, []optim.Group{
 		{Select: optim.Param.Constrained, LR: 0.5, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}},
 		{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1},
-	}, optim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.solver.Close() })
+	})
 	m.xs, m.ys, m.lossV = testval.Host(dt, tnBatch*tnIn), testval.Host(dt, tnBatch), testval.Host(dt, 1)
 	return m
 }
@@ -323,6 +310,27 @@ func TestNodesChangedBehindTheProgram(t *testing.T) {
 
 var _ checkpoint.StatefulProgram = (*program.Program)(nil)
 
+// compileWithSolver writes the gradients of cfg.Outputs[0] (the loss)
+// into g, compiles g by cfg and builds the program's Solver over groups;
+// t's end closes both.
+func compileWithSolver(t *testing.T, g *G.ExprGraph, cfg program.Config, groups []optim.Group) (*program.Program, *optim.Solver) {
+	t.Helper()
+	if _, err := G.Grad(cfg.Outputs[0], param.Nodes(cfg.Params)...); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := program.Compile(g, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	solver, err := program.NewSolver(prog, groups, optim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { solver.Close() })
+	return prog, solver
+}
+
 // normNet is a model with program state: y = dropout(tanh(bn(x W) +
 // noise)) v, with W on the Stiefel manifold, a gorgonia BatchNorm (its
 // scale and shift trained by Adam), Gaussian noise from a random node and
@@ -362,22 +370,10 @@ func newNormNet(t *testing.T, be backend.Backend, dt tensor.Dtype) *normNet {
 	d := G.Must(G.Dropout(G.Must(G.Tanh(G.Must(G.Add(h, noise)))), 0.25))
 	m.loss = G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(G.Must(G.Mul(d, v)), m.y))))))
 	m.params = []param.Param{param.OnStiefel(w), param.Plain(scale), param.Plain(bias), param.Plain(v)}
-	if _, err := G.Grad(m.loss, param.Nodes(m.params)...); err != nil {
-		t.Fatal(err)
-	}
-	m.prog, err = program.Compile(g, program.Config{Backend: be, Outputs: []*G.Node{m.loss}, Params: m.params, Inputs: []*G.Node{m.x, m.y}, DropoutSeed: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.prog.Close() })
-	m.solver, err = program.NewSolver(m.prog, []optim.Group{
+	m.prog, m.solver = compileWithSolver(t, g, program.Config{Backend: be, Outputs: []*G.Node{m.loss}, Params: m.params, Inputs: []*G.Node{m.x, m.y}, DropoutSeed: 5}, []optim.Group{
 		{Select: optim.Param.Constrained, LR: 0.3, Rule: optim.RSDMConfig{SubmanifoldSize: 3, Seed: 1}},
 		{Rule: optim.AdamConfig{}, LR: 1e-2},
-	}, optim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.solver.Close() })
+	})
 	m.xs, m.ys, m.lossV = testval.Host(dt, nnBatch*nnIn), testval.Host(dt, nnBatch), testval.Host(dt, 1)
 	return m
 }
