@@ -38,7 +38,9 @@ type compiler struct {
 
 	// lowerNodes': the flags and count it emits kernels for, as the
 	// lowering's buffers; then, adopted (adopt), every node's value, the
-	// kernels against virtual buffers.
+	// kernels against virtual buffers. A kernel that a later node's
+	// lowering replaced (accumulate) is nil in kernels until dropKernels
+	// removes it, after factoring.
 	lowFlags, lowCorrect *lower.Buffer
 	valOf                map[*lower.Value]*val // adopt's, for thinProduct
 	vals                 map[*G.Node]*val
@@ -53,18 +55,16 @@ type compiler struct {
 	// factorR is the RSDM r that factorGrads leaves gradients factored for
 	// (Config.FactorForRSDM, or Config.Groups's), 0 for none.
 	factorR int
-	// A kernel that a later node's lowering replaced (accumulate) is nil
-	// in kernels until dropKernels removes it, after factoring.
 }
 
 // Compile compiles the part of g that computes cfg.Outputs and, unless
 // cfg.NoGrad, the gradients of cfg.Params. It runs seven phases, each a
 // function of its own over the compiler's state: check the config and
 // order the nodes (here), lower them to kernels (lowering.go and package
-// lower, the one package a new op touches), factor the gradients RSDM takes as products
-// (factor.go), chain runs of elementwise kernels (chain.go), plan the
-// memory (plan.go) and bind the parameters, inputs and outputs to their
-// buffers (here).
+// lower, the one package a new op touches), factor the gradients RSDM
+// takes as products (factor.go), chain runs of elementwise kernels
+// (chain.go), plan the memory (plan.go) and bind the parameters, inputs
+// and outputs to their buffers (here).
 //
 // Compile does not panic: a panic inside a phase (a bug, since every
 // lowering checks what it reads) becomes an error, which for the lowering
@@ -196,8 +196,8 @@ func (c *compiler) checkParams() error {
 }
 
 // orderNodes orders the nodes the targets need, children first, with the
-// fused patterns (lower.Lowering.Fuse) rewritten: a pattern's inner nodes are then not
-// needed. It counts every needed node's users.
+// fused patterns (lower.Lowering.Fuse) rewritten: a pattern's inner
+// nodes are then not needed. It counts every needed node's users.
 func (c *compiler) orderNodes() error {
 	order, err := c.order(c.targets)
 	if err != nil {
