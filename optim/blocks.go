@@ -305,6 +305,9 @@ func (r *recorder[T]) Buffer(name string) Ref {
 
 // read returns the slot a block reads ref from.
 func (r *recorder[T]) read(ref Ref) int {
+	if r.o.result >= 0 || r.o.move != nil {
+		r.fail(fmt.Errorf("a block after the one that moves the weight (StepBlocks.Move, SGD or Adam), which is the last"))
+	}
 	if ref < 0 || int(ref) >= len(r.slot) {
 		r.fail(fmt.Errorf("a block names matrix %d, which StepBlocks did not give", ref))
 		return 0

@@ -40,6 +40,12 @@ func TestElementwiseRefuses(t *testing.T) {
 		}, "one buffer"},
 		{"two counters", nil, func(b StepBlocks) error { b.Counter("t"); b.Counter("u"); b.SGD(None, 0); return nil }, "two step counters"},
 		{"sgd then move", nil, func(b StepBlocks) error { b.SGD(None, 0); b.Move(G); return nil }, "moves the weight twice"},
+		{"a block after sgd", nil, func(b StepBlocks) error {
+			m, r := b.Buffer("m"), b.Buffer("")
+			b.SGD(m, 0.9)
+			b.AddScaled(m, r, Coef{Value: 1}, m)
+			return nil
+		}, "a block after the one that moves the weight"},
 		{"proj unconstrained", nil, func(b StepBlocks) error { r := b.Buffer(""); b.Proj(r, X, G); b.Move(r); return nil }, "this parameter is unconstrained"},
 		{"sgd on a manifold", st, func(b StepBlocks) error { b.SGD(None, 0); return nil }, "this weight is on a manifold"},
 	} {
