@@ -145,7 +145,9 @@ func (k Map) Check() error {
 func (k Map) Host(p *Pool) (Func, error) { return onFloats(p, k, mapHost[float32], mapHost[float64]) }
 
 // Device launches on_map, whose function is unary() in kernels.cu.
-func (k Map) Device(p Planner) { elementwise(p, "on_map", k.N, int(k.Op), k.N, k.Src, k.Dst) }
+func (k Map) Device(p Planner) {
+	elementwise(p, "on_map", k.N, mapArgs{Op: int(k.Op), N: k.N, Src: k.Src, Dst: k.Dst}.fields()...)
+}
 
 func mapHost[T Float](p *Pool, k Map) Func {
 	f := in[func(T) T](unaries[k.Op])
@@ -272,7 +274,7 @@ func (k Zip) Host(p *Pool) (Func, error) { return onFloats(p, k, zipHost[float32
 
 // Device launches on_zip, whose function is binary() in kernels.cu.
 func (k Zip) Device(p Planner) {
-	elementwise(p, "on_zip", k.N, int(k.Op), k.N, k.AScalar, k.BScalar, k.A, k.B, k.Dst)
+	elementwise(p, "on_zip", k.N, zipArgs{Op: int(k.Op), N: k.N, Ascalar: k.AScalar, Bscalar: k.BScalar, A: k.A, B: k.B, Dst: k.Dst}.fields()...)
 }
 
 func zipHost[T Float](p *Pool, k Zip) Func {
@@ -367,7 +369,7 @@ func (k Fill) Host(*Pool) (Func, error) {
 // Device launches on_fill in the destination's type.
 func (k Fill) Device(p Planner) {
 	p.SetType(DTypeOf(k.Dst))
-	elementwise(p, "on_fill", k.N, k.N, k.Value, k.Dst)
+	elementwise(p, "on_fill", k.N, fillArgs{N: k.N, V: k.Value, Dst: k.Dst}.fields()...)
 }
 
 func fillHost[E Float | int32](d []E, v E) Func {
@@ -416,7 +418,7 @@ func (k Compare) Host(p *Pool) (Func, error) {
 
 // Device launches on_compare, whose comparison is binary() in kernels.cu.
 func (k Compare) Device(p Planner) {
-	elementwise(p, "on_compare", k.N, int(k.Op), k.N, k.AScalar, k.BScalar, k.A, k.B, k.Dst)
+	elementwise(p, "on_compare", k.N, compareArgs{Op: int(k.Op), N: k.N, Ascalar: k.AScalar, Bscalar: k.BScalar, A: k.A, B: k.B, Dst: k.Dst}.fields()...)
 }
 
 func compareHost[T Float](p *Pool, k Compare) Func {

@@ -49,12 +49,13 @@ func (k BatchNorm) Host(p *Pool) (Func, error) {
 func (k BatchNorm) Device(p Planner) {
 	st := p.Scratch(Float64, 4*k.C)
 	if k.Training {
-		p.Launch("on_batch_norm_stats", k.C, k.Batch, k.C, k.Spatial, true, k.Momentum, k.Eps, k.X, Operand{}, k.Mean, k.Var, st)
+		p.Launch("on_batch_norm_stats", k.C,
+			bnStatsArgs{Batch: k.Batch, C: k.C, Spatial: k.Spatial, Update: true, Momentum: k.Momentum, Eps: k.Eps, X: k.X, Mean: k.Mean, Var: k.Var, St: st}.fields()...)
 	} else {
-		elementwise(p, "on_batch_norm_running", k.C, k.C, k.Eps, k.Mean, k.Var, st)
+		elementwise(p, "on_batch_norm_running", k.C, bnRunArgs{C: k.C, Eps: k.Eps, Mean: k.Mean, Var: k.Var, St: st}.fields()...)
 	}
 	n := k.Batch * k.C * k.Spatial
-	elementwise(p, "on_batch_norm_apply", n, n, k.C, k.Spatial, k.X, st, k.Y)
+	elementwise(p, "on_batch_norm_apply", n, bnApplyArgs{N: n, C: k.C, Spatial: k.Spatial, X: k.X, St: st, Y: k.Y}.fields()...)
 }
 
 func batchNormHost[T Float](p *Pool, k BatchNorm) Func {
@@ -180,12 +181,14 @@ func (k BatchNormGrad) Host(p *Pool) (Func, error) {
 func (k BatchNormGrad) Device(p Planner) {
 	st := p.Scratch(Float64, 4*k.C)
 	if k.Training {
-		p.Launch("on_batch_norm_stats", k.C, k.Batch, k.C, k.Spatial, false, 0.0, k.Eps, k.X, k.DY, Operand{}, Operand{}, st)
+		p.Launch("on_batch_norm_stats", k.C,
+			bnStatsArgs{Batch: k.Batch, C: k.C, Spatial: k.Spatial, Eps: k.Eps, X: k.X, Dy: k.DY, St: st}.fields()...)
 	} else {
-		elementwise(p, "on_batch_norm_running", k.C, k.C, k.Eps, Operand{}, k.Var, st)
+		elementwise(p, "on_batch_norm_running", k.C, bnRunArgs{C: k.C, Eps: k.Eps, Var: k.Var, St: st}.fields()...)
 	}
 	n := k.Batch * k.C * k.Spatial
-	elementwise(p, "on_batch_norm_grad_apply", n, n, k.C, k.Spatial, k.Training, k.X, k.DY, st, k.DX)
+	elementwise(p, "on_batch_norm_grad_apply", n,
+		bnGradArgs{N: n, C: k.C, Spatial: k.Spatial, Training: k.Training, X: k.X, Dy: k.DY, St: st, Dx: k.DX}.fields()...)
 }
 
 func batchNormGradHost[T Float](p *Pool, k BatchNormGrad) Func {

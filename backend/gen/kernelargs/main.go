@@ -1,0 +1,265 @@
+// Command kernelargs writes the argument structs of kernels.cu's kernels on
+// both sides of a launch from the tables in table.go, one per family file
+// of package backend: in Go (backend/kernel_args.go) a struct per argument
+// struct with its fields() in order, which a kernel's Device method passes
+// to Planner.Launch, and in internal/cudak/kernels.cu each struct's line,
+// rewritten where it stands. The planner fills a struct as 64-bit words in
+// the order of its fields, so the two sides must list the same fields in
+// one order: written from one entry, they do. Run it with go generate
+// ./backend.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"go/format"
+	"os"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// family is the argument structs of one family file of package backend.
+type family struct {
+	File    string // the family's file, from the module's root
+	Structs []args
+}
+
+// args is one argument struct: its name in kernels.cu and its fields as C
+// declarations (see families).
+type args struct {
+	Name   string
+	Fields string
+}
+
+// decl is one declaration of an argument struct: a type and its names.
+type decl struct {
+	C, Go string   // the names' type in C and in Go
+	Names []string // in C
+}
+
+// goTypes are the Go types of the scalar C types a table may use; a
+// pointer is an Operand, or with its name marked @ a uint64 (a device
+// address), or marked ? either (any).
+var goTypes = map[string]string{"i64": "int", "bool": "bool", "double": "float64", "u64": "uint64"}
+
+// cTypes are the pointer types a table may use, besides the scalars.
+var cTypes = map[string]bool{"T *": true, "const T *": true, "double *": true, "const double *": true,
+	"int *": true, "const int *": true, "u64 *": true}
+
+// marker ends a struct's line in kernels.cu: what the generator rewrites.
+const marker = " // from backend/gen/kernelargs/table.go"
+
+func main() {
+	goPath := flag.String("go", "kernel_args.go", "the Go file of the argument structs to write")
+	cuPath := flag.String("cu", "../internal/cudak/kernels.cu", "the CUDA source whose argument structs to rewrite")
+	flag.Parse()
+	if err := run(*goPath, *cuPath); err != nil {
+		fmt.Fprintln(os.Stderr, "kernelargs:", err)
+		os.Exit(1)
+	}
+}
+
+// run writes the Go file and rewrites the CUDA source's structs.
+func run(goPath, cuPath string) error {
+	g, err := goFile(families)
+	if err != nil {
+		return err
+	}
+	cu, err := os.ReadFile(cuPath)
+	if err != nil {
+		return err
+	}
+	c, err := splice(string(cu), families)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cuPath, err)
+	}
+	if err := os.WriteFile(goPath, g, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(cuPath, []byte(c), 0o644)
+}
+
+// parse returns a struct's declarations, refusing a type not in goTypes or
+// cTypes, a name that is not an identifier, a pointer declaration of more
+// than one name, and a name twice.
+func parse(a args) ([]decl, error) {
+	var ds []decl
+	seen := map[string]bool{}
+	for _, part := range strings.Split(a.Fields, ";") {
+		part = strings.TrimSpace(part)
+		var typ, rest string
+		if i := strings.LastIndex(part, "*"); i >= 0 {
+			typ, rest = part[:i+1], part[i+1:] // "const T *src"
+		} else if f := strings.Fields(part); len(f) > 0 {
+			typ, rest = f[0], strings.TrimSpace(part[len(f[0]):]) // "i64 op, n"
+		}
+		names := strings.Split(rest, ",")
+		d, err := declOf(a.Name, typ, names)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range d.Names {
+			if seen[n] {
+				return nil, fmt.Errorf("%s: field %s twice", a.Name, n)
+			}
+			seen[n] = true
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+// declOf returns the declaration of names of type typ (a C type of the
+// table), the names as the table gives them.
+func declOf(name, typ string, names []string) (decl, error) {
+	typ = strings.Join(strings.Fields(strings.ReplaceAll(typ, "*", " *")), " ")
+	d := decl{C: typ, Go: goTypes[typ]}
+	mark := ""
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if len(n) > 0 && (n[0] == '@' || n[0] == '?') {
+			n, mark = n[1:], n[:1]
+		}
+		if !identifier.MatchString(n) {
+			return decl{}, fmt.Errorf("%s: field name %q is not an identifier", name, n)
+		}
+		d.Names = append(d.Names, n)
+	}
+	switch {
+	case d.Go != "" && mark == "":
+		if typ == "bool" {
+			d.C = "i64"
+		}
+	case cTypes[typ] && len(d.Names) == 1:
+		d.Go = map[string]string{"": "Operand", "@": "uint64", "?": "any"}[mark]
+	case cTypes[typ]:
+		return decl{}, fmt.Errorf("%s: a pointer declaration of more than one name (%s)", name, strings.Join(d.Names, ", "))
+	default:
+		return decl{}, fmt.Errorf("%s: type %q (or an address mark on a scalar) not one of the table's", name, typ)
+	}
+	return d, nil
+}
+
+// goName returns the Go name of an argument struct: its C name with its
+// leading capitals in lower case (SGDArgs: sgdArgs).
+func goName(c string) string {
+	r := []rune(c)
+	i := 0
+	for i < len(r) && unicode.IsUpper(r[i]) && (i+1 == len(r) || i == 0 || unicode.IsUpper(r[i+1])) {
+		r[i] = unicode.ToLower(r[i])
+		i++
+	}
+	return string(r)
+}
+
+// goField returns the Go name of a field: its C name capitalized.
+func goField(n string) string { return strings.ToUpper(n[:1]) + n[1:] }
+
+// goFile returns backend/kernel_args.go.
+func goFile(fams []family) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString("// Code generated by go run ./gen/kernelargs from gen/kernelargs/table.go; DO NOT EDIT.\n\npackage backend\n")
+	seen := map[string]bool{}
+	for _, f := range fams {
+		fmt.Fprintf(&b, "\n// The argument structs of %s's kernels.\n", f.File)
+		for _, a := range f.Structs {
+			if seen[a.Name] {
+				return nil, fmt.Errorf("%s: struct %s twice", f.File, a.Name)
+			}
+			seen[a.Name] = true
+			ds, err := parse(a)
+			if err != nil {
+				return nil, err
+			}
+			writeGo(&b, a.Name, ds)
+		}
+	}
+	src, err := format.Source(b.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("the generated Go does not parse: %w", err)
+	}
+	return src, nil
+}
+
+// writeGo writes the Go struct of the argument struct name and its fields
+// method.
+func writeGo(b *bytes.Buffer, name string, ds []decl) {
+	g := goName(name)
+	fmt.Fprintf(b, "\n// %s are the fields of kernels.cu's %s.\ntype %s struct {\n", g, name, g)
+	var all []string
+	for _, d := range ds {
+		names := make([]string, len(d.Names))
+		for i, n := range d.Names {
+			names[i] = goField(n)
+			all = append(all, "a."+names[i])
+		}
+		fmt.Fprintf(b, "\t%s %s\n", strings.Join(names, ", "), d.Go)
+	}
+	fmt.Fprintf(b, "}\n\n// fields returns a's fields in the order of %s's: Launch's args.\n", name)
+	fmt.Fprintf(b, "func (a %s) fields() []any { return []any{%s} }\n", g, strings.Join(all, ", "))
+}
+
+// cLine returns the line of kernels.cu that defines the struct, a
+// template on the element type T of the kernels that take it (an int32
+// kernel takes Args<int>), whether a field uses T or not.
+func cLine(a args, ds []decl) string {
+	var b strings.Builder
+	for _, d := range ds {
+		sep := " "
+		if strings.HasSuffix(d.C, "*") {
+			sep = ""
+		}
+		fmt.Fprintf(&b, " %s%s%s;", d.C, sep, strings.Join(d.Names, ", "))
+	}
+	return "template <typename T> struct " + a.Name + " {" + b.String() + " };" + marker
+}
+
+// identifier matches a field's name (in C; capitalized, in Go).
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z_0-9]*$`)
+
+// structLine matches a line that defines a struct in one line.
+var structLine = regexp.MustCompile(`^(?:template <typename T> )?struct (\w+) \{.*\};.*$`)
+
+// splice returns the CUDA source src with every table struct's line
+// rewritten from the table; a struct of the tables that src does not
+// define in one line, or defines twice, and a line marked as written from
+// the tables whose struct they lack, are errors.
+func splice(src string, fams []family) (string, error) {
+	want := map[string]string{}
+	for _, f := range fams {
+		for _, a := range f.Structs {
+			ds, err := parse(a)
+			if err != nil {
+				return "", err
+			}
+			want[a.Name] = cLine(a, ds)
+		}
+	}
+	lines := strings.Split(src, "\n")
+	found := map[string]int{}
+	for i, l := range lines {
+		m := structLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		w, ok := want[m[1]]
+		if !ok {
+			if strings.HasSuffix(l, marker) {
+				return "", fmt.Errorf("line %d: struct %s marked as written from the tables, which lack it", i+1, m[1])
+			}
+			continue
+		}
+		found[m[1]]++
+		lines[i] = w
+	}
+	for _, f := range fams {
+		for _, a := range f.Structs {
+			if found[a.Name] != 1 {
+				return "", fmt.Errorf("struct %s (%s) defined in %d lines, want one", a.Name, f.File, found[a.Name])
+			}
+		}
+	}
+	return strings.Join(lines, "\n"), nil
+}
