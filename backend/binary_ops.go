@@ -21,6 +21,11 @@ const (
 	GELUGrad // b GELU'(a): the gradient of GELU at a times b
 )
 
+// BinaryOps returns every BinaryOp, in the order of their constants.
+func BinaryOps() []BinaryOp {
+	return []BinaryOp{Add, Sub, Mul, Div, Pow, Lt, Gt, Le, Ge, Eq, Ne, Max2, Min2, GELUGrad}
+}
+
 // binaries are the BinaryOps' CPU definitions.
 var binaries = [...]binary{
 	Add:      {"add", add[float32], add[float64], 1},

@@ -33,6 +33,11 @@ const (
 	SiLU // x sigmoid(x), also called swish
 )
 
+// UnaryOps returns every UnaryOp, in the order of their constants.
+func UnaryOps() []UnaryOp {
+	return []UnaryOp{Neg, Abs, Sign, Exp, Log, Log1p, Expm1, Sqrt, Square, Cube, Tanh, Sigmoid, Inverse, InverseSqrt, Ceil, Floor, ReLU, Softplus, Identity, Sin, Cos, Log2, GELU, SiLU}
+}
+
 // unaries are the UnaryOps' CPU definitions.
 var unaries = [...]unary{
 	Neg:         inType("neg", neg[float32], neg[float64]),

@@ -10,16 +10,9 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 )
 
-// chainOps lists every unary and binary function (their String is not a
-// number's).
+// chainOps lists every unary and binary function.
 func chainOps() (unary []backend.UnaryOp, binary []backend.BinaryOp) {
-	for op := backend.UnaryOp(1); !strings.HasPrefix(op.String(), "UnaryOp("); op++ {
-		unary = append(unary, op)
-	}
-	for op := backend.BinaryOp(1); !strings.HasPrefix(op.String(), "BinaryOp("); op++ {
-		binary = append(binary, op)
-	}
-	return unary, binary
+	return backend.UnaryOps(), backend.BinaryOps()
 }
 
 // randomChain returns a chain of steps steps over inputs inputs (those in

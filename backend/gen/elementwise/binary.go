@@ -48,6 +48,7 @@ func binaryGoFile(bops []binop) ([]byte, error) {
 		consts[i] = [2]string{o.Const, o.Doc}
 	}
 	writeConsts(&b, "BinaryOp", consts)
+	writeAll(&b, "BinaryOp", consts)
 	b.WriteString("\n// binaries are the BinaryOps' CPU definitions.\nvar binaries = [...]binary{\n")
 	for _, o := range bops {
 		fmt.Fprintf(&b, "\t%s: {%q, %s[float32], %s[float64], %d},\n", o.Const, o.Name, o.CPU, o.CPU, o.Cost)

@@ -143,6 +143,7 @@ func goFile(ops []op) ([]byte, error) {
 		consts[i] = [2]string{o.Const, o.Doc}
 	}
 	writeConsts(&b, "UnaryOp", consts)
+	writeAll(&b, "UnaryOp", consts)
 	b.WriteString("\n// unaries are the UnaryOps' CPU definitions.\nvar unaries = [...]unary{\n")
 	for _, o := range ops {
 		if o.Kind == inType {
@@ -174,6 +175,19 @@ func writeConsts(b *bytes.Buffer, typ string, consts [][2]string) {
 		b.WriteString("\n")
 	}
 	b.WriteString(")\n")
+}
+
+// writeAll writes a function that returns every constant of consts, of
+// type typ, in order: the list tests and chains take every function from.
+func writeAll(b *bytes.Buffer, typ string, consts [][2]string) {
+	fmt.Fprintf(b, "\n// %ss returns every %s, in the order of their constants.\nfunc %ss() []%s {\n\treturn []%s{", typ, typ, typ, typ, typ)
+	for i, c := range consts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c[0])
+	}
+	b.WriteString("}\n}\n")
 }
 
 // header starts a generated Go file.
