@@ -381,7 +381,7 @@ func (k ConvGradFilter) Device(p Planner) {
 	f := k.F
 	_, pp, _ := k.Geom.sizes()
 	filterGradDevice(p, k.Geom, f, k.Chunk, k.X, k.DW, func(b0, n int, rows uint64) {
-		elementwise(p, "on_gather_planes", n*f*pp, gatherPlanesArgs{N: n, F: f, P: pp, Src: At(k.DY.Buf, k.DY.Off+b0*f*pp), Dst: rows}.fields()...)
+		elementwise(p, "on_gather_planes", n*f*pp, gatherPlanesArgs{N: n, F: f, P: pp, Src: At(k.DY.Buf, k.DY.Off+b0*f*pp), Dst: rows})
 	})
 }
 

@@ -389,7 +389,7 @@ func rowsDevice(p Planner, n, width int, rows, src, dst Operand, gather bool) {
 	}
 	limit := (m.Buf.Len() - m.Off) / width
 	elementwise(p, indexed(p, "on_rows", n*width, limit*width), n*width,
-		rowsArgs{N: n, Width: width, Limit: limit, Gather: gather, Rows: rows, Src: src, Dst: dst, Fault: p.Fault()}.fields()...)
+		rowsArgs{N: n, Width: width, Limit: limit, Gather: gather, Rows: rows, Src: src, Dst: dst, Fault: p.Fault()})
 }
 
 func copyRows[T Float](n, width int, rows, src, dst Operand, gather bool) Func {
@@ -446,7 +446,7 @@ func (k Take) Host(p *Pool) (Func, error) {
 // Device launches on_take, a thread per destination element.
 func (k Take) Device(p Planner) {
 	elementwise(p, "on_take", k.Outer*k.N*k.Inner,
-		takeArgs{Outer: k.Outer, Axis: k.Axis, Inner: k.Inner, N: k.N, Idx: k.Indices, Src: k.Src, Dst: k.Dst, Fault: p.Fault()}.fields()...)
+		takeArgs{Outer: k.Outer, Axis: k.Axis, Inner: k.Inner, N: k.N, Idx: k.Indices, Src: k.Src, Dst: k.Dst, Fault: p.Fault()})
 }
 
 func takeHost[T Float](p *Pool, k Take) Func {
@@ -517,10 +517,10 @@ func (k TakeGrad) Device(p Planner) {
 	dt := DTypeOf(k.DX)
 	offsets, cursor, order := p.Scratch(Int32, k.Axis+1), p.Scratch(Int32, k.Axis), p.Scratch(Int32, max(k.N, 1))
 	p.SetType(Int32)
-	p.Launch("on_take_index", 1, takeIndexArgs{Axis: k.Axis, N: k.N, Idx: k.Indices, Offsets: offsets, Cursor: cursor, Order: order, Fault: p.Fault()}.fields()...)
+	p.Launch("on_take_index", 1, takeIndexArgs{Axis: k.Axis, N: k.N, Idx: k.Indices, Offsets: offsets, Cursor: cursor, Order: order, Fault: p.Fault()})
 	p.SetType(dt)
 	elementwise(p, "on_take_grad", k.Outer*k.Axis*k.Inner,
-		takeGradArgs{Outer: k.Outer, Axis: k.Axis, Inner: k.Inner, N: k.N, Offsets: offsets, Order: order, Dy: k.DY, Dx: k.DX}.fields()...)
+		takeGradArgs{Outer: k.Outer, Axis: k.Axis, Inner: k.Inner, N: k.N, Offsets: offsets, Order: order, Dy: k.DY, Dx: k.DX})
 }
 
 func takeGradHost[T Float](p *Pool, k TakeGrad) Func {

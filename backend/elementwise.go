@@ -146,7 +146,7 @@ func (k Map) Host(p *Pool) (Func, error) { return onFloats(p, k, mapHost[float32
 
 // Device launches on_map, whose function is unary() in kernels.cu.
 func (k Map) Device(p Planner) {
-	elementwise(p, "on_map", k.N, mapArgs{Op: int(k.Op), N: k.N, Src: k.Src, Dst: k.Dst}.fields()...)
+	elementwise(p, "on_map", k.N, mapArgs{Op: int(k.Op), N: k.N, Src: k.Src, Dst: k.Dst})
 }
 
 func mapHost[T Float](p *Pool, k Map) Func {
@@ -274,7 +274,7 @@ func (k Zip) Host(p *Pool) (Func, error) { return onFloats(p, k, zipHost[float32
 
 // Device launches on_zip, whose function is binary() in kernels.cu.
 func (k Zip) Device(p Planner) {
-	elementwise(p, "on_zip", k.N, zipArgs{Op: int(k.Op), N: k.N, Ascalar: k.AScalar, Bscalar: k.BScalar, A: k.A, B: k.B, Dst: k.Dst}.fields()...)
+	elementwise(p, "on_zip", k.N, zipArgs{Op: int(k.Op), N: k.N, Ascalar: k.AScalar, Bscalar: k.BScalar, A: k.A, B: k.B, Dst: k.Dst})
 }
 
 func zipHost[T Float](p *Pool, k Zip) Func {
@@ -369,7 +369,7 @@ func (k Fill) Host(*Pool) (Func, error) {
 // Device launches on_fill in the destination's type.
 func (k Fill) Device(p Planner) {
 	p.SetType(DTypeOf(k.Dst))
-	elementwise(p, "on_fill", k.N, fillArgs{N: k.N, V: k.Value, Dst: k.Dst}.fields()...)
+	elementwise(p, "on_fill", k.N, fillArgs{N: k.N, V: k.Value, Dst: k.Dst})
 }
 
 func fillHost[E Float | int32](d []E, v E) Func {
@@ -418,7 +418,7 @@ func (k Compare) Host(p *Pool) (Func, error) {
 
 // Device launches on_compare, whose comparison is binary() in kernels.cu.
 func (k Compare) Device(p Planner) {
-	elementwise(p, "on_compare", k.N, compareArgs{Op: int(k.Op), N: k.N, Ascalar: k.AScalar, Bscalar: k.BScalar, A: k.A, B: k.B, Dst: k.Dst}.fields()...)
+	elementwise(p, "on_compare", k.N, compareArgs{Op: int(k.Op), N: k.N, Ascalar: k.AScalar, Bscalar: k.BScalar, A: k.A, B: k.B, Dst: k.Dst})
 }
 
 func compareHost[T Float](p *Pool, k Compare) Func {

@@ -59,8 +59,8 @@ func (k SoftmaxCrossEntropy) Host(p *Pool) (Func, error) {
 // rows' losses in order (on_ce).
 func (k SoftmaxCrossEntropy) Device(p Planner) {
 	part := p.Scratch(Float64, k.Rows)
-	p.Launch("on_ce_rows", k.Rows, ceRowsArgs{Rows: k.Rows, Classes: k.Classes, Z: k.Z, T: k.T, Part: part}.fields()...)
-	p.Launch("on_ce", 1, ceArgs{Rows: k.Rows, Part: part, Loss: k.Loss}.fields()...)
+	p.Launch("on_ce_rows", k.Rows, ceRowsArgs{Rows: k.Rows, Classes: k.Classes, Z: k.Z, T: k.T, Part: part})
+	p.Launch("on_ce", 1, ceArgs{Rows: k.Rows, Part: part, Loss: k.Loss})
 }
 
 // rowLSE returns the maximum and log-sum-exp of a row, in float64.
@@ -114,7 +114,7 @@ func (k SoftmaxCrossEntropyGrad) Host(p *Pool) (Func, error) {
 
 // Device takes a block per row (on_ce_grad).
 func (k SoftmaxCrossEntropyGrad) Device(p Planner) {
-	p.Launch("on_ce_grad", k.Rows, ceGradArgs{Rows: k.Rows, Classes: k.Classes, Z: k.Z, T: k.T, G: k.G, Dz: k.DZ}.fields()...)
+	p.Launch("on_ce_grad", k.Rows, ceGradArgs{Rows: k.Rows, Classes: k.Classes, Z: k.Z, T: k.T, G: k.G, Dz: k.DZ})
 }
 
 func ceGradHost[T Float](_ *Pool, k SoftmaxCrossEntropyGrad) Func {
@@ -159,7 +159,7 @@ func (k LayerNorm) Host(p *Pool) (Func, error) {
 
 // Device takes a block per row (on_layer_norm).
 func (k LayerNorm) Device(p Planner) {
-	p.Launch("on_layer_norm", k.Rows, lnArgs{Rows: k.Rows, D: k.D, Eps: k.Eps, X: k.X, Gamma: k.Gamma, Beta: k.Beta, Y: k.Y}.fields()...)
+	p.Launch("on_layer_norm", k.Rows, lnArgs{Rows: k.Rows, D: k.D, Eps: k.Eps, X: k.X, Gamma: k.Gamma, Beta: k.Beta, Y: k.Y})
 }
 
 // rowStats returns the mean and 1/sqrt(var + eps) of a row, in float64.
@@ -218,7 +218,7 @@ func (k LayerNormGrad) Host(p *Pool) (Func, error) {
 
 // Device takes a block per row (on_layer_norm_grad).
 func (k LayerNormGrad) Device(p Planner) {
-	p.Launch("on_layer_norm_grad", k.Rows, lnGradArgs{Rows: k.Rows, D: k.D, Eps: k.Eps, X: k.X, Gamma: k.Gamma, Dy: k.DY, Dx: k.DX}.fields()...)
+	p.Launch("on_layer_norm_grad", k.Rows, lnGradArgs{Rows: k.Rows, D: k.D, Eps: k.Eps, X: k.X, Gamma: k.Gamma, Dy: k.DY, Dx: k.DX})
 }
 
 func layerNormGradHost[T Float](p *Pool, k LayerNormGrad) Func {
@@ -270,16 +270,16 @@ func (k LayerNormParamGrad) Host(p *Pool) (Func, error) {
 // many rows and few columns.
 func (k LayerNormParamGrad) Device(p Planner) {
 	stats := p.Scratch(Float64, 2*k.Rows)
-	p.Launch("on_layer_norm_stats", k.Rows, lnStatsArgs{Rows: k.Rows, D: k.D, Eps: k.Eps, X: k.X, Stats: stats}.fields()...)
+	p.Launch("on_layer_norm_stats", k.Rows, lnStatsArgs{Rows: k.Rows, D: k.D, Eps: k.Eps, X: k.X, Stats: stats})
 	if k.D >= splitCols || k.Rows < 2*splitRows {
-		elementwise(p, "on_layer_norm_param", k.D, lnParamArgs{Rows: k.Rows, D: k.D, X: k.X, Dy: k.DY, Stats: stats, Dp: k.DParams}.fields()...)
+		elementwise(p, "on_layer_norm_param", k.D, lnParamArgs{Rows: k.Rows, D: k.D, X: k.X, Dy: k.DY, Stats: stats, Dp: k.DParams})
 		return
 	}
 	chunks := chunksOf(k.Rows)
 	part := p.Scratch(Float64, chunks*2*k.D)
 	p.Launch("on_layer_norm_param_partial", chunks*((k.D+DeviceThreads-1)/DeviceThreads),
-		lnPartArgs{Rows: k.Rows, D: k.D, Chunks: chunks, X: k.X, Dy: k.DY, Stats: stats, Part: part}.fields()...)
-	elementwise(p, "on_sum_parts", 2*k.D, partsArgs{Cols: 2 * k.D, Chunks: chunks, Part: part, Dst: k.DParams}.fields()...)
+		lnPartArgs{Rows: k.Rows, D: k.D, Chunks: chunks, X: k.X, Dy: k.DY, Stats: stats, Part: part})
+	elementwise(p, "on_sum_parts", 2*k.D, partsArgs{Cols: 2 * k.D, Chunks: chunks, Part: part, Dst: k.DParams})
 }
 
 func layerNormParamGradHost[T Float](p *Pool, k LayerNormParamGrad) Func {
@@ -503,7 +503,7 @@ func attentionDevice(p Planner, seqs, t, heads, d int, scale float64, q, k, v, o
 	for h := range heads {
 		product(false, true, t, t, dh, scale, head(qa, h), d, t*d, head(ka, h), d, t*d, pb(h), t, t*t)
 	}
-	alongAxis(p, "on_softmax", heads*blocks/t, 1, softmaxArgs{Outer: heads * blocks / t, Axis: t, Inner: 1, Src: pw, Dst: pw}.fields()...)
+	alongAxis(p, "on_softmax", heads*blocks/t, 1, softmaxArgs{Outer: heads * blocks / t, Axis: t, Inner: 1, Src: pw, Dst: pw})
 	if dout.Buf == nil {
 		for h := range heads {
 			product(false, false, t, dh, t, 1, pb(h), t, t*t, head(va, h), d, t*d, head(oa, h), d, t*d)
@@ -520,7 +520,7 @@ func attentionDevice(p Planner, seqs, t, heads, d int, scale float64, q, k, v, o
 		product(false, true, t, t, dh, 1, head(doa, h), d, t*d, head(va, h), d, t*d, dpb(h), t, t*t)
 	}
 	// dS = P (dP - rowsum(dP P)), in place of dP
-	alongAxis(p, "on_softmax_grad", heads*blocks/t, 1, softmaxGradArgs{Outer: heads * blocks / t, Axis: t, Inner: 1, Y: pw, Dy: dpw, Dx: dpw}.fields()...)
+	alongAxis(p, "on_softmax_grad", heads*blocks/t, 1, softmaxGradArgs{Outer: heads * blocks / t, Axis: t, Inner: 1, Y: pw, Dy: dpw, Dx: dpw})
 	for h := range heads {
 		// dQ = scale dS K, dK = scale dS^T Q
 		product(false, false, t, dh, t, scale, dpb(h), t, t*t, head(ka, h), d, t*d, head(dq, h), d, t*d)
@@ -553,7 +553,7 @@ func (k BiasAct) Host(p *Pool) (Func, error) {
 // Device launches on_bias_act.
 func (k BiasAct) Device(p Planner) {
 	elementwise(p, indexed(p, "on_bias_act", k.Rows*k.N), k.Rows*k.N,
-		biasActArgs{Rows: k.Rows, N: k.N, Act: int(k.Act), Grad: false, X: k.X, Bias: k.Bias, Dy: k.X, Out: k.Y}.fields()...)
+		biasActArgs{Rows: k.Rows, N: k.N, Act: int(k.Act), Grad: false, X: k.X, Bias: k.Bias, Dy: k.X, Out: k.Y})
 }
 
 func biasActHost[T Float](p *Pool, k BiasAct) Func {
@@ -599,7 +599,7 @@ func (k BiasActGrad) Host(p *Pool) (Func, error) {
 // Device launches on_bias_act with its gradient flag.
 func (k BiasActGrad) Device(p Planner) {
 	elementwise(p, indexed(p, "on_bias_act", k.Rows*k.N), k.Rows*k.N,
-		biasActArgs{Rows: k.Rows, N: k.N, Act: int(k.Act), Grad: true, X: k.X, Bias: k.Bias, Dy: k.DY, Out: k.DX}.fields()...)
+		biasActArgs{Rows: k.Rows, N: k.N, Act: int(k.Act), Grad: true, X: k.X, Bias: k.Bias, Dy: k.DY, Out: k.DX})
 }
 
 func biasActGradHost[T Float](p *Pool, k BiasActGrad) Func {
@@ -665,7 +665,7 @@ func (k YOLODecode) Host(p *Pool) (Func, error) {
 // Device launches on_yolo, a thread per element.
 func (k YOLODecode) Device(p Planner) {
 	elementwise(p, "on_yolo", k.Batch*k.Grid*k.Grid*k.Boxes*k.Attrs,
-		yoloArgs{Batch: k.Batch, Boxes: k.Boxes, Attrs: k.Attrs, Grid: k.Grid, Stride: k.Stride, Anchors: k.Anchors, Src: k.Src, Dst: k.Dst}.fields()...)
+		yoloArgs{Batch: k.Batch, Boxes: k.Boxes, Attrs: k.Attrs, Grid: k.Grid, Stride: k.Stride, Anchors: k.Anchors, Src: k.Src, Dst: k.Dst})
 }
 
 func yoloHost[T Float](p *Pool, k YOLODecode) Func {

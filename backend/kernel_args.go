@@ -4,17 +4,14 @@ package backend
 
 // The argument structs of backend/elementwise.go's kernels.
 
-// mapArgs are the fields of kernels.cu's MapArgs.
+// mapArgs are the fields of kernels.cu's MapArgs, in order.
 type mapArgs struct {
 	Op, N int
 	Src   Operand
 	Dst   Operand
 }
 
-// fields returns a's fields in the order of MapArgs's: Launch's args.
-func (a mapArgs) fields() []any { return []any{a.Op, a.N, a.Src, a.Dst} }
-
-// zipArgs are the fields of kernels.cu's ZipArgs.
+// zipArgs are the fields of kernels.cu's ZipArgs, in order.
 type zipArgs struct {
 	Op, N            int
 	Ascalar, Bscalar bool
@@ -23,20 +20,14 @@ type zipArgs struct {
 	Dst              Operand
 }
 
-// fields returns a's fields in the order of ZipArgs's: Launch's args.
-func (a zipArgs) fields() []any { return []any{a.Op, a.N, a.Ascalar, a.Bscalar, a.A, a.B, a.Dst} }
-
-// fillArgs are the fields of kernels.cu's FillArgs.
+// fillArgs are the fields of kernels.cu's FillArgs, in order.
 type fillArgs struct {
 	N   int
 	V   float64
 	Dst Operand
 }
 
-// fields returns a's fields in the order of FillArgs's: Launch's args.
-func (a fillArgs) fields() []any { return []any{a.N, a.V, a.Dst} }
-
-// compareArgs are the fields of kernels.cu's CompareArgs.
+// compareArgs are the fields of kernels.cu's CompareArgs, in order.
 type compareArgs struct {
 	Op, N            int
 	Ascalar, Bscalar bool
@@ -45,12 +36,9 @@ type compareArgs struct {
 	Dst              Operand
 }
 
-// fields returns a's fields in the order of CompareArgs's: Launch's args.
-func (a compareArgs) fields() []any { return []any{a.Op, a.N, a.Ascalar, a.Bscalar, a.A, a.B, a.Dst} }
-
 // The argument structs of backend/copies.go's kernels.
 
-// rowsArgs are the fields of kernels.cu's RowsArgs.
+// rowsArgs are the fields of kernels.cu's RowsArgs, in order.
 type rowsArgs struct {
 	N, Width, Limit int
 	Gather          bool
@@ -60,12 +48,7 @@ type rowsArgs struct {
 	Fault           uint64
 }
 
-// fields returns a's fields in the order of RowsArgs's: Launch's args.
-func (a rowsArgs) fields() []any {
-	return []any{a.N, a.Width, a.Limit, a.Gather, a.Rows, a.Src, a.Dst, a.Fault}
-}
-
-// takeArgs are the fields of kernels.cu's TakeArgs.
+// takeArgs are the fields of kernels.cu's TakeArgs, in order.
 type takeArgs struct {
 	Outer, Axis, Inner, N int
 	Idx                   Operand
@@ -74,12 +57,7 @@ type takeArgs struct {
 	Fault                 uint64
 }
 
-// fields returns a's fields in the order of TakeArgs's: Launch's args.
-func (a takeArgs) fields() []any {
-	return []any{a.Outer, a.Axis, a.Inner, a.N, a.Idx, a.Src, a.Dst, a.Fault}
-}
-
-// takeIndexArgs are the fields of kernels.cu's TakeIndexArgs.
+// takeIndexArgs are the fields of kernels.cu's TakeIndexArgs, in order.
 type takeIndexArgs struct {
 	Axis, N int
 	Idx     Operand
@@ -89,12 +67,7 @@ type takeIndexArgs struct {
 	Fault   uint64
 }
 
-// fields returns a's fields in the order of TakeIndexArgs's: Launch's args.
-func (a takeIndexArgs) fields() []any {
-	return []any{a.Axis, a.N, a.Idx, a.Offsets, a.Cursor, a.Order, a.Fault}
-}
-
-// takeGradArgs are the fields of kernels.cu's TakeGradArgs.
+// takeGradArgs are the fields of kernels.cu's TakeGradArgs, in order.
 type takeGradArgs struct {
 	Outer, Axis, Inner, N int
 	Offsets               uint64
@@ -103,44 +76,30 @@ type takeGradArgs struct {
 	Dx                    Operand
 }
 
-// fields returns a's fields in the order of TakeGradArgs's: Launch's args.
-func (a takeGradArgs) fields() []any {
-	return []any{a.Outer, a.Axis, a.Inner, a.N, a.Offsets, a.Order, a.Dy, a.Dx}
-}
-
 // The argument structs of backend/reductions.go's kernels.
 
-// reduceArgs are the fields of kernels.cu's ReduceArgs.
+// reduceArgs are the fields of kernels.cu's ReduceArgs, in order.
 type reduceArgs struct {
 	Op, Outer, Mid, Inner int
 	Src                   Operand
 	Dst                   Operand
 }
 
-// fields returns a's fields in the order of ReduceArgs's: Launch's args.
-func (a reduceArgs) fields() []any { return []any{a.Op, a.Outer, a.Mid, a.Inner, a.Src, a.Dst} }
-
-// partialArgs are the fields of kernels.cu's PartialArgs.
+// partialArgs are the fields of kernels.cu's PartialArgs, in order.
 type partialArgs struct {
 	Outer, Mid, Inner, Chunks int
 	Src                       Operand
 	Part                      uint64
 }
 
-// fields returns a's fields in the order of PartialArgs's: Launch's args.
-func (a partialArgs) fields() []any { return []any{a.Outer, a.Mid, a.Inner, a.Chunks, a.Src, a.Part} }
-
-// partsArgs are the fields of kernels.cu's PartsArgs.
+// partsArgs are the fields of kernels.cu's PartsArgs, in order.
 type partsArgs struct {
 	Cols, Chunks int
 	Part         uint64
 	Dst          Operand
 }
 
-// fields returns a's fields in the order of PartsArgs's: Launch's args.
-func (a partsArgs) fields() []any { return []any{a.Cols, a.Chunks, a.Part, a.Dst} }
-
-// softmaxArgs are the fields of kernels.cu's SoftmaxArgs.
+// softmaxArgs are the fields of kernels.cu's SoftmaxArgs, in order.
 type softmaxArgs struct {
 	Log                bool
 	Outer, Axis, Inner int
@@ -148,10 +107,7 @@ type softmaxArgs struct {
 	Dst                any
 }
 
-// fields returns a's fields in the order of SoftmaxArgs's: Launch's args.
-func (a softmaxArgs) fields() []any { return []any{a.Log, a.Outer, a.Axis, a.Inner, a.Src, a.Dst} }
-
-// softmaxGradArgs are the fields of kernels.cu's SoftmaxGradArgs.
+// softmaxGradArgs are the fields of kernels.cu's SoftmaxGradArgs, in order.
 type softmaxGradArgs struct {
 	Log                bool
 	Outer, Axis, Inner int
@@ -160,22 +116,14 @@ type softmaxGradArgs struct {
 	Dx                 any
 }
 
-// fields returns a's fields in the order of SoftmaxGradArgs's: Launch's args.
-func (a softmaxGradArgs) fields() []any {
-	return []any{a.Log, a.Outer, a.Axis, a.Inner, a.Y, a.Dy, a.Dx}
-}
-
-// finiteArgs are the fields of kernels.cu's FiniteArgs.
+// finiteArgs are the fields of kernels.cu's FiniteArgs, in order.
 type finiteArgs struct {
 	N    int
 	Src  Operand
 	Flag Operand
 }
 
-// fields returns a's fields in the order of FiniteArgs's: Launch's args.
-func (a finiteArgs) fields() []any { return []any{a.N, a.Src, a.Flag} }
-
-// absMaxArgs are the fields of kernels.cu's AbsMaxArgs.
+// absMaxArgs are the fields of kernels.cu's AbsMaxArgs, in order.
 type absMaxArgs struct {
 	Na, Nb int
 	A      Operand
@@ -183,10 +131,7 @@ type absMaxArgs struct {
 	Ws     uint64
 }
 
-// fields returns a's fields in the order of AbsMaxArgs's: Launch's args.
-func (a absMaxArgs) fields() []any { return []any{a.Na, a.Nb, a.A, a.B, a.Ws} }
-
-// verdictArgs are the fields of kernels.cu's VerdictArgs.
+// verdictArgs are the fields of kernels.cu's VerdictArgs, in order.
 type verdictArgs struct {
 	Ra    int
 	Limit float64
@@ -194,10 +139,7 @@ type verdictArgs struct {
 	Flag  Operand
 }
 
-// fields returns a's fields in the order of VerdictArgs's: Launch's args.
-func (a verdictArgs) fields() []any { return []any{a.Ra, a.Limit, a.Ws, a.Flag} }
-
-// correctArgs are the fields of kernels.cu's CorrectArgs.
+// correctArgs are the fields of kernels.cu's CorrectArgs, in order.
 type correctArgs struct {
 	Rows, Classes int
 	S             Operand
@@ -205,20 +147,14 @@ type correctArgs struct {
 	Count         Operand
 }
 
-// fields returns a's fields in the order of CorrectArgs's: Launch's args.
-func (a correctArgs) fields() []any { return []any{a.Rows, a.Classes, a.S, a.T, a.Count} }
-
-// sparsemaxArgs are the fields of kernels.cu's SparsemaxArgs.
+// sparsemaxArgs are the fields of kernels.cu's SparsemaxArgs, in order.
 type sparsemaxArgs struct {
 	Rows, Cols int
 	Src        Operand
 	Dst        Operand
 }
 
-// fields returns a's fields in the order of SparsemaxArgs's: Launch's args.
-func (a sparsemaxArgs) fields() []any { return []any{a.Rows, a.Cols, a.Src, a.Dst} }
-
-// sparsemaxGradArgs are the fields of kernels.cu's SparsemaxGradArgs.
+// sparsemaxGradArgs are the fields of kernels.cu's SparsemaxGradArgs, in order.
 type sparsemaxGradArgs struct {
 	Rows, Cols int
 	Y          Operand
@@ -226,12 +162,9 @@ type sparsemaxGradArgs struct {
 	Dx         Operand
 }
 
-// fields returns a's fields in the order of SparsemaxGradArgs's: Launch's args.
-func (a sparsemaxGradArgs) fields() []any { return []any{a.Rows, a.Cols, a.Y, a.Dy, a.Dx} }
-
 // The argument structs of backend/fused.go's kernels.
 
-// ceRowsArgs are the fields of kernels.cu's CERowsArgs.
+// ceRowsArgs are the fields of kernels.cu's CERowsArgs, in order.
 type ceRowsArgs struct {
 	Rows, Classes int
 	Z             Operand
@@ -239,20 +172,14 @@ type ceRowsArgs struct {
 	Part          uint64
 }
 
-// fields returns a's fields in the order of CERowsArgs's: Launch's args.
-func (a ceRowsArgs) fields() []any { return []any{a.Rows, a.Classes, a.Z, a.T, a.Part} }
-
-// ceArgs are the fields of kernels.cu's CEArgs.
+// ceArgs are the fields of kernels.cu's CEArgs, in order.
 type ceArgs struct {
 	Rows int
 	Part uint64
 	Loss Operand
 }
 
-// fields returns a's fields in the order of CEArgs's: Launch's args.
-func (a ceArgs) fields() []any { return []any{a.Rows, a.Part, a.Loss} }
-
-// ceGradArgs are the fields of kernels.cu's CEGradArgs.
+// ceGradArgs are the fields of kernels.cu's CEGradArgs, in order.
 type ceGradArgs struct {
 	Rows, Classes int
 	Z             Operand
@@ -261,10 +188,7 @@ type ceGradArgs struct {
 	Dz            Operand
 }
 
-// fields returns a's fields in the order of CEGradArgs's: Launch's args.
-func (a ceGradArgs) fields() []any { return []any{a.Rows, a.Classes, a.Z, a.T, a.G, a.Dz} }
-
-// lnArgs are the fields of kernels.cu's LNArgs.
+// lnArgs are the fields of kernels.cu's LNArgs, in order.
 type lnArgs struct {
 	Rows, D int
 	Eps     float64
@@ -274,10 +198,7 @@ type lnArgs struct {
 	Y       Operand
 }
 
-// fields returns a's fields in the order of LNArgs's: Launch's args.
-func (a lnArgs) fields() []any { return []any{a.Rows, a.D, a.Eps, a.X, a.Gamma, a.Beta, a.Y} }
-
-// lnGradArgs are the fields of kernels.cu's LNGradArgs.
+// lnGradArgs are the fields of kernels.cu's LNGradArgs, in order.
 type lnGradArgs struct {
 	Rows, D int
 	Eps     float64
@@ -287,10 +208,7 @@ type lnGradArgs struct {
 	Dx      Operand
 }
 
-// fields returns a's fields in the order of LNGradArgs's: Launch's args.
-func (a lnGradArgs) fields() []any { return []any{a.Rows, a.D, a.Eps, a.X, a.Gamma, a.Dy, a.Dx} }
-
-// lnStatsArgs are the fields of kernels.cu's LNStatsArgs.
+// lnStatsArgs are the fields of kernels.cu's LNStatsArgs, in order.
 type lnStatsArgs struct {
 	Rows, D int
 	Eps     float64
@@ -298,10 +216,7 @@ type lnStatsArgs struct {
 	Stats   uint64
 }
 
-// fields returns a's fields in the order of LNStatsArgs's: Launch's args.
-func (a lnStatsArgs) fields() []any { return []any{a.Rows, a.D, a.Eps, a.X, a.Stats} }
-
-// lnParamArgs are the fields of kernels.cu's LNParamArgs.
+// lnParamArgs are the fields of kernels.cu's LNParamArgs, in order.
 type lnParamArgs struct {
 	Rows, D int
 	X       Operand
@@ -310,10 +225,7 @@ type lnParamArgs struct {
 	Dp      Operand
 }
 
-// fields returns a's fields in the order of LNParamArgs's: Launch's args.
-func (a lnParamArgs) fields() []any { return []any{a.Rows, a.D, a.X, a.Dy, a.Stats, a.Dp} }
-
-// lnPartArgs are the fields of kernels.cu's LNPartArgs.
+// lnPartArgs are the fields of kernels.cu's LNPartArgs, in order.
 type lnPartArgs struct {
 	Rows, D, Chunks int
 	X               Operand
@@ -322,10 +234,7 @@ type lnPartArgs struct {
 	Part            uint64
 }
 
-// fields returns a's fields in the order of LNPartArgs's: Launch's args.
-func (a lnPartArgs) fields() []any { return []any{a.Rows, a.D, a.Chunks, a.X, a.Dy, a.Stats, a.Part} }
-
-// biasActArgs are the fields of kernels.cu's BiasActArgs.
+// biasActArgs are the fields of kernels.cu's BiasActArgs, in order.
 type biasActArgs struct {
 	Rows, N, Act int
 	Grad         bool
@@ -335,12 +244,7 @@ type biasActArgs struct {
 	Out          Operand
 }
 
-// fields returns a's fields in the order of BiasActArgs's: Launch's args.
-func (a biasActArgs) fields() []any {
-	return []any{a.Rows, a.N, a.Act, a.Grad, a.X, a.Bias, a.Dy, a.Out}
-}
-
-// yoloArgs are the fields of kernels.cu's YoloArgs.
+// yoloArgs are the fields of kernels.cu's YoloArgs, in order.
 type yoloArgs struct {
 	Batch, Boxes, Attrs, Grid int
 	Stride                    float64
@@ -349,26 +253,18 @@ type yoloArgs struct {
 	Dst                       Operand
 }
 
-// fields returns a's fields in the order of YoloArgs's: Launch's args.
-func (a yoloArgs) fields() []any {
-	return []any{a.Batch, a.Boxes, a.Attrs, a.Grid, a.Stride, a.Anchors, a.Src, a.Dst}
-}
-
 // The argument structs of backend/products.go's kernels.
 
-// scaleArgs are the fields of kernels.cu's ScaleArgs.
+// scaleArgs are the fields of kernels.cu's ScaleArgs, in order.
 type scaleArgs struct {
 	Batch, M, N, Ldc, Stride int
 	Beta                     float64
 	C                        Operand
 }
 
-// fields returns a's fields in the order of ScaleArgs's: Launch's args.
-func (a scaleArgs) fields() []any { return []any{a.Batch, a.M, a.N, a.Ldc, a.Stride, a.Beta, a.C} }
-
 // The argument structs of backend/linalg.go's kernels.
 
-// cholArgs are the fields of kernels.cu's CholArgs.
+// cholArgs are the fields of kernels.cu's CholArgs, in order.
 type cholArgs struct {
 	N     int
 	Tol   float64
@@ -377,10 +273,7 @@ type cholArgs struct {
 	Fault uint64
 }
 
-// fields returns a's fields in the order of CholArgs's: Launch's args.
-func (a cholArgs) fields() []any { return []any{a.N, a.Tol, a.G, a.R, a.Fault} }
-
-// trsmArgs are the fields of kernels.cu's TrsmArgs.
+// trsmArgs are the fields of kernels.cu's TrsmArgs, in order.
 type trsmArgs struct {
 	M, N  int
 	A     uint64
@@ -388,20 +281,14 @@ type trsmArgs struct {
 	Fault uint64
 }
 
-// fields returns a's fields in the order of TrsmArgs's: Launch's args.
-func (a trsmArgs) fields() []any { return []any{a.M, a.N, a.A, a.R, a.Fault} }
-
-// diagArgs are the fields of kernels.cu's DiagArgs.
+// diagArgs are the fields of kernels.cu's DiagArgs, in order.
 type diagArgs struct {
 	N int
 	G uint64
 	D uint64
 }
 
-// fields returns a's fields in the order of DiagArgs's: Launch's args.
-func (a diagArgs) fields() []any { return []any{a.N, a.G, a.D} }
-
-// potrfCheckArgs are the fields of kernels.cu's PotrfCheckArgs.
+// potrfCheckArgs are the fields of kernels.cu's PotrfCheckArgs, in order.
 type potrfCheckArgs struct {
 	N     int
 	Tol   float64
@@ -411,24 +298,18 @@ type potrfCheckArgs struct {
 	Fault uint64
 }
 
-// fields returns a's fields in the order of PotrfCheckArgs's: Launch's args.
-func (a potrfCheckArgs) fields() []any { return []any{a.N, a.Tol, a.Info, a.R, a.D, a.Fault} }
-
 // The argument structs of backend/conv.go's kernels.
 
-// gatherPlanesArgs are the fields of kernels.cu's GatherPlanesArgs.
+// gatherPlanesArgs are the fields of kernels.cu's GatherPlanesArgs, in order.
 type gatherPlanesArgs struct {
 	N, F, P int
 	Src     Operand
 	Dst     uint64
 }
 
-// fields returns a's fields in the order of GatherPlanesArgs's: Launch's args.
-func (a gatherPlanesArgs) fields() []any { return []any{a.N, a.F, a.P, a.Src, a.Dst} }
-
 // The argument structs of backend/step.go's kernels.
 
-// sgdArgs are the fields of kernels.cu's SGDArgs.
+// sgdArgs are the fields of kernels.cu's SGDArgs, in order.
 type sgdArgs struct {
 	N               int
 	Momentum, Decay float64
@@ -438,10 +319,7 @@ type sgdArgs struct {
 	Lr              Operand
 }
 
-// fields returns a's fields in the order of SGDArgs's: Launch's args.
-func (a sgdArgs) fields() []any { return []any{a.N, a.Momentum, a.Decay, a.W, a.G, a.Mom, a.Lr} }
-
-// adamArgs are the fields of kernels.cu's AdamArgs.
+// adamArgs are the fields of kernels.cu's AdamArgs, in order.
 type adamArgs struct {
 	N                  int
 	B1, B2, Eps, Decay float64
@@ -452,12 +330,7 @@ type adamArgs struct {
 	Hyper              Operand
 }
 
-// fields returns a's fields in the order of AdamArgs's: Launch's args.
-func (a adamArgs) fields() []any {
-	return []any{a.N, a.B1, a.B2, a.Eps, a.Decay, a.W, a.G, a.M, a.V, a.Hyper}
-}
-
-// addScaledArgs are the fields of kernels.cu's AddScaledArgs.
+// addScaledArgs are the fields of kernels.cu's AddScaledArgs, in order.
 type addScaledArgs struct {
 	N     int
 	Alpha float64
@@ -467,10 +340,7 @@ type addScaledArgs struct {
 	Scale Operand
 }
 
-// fields returns a's fields in the order of AddScaledArgs's: Launch's args.
-func (a addScaledArgs) fields() []any { return []any{a.N, a.Alpha, a.X, a.Y, a.Dst, a.Scale} }
-
-// skewArgs are the fields of kernels.cu's SkewArgs.
+// skewArgs are the fields of kernels.cu's SkewArgs, in order.
 type skewArgs struct {
 	R  int
 	B  Operand
@@ -478,31 +348,22 @@ type skewArgs struct {
 	Lr Operand
 }
 
-// fields returns a's fields in the order of SkewArgs's: Launch's args.
-func (a skewArgs) fields() []any { return []any{a.R, a.B, a.Y, a.Lr} }
-
-// deltaArgs are the fields of kernels.cu's DeltaArgs.
+// deltaArgs are the fields of kernels.cu's DeltaArgs, in order.
 type deltaArgs struct {
 	R   int
 	Y   Operand
 	Dst Operand
 }
 
-// fields returns a's fields in the order of DeltaArgs's: Launch's args.
-func (a deltaArgs) fields() []any { return []any{a.R, a.Y, a.Dst} }
-
-// symArgs are the fields of kernels.cu's SymArgs.
+// symArgs are the fields of kernels.cu's SymArgs, in order.
 type symArgs struct {
 	N int
 	A Operand
 }
 
-// fields returns a's fields in the order of SymArgs's: Launch's args.
-func (a symArgs) fields() []any { return []any{a.N, a.A} }
-
 // The argument structs of backend/random.go's kernels.
 
-// maskArgs are the fields of kernels.cu's MaskArgs.
+// maskArgs are the fields of kernels.cu's MaskArgs, in order.
 type maskArgs struct {
 	N            int
 	P            float64
@@ -511,10 +372,7 @@ type maskArgs struct {
 	Dst          Operand
 }
 
-// fields returns a's fields in the order of MaskArgs's: Launch's args.
-func (a maskArgs) fields() []any { return []any{a.N, a.P, a.Seed, a.Stream, a.Step, a.Dst} }
-
-// dropArgs are the fields of kernels.cu's DropArgs.
+// dropArgs are the fields of kernels.cu's DropArgs, in order.
 type dropArgs struct {
 	N            int
 	P            float64
@@ -524,10 +382,7 @@ type dropArgs struct {
 	Y            Operand
 }
 
-// fields returns a's fields in the order of DropArgs's: Launch's args.
-func (a dropArgs) fields() []any { return []any{a.N, a.P, a.Seed, a.Stream, a.Step, a.X, a.Y} }
-
-// randomArgs are the fields of kernels.cu's RandomArgs.
+// randomArgs are the fields of kernels.cu's RandomArgs, in order.
 type randomArgs struct {
 	Dist, N      int
 	A, B         float64
@@ -536,14 +391,9 @@ type randomArgs struct {
 	Dst          Operand
 }
 
-// fields returns a's fields in the order of RandomArgs's: Launch's args.
-func (a randomArgs) fields() []any {
-	return []any{a.Dist, a.N, a.A, a.B, a.Seed, a.Stream, a.Step, a.Dst}
-}
-
 // The argument structs of backend/norm.go's kernels.
 
-// bnStatsArgs are the fields of kernels.cu's BNStatsArgs.
+// bnStatsArgs are the fields of kernels.cu's BNStatsArgs, in order.
 type bnStatsArgs struct {
 	Batch, C, Spatial int
 	Update            bool
@@ -555,12 +405,7 @@ type bnStatsArgs struct {
 	St                uint64
 }
 
-// fields returns a's fields in the order of BNStatsArgs's: Launch's args.
-func (a bnStatsArgs) fields() []any {
-	return []any{a.Batch, a.C, a.Spatial, a.Update, a.Momentum, a.Eps, a.X, a.Dy, a.Mean, a.Var, a.St}
-}
-
-// bnRunArgs are the fields of kernels.cu's BNRunArgs.
+// bnRunArgs are the fields of kernels.cu's BNRunArgs, in order.
 type bnRunArgs struct {
 	C    int
 	Eps  float64
@@ -569,10 +414,7 @@ type bnRunArgs struct {
 	St   uint64
 }
 
-// fields returns a's fields in the order of BNRunArgs's: Launch's args.
-func (a bnRunArgs) fields() []any { return []any{a.C, a.Eps, a.Mean, a.Var, a.St} }
-
-// bnApplyArgs are the fields of kernels.cu's BNApplyArgs.
+// bnApplyArgs are the fields of kernels.cu's BNApplyArgs, in order.
 type bnApplyArgs struct {
 	N, C, Spatial int
 	X             Operand
@@ -580,10 +422,7 @@ type bnApplyArgs struct {
 	Y             Operand
 }
 
-// fields returns a's fields in the order of BNApplyArgs's: Launch's args.
-func (a bnApplyArgs) fields() []any { return []any{a.N, a.C, a.Spatial, a.X, a.St, a.Y} }
-
-// bnGradArgs are the fields of kernels.cu's BNGradArgs.
+// bnGradArgs are the fields of kernels.cu's BNGradArgs, in order.
 type bnGradArgs struct {
 	N, C, Spatial int
 	Training      bool
@@ -591,9 +430,4 @@ type bnGradArgs struct {
 	Dy            Operand
 	St            uint64
 	Dx            Operand
-}
-
-// fields returns a's fields in the order of BNGradArgs's: Launch's args.
-func (a bnGradArgs) fields() []any {
-	return []any{a.N, a.C, a.Spatial, a.Training, a.X, a.Dy, a.St, a.Dx}
 }

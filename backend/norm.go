@@ -50,12 +50,12 @@ func (k BatchNorm) Device(p Planner) {
 	st := p.Scratch(Float64, 4*k.C)
 	if k.Training {
 		p.Launch("on_batch_norm_stats", k.C,
-			bnStatsArgs{Batch: k.Batch, C: k.C, Spatial: k.Spatial, Update: true, Momentum: k.Momentum, Eps: k.Eps, X: k.X, Mean: k.Mean, Var: k.Var, St: st}.fields()...)
+			bnStatsArgs{Batch: k.Batch, C: k.C, Spatial: k.Spatial, Update: true, Momentum: k.Momentum, Eps: k.Eps, X: k.X, Mean: k.Mean, Var: k.Var, St: st})
 	} else {
-		elementwise(p, "on_batch_norm_running", k.C, bnRunArgs{C: k.C, Eps: k.Eps, Mean: k.Mean, Var: k.Var, St: st}.fields()...)
+		elementwise(p, "on_batch_norm_running", k.C, bnRunArgs{C: k.C, Eps: k.Eps, Mean: k.Mean, Var: k.Var, St: st})
 	}
 	n := k.Batch * k.C * k.Spatial
-	elementwise(p, "on_batch_norm_apply", n, bnApplyArgs{N: n, C: k.C, Spatial: k.Spatial, X: k.X, St: st, Y: k.Y}.fields()...)
+	elementwise(p, "on_batch_norm_apply", n, bnApplyArgs{N: n, C: k.C, Spatial: k.Spatial, X: k.X, St: st, Y: k.Y})
 }
 
 func batchNormHost[T Float](p *Pool, k BatchNorm) Func {
@@ -182,13 +182,13 @@ func (k BatchNormGrad) Device(p Planner) {
 	st := p.Scratch(Float64, 4*k.C)
 	if k.Training {
 		p.Launch("on_batch_norm_stats", k.C,
-			bnStatsArgs{Batch: k.Batch, C: k.C, Spatial: k.Spatial, Eps: k.Eps, X: k.X, Dy: k.DY, St: st}.fields()...)
+			bnStatsArgs{Batch: k.Batch, C: k.C, Spatial: k.Spatial, Eps: k.Eps, X: k.X, Dy: k.DY, St: st})
 	} else {
-		elementwise(p, "on_batch_norm_running", k.C, bnRunArgs{C: k.C, Eps: k.Eps, Var: k.Var, St: st}.fields()...)
+		elementwise(p, "on_batch_norm_running", k.C, bnRunArgs{C: k.C, Eps: k.Eps, Var: k.Var, St: st})
 	}
 	n := k.Batch * k.C * k.Spatial
 	elementwise(p, "on_batch_norm_grad_apply", n,
-		bnGradArgs{N: n, C: k.C, Spatial: k.Spatial, Training: k.Training, X: k.X, Dy: k.DY, St: st, Dx: k.DX}.fields()...)
+		bnGradArgs{N: n, C: k.C, Spatial: k.Spatial, Training: k.Training, X: k.X, Dy: k.DY, St: st, Dx: k.DX})
 }
 
 func batchNormGradHost[T Float](p *Pool, k BatchNormGrad) Func {

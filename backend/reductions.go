@@ -52,7 +52,7 @@ func (k Reduce) Host(p *Pool) (Func, error) {
 func (k Reduce) Device(p Planner) {
 	a := reduceArgs{Op: int(k.Op), Outer: k.Outer, Mid: k.Mid, Inner: k.Inner, Src: k.Src, Dst: k.Dst}
 	if k.Inner == 1 {
-		p.Launch("on_reduce_rows", k.Outer, a.fields()...)
+		p.Launch("on_reduce_rows", k.Outer, a)
 		return
 	}
 	if k.Op == Sum && k.Outer*k.Inner < splitCols && k.Mid >= 2*splitRows {
@@ -61,11 +61,11 @@ func (k Reduce) Device(p Planner) {
 		cols, chunks := k.Outer*k.Inner, chunksOf(k.Mid)
 		part := p.Scratch(Float64, chunks*cols)
 		p.Launch("on_sum_partial", chunks*((cols+DeviceThreads-1)/DeviceThreads),
-			partialArgs{Outer: k.Outer, Mid: k.Mid, Inner: k.Inner, Chunks: chunks, Src: k.Src, Part: part}.fields()...)
-		elementwise(p, "on_sum_parts", cols, partsArgs{Cols: cols, Chunks: chunks, Part: part, Dst: k.Dst}.fields()...)
+			partialArgs{Outer: k.Outer, Mid: k.Mid, Inner: k.Inner, Chunks: chunks, Src: k.Src, Part: part})
+		elementwise(p, "on_sum_parts", cols, partsArgs{Cols: cols, Chunks: chunks, Part: part, Dst: k.Dst})
 		return
 	}
-	elementwise(p, indexed(p, "on_reduce_mid", k.Outer*k.Mid*k.Inner), k.Outer*k.Inner, a.fields()...)
+	elementwise(p, indexed(p, "on_reduce_mid", k.Outer*k.Mid*k.Inner), k.Outer*k.Inner, a)
 }
 
 // A sum down a middle axis is split on a device into chunks of at least
@@ -180,7 +180,7 @@ func (k Softmax) Host(p *Pool) (Func, error) {
 // Device launches on_softmax (on_softmax_rows where Inner is 1).
 func (k Softmax) Device(p Planner) {
 	alongAxis(p, lanes(p, "on_softmax", k.Outer, k.Axis, k.Inner), k.Outer, k.Inner,
-		softmaxArgs{Log: k.Log, Outer: k.Outer, Axis: k.Axis, Inner: k.Inner, Src: k.Src, Dst: k.Dst}.fields()...)
+		softmaxArgs{Log: k.Log, Outer: k.Outer, Axis: k.Axis, Inner: k.Inner, Src: k.Src, Dst: k.Dst})
 }
 
 // lanes returns the name of a kernel along the middle axis for alongAxis:
@@ -250,7 +250,7 @@ func (k SoftmaxGrad) Host(p *Pool) (Func, error) {
 // Device launches on_softmax_grad (on_softmax_grad_rows where Inner is 1).
 func (k SoftmaxGrad) Device(p Planner) {
 	alongAxis(p, lanes(p, "on_softmax_grad", k.Outer, k.Axis, k.Inner), k.Outer, k.Inner,
-		softmaxGradArgs{Log: k.Log, Outer: k.Outer, Axis: k.Axis, Inner: k.Inner, Y: k.Y, Dy: k.DY, Dx: k.DX}.fields()...)
+		softmaxGradArgs{Log: k.Log, Outer: k.Outer, Axis: k.Axis, Inner: k.Inner, Y: k.Y, Dy: k.DY, Dx: k.DX})
 }
 
 func softmaxGradHost[T Float](p *Pool, k SoftmaxGrad) Func {
@@ -320,7 +320,7 @@ func (k CheckFinite) Device(p Planner) {
 	dt := DTypeOf(k.Src)
 	p.SetType(dt)
 	if dt != Int32 { // integers are finite
-		elementwise(p, "on_check_finite", k.N, finiteArgs{N: k.N, Src: k.Src, Flag: k.Flag}.fields()...)
+		elementwise(p, "on_check_finite", k.N, finiteArgs{N: k.N, Src: k.Src, Flag: k.Flag})
 	}
 }
 
@@ -356,8 +356,8 @@ func (k CheckProduct) Device(p Planner) {
 		limit = math.MaxFloat32 / 2
 	}
 	ws := p.Scratch(Float64, 2) // two 64-bit words, zero between runs
-	elementwise(p, "on_absmax", k.RA*(k.CA+k.CB), absMaxArgs{Na: k.RA * k.CA, Nb: k.RA * k.CB, A: k.A, B: k.B, Ws: ws}.fields()...)
-	p.Launch("on_product_verdict", 1, verdictArgs{Ra: k.RA, Limit: limit, Ws: ws, Flag: k.Flag}.fields()...)
+	elementwise(p, "on_absmax", k.RA*(k.CA+k.CB), absMaxArgs{Na: k.RA * k.CA, Nb: k.RA * k.CB, A: k.A, B: k.B, Ws: ws})
+	p.Launch("on_product_verdict", 1, verdictArgs{Ra: k.RA, Limit: limit, Ws: ws, Flag: k.Flag})
 }
 
 func checkProductHost[T Float](p *Pool, k CheckProduct) Func {
@@ -464,7 +464,7 @@ func (k CountCorrect) Host(p *Pool) (Func, error) {
 
 // Device counts with one block, a thread per row (on_count_correct).
 func (k CountCorrect) Device(p Planner) {
-	p.Launch("on_count_correct", 1, correctArgs{Rows: k.Rows, Classes: k.Classes, S: k.Scores, T: k.Targets, Count: k.Count}.fields()...)
+	p.Launch("on_count_correct", 1, correctArgs{Rows: k.Rows, Classes: k.Classes, S: k.Scores, T: k.Targets, Count: k.Count})
 }
 
 func countCorrectHost[T Float](_ *Pool, k CountCorrect) Func {
@@ -519,7 +519,7 @@ func (k Sparsemax) Host(p *Pool) (Func, error) {
 // counting, for each element, the elements at least as large and their
 // sum, without a sort.
 func (k Sparsemax) Device(p Planner) {
-	p.Launch("on_sparsemax", k.Rows, sparsemaxArgs{Rows: k.Rows, Cols: k.Cols, Src: k.Src, Dst: k.Dst}.fields()...)
+	p.Launch("on_sparsemax", k.Rows, sparsemaxArgs{Rows: k.Rows, Cols: k.Cols, Src: k.Src, Dst: k.Dst})
 }
 
 func sparsemaxHost[T Float](p *Pool, k Sparsemax) Func {
@@ -584,7 +584,7 @@ func (k SparsemaxGrad) Host(p *Pool) (Func, error) {
 
 // Device takes a block per row (on_sparsemax_grad).
 func (k SparsemaxGrad) Device(p Planner) {
-	p.Launch("on_sparsemax_grad", k.Rows, sparsemaxGradArgs{Rows: k.Rows, Cols: k.Cols, Y: k.Y, Dy: k.DY, Dx: k.DX}.fields()...)
+	p.Launch("on_sparsemax_grad", k.Rows, sparsemaxGradArgs{Rows: k.Rows, Cols: k.Cols, Y: k.Y, Dy: k.DY, Dx: k.DX})
 }
 
 func sparsemaxGradHost[T Float](p *Pool, k SparsemaxGrad) Func {

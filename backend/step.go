@@ -43,7 +43,7 @@ func (k SGDStep) Host(p *Pool) (Func, error) {
 
 // Device launches on_sgd.
 func (k SGDStep) Device(p Planner) {
-	elementwise(p, "on_sgd", k.N, sgdArgs{N: k.N, Momentum: k.Momentum, Decay: k.Decay, W: k.W, G: k.G, Mom: k.Mom, Lr: k.LR}.fields()...)
+	elementwise(p, "on_sgd", k.N, sgdArgs{N: k.N, Momentum: k.Momentum, Decay: k.Decay, W: k.W, G: k.G, Mom: k.Mom, Lr: k.LR})
 }
 
 func sgdHost[T Float](p *Pool, k SGDStep) Func {
@@ -98,7 +98,7 @@ func (k AdamStep) Host(p *Pool) (Func, error) {
 // Device launches on_adam.
 func (k AdamStep) Device(p Planner) {
 	elementwise(p, "on_adam", k.N,
-		adamArgs{N: k.N, B1: k.Beta1, B2: k.Beta2, Eps: k.Eps, Decay: k.Decay, W: k.W, G: k.G, M: k.M, V: k.V, Hyper: k.Hyper}.fields()...)
+		adamArgs{N: k.N, B1: k.Beta1, B2: k.Beta2, Eps: k.Eps, Decay: k.Decay, W: k.W, G: k.G, M: k.M, V: k.V, Hyper: k.Hyper})
 }
 
 func adamHost[T Float](p *Pool, k AdamStep) Func {
@@ -141,7 +141,7 @@ func (k AddScaled) Host(p *Pool) (Func, error) {
 
 // Device launches on_add_scaled.
 func (k AddScaled) Device(p Planner) {
-	elementwise(p, "on_add_scaled", k.N, addScaledArgs{N: k.N, Alpha: k.Alpha, X: k.X, Y: k.Y, Dst: k.Dst, Scale: k.Scale}.fields()...)
+	elementwise(p, "on_add_scaled", k.N, addScaledArgs{N: k.N, Alpha: k.Alpha, X: k.X, Y: k.Y, Dst: k.Dst, Scale: k.Scale})
 }
 
 func addScaledHost[T Float](p *Pool, k AddScaled) Func {
@@ -191,7 +191,7 @@ func (k SkewStep) Host(p *Pool) (Func, error) {
 // Device launches on_skew in B's type.
 func (k SkewStep) Device(p Planner) {
 	p.SetType(DTypeOf(k.B))
-	elementwise(p, indexed(p, "on_skew", k.R*k.R), k.R*k.R, skewArgs{R: k.R, B: k.B, Y: k.Y, Lr: k.LR}.fields()...)
+	elementwise(p, indexed(p, "on_skew", k.R*k.R), k.R*k.R, skewArgs{R: k.R, B: k.B, Y: k.Y, Lr: k.LR})
 }
 
 func skewHost[T Float](_ *Pool, k SkewStep) Func {
@@ -238,7 +238,7 @@ func (k IdentityDelta) Host(p *Pool) (Func, error) {
 // Device launches on_identity_delta in Dst's type.
 func (k IdentityDelta) Device(p Planner) {
 	p.SetType(DTypeOf(k.Dst))
-	elementwise(p, indexed(p, "on_identity_delta", k.R*k.R), k.R*k.R, deltaArgs{R: k.R, Y: k.Y, Dst: k.Dst}.fields()...)
+	elementwise(p, indexed(p, "on_identity_delta", k.R*k.R), k.R*k.R, deltaArgs{R: k.R, Y: k.Y, Dst: k.Dst})
 }
 
 func identityDeltaHost[T Float](_ *Pool, k IdentityDelta) Func {
@@ -273,7 +273,7 @@ func (k Symmetrize) Host(p *Pool) (Func, error) {
 
 // Device launches on_symmetrize.
 func (k Symmetrize) Device(p Planner) {
-	elementwise(p, indexed(p, "on_symmetrize", k.N*k.N), k.N*k.N, symArgs{N: k.N, A: k.A}.fields()...)
+	elementwise(p, indexed(p, "on_symmetrize", k.N*k.N), k.N*k.N, symArgs{N: k.N, A: k.A})
 }
 
 func symmetrizeHost[T Float](_ *Pool, k Symmetrize) Func {

@@ -11,6 +11,7 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
+	"reflect"
 	"unsafe"
 
 	"github.com/orthonet/orthonet/backend"
@@ -171,7 +172,9 @@ func (p *planner) SetType(dt backend.DType) { p.dt, p.sfx = dt, suffix(dt) }
 
 // words encodes kernel arguments as the words of an argument struct:
 // integers and booleans as int64, floats as float64, operands and
-// addresses as device addresses.
+// addresses as device addresses, and a struct (package backend's
+// argument structs, kernel_args.go) or an array as its fields or elements
+// in order.
 func (p *planner) words(args ...any) []uint64 {
 	w := make([]uint64, 0, len(args))
 	for _, a := range args {
@@ -191,12 +194,34 @@ func (p *planner) words(args ...any) []uint64 {
 		case backend.Operand:
 			w = append(w, p.Addr(v))
 		default:
+			if r := reflect.ValueOf(a); r.Kind() == reflect.Struct || r.Kind() == reflect.Array {
+				w = append(w, p.words(elements(r)...)...)
+				continue
+			}
 			if p.err == nil {
 				p.err = fmt.Errorf("cudak: kernel argument of type %T", a)
 			}
 		}
 	}
 	return w
+}
+
+// elements returns the fields of a struct, or the elements of an array,
+// in order.
+func elements(r reflect.Value) []any {
+	n := r.Len
+	if r.Kind() == reflect.Struct {
+		n = r.NumField
+	}
+	e := make([]any, n())
+	for i := range e {
+		if r.Kind() == reflect.Struct {
+			e[i] = r.Field(i).Interface()
+		} else {
+			e[i] = r.Index(i).Interface()
+		}
+	}
+	return e
 }
 
 // Addr returns the device address of an operand, 0 for one without a

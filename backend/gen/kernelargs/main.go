@@ -1,8 +1,8 @@
 // Command kernelargs writes the argument structs of kernels.cu's kernels on
 // both sides of a launch from the tables in table.go, one per family file
 // of package backend: in Go (backend/kernel_args.go) a struct per argument
-// struct with its fields() in order, which a kernel's Device method passes
-// to Planner.Launch, and in internal/cudak/kernels.cu each struct's line,
+// struct, its fields in order, which a kernel's Device method passes to
+// Planner.Launch, and in internal/cudak/kernels.cu each struct's line,
 // rewritten where it stands. The planner fills a struct as 64-bit words in
 // the order of its fields, so the two sides must list the same fields in
 // one order: written from one entry, they do. Run it with go generate
@@ -183,22 +183,19 @@ func goFile(fams []family) ([]byte, error) {
 	return src, nil
 }
 
-// writeGo writes the Go struct of the argument struct name and its fields
-// method.
+// writeGo writes the Go struct of the argument struct name, which a
+// Device method passes to Planner.Launch whole.
 func writeGo(b *bytes.Buffer, name string, ds []decl) {
 	g := goName(name)
-	fmt.Fprintf(b, "\n// %s are the fields of kernels.cu's %s.\ntype %s struct {\n", g, name, g)
-	var all []string
+	fmt.Fprintf(b, "\n// %s are the fields of kernels.cu's %s, in order.\ntype %s struct {\n", g, name, g)
 	for _, d := range ds {
 		names := make([]string, len(d.Names))
 		for i, n := range d.Names {
 			names[i] = goField(n)
-			all = append(all, "a."+names[i])
 		}
 		fmt.Fprintf(b, "\t%s %s\n", strings.Join(names, ", "), d.Go)
 	}
-	fmt.Fprintf(b, "}\n\n// fields returns a's fields in the order of %s's: Launch's args.\n", name)
-	fmt.Fprintf(b, "func (a %s) fields() []any { return []any{%s} }\n", g, strings.Join(all, ", "))
+	b.WriteString("}\n")
 }
 
 // cLine returns the line of kernels.cu that defines the struct, a
