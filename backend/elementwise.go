@@ -12,13 +12,11 @@ var _ = []defined{Map{}, Zip{}, Fill{}, Compare{}}
 
 // UnaryOp is an elementwise function of one argument. Its constants and
 // CPU definitions (unary_ops.go) and the UNARY_OPS list of kernels.cu are
-// generated from one table, ops in gen/elementwise/table.go. To add one: its line at
+// generated from one table, ops in gen/table.go. To add one: its line at
 // the end of the table (its CPU function, if not from package math, here
 // below), go generate ./backend, and a reference for it in backend/cpu's
 // elementwise tests.
 type UnaryOp uint8
-
-//go:generate go run ./gen/elementwise
 
 // definition is the CPU definition of an elementwise function: its name,
 // its function in each float type (F32 and F64), and its cost relative to
@@ -163,7 +161,7 @@ func mapHost[T Float](p *Pool, k Map) Func {
 // BinaryOp is an elementwise function of two arguments. Comparisons give 1
 // where they hold and 0 elsewhere, in the operands' type. Its constants and
 // CPU definitions (binary_ops.go) and the BINARY_OPS list of kernels.cu are
-// generated from one table, gen/elementwise/table.go, as UnaryOp's are: its
+// generated from one table, gen/table.go, as UnaryOp's are: its
 // line at the end of binaryOps, its generic CPU function here below, go
 // generate ./backend, and a reference in backend/cpu's elementwise tests.
 type BinaryOp uint8

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -12,31 +11,6 @@ import (
 	"strings"
 	"testing"
 )
-
-// The generated files, from this folder.
-const (
-	goPath = "../../kernel_args.go"
-	cuPath = "../../../internal/cudak/kernels.cu"
-)
-
-// TestGeneratedFilesCurrent checks that backend/kernel_args.go and the
-// struct lines of kernels.cu are what the tables generate now.
-func TestGeneratedFilesCurrent(t *testing.T) {
-	want, err := goFile(families)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := os.ReadFile(goPath); err != nil || !bytes.Equal(got, want) {
-		t.Errorf("%s is not what table.go generates (%v): run go generate ./backend", goPath, err)
-	}
-	cu, err := os.ReadFile(cuPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if spliced, err := splice(string(cu), families); err != nil || spliced != string(cu) {
-		t.Errorf("the argument structs of %s are not what table.go generates (%v): run go generate ./backend", cuPath, err)
-	}
-}
 
 // TestLaunchesUseTables checks every launch of package backend (a call of
 // Launch, elementwise or alongAxis) of a kernel whose argument struct in
@@ -58,7 +32,7 @@ func TestLaunchesUseTables(t *testing.T) {
 			tabled[a.Name] = true
 		}
 	}
-	files, err := filepath.Glob("../../*.go")
+	files, err := filepath.Glob("../*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,12 +129,12 @@ func passedStruct(call *ast.CallExpr, built map[string]string) string {
 	return ""
 }
 
-// TestAddedField checks that a field added to a struct's entry comes, in
+// TestArgsAddedField checks that a field added to a struct's entry comes, in
 // its place, into both the Go struct and its fields() and the C line, and
 // that nothing else of the CUDA source changes.
-func TestAddedField(t *testing.T) {
+func TestArgsAddedField(t *testing.T) {
 	fams := []family{{"backend/x.go", []args{{"SGDArgs", "i64 n; double momentum, decay; T *w; const T *g; i64 extra; T *mom; const double *lr"}}}}
-	g, err := goFile(fams)
+	g, err := argsGoFile(fams)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +142,7 @@ func TestAddedField(t *testing.T) {
 		t.Errorf("the Go struct lacks the added field in its place:\n%s", g)
 	}
 	src := "before\ntemplate <typename T> struct SGDArgs { i64 n; };\nafter\n"
-	c, err := splice(src, fams)
+	c, err := spliceArgs(src, fams)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,10 +152,10 @@ func TestAddedField(t *testing.T) {
 	}
 }
 
-// TestRefused checks that tables the structs cannot be written from, and a
+// TestArgsRefused checks that tables the structs cannot be written from, and a
 // CUDA source that lacks a struct's line or keeps a marked line of a struct
 // the tables lack, are refused with an error that names the problem.
-func TestRefused(t *testing.T) {
+func TestArgsRefused(t *testing.T) {
 	one := func(fields string) []family { return []family{{"backend/x.go", []args{{"XArgs", fields}}}} }
 	line := "template <typename T> struct XArgs { i64 n; };\n"
 	for _, c := range []struct {
@@ -199,16 +173,16 @@ func TestRefused(t *testing.T) {
 		{"two lines", one("i64 n"), line + line, "defined in 2 lines"},
 		{"stale marked line", one("i64 n"), line + "template <typename T> struct ZArgs { i64 n; };" + marker + "\n", "ZArgs marked"},
 	} {
-		_, err := splice(c.src, c.fams)
+		_, err := spliceArgs(c.src, c.fams)
 		if err == nil {
-			_, err = goFile(c.fams)
+			_, err = argsGoFile(c.fams)
 		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
 		}
 	}
 	twice := []family{{"backend/x.go", []args{{"XArgs", "i64 n"}}}, {"backend/y.go", []args{{"XArgs", "i64 n"}}}}
-	if _, err := goFile(twice); err == nil || !strings.Contains(err.Error(), "XArgs twice") {
+	if _, err := argsGoFile(twice); err == nil || !strings.Contains(err.Error(), "XArgs twice") {
 		t.Errorf("a struct in two families: %v", err)
 	}
 }

@@ -40,9 +40,9 @@ func binaryGoFile(bops []binop) ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
-	b.WriteString(header)
+	b.WriteString(header("table.go"))
 	b.WriteString("// The elementwise functions of two arguments (Zip's), from the table in\n")
-	b.WriteString("// backend/gen/elementwise/table.go, which also writes kernels.cu's BINARY_OPS.\n")
+	b.WriteString("// backend/gen/table.go, which also writes kernels.cu's BINARY_OPS.\n")
 	consts := make([][2]string, len(bops))
 	for i, o := range bops {
 		consts[i] = [2]string{o.Const, o.Doc}

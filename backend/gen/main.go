@@ -1,11 +1,15 @@
-// Command elementwise writes the lists of backend's elementwise functions
-// from the two tables in table.go, one per family: for backend.UnaryOp,
+// Command gen writes package backend's generated files and the generated
+// parts of internal/cudak/kernels.cu from tables, so that what the Go and
+// the CUDA C++ must agree on is written once. The lists of backend's
+// elementwise functions come from the two tables in table.go, one per
+// family: for backend.UnaryOp,
 // the constants and their CPU definitions (backend/unary_ops.go) and the
 // UNARY_OPS list of internal/cudak/kernels.cu; for backend.BinaryOp,
 // backend/binary_ops.go and the BINARY_OPS list; each list between its
 // BEGIN and END lines. A family's lists keep one order: a kernel passes a
-// constant's value to CUDA, which selects the case of that number. Run it
-// with go generate ./backend.
+// constant's value to CUDA, which selects the case of that number. The
+// kernels' argument structs come from args_table.go (args.go). Run it with
+// go generate ./backend.
 package main
 
 import (
@@ -16,6 +20,7 @@ import (
 	"go/format"
 	"go/token"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -54,51 +59,77 @@ type binop struct {
 // The lines between which the UNARY_OPS and BINARY_OPS lists of kernels.cu
 // stand.
 const (
-	begin       = "// BEGIN UNARY_OPS: written by go generate ./backend from backend/gen/elementwise/table.go; edit the table, not these lines."
+	begin       = "// BEGIN UNARY_OPS: written by go generate ./backend from backend/gen/table.go; edit the table, not these lines."
 	end         = "// END UNARY_OPS"
-	beginBinary = "// BEGIN BINARY_OPS: written by go generate ./backend from backend/gen/elementwise/table.go; edit the table, not these lines."
+	beginBinary = "// BEGIN BINARY_OPS: written by go generate ./backend from backend/gen/table.go; edit the table, not these lines."
 	endBinary   = "// END BINARY_OPS"
 )
 
+// outputs are the generated Go files, in package backend's folder, each
+// with the function that writes it.
+var outputs = []struct {
+	file string
+	gen  func() ([]byte, error)
+}{
+	{"unary_ops.go", func() ([]byte, error) { return goFile(ops) }},
+	{"binary_ops.go", func() ([]byte, error) { return binaryGoFile(binaryOps) }},
+	{"kernel_args.go", func() ([]byte, error) { return argsGoFile(families) }},
+}
+
+// cudaFile is the CUDA source whose lists and argument structs the tables
+// write, from package backend's folder.
+const cudaFile = "../internal/cudak/kernels.cu"
+
 func main() {
-	goPath := flag.String("go", "unary_ops.go", "the Go file of the unary functions to write")
-	binPath := flag.String("gobinary", "binary_ops.go", "the Go file of the binary functions to write")
-	cuPath := flag.String("cu", "../internal/cudak/kernels.cu", "the CUDA source whose UNARY_OPS and BINARY_OPS lists to rewrite")
+	dir := flag.String("backend", ".", "package backend's folder, into which to write")
 	flag.Parse()
-	if err := run(*goPath, *binPath, *cuPath); err != nil {
-		fmt.Fprintln(os.Stderr, "elementwise:", err)
+	if err := run(*dir); err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
 }
 
-// run writes the Go files and rewrites the CUDA source's lists.
-func run(goPath, binPath, cuPath string) error {
-	g, err := goFile(ops)
-	if err != nil {
-		return err
+// run writes the Go files and rewrites the CUDA source's lists and
+// structs, from package backend's folder dir; it writes nothing where a
+// table is refused.
+func run(dir string) error {
+	files := map[string][]byte{}
+	for _, o := range outputs {
+		b, err := o.gen()
+		if err != nil {
+			return err
+		}
+		files[filepath.Join(dir, o.file)] = b
 	}
-	gb, err := binaryGoFile(binaryOps)
-	if err != nil {
-		return err
-	}
+	cuPath := filepath.Join(dir, cudaFile)
 	cu, err := os.ReadFile(cuPath)
 	if err != nil {
 		return err
 	}
-	c, err := splice(string(cu), ops)
-	if err == nil {
-		c, err = spliceBinary(c, binaryOps)
-	}
+	c, err := cudaSource(string(cu))
 	if err != nil {
 		return fmt.Errorf("%s: %w", cuPath, err)
 	}
-	if err := os.WriteFile(goPath, g, 0o644); err != nil {
-		return err
+	files[cuPath] = []byte(c)
+	for path, b := range files {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			return err
+		}
 	}
-	if err := os.WriteFile(binPath, gb, 0o644); err != nil {
-		return err
+	return nil
+}
+
+// cudaSource returns the CUDA source src with its lists and argument
+// structs written from the tables.
+func cudaSource(src string) (string, error) {
+	c, err := splice(src, ops)
+	if err == nil {
+		c, err = spliceBinary(c, binaryOps)
 	}
-	return os.WriteFile(cuPath, []byte(c), 0o644)
+	if err == nil {
+		c, err = spliceArgs(c, families)
+	}
+	return c, err
 }
 
 // check refuses a table with an empty field, a constant that is not an
@@ -129,7 +160,7 @@ func goFile(ops []op) ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
-	b.WriteString(header)
+	b.WriteString(header("table.go"))
 	for _, o := range ops {
 		if strings.Contains(o.CPU, "math.") {
 			b.WriteString("import \"math\"\n\n")
@@ -137,7 +168,7 @@ func goFile(ops []op) ([]byte, error) {
 		}
 	}
 	b.WriteString("// The elementwise functions of one argument (Map's), from the table in\n")
-	b.WriteString("// backend/gen/elementwise/table.go, which also writes kernels.cu's UNARY_OPS.\n")
+	b.WriteString("// backend/gen/table.go, which also writes kernels.cu's UNARY_OPS.\n")
 	consts := make([][2]string, len(ops))
 	for i, o := range ops {
 		consts[i] = [2]string{o.Const, o.Doc}
@@ -190,8 +221,10 @@ func writeAll(b *bytes.Buffer, typ string, consts [][2]string) {
 	b.WriteString("}\n}\n")
 }
 
-// header starts a generated Go file.
-const header = "// Code generated by go run ./gen/elementwise from gen/elementwise/table.go; DO NOT EDIT.\n\npackage backend\n\n"
+// header starts a Go file generated from table, a file of this folder.
+func header(table string) string {
+	return "// Code generated by go run ./gen from gen/" + table + "; DO NOT EDIT.\n\npackage backend\n\n"
+}
 
 // cudaList returns the UNARY_OPS list, its lines' backslashes aligned one
 // column after the longest line.
