@@ -223,10 +223,17 @@ func (k Conv) Device(p Planner) {
 }
 
 func convHost[T Float](p *Pool, k Conv) Func {
-	if winograd[T](k.Geom, k.F) {
-		return convWinogradHost[T](p, k)
+	return byWinograd[T](p, k, k.Geom, k.F, convWinogradHost[T], convDirectHost[T])
+}
+
+// byWinograd returns the instance of k, a convolution (or one of its
+// gradients) of geometry g and f filters, that computes it in T: by
+// Winograd's F(2x2, 3x3) where winograd chooses it, else direct.
+func byWinograd[T Float, K Kernel](p *Pool, k K, g ConvGeom, f int, wino, direct func(*Pool, K) Func) Func {
+	if winograd[T](g, f) {
+		return wino(p, k)
 	}
-	return convDirectHost[T](p, k)
+	return direct(p, k)
 }
 
 func convDirectHost[T Float](p *Pool, k Conv) Func {
@@ -281,31 +288,61 @@ func (k ConvGradInput) Host(p *Pool) (Func, error) {
 // Device multiplies each image's output gradient by the filter in one
 // strided batched GEMM per chunk (n K x P blocks) and folds them.
 func (k ConvGradInput) Device(p Planner) {
-	g, f := k.Geom, k.F
+	_, pp, _ := k.Geom.sizes()
+	inputGradDevice(p, k.Geom, k.F, k.Chunk, k.W, k.DX, func(b0, _ int) uint64 {
+		return p.Addr(At(k.DY.Buf, k.DY.Off+b0*k.F*pp))
+	})
+}
+
+// inputGradDevice adds the steps that write into DX the gradient of a
+// convolution's images from its filter W (F x K), a chunk of images at a
+// time: the n output gradients of images b0 on (F x P each, side by side)
+// at the address outGrads returns, times W in one strided batched GEMM,
+// folded into the images' gradients.
+func inputGradDevice(p Planner, g ConvGeom, f, chunk int, w, dx Operand, outGrads func(b0, n int) uint64) {
 	_, pp, kk := g.sizes()
-	nb := deviceImages(g, k.Chunk)
-	col := p.Scratch(DTypeOf(k.DX), kk*nb*pp)
+	nb := deviceImages(g, chunk)
+	col := p.Scratch(DTypeOf(dx), kk*nb*pp)
 	for b0 := 0; b0 < g.B; b0 += nb {
 		n := min(nb, g.B-b0)
-		p.Gemm(DeviceGemm{TransA: true, M: kk, N: pp, K: f, Alpha: 1, A: p.Addr(k.W), LDA: kk,
-			B: p.Addr(At(k.DY.Buf, k.DY.Off+b0*f*pp)), LDB: pp, C: col, LDC: pp, StrideB: f * pp, StrideC: kk * pp, Batch: n})
-		foldDevice(p, g, n, colLayout{kk * pp, pp, 1}, col, p.Addr(At(k.DX.Buf, k.DX.Off+b0*g.C*g.H*g.W)))
+		rows := outGrads(b0, n)
+		p.Gemm(DeviceGemm{TransA: true, M: kk, N: pp, K: f, Alpha: 1, A: p.Addr(w), LDA: kk,
+			B: rows, LDB: pp, C: col, LDC: pp, StrideB: f * pp, StrideC: kk * pp, Batch: n})
+		foldDevice(p, g, n, colLayout{kk * pp, pp, 1}, col, p.Addr(At(dx.Buf, dx.Off+b0*g.C*g.H*g.W)))
 	}
 }
 
 func convGradInputHost[T Float](p *Pool, k ConvGradInput) Func {
-	if winograd[T](k.Geom, k.F) {
-		return convGradInputWinogradHost[T](p, k)
-	}
-	return convGradInputDirectHost[T](p, k)
+	return byWinograd[T](p, k, k.Geom, k.F, convGradInputWinogradHost[T], convGradInputDirectHost[T])
 }
 
 func convGradInputDirectHost[T Float](p *Pool, k ConvGradInput) Func {
-	g, f := k.Geom, k.F
-	s := newConvSplit(p, g, k.Chunk)
-	_, pp, _ := g.sizes()
-	image, chunk := gatheredRows(hostData[T](k.DY)[:g.B*f*pp], rowSpace[T](s, f, pp), f, pp)
-	return inputGradHost(p, g, f, s, k.W, k.DX, image, chunk)
+	return gradDirectHost(p, k.Geom, k.F, k.Chunk, k.W, k.DX, dyRows[T](k.Geom, k.F, k.DY), inputGradHost[T])
+}
+
+// outRows gives a convolution's gradient kernel the output gradients of
+// its images, (F x P) each, for s's parts: an image's, and a chunk's side
+// by side (F x nP), either of which may be in part q's workspace.
+type outRows[T Float] func(s convSplit) (image func(q, b int) []T, chunk func(q, b0, n int) []T)
+
+// dyRows returns the outRows of the output gradients dy, (B, F, P): an
+// image's read in place, a chunk's gathered.
+func dyRows[T Float](g ConvGeom, f int, dy Operand) outRows[T] {
+	return func(s convSplit) (func(q, b int) []T, func(q, b0, n int) []T) {
+		_, pp, _ := g.sizes()
+		return gatheredRows(hostData[T](dy)[:g.B*f*pp], rowSpace[T](s, f, pp), f, pp)
+	}
+}
+
+// gradDirectHost returns the direct (im2col) instance of a convolution's
+// gradient, of geometry g, f filters and chunks of chunk images: grad
+// (inputGradHost or filterGradHost) on the operands a and b, from the
+// output gradients that rows gives.
+func gradDirectHost[T Float](p *Pool, g ConvGeom, f, chunk int, a, b Operand, rows outRows[T],
+	grad func(*Pool, ConvGeom, int, convSplit, Operand, Operand, func(q, b int) []T, func(q, b0, n int) []T) Func) Func {
+	s := newConvSplit(p, g, chunk)
+	image, chunks := rows(s)
+	return grad(p, g, f, s, a, b, image, chunks)
 }
 
 // inputGradHost returns a Func that writes into DX the gradient of a
@@ -410,18 +447,11 @@ func filterGradDevice(p Planner, g ConvGeom, f, chunk int, x, dw Operand, outGra
 }
 
 func convGradFilterHost[T Float](p *Pool, k ConvGradFilter) Func {
-	if winograd[T](k.Geom, k.F) {
-		return convGradFilterWinogradHost[T](p, k)
-	}
-	return convGradFilterDirectHost[T](p, k)
+	return byWinograd[T](p, k, k.Geom, k.F, convGradFilterWinogradHost[T], convGradFilterDirectHost[T])
 }
 
 func convGradFilterDirectHost[T Float](p *Pool, k ConvGradFilter) Func {
-	g, f := k.Geom, k.F
-	s := newConvSplit(p, g, k.Chunk)
-	_, pp, _ := g.sizes()
-	image, chunk := gatheredRows(hostData[T](k.DY)[:g.B*f*pp], rowSpace[T](s, f, pp), f, pp)
-	return filterGradHost(p, g, f, s, k.X, k.DW, image, chunk)
+	return gradDirectHost(p, k.Geom, k.F, k.Chunk, k.X, k.DW, dyRows[T](k.Geom, k.F, k.DY), filterGradHost[T])
 }
 
 // filterGradHost returns a Func that accumulates into DW (F x K) the
