@@ -159,34 +159,47 @@ func goFile(ops []op) ([]byte, error) {
 	if err := check(ops); err != nil {
 		return nil, err
 	}
+	f := opFile{Type: "UnaryOp", What: "one argument (Map's)", List: "UNARY_OPS", Table: "unaries", Elem: "unary"}
+	for _, o := range ops {
+		f.Math = f.Math || strings.Contains(o.CPU, "math.")
+		f.Consts = append(f.Consts, [2]string{o.Const, o.Doc})
+		if o.Kind == inType {
+			f.Entries = append(f.Entries, fmt.Sprintf("inType(%q, %s[float32], %s[float64])", o.Name, o.CPU, o.CPU))
+		} else {
+			f.Entries = append(f.Entries, fmt.Sprintf("viaFloat64(%q, %s)", o.Name, o.CPU))
+		}
+	}
+	return f.source()
+}
+
+// opFile is the Go file of a family of elementwise functions.
+type opFile struct {
+	Type, What, List string      // the functions' type, what they take, their CUDA list
+	Math             bool        // whether the file imports math
+	Consts           [][2]string // each constant's name and its comment
+	Table, Elem      string      // the CPU definitions' table and its element type
+	Entries          []string    // each constant's definition
+}
+
+// source returns the file: the constants, every constant's list and the
+// constants' CPU definitions.
+func (f opFile) source() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(header("table.go"))
-	for _, o := range ops {
-		if strings.Contains(o.CPU, "math.") {
-			b.WriteString("import \"math\"\n\n")
-			break
-		}
+	if f.Math {
+		b.WriteString("import \"math\"\n\n")
 	}
-	b.WriteString("// The elementwise functions of one argument (Map's), from the table in\n")
-	b.WriteString("// backend/gen/table.go, which also writes kernels.cu's UNARY_OPS.\n")
-	consts := make([][2]string, len(ops))
-	for i, o := range ops {
-		consts[i] = [2]string{o.Const, o.Doc}
-	}
-	writeConsts(&b, "UnaryOp", consts)
-	writeAll(&b, "UnaryOp", consts)
-	b.WriteString("\n// unaries are the UnaryOps' CPU definitions.\nvar unaries = [...]unary{\n")
-	for _, o := range ops {
-		if o.Kind == inType {
-			fmt.Fprintf(&b, "\t%s: inType(%q, %s[float32], %s[float64]),\n", o.Const, o.Name, o.CPU, o.CPU)
-		} else {
-			fmt.Fprintf(&b, "\t%s: viaFloat64(%q, %s),\n", o.Const, o.Name, o.CPU)
-		}
+	fmt.Fprintf(&b, "// The elementwise functions of %s, from the table in\n// backend/gen/table.go, which also writes kernels.cu's %s.\n", f.What, f.List)
+	writeConsts(&b, f.Type, f.Consts)
+	writeAll(&b, f.Type, f.Consts)
+	fmt.Fprintf(&b, "\n// %s are the %ss' CPU definitions.\nvar %s = [...]%s{\n", f.Table, f.Type, f.Table, f.Elem)
+	for i, e := range f.Entries {
+		fmt.Fprintf(&b, "\t%s: %s,\n", f.Consts[i][0], e)
 	}
 	b.WriteString("}\n")
 	src, err := format.Source(b.Bytes())
 	if err != nil {
-		return nil, fmt.Errorf("the generated Go does not parse (a CPU function of the table?): %w", err)
+		return nil, fmt.Errorf("the generated Go of %s does not parse (a CPU function of the table?): %w", f.Type, err)
 	}
 	return src, nil
 }
