@@ -58,18 +58,13 @@ type Launch struct {
 	Args   []uint64
 }
 
-// Gemm is a strided batched matrix product as cuBLAS takes it: column-major
-// C = Alpha op(A) op(B) + Beta C, op(A) M x K and op(B) K x N, for Batch
-// matrices; with Beta = 0, C is not read.
+// Gemm is a strided batched matrix product as cuBLAS takes it: the fields
+// of backend.DeviceGemm, but column-major, C = Alpha op(A) op(B) + Beta C,
+// op(A) M x K and op(B) K x N, for Batch matrices (at least 1, and the
+// strides 0 for one); with Beta = 0, C is not read.
 type Gemm struct {
-	F64                       bool
-	TransA, TransB            bool
-	M, N, K                   int
-	Alpha, Beta               float64
-	A, B, C                   uint64
-	LDA, LDB, LDC             int
-	StrideA, StrideB, StrideC int
-	Batch                     int
+	F64 bool
+	backend.DeviceGemm
 }
 
 // Potrf is cuSOLVER's Cholesky factorization of the symmetric N x N matrix
@@ -294,10 +289,10 @@ func (p *planner) Gemm(g backend.DeviceGemm) {
 	if batch == 1 {
 		sa, sb, sc = 0, 0, 0
 	}
-	p.steps = append(p.steps, Gemm{
-		F64: p.dt == backend.Float64, TransA: g.TransB, TransB: g.TransA, M: g.N, N: g.M, K: g.K, Alpha: g.Alpha, Beta: g.Beta,
+	p.steps = append(p.steps, Gemm{F64: p.dt == backend.Float64, DeviceGemm: backend.DeviceGemm{
+		TransA: g.TransB, TransB: g.TransA, M: g.N, N: g.M, K: g.K, Alpha: g.Alpha, Beta: g.Beta,
 		A: g.B, B: g.A, C: g.C, LDA: g.LDB, LDB: g.LDA, LDC: g.LDC, StrideA: sb, StrideB: sa, StrideC: sc, Batch: batch,
-	})
+	}})
 }
 
 // Potrf adds cuSOLVER's Cholesky factorization.
