@@ -47,13 +47,9 @@ func (k BatchNorm) Host(p *Pool) (Func, error) {
 // (on_batch_norm_running), then normalizes elementwise
 // (on_batch_norm_apply).
 func (k BatchNorm) Device(p Planner) {
-	st := p.Scratch(Float64, 4*k.C)
-	if k.Training {
-		p.Launch("on_batch_norm_stats", k.C,
-			bnStatsArgs{Batch: k.Batch, C: k.C, Spatial: k.Spatial, Update: true, Momentum: k.Momentum, Eps: k.Eps, X: k.X, Mean: k.Mean, Var: k.Var, St: st})
-	} else {
-		elementwise(p, "on_batch_norm_running", k.C, bnRunArgs{C: k.C, Eps: k.Eps, Mean: k.Mean, Var: k.Var, St: st})
-	}
+	st := normStats(p, k.Training,
+		bnStatsArgs{Batch: k.Batch, C: k.C, Spatial: k.Spatial, Update: true, Momentum: k.Momentum, Eps: k.Eps, X: k.X, Mean: k.Mean, Var: k.Var},
+		bnRunArgs{C: k.C, Eps: k.Eps, Mean: k.Mean, Var: k.Var})
 	n := k.Batch * k.C * k.Spatial
 	elementwise(p, "on_batch_norm_apply", n, bnApplyArgs{N: n, C: k.C, Spatial: k.Spatial, X: k.X, St: st, Y: k.Y})
 }
@@ -179,16 +175,26 @@ func (k BatchNormGrad) Host(p *Pool) (Func, error) {
 // (on_batch_norm_running), then the gradient elementwise
 // (on_batch_norm_grad_apply).
 func (k BatchNormGrad) Device(p Planner) {
-	st := p.Scratch(Float64, 4*k.C)
-	if k.Training {
-		p.Launch("on_batch_norm_stats", k.C,
-			bnStatsArgs{Batch: k.Batch, C: k.C, Spatial: k.Spatial, Eps: k.Eps, X: k.X, Dy: k.DY, St: st})
-	} else {
-		elementwise(p, "on_batch_norm_running", k.C, bnRunArgs{C: k.C, Eps: k.Eps, Var: k.Var, St: st})
-	}
+	st := normStats(p, k.Training, bnStatsArgs{Batch: k.Batch, C: k.C, Spatial: k.Spatial, Eps: k.Eps, X: k.X, Dy: k.DY},
+		bnRunArgs{C: k.C, Eps: k.Eps, Var: k.Var})
 	n := k.Batch * k.C * k.Spatial
 	elementwise(p, "on_batch_norm_grad_apply", n,
 		bnGradArgs{N: n, C: k.C, Spatial: k.Spatial, Training: k.Training, X: k.X, Dy: k.DY, St: st, Dx: k.DX})
+}
+
+// normStats adds the launches that write a batch normalization's
+// statistics per channel into scratch memory, whose address it returns: in
+// training the batch's (on_batch_norm_stats, s), else from the running
+// ones (on_batch_norm_running, r).
+func normStats(p Planner, training bool, s bnStatsArgs, r bnRunArgs) uint64 {
+	st := p.Scratch(Float64, 4*s.C)
+	s.St, r.St = st, st
+	if training {
+		p.Launch("on_batch_norm_stats", s.C, s)
+	} else {
+		elementwise(p, "on_batch_norm_running", r.C, r)
+	}
+	return st
 }
 
 func batchNormGradHost[T Float](p *Pool, k BatchNormGrad) Func {

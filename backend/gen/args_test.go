@@ -96,10 +96,20 @@ func kernelName(call *ast.CallExpr) string {
 }
 
 // builtStructs returns the variables of a file assigned a composite
-// literal (a := reduceArgs{...}), with the literal's type.
+// literal (a := reduceArgs{...}) and the parameters of its functions, with
+// their type.
 func builtStructs(file *ast.File) map[string]string {
 	built := map[string]string{}
 	ast.Inspect(file, func(n ast.Node) bool {
+		if fn, ok := n.(*ast.FuncDecl); ok {
+			for _, f := range fn.Type.Params.List {
+				if typ, ok := f.Type.(*ast.Ident); ok {
+					for _, name := range f.Names {
+						built[name.Name] = typ.Name
+					}
+				}
+			}
+		}
 		as, ok := n.(*ast.AssignStmt)
 		if ok && len(as.Lhs) == 1 && len(as.Rhs) == 1 {
 			id, ok1 := as.Lhs[0].(*ast.Ident)
