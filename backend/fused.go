@@ -538,11 +538,7 @@ type BiasAct struct {
 
 // Check checks the operands.
 func (k BiasAct) Check() error {
-	if k.Act > ActGELU {
-		return fmt.Errorf("backend: bias-act: unknown activation %d", k.Act)
-	}
-	n := k.Rows * k.N
-	return checkSized(k, []int{k.Rows, k.N}, DTypeOf(k.Y), "X", k.X, n, "bias", k.Bias, k.N, "Y", k.Y, n)
+	return checkBiasAct(k, k.Act, k.Rows, k.N, k.X, k.Bias, "Y", k.Y)
 }
 
 // Host adds and applies the activation row by row.
@@ -552,19 +548,42 @@ func (k BiasAct) Host(p *Pool) (Func, error) {
 
 // Device launches on_bias_act.
 func (k BiasAct) Device(p Planner) {
-	elementwise(p, indexed(p, "on_bias_act", k.Rows*k.N), k.Rows*k.N,
-		biasActArgs{Rows: k.Rows, N: k.N, Act: int(k.Act), Grad: false, X: k.X, Bias: k.Bias, Dy: k.X, Out: k.Y})
+	biasActDevice(p, biasActArgs{Rows: k.Rows, N: k.N, Act: int(k.Act), Grad: false, X: k.X, Bias: k.Bias, Dy: k.X, Out: k.Y})
+}
+
+// checkBiasAct checks a BiasAct or BiasActGrad k: its activation, x
+// (rows x n), the bias (n) and the rows x n operands of named (name,
+// operand, ...), all of the last one's type.
+func checkBiasAct(k Kernel, act Activation, rows, n int, x, bias Operand, named ...any) error {
+	if act > ActGELU {
+		return fmt.Errorf("backend: %s: unknown activation %d", Name(k), act)
+	}
+	ops := []any{"X", x, rows * n, "bias", bias, n}
+	for i := 0; i+1 < len(named); i += 2 {
+		ops = append(ops, named[i], named[i+1], rows*n)
+	}
+	return checkSized(k, []int{rows, n}, DTypeOf(named[len(named)-1].(Operand)), ops...)
+}
+
+// biasActDevice launches on_bias_act, a thread per element.
+func biasActDevice(p Planner, a biasActArgs) {
+	elementwise(p, indexed(p, "on_bias_act", a.Rows*a.N), a.Rows*a.N, a)
+}
+
+// actCost is the cost of an activation relative to an addition, for
+// splitting loops.
+func actCost(act Activation) int {
+	if act == ActGELU {
+		return 16
+	}
+	return 1
 }
 
 func biasActHost[T Float](p *Pool, k BiasAct) Func {
 	n, w := k.Rows*k.N, k.N
 	x, bias, y := hostData[T](k.X)[:n], hostData[T](k.Bias)[:w], hostData[T](k.Y)[:n]
 	f := in[func(T) T](unaries[activations[k.Act]])
-	cost := 1
-	if k.Act == ActGELU {
-		cost = 16
-	}
-	return p.split(k.Rows, cost*w, func(lo, hi int) {
+	return p.split(k.Rows, actCost(k.Act)*w, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr, yr := x[r*w:(r+1)*w], y[r*w:(r+1)*w]
 			for j, v := range xr {
@@ -584,11 +603,7 @@ type BiasActGrad struct {
 
 // Check checks the operands.
 func (k BiasActGrad) Check() error {
-	if k.Act > ActGELU {
-		return fmt.Errorf("backend: bias-act-grad: unknown activation %d", k.Act)
-	}
-	n := k.Rows * k.N
-	return checkSized(k, []int{k.Rows, k.N}, DTypeOf(k.DX), "X", k.X, n, "bias", k.Bias, k.N, "DY", k.DY, n, "DX", k.DX, n)
+	return checkBiasAct(k, k.Act, k.Rows, k.N, k.X, k.Bias, "DY", k.DY, "DX", k.DX)
 }
 
 // Host computes the gradient row by row.
@@ -598,18 +613,13 @@ func (k BiasActGrad) Host(p *Pool) (Func, error) {
 
 // Device launches on_bias_act with its gradient flag.
 func (k BiasActGrad) Device(p Planner) {
-	elementwise(p, indexed(p, "on_bias_act", k.Rows*k.N), k.Rows*k.N,
-		biasActArgs{Rows: k.Rows, N: k.N, Act: int(k.Act), Grad: true, X: k.X, Bias: k.Bias, Dy: k.DY, Out: k.DX})
+	biasActDevice(p, biasActArgs{Rows: k.Rows, N: k.N, Act: int(k.Act), Grad: true, X: k.X, Bias: k.Bias, Dy: k.DY, Out: k.DX})
 }
 
 func biasActGradHost[T Float](p *Pool, k BiasActGrad) Func {
 	n, w := k.Rows*k.N, k.N
 	x, bias, dy, dx := hostData[T](k.X)[:n], hostData[T](k.Bias)[:w], hostData[T](k.DY)[:n], hostData[T](k.DX)[:n]
-	cost := 1
-	if k.Act == ActGELU {
-		cost = 16
-	}
-	s := p.split(k.Rows, cost*w, func(lo, hi int) {
+	s := p.split(k.Rows, actCost(k.Act)*w, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr, dyr, dxr := x[r*w:(r+1)*w], dy[r*w:(r+1)*w], dx[r*w:(r+1)*w]
 			switch k.Act {
