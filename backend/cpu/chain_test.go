@@ -47,8 +47,7 @@ func randomChain(r *rand.Rand, steps, inputs int, scalar uint8) backend.Chain {
 // one element to several blocks and parts of a loop, on one and on several
 // threads; and that a run allocates nothing.
 func TestChainMatchesSteps(t *testing.T) {
-	t.Run("float32", testChainMatchesSteps[float32])
-	t.Run("float64", testChainMatchesSteps[float64])
+	floats(t, testChainMatchesSteps[float32], testChainMatchesSteps[float64])
 }
 
 func testChainMatchesSteps[T num](t *testing.T) {

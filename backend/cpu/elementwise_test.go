@@ -123,8 +123,7 @@ func covers[O backend.UnaryOp | backend.BinaryOp](t *testing.T, all, refs []O) {
 }
 
 func TestMap(t *testing.T) {
-	t.Run("float32", testMap[float32])
-	t.Run("float64", testMap[float64])
+	floats(t, testMap[float32], testMap[float64])
 }
 
 func testMap[T num](t *testing.T) {
@@ -216,8 +215,7 @@ func b2f(b bool) float64 {
 }
 
 func TestZip(t *testing.T) {
-	t.Run("float32", testZip[float32])
-	t.Run("float64", testZip[float64])
+	floats(t, testZip[float32], testZip[float64])
 }
 
 func testZip[T num](t *testing.T) {
@@ -314,8 +312,7 @@ func testZip[T num](t *testing.T) {
 }
 
 func TestReduce(t *testing.T) {
-	t.Run("float32", testReduce[float32])
-	t.Run("float64", testReduce[float64])
+	floats(t, testReduce[float32], testReduce[float64])
 }
 
 func testReduce[T num](t *testing.T) {
@@ -400,8 +397,7 @@ func softmaxRef(x []float64, outer, axis, inner int, log bool) []float64 {
 var softmaxShapes = [][3]int{{1, 1, 1}, {3, 7, 1}, {2, 5, 3}, {7, 65, 2}, {1, 257, 1}, {5, 3, 7}}
 
 func TestSoftmax(t *testing.T) {
-	t.Run("float32", testSoftmax[float32])
-	t.Run("float64", testSoftmax[float64])
+	floats(t, testSoftmax[float32], testSoftmax[float64])
 }
 
 func testSoftmax[T num](t *testing.T) {
@@ -441,8 +437,7 @@ func testSoftmax[T num](t *testing.T) {
 }
 
 func TestSoftmaxGrad(t *testing.T) {
-	t.Run("float32", testSoftmaxGrad[float32])
-	t.Run("float64", testSoftmaxGrad[float64])
+	floats(t, testSoftmaxGrad[float32], testSoftmaxGrad[float64])
 }
 
 // testSoftmaxGrad checks SoftmaxGrad against its formula, with Y the
