@@ -48,15 +48,11 @@ func binaryGoFile(bops []binop) ([]byte, error) {
 // binaryList returns the BINARY_OPS list, each entry the constant's name
 // in capitals and its value at x and y.
 func binaryList(bops []binop) string {
-	lines := []string{
-		"// BINARY_OPS lists backend.BinaryOp's functions, in the order of its",
-		"// constants: each is its name and its value at x and y.",
-		"#define BINARY_OPS(X)",
-	}
+	var entries [][2]string
 	for _, o := range bops {
-		lines = append(lines, fmt.Sprintf("  X(%s, %s)", strings.ToUpper(o.Const), o.CUDA))
+		entries = append(entries, [2]string{strings.ToUpper(o.Const), o.CUDA})
 	}
-	return aligned(lines)
+	return xList("BINARY_OPS", "BinaryOp", "x and y", entries)
 }
 
 // spliceBinary returns the CUDA source src with the lines between its
