@@ -51,16 +51,7 @@ func configure(t *testing.T, edit func(*standin.Config)) {
 	if onGPU() {
 		t.Skip("a setting of the host model")
 	}
-	c := standin.DefaultConfig()
-	edit(&c)
-	if err := standin.Configure(c); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := standin.Configure(standin.DefaultConfig()); err != nil {
-			t.Error(err)
-		}
-	})
+	cuda.Pretend(t, edit)
 }
 
 // TestKernelsAgreeWithCPU runs every kernel through backend/cuda and
