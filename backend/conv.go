@@ -117,16 +117,18 @@ func im2colHost[T Float](p *Pool, k Im2col) Func {
 	return p.split(g.B, pp*kk, func(lo, hi int) { unfold(g, x, lo, hi-lo, col[lo*pp*kk:], colLayout{pp * kk, 1, kk}) }).loop()
 }
 
-// geomArgs are a geometry's launch arguments (ConvGeom in kernels.cu).
-func geomArgs(g ConvGeom) []any {
+// convGeomOf returns a geometry as the kernels take it (ConvGeom in
+// kernels.cu).
+func convGeomOf(g ConvGeom) convGeom {
 	oh, ow := g.Out()
-	return []any{g.B, g.C, g.H, g.W, g.KH, g.KW, g.PadH, g.PadW, g.StrideH, g.StrideW, g.DilH, g.DilW, oh, ow}
+	return convGeom{B: g.B, C: g.C, H: g.H, W: g.W, Kh: g.KH, Kw: g.KW, Padh: g.PadH, Padw: g.PadW,
+		Strideh: g.StrideH, Stridew: g.StrideW, Dilh: g.DilH, Dilw: g.DilW, Oh: oh, Ow: ow}
 }
 
 // unfoldDevice launches on_unfold over n images from x into col.
 func unfoldDevice(p Planner, g ConvGeom, n int, l colLayout, x, col uint64) {
 	_, pp, kk := g.sizes()
-	elementwise(p, "on_unfold", n*kk*pp, append(geomArgs(g), n, l.J, l.K, l.P, x, col)...)
+	elementwise(p, "on_unfold", n*kk*pp, unfoldArgs{G: convGeomOf(g), N: n, Sj: l.J, Sk: l.K, Sp: l.P, X: x, Col: col})
 }
 
 // Col2im writes into Dst (B, C, H, W) the sum, over every window element of
@@ -174,7 +176,7 @@ func col2imHost[T Float](p *Pool, k Col2im) Func {
 // foldDevice launches on_fold over n images from col into dx, which it
 // writes (not adds to).
 func foldDevice(p Planner, g ConvGeom, n int, l colLayout, col, dx uint64) {
-	elementwise(p, "on_fold", n*g.C*g.H*g.W, append(geomArgs(g), n, l.J, l.K, l.P, col, dx)...)
+	elementwise(p, "on_fold", n*g.C*g.H*g.W, foldArgs{G: convGeomOf(g), N: n, Sj: l.J, Sk: l.K, Sp: l.P, Col: col, Dx: dx})
 }
 
 // Conv writes into Y (B, F, OutH, OutW) the convolution of the images X

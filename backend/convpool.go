@@ -122,8 +122,8 @@ func (k ConvPool) Device(p Planner) {
 		unfoldDevice(p, g, n, colLayout{kk * pp, pp, 1}, p.Addr(At(k.X.Buf, k.X.Off+b0*g.C*g.H*g.W)), col)
 		p.Gemm(DeviceGemm{M: f, N: pp, K: kk, Alpha: 1, A: p.Addr(k.W), LDA: kk, B: col, LDB: pp,
 			C: cs, LDC: pp, StrideB: kk * pp, StrideC: f * pp, Batch: n})
-		elementwise(p, "on_conv_pool", n*f*op, append(poolArgs(k.Pool), n, b0*f*op, k.DropP, k.Seed, k.Stream,
-			k.Step, cs, k.Bias, addrAt(p, k.Y, b0*f*op), addrAt(p, k.Arg, b0*f*op))...)
+		elementwise(p, "on_conv_pool", n*f*op, convPoolArgs{G: poolGeomOf(k.Pool), N: n, Base: b0 * f * op, P: k.DropP, Seed: k.Seed, Stream: k.Stream,
+			Step: k.Step, C: cs, Bias: k.Bias, Y: addrAt(p, k.Y, b0*f*op), Arg: addrAt(p, k.Arg, b0*f*op)})
 	}
 }
 
@@ -259,8 +259,8 @@ func routedRows[T Float](g ConvGeom, f int, rt poolRouter[T]) outRows[T] {
 // dst + j sj + f sf, a thread per element.
 func routeDevice(p Planner, pg PoolGeom, dropP float64, dy, arg Operand, b0, n, sj, sf int, dst uint64) {
 	off := b0 * pg.C * pg.OutH * pg.OutW
-	elementwise(p, "on_pool_route", n*pg.C*pg.H*pg.W, append(poolArgs(pg), n, sj, sf, dropP,
-		addrAt(p, dy, off), addrAt(p, arg, off), dst)...)
+	elementwise(p, "on_pool_route", n*pg.C*pg.H*pg.W, poolRouteArgs{G: poolGeomOf(pg), N: n, Sj: sj, Sf: sf, P: dropP,
+		Dy: addrAt(p, dy, off), Arg: addrAt(p, arg, off), Dst: dst})
 }
 
 // ConvPoolGradFilter writes into DW, F x (C KH KW), the gradient of
@@ -343,7 +343,7 @@ func (k ConvPoolGradBias) Host(p *Pool) (Func, error) {
 // Device launches on_pool_bias_grad, a thread per filter that sums in the
 // CPU's order.
 func (k ConvPoolGradBias) Device(p Planner) {
-	elementwise(p, "on_pool_bias_grad", k.Pool.C, append(poolArgs(k.Pool), k.DropP, k.DY, k.Arg, k.DB)...)
+	elementwise(p, "on_pool_bias_grad", k.Pool.C, poolBiasGradArgs{G: poolGeomOf(k.Pool), P: k.DropP, Dy: k.DY, Arg: k.Arg, Db: k.DB})
 }
 
 func convPoolGradBiasHost[T Float](p *Pool, k ConvPoolGradBias) Func {

@@ -86,16 +86,10 @@ func (k Copy) Device(p Planner) {
 	if n == 0 {
 		return
 	}
-	args := []any{len(shape), n, k.Add}
-	for _, list := range [][]int{shape, ss, ds} {
-		for i := range MaxDims {
-			v := 0
-			if i < len(list) {
-				v = list[i]
-			}
-			args = append(args, v)
-		}
-	}
+	a := copyArgs{Nd: len(shape), N: n, Add: k.Add, Src: k.Src, Dst: k.Dst}
+	copy(a.Shape[:], shape)
+	copy(a.Ss[:], ss)
+	copy(a.Ds[:], ds)
 	// Every offset of either view lies between the sums of its negative
 	// and of its positive strides times the axes' lengths less one.
 	extents := []int{n}
@@ -110,7 +104,7 @@ func (k Copy) Device(p Planner) {
 		}
 		extents = append(extents, -lo+1, hi+1)
 	}
-	elementwise(p, indexed(p, "on_copy", extents...), n, append(args, k.Src, k.Dst)...)
+	elementwise(p, indexed(p, "on_copy", extents...), n, a)
 }
 
 // checkDestination refuses a destination view that reaches one element

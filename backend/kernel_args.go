@@ -38,6 +38,15 @@ type compareArgs struct {
 
 // The argument structs of backend/copies.go's kernels.
 
+// copyArgs are the fields of kernels.cu's CopyArgs, in order.
+type copyArgs struct {
+	Nd, N         int
+	Add           bool
+	Shape, Ss, Ds [8]int
+	Src           Operand
+	Dst           Operand
+}
+
 // rowsArgs are the fields of kernels.cu's RowsArgs, in order.
 type rowsArgs struct {
 	N, Width, Limit int
@@ -300,11 +309,105 @@ type potrfCheckArgs struct {
 
 // The argument structs of backend/conv.go's kernels.
 
+// convGeom are the fields of kernels.cu's ConvGeom, in order.
+type convGeom struct {
+	B, C, H, W, Kh, Kw, Padh, Padw, Strideh, Stridew, Dilh, Dilw, Oh, Ow int
+}
+
+// unfoldArgs are the fields of kernels.cu's UnfoldArgs, in order.
+type unfoldArgs struct {
+	G             convGeom
+	N, Sj, Sk, Sp int
+	X             uint64
+	Col           uint64
+}
+
+// foldArgs are the fields of kernels.cu's FoldArgs, in order.
+type foldArgs struct {
+	G             convGeom
+	N, Sj, Sk, Sp int
+	Col           uint64
+	Dx            uint64
+}
+
 // gatherPlanesArgs are the fields of kernels.cu's GatherPlanesArgs, in order.
 type gatherPlanesArgs struct {
 	N, F, P int
 	Src     Operand
 	Dst     uint64
+}
+
+// The argument structs of backend/pooling.go's kernels.
+
+// poolGeom are the fields of kernels.cu's PoolGeom, in order.
+type poolGeom struct {
+	B, C, H, W, Kh, Kw, Padh, Padw, Strideh, Stridew, Oh, Ow int
+}
+
+// maxPoolArgs are the fields of kernels.cu's MaxPoolArgs, in order.
+type maxPoolArgs struct {
+	G    poolGeom
+	Rect bool
+	X    Operand
+	Y    Operand
+}
+
+// maxPoolGradArgs are the fields of kernels.cu's MaxPoolGradArgs, in order.
+type maxPoolGradArgs struct {
+	G    poolGeom
+	Rect bool
+	X    Operand
+	Y    Operand
+	Dy   Operand
+	Dx   Operand
+}
+
+// poolArgs are the fields of kernels.cu's PoolArgs, in order.
+type poolArgs struct {
+	G poolGeom
+	X Operand
+	Y Operand
+}
+
+// avgPoolGradArgs are the fields of kernels.cu's AvgPoolGradArgs, in order.
+type avgPoolGradArgs struct {
+	G  poolGeom
+	Dy Operand
+	Dx Operand
+}
+
+// The argument structs of backend/convpool.go's kernels.
+
+// convPoolArgs are the fields of kernels.cu's ConvPoolArgs, in order.
+type convPoolArgs struct {
+	G            poolGeom
+	N, Base      int
+	P            float64
+	Seed, Stream uint64
+	Step         Operand
+	C            uint64
+	Bias         Operand
+	Y            uint64
+	Arg          uint64
+}
+
+// poolRouteArgs are the fields of kernels.cu's PoolRouteArgs, in order.
+type poolRouteArgs struct {
+	G         poolGeom
+	N, Sj, Sf int
+	P         float64
+	Dy        uint64
+	Arg       uint64
+	Dst       uint64
+}
+
+// poolBiasGradArgs are the fields of kernels.cu's PoolBiasGradArgs, in order.
+type poolBiasGradArgs struct {
+	G   poolGeom
+	P   float64
+	Dy  Operand
+	Arg Operand
+	Db  Operand
 }
 
 // The argument structs of backend/step.go's kernels.

@@ -42,6 +42,21 @@ func (k BatchNorm) Host(p *Pool) (Func, error) {
 	return onFloats(p, k, batchNormHost[float32], batchNormHost[float64])
 }
 
+// normStats adds the launches that write a batch normalization's
+// statistics per channel into scratch memory, whose address it returns: in
+// training the batch's (on_batch_norm_stats, s), else from the running
+// ones (on_batch_norm_running, r).
+func normStats(p Planner, training bool, s bnStatsArgs, r bnRunArgs) uint64 {
+	st := p.Scratch(Float64, 4*s.C)
+	s.St, r.St = st, st
+	if training {
+		p.Launch("on_batch_norm_stats", s.C, s)
+	} else {
+		elementwise(p, "on_batch_norm_running", r.C, r)
+	}
+	return st
+}
+
 // Device takes a block per channel for the statistics (on_batch_norm_stats,
 // which also moves the running ones) or reads the running ones
 // (on_batch_norm_running), then normalizes elementwise
@@ -180,21 +195,6 @@ func (k BatchNormGrad) Device(p Planner) {
 	n := k.Batch * k.C * k.Spatial
 	elementwise(p, "on_batch_norm_grad_apply", n,
 		bnGradArgs{N: n, C: k.C, Spatial: k.Spatial, Training: k.Training, X: k.X, Dy: k.DY, St: st, Dx: k.DX})
-}
-
-// normStats adds the launches that write a batch normalization's
-// statistics per channel into scratch memory, whose address it returns: in
-// training the batch's (on_batch_norm_stats, s), else from the running
-// ones (on_batch_norm_running, r).
-func normStats(p Planner, training bool, s bnStatsArgs, r bnRunArgs) uint64 {
-	st := p.Scratch(Float64, 4*s.C)
-	s.St, r.St = st, st
-	if training {
-		p.Launch("on_batch_norm_stats", s.C, s)
-	} else {
-		elementwise(p, "on_batch_norm_running", r.C, r)
-	}
-	return st
 }
 
 func batchNormGradHost[T Float](p *Pool, k BatchNormGrad) Func {

@@ -70,8 +70,11 @@ func checkPool(k Kernel, g PoolGeom, dt DType, ops ...any) error {
 
 func (g PoolGeom) sizes() (in, out int) { return g.B * g.C * g.H * g.W, g.B * g.C * g.OutH * g.OutW }
 
-func poolArgs(g PoolGeom) []any {
-	return []any{g.B, g.C, g.H, g.W, g.KH, g.KW, g.PadH, g.PadW, g.StrideH, g.StrideW, g.OutH, g.OutW}
+// poolGeomOf returns a geometry as the kernels take it (PoolGeom in
+// kernels.cu).
+func poolGeomOf(g PoolGeom) poolGeom {
+	return poolGeom{B: g.B, C: g.C, H: g.H, W: g.W, Kh: g.KH, Kw: g.KW, Padh: g.PadH, Padw: g.PadW,
+		Strideh: g.StrideH, Stridew: g.StrideW, Oh: g.OutH, Ow: g.OutW}
 }
 
 // MaxPool writes into Y (B, C, OutH, OutW) the largest element of each
@@ -100,7 +103,7 @@ func (k MaxPool) Host(p *Pool) (Func, error) {
 // Device launches on_max_pool, a thread per output element.
 func (k MaxPool) Device(p Planner) {
 	_, out := k.Geom.sizes()
-	elementwise(p, "on_max_pool", out, append(poolArgs(k.Geom), k.Rectify, k.X, k.Y)...)
+	elementwise(p, "on_max_pool", out, maxPoolArgs{G: poolGeomOf(k.Geom), Rect: k.Rectify, X: k.X, Y: k.Y})
 }
 
 func maxPoolHost[T Float](p *Pool, k MaxPool) Func {
@@ -156,7 +159,7 @@ func (k MaxPoolGrad) Host(p *Pool) (Func, error) {
 // as the CPU adds them.
 func (k MaxPoolGrad) Device(p Planner) {
 	in, _ := k.Geom.sizes()
-	elementwise(p, "on_max_pool_grad", in, append(poolArgs(k.Geom), k.Rectify, k.X, k.Y, k.DY, k.DX)...)
+	elementwise(p, "on_max_pool_grad", in, maxPoolGradArgs{G: poolGeomOf(k.Geom), Rect: k.Rectify, X: k.X, Y: k.Y, Dy: k.DY, Dx: k.DX})
 }
 
 func maxPoolGradHost[T Float](p *Pool, k MaxPoolGrad) Func {
@@ -190,7 +193,7 @@ func (k AvgPool) Host(p *Pool) (Func, error) {
 // Device launches on_avg_pool, a thread per output element.
 func (k AvgPool) Device(p Planner) {
 	_, out := k.Geom.sizes()
-	elementwise(p, "on_avg_pool", out, append(poolArgs(k.Geom), k.X, k.Y)...)
+	elementwise(p, "on_avg_pool", out, poolArgs{G: poolGeomOf(k.Geom), X: k.X, Y: k.Y})
 }
 
 func avgPoolHost[T Float](p *Pool, k AvgPool) Func {
@@ -250,7 +253,7 @@ func (k AvgPoolGrad) Host(p *Pool) (Func, error) {
 // Device launches on_avg_pool_grad, a thread per plane: the second pass
 // reads what it has written.
 func (k AvgPoolGrad) Device(p Planner) {
-	elementwise(p, "on_avg_pool_grad", k.Geom.B*k.Geom.C, append(poolArgs(k.Geom), k.DY, k.DX)...)
+	elementwise(p, "on_avg_pool_grad", k.Geom.B*k.Geom.C, avgPoolGradArgs{G: poolGeomOf(k.Geom), Dy: k.DY, Dx: k.DX})
 }
 
 func avgPoolGradHost[T Float](p *Pool, k AvgPoolGrad) Func {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"go/format"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -33,8 +34,9 @@ type args struct {
 
 // decl is one declaration of an argument struct: a type and its names.
 type decl struct {
-	C, Go string   // the names' type in C and in Go
-	Names []string // in C
+	C, Go  string   // the names' type in C and in Go
+	Names  []string // in C
+	Length string   // an array's length, or ""
 }
 
 // goTypes are the Go types of the scalar C types a table may use; a
@@ -49,10 +51,24 @@ var cTypes = map[string]bool{"T *": true, "const T *": true, "double *": true, "
 // marker ends a struct's line in kernels.cu: what the generator rewrites.
 const marker = " // from backend/gen/args_table.go"
 
-// parse returns a struct's declarations, refusing a type not in goTypes or
-// cTypes, a name that is not an identifier, a pointer declaration of more
-// than one name, and a name twice.
-func parse(a args) ([]decl, error) {
+// parts returns the structs of fams that are parts of others (a name not
+// ending in Args: a geometry), which a table may use as a field's type.
+func parts(fams []family) map[string]bool {
+	ps := map[string]bool{}
+	for _, f := range fams {
+		for _, a := range f.Structs {
+			if !strings.HasSuffix(a.Name, "Args") {
+				ps[a.Name] = true
+			}
+		}
+	}
+	return ps
+}
+
+// parse returns a struct's declarations, refusing a type not in goTypes,
+// cTypes or parts, a name that is not an identifier, a pointer declaration
+// of more than one name, and a name twice.
+func parse(a args, parts map[string]bool) ([]decl, error) {
 	var ds []decl
 	seen := map[string]bool{}
 	for _, part := range strings.Split(a.Fields, ";") {
@@ -64,7 +80,7 @@ func parse(a args) ([]decl, error) {
 			typ, rest = f[0], strings.TrimSpace(part[len(f[0]):]) // "i64 op, n"
 		}
 		names := strings.Split(rest, ",")
-		d, err := declOf(a.Name, typ, names)
+		d, err := declOf(a.Name, typ, names, parts)
 		if err != nil {
 			return nil, err
 		}
@@ -80,20 +96,32 @@ func parse(a args) ([]decl, error) {
 }
 
 // declOf returns the declaration of names of type typ (a C type of the
-// table), the names as the table gives them.
-func declOf(name, typ string, names []string) (decl, error) {
+// table, or a struct of parts), the names as the table gives them: marked
+// @ or ?, or with an array's length ("shape[8]", the same for every name).
+func declOf(name, typ string, names []string, parts map[string]bool) (decl, error) {
 	typ = strings.Join(strings.Fields(strings.ReplaceAll(typ, "*", " *")), " ")
 	d := decl{C: typ, Go: goTypes[typ]}
-	mark := ""
-	for _, n := range names {
+	if parts[typ] {
+		d.Go = goName(typ)
+	}
+	mark, length := "", ""
+	for i, n := range names {
 		n = strings.TrimSpace(n)
 		if len(n) > 0 && (n[0] == '@' || n[0] == '?') {
 			n, mark = n[1:], n[:1]
 		}
-		if !identifier.MatchString(n) {
-			return decl{}, fmt.Errorf("%s: field name %q is not an identifier", name, n)
+		m := identifier.FindStringSubmatch(n)
+		if m == nil || i > 0 && m[2] != length {
+			return decl{}, fmt.Errorf("%s: field name %q is not an identifier, or an array's length not its declaration's", name, n)
 		}
-		d.Names = append(d.Names, n)
+		length = m[2]
+		d.Names = append(d.Names, m[1])
+	}
+	if length != "" {
+		if d.Go == "" || mark != "" {
+			return decl{}, fmt.Errorf("%s: an array of %q, want of a scalar type", name, typ)
+		}
+		d.Length, d.Go = length, "["+length+"]"+d.Go
 	}
 	switch {
 	case d.Go != "" && mark == "":
@@ -137,7 +165,7 @@ func argsGoFile(fams []family) ([]byte, error) {
 				return nil, fmt.Errorf("%s: struct %s twice", f.File, a.Name)
 			}
 			seen[a.Name] = true
-			ds, err := parse(a)
+			ds, err := parse(a, parts(fams))
 			if err != nil {
 				return nil, err
 			}
@@ -166,9 +194,10 @@ func writeGo(b *bytes.Buffer, name string, ds []decl) {
 	b.WriteString("}\n")
 }
 
-// cLine returns the line of kernels.cu that defines the struct, a
-// template on the element type T of the kernels that take it (an int32
-// kernel takes Args<int>), whether a field uses T or not.
+// cLine returns the line of kernels.cu that defines the struct: an
+// argument struct a template on the element type T of the kernels that
+// take it (an int32 kernel takes Args<int>), whether a field uses T or
+// not; a part of others (a geometry) plain.
 func cLine(a args, ds []decl) string {
 	var b strings.Builder
 	for _, d := range ds {
@@ -176,13 +205,24 @@ func cLine(a args, ds []decl) string {
 		if strings.HasSuffix(d.C, "*") {
 			sep = ""
 		}
-		fmt.Fprintf(&b, " %s%s%s;", d.C, sep, strings.Join(d.Names, ", "))
+		names := slices.Clone(d.Names)
+		for i := range names {
+			if d.Length != "" {
+				names[i] += "[" + d.Length + "]"
+			}
+		}
+		fmt.Fprintf(&b, " %s%s%s;", d.C, sep, strings.Join(names, ", "))
 	}
-	return "template <typename T> struct " + a.Name + " {" + b.String() + " };" + marker
+	line := "struct " + a.Name + " {" + b.String() + " };" + marker
+	if strings.HasSuffix(a.Name, "Args") {
+		line = "template <typename T> " + line
+	}
+	return line
 }
 
-// identifier matches a field's name (in C; capitalized, in Go).
-var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z_0-9]*$`)
+// identifier matches a field's name (in C; capitalized, in Go), with an
+// array's length.
+var identifier = regexp.MustCompile(`^([A-Za-z_][A-Za-z_0-9]*)(?:\[([1-9][0-9]*)\])?$`)
 
 // structLine matches a line that defines a struct in one line.
 var structLine = regexp.MustCompile(`^(?:template <typename T> )?struct (\w+) \{.*\};.*$`)
@@ -195,7 +235,7 @@ func spliceArgs(src string, fams []family) (string, error) {
 	want := map[string]string{}
 	for _, f := range fams {
 		for _, a := range f.Structs {
-			ds, err := parse(a)
+			ds, err := parse(a, parts(fams))
 			if err != nil {
 				return "", err
 			}

@@ -11,7 +11,10 @@ package main
 //
 // A kernel's Device method passes the Go struct's fields() to Launch, and
 // kernels.cu's struct is the line written from the same entry: to add a
-// field, add it here and run go generate ./backend.
+// field, add it here and run go generate ./backend. A struct whose name
+// does not end in Args is a part of others (a geometry), a field's type
+// in the entries after it; a field name may carry an array's length
+// (shape[8]).
 var families = []family{
 	{"backend/elementwise.go", []args{
 		{"MapArgs", "i64 op, n; const T *src; T *dst"},
@@ -20,6 +23,7 @@ var families = []family{
 		{"CompareArgs", "i64 op, n; bool ascalar, bscalar; const T *a; const T *b; int *dst"},
 	}},
 	{"backend/copies.go", []args{
+		{"CopyArgs", "i64 nd, n; bool add; i64 shape[8], ss[8], ds[8]; const T *src; T *dst"},
 		{"RowsArgs", "i64 n, width, limit; bool gather; const int *rows; const T *src; T *dst; u64 *@fault"},
 		{"TakeArgs", "i64 outer, axis, inner, n; const int *idx; const T *src; T *dst; u64 *@fault"},
 		{"TakeIndexArgs", "i64 axis, n; const int *idx; int *@offsets; int *@cursor; int *@order; u64 *@fault"},
@@ -60,7 +64,22 @@ var families = []family{
 		{"PotrfCheckArgs", "i64 n; double tol; int *@info; const T *@r; const double *@d; u64 *@fault"},
 	}},
 	{"backend/conv.go", []args{
+		{"ConvGeom", "i64 b, c, h, w, kh, kw, padh, padw, strideh, stridew, dilh, dilw, oh, ow"},
+		{"UnfoldArgs", "ConvGeom g; i64 n, sj, sk, sp; const T *@x; T *@col"},
+		{"FoldArgs", "ConvGeom g; i64 n, sj, sk, sp; const T *@col; T *@dx"},
 		{"GatherPlanesArgs", "i64 n, f, p; const T *src; T *@dst"},
+	}},
+	{"backend/pooling.go", []args{
+		{"PoolGeom", "i64 b, c, h, w, kh, kw, padh, padw, strideh, stridew, oh, ow"},
+		{"MaxPoolArgs", "PoolGeom g; bool rect; const T *x; T *y"},
+		{"MaxPoolGradArgs", "PoolGeom g; bool rect; const T *x; const T *y; const T *dy; T *dx"},
+		{"PoolArgs", "PoolGeom g; const T *x; T *y"},
+		{"AvgPoolGradArgs", "PoolGeom g; const T *dy; T *dx"},
+	}},
+	{"backend/convpool.go", []args{
+		{"ConvPoolArgs", "PoolGeom g; i64 n, base; double p; u64 seed, stream; const double *step; const T *@c; const T *bias; T *@y; int *@arg"},
+		{"PoolRouteArgs", "PoolGeom g; i64 n, sj, sf; double p; const T *@dy; const int *@arg; T *@dst"},
+		{"PoolBiasGradArgs", "PoolGeom g; double p; const T *dy; const int *arg; T *db"},
 	}},
 	{"backend/step.go", []args{
 		{"SGDArgs", "i64 n; double momentum, decay; T *w; const T *g; T *mom; const double *lr"},

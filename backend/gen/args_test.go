@@ -16,7 +16,8 @@ import (
 // Launch, elementwise or alongAxis) of a kernel whose argument struct in
 // kernels.cu (its KERNEL line) the tables write: it must pass that
 // struct's Go struct, so that no such launch lists its words by hand or
-// packs another struct's; and every struct of the tables is launched.
+// packs another struct's; and every argument struct of the tables (not a
+// part of others, a geometry) is launched.
 func TestLaunchesUseTables(t *testing.T) {
 	cu, err := os.ReadFile(cuPath)
 	if err != nil {
@@ -65,7 +66,7 @@ func TestLaunchesUseTables(t *testing.T) {
 		})
 	}
 	for s := range tabled {
-		if !launched[s] {
+		if !launched[s] && strings.HasSuffix(s, "Args") {
 			t.Errorf("no launch of a kernel that takes %s", s)
 		}
 	}

@@ -270,7 +270,7 @@ KERNEL(on_chain_f64, ChainArgs<double>) { chain_k(a); }
 // ---- copies (backend/copies.go) -----------------------------------------------------------------
 
 // Copy: a strided view into a strided view, axes simplified by the planner.
-template <typename T> struct CopyArgs { i64 nd, n, add; i64 shape[8], ss[8], ds[8]; const T *src; T *dst; };
+template <typename T> struct CopyArgs { i64 nd, n; i64 add; i64 shape[8], ss[8], ds[8]; const T *src; T *dst; }; // from backend/gen/args_table.go
 // U is the index type, S that of the (signed) offsets.
 template <typename T, typename U, typename S> __device__ void copy_k(const CopyArgs<T> &a) {
   GRID_LOOP_T(U, i, a.n) {
@@ -1423,11 +1423,11 @@ __device__ __forceinline__ i64 imax(i64 a, i64 b) { return a > b ? a : b; }
 
 // The geometry of a convolution as gorgonia's im2col takes it (backend.ConvGeom),
 // with its output's height and width.
-struct ConvGeom { i64 b, c, h, w, kh, kw, padh, padw, strideh, stridew, dilh, dilw, oh, ow; };
+struct ConvGeom { i64 b, c, h, w, kh, kw, padh, padw, strideh, stridew, dilh, dilw, oh, ow; }; // from backend/gen/args_table.go
 
 // unfold writes the windows of n images of x into col: tap k = (c kh + i) kw + j
 // of output position p of image n at n sj + k sk + p sp, 0 in the padding.
-template <typename T> struct UnfoldArgs { ConvGeom g; i64 n, sj, sk, sp; const T *x; T *col; };
+template <typename T> struct UnfoldArgs { ConvGeom g; i64 n, sj, sk, sp; const T *x; T *col; }; // from backend/gen/args_table.go
 template <typename T> __device__ void unfold_k(const UnfoldArgs<T> &a) {
   const ConvGeom &g = a.g;
   i64 p = g.oh * g.ow, kk = g.c * g.kh * g.kw;
@@ -1445,7 +1445,7 @@ KERNEL(on_unfold_f64, UnfoldArgs<double>) { unfold_k(a); }
 
 // fold writes into every element of n images of dx the sum of its taps in col
 // (unfold's layout), in the order of their output positions.
-template <typename T> struct FoldArgs { ConvGeom g; i64 n, sj, sk, sp; const T *col; T *dx; };
+template <typename T> struct FoldArgs { ConvGeom g; i64 n, sj, sk, sp; const T *col; T *dx; }; // from backend/gen/args_table.go
 template <typename T> __device__ void fold_k(const FoldArgs<T> &a) {
   const ConvGeom &g = a.g;
   GRID_LOOP(i, a.n * g.c * g.h * g.w) {
@@ -1479,7 +1479,7 @@ KERNEL(on_gather_planes_f32, GatherPlanesArgs<float>) { gather_planes_k(a); }
 KERNEL(on_gather_planes_f64, GatherPlanesArgs<double>) { gather_planes_k(a); }
 
 // The geometry of a pooling (backend.PoolGeom).
-struct PoolGeom { i64 b, c, h, w, kh, kw, padh, padw, strideh, stridew, oh, ow; };
+struct PoolGeom { i64 b, c, h, w, kh, kw, padh, padw, strideh, stridew, oh, ow; }; // from backend/gen/args_table.go
 
 __device__ __forceinline__ float lowest(float) { return -3.40282346638528859811704183484516925440e+38f; }
 __device__ __forceinline__ double lowest(double) { return -1.797693134862315708145274237317043567981e+308; }
@@ -1513,7 +1513,7 @@ template <typename T> __device__ T pool_max(const PoolGeom &g, bool rect, const 
   return m;
 }
 
-template <typename T> struct MaxPoolArgs { PoolGeom g; i64 rect; const T *x; T *y; };
+template <typename T> struct MaxPoolArgs { PoolGeom g; i64 rect; const T *x; T *y; }; // from backend/gen/args_table.go
 template <typename T> __device__ void max_pool_k(const MaxPoolArgs<T> &a) {
   const PoolGeom &g = a.g;
   GRID_LOOP(i, g.b * g.c * g.oh * g.ow) {
@@ -1528,7 +1528,7 @@ KERNEL(on_max_pool_f64, MaxPoolArgs<double>) { max_pool_k(a); }
 // windows, the gradients of those that took it: whose output y it is the
 // first element equal to (none where y is the lowest finite value); with
 // rect, the elements rectified and the sum times their step.
-template <typename T> struct MaxPoolGradArgs { PoolGeom g; i64 rect; const T *x; const T *y; const T *dy; T *dx; };
+template <typename T> struct MaxPoolGradArgs { PoolGeom g; i64 rect; const T *x; const T *y; const T *dy; T *dx; }; // from backend/gen/args_table.go
 template <typename T> __device__ void max_pool_grad_k(const MaxPoolGradArgs<T> &a) {
   const PoolGeom &g = a.g;
   bool rect = a.rect != 0;
@@ -1573,7 +1573,7 @@ template <typename T> __device__ T window_sum(const PoolGeom &g, const T *plane,
 }
 
 // avg_pool: gorgonia's average, the window's sum over the input's width.
-template <typename T> struct PoolArgs { PoolGeom g; const T *x; T *y; };
+template <typename T> struct PoolArgs { PoolGeom g; const T *x; T *y; }; // from backend/gen/args_table.go
 template <typename T> __device__ void avg_pool_k(const PoolArgs<T> &a) {
   const PoolGeom &g = a.g;
   GRID_LOOP(i, g.b * g.c * g.oh * g.ow) {
@@ -1586,7 +1586,7 @@ KERNEL(on_avg_pool_f64, PoolArgs<double>) { avg_pool_k(a); }
 
 // avg_pool_grad: gorgonia's avgPoolDiffOp (backend.AvgPoolGrad), a thread per
 // plane, for its second pass reads what it has written.
-template <typename T> struct AvgPoolGradArgs { PoolGeom g; const T *dy; T *dx; };
+template <typename T> struct AvgPoolGradArgs { PoolGeom g; const T *dy; T *dx; }; // from backend/gen/args_table.go
 template <typename T> __device__ void avg_pool_grad_k(const AvgPoolGradArgs<T> &a) {
   const PoolGeom &g = a.g;
   GRID_LOOP(pl, g.b * g.c) {
@@ -1613,17 +1613,7 @@ KERNEL(on_avg_pool_grad_f64, AvgPoolGradArgs<double>) { avg_pool_grad_k(a); }
 // window's largest element and the first element equal to it recorded in arg
 // (pos<<2 | step<<1 | keep, or -1), then dropped out with the draws of
 // pooled element base + i, as the CPU computes them.
-template <typename T> struct ConvPoolArgs {
-  PoolGeom g;
-  i64 n, base;
-  double p;
-  u64 seed, stream;
-  const double *step;
-  const T *c;
-  const T *bias;
-  T *y;
-  int *arg;
-};
+template <typename T> struct ConvPoolArgs { PoolGeom g; i64 n, base; double p; u64 seed, stream; const double *step; const T *c; const T *bias; T *y; int *arg; }; // from backend/gen/args_table.go
 template <typename T> __device__ void conv_pool_k(const ConvPoolArgs<T> &a) {
   const PoolGeom &g = a.g;
   bool drop = a.p > 0;
@@ -1678,7 +1668,7 @@ template <typename T> __device__ __forceinline__ T pool_routed(T dy, int arg, do
 // gradients dy of their pooled elements and conv_pool's arg: a thread per
 // element (plane f of image j at dst + j sj + f sf) sums, in the order of
 // the windows, what those that took it route there.
-template <typename T> struct PoolRouteArgs { PoolGeom g; i64 n, sj, sf; double p; const T *dy; const int *arg; T *dst; };
+template <typename T> struct PoolRouteArgs { PoolGeom g; i64 n, sj, sf; double p; const T *dy; const int *arg; T *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void pool_route_k(const PoolRouteArgs<T> &a) {
   const PoolGeom &g = a.g;
   GRID_LOOP(i, a.n * g.c * g.h * g.w) {
@@ -1702,7 +1692,7 @@ KERNEL(on_pool_route_f64, PoolRouteArgs<double>) { pool_route_k(a); }
 
 // pool_bias_grad: a thread per filter sums what the pooled elements' gradients
 // route to its outputs, image by image in the order of the elements.
-template <typename T> struct PoolBiasGradArgs { PoolGeom g; double p; const T *dy; const int *arg; T *db; };
+template <typename T> struct PoolBiasGradArgs { PoolGeom g; double p; const T *dy; const int *arg; T *db; }; // from backend/gen/args_table.go
 template <typename T> __device__ void pool_bias_grad_k(const PoolBiasGradArgs<T> &a) {
   const PoolGeom &g = a.g;
   i64 op = g.oh * g.ow;
