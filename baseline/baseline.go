@@ -43,18 +43,47 @@ var (
 	_ optim.Optimizer[float64] = (*OBCD[float64])(nil)
 )
 
-func checkDims(n, p int) error {
+// checkNew refuses the settings every method's constructor takes: the
+// weight's n x p (1 <= p <= n) and the step size lr (finite, > 0).
+func checkNew(n, p int, lr float64) error {
 	if n < 1 || p < 1 || p > n {
 		return fmt.Errorf("%w: %d x %d, want 1 <= p <= n", manifold.ErrShape, n, p)
 	}
-	return nil
-}
-
-func checkLR(lr float64) error {
 	if !(lr > 0) || math.IsInf(lr, 1) {
 		return fmt.Errorf("baseline: learning rate %v, want a finite value > 0", lr)
 	}
 	return nil
+}
+
+// infeasible is what the infeasible methods (Landing, PCAL) share: the
+// n x p weight's shape, the step size, the weight of the penalty on
+// X^T X - I, and the workspaces of the Gram matrix and of the step's
+// direction.
+type infeasible[T Float] struct {
+	n, p        int
+	lr, penalty float64
+	xtx         []T // p x p
+	dir         []T // n x p
+}
+
+// newInfeasible checks the settings of the infeasible method named name
+// and allocates its workspaces.
+func newInfeasible[T Float](name string, n, p int, lr, penalty float64) (infeasible[T], error) {
+	if err := checkNew(n, p, lr); err != nil {
+		return infeasible[T]{}, err
+	}
+	if !(penalty > 0) {
+		return infeasible[T]{}, fmt.Errorf("baseline: %s penalty %v, want > 0", name, penalty)
+	}
+	return infeasible[T]{n: n, p: p, lr: lr, penalty: penalty, xtx: make([]T, p*p), dir: make([]T, n*p)}, nil
+}
+
+// descend moves x by -lr times the direction.
+func (o *infeasible[T]) descend(x []T) {
+	lr := T(o.lr)
+	for i, d := range o.dir {
+		x[i] -= lr * d
+	}
 }
 
 func checkStep[T Float](n, p int, x, grad []T) error {

@@ -28,10 +28,7 @@ type RSSM[T Float] struct {
 // NewRSSM returns RSSM for n x p weights, r columns a step (2 <= r <= p),
 // step size lr, sampling from seed.
 func NewRSSM[T Float](n, p, r int, lr float64, seed uint64) (*RSSM[T], error) {
-	if err := checkDims(n, p); err != nil {
-		return nil, err
-	}
-	if err := checkLR(lr); err != nil {
+	if err := checkNew(n, p, lr); err != nil {
 		return nil, err
 	}
 	if r < 1 || r > p {
@@ -105,10 +102,7 @@ type OBCD[T Float] struct {
 // NewOBCD returns OBCD for n x p weights, r rows a step (2 <= r <= n), step
 // size lr, sampling from seed.
 func NewOBCD[T Float](n, p, r int, lr float64, seed uint64) (*OBCD[T], error) {
-	if err := checkDims(n, p); err != nil {
-		return nil, err
-	}
-	if err := checkLR(lr); err != nil {
+	if err := checkNew(n, p, lr); err != nil {
 		return nil, err
 	}
 	if r < 2 || r > n {

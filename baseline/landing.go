@@ -1,10 +1,6 @@
 package baseline
 
-import (
-	"fmt"
-
-	"github.com/orthonet/orthonet/internal/linalg"
-)
+import "github.com/orthonet/orthonet/internal/linalg"
 
 // Landing is the landing method for the Stiefel manifold (Ablin et al.
 // 2023): X <- X - eta (skew(G X^T) X + lambda X (X^T X - I)). The first term
@@ -12,25 +8,18 @@ import (
 // pulls X towards St(n,p) without a retraction. X stays near, not on, the
 // manifold.
 type Landing[T Float] struct {
-	n, p       int
-	lr, lambda float64
-	xtx, xtg   []T // p x p
-	dir        []T // n x p
+	infeasible[T]     // penalty is lambda
+	xtg           []T // p x p
 }
 
 // NewLanding returns the landing method for n x p weights with step size lr
 // and penalty weight lambda > 0.
 func NewLanding[T Float](n, p int, lr, lambda float64) (*Landing[T], error) {
-	if err := checkDims(n, p); err != nil {
+	in, err := newInfeasible[T]("landing", n, p, lr, lambda)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkLR(lr); err != nil {
-		return nil, err
-	}
-	if !(lambda > 0) {
-		return nil, fmt.Errorf("baseline: landing penalty %v, want > 0", lambda)
-	}
-	return &Landing[T]{n: n, p: p, lr: lr, lambda: lambda, xtx: make([]T, p*p), xtg: make([]T, p*p), dir: make([]T, n*p)}, nil
+	return &Landing[T]{infeasible: in, xtg: make([]T, p*p)}, nil
 }
 
 // Step takes one landing step.
@@ -48,10 +37,7 @@ func (o *Landing[T]) Step(x, grad []T) error {
 	for i := 0; i < p; i++ {
 		o.xtx[i*p+i]--
 	}
-	linalg.Gemm(false, false, n, p, p, T(o.lambda), x, p, o.xtx, p, 1, o.dir, p)
-	lr := T(o.lr)
-	for i, d := range o.dir {
-		x[i] -= lr * d
-	}
+	linalg.Gemm(false, false, n, p, p, T(o.penalty), x, p, o.xtx, p, 1, o.dir, p)
+	o.descend(x)
 	return nil
 }

@@ -22,30 +22,23 @@ import (
 // shifted power iterations), in the spirit of Gao et al.'s requirement that
 // the penalty dominate the multipliers.
 type PCAL[T Float] struct {
-	n, p     int
-	lr, beta float64
-	xtx, lam []T // p x p
-	dir      []T // n x p
-	u, w     []float64
+	infeasible[T]     // penalty is beta
+	lam           []T // p x p
+	u, w          []float64
 }
 
 // NewPCAL returns PCAL for n x p weights with step size lr and penalty
 // weight beta > 0.
 func NewPCAL[T Float](n, p int, lr, beta float64) (*PCAL[T], error) {
-	if err := checkDims(n, p); err != nil {
+	in, err := newInfeasible[T]("PCAL", n, p, lr, beta)
+	if err != nil {
 		return nil, err
-	}
-	if err := checkLR(lr); err != nil {
-		return nil, err
-	}
-	if !(beta > 0) {
-		return nil, fmt.Errorf("baseline: PCAL penalty %v, want > 0", beta)
 	}
 	u := make([]float64, p)
 	for i := range u {
 		u[i] = 1 / math.Sqrt(float64(p))
 	}
-	return &PCAL[T]{n: n, p: p, lr: lr, beta: beta, xtx: make([]T, p*p), lam: make([]T, p*p), dir: make([]T, n*p), u: u, w: make([]float64, p)}, nil
+	return &PCAL[T]{infeasible: in, lam: make([]T, p*p), u: u, w: make([]float64, p)}, nil
 }
 
 // Step takes one PCAL step.
@@ -67,16 +60,13 @@ func (o *PCAL[T]) Step(x, grad []T) error {
 	}
 	// beta_k (X^T X - I) - Lambda, then dir = G + X (that).
 	rho := o.power(0)
-	beta := T(o.beta + max(0, o.power(rho)-rho))
+	beta := T(o.penalty + max(0, o.power(rho)-rho))
 	for i := range o.xtx {
 		o.xtx[i] = beta*o.xtx[i] - o.lam[i]
 	}
 	copy(o.dir, grad)
 	linalg.Gemm(false, false, n, p, p, 1, x, p, o.xtx, p, 1, o.dir, p)
-	lr := T(o.lr)
-	for i, d := range o.dir {
-		x[i] -= lr * d
-	}
+	o.descend(x)
 	for j := 0; j < p; j++ {
 		var s float64
 		for i := 0; i < n; i++ {

@@ -18,10 +18,7 @@ type RCD[T Float] struct {
 
 // NewRCD returns RCD for n x p weights with step size lr.
 func NewRCD[T Float](n, p int, lr float64) (*RCD[T], error) {
-	if err := checkDims(n, p); err != nil {
-		return nil, err
-	}
-	if err := checkLR(lr); err != nil {
+	if err := checkNew(n, p, lr); err != nil {
 		return nil, err
 	}
 	return &RCD[T]{n: n, p: p, lr: lr}, nil

@@ -25,10 +25,7 @@ type TSD[T Float] struct {
 
 // NewTSD returns TSD for n x p weights with step size lr.
 func NewTSD[T Float](n, p int, lr float64) (*TSD[T], error) {
-	if err := checkDims(n, p); err != nil {
-		return nil, err
-	}
-	if err := checkLR(lr); err != nil {
+	if err := checkNew(n, p, lr); err != nil {
 		return nil, err
 	}
 	return &TSD[T]{n: n, p: p, lr: lr, frame: make([]float64, n*n), gt: make([]float64, p*n)}, nil

@@ -264,39 +264,30 @@ func checksumAt(hb []byte) (int, error) {
 // writeData writes little-endian values; errors surface at Flush or in the
 // caller's final check.
 func writeData(w io.Writer, data any) {
-	var buf [4096]byte
-	n := 0
-	flush := func() {
-		w.Write(buf[:n])
-		n = 0
-	}
 	switch d := data.(type) {
 	case []float32:
-		for _, v := range d {
-			if n+4 > len(buf) {
-				flush()
-			}
-			binary.LittleEndian.PutUint32(buf[n:], math.Float32bits(v))
-			n += 4
-		}
+		writeValues(w, d, 4, func(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) })
 	case []float64:
-		for _, v := range d {
-			if n+8 > len(buf) {
-				flush()
-			}
-			binary.LittleEndian.PutUint64(buf[n:], math.Float64bits(v))
-			n += 8
-		}
+		writeValues(w, d, 8, func(b []byte, v float64) { binary.LittleEndian.PutUint64(b, math.Float64bits(v)) })
 	case []int64:
-		for _, v := range d {
-			if n+8 > len(buf) {
-				flush()
-			}
-			binary.LittleEndian.PutUint64(buf[n:], uint64(v))
-			n += 8
-		}
+		writeValues(w, d, 8, func(b []byte, v int64) { binary.LittleEndian.PutUint64(b, uint64(v)) })
 	}
-	flush()
+}
+
+// writeValues writes vs through a buffer of 4 KiB, each value put into its
+// size bytes by put.
+func writeValues[T any](w io.Writer, vs []T, size int, put func([]byte, T)) {
+	var buf [4096]byte
+	n := 0
+	for _, v := range vs {
+		if n+size > len(buf) {
+			w.Write(buf[:n])
+			n = 0
+		}
+		put(buf[n:], v)
+		n += size
+	}
+	w.Write(buf[:n])
 }
 
 // Decode parses a checkpoint held in b, verifying its checksum and layout.

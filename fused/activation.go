@@ -50,7 +50,7 @@ func (*GELUOp) DiffWRT(int) []bool       { return []bool{true} }
 
 // Kernel returns backend.Map of backend.GELU.
 func (*GELUOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
-	return backend.Map{Op: backend.GELU, N: size(s[0]), Src: in[0], Dst: out}
+	return backend.Map{Op: backend.GELU, N: tensor.Shape(s[0]).TotalSize(), Src: in[0], Dst: out}
 }
 
 // Do applies GELU on the host.
@@ -80,7 +80,7 @@ func (o *GELUGradOp) WriteHash(h hashWriter) { writeHash(h, o) }
 
 // Kernel returns backend.Zip of backend.GELUGrad.
 func (*GELUGradOp) Kernel(s [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
-	return backend.Zip{Op: backend.GELUGrad, N: size(s[0]), A: in[0], B: in[1], Dst: out}
+	return backend.Zip{Op: backend.GELUGrad, N: tensor.Shape(s[0]).TotalSize(), A: in[0], B: in[1], Dst: out}
 }
 
 // Do computes the gradient on the host.
@@ -96,10 +96,7 @@ type BiasActOp struct {
 
 // BiasAct returns act(x + b) with the row b added to every row of x.
 func BiasAct(x, b *G.Node, act Activation) (*G.Node, error) {
-	if err := checkMatrix("input", x); err != nil {
-		return nil, err
-	}
-	if err := checkMatrix("bias", b); err != nil {
+	if err := checkMatrices(arg{"input", x}, arg{"bias", b}); err != nil {
 		return nil, err
 	}
 	if !b.Shape().Eq(tensor.Shape{1, x.Shape()[1]}) {

@@ -27,13 +27,8 @@ type AttentionOp struct {
 // Attention returns the multi-head attention of queries q, keys k and
 // values v over sequences of tokens rows, with scale 1/sqrt(d/heads).
 func Attention(q, k, v *G.Node, heads, tokens int) (*G.Node, error) {
-	for _, a := range []struct {
-		what string
-		n    *G.Node
-	}{{"queries", q}, {"keys", k}, {"values", v}} {
-		if err := checkMatrix(a.what, a.n); err != nil {
-			return nil, err
-		}
+	if err := checkMatrices(arg{"queries", q}, arg{"keys", k}, arg{"values", v}); err != nil {
+		return nil, err
 	}
 	s := q.Shape()
 	if !k.Shape().Eq(s) || !v.Shape().Eq(s) {
@@ -107,11 +102,7 @@ func (o *AttentionGradOp) Hashcode() uint32       { return hashOf(o) }
 func (o *AttentionGradOp) WriteHash(h hashWriter) { writeHash(h, o) }
 
 func (*AttentionGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(in)
-	if err != nil {
-		return nil, err
-	}
-	return tensor.Shape{3 * s[0][0], s[0][1]}, nil
+	return resultShape(in, func(s tensor.Shape) tensor.Shape { return tensor.Shape{3 * s[0], s[1]} })
 }
 
 // Kernel returns backend.AttentionGrad.

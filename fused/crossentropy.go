@@ -22,10 +22,7 @@ type SoftmaxCrossEntropyOp struct{ base }
 // SoftmaxCrossEntropy returns the mean softmax cross-entropy of logits
 // against targets (one-hot rows, or any distributions).
 func SoftmaxCrossEntropy(logits, targets *G.Node) (*G.Node, error) {
-	if err := checkMatrix("logits", logits); err != nil {
-		return nil, err
-	}
-	if err := checkMatrix("targets", targets); err != nil {
+	if err := checkMatrices(arg{"logits", logits}, arg{"targets", targets}); err != nil {
 		return nil, err
 	}
 	if !logits.Shape().Eq(targets.Shape()) {

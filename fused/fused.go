@@ -38,11 +38,7 @@ func (base) OverwritesInput() int { return -1 }
 // InferShape returns the shape of the first argument, the result's unless
 // the op defines its own.
 func (base) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(in)
-	if err != nil {
-		return nil, err
-	}
-	return s[0].Clone(), nil
+	return resultShape(in, tensor.Shape.Clone)
 }
 
 // hashOf hashes an op by its String, which names its kind and parameters.
@@ -74,17 +70,15 @@ func matrixType(n int, scalarOut bool) hm.Type {
 	return hm.NewFnType(args...)
 }
 
-// shapes returns the shapes of the op's arguments.
-func shapes(in []G.DimSizer) ([]tensor.Shape, error) {
-	out := make([]tensor.Shape, len(in))
+// resultShape returns the shape of an op's result, result of the shape
+// of its first argument, once every argument is known to have a shape.
+func resultShape(in []G.DimSizer, result func(first tensor.Shape) tensor.Shape) (tensor.Shape, error) {
 	for i, d := range in {
-		s, ok := d.(tensor.Shape)
-		if !ok {
+		if _, ok := d.(tensor.Shape); !ok {
 			return nil, fmt.Errorf("fused: argument %d has no shape (%T)", i, d)
 		}
-		out[i] = s
 	}
-	return out, nil
+	return result(in[0].(tensor.Shape)), nil
 }
 
 // Every op of the package carries its lowering.
@@ -192,25 +186,26 @@ func floatCopy(op Lowering, i int, v G.Value) (any, error) {
 	}
 }
 
-// size returns the elements of a shape (1 for a scalar).
-func size(s []int) int {
-	n := 1
-	for _, d := range s {
-		n *= d
-	}
-	return n
+// arg is an argument of an op and what messages call it.
+type arg struct {
+	what string
+	n    *G.Node
 }
 
-// checkMatrix returns an error unless n is a matrix of a float type.
-func checkMatrix(what string, n *G.Node) error {
-	if n == nil {
-		return fmt.Errorf("fused: %s is nil", what)
-	}
-	if n.Dims() != 2 {
-		return fmt.Errorf("fused: %s %q has shape %v, want a matrix", what, n.Name(), n.Shape())
-	}
-	if dt := n.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
-		return fmt.Errorf("fused: %s %q holds %v, want float32 or float64", what, n.Name(), dt)
+// checkMatrices returns an error unless every argument is a matrix of a
+// float type.
+func checkMatrices(args ...arg) error {
+	for _, a := range args {
+		n := a.n
+		if n == nil {
+			return fmt.Errorf("fused: %s is nil", a.what)
+		}
+		if n.Dims() != 2 {
+			return fmt.Errorf("fused: %s %q has shape %v, want a matrix", a.what, n.Name(), n.Shape())
+		}
+		if dt := n.Dtype(); dt != tensor.Float32 && dt != tensor.Float64 {
+			return fmt.Errorf("fused: %s %q holds %v, want float32 or float64", a.what, n.Name(), dt)
+		}
 	}
 	return nil
 }

@@ -22,18 +22,6 @@ func constant(n *G.Node, v float64) *G.Node {
 	return G.NewConstant(v)
 }
 
-// tensorOf returns a dense tensor of shape holding v, in float32 when is32.
-func tensorOf(v []float64, is32 bool, shape ...int) G.Value {
-	if is32 {
-		f := make([]float32, len(v))
-		for i, x := range v {
-			f[i] = float32(x)
-		}
-		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
-	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v))
-}
-
 // composite building blocks: the same functions from Gorgonia's own ops.
 
 func compositeCE(a []*G.Node) (*G.Node, error) {
@@ -164,7 +152,7 @@ func build(c opCase, dt tensor.Dtype, fused bool) (*G.ExprGraph, []*G.Node, *G.N
 				v[r*s[1]+(r*3)%s[1]] = 1
 			}
 		}
-		leaves = append(leaves, G.NewTensor(g, dt, len(s), G.WithShape(s...), G.WithName(fmt.Sprintf("a%d", i)), G.WithValue(tensorOf(v, dt == tensor.Float32, s...))))
+		leaves = append(leaves, G.NewTensor(g, dt, len(s), G.WithShape(s...), G.WithName(fmt.Sprintf("a%d", i)), G.WithValue(testval.Tensor(dt, s, v))))
 	}
 	f := c.composite
 	if fused {
@@ -184,7 +172,7 @@ func build(c opCase, dt tensor.Dtype, fused bool) (*G.ExprGraph, []*G.Node, *G.N
 		for i := range r {
 			r[i] = wr.NormFloat64()
 		}
-		w := G.NewTensor(g, dt, out.Dims(), G.WithShape(out.Shape()...), G.WithName("R"), G.WithValue(tensorOf(r, dt == tensor.Float32, out.Shape()...)))
+		w := G.NewTensor(g, dt, out.Dims(), G.WithShape(out.Shape()...), G.WithName("R"), G.WithValue(testval.Tensor(dt, out.Shape(), r)))
 		loss = G.Must(G.Sum(G.Must(G.HadamardProd(out, w))))
 	}
 	return g, leaves, out, loss, nil

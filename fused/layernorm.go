@@ -21,13 +21,8 @@ type LayerNormOp struct {
 
 // LayerNorm returns the layer normalization of the rows of x.
 func LayerNorm(x, gamma, beta *G.Node, eps float64) (*G.Node, error) {
-	for _, a := range []struct {
-		what string
-		n    *G.Node
-	}{{"input", x}, {"gamma", gamma}, {"beta", beta}} {
-		if err := checkMatrix(a.what, a.n); err != nil {
-			return nil, err
-		}
+	if err := checkMatrices(arg{"input", x}, arg{"gamma", gamma}, arg{"beta", beta}); err != nil {
+		return nil, err
 	}
 	d := x.Shape()[1]
 	if !gamma.Shape().Eq(tensor.Shape{1, d}) || !beta.Shape().Eq(tensor.Shape{1, d}) {
@@ -122,11 +117,7 @@ func (o *LayerNormParamGradOp) Hashcode() uint32       { return hashOf(o) }
 func (o *LayerNormParamGradOp) WriteHash(h hashWriter) { writeHash(h, o) }
 
 func (*LayerNormParamGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, err := shapes(in)
-	if err != nil {
-		return nil, err
-	}
-	return tensor.Shape{2, s[0][1]}, nil
+	return resultShape(in, func(s tensor.Shape) tensor.Shape { return tensor.Shape{2, s[1]} })
 }
 
 // Kernel returns backend.LayerNormParamGrad.

@@ -1,10 +1,6 @@
 package manifold
 
-import (
-	"fmt"
-
-	"github.com/orthonet/orthonet/internal/linalg"
-)
+import "fmt"
 
 // Grassmann is the manifold Gr(n,p) of p-dimensional subspaces of R^n,
 // represented as the quotient St(n,p)/O(p): a point is any n x p matrix with
@@ -34,23 +30,7 @@ func (g *Grassmann[T]) String() string { return fmt.Sprintf("Grassmann(%d, %d)",
 // Proj writes (I - X X^T) v into dst, the horizontal projection at x; applied
 // to a Euclidean gradient it gives the Riemannian gradient of the quotient.
 // dst may alias v.
-func (g *Grassmann[T]) Proj(dst, x, v []T) error {
-	if err := g.check3(dst, x, v); err != nil {
-		return err
-	}
-	n, p := g.n, g.p
-	w := &g.ws
-	w.pp = linalg.Grow(w.pp, p*p)
-	linalg.Mul(true, false, p, p, n, x, v, w.pp)
-	copy(dst, v)
-	linalg.Gemm(false, false, n, p, p, -1, x, p, w.pp, p, 1, dst, p)
-	return nil
-}
+func (g *Grassmann[T]) Proj(dst, x, v []T) error { return g.proj(dst, x, v, false) }
 
 // Retract writes R_x(v) into dst using g.Retraction. dst may alias x or v.
-func (g *Grassmann[T]) Retract(dst, x, v []T) error {
-	if err := g.check3(dst, x, v); err != nil {
-		return err
-	}
-	return g.ws.retract(g.Retraction, g.n, g.p, dst, x, v)
-}
+func (g *Grassmann[T]) Retract(dst, x, v []T) error { return g.retract(g.Retraction, dst, x, v) }

@@ -62,17 +62,13 @@ const (
 // Retractions lists every Retraction, for tables and tests.
 var Retractions = []Retraction{QR, Polar, Cayley, Exp}
 
+// retractionNames are the retractions' names, by Retraction.
+var retractionNames = [...]string{QR: "qr", Polar: "polar", Cayley: "cayley", Exp: "exp"}
+
 // String returns the retraction's name: qr, polar, cayley or exp.
 func (r Retraction) String() string {
-	switch r {
-	case QR:
-		return "qr"
-	case Polar:
-		return "polar"
-	case Cayley:
-		return "cayley"
-	case Exp:
-		return "exp"
+	if r >= 0 && int(r) < len(retractionNames) {
+		return retractionNames[r]
 	}
 	return fmt.Sprintf("Retraction(%d)", int(r))
 }

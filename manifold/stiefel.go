@@ -31,27 +31,10 @@ func (s *Stiefel[T]) String() string { return fmt.Sprintf("Stiefel(%d, %d)", s.n
 
 // Proj writes v - X sym(X^T v) into dst, the tangent projection at x; applied
 // to a Euclidean gradient it gives the Riemannian gradient. dst may alias v.
-func (s *Stiefel[T]) Proj(dst, x, v []T) error {
-	if err := s.check3(dst, x, v); err != nil {
-		return err
-	}
-	n, p := s.n, s.p
-	w := &s.ws
-	w.pp = linalg.Grow(w.pp, p*p)
-	linalg.Mul(true, false, p, p, n, x, v, w.pp) // X^T V
-	symmetrize(p, w.pp)
-	copy(dst, v)
-	linalg.Gemm(false, false, n, p, p, -1, x, p, w.pp, p, 1, dst, p)
-	return nil
-}
+func (s *Stiefel[T]) Proj(dst, x, v []T) error { return s.proj(dst, x, v, true) }
 
 // Retract writes R_x(v) into dst using s.Retraction. dst may alias x or v.
-func (s *Stiefel[T]) Retract(dst, x, v []T) error {
-	if err := s.check3(dst, x, v); err != nil {
-		return err
-	}
-	return s.ws.retract(s.Retraction, s.n, s.p, dst, x, v)
-}
+func (s *Stiefel[T]) Retract(dst, x, v []T) error { return s.retract(s.Retraction, dst, x, v) }
 
 // frame holds what Stiefel and Grassmann share: the shape of an orthonormal
 // n x p frame and the workspace of the operations on it.
@@ -90,6 +73,33 @@ func (f *frame[T]) Orthonormalize(x []T) error {
 		return fmt.Errorf("manifold: orthonormalize: %w", err)
 	}
 	return nil
+}
+
+// proj writes v - X M into dst, M = X^T v, symmetrized where sym: the
+// Stiefel manifold's tangent projection (sym) or the Grassmann manifold's
+// horizontal one. dst may alias v.
+func (f *frame[T]) proj(dst, x, v []T, sym bool) error {
+	if err := f.check3(dst, x, v); err != nil {
+		return err
+	}
+	n, p := f.n, f.p
+	w := &f.ws
+	w.pp = linalg.Grow(w.pp, p*p)
+	linalg.Mul(true, false, p, p, n, x, v, w.pp) // X^T V
+	if sym {
+		symmetrize(p, w.pp)
+	}
+	copy(dst, v)
+	linalg.Gemm(false, false, n, p, p, -1, x, p, w.pp, p, 1, dst, p)
+	return nil
+}
+
+// retract writes R_x(v) into dst by retraction r. dst may alias x or v.
+func (f *frame[T]) retract(r Retraction, dst, x, v []T) error {
+	if err := f.check3(dst, x, v); err != nil {
+		return err
+	}
+	return f.ws.retract(r, f.n, f.p, dst, x, v)
 }
 
 func (f *frame[T]) check3(dst, x, v []T) error {

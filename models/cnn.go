@@ -7,7 +7,6 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/orthonet/orthonet/fused"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/param"
 )
@@ -115,7 +114,7 @@ func (m *CNN) Forward(x *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("models: head: %w", err)
 	}
-	return m.Head.ForwardAct(flat, fused.Identity)
+	return m.Head.Forward(flat)
 }
 
 // Params returns every parameter, the kernels marked as points of the

@@ -23,88 +23,87 @@ import (
 // user's own.
 var deviceModels = []string{"ffn", "vit", "rnn", "custom"}
 
+// deviceFamilies are the families deviceRun builds through build: each
+// one's configuration and input shape, the batch first.
+var deviceFamilies = map[string]struct {
+	cfg   any
+	input []int
+}{
+	"ffn": {FFNConfig{In: 64, Hidden: 32, Classes: 10, Depth: 3, Bias: true}, []int{8, 64}},
+	"vit": {ViTConfig{Image: 16, Patch: 4, Channels: 3, Dim: 32, Depth: 2, Heads: 4, MLP: 64, Classes: 10}, []int{4, 16, 48}}, // (batch, Tokens, PatchDim)
+	"rnn": {RNNConfig{In: 6, Hidden: 8, Steps: 5, Classes: 10, Channels: 3}, []int{8, 30}},
+}
+
+// deviceModel builds model in dtype dt on g, its weights and then its
+// input drawn from rng, and returns its logits (a ViT's in training mode)
+// and its parameters.
+func deviceModel(g *G.ExprGraph, model string, dt tensor.Dtype, rng *rand.Rand) (*G.Node, []param.Param, error) {
+	input := func(shape ...int) *G.Node {
+		return G.Must(nn.NewTensor(g, "x", dt, shape, func(int) float64 { return rng.NormFloat64() }))
+	}
+	if model == "custom" {
+		return customModel(g, dt, rng, input)
+	}
+	f, ok := deviceFamilies[model]
+	if !ok {
+		return nil, nil, fmt.Errorf("unknown model %q", model)
+	}
+	m, err := build(g, f.cfg, dt, rng)
+	if err != nil {
+		return nil, nil, err
+	}
+	logits, err := forward(m, input(f.input...), true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return logits, m.Params(), nil
+}
+
+// customModel builds a model of a user's own from Gorgonia's ops,
+// tanh(x W) V with W on the Stiefel manifold, for a batch of 8 inputs
+// drawn by input, and returns its logits and parameters.
+func customModel(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand, input func(shape ...int) *G.Node) (*G.Node, []param.Param, error) {
+	w, err := nn.NewTensor(g, "W", dt, []int{20, 6}, func(int) float64 { return rng.NormFloat64() })
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := orthonormalize(w); err != nil {
+		return nil, nil, err
+	}
+	v, err := nn.NewTensor(g, "V", dt, []int{6, 10}, func(int) float64 { return rng.NormFloat64() / 3 })
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := G.Mul(input(8, 20), w)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h, err = G.Tanh(h); err != nil {
+		return nil, nil, err
+	}
+	logits, err := G.Mul(h, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return logits, []param.Param{param.OnStiefel(w), param.Plain(v)}, nil
+}
+
 // deviceRun builds one model in dtype dt from a fixed seed, runs forward and
 // backward on a fixed batch and takes one solver step with RSDM-P (or RGD).
 // It returns the loss, logits, gradients and updated weights by name.
 func deviceRun(model string, dt tensor.Dtype, method optim.Rule) (map[string][]float64, error) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	g := G.NewGraph()
-	var (
-		logits *G.Node
-		params []param.Param
-		x      *G.Node
-		err    error
-		batch  = 8
-	)
-	input := func(shape ...int) *G.Node {
-		return G.Must(nn.NewTensor(g, "x", dt, shape, func(int) float64 { return rng.NormFloat64() }))
+	logits, params, err := deviceModel(g, model, dt, rng)
+	if err != nil {
+		return nil, err
 	}
-	switch model {
-	case "ffn":
-		m, err := NewFFN(g, FFNConfig{In: 64, Hidden: 32, Classes: 10, Depth: 3, Bias: true}, dt, rng)
-		if err != nil {
-			return nil, err
-		}
-		x = input(batch, 64)
-		if logits, err = m.Forward(x); err != nil {
-			return nil, err
-		}
-		params = m.Params()
-	case "vit":
-		cfg := ViTConfig{Image: 16, Patch: 4, Channels: 3, Dim: 32, Depth: 2, Heads: 4, MLP: 64, Classes: 10}
-		m, err := NewViT(g, cfg, dt, rng)
-		if err != nil {
-			return nil, err
-		}
-		batch = 4
-		x = input(batch, cfg.Tokens(), cfg.PatchDim())
-		if logits, err = m.Forward(x, true); err != nil {
-			return nil, err
-		}
-		params = m.Params()
-	case "rnn":
-		m, err := NewRNN(g, RNNConfig{In: 6, Hidden: 8, Steps: 5, Classes: 10, Channels: 3}, dt, rng)
-		if err != nil {
-			return nil, err
-		}
-		x = input(batch, 30)
-		if logits, err = m.Forward(x); err != nil {
-			return nil, err
-		}
-		params = m.Params()
-	case "custom":
-		// tanh(x W) V with W on the Stiefel manifold, built from Gorgonia's ops.
-		w, err := nn.NewTensor(g, "W", dt, []int{20, 6}, func(int) float64 { return rng.NormFloat64() })
-		if err != nil {
-			return nil, err
-		}
-		if err := orthonormalize(w); err != nil {
-			return nil, err
-		}
-		v, err := nn.NewTensor(g, "V", dt, []int{6, 10}, func(int) float64 { return rng.NormFloat64() / 3 })
-		if err != nil {
-			return nil, err
-		}
-		x = input(batch, 20)
-		h, err := G.Mul(x, w)
-		if err != nil {
-			return nil, err
-		}
-		if h, err = G.Tanh(h); err != nil {
-			return nil, err
-		}
-		if logits, err = G.Mul(h, v); err != nil {
-			return nil, err
-		}
-		params = []param.Param{param.OnStiefel(w), param.Plain(v)}
-	default:
-		return nil, fmt.Errorf("unknown model %q", model)
-	}
+	batch := logits.Shape()[0]
 	labels := make([]float64, batch*10)
 	for i := 0; i < batch; i++ {
 		labels[i*10+rng.IntN(10)] = 1
 	}
-	y := G.NewMatrix(g, dt, G.WithShape(batch, 10), G.WithName("y"), G.WithValue(denseOf(dt, []int{batch, 10}, labels)))
+	y := G.NewMatrix(g, dt, G.WithShape(batch, 10), G.WithName("y"), G.WithValue(testval.Tensor(dt, []int{batch, 10}, labels)))
 	loss, err := nn.CrossEntropy(logits, y)
 	if err != nil {
 		return nil, err
@@ -158,7 +157,7 @@ func orthonormalize(w *G.Node) error {
 	if err := st.Orthonormalize(v); err != nil {
 		return err
 	}
-	return G.Let(w, denseOf(d.Dtype(), []int{r, c}, v))
+	return G.Let(w, testval.Tensor(d.Dtype(), []int{r, c}, v))
 }
 
 // deviceTol is the float32 tolerance on each kind of result: values and
@@ -222,16 +221,4 @@ func TestDeviceAgreement(t *testing.T) {
 			compareDevice(t, label+" float32 vs float64", got, want)
 		}
 	}
-}
-
-// denseOf returns a tensor of element type dt holding v.
-func denseOf(dt tensor.Dtype, shape []int, v []float64) *tensor.Dense {
-	if dt == tensor.Float32 {
-		f := make([]float32, len(v))
-		for i, x := range v {
-			f[i] = float32(x)
-		}
-		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
-	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v))
 }

@@ -34,11 +34,7 @@ func TestPatchesIsPatchify(t *testing.T) {
 		}
 		var v G.Value
 		G.Read(p, &v)
-		vm := G.NewTapeMachine(g)
-		if err := vm.RunAll(); err != nil {
-			t.Fatal(err)
-		}
-		vm.Close()
+		runTape(t, g)
 		got := v.Data().([]float32)
 		for i := range want {
 			if got[i] != want[i] {

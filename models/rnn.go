@@ -7,7 +7,6 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/orthonet/orthonet/fused"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/param"
 )
@@ -113,7 +112,7 @@ func (m *RNN) Forward(x *G.Node) (*G.Node, error) {
 			return nil, fmt.Errorf("models: RNN step %d: %w", t, err)
 		}
 	}
-	return m.Out.ForwardAct(h, fused.Identity)
+	return m.Out.Forward(h)
 }
 
 // steps returns the Steps inputs x_t, (batch, In) each, of x: x is

@@ -10,8 +10,6 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
-
-	"github.com/orthonet/orthonet/param"
 )
 
 // sized is what a Config tells of its model's size.
@@ -26,35 +24,16 @@ func built(t *testing.T, cfg sized) int64 {
 	t.Helper()
 	g := G.NewGraph()
 	rng := rand.New(rand.NewPCG(3, 4))
-	var ps []param.Param
-	switch c := cfg.(type) {
-	case FFNConfig:
-		m, err := NewFFN(g, c, tensor.Float32, rng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = m.Params()
-	case CNNConfig:
-		m, err := NewCNN(g, c, tensor.Float32, rng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = m.Params()
-	case ViTConfig:
-		m, err := NewViT(g, c, tensor.Float32, rng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = m.Params()
-	case RNNConfig:
-		m, err := NewRNN(g, c, tensor.Float64, rng)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps = m.Params()
+	dt := tensor.Float32
+	if _, ok := cfg.(RNNConfig); ok {
+		dt = tensor.Float64
+	}
+	m, err := build(g, cfg, dt, rng)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var n int64
-	for _, p := range ps {
+	for _, p := range m.Params() {
 		n += int64(reflect.ValueOf(p.Node.Value().Data()).Len()) // the backing slice's length
 	}
 	return n

@@ -8,7 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/manifold"
-	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/param"
 )
 
 // TestConv2dGradient checks the layer's gradients (input, kernel, bias)
@@ -37,17 +37,9 @@ func TestConv2dGradient(t *testing.T) {
 		// A loss that weighs every output differently.
 		r := input(g, "r", newRNG(4), want...)
 		loss := G.Must(G.Sum(G.Must(G.HadamardProd(y, r))))
-		wrt := append([]*G.Node{x}, G.Nodes(paramsNodes(c))...)
+		wrt := append(G.Nodes{x}, param.Nodes(c.Params())...)
 		checkGrad(t, g, loss, wrt...)
 	}
-}
-
-func paramsNodes(c *Conv2d) []*G.Node {
-	var ns []*G.Node
-	for _, p := range c.Params() {
-		ns = append(ns, p.Node)
-	}
-	return ns
 }
 
 // TestConv2dOrthogonal checks that an orthogonal kernel starts on the
@@ -68,12 +60,11 @@ func TestConv2dOrthogonal(t *testing.T) {
 		if p.Manifold != manifold.Kind(manifold.StiefelKind{}) {
 			t.Fatalf("kernel marked %v, want the Stiefel manifold", p.Manifold)
 		}
-		op := optim.Param{Name: p.Name(), Shape: p.Node.Shape(), Manifold: p.Manifold, Value: p.Node.Value().Data()}
-		rows, cols, ok := op.Matrix()
+		rows, cols, ok := manifold.MatrixOf(p.Node.Shape())
 		if !ok || rows != c.out || cols != c.in*c.k*c.k || (rows < cols) != c.wide {
 			t.Errorf("%v: matrix view %d x %d (%v), want %d x %d", p.Node.Shape(), rows, cols, ok, c.out, c.in*c.k*c.k)
 		}
-		if f, err := op.Feasibility(); err != nil || f > 1e-12 {
+		if f, err := p.Feasibility(); err != nil || f > 1e-12 {
 			t.Errorf("%v: starts %.3g from the manifold (%v)", p.Node.Shape(), f, err)
 		}
 		// The wide kernel's filters are orthonormal: rows of unit norm.

@@ -35,34 +35,24 @@ const (
 	Double DataType = 11
 )
 
+// dataTypes are the names onnx.proto gives the types this package writes,
+// and the bytes of one element.
+var dataTypes = map[DataType]struct {
+	name string
+	size int
+}{Float: {"FLOAT", 4}, Int64: {"INT64", 8}, Bool: {"BOOL", 1}, Double: {"DOUBLE", 8}}
+
 // String returns the name onnx.proto gives the type.
 func (t DataType) String() string {
-	switch t {
-	case Float:
-		return "FLOAT"
-	case Int64:
-		return "INT64"
-	case Bool:
-		return "BOOL"
-	case Double:
-		return "DOUBLE"
+	if d, ok := dataTypes[t]; ok {
+		return d.name
 	}
 	return fmt.Sprintf("DataType(%d)", int32(t))
 }
 
 // size returns the bytes of one element, or 0 for a type without a fixed
 // width known here.
-func (t DataType) size() int {
-	switch t {
-	case Float:
-		return 4
-	case Int64, Double:
-		return 8
-	case Bool:
-		return 1
-	}
-	return 0
-}
+func (t DataType) size() int { return dataTypes[t].size }
 
 // Model is an ONNX model: one graph of operators of the default domain at
 // version Opset, and metadata.

@@ -43,6 +43,25 @@ copy=$tmp/repo
 mkdir -p "$copy"
 git ls-files -z | (cd "$root" && xargs -0 cp --parents -t "$copy")
 
+# verdict WHAT FILE LINE LOG PKG... runs the tests of PKG... in the copy,
+# whose FILE lacks the barrier or wait at LINE, logging to LOG, and says
+# whether WHAT is needed: some test fails without it. It counts the
+# unneeded.
+verdict() {
+	local what=$1 file=$2 l=$3 log=$4 failed
+	shift 4
+	if (cd "$copy" && go test -count=1 -failfast "$@" >"$log" 2>&1); then
+		echo "$what: NOT NEEDED: every test passes without it ($(sed -n "${l}p" "$file" | sed 's/^[[:space:]]*//'))"
+		unneeded=$((unneeded + 1))
+	else
+		# The first failing test, else what ended the run (a panic, the
+		# model's abort on a barrier, a timeout).
+		failed=$(grep -m1 -oE -- '--- FAIL: [^ ]+' "$log" ||
+			grep -m1 -E 'panic:|fatal error|signal:|orthonet host model|test timed out|FAIL' "$log" || echo "(no failure line in the log)")
+		echo "$what: needed: $failed"
+	fi
+}
+
 unneeded=0
 for l in "${lines[@]}"; do
 	if ! sed -n "${l}p" "$src" | grep -q '__syncthreads();'; then
@@ -54,17 +73,7 @@ for l in "${lines[@]}"; do
 	# that file so that the build cache compiles the changed kernels.
 	{ cat "$root/internal/cudak/standin/model_launch.cc"; echo "// without the barrier at kernels.cu:$l"; } \
 		>"$copy/internal/cudak/standin/model_launch.cc"
-	log=$tmp/line-$l.log
-	if (cd "$copy" && go test -count=1 -failfast ./internal/cudak/... ./backend/cuda >"$log" 2>&1); then
-		echo "line $l: NOT NEEDED: every test passes without it ($(sed -n "${l}p" "$src" | sed 's/^[[:space:]]*//'))"
-		unneeded=$((unneeded + 1))
-	else
-		# The first failing test, else what ended the run (a panic, the
-		# model's abort on a barrier, a timeout).
-		failed=$(grep -m1 -oE -- '--- FAIL: [^ ]+' "$log" ||
-			grep -m1 -E 'panic:|fatal error|signal:|orthonet host model|test timed out|FAIL' "$log" || echo "(no failure line in the log)")
-		echo "line $l: needed: $failed"
-	fi
+	verdict "line $l" "$src" "$l" "$tmp/line-$l.log" ./internal/cudak/... ./backend/cuda
 done
 cp "$root/$src" "$copy/$src"
 cp "$root/internal/cudak/standin/model_launch.cc" "$copy/internal/cudak/standin/model_launch.cc"
@@ -77,15 +86,7 @@ for l in "${waits[@]}"; do
 		echo "$drv:$l: no wait there" >&2
 		exit 2
 	fi
-	log=$tmp/wait-$l.log
-	if (cd "$copy" && go test -count=1 -failfast ./backend/cuda >"$log" 2>&1); then
-		echo "$drv:$l: NOT NEEDED: every test passes without it ($(sed -n "${l}p" "$drv" | sed 's/^[[:space:]]*//'))"
-		unneeded=$((unneeded + 1))
-	else
-		failed=$(grep -m1 -oE -- '--- FAIL: [^ ]+' "$log" ||
-			grep -m1 -E 'panic:|fatal error|signal:|orthonet host model|test timed out|FAIL' "$log" || echo "(no failure line in the log)")
-		echo "$drv:$l: needed: $failed"
-	fi
+	verdict "$drv:$l" "$drv" "$l" "$tmp/wait-$l.log" ./backend/cuda
 	cp "$root/$drv" "$copy/$drv"
 done
 total=$((${#lines[@]} + ${#waits[@]}))

@@ -103,6 +103,23 @@ run_torch() { # name script args...
 	printf '%-28s %8s samples/s\n' "$name" "$(sed -E 's/.*: ([0-9.]+) samples.*/\1/' <<<"$line")"
 }
 
+# against_torch NET BATCH STEPS SCRIPT [ARGS...] times orthonet's default
+# NET (train -model NET) and the same network in PyTorch (SCRIPT ARGS, STEPS
+# steps) on 1 and 2 threads, and prints orthonet's rate against PyTorch's
+# best.
+against_torch() {
+	local net=$1 batch=$2 steps=$3 script=$4
+	shift 4
+	local rows
+	rows=("$(run_go "$net-program" program "$batch" -model "$net" -limit-train 9600)")
+	rows+=("$(run_torch "$net-torch-1-thread" "$script" "$@" --threads 1 --steps "$steps")")
+	rows+=("$(run_torch "$net-torch-2-threads" "$script" "$@" --threads 2 --steps "$steps")")
+	printf '%s\n' "${rows[@]}"
+	printf '%s\n' "${rows[@]}" | awk -v net="$net" '{r[NR] = $2 + 0} END {
+		best = (r[2] > r[3]) ? r[2] : r[3]
+		printf "%s float32: orthonet %.2fx PyTorch'"'"'s best of 1 and 2 threads (floor 1.0)\n", net, (best > 0 ? r[1] / best : 0) }'
+}
+
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%F)"
 if [[ $what == ffn || $what == all ]]; then
 	run_go ffn-program program 16 -limit-train 9600
@@ -143,24 +160,10 @@ if [[ $what == convnet || $what == all ]]; then
 			p / t, (best + 0 > 0 ? p / best : 0), p64 / t64 }'
 fi
 if [[ $what == cnn || $what == all ]]; then
-	# orthonet's default CNN (train -model cnn) and the same network in PyTorch.
-	rows=("$(run_go cnn-program program 32 -model cnn -limit-train 9600)")
-	rows+=("$(run_torch cnn-torch-1-thread scripts/torch_cnn.py --net cnn --threads 1 --steps 200)")
-	rows+=("$(run_torch cnn-torch-2-threads scripts/torch_cnn.py --net cnn --threads 2 --steps 200)")
-	printf '%s\n' "${rows[@]}"
-	printf '%s\n' "${rows[@]}" | awk '{r[NR] = $2 + 0} END {
-		best = (r[2] > r[3]) ? r[2] : r[3]
-		printf "cnn float32: orthonet %.2fx PyTorch'"'"'s best of 1 and 2 threads (floor 1.0)\n", (best > 0 ? r[1] / best : 0) }'
+	against_torch cnn 32 200 scripts/torch_cnn.py --net cnn
 fi
 if [[ $what == rnn || $what == all ]]; then
-	# orthonet's default RNN (train -model rnn) and the same network in PyTorch.
-	rows=("$(run_go rnn-program program 16 -model rnn -limit-train 9600)")
-	rows+=("$(run_torch rnn-torch-1-thread scripts/torch_rnn.py --threads 1 --steps 300)")
-	rows+=("$(run_torch rnn-torch-2-threads scripts/torch_rnn.py --threads 2 --steps 300)")
-	printf '%s\n' "${rows[@]}"
-	printf '%s\n' "${rows[@]}" | awk '{r[NR] = $2 + 0} END {
-		best = (r[2] > r[3]) ? r[2] : r[3]
-		printf "rnn float32: orthonet %.2fx PyTorch'"'"'s best of 1 and 2 threads (floor 1.0)\n", (best > 0 ? r[1] / best : 0) }'
+	against_torch rnn 16 300 scripts/torch_rnn.py
 fi
 if [[ $what == cuda ]]; then
 	run_go ffn-cuda-rsdm program 16 -device cuda -limit-train 16000

@@ -2,41 +2,39 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orthonet/orthonet/internal/foldertest"
 )
 
-// pageScript runs `bash scripts/dnn_figure.sh page OUT DOCS` from the
-// folder caller, with this test binary as its figure, and returns its exit
-// status and output.
-func pageScript(t *testing.T, caller, out, docs string) (int, string) {
+// script runs `bash scripts/dnn_figure.sh args...` from the folder dir
+// ("": this one) with the environment env, bounded by limit, and returns
+// its exit status and output. It skips t where there is no bash.
+func script(t *testing.T, dir string, env []string, limit time.Duration, args ...string) (int, string) {
 	t.Helper()
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "dnn_figure.sh"))
+	path, err := filepath.Abs(filepath.Join("..", "..", "scripts", "dnn_figure.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash:", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", script, "page", out, docs)
-	cmd.Dir = caller
-	cmd.Env = append(os.Environ(), "FIGURE="+os.Args[0], "ORTHONET_FIGURE_MAIN=1")
+	cmd := exec.CommandContext(ctx, "bash", append([]string{path}, args...)...)
+	cmd.Dir, cmd.Env = dir, env
 	b, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		t.Fatalf("the script did not end in 120 s:\n%s", b)
-	}
 	var exit *exec.ExitError
 	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("the script did not end in %v:\n%s", limit, b)
 	case err == nil:
 		return 0, string(b)
 	case errors.As(err, &exit):
@@ -46,36 +44,16 @@ func pageScript(t *testing.T, caller, out, docs string) (int, string) {
 	return 0, ""
 }
 
-// tree returns the SHA-256 of every file under root, by path relative to
-// it ("" for a folder that does not exist).
-func tree(t *testing.T, root string) map[string][32]byte {
-	t.Helper()
-	out := map[string][32]byte{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		rel, _ := filepath.Rel(root, path)
-		out[rel] = sha256.Sum256(b)
-		return err
-	})
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	return out
-}
+// figureEnv is the environment in which the script's figure is this test
+// binary (TestMain).
+func figureEnv() []string { return []string{"FIGURE=" + os.Args[0], "ORTHONET_FIGURE_MAIN=1"} }
 
-func sameTree(t *testing.T, what string, a, b map[string][32]byte) {
+// pageScript runs `bash scripts/dnn_figure.sh page OUT DOCS` from the
+// folder caller, with this test binary as its figure, and returns its exit
+// status and output.
+func pageScript(t *testing.T, caller, out, docs string) (int, string) {
 	t.Helper()
-	if len(a) != len(b) {
-		t.Errorf("%s: %d files, then %d", what, len(a), len(b))
-	}
-	for p, h := range a {
-		if b[p] != h {
-			t.Errorf("%s: %s changed or went", what, p)
-		}
-	}
+	return script(t, caller, append(os.Environ(), figureEnv()...), 120*time.Second, "page", out, docs)
 }
 
 // seedRun writes a finished run of the script: OUT/ffn/NAME holding done,
@@ -130,7 +108,7 @@ func TestPageScript(t *testing.T) {
 		t.Errorf("the page does not name %s's runs and their verdict:\n%s", out, readme)
 	}
 
-	published := tree(t, docs)
+	published := foldertest.Snapshot(t, docs)
 	if err := os.Mkdir(filepath.Join(caller, "empty"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +126,7 @@ func TestPageScript(t *testing.T) {
 		if code == 0 || !strings.Contains(text, tc.want) {
 			t.Errorf("page %s: exit %d, want a failure saying %q:\n%s", tc.out, code, tc.want, text)
 		}
-		sameTree(t, "page "+tc.out, published, tree(t, docs))
+		foldertest.Same(t, "page "+tc.out, docs, published)
 		if tc.out == "missing" {
 			if _, err := os.Stat(filepath.Join(caller, "missing")); !os.IsNotExist(err) {
 				t.Errorf("page missing created it: %v", err)
@@ -170,23 +148,12 @@ func TestPageScript(t *testing.T) {
 // holds a folder of the user's at a run's place (train is /bin/true, never
 // reached): the script refuses it, naming it, and the user's file stays.
 func TestRunScriptKeepsUsersFolders(t *testing.T) {
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "dnn_figure.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash:", err)
-	}
 	out := t.TempDir()
 	mine := filepath.Join(out, "ffn", "rsdm-seed1", "mine.txt")
 	writeFile(t, out, filepath.Join("ffn", "rsdm-seed1"), "mine.txt", "keep")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", script, "ffn", out, "0.1", "0.1")
-	cmd.Env = append(os.Environ(), "TRAIN=/bin/true")
-	b, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(b), "is not a run folder of dnn_figure.sh") {
-		t.Errorf("a folder of the user's where a run goes: %v, output:\n%s", err, b)
+	code, text := script(t, "", append(os.Environ(), "TRAIN=/bin/true"), 60*time.Second, "ffn", out, "0.1", "0.1")
+	if code == 0 || !strings.Contains(text, "is not a run folder of dnn_figure.sh") {
+		t.Errorf("a folder of the user's where a run goes: exit %d, output:\n%s", code, text)
 	}
 	if got, err := os.ReadFile(mine); err != nil || string(got) != "keep" {
 		t.Errorf("the user's file: %q, %v; want it kept", got, err)
@@ -200,13 +167,6 @@ func TestRunScriptKeepsUsersFolders(t *testing.T) {
 // choice.txt beside the user's other file, and a second grid replaces its
 // own, leaving no temporary folder.
 func TestGridScriptKeepsUsersFiles(t *testing.T) {
-	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "dnn_figure.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash:", err)
-	}
 	out, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -223,31 +183,18 @@ func TestGridScriptKeepsUsersFiles(t *testing.T) {
 		}
 	}
 	writeFile(t, g, "", "notes.txt", "the user's notes")
+	var env []string
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "REDO", "EXTRA", "DATA", "DEVICE", "GRID_TIME", "GRID_LRS", "MOMENTUM":
+		default:
+			env = append(env, kv)
+		}
+	}
+	env = append(env, append([]string{"TRAIN=/bin/true", "GRID_LRS=0.1"}, figureEnv()...)...)
 	grid := func() (int, string) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", script, "grid", out)
-		for _, kv := range os.Environ() {
-			switch k, _, _ := strings.Cut(kv, "="); k {
-			case "REDO", "EXTRA", "DATA", "DEVICE", "GRID_TIME", "GRID_LRS", "MOMENTUM":
-			default:
-				cmd.Env = append(cmd.Env, kv)
-			}
-		}
-		cmd.Env = append(cmd.Env, "TRAIN=/bin/true", "GRID_LRS=0.1", "FIGURE="+os.Args[0], "ORTHONET_FIGURE_MAIN=1")
-		b, err := cmd.CombinedOutput()
-		var exit *exec.ExitError
-		switch {
-		case ctx.Err() != nil:
-			t.Fatalf("the script did not end in 120 s:\n%s", b)
-		case err == nil:
-			return 0, string(b)
-		case errors.As(err, &exit):
-			return exit.ExitCode(), string(b)
-		}
-		t.Fatal(err)
-		return 0, ""
+		return script(t, "", env, 120*time.Second, "grid", out)
 	}
 	for _, f := range []string{filepath.Join(out, "machine.txt"), filepath.Join(g, "grid.md")} {
 		if err := os.WriteFile(f, []byte("the user's\n"), 0o644); err != nil {

@@ -4,10 +4,13 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -160,5 +163,101 @@ func TestCNNOnHostModel(t *testing.T) {
 	}
 	if accuracy["cuda"] != accuracy["cpu"] {
 		t.Errorf("test accuracy %.2f%% on the host model, %.2f%% on the CPU", accuracy["cuda"], accuracy["cpu"])
+	}
+}
+
+// TestStandInValueRefused checks that a value of ORTHONET_CUDA_STANDIN
+// other than 0 or 1 stops -device cuda and -device auto alike with a
+// setting error (exit 2) naming the variable and the value, where auto
+// used to train on the CPU without a word about it.
+func TestStandInValueRefused(t *testing.T) {
+	for _, device := range []string{"cuda", "auto"} {
+		t.Run(device, func(t *testing.T) {
+			t.Setenv(cudabackend.StandInEnv, "yes")
+			c := config{device: device, engine: "program"}
+			var log bytes.Buffer
+			err := selectDevice(&c, &log)
+			want := `-device ` + device + `: ORTHONET_CUDA_STANDIN="yes"`
+			if err == nil || !strings.Contains(err.Error(), want) || exitCode(err) != 2 {
+				t.Fatalf("error %v (exit %d), want exit 2 with %q; said %q", err, exitCode(err), want, log.String())
+			}
+		})
+	}
+}
+
+// TestEvalOnHostModel evaluates a run's checkpoint with -device cuda on the
+// host model of the device: the CUDA backend's evaluation gives the run's
+// test accuracy, give or take an image near a tie.
+func TestEvalOnHostModel(t *testing.T) {
+	_, out, want := tinyRun(t, "ffn")
+	t.Setenv(cudabackend.StandInEnv, "1")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	checkEval(t, out, want, "-device", "cuda")
+}
+
+// TestAutoDeviceTakesCPU trains, on the host model of a GPU, with each
+// setting that the device's optimizer refuses: -device auto trains on the
+// CPU, saying why, bit for bit as -device cpu does, and the CPU run's
+// checkpoint resumes with -device auto; -device cuda exits 2 with one line
+// naming the setting and writes nothing.
+func TestAutoDeviceTakesCPU(t *testing.T) {
+	t.Setenv(cudabackend.StandInEnv, "1")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	data := hostileData(t)
+	base := []string{"-dataset", "mnist", "-data", data, "-hidden", "32", "-depth", "2", "-lr", "0.2", "-batch", "10", "-eval-every", "-1"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // in the refusal
+	}{
+		{"orth", []string{"-r", "8", "-sampling", "orth"}, "RSDM with orth sampling does not run on a device"},
+		{"clip", []string{"-r", "8", "-clip-norm", "1"}, "gradient clipping (ClipNorm 1) reads every gradient on the host"},
+		{"radam", []string{"-optim", "radam", "-lr", "0.01"}, "the radam rule does not run on a device"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{}, base...), tc.args...)
+			outs := map[string]string{}
+			for _, device := range []string{"cpu", "auto"} {
+				outs[device] = t.TempDir()
+				c, err := parseFlags(append(args, "-device", device, "-out", outs[device]), io.Discard)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var log bytes.Buffer
+				if err := run(context.Background(), c, &log, hooks{}); err != nil {
+					t.Fatalf("-device %s: %v\n%s", device, err, log.String())
+				}
+				if said := strings.Contains(log.String(), "train: device cpu instead: "+"optim: "); device == "auto" && (!said || !strings.Contains(log.String(), tc.want)) {
+					t.Errorf("-device auto does not say that it takes the CPU because %q:\n%s", tc.want, log.String())
+				}
+			}
+			fa, pa := finalState(t, outs["cpu"])
+			fb, pb := finalState(t, outs["auto"])
+			if !reflect.DeepEqual(fa.Tensors, fb.Tensors) || pa.Step != pb.Step {
+				t.Errorf("-device auto's run differs from -device cpu's (steps %d and %d)", pb.Step, pa.Step)
+			}
+
+			c, err := parseFlags([]string{"-resume", "latest", "-out", outs["cpu"], "-epochs", "2"}, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var log bytes.Buffer
+			if err := run(context.Background(), c, &log, hooks{}); err != nil || !strings.Contains(log.String(), "train: device cpu instead: ") {
+				t.Errorf("the CPU checkpoint resumed with -device auto: %v\n%s", err, log.String())
+			}
+			if _, p := finalState(t, outs["cpu"]); p.Epoch != 2 {
+				t.Errorf("the resumed run ended at epoch %d, want 2", p.Epoch)
+			}
+
+			out := filepath.Join(t.TempDir(), "out")
+			_, stderr, code := trainExit(t, append(args, "-device", "cuda", "-out", out)...)
+			if code != 2 {
+				t.Errorf("-device cuda: exit %d, want 2\n%s", code, stderr)
+			}
+			oneLine(t, "-device cuda", stderr, "train: -device cuda: ", tc.want)
+			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("-device cuda wrote -out %s: %v", out, err)
+			}
+		})
 	}
 }

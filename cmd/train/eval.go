@@ -20,15 +20,6 @@ import (
 	"github.com/orthonet/orthonet/param"
 )
 
-// evalMain runs train eval: it evaluates a checkpoint on its data set's test
-// split (or training split), prints the accuracy, the loss, the accuracy of
-// every class and ||W^T W - I||_F of every constrained weight, and writes
-// the confusion matrix (CSV and PNG) and every example's prediction into a
-// new folder.
-func evalMain(args []string, stdout, stderr io.Writer) int {
-	return subExit("train eval", runEval(args, stdout, stderr), stderr)
-}
-
 // evalFlags are train eval's flags.
 type evalFlags struct {
 	useFlags
@@ -89,6 +80,11 @@ type evalReport struct {
 	labels      []int
 }
 
+// runEval runs train eval: it evaluates a checkpoint on its data set's test
+// split (or training split), prints the accuracy, the loss, the accuracy of
+// every class and ||W^T W - I||_F of every constrained weight, and writes
+// the confusion matrix (CSV and PNG) and every example's prediction into a
+// new folder.
 func runEval(args []string, stdout, stderr io.Writer) error {
 	e, err := parseEval(args, stderr)
 	if err != nil {
@@ -107,11 +103,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	net, err := t.network(evalBatch(t.c, set), false)
-	if err != nil {
-		return err
-	}
-	eng, err := t.startEngine(net, stdout)
+	eng, err := t.startEngine(evalBatch(t.c, set), stdout)
 	if err != nil {
 		return err
 	}
@@ -122,7 +114,7 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	printEval(stdout, e.split, r, t.classes)
-	for _, p := range param.Constrained(net.Params()) {
+	for _, p := range param.Constrained(eng.net.Params()) {
 		fmt.Fprintf(stdout, "||W^T W - I||_F of %s: %.2e\n", p.Name(), training.Feasibility(p))
 	}
 	return writeEvalReport(dir, r, t.classes, stdout)

@@ -16,16 +16,6 @@ import (
 	"github.com/orthonet/orthonet/onnxexport"
 )
 
-// exportMain runs train export: it writes a checkpoint's model as an ONNX
-// file (onnxexport.ExportBatch, opset onnxexport.Opset) whose input is a
-// batch of whole images of any size (the symbolic dimension "batch"),
-// preprocessed as train's data are, and whose output is the logits; the
-// metadata holds the class names, the input's shape and preprocessing, and
-// the run's flags.
-func exportMain(args []string, stdout, stderr io.Writer) int {
-	return subExit("train export", runExport(args, stdout, stderr), stderr)
-}
-
 // Metadata keys of an exported model (ONNX metadata_props).
 const (
 	metaClasses    = "orthonet.classes"     // JSON list of the class names, by label
@@ -48,6 +38,12 @@ type inputInfo struct {
 	Scale    string `json:"scale"`
 }
 
+// runExport runs train export: it writes a checkpoint's model as an ONNX
+// file (onnxexport.ExportBatch, opset onnxexport.Opset) whose input is a
+// batch of whole images of any size (the symbolic dimension "batch"),
+// preprocessed as train's data are, and whose output is the logits; the
+// metadata holds the class names, the input's shape and preprocessing, and
+// the run's flags.
 func runExport(args []string, stdout, stderr io.Writer) error {
 	var u useFlags
 	var format, output string

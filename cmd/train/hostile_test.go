@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -353,5 +355,81 @@ func TestProgressLineCountsRunSteps(t *testing.T) {
 	}
 	if len(lines) < 4 || last != 40 {
 		t.Errorf("%d progress lines, the last at step %d; want lines in both epochs up to step 40:\n%s", len(lines), last, out.String())
+	}
+}
+
+// TestBadSettingsExit2 runs the command with settings that cannot train:
+// an -r above the rows of a weight of the network, models the flags cannot
+// build and a batch larger than the data. Like every other bad setting each
+// exits 2, before any folder is made, with one line that names it and says
+// "optim:" at most once.
+func TestBadSettingsExit2(t *testing.T) {
+	dir := mnistDir(t, 30, 10)
+	badR := []string{"RSDM's submanifold size exceeds the", `weight "fc`}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-hidden", "64"}, badR},
+		{[]string{"-hidden", "32", "-depth", "2", "-r", "40"}, badR},
+		{[]string{"-model", "cnn", "-depth", "50"}, []string{"CNN of 50 blocks"}},
+		{[]string{"-model", "cnn", "-channels", "100000"}, []string{"200000 channels"}},
+		{[]string{"-batch", "64"}, []string{"-batch 64: 30 training examples, fewer than one batch"}},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		_, stderr, code := trainExit(t, append([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-device", "cpu"}, tc.args...)...)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2\n%s", tc.args, code, stderr)
+		}
+		oneLine(t, fmt.Sprintf("%q", tc.args), stderr, tc.want...)
+		if strings.Count(stderr, "optim:") > 1 {
+			t.Errorf("%q: stderr %q says optim: more than once", tc.args, stderr)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%q: -out %s: %v, want nothing written", tc.args, out, err)
+		}
+	}
+}
+
+// TestDamagedNewestCheckpoint damages a run's newest checkpoint: -resume
+// latest fails naming the damage and the run's older checkpoints that
+// load, newest first.
+func TestDamagedNewestCheckpoint(t *testing.T) {
+	dir := mnistDir(t, 100, 20)
+	out := t.TempDir()
+	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", out, "-hidden", "32", "-depth", "2", "-r", "8",
+		"-batch", "10", "-save-every", "3", "-keep", "3", "-eval-every", "-1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), c, io.Discard, hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	newest, err := training.ResolveResume("latest", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-10] ^= 1
+	if err := os.WriteFile(newest, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	older, _ := filepath.Glob(filepath.Join(filepath.Dir(newest), "step-*.safetensors"))
+	sort.Sort(sort.Reverse(sort.StringSlice(older)))
+	older = slices.DeleteFunc(older, func(p string) bool { return p == newest })
+	if len(older) != 2 {
+		t.Fatalf("the run kept %v besides %s, want two older checkpoints", older, newest)
+	}
+	_, err = parseFlags([]string{"-resume", "latest", "-out", out}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Fatalf("-resume latest with the newest damaged: %v", err)
+	}
+	msg := err.Error()
+	i, j := strings.Index(msg, older[0]), strings.Index(msg, older[1])
+	if i < 0 || j < 0 || i > j {
+		t.Errorf("error %q does not name the older checkpoints %v, newest first", msg, older)
 	}
 }

@@ -41,7 +41,7 @@ func main() { os.Exit(mainCode(hooks{})) }
 func mainCode(h hooks) int {
 	if len(os.Args) > 1 {
 		if sub, ok := subcommands[os.Args[1]]; ok { // train eval, predict, export (use.go)
-			return sub(os.Args[2:], os.Stdout, os.Stderr)
+			return subExit("train "+os.Args[1], sub(os.Args[2:], os.Stdout, os.Stderr), os.Stderr)
 		}
 	}
 	c, err := parseFlags(os.Args[1:], os.Stderr)
@@ -127,23 +127,18 @@ func leave(comm dist.Communicator, err error) int {
 	return code
 }
 
-// exitCode is the command's exit status for run's error: 0, 2 for a
-// setting that cannot train (one too large for the memory among them),
-// 128 + the signal for a signal, else 1.
+// exitCode is the command's exit status for run's error: training.ExitCode's
+// (0, 2 for a setting that cannot train, 128 + the signal for a signal,
+// else 1), and 2 too for a usage error or a setting too large for the
+// memory.
 func exitCode(err error) int {
-	var interrupted *training.InterruptedError
 	var usage *usageError
-	var setting *training.SettingError
 	var memory *memoryError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &interrupted):
-		return 128 + int(interrupted.Signal)
-	case errors.As(err, &usage), errors.As(err, &setting), errors.As(err, &memory):
+	code := training.ExitCode(err)
+	if code == 1 && (errors.As(err, &usage) || errors.As(err, &memory)) {
 		return 2
 	}
-	return 1
+	return code
 }
 
 // sameOnEveryRank reports whether err is one that every rank returns

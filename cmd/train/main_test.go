@@ -15,28 +15,6 @@ import (
 	"github.com/orthonet/orthonet/internal/datatest"
 )
 
-func TestParseFlagsErrors(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"-dataset", "svhn"}, `-dataset "svhn": want one of mnist, fashion-mnist, cifar10`},
-		{[]string{"-optim", "adam"}, `-optim "adam": want one of rsdm, rgd`},
-		{[]string{"-model", "vit", "-dim", "10", "-heads", "4"}, "-heads 4 must divide -dim 10"},
-		{[]string{"-dropout", "1"}, "-dropout 1: want 0 <= p < 1"},
-		{[]string{"-engine", "tape", "-device", "cuda"}, "the tape engine runs on the CPU only; -device cuda needs -engine program"},
-		{[]string{"-epochs", "0"}, "-epochs 0 and -batch 16 must be at least 1"},
-		{[]string{"-limit-train", "-5"}, "must not be negative"},
-		{[]string{"-download"}, "dataset-fashion-mnist"},
-		{[]string{"-lr", "fast"}, "invalid value"},
-		{[]string{"stray"}, `unexpected argument "stray"`},
-	} {
-		if _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: error %v, want %q", tc.args, err, tc.want)
-		}
-	}
-}
-
 // TestTapeOnCUDARefused runs the command with -engine tape -device cuda:
 // it must exit 2 with the reason before it reads or writes anything.
 func TestTapeOnCUDARefused(t *testing.T) {
@@ -119,6 +97,20 @@ func runForAccuracy(t *testing.T, c config, h hooks) (string, float64) {
 	return out.String(), acc
 }
 
+// feasible checks the lines of a run's output out that give ||W^T W - I||_F
+// of a weight whose name matches the regular expression weights: each must
+// be under tol. It returns how many there are.
+func feasible(t *testing.T, out, weights string, tol float64) int {
+	t.Helper()
+	lines := regexp.MustCompile(`\|\|W\^T W - I\|\|_F of (`+weights+`): ([0-9.e+-]+)`).FindAllStringSubmatch(out, -1)
+	for _, f := range lines {
+		if v, _ := strconv.ParseFloat(f[2], 64); !(v < tol) {
+			t.Errorf("%s: ||W^T W - I||_F = %s, want under %g", f[1], f[2], tol)
+		}
+	}
+	return len(lines)
+}
+
 func smallConfig(t *testing.T, dir string) config {
 	c, err := parseFlags([]string{"-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2",
 		"-r", "8", "-lr", "0.2", "-lr-other", "0.05", "-batch", "10", "-epochs", "3"}, io.Discard)
@@ -139,11 +131,7 @@ func TestTrainLearns(t *testing.T) {
 	if acc < 80 {
 		t.Errorf("test accuracy %.2f%% on a learnable set, want >= 80%% (chance is 10%%)", acc)
 	}
-	for _, f := range regexp.MustCompile(`\|\|W\^T W - I\|\|_F of fc\d.W: ([0-9.e+-]+)`).FindAllStringSubmatch(out, -1) {
-		if v, _ := strconv.ParseFloat(f[1], 64); !(v < 1e-4) {
-			t.Errorf("feasibility %s", f[0])
-		}
-	}
+	feasible(t, out, `fc\d.W`, 1e-4)
 	runs, _ := filepath.Glob(filepath.Join(c.out, "run-*", "metrics.*"))
 	if len(runs) != 2 {
 		t.Errorf("run folder holds %v, want metrics.csv and metrics.png", runs)
@@ -200,32 +188,44 @@ func cifarFixture(t *testing.T, dir, name string, n int, seed uint32) {
 	}
 }
 
-// TestCNNLearns trains a small orthogonal CNN (4 and 8 channels) on a
-// generated CIFAR-format set, its kernels stepped by RSDM-P: the test
-// accuracy must clearly beat chance (10%) and the kernels stay on the
-// manifold.
-func TestCNNLearns(t *testing.T) {
-	dir := cifarDir(t, 40, 100)
-	c, err := parseFlags([]string{"-model", "cnn", "-dataset", "cifar10", "-data", dir, "-out", t.TempDir(),
-		"-channels", "4", "-depth", "2", "-lr", "0.2", "-other", "adam", "-lr-other", "0.003", "-batch", "20", "-epochs", "3"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.r != 27 {
-		t.Errorf("-r by default %d, want 27 (the 4 x 27 first kernel's larger side)", c.r)
-	}
-	out, acc := runForAccuracy(t, c, hooks{})
-	t.Logf("CNN test accuracy on the generated set: %.2f%%", acc)
-	if acc < 50 {
-		t.Errorf("CNN test accuracy %.2f%%, want >= 50%% (chance is 10%%)", acc)
-	}
-	for _, f := range regexp.MustCompile(`\|\|W\^T W - I\|\|_F of (conv\d.W): ([0-9.e+-]+)`).FindAllStringSubmatch(out, -1) {
-		if v, _ := strconv.ParseFloat(f[2], 64); !(v < 1e-4) {
-			t.Errorf("%s: feasibility %s", f[1], f[2])
-		}
-	}
-	if !strings.Contains(out, "of conv2.W") {
-		t.Errorf("no feasibility line for the kernels:\n%s", out)
+// TestSmallModelsLearn trains a small orthogonal CNN (4 and 8 channels) on
+// a generated CIFAR-format set, its kernels stepped by RSDM-P, and a small
+// orthogonal RNN (hidden 32) reading the generated MNIST-format images row
+// by row, its recurrent weight stepped by RSDM-P: r takes the model's
+// default, the test accuracy must clearly beat chance (10%) and the
+// constrained weights stay on the manifold (the RNN's on O(32) to 1e-5).
+func TestSmallModelsLearn(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		data    func(t *testing.T) string
+		args    []string
+		r       int
+		why     string // of r's default
+		weights string // the constrained weights' names, a regular expression
+		tol     float64
+		last    string // the name of a constrained weight
+	}{
+		{"cnn", func(t *testing.T) string { return cifarDir(t, 40, 100) },
+			[]string{"-model", "cnn", "-dataset", "cifar10", "-channels", "4", "-depth", "2", "-lr", "0.2", "-other", "adam", "-lr-other", "0.003", "-batch", "20", "-epochs", "3"},
+			27, "the 4 x 27 first kernel's larger side", `conv\d.W`, 1e-4, "conv2.W"},
+		{"rnn", func(t *testing.T) string { return mnistDir(t, 400, 100) },
+			[]string{"-model", "rnn", "-dataset", "mnist", "-hidden", "32", "-lr", "0.2", "-other", "adam", "-lr-other", "0.01", "-batch", "10", "-epochs", "5"},
+			32, "the recurrent weight's side", `recurrent.W`, 1e-5, "recurrent.W"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := parsed(t, append(tc.args, "-data", tc.data(t), "-out", t.TempDir())...)
+			if c.r != tc.r {
+				t.Errorf("-r by default %d, want %d (%s)", c.r, tc.r, tc.why)
+			}
+			out, acc := runForAccuracy(t, c, hooks{})
+			t.Logf("%s test accuracy on the generated set: %.2f%%", tc.name, acc)
+			if acc < 50 {
+				t.Errorf("%s test accuracy %.2f%%, want >= 50%% (chance is 10%%)", tc.name, acc)
+			}
+			if feasible(t, out, tc.weights, tc.tol) == 0 || !strings.Contains(out, "of "+tc.last+":") {
+				t.Errorf("no feasibility line for %s:\n%s", tc.last, out)
+			}
+		})
 	}
 }
 

@@ -46,6 +46,17 @@ func netSizer(c config, set *data.Set) (sizer, error) {
 	return nil, fmt.Errorf("unknown model %q", c.model)
 }
 
+// netSize returns the sizes of c's network for images of set's shape
+// (netSizer) and its parameter count.
+func netSize(c config, set *data.Set) (sizer, int64, error) {
+	n, err := netSizer(c, set)
+	if err != nil {
+		return nil, 0, err
+	}
+	p, err := n.ParamCount()
+	return n, p, err
+}
+
 // footprint is what a run takes, in bytes, by part.
 type footprint struct {
 	// params is the parameters' values: the graph's, the program's and,
@@ -131,11 +142,7 @@ func forward(n sizer, set *data.Set, b int) (int64, error) {
 // data are read, evaluating -limit-test images or batches of evalBatch's
 // most).
 func trainFootprint(c config, train, test *data.Set) (footprint, error) {
-	n, err := netSizer(c, train)
-	if err != nil {
-		return footprint{}, err
-	}
-	p, err := n.ParamCount()
+	n, p, err := netSize(c, train)
 	if err != nil {
 		return footprint{}, err
 	}
@@ -168,11 +175,7 @@ func trainFootprint(c config, train, test *data.Set) (footprint, error) {
 // values and the program's, or the ONNX file's) and a batch's
 // activations.
 func useFootprint(c config, set *data.Set, b int) (footprint, error) {
-	n, err := netSizer(c, set)
-	if err != nil {
-		return footprint{}, err
-	}
-	p, err := n.ParamCount()
+	n, p, err := netSize(c, set)
 	if err != nil {
 		return footprint{}, err
 	}

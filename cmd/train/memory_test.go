@@ -130,11 +130,7 @@ func TestMemoryUnderUlimit(t *testing.T) {
 // before building the network; the checkpoint's own -max-memory, which
 // train never saves, is not taken.
 func TestMemoryCheckpointFlags(t *testing.T) {
-	_, out, _ := tinyRun(t, "ffn")
-	latest, err := training.ResolveResume("latest", out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, latest := tinyCheckpoint(t)
 	elsewhere := t.TempDir()
 	huge := hugeCheckpoint(t, latest, elsewhere)
 	image := filepath.Join(elsewhere, "image.idx")
@@ -177,7 +173,21 @@ func TestMemoryCheckpointFlags(t *testing.T) {
 // path.
 func hugeCheckpoint(t *testing.T, path, dir string) string {
 	t.Helper()
-	f, err := checkpoint.Read(path)
+	huge := filepath.Join(dir, "huge.safetensors")
+	withFlags(t, path, huge, func(flags map[string]string) {
+		if _, saved := flags["max-memory"]; saved {
+			t.Errorf("the checkpoint saved -max-memory %q", flags["max-memory"])
+		}
+		flags["depth"], flags["max-memory"] = "100000000", "8E"
+	})
+	return huge
+}
+
+// withFlags writes to dst a copy of the checkpoint at src whose saved
+// flags (training.KeySettings) edit has changed.
+func withFlags(t *testing.T, src, dst string, edit func(flags map[string]string)) {
+	t.Helper()
+	f, err := checkpoint.Read(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,18 +195,13 @@ func hugeCheckpoint(t *testing.T, path, dir string) string {
 	if err := f.JSON(training.KeySettings, &flags); err != nil {
 		t.Fatal(err)
 	}
-	if _, saved := flags["max-memory"]; saved {
-		t.Errorf("the checkpoint saved -max-memory %q", flags["max-memory"])
-	}
-	flags["depth"], flags["max-memory"] = "100000000", "8E"
+	edit(flags)
 	if err := f.SetJSON(training.KeySettings, flags); err != nil {
 		t.Fatal(err)
 	}
-	huge := filepath.Join(dir, "huge.safetensors")
-	if err := checkpoint.Write(huge, f); err != nil {
+	if err := checkpoint.Write(dst, f); err != nil {
 		t.Fatal(err)
 	}
-	return huge
 }
 
 // TestNetSizerIsBuilt checks that the sizes memory.go counts are those of

@@ -195,3 +195,20 @@ func TestCPUProfileKeepsFile(t *testing.T) {
 		t.Errorf("-out holds %v (%v), want nothing", ents, err)
 	}
 }
+
+// TestSkipAtEpochEnd skips the batch of an epoch's last step where the
+// metrics write a training row every second step only: the skip is still
+// recorded, in a row of its own step.
+func TestSkipAtEpochEnd(t *testing.T) {
+	dir := mnistDir(t, 2010, 20)
+	c := smallConfig(t, dir)
+	c.epochs, c.nonFinite = 1, "skip"
+	runForAccuracy(t, c, nanAt(3, 200)) // steps 4 and 201 of 201
+	runs, _ := filepath.Glob(filepath.Join(c.out, "run-*", "metrics.csv"))
+	if len(runs) != 1 {
+		t.Fatalf("metrics files %v", runs)
+	}
+	if skips := skippedRows(t, runs[0]); len(skips) != 2 || skips["4"] != 1 || skips["201"] != 1 {
+		t.Errorf("metrics.csv records skips at steps %v, want one at each of steps 4 and 201", skips)
+	}
+}

@@ -13,16 +13,6 @@ import (
 	"github.com/orthonet/orthonet/data"
 )
 
-// predictMain runs train predict: it classifies image files with a
-// checkpoint's model, printing the top classes of each image with their
-// probabilities, one line per image (JSON with -json). Each file is read
-// and resized as the training data were (data.ReadImageFile, Set.Resize); a
-// file that cannot be read is refused with a line on stderr and the others
-// are still classified; the exit status is 1 when any was refused.
-func predictMain(args []string, stdout, stderr io.Writer) int {
-	return subExit("train predict", runPredict(args, stdout, stderr), stderr)
-}
-
 // predictBatch is how many images one run of the network classifies.
 const predictBatch = 32
 
@@ -71,6 +61,12 @@ func parsePredict(args []string, stderr io.Writer) (predictFlags, error) {
 	return p, p.check()
 }
 
+// runPredict runs train predict: it classifies image files with a
+// checkpoint's model, printing the top classes of each image with their
+// probabilities, one line per image (JSON with -json). Each file is read
+// and resized as the training data were (data.ReadImageFile, Set.Resize); a
+// file that cannot be read is refused with a line on stderr and the others
+// are still classified; the exit status is 1 when any was refused.
 func runPredict(args []string, stdout, stderr io.Writer) error {
 	p, err := parsePredict(args, stderr)
 	if err != nil {
@@ -81,11 +77,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	p.top = min(p.top, t.info.Classes)
-	net, err := t.network(predictBatch, false)
-	if err != nil {
-		return err
-	}
-	eng, err := t.startEngine(net, stderr)
+	eng, err := t.startEngine(predictBatch, stderr)
 	if err != nil {
 		return err
 	}
@@ -102,7 +94,7 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 			failed++
 			continue
 		}
-		if err := p.classify(eng, net, t, path, set, stdout); err != nil {
+		if err := p.classify(eng, t, path, set, stdout); err != nil {
 			return err
 		}
 	}
@@ -113,12 +105,12 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 }
 
 // classify prints the top classes of every image of set, read from path.
-func (p predictFlags) classify(eng *evalEngine, net *network, t *trained, path string, set *data.Set, stdout io.Writer) error {
+func (p predictFlags) classify(eng *evalEngine, t *trained, path string, set *data.Set, stdout io.Writer) error {
 	d, k := set.Dim(), t.info.Classes
 	enc := json.NewEncoder(stdout)
 	for lo := 0; lo < set.N; lo += predictBatch {
 		n := min(predictBatch, set.N-lo)
-		net.fill(set.X[lo*d:(lo+n)*d], n)
+		eng.net.fill(set.X[lo*d:(lo+n)*d], n)
 		z, err := eng.evaluate()
 		if err != nil {
 			return fmt.Errorf("classifying %s: %w", path, err)

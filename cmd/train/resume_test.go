@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/orthonet/orthonet/training"
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -19,6 +23,10 @@ import (
 	"time"
 
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/linalg"
+	"github.com/orthonet/orthonet/internal/runtest"
+	"github.com/orthonet/orthonet/internal/testval"
+	"github.com/orthonet/orthonet/training"
 )
 
 // finalState returns the newest checkpoint of the single run folder under
@@ -29,7 +37,7 @@ func finalState(t *testing.T, out string) (*checkpoint.File, training.Progress) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return readProgress(t, path)
+	return runtest.Read(t, path)
 }
 
 // sameTraining compares two checkpoints' tensors bit for bit and their
@@ -42,7 +50,7 @@ func sameTraining(t *testing.T, name string, a, b *checkpoint.File, pa, pb train
 	var differ []string
 	for k, ta := range a.Tensors {
 		tb, ok := b.Tensors[k]
-		if !ok || !reflect.DeepEqual(ta.Shape, tb.Shape) || !sameBits(ta.Data, tb.Data) {
+		if !ok || !reflect.DeepEqual(ta.Shape, tb.Shape) || !testval.SameBits(ta.Data, tb.Data) {
 			differ = append(differ, k)
 		}
 	}
@@ -50,40 +58,20 @@ func sameTraining(t *testing.T, name string, a, b *checkpoint.File, pa, pb train
 		sort.Strings(differ)
 		t.Fatalf("%s: tensors %v differ between the straight and the resumed run", name, differ)
 	}
-	clean := func(p training.Progress) training.Progress { // clock readings differ between runs
-		p.Seconds, p.TrainSeconds = 0, 0
-		p.Metrics = append([]training.Row(nil), p.Metrics...)
-		for i := range p.Metrics {
-			p.Metrics[i].Seconds, p.Metrics[i].TrainSeconds = 0, 0
-		}
-		return p
-	}
-	if ca, cb := clean(pa), clean(pb); !reflect.DeepEqual(ca, cb) {
+	if ca, cb := withoutClocks(pa), withoutClocks(pb); !reflect.DeepEqual(ca, cb) {
 		t.Fatalf("%s: progress differs:\nstraight %+v\nresumed  %+v", name, ca, cb)
 	}
 }
 
-func sameBits(a, b any) bool {
-	var x, y bytes.Buffer
-	fa, fb := checkpoint.New(), checkpoint.New()
-	fa.Tensors["x"] = checkpoint.Tensor{Shape: []int{lenOf(a)}, Data: a}
-	fb.Tensors["x"] = checkpoint.Tensor{Shape: []int{lenOf(b)}, Data: b}
-	if checkpoint.Encode(&x, fa) != nil || checkpoint.Encode(&y, fb) != nil {
-		return false
+// withoutClocks returns p with its clock readings zeroed, which differ
+// between runs of the same steps.
+func withoutClocks(p training.Progress) training.Progress {
+	p.Seconds, p.TrainSeconds = 0, 0
+	p.Metrics = append([]training.Row(nil), p.Metrics...)
+	for i := range p.Metrics {
+		p.Metrics[i].Seconds, p.Metrics[i].TrainSeconds = 0, 0
 	}
-	return bytes.Equal(x.Bytes(), y.Bytes())
-}
-
-func lenOf(a any) int {
-	switch d := a.(type) {
-	case []float32:
-		return len(d)
-	case []float64:
-		return len(d)
-	case []int64:
-		return len(d)
-	}
-	return -1
+	return p
 }
 
 // piece is a run made in pieces (stopped or killed, then resumed) into
@@ -369,4 +357,171 @@ func killAfter(t *testing.T, args []string, d time.Duration) bool {
 	}
 	t.Fatal("a process finished the run before it was killed; make the run longer")
 	return false
+}
+
+// TestReleaseRunResumes resumes testdata/release-run/run, a run folder of
+// the release before cmd/train used package training (its epoch 1 of 2),
+// to epoch 2: every tensor must be bit for bit that of the release's run
+// never stopped (want.json, see testdata/release-run/README), and its
+// progress the same but for the clocks. It runs where OpenBLAS is the BLAS,
+// as it was for the release's run.
+func TestReleaseRunResumes(t *testing.T) {
+	if !strings.HasPrefix(linalg.Backend(), "OpenBLAS") {
+		// The release's run took its steps on OpenBLAS: another BLAS rounds
+		// its products otherwise.
+		t.Skipf("the reference was made with OpenBLAS; this build's BLAS is %s", linalg.Backend())
+	}
+	src := filepath.Join("testdata", "release-run")
+	dir := filepath.Join(t.TempDir(), "run-release")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(src, "run"))); err != nil {
+		t.Fatal(err)
+	}
+	var want struct {
+		Tensors map[string]struct {
+			Shape  []int  `json:"shape"`
+			SHA256 string `json:"sha256"`
+		} `json:"tensors"`
+		Progress training.Progress `json:"progress"`
+	}
+	b, err := os.ReadFile(filepath.Join(src, "want.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &want)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := parsed(t, "-resume", dir, "-epochs", "2", "-data", filepath.Join(src, "data"), "-device", "cpu")
+	if err := run(t.Context(), c, io.Discard, hooks{}); err != nil {
+		t.Fatal(err)
+	}
+	got, gotProgress := finalState(t, filepath.Dir(dir))
+	if len(got.Tensors) != len(want.Tensors) {
+		t.Fatalf("%d tensors, want %d", len(got.Tensors), len(want.Tensors))
+	}
+	for name, w := range want.Tensors {
+		g, ok := got.Tensors[name]
+		h := sha256.New()
+		if ok {
+			_ = binary.Write(h, binary.LittleEndian, g.Data)
+		}
+		if !ok || !reflect.DeepEqual(g.Shape, w.Shape) || hex.EncodeToString(h.Sum(nil)) != w.SHA256 {
+			t.Errorf("tensor %s differs from the release's run never stopped", name)
+		}
+	}
+	if g, w := withoutClocks(gotProgress), withoutClocks(want.Progress); !reflect.DeepEqual(g, w) {
+		t.Errorf("progress differs:\nresumed  %+v\nstraight %+v", g, w)
+	}
+}
+
+// TestRNNResumeBitExact trains an RNN on CIFAR-format images (32 steps of
+// 96 values) straight, and again stopped before step k and resumed: the
+// final weights, optimizer states and metrics agree bit for bit, for
+// RSDM-P, RGD with momentum and Riemannian Adam.
+func TestRNNResumeBitExact(t *testing.T) {
+	cifar := cifarDir(t, 12, 20)
+	base := []string{"-model", "rnn", "-dataset", "cifar10", "-data", cifar, "-hidden", "12", "-other", "adam", "-lr-other", "0.002",
+		"-batch", "10", "-epochs", "2", "-eval-every", "5"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		k    []int
+	}{
+		{"rsdm-p", append(base, "-r", "6", "-lr", "0.2"), []int{1, 8}},
+		{"rgd-momentum", append(base, "-optim", "rgd", "-lr", "0.05"), []int{7}},
+		{"radam", append(base, "-optim", "radam", "-lr", "0.01"), []int{9}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pieces []piece
+			for _, k := range tc.k {
+				pieces = append(pieces, piece{fmt.Sprintf("%s k=%d", tc.name, k), stopThenResume(t, k, tc.args...)})
+			}
+			straightThenResumed(t, trainArgs(t, tc.args...), pieces...)
+		})
+	}
+}
+
+// TestSIGTERMExits143 stops a training process with SIGTERM: it stops at a
+// step boundary as for Ctrl-C and exits 143 (128 + 15), as a shell reports
+// a process SIGTERM ended.
+func TestSIGTERMExits143(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	dir := mnistDir(t, 2000, 20)
+	cmd := trainCmd(context.Background(), "-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2", "-r", "8",
+		"-batch", "10", "-epochs", "50", "-device", "cpu", "-eval-every", "-1")
+	_, stderr, err := runtest.SignalAt(t, cmd, syscall.SIGTERM, func(line string) bool {
+		if !strings.HasPrefix(line, "run folder:") {
+			return false
+		}
+		time.Sleep(300 * time.Millisecond) // into the steps
+		return true
+	})
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 143 {
+		t.Fatalf("after SIGTERM: %v, want exit status 143\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "train: terminated ") {
+		t.Errorf("stderr %q, want it to say the run was terminated", stderr)
+	}
+}
+
+// TestInterruptedBeforeFirstStep interrupts a run before its first step: it
+// leaves no run folder under -out, and says so.
+func TestInterruptedBeforeFirstStep(t *testing.T) {
+	dir := mnistDir(t, 100, 20)
+	c := smallConfig(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var ie *training.InterruptedError
+	if err := run(ctx, c, io.Discard, hooks{}); !errors.As(err, &ie) || !strings.Contains(err.Error(), "interrupted before the first step") {
+		t.Errorf("cancelled run: error %v", err)
+	}
+	if ents, err := os.ReadDir(c.out); err != nil || len(ents) != 0 {
+		t.Errorf("-out after a run interrupted before its first step: %d entries (%v), want none", len(ents), err)
+	}
+	// One step in, the run keeps its folder and checkpoint.
+	ctx, h := stopBefore(1)
+	if err := run(ctx, smallConfig(t, dir), io.Discard, h); !errors.As(err, &ie) || ie.Saved == "" {
+		t.Errorf("run stopped after a step: %v, want an interruption with a checkpoint", err)
+	}
+}
+
+// TestResumeOtherDataRefused resumes a run on the same images with their
+// labels shifted (same sizes, other data): refused with exit 2 naming the
+// files, and with -resume-other-data allowed, warned of and recorded.
+func TestResumeOtherDataRefused(t *testing.T) {
+	dir := mnistDir(t, 60, 20)
+	out := t.TempDir()
+	args := []string{"-dataset", "mnist", "-hidden", "16", "-depth", "2", "-r", "4", "-batch", "10", "-device", "cpu", "-out", out}
+	if _, stderr, code := trainExit(t, append(args, "-data", dir)...); code != 0 {
+		t.Fatalf("first run: exit %d\n%s", code, stderr)
+	}
+	other := t.TempDir()
+	for _, name := range []string{"train-images-idx3-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", "train-labels-idx1-ubyte"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "train-labels-idx1-ubyte" {
+			b[8], b[9] = b[9], b[8] // two labels swapped: the same sizes
+		}
+		if err := os.WriteFile(filepath.Join(other, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resume := append(args, "-data", other, "-resume", "latest", "-epochs", "2")
+	_, stderr, code := trainExit(t, resume...)
+	if code != 2 {
+		t.Fatalf("resume on other data: exit %d, want 2\n%s", code, stderr)
+	}
+	oneLine(t, "resume on other data", stderr, "other data of the same sizes", filepath.Join(other, "train-labels-idx1-ubyte"))
+	stdout, stderr, code := trainExit(t, append(resume, "-resume-other-data")...)
+	if code != 0 || !strings.Contains(stdout, "warning:") {
+		t.Fatalf("-resume-other-data: exit %d, want 0 with a warning\n%s%s", code, stdout, stderr)
+	}
+	_, st := finalState(t, out)
+	if len(st.DataChanges) != 1 || !strings.Contains(st.DataChanges[0], "resumed on other data") {
+		t.Errorf("the run's progress records %q, want the resume on other data", st.DataChanges)
+	}
 }

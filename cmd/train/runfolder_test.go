@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
-	"github.com/orthonet/orthonet/training"
 	"io"
 	"maps"
 	"os"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/internal/foldertest"
+	"github.com/orthonet/orthonet/internal/runtest"
 )
 
 // runFolders lists the run folders under out.
@@ -28,31 +27,11 @@ func runFolders(t *testing.T, out string) []string {
 	return dirs
 }
 
-func readProgress(t *testing.T, path string) (*checkpoint.File, training.Progress) {
-	t.Helper()
-	f, err := checkpoint.Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st training.Progress
-	if err := f.JSON(training.KeyProgress, &st); err != nil {
-		t.Fatal(err)
-	}
-	return f, st
-}
-
 // csvRows reads metrics.csv without its clock columns (seconds, and
 // train_seconds, the last).
 func csvRows(t *testing.T, path string) [][]string {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := readCSV(t, path)
 	for i := range rows {
 		rows[i] = append(rows[i][:3:3], rows[i][4:len(rows[i])-1]...)
 	}
@@ -99,7 +78,7 @@ func TestResumeElsewhere(t *testing.T) {
 	if got := origRun.Checkpoints(); !reflect.DeepEqual(got, []int{10, 20, 30, 40}) {
 		t.Fatalf("checkpoints %v", got)
 	}
-	want, wantProgress := readProgress(t, filepath.Join(orig, checkpoint.StepName(40)))
+	want, wantProgress := runtest.Read(t, filepath.Join(orig, checkpoint.StepName(40)))
 	wantRows := csvRows(t, filepath.Join(orig, "metrics.csv"))
 	for _, r := range wantRows[1:] {
 		if measured := r[5] != ""; measured != (r[0] == "test") {
@@ -107,7 +86,7 @@ func TestResumeElsewhere(t *testing.T) {
 		}
 	}
 	step20 := filepath.Join(orig, checkpoint.StepName(20))
-	_, p20 := readProgress(t, step20)
+	_, p20 := runtest.Read(t, step20)
 	for _, m := range p20.Metrics {
 		if (m.Feasibility != nil) != (m.Kind == "test") {
 			t.Errorf("metric %+v loaded from a checkpoint: feasibility measured only on test rows", m)
@@ -148,7 +127,7 @@ func TestResumeElsewhere(t *testing.T) {
 		if p := r.Parent(); p == nil || p.Step != 20 || p.Run != origRun.ID() || p.Path != step20 {
 			t.Errorf("the new run's parent is %+v, want step 20 of run %s at %s", p, origRun.ID(), step20)
 		}
-		got, gotProgress := readProgress(t, filepath.Join(child, checkpoint.StepName(40)))
+		got, gotProgress := runtest.Read(t, filepath.Join(child, checkpoint.StepName(40)))
 		sameTraining(t, "resumed from step 20", want, got, wantProgress, gotProgress)
 		if rows := csvRows(t, filepath.Join(child, "metrics.csv")); !reflect.DeepEqual(rows, wantRows) {
 			t.Errorf("the new run's metrics.csv:\n%v\nwant the original's:\n%v", rows, wantRows)

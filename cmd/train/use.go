@@ -25,11 +25,11 @@ import (
 // checkpoint that cannot be used (missing, damaged, of another program,
 // weights that do not fit its flags), exits 2 with one line; a failure
 // while working (data that cannot be read, a file that cannot be written,
-// an image refused) exits 1.
-var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"eval":    evalMain,
-	"predict": predictMain,
-	"export":  exportMain,
+// an image refused) exits 1 (subExit).
+var subcommands = map[string]func(args []string, stdout, stderr io.Writer) error{
+	"eval":    runEval,
+	"predict": runPredict,
+	"export":  runExport,
 }
 
 // useFlags are the flags every subcommand has.
@@ -217,9 +217,14 @@ func (t *trained) checkMemory(b int, images bool) error {
 	return &usageError{fmt.Errorf("%s: its %s%s: %s", t.path, sizeLine(t.c, false), batch, overBudget(f, budget, nil))}
 }
 
-// startEngine settles -device (saying which it took on log) and returns an
-// evaluation engine for net.
-func (t *trained) startEngine(net *network, log io.Writer) (*evalEngine, error) {
+// startEngine builds the checkpoint's network for batches of b images
+// (network), settles -device (saying which it took on log) and returns an
+// evaluation engine for the network.
+func (t *trained) startEngine(b int, log io.Writer) (*evalEngine, error) {
+	net, err := t.network(b, false)
+	if err != nil {
+		return nil, err
+	}
 	if err := selectDevice(&t.c, log); err != nil {
 		return nil, &usageError{err}
 	}

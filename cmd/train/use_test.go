@@ -7,9 +7,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"github.com/orthonet/orthonet/training"
 	"image"
-	"image/png"
 	"io"
 	"math"
 	"os"
@@ -23,9 +21,11 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/checkpoint"
+	"github.com/orthonet/orthonet/internal/datatest"
 	"github.com/orthonet/orthonet/internal/foldertest"
 	"github.com/orthonet/orthonet/internal/onnxrt"
 	"github.com/orthonet/orthonet/onnx"
+	"github.com/orthonet/orthonet/training"
 )
 
 // tinyRun trains a small FFN (or, with vit, a small ViT on CIFAR-format
@@ -55,6 +55,18 @@ func tinyRun(t *testing.T, model string) (dir, out, accuracy string) {
 	}
 	o, _ := runForAccuracy(t, c, hooks{})
 	return dir, out, regexp.MustCompile(`(?m)^test accuracy: [0-9.]+%$`).FindString(o)
+}
+
+// tinyCheckpoint makes tinyRun's FFN run and returns its -out and its
+// newest checkpoint.
+func tinyCheckpoint(t *testing.T) (out, latest string) {
+	t.Helper()
+	_, out, _ = tinyRun(t, "ffn")
+	latest, err := training.ResolveResume("latest", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, latest
 }
 
 // TestEvalReproducesRun evaluates a run's newest checkpoint with no model
@@ -193,13 +205,7 @@ func TestPredictMatchesEval(t *testing.T) {
 		img := image.NewGray(image.Rect(0, 0, 28, 28))
 		copy(img.Pix, raw[16+i*784:16+(i+1)*784])
 		path := filepath.Join(t.TempDir(), "test-"+strconv.Itoa(i)+".png")
-		var b bytes.Buffer
-		if err := png.Encode(&b, img); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		datatest.WritePNG(t, path, img)
 		files = append(files, path)
 		want[path] = preds[1+i][2]
 		classes[preds[1+i][2]] = true
@@ -361,11 +367,7 @@ func checkExportMetadata(t *testing.T, tr *trained, m *onnx.Model) {
 // usable and a file that is not an image: each exits 2 or 1 with one line
 // saying why, and writes nothing.
 func TestUseRefusals(t *testing.T) {
-	_, out, _ := tinyRun(t, "ffn")
-	latest, err := training.ResolveResume("latest", out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, latest := tinyCheckpoint(t)
 	elsewhere := t.TempDir()
 	// A safetensors file of another program: tensors, no train flags.
 	foreign := checkpoint.New()
@@ -384,24 +386,10 @@ func TestUseRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The run's weights under the flags of another model (a wider FFN).
-	f, err := checkpoint.Read(latest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var flags map[string]string
-	if err := f.JSON(training.KeySettings, &flags); err != nil {
-		t.Fatal(err)
-	}
-	flags["hidden"] = "48"
-	if err := f.SetJSON(training.KeySettings, flags); err != nil {
-		t.Fatal(err)
-	}
 	other := filepath.Join(elsewhere, "other.safetensors")
-	if err := checkpoint.Write(other, f); err != nil {
-		t.Fatal(err)
-	}
+	withFlags(t, latest, other, func(flags map[string]string) { flags["hidden"] = "48" })
 	// The run's weights with a NaN in one, under a valid checksum.
-	f, err = checkpoint.Read(latest)
+	f, err := checkpoint.Read(latest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,13 +411,7 @@ func TestUseRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	fine := filepath.Join(elsewhere, "fine.png")
-	var pb bytes.Buffer
-	if err := png.Encode(&pb, image.NewGray(image.Rect(0, 0, 28, 28))); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(fine, pb.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	datatest.WritePNG(t, fine, image.NewGray(image.Rect(0, 0, 28, 28)))
 	for _, tc := range []struct {
 		args []string
 		code int

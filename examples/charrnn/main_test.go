@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"math"
 	"os"
 	"testing"
@@ -9,12 +10,7 @@ import (
 	"github.com/orthonet/orthonet/training"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv(runtest.MainEnv) == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { runtest.Main(m, run) }
 
 // smallArgs trains a small LSTM for 40 steps on the CPU.
 var smallArgs = []string{"-hidden", "24", "-r", "12", "-seq", "12", "-batch", "8", "-steps", "40", "-save-every", "10", "-device", "cpu"}
@@ -27,7 +23,7 @@ func TestInterruptThenResume(t *testing.T) {
 // after a run of the command's default length.
 func TestFeasibleAfterRun(t *testing.T) {
 	out := t.TempDir()
-	if code := run([]string{"-out", out, "-hidden", "64", "-r", "32", "-device", "cpu"}, devNull(t), os.Stderr); code != 0 {
+	if code := run([]string{"-out", out, "-hidden", "64", "-r", "32", "-device", "cpu"}, io.Discard, os.Stderr); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	f, st := runtest.Final(t, out)
@@ -58,13 +54,4 @@ func firstLast(st training.Progress) (first, last float64) {
 		}
 	}
 	return first, last
-}
-
-func devNull(t *testing.T) *os.File {
-	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
 }

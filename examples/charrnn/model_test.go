@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/internal/runtest"
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
@@ -188,20 +189,7 @@ func TestTrain(t *testing.T) {
 		t.Errorf("loss %.4f after %d steps, want below 85%% of %.4f", after, steps, before)
 	}
 
-	if err := prog.StoreParams(); err != nil {
-		t.Fatal(err)
-	}
-	if d := testval.MaxAbs(testval.Floats(w0), testval.Floats(m.stiefel.Node.Value().Data())); !(d > 1e-3) {
-		t.Errorf("the Stiefel weight moved by %.3g at most: RSDM did not step it", d)
-	}
-	f, err := m.stiefel.Feasibility()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("||W^T W - I||_F = %.3g", f)
-	if !(f < 1e-5) {
-		t.Errorf("||W^T W - I||_F = %.3g after %d steps, want < 1e-5", f, steps)
-	}
+	runtest.Stepped(t, prog, m.stiefel, w0, steps)
 }
 
 // TestFeed checks the one-hot layout: row t*B+b of x is character t of

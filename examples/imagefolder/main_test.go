@@ -3,21 +3,17 @@ package main
 import (
 	"fmt"
 	"image"
-	"image/png"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/orthonet/orthonet/internal/datatest"
 	"github.com/orthonet/orthonet/internal/runtest"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv(runtest.MainEnv) == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { runtest.Main(m, run) }
 
 // writeFolder writes root/{train,test}/CLASS/*.png: per class a bright
 // band at its own rows over noise, 12x12 grayscale.
@@ -27,10 +23,6 @@ func writeFolder(t *testing.T, root string, perClass map[string]int) {
 	classes := []string{"ant", "bee", "cat", "dog"}
 	for split, n := range perClass {
 		for k, name := range classes {
-			dir := filepath.Join(root, split, name)
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
 			for i := range n {
 				img := image.NewGray(image.Rect(0, 0, 12, 12))
 				for p := range img.Pix {
@@ -39,14 +31,7 @@ func writeFolder(t *testing.T, root string, perClass map[string]int) {
 						img.Pix[p] += 150
 					}
 				}
-				f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%03d.png", i)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := png.Encode(f, img); err != nil {
-					t.Fatal(err)
-				}
-				f.Close()
+				datatest.WritePNG(t, filepath.Join(root, split, name, fmt.Sprintf("%03d.png", i)), img)
 			}
 		}
 	}
@@ -58,7 +43,7 @@ func TestInterruptThenResume(t *testing.T) {
 	runtest.InterruptThenResume(t, 6, "-data", root, "-size", "12", "-batch", "8", "-epochs", "3", "-r", "16", "-device", "cpu")
 	// The run learned: its final test accuracy is far above chance.
 	out := t.TempDir()
-	if code := run([]string{"-data", root, "-size", "12", "-batch", "8", "-epochs", "3", "-r", "16", "-device", "cpu", "-out", out}, devNull(t), os.Stderr); code != 0 {
+	if code := run([]string{"-data", root, "-size", "12", "-batch", "8", "-epochs", "3", "-r", "16", "-device", "cpu", "-out", out}, io.Discard, os.Stderr); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	_, st := runtest.Final(t, out)
@@ -74,19 +59,10 @@ func TestRefusesBadFolder(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "train", "cat", "empty.png"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code := run([]string{"-data", root, "-size", "12", "-device", "cpu", "-out", t.TempDir()}, devNull(t), devNull(t)); code != 2 {
+	if code := run([]string{"-data", root, "-size", "12", "-device", "cpu", "-out", t.TempDir()}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("a folder with an empty file: exit %d, want 2", code)
 	}
-	if code := run([]string{"-device", "cpu"}, devNull(t), devNull(t)); code != 2 {
+	if code := run([]string{"-device", "cpu"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("no -data: exit %d, want 2", code)
 	}
-}
-
-func devNull(t *testing.T) *os.File {
-	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
 }

@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/internal/runtest"
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
@@ -53,6 +54,35 @@ func (n *net) compile(t testing.TB) *program.Program {
 	return p
 }
 
+// solver returns the solver of prog, compiled from n, that trains it: RSDM
+// (r = 32) on the Stiefel weight and Adam on the rest.
+func (n *net) solver(t testing.TB, prog *program.Program) *optim.Solver {
+	t.Helper()
+	s, err := program.NewSolver(prog, []optim.Group{
+		{Select: optim.Param.Constrained, LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 32, Seed: 1}},
+		{Rule: optim.AdamConfig{}, LR: 3e-3},
+	}, optim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// run runs prog, compiled from n, on the images x and the one-hot labels
+// y.
+func (n *net) run(t testing.TB, prog *program.Program, x, y []float32) {
+	t.Helper()
+	if err := prog.SetInput(n.x, x); err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.SetInput(n.y, y); err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Run(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestTapeAgreement runs one batch through the compiled program and through
 // Gorgonia's tape machine, the model built alike for each, and compares the
 // loss, the logits and every parameter's gradient.
@@ -76,15 +106,7 @@ func TestTapeAgreement(t *testing.T) {
 	if err := nn.OneHot(y, labels, classes); err != nil {
 		t.Fatal(err)
 	}
-	if err := prog.SetInput(a.x, x); err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.SetInput(a.y, y); err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.Run(); err != nil {
-		t.Fatal(err)
-	}
+	a.run(t, prog, x, y)
 	for _, in := range []struct {
 		n    *G.Node
 		data []float32
@@ -172,13 +194,7 @@ func TestTrain(t *testing.T) {
 
 	n := build(t, batch, c, h, w, classes, 1)
 	prog := n.compile(t)
-	solver, err := program.NewSolver(prog, []optim.Group{
-		{Select: optim.Param.Constrained, LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 32, Seed: 1}},
-		{Rule: optim.AdamConfig{}, LR: 3e-3},
-	}, optim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	solver := n.solver(t, prog)
 
 	x, y := make([]float32, batch*size), make([]float32, batch*classes)
 	labels := make([]int, batch)
@@ -195,15 +211,7 @@ func TestTrain(t *testing.T) {
 		if err := nn.OneHot(y, labels, classes); err != nil {
 			t.Fatal(err)
 		}
-		if err := prog.SetInput(n.x, x); err != nil {
-			t.Fatal(err)
-		}
-		if err := prog.SetInput(n.y, y); err != nil {
-			t.Fatal(err)
-		}
-		if err := prog.Run(); err != nil {
-			t.Fatal(err)
-		}
+		n.run(t, prog, x, y)
 		if err := prog.Read(n.logits, logits); err != nil {
 			t.Fatal(err)
 		}
@@ -236,20 +244,7 @@ func TestTrain(t *testing.T) {
 		t.Errorf("held-out accuracy %.3f after %d steps (%.3f before), want above 0.7 and 0.3 above the start", after, steps, before)
 	}
 
-	if err := prog.StoreParams(); err != nil {
-		t.Fatal(err)
-	}
-	if d := testval.MaxAbs(testval.Floats(w0), testval.Floats(w1.Node.Value().Data())); !(d > 1e-3) {
-		t.Errorf("the Stiefel weight moved by %.3g at most: RSDM did not step it", d)
-	}
-	f, err := w1.Feasibility()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("||W^T W - I||_F = %.3g", f)
-	if !(f < 1e-5) {
-		t.Errorf("||W^T W - I||_F = %.3g after %d steps, want < 1e-5", f, steps)
-	}
+	runtest.Stepped(t, prog, w1, w0, steps)
 }
 
 // TestBuildRefuses checks that sizes the model cannot take are errors.
@@ -267,13 +262,7 @@ func BenchmarkStep(b *testing.B) {
 	const batch, c, h, w, classes = 32, 3, 32, 32, 10
 	n := build(b, batch, c, h, w, classes, 1)
 	prog := n.compile(b)
-	solver, err := program.NewSolver(prog, []optim.Group{
-		{Select: optim.Param.Constrained, LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 32, Seed: 1}},
-		{Rule: optim.AdamConfig{}, LR: 3e-3},
-	}, optim.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	solver := n.solver(b, prog)
 	x, y := make([]float32, batch*c*h*w), make([]float32, batch*classes)
 	for i := range x {
 		x[i] = float32(i%7) / 7
@@ -283,15 +272,7 @@ func BenchmarkStep(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		if err := prog.SetInput(n.x, x); err != nil {
-			b.Fatal(err)
-		}
-		if err := prog.SetInput(n.y, y); err != nil {
-			b.Fatal(err)
-		}
-		if err := prog.Run(); err != nil {
-			b.Fatal(err)
-		}
+		n.run(b, prog, x, y)
 		if err := solver.Step(); err != nil {
 			b.Fatal(err)
 		}

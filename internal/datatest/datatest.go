@@ -6,10 +6,28 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
+	"image"
+	"image/png"
 	"os"
 	"path/filepath"
 	"testing"
 )
+
+// WritePNG writes img as a PNG file at path, making its folder where there
+// is none. It fails t where the file cannot be written.
+func WritePNG(t testing.TB, path string, img image.Image) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // IDXHeader returns the header of an unsigned-byte IDX file with the given
 // dimensions: the magic number 0x000008NN (NN the number of dimensions),

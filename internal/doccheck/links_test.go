@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/orthonet/orthonet/internal/foldertest"
 )
 
 var (
@@ -181,15 +183,7 @@ func TestLinkCheckerFindsDeadLinks(t *testing.T) {
 		"docs/a.md":    "# Part one\n\n## Part `two`\n\n[up](../README.md#top) [self](#part-one) [bad self](#part-one-1)\n",
 		"docs/img.png": "",
 	}
-	for name, text := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	foldertest.Write(t, dir, files)
 	c := &checker{root: dir, anchors: map[string]map[string]bool{}} // not a git tree: files on disk count
 	dead, n, err := c.deadLinks([]string{"README.md", "docs/a.md"})
 	if err != nil {

@@ -1,6 +1,7 @@
-// Package foldertest records folder trees for tests that show a command or
-// a call left alone the files it should not touch: a Snapshot before, and
-// Kept or Same after.
+// Package foldertest writes and records folder trees for tests: Write lays
+// out the files a test reads, and for tests that show a command or a call
+// left alone the files it should not touch, a Snapshot before, and Kept or
+// Same after.
 package foldertest
 
 import (
@@ -12,6 +13,22 @@ import (
 	"sort"
 	"testing"
 )
+
+// Write writes files, each text by its slash-separated path relative to
+// root, under root, making their folders; it fails t where one cannot be
+// written.
+func Write(t testing.TB, root string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatalf("foldertest: %v", err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatalf("foldertest: %v", err)
+		}
+	}
+}
 
 // Tree is every regular file and symbolic link under a root, by its path
 // relative to the root: a file's SHA-256, a link's target and the SHA-256

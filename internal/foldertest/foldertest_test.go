@@ -24,16 +24,7 @@ func (r *recorder) Errorf(format string, a ...any) {
 // the added ones too, and an untouched tree passes both.
 func TestKeptAndSame(t *testing.T) {
 	root := t.TempDir()
-	write := func(name, s string) {
-		t.Helper()
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(name, s string) { Write(t, root, map[string]string{name: s}) }
 	write("a", "alpha")
 	write("sub/b", "beta")
 	write("target", "what the link leads to")

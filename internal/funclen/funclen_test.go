@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -95,11 +96,8 @@ func TestSourceFilesCoverModule(t *testing.T) {
 func sourceFiles(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, path)
+	module := os.DirFS(root)
+	err := fs.WalkDir(module, ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -108,15 +106,15 @@ func sourceFiles(t *testing.T) []string {
 				return nil
 			}
 			name := d.Name()
-			if strings.HasPrefix(name, ".") || name == "testdata" || (filepath.Dir(rel) == "." && skipDirs[name]) {
-				return filepath.SkipDir
+			if strings.HasPrefix(name, ".") || name == "testdata" || (path.Dir(rel) == "." && skipDirs[name]) {
+				return fs.SkipDir
 			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir
+			if _, err := fs.Stat(module, path.Join(rel, "go.mod")); err == nil {
+				return fs.SkipDir
 			}
 			return nil
 		}
-		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+		if strings.HasSuffix(rel, ".go") && !strings.HasSuffix(rel, "_test.go") {
 			files = append(files, rel)
 		}
 		return nil

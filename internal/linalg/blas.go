@@ -277,12 +277,7 @@ func (b impl) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float
 		b.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, bb, ldb, beta, c, ldc)
 		return
 	}
-	if g, ok := asGemv(tA, tB, m, n, k, lda, ldb, ldc); ok {
-		mat, x := gemvOperands(g, a, bb)
-		sgemvNative(g.t, g.rows, g.cols, alpha, mat, g.ld, x, g.incX, beta, c, g.incY)
-		return
-	}
-	sgemmNative(tA, tB, m, n, k, alpha, a, lda, bb, ldb, beta, c, ldc)
+	gemmNative(tA, tB, m, n, k, alpha, a, lda, bb, ldb, beta, c, ldc, sgemmNative, sgemvNative)
 }
 
 func (b impl) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, bb []float64, ldb int, beta float64, c []float64, ldc int) {
@@ -290,12 +285,20 @@ func (b impl) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float
 		b.Implementation.Dgemm(tA, tB, m, n, k, alpha, a, lda, bb, ldb, beta, c, ldc)
 		return
 	}
+	gemmNative(tA, tB, m, n, k, alpha, a, lda, bb, ldb, beta, c, ldc, dgemmNative, dgemvNative)
+}
+
+// gemmNative runs a checked product in the library of one precision: as
+// its gemv where C is a vector (see gemv), else as its gemm.
+func gemmNative[T Float](tA, tB blas.Transpose, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int,
+	gemm func(tA, tB blas.Transpose, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int),
+	gemv func(t blas.Transpose, m, n int, alpha T, a []T, lda int, x []T, incX int, beta T, y []T, incY int)) {
 	if g, ok := asGemv(tA, tB, m, n, k, lda, ldb, ldc); ok {
-		mat, x := gemvOperands(g, a, bb)
-		dgemvNative(g.t, g.rows, g.cols, alpha, mat, g.ld, x, g.incX, beta, c, g.incY)
+		mat, x := gemvOperands(g, a, b)
+		gemv(g.t, g.rows, g.cols, alpha, mat, g.ld, x, g.incX, beta, c, g.incY)
 		return
 	}
-	dgemmNative(tA, tB, m, n, k, alpha, a, lda, bb, ldb, beta, c, ldc)
+	gemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 func (b impl) Ssyrk(ul blas.Uplo, t blas.Transpose, n, k int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int) {

@@ -82,7 +82,7 @@ static void on_dgemv(int t, int m, int n, double alpha, const double *a, int lda
 // The upper triangle of a row-major symmetric matrix is the lower triangle of
 // its column-major view: LAPACK's lower Cholesky factor L (G = L L^T) read
 // row-major is the upper R with G = R^T R.
-static int chol_upper_d(int n, double *a) {
+int chol_upper_d(int n, double *a) {
 	int info = 0; char uplo = 'L';
 	B.dpotrf(&uplo, &n, a, &n, &info, 1);
 	return info;
@@ -111,8 +111,8 @@ int lq_q_##p(int m, int n, T *a, T *tau, T *work, int lw) { \
 LQ(float, s)
 LQ(double, d)
 
-static void on_set_threads(int n) { B.set_threads(n); }
-static int on_get_threads(void) { return B.get_threads(); }
+void on_set_threads(int n) { B.set_threads(n); }
+int on_get_threads(void) { return B.get_threads(); }
 
 // short_spin restarts OpenBLAS's thread pool with idle threads that spin for
 // 2^timeout cycles before they sleep, unless OPENBLAS_THREAD_TIMEOUT says
@@ -261,25 +261,6 @@ func selfCheck() error {
 		}
 	}
 	return nil
-}
-
-func potrfNative(n int, g []float64) bool {
-	return C.chol_upper_d(C.int(n), (*C.double)(&g[0])) == 0
-}
-
-func setThreadsNative(n int) int {
-	prev := int(C.on_get_threads())
-	if n != prev {
-		C.on_set_threads(C.int(n))
-	}
-	return prev
-}
-
-// qrWork is the workspace of a QR: the library's LAPACK's, in T's
-// precision, and gonum's.
-type qrWork[T Float] struct {
-	tau, work []T
-	gonumWork
 }
 
 // candidates returns the library sets that name asks for, each opened

@@ -30,11 +30,14 @@ static void short_spin(const char* timeout) {
 // The upper triangle of a row-major symmetric matrix is the lower triangle of
 // its column-major view: LAPACK's lower Cholesky factor L (G = L L^T) read
 // row-major is the upper R with G = R^T R.
-static int chol_upper_d(int n, double* a) {
+int chol_upper_d(int n, double* a) {
 	int info = 0; char uplo = 'L';
 	dpotrf_(&uplo, &n, a, &n, &info);
 	return info;
 }
+
+void on_set_threads(int n) { openblas_set_num_threads(n); }
+int on_get_threads(void) { return openblas_get_num_threads(); }
 
 // A row-major m x n matrix is the column-major n x m matrix A^T, and the LQ
 // factorisation A^T = L Q' is A = Q'^T L^T: the QR factorisation we want,
@@ -90,27 +93,6 @@ func open(name, source string) loaded {
 	C.short_spin(timeout)
 	C.free(unsafe.Pointer(timeout))
 	return loaded{desc: desc, native: true, lapack: true, openblas: true}
-}
-
-// potrfNative is potrfUpper through OpenBLAS's LAPACK.
-func potrfNative(n int, g []float64) bool {
-	return C.chol_upper_d(C.int(n), (*C.double)(&g[0])) == 0
-}
-
-// setThreadsNative sets OpenBLAS's thread count and returns the previous.
-func setThreadsNative(n int) int {
-	prev := int(C.openblas_get_num_threads())
-	if n != prev {
-		C.openblas_set_num_threads(C.int(n))
-	}
-	return prev
-}
-
-// qrWork is the workspace of a QR: the library's LAPACK's, in T's
-// precision, and gonum's.
-type qrWork[T Float] struct {
-	tau, work []T
-	gonumWork
 }
 
 // The products go through gonum's netlib bindings to the linked OpenBLAS.

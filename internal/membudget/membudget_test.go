@@ -2,9 +2,10 @@ package membudget
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/orthonet/orthonet/internal/foldertest"
 )
 
 func TestParseBytes(t *testing.T) {
@@ -82,15 +83,7 @@ func TestFormat(t *testing.T) {
 func root(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for name, text := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	foldertest.Write(t, dir, files)
 	return dir
 }
 

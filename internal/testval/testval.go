@@ -158,10 +158,25 @@ func Worst(a, b []float64) string {
 // that Floats takes) whose elements are the same bit for bit: what a
 // resumed run must reproduce of a straight one.
 func SameBits(a, b any) bool {
+	switch x := a.(type) { // compared as they are: a float64 holds no int64 exactly
+	case []float32:
+		return equalBits(x, b, math.Float32bits)
+	case []float64:
+		return equalBits(x, b, math.Float64bits)
+	case []int64:
+		return equalBits(x, b, func(v int64) int64 { return v })
+	}
 	if fmt.Sprintf("%T", a) != fmt.Sprintf("%T", b) {
 		return false
 	}
 	return slices.EqualFunc(Floats(a), Floats(b), func(x, y float64) bool {
 		return math.Float64bits(x) == math.Float64bits(y)
 	})
+}
+
+// equalBits reports whether b is a slice of a's type and length whose
+// elements have the same bits as a's.
+func equalBits[T any, B comparable](a []T, b any, bits func(T) B) bool {
+	c, ok := b.([]T)
+	return ok && slices.EqualFunc(a, c, func(x, y T) bool { return bits(x) == bits(y) })
 }

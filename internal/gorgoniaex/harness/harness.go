@@ -922,11 +922,11 @@ func evaluate(tr *trainer, a, ev *net, testSet *data.Set, bs *batches, dt tensor
 		if err != nil {
 			return 0, err
 		}
-		for j := 0; j < k; j++ {
-			if argmax(out[j*classes:(j+1)*classes]) == ys[j] {
-				correct++
-			}
+		acc, err := nn.Accuracy(out[:k*classes], ys[:k], classes)
+		if err != nil {
+			return 0, err
 		}
+		correct += int(math.Round(acc * float64(k))) // acc is the k rows' correct / k
 	}
 	return 100 * float64(correct) / float64(testSet.N), nil
 }
@@ -960,16 +960,6 @@ func tapeBatchTime(ex Example, dt tensor.Dtype, o options, bs *batches) (float64
 		tapeTime += time.Since(start)
 	}
 	return tapeTime.Seconds() / float64(o.tapeSteps), nil
-}
-
-func argmax(v []float64) int {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // throughput trains o.steps batches on the backend (or the tape machine

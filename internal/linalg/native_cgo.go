@@ -3,16 +3,43 @@
 package linalg
 
 /*
-// The LQ factorization's calls, defined in the preamble of the BLAS build's
-// file (blas_dl.go loads LAPACK at run time, blas_static.go links it).
+// The calls both cgo builds make, defined in the preamble of the BLAS
+// build's file (blas_dl.go loads LAPACK at run time, blas_static.go links
+// it): the LQ factorization's, the Cholesky factor's and the BLAS's thread
+// count's.
 int lq_work_s(int m, int n);
 int lq_factor_s(int m, int n, float* a, float* tau, float* work, int lw);
 int lq_q_s(int m, int n, float* a, float* tau, float* work, int lw);
 int lq_work_d(int m, int n);
 int lq_factor_d(int m, int n, double* a, double* tau, double* work, int lw);
 int lq_q_d(int m, int n, double* a, double* tau, double* work, int lw);
+int chol_upper_d(int n, double* a);
+void on_set_threads(int n);
+int on_get_threads(void);
 */
 import "C"
+
+// qrWork is the workspace of a QR: the library's LAPACK's, in T's
+// precision, and gonum's.
+type qrWork[T Float] struct {
+	tau, work []T
+	gonumWork
+}
+
+// potrfNative is potrfUpper through the library's LAPACK.
+func potrfNative(n int, g []float64) bool {
+	return C.chol_upper_d(C.int(n), (*C.double)(&g[0])) == 0
+}
+
+// setThreadsNative sets the library's thread count and returns the
+// previous.
+func setThreadsNative(n int) int {
+	prev := int(C.on_get_threads())
+	if n != prev {
+		C.on_set_threads(C.int(n))
+	}
+	return prev
+}
 
 // qfNative computes the Q factor with the library's LAPACK in T's
 // precision and writes sign(diag(R)) into sign.
