@@ -159,7 +159,7 @@ func (k LayerNorm) Host(p *Pool) (Func, error) {
 
 // Device takes a block per row (on_layer_norm).
 func (k LayerNorm) Device(p Planner) {
-	p.Launch("on_layer_norm", k.Rows, lnArgs{Rows: k.Rows, D: k.D, Eps: k.Eps, X: k.X, Gamma: k.Gamma, Beta: k.Beta, Y: k.Y})
+	p.Launch("on_layer_norm", k.Rows, lnArgs(k))
 }
 
 // rowStats returns the mean and 1/sqrt(var + eps) of a row, in float64.
@@ -675,7 +675,7 @@ func (k YOLODecode) Host(p *Pool) (Func, error) {
 // Device launches on_yolo, a thread per element.
 func (k YOLODecode) Device(p Planner) {
 	elementwise(p, "on_yolo", k.Batch*k.Grid*k.Grid*k.Boxes*k.Attrs,
-		yoloArgs{Batch: k.Batch, Boxes: k.Boxes, Attrs: k.Attrs, Grid: k.Grid, Stride: k.Stride, Anchors: k.Anchors, Src: k.Src, Dst: k.Dst})
+		yoloArgs(k))
 }
 
 func yoloHost[T Float](p *Pool, k YOLODecode) Func {

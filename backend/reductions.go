@@ -320,7 +320,7 @@ func (k CheckFinite) Device(p Planner) {
 	dt := DTypeOf(k.Src)
 	p.SetType(dt)
 	if dt != Int32 { // integers are finite
-		elementwise(p, "on_check_finite", k.N, finiteArgs{N: k.N, Src: k.Src, Flag: k.Flag})
+		elementwise(p, "on_check_finite", k.N, finiteArgs(k))
 	}
 }
 
@@ -519,7 +519,7 @@ func (k Sparsemax) Host(p *Pool) (Func, error) {
 // counting, for each element, the elements at least as large and their
 // sum, without a sort.
 func (k Sparsemax) Device(p Planner) {
-	p.Launch("on_sparsemax", k.Rows, sparsemaxArgs{Rows: k.Rows, Cols: k.Cols, Src: k.Src, Dst: k.Dst})
+	p.Launch("on_sparsemax", k.Rows, sparsemaxArgs(k))
 }
 
 func sparsemaxHost[T Float](p *Pool, k Sparsemax) Func {

@@ -141,7 +141,7 @@ func (k AddScaled) Host(p *Pool) (Func, error) {
 
 // Device launches on_add_scaled.
 func (k AddScaled) Device(p Planner) {
-	elementwise(p, "on_add_scaled", k.N, addScaledArgs{N: k.N, Alpha: k.Alpha, X: k.X, Y: k.Y, Dst: k.Dst, Scale: k.Scale})
+	elementwise(p, "on_add_scaled", k.N, addScaledArgs(k))
 }
 
 func addScaledHost[T Float](p *Pool, k AddScaled) Func {
@@ -238,7 +238,7 @@ func (k IdentityDelta) Host(p *Pool) (Func, error) {
 // Device launches on_identity_delta in Dst's type.
 func (k IdentityDelta) Device(p Planner) {
 	p.SetType(DTypeOf(k.Dst))
-	elementwise(p, indexed(p, "on_identity_delta", k.R*k.R), k.R*k.R, deltaArgs{R: k.R, Y: k.Y, Dst: k.Dst})
+	elementwise(p, indexed(p, "on_identity_delta", k.R*k.R), k.R*k.R, deltaArgs(k))
 }
 
 func identityDeltaHost[T Float](_ *Pool, k IdentityDelta) Func {
@@ -273,7 +273,7 @@ func (k Symmetrize) Host(p *Pool) (Func, error) {
 
 // Device launches on_symmetrize.
 func (k Symmetrize) Device(p Planner) {
-	elementwise(p, indexed(p, "on_symmetrize", k.N*k.N), k.N*k.N, symArgs{N: k.N, A: k.A})
+	elementwise(p, indexed(p, "on_symmetrize", k.N*k.N), k.N*k.N, symArgs(k))
 }
 
 func symmetrizeHost[T Float](_ *Pool, k Symmetrize) Func {

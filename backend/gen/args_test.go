@@ -127,7 +127,7 @@ func builtStructs(file *ast.File) map[string]string {
 }
 
 // passedStruct returns the type of a call's last argument where it is a
-// composite literal or a variable of built, or "".
+// composite literal, a conversion or a variable of built, or "".
 func passedStruct(call *ast.CallExpr, built map[string]string) string {
 	switch x := call.Args[len(call.Args)-1].(type) {
 	case *ast.CompositeLit:
@@ -136,6 +136,10 @@ func passedStruct(call *ast.CallExpr, built map[string]string) string {
 		}
 	case *ast.Ident:
 		return built[x.Name]
+	case *ast.CallExpr: // a conversion, lnArgs(k), where the kernel's fields are the struct's
+		if typ, ok := x.Fun.(*ast.Ident); ok && len(x.Args) == 1 {
+			return typ.Name
+		}
 	}
 	return ""
 }
