@@ -57,8 +57,8 @@ func newSolverProblem(c optim.Communicator) (*solverProblem, error) {
 		p.w[i] = rng.NormFloat64()
 	}
 	params := []optim.Param{
-		{Name: "w", Shape: []int{spN, spP}, Manifold: manifold.StiefelKind{}, Value: p.w, Grad: p.gw},
-		{Name: "c", Shape: []int{spP}, Value: p.c, Grad: p.gc},
+		{Name: "w", Shape: []int{spN, spP}, Manifold: manifold.StiefelKind{}, Value: optim.Host[float64](p.w), Grad: optim.Host[float64](p.gw)},
+		{Name: "c", Shape: []int{spP}, Value: optim.Host[float64](p.c), Grad: optim.Host[float64](p.gc)},
 	}
 	if err := params[0].Orthonormalize(); err != nil {
 		return nil, err

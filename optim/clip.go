@@ -12,7 +12,7 @@ import (
 func (s *Solver) clipGrads() error {
 	var total float64
 	for i, o := range s.slots { // typedSlots: NewSolver refuses clipping on a device
-		total += o.(interface{ sqNorm(g any) float64 }).sqNorm(s.grads[i])
+		total += o.(normed).sqNorm(s.grads[i])
 	}
 	norm := math.Sqrt(total)
 	if !(norm > s.options.ClipNorm) {
@@ -25,14 +25,20 @@ func (s *Solver) clipGrads() error {
 	return nil
 }
 
+// normed is a stepper that measures its gradient for clipping: a host
+// parameter's typedSlot.
+type normed interface{ sqNorm(g Gradient) float64 }
+
+var _ normed = (*typedSlot[float32])(nil)
+
 // scale multiplies a gradient (one factor of a factored one) by c.
-func scale(g any, c float64) {
+func scale(g Gradient, c float64) {
 	switch d := g.(type) {
-	case []float32:
+	case Host[float32]:
 		for i := range d {
 			d[i] *= float32(c)
 		}
-	case []float64:
+	case Host[float64]:
 		for i := range d {
 			d[i] *= c
 		}
@@ -46,9 +52,9 @@ func scale(g any, c float64) {
 // constrained one. With M = X^T G for the column-orthonormal X (W^T for a
 // wide W), ||P_X(G)||^2 is ||G||^2 - ||sym(M)||^2 on the Stiefel manifold
 // and ||G||^2 - ||M||^2 on the Grassmann manifold.
-func (t *typedSlot[T]) sqNorm(g any) float64 {
+func (t *typedSlot[T]) sqNorm(g Gradient) float64 {
 	if t.m == nil {
-		gs := g.([]T)
+		gs := g.(Host[T])
 		return linalg.Dot(gs, gs)
 	}
 	x := t.x
@@ -56,7 +62,7 @@ func (t *typedSlot[T]) sqNorm(g any) float64 {
 	var gg float64
 	var m []T
 	switch gr := g.(type) {
-	case []T:
+	case Host[T]:
 		gg = linalg.Dot(gr, gr)
 		t.clip = linalg.Grow(t.clip, p*p)
 		m = t.clip
@@ -66,7 +72,7 @@ func (t *typedSlot[T]) sqNorm(g any) float64 {
 			linalg.Gemm(true, false, p, p, n, 1, x, p, gr, p, 0, m, p)
 		}
 	case factored:
-		a, b := gr.a.([]T), gr.b.([]T)
+		a, b := []T(gr.a.(Host[T])), []T(gr.b.(Host[T]))
 		k := gr.k
 		if t.wide { // the view's gradient is B^T A
 			a, b = b, a

@@ -52,7 +52,7 @@ func ExampleSampler() {
 	for i := range target {
 		target[i] = rng.NormFloat64()
 	}
-	p := optim.Param{Name: "w", Shape: []int{12, 3}, Manifold: manifold.StiefelKind{}, Value: w, Grad: make([]float64, 36)}
+	p := optim.Param{Name: "w", Shape: []int{12, 3}, Manifold: manifold.StiefelKind{}, Value: optim.Host[float64](w), Grad: optim.Host[float64](make([]float64, 36))}
 	groups := []optim.Group{{LR: 0.3, Rule: optim.RSDMConfig{SubmanifoldSize: 4, Sampling: cyclic{}}}}
 	solver, err := optim.NewSolver([]optim.Param{p}, groups, optim.Options{})
 	if err != nil {
@@ -67,7 +67,7 @@ func ExampleSampler() {
 	start := loss()
 	for step := 0; step < 200; step++ {
 		for i := range w {
-			p.Grad.([]float64)[i] = w[i] - target[i]
+			p.Grad.(optim.Host[float64])[i] = w[i] - target[i]
 		}
 		if err := solver.Step(); err != nil {
 			log.Fatal(err)
@@ -87,7 +87,7 @@ type signDescent struct{}
 func (signDescent) String() string    { return "sign" }
 func (signDescent) Constrained() bool { return false }
 func (signDescent) Stepper(p optim.Param, _ optim.Binding) (optim.Stepper, error) {
-	w, ok := p.Value.([]float64)
+	w, ok := p.Value.(optim.Host[float64])
 	if !ok {
 		return nil, fmt.Errorf("sign descent steps float64 values, not %T", p.Value)
 	}
@@ -100,8 +100,8 @@ type signStepper struct {
 	lr   float64
 }
 
-func (s *signStepper) Prepare(grad any, lr float64) error {
-	g, ok := grad.([]float64)
+func (s *signStepper) Prepare(grad optim.Gradient, lr float64) error {
+	g, ok := grad.(optim.Host[float64])
 	if !ok {
 		return fmt.Errorf("sign descent: gradient %T", grad)
 	}
@@ -133,14 +133,14 @@ func (s *signStepper) SetState(st optim.State) error {
 func ExampleRule() {
 	b := []float64{1, -1, 0.5}
 	target := []float64{0, 0.5, 2}
-	p := optim.Param{Name: "bias", Shape: []int{3}, Value: b, Grad: make([]float64, 3)}
+	p := optim.Param{Name: "bias", Shape: []int{3}, Value: optim.Host[float64](b), Grad: optim.Host[float64](make([]float64, 3))}
 	solver, err := optim.NewSolver([]optim.Param{p}, []optim.Group{{Rule: signDescent{}, LR: 0.25, Schedule: optim.StepDecay{Every: 4, Gamma: 0.5}}}, optim.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	for step := 0; step < 12; step++ {
 		for i := range b {
-			p.Grad.([]float64)[i] = b[i] - target[i]
+			p.Grad.(optim.Host[float64])[i] = b[i] - target[i]
 		}
 		if err := solver.Step(); err != nil {
 			log.Fatal(err)
@@ -223,7 +223,7 @@ func ExampleParam_ownManifold() {
 	for i := range x {
 		x[i] = rng.NormFloat64()
 	}
-	p := optim.Param{Name: "x", Shape: []int{6, 1}, Manifold: sphere{}, Value: x, Grad: make([]float64, 6)}
+	p := optim.Param{Name: "x", Shape: []int{6, 1}, Manifold: sphere{}, Value: optim.Host[float64](x), Grad: optim.Host[float64](make([]float64, 6))}
 	if _, err := optim.NewSolver([]optim.Param{p}, []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}); err != nil {
 		fmt.Println("a Gaussian start is refused")
 	}
@@ -236,7 +236,7 @@ func ExampleParam_ownManifold() {
 	}
 	for step := 0; step < 300; step++ {
 		for i := range x {
-			p.Grad.([]float64)[i] = -float64(i+1) * x[i]
+			p.Grad.(optim.Host[float64])[i] = -float64(i+1) * x[i]
 		}
 		if err := solver.Step(); err != nil {
 			log.Fatal(err)

@@ -87,7 +87,7 @@ func TestAddBuiltinRule(t *testing.T) {
 	}
 	run := func(resumeAt int) []float64 {
 		w, g := []float64{1, 2, 3, 4}, make([]float64, 4)
-		p := Param{Name: "b", Shape: []int{4}, Value: w, Grad: g}
+		p := Param{Name: "b", Shape: []int{4}, Value: Host[float64](w), Grad: Host[float64](g)}
 		groups := []Group{{Rule: r, LR: lr, WeightDecay: decay}}
 		s, err := NewSolver([]Param{p}, groups, Options{})
 		if err != nil {

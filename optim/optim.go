@@ -14,8 +14,11 @@
 // A Solver steps many parameters, each carrying the kind of its manifold
 // (manifold.Kind), in groups whose Rule (a value: RSDMConfig, RGDConfig,
 // AdamWConfig, ... or one's own) builds each parameter's Stepper; RSDM's
-// Sampler is a value too. Package optim/device steps the same rules in a
-// backend's memory.
+// Sampler is a value too. A parameter's value and gradient are typed
+// (Value: a Host slice, or a device's memory). A constrained rule may write
+// its step once in StepBlocks (Described, as RGDConfig does), from which
+// both its host stepper and its device stepper are recorded. Package
+// optim/device steps the same rules in a backend's memory.
 package optim
 
 import (

@@ -51,9 +51,10 @@ func (p Param) matrix() (rows, cols int, err error) {
 	return rows, cols, nil
 }
 
-// Param is a parameter in host memory: the Solver updates Value in place
-// from its gradient. Value and the gradient are []float32 or []float64 with
-// as many entries as Shape holds.
+// Param is a parameter: the Solver updates Value in place from its
+// gradient. Value and the gradient are Host slices of float32 or float64
+// (or, with Options.Device, a device's memory: optim/device.Operand), of
+// one element type, with as many entries as Shape holds.
 type Param struct {
 	Name  string
 	Shape []int
@@ -61,17 +62,58 @@ type Param struct {
 	// (manifold.StiefelKind, manifold.GrassmannKind or one's own); nil for
 	// an unconstrained parameter.
 	Manifold manifold.Kind
-	Value    any
+	Value    Value
 	// Grad is the gradient. GradFunc, when set, is called for it at every
 	// Step instead (the gradient of a Gorgonia node exists only after its
 	// graph has run).
-	Grad     any
-	GradFunc func() (any, error)
+	Grad     Value
+	GradFunc func() (Value, error)
 	// GradA and GradB, when set, give the gradient of an n x p weight as
 	// the product GradA^T GradB of a GradK x n and a GradK x p matrix (see
 	// Factored); Grad is then ignored. Only RSDM steps such a weight.
-	GradA, GradB any
+	GradA, GradB Value
 	GradK        int
+}
+
+// Value is the memory of a parameter's value or gradient: a Host slice,
+// or a device's memory (optim/device.Operand) that a Device steps.
+type Value interface {
+	// Len returns the number of elements.
+	Len() int
+	// Float32 reports whether the elements are float32 (else float64).
+	Float32() bool
+}
+
+// Gradient is what a Stepper's Prepare steps along: a Host slice of the
+// value's element type, a Factored of it (which only RSDM takes), or nil
+// for a stepper on a device, which reads the gradient where it lives.
+type Gradient interface {
+	// Float32 reports whether the elements are float32 (else float64).
+	Float32() bool
+}
+
+// Host is a Value in host memory, a slice that the Solver reads or updates
+// in place: Host[float32](w) wraps w without a copy.
+type Host[T Float] []T
+
+var (
+	_ Value    = Host[float32](nil)
+	_ Gradient = Factored[float64]{}
+)
+
+// Len returns len(h).
+func (h Host[T]) Len() int { return len(h) }
+
+// Float32 reports whether T is float32.
+func (Host[T]) Float32() bool { return isFloat32[T]() }
+
+// Float32 reports whether T is float32.
+func (Factored[T]) Float32() bool { return isFloat32[T]() }
+
+func isFloat32[T Float]() bool {
+	var z T
+	_, ok := any(z).(float32)
+	return ok
 }
 
 // Constrained reports whether p lives on a manifold.
@@ -106,19 +148,23 @@ type ParamInfo struct {
 	Float32 *bool
 }
 
-// factored is a Factored gradient of either element type.
+// factored is a Factored gradient of either element type, as a Param
+// gives it.
 type factored struct {
-	a, b any
+	a, b Value
 	k    int
 }
 
-// floats returns the length of a []float32 or []float64 and the bytes of
-// its elements, 4 or 8; 0 and 0 for anything else.
-func floats(a any) (n, bytes int) {
-	switch v := a.(type) {
-	case []float32:
+// Float32 reports whether the factors' elements are float32.
+func (f factored) Float32() bool { return f.a.Float32() }
+
+// floats returns the length of a Host slice and the bytes of its elements,
+// 4 or 8; 0 and 0 for anything else (nil, a device's memory).
+func floats(v Value) (n, bytes int) {
+	switch v := v.(type) {
+	case Host[float32]:
 		return len(v), 4
-	case []float64:
+	case Host[float64]:
 		return len(v), 8
 	}
 	return 0, 0
@@ -136,7 +182,7 @@ func (p Param) check() error {
 	}
 	vn, vb := floats(p.Value)
 	if vb == 0 {
-		return fmt.Errorf("optim: parameter %q: value %T, want []float32 or []float64", p.Name, p.Value)
+		return fmt.Errorf("optim: parameter %q: value %T, want optim.Host[float32] or optim.Host[float64]", p.Name, p.Value)
 	}
 	if vn != size {
 		return fmt.Errorf("optim: parameter %q of shape %v: value has %d entries", p.Name, p.Shape, vn)
@@ -178,7 +224,7 @@ func (p Param) describe() string {
 
 // gradient returns the parameter's gradient for this step: its slice, its
 // factors, or what GradFunc returns (checked against the value).
-func (p *Param) gradient() (any, error) {
+func (p *Param) gradient() (Gradient, error) {
 	switch {
 	case p.GradA != nil:
 		return factored{a: p.GradA, b: p.GradB, k: p.GradK}, nil
@@ -199,13 +245,13 @@ func (p *Param) gradient() (any, error) {
 
 // finiteAny reports whether every entry of a gradient (or of both of its
 // factors) is finite.
-func finiteAny(a any) bool {
-	switch d := a.(type) {
+func finiteAny(g Gradient) bool {
+	switch d := g.(type) {
 	case factored:
 		return finiteAny(d.a) && finiteAny(d.b)
-	case []float32:
+	case Host[float32]:
 		return linalg.Finite(d)
-	case []float64:
+	case Host[float64]:
 		return linalg.Finite(d)
 	}
 	return true
@@ -219,12 +265,12 @@ func finiteAny(a any) bool {
 // becomes a point that NewSolver accepts.
 func (p Param) Orthonormalize() error {
 	switch v := p.Value.(type) {
-	case []float32:
+	case Host[float32]:
 		return orthonormalize(p, v)
-	case []float64:
+	case Host[float64]:
 		return orthonormalize(p, v)
 	}
-	return fmt.Errorf("optim: parameter %q: value %T, want []float32 or []float64", p.Name, p.Value)
+	return fmt.Errorf("optim: parameter %q: value %T, want optim.Host[float32] or optim.Host[float64]", p.Name, p.Value)
 }
 
 func orthonormalize[T Float](p Param, v []T) error {
@@ -246,12 +292,12 @@ func orthonormalize[T Float](p Param, v []T) error {
 // its transpose when it is wide), in float64.
 func (p Param) Feasibility() (float64, error) {
 	switch v := p.Value.(type) {
-	case []float32:
+	case Host[float32]:
 		return feasibility(p, v)
-	case []float64:
+	case Host[float64]:
 		return feasibility(p, v)
 	}
-	return 0, fmt.Errorf("optim: parameter %q: value %T, want []float32 or []float64", p.Name, p.Value)
+	return 0, fmt.Errorf("optim: parameter %q: value %T, want optim.Host[float32] or optim.Host[float64]", p.Name, p.Value)
 }
 
 func feasibility[T Float](p Param, v []T) (float64, error) {

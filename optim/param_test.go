@@ -88,7 +88,7 @@ func TestOrthonormalize(t *testing.T) {
 		for i := range v {
 			v[i] = rng.NormFloat64()
 		}
-		p := Param{Name: "w", Shape: tc.shape, Manifold: tc.m, Value: v, Grad: make([]float64, n)}
+		p := Param{Name: "w", Shape: tc.shape, Manifold: tc.m, Value: Host[float64](v), Grad: Host[float64](make([]float64, n))}
 		groups := []Group{{LR: 0.1, Rule: RGDConfig{}}}
 		if _, err := NewSolver([]Param{p}, groups, Options{}); err == nil || !strings.Contains(err.Error(), "optim.Param.Orthonormalize") {
 			t.Errorf("%s: a Gaussian weight: error %v, want one naming optim.Param.Orthonormalize", tc.name, err)
@@ -112,8 +112,8 @@ func TestOrthonormalize(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: after Orthonormalize: %v", tc.name, err)
 		}
-		for i := range p.Grad.([]float64) {
-			p.Grad.([]float64)[i] = float64(i%3) - 1
+		for i := range p.Grad.(Host[float64]) {
+			p.Grad.(Host[float64])[i] = float64(i%3) - 1
 		}
 		if err := s.Step(); err != nil {
 			t.Fatal(err)
@@ -125,12 +125,12 @@ func TestOrthonormalize(t *testing.T) {
 			t.Errorf("%s: distance %g from the manifold after a step", tc.name, f)
 		}
 	}
-	bad := Param{Name: "z", Shape: []int{4, 2}, Manifold: manifold.StiefelKind{}, Value: make([]float32, 8)}
-	bad.Value.([]float32)[3] = float32(math.NaN())
+	bad := Param{Name: "z", Shape: []int{4, 2}, Manifold: manifold.StiefelKind{}, Value: Host[float32](make([]float32, 8))}
+	bad.Value.(Host[float32])[3] = float32(math.NaN())
 	if err := bad.Orthonormalize(); err == nil || !strings.Contains(err.Error(), `weight "z"`) {
 		t.Errorf("a weight with a NaN: error %v", err)
 	}
-	plain := Param{Name: "b", Shape: []int{4}, Value: make([]float32, 4)}
+	plain := Param{Name: "b", Shape: []int{4}, Value: Host[float32](make([]float32, 4))}
 	if err := plain.Orthonormalize(); err == nil || !strings.Contains(err.Error(), "not constrained") {
 		t.Errorf("an unconstrained parameter: error %v", err)
 	}

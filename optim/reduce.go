@@ -107,12 +107,15 @@ type segment struct {
 	rsdm   bool // a split RSDM step's P G (PX)^T, else a gradient
 	// grad is what the step prepares from once summed: the buffer's
 	// slice, or summed{} for RSDM (boxed once, not at each step).
-	grad any
+	grad Gradient
 }
 
 // summed stands for an RSDM weight's gradient once the ranks have summed
 // its P G (PX)^T, which the RSDM holds in the buffer itself.
-type summed struct{}
+type summed struct{ float32 bool }
+
+// Float32 reports whether the weight's elements are float32.
+func (s summed) Float32() bool { return s.float32 }
 
 // split lays out the buffers the ranks sum for slots and splits their
 // RSDM steps around the sum; it refuses what it cannot reduce.
@@ -203,13 +206,13 @@ func (t *typedSlot[T]) segment(end *int) (segment, error) {
 
 // alias points a split RSDM's P G (PX)^T at buf and returns summed{}, or
 // returns buf, boxed, for a gradient summed whole.
-func alias[T Float](sl Stepper, seg segment, buf []T) any {
+func alias[T Float](sl Stepper, seg segment, buf []T) Gradient {
 	if !seg.rsdm {
-		return buf
+		return Host[T](buf)
 	}
 	o, _ := sl.(*typedSlot[T]).rsdm()
 	o.b = buf
-	return summed{}
+	return summed{float32: isFloat32[T]()}
 }
 
 // reduce sums the step's gradients across the ranks (local is this rank's
@@ -260,9 +263,9 @@ func (r *reduction) gather(s *Solver) (int, error) {
 		seg := r.segs[i]
 		if !seg.rsdm {
 			switch g := s.grads[i].(type) {
-			case []float32:
+			case Host[float32]:
 				copy(r.b32[seg.off:seg.off+seg.n], g)
-			case []float64:
+			case Host[float64]:
 				copy(r.b64[seg.off:seg.off+seg.n], g)
 			}
 			continue
@@ -381,11 +384,11 @@ func (s *Solver) checksum() float64 {
 	h := uint64(14695981039346656037)
 	for _, p := range s.params {
 		switch v := p.Value.(type) {
-		case []float32:
+		case Host[float32]:
 			for _, x := range v {
 				h = (h ^ uint64(math.Float32bits(x))) * 1099511628211
 			}
-		case []float64:
+		case Host[float64]:
 			for _, x := range v {
 				h = (h ^ math.Float64bits(x)) * 1099511628211
 			}

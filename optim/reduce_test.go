@@ -50,9 +50,9 @@ func newShardModel[T optim.Float](t testing.TB, factored bool, groups []optim.Gr
 		}
 	}
 	m.params = []optim.Param{
-		{Name: "w", Shape: []int{mN, mP}, Manifold: manifold.StiefelKind{}, Value: m.w, Grad: m.gw},
-		{Name: "c", Shape: []int{mP}, Value: m.c, Grad: m.gc},
-		{Name: "v", Shape: []int{mU, mV}, Manifold: manifold.StiefelKind{}, Value: m.v, Grad: m.gv},
+		{Name: "w", Shape: []int{mN, mP}, Manifold: manifold.StiefelKind{}, Value: optim.Host[T](m.w), Grad: optim.Host[T](m.gw)},
+		{Name: "c", Shape: []int{mP}, Value: optim.Host[T](m.c), Grad: optim.Host[T](m.gc)},
+		{Name: "v", Shape: []int{mU, mV}, Manifold: manifold.StiefelKind{}, Value: optim.Host[T](m.v), Grad: optim.Host[T](m.gv)},
 	}
 	for _, p := range m.params {
 		if p.Constrained() {
@@ -64,7 +64,7 @@ func newShardModel[T optim.Float](t testing.TB, factored bool, groups []optim.Gr
 	if factored {
 		m.params[0].Grad, m.params[0].GradFunc = nil, nil
 		m.fa, m.fb = make([]T, mBatch*mN), make([]T, mBatch*mP)
-		m.params[0].GradA, m.params[0].GradB, m.params[0].GradK = m.fa, m.fb, mBatch
+		m.params[0].GradA, m.params[0].GradB, m.params[0].GradK = optim.Host[T](m.fa), optim.Host[T](m.fb), mBatch
 	}
 	var err error
 	if m.solver, err = optim.NewSolver(m.params, groups, o); err != nil {
@@ -426,7 +426,7 @@ func TestDataParallelRankFails(t *testing.T) {
 					}
 					return nil
 				}
-				p := optim.Param{Name: "c", Shape: []int{mP}, Value: m.c, GradFunc: func() (any, error) { return m.gc, fail(tc.gradErr) }}
+				p := optim.Param{Name: "c", Shape: []int{mP}, Value: optim.Host[float64](m.c), GradFunc: func() (optim.Value, error) { return optim.Host[float64](m.gc), fail(tc.gradErr) }}
 				o := optim.Options{Comm: c, Checked: func() error { return fail(tc.checked) }}
 				s, err := optim.NewSolver([]optim.Param{p}, []optim.Group{{LR: 0.1}}, o)
 				if err != nil {
@@ -518,17 +518,23 @@ func (fakeDevice) Stepper(optim.Rule, optim.Param, optim.Binding) (optim.Stepper
 
 type fakeStepper struct{}
 
-func (fakeStepper) Prepare(any, float64) error { return nil }
-func (fakeStepper) Commit() error              { return nil }
-func (fakeStepper) Abort()                     {}
-func (fakeStepper) State() optim.State         { return optim.State{} }
-func (fakeStepper) SetState(optim.State) error { return nil }
+// fakeValue is a device's memory of 2 float64 elements.
+type fakeValue struct{}
+
+func (fakeValue) Len() int      { return 2 }
+func (fakeValue) Float32() bool { return false }
+
+func (fakeStepper) Prepare(optim.Gradient, float64) error { return nil }
+func (fakeStepper) Commit() error                         { return nil }
+func (fakeStepper) Abort()                                {}
+func (fakeStepper) State() optim.State                    { return optim.State{} }
+func (fakeStepper) SetState(optim.State) error            { return nil }
 
 // TestDataParallelRefuses: what a data-parallel Solver does not do yet is
 // refused by NewSolver with ErrNotDistributed, naming what.
 func TestDataParallelRefuses(t *testing.T) {
 	w := newShardModel[float64](t, false, dpGroups(optim.RGDConfig{}, optim.SGDConfig{}), optim.Options{}).params
-	device := []optim.Param{{Name: "d", Shape: []int{2}, Value: struct{}{}}}
+	device := []optim.Param{{Name: "d", Shape: []int{2}, Value: fakeValue{}}}
 	for _, tc := range []struct {
 		name   string
 		params []optim.Param
@@ -614,7 +620,7 @@ func BenchmarkDataParallelRSDM(b *testing.B) {
 	for i := range w0 {
 		w0[i], g[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 	}
-	if err := (optim.Param{Name: "w", Shape: []int{n, n}, Manifold: manifold.StiefelKind{}, Value: w0}).Orthonormalize(); err != nil {
+	if err := (optim.Param{Name: "w", Shape: []int{n, n}, Manifold: manifold.StiefelKind{}, Value: optim.Host[float32](w0)}).Orthonormalize(); err != nil {
 		b.Fatal(err)
 	}
 	for _, ranks := range []int{1, 2} {
@@ -626,7 +632,7 @@ func BenchmarkDataParallelRSDM(b *testing.B) {
 			solvers := make([]*optim.Solver, ranks)
 			for k, c := range comms {
 				w := append([]float32(nil), w0...)
-				p := []optim.Param{{Name: "w", Shape: []int{n, n}, Manifold: manifold.StiefelKind{}, Value: w, Grad: g}}
+				p := []optim.Param{{Name: "w", Shape: []int{n, n}, Manifold: manifold.StiefelKind{}, Value: optim.Host[float32](w), Grad: optim.Host[float32](g)}}
 				if solvers[k], err = optim.NewSolver(p, []optim.Group{{Rule: optim.RSDMConfig{SubmanifoldSize: r}, LR: 1e-3}}, optim.Options{Comm: c}); err != nil {
 					b.Fatal(err)
 				}
@@ -677,7 +683,7 @@ func ExampleOptions_dataParallel() {
 				w[i] = math.Sin(float64(i)) // the same start on every rank
 				g[i] = math.Cos(float64(i * (k + 1)))
 			}
-			p := optim.Param{Name: "w", Shape: []int{16, 4}, Manifold: manifold.StiefelKind{}, Value: w, Grad: g}
+			p := optim.Param{Name: "w", Shape: []int{16, 4}, Manifold: manifold.StiefelKind{}, Value: optim.Host[float64](w), Grad: optim.Host[float64](g)}
 			_ = p.Orthonormalize()
 			s, err := optim.NewSolver([]optim.Param{p}, []optim.Group{{Rule: optim.RSDMConfig{SubmanifoldSize: 4, Seed: 1}, LR: 0.1}}, optim.Options{Comm: c})
 			for range 3 {

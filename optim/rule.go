@@ -42,9 +42,9 @@ type Binding struct {
 // advanced (a sampler's draw).
 type Stepper interface {
 	// Prepare computes the step of size lr (finite, >= 0) along grad: a
-	// []float32 or []float64 like the value, or a Factored of its type,
-	// which only RSDM takes. The value does not move.
-	Prepare(grad any, lr float64) error
+	// Host slice of the value's element type, or a Factored of it, which
+	// only RSDM takes; on a device nil. The value does not move.
+	Prepare(grad Gradient, lr float64) error
 	// Commit moves the value by the prepared step. It fails only on a
 	// device, which reports what it met enqueuing the step's work.
 	Commit() error
@@ -127,12 +127,12 @@ func RuleNames(constrained bool) []string {
 func bind(p Param, b Binding, f32 func(manifold.Manifold[float32], int) (twoPhase[float32], error),
 	f64 func(manifold.Manifold[float64], int) (twoPhase[float64], error)) (Stepper, error) {
 	switch v := p.Value.(type) {
-	case []float32:
+	case Host[float32]:
 		return bindTyped(p, b, v, f32)
-	case []float64:
+	case Host[float64]:
 		return bindTyped(p, b, v, f64)
 	}
-	return nil, fmt.Errorf("optim: %s: value %T, want []float32 or []float64", p.describe(), p.Value)
+	return nil, fmt.Errorf("optim: %s: value %T, want optim.Host[float32] or optim.Host[float64]", p.describe(), p.Value)
 }
 
 // onManifold adapts build, the constructor of a constrained weight's
@@ -187,7 +187,7 @@ type optStepper[T Float] struct {
 	lr, decay float64 // the step size and the decoupled weight decay
 }
 
-func (s *optStepper[T]) Prepare(grad any, lr float64) error {
+func (s *optStepper[T]) Prepare(grad Gradient, lr float64) error {
 	if lr != s.lr {
 		if err := s.o.SetLR(lr); err != nil {
 			return err
@@ -195,7 +195,7 @@ func (s *optStepper[T]) Prepare(grad any, lr float64) error {
 		s.lr = lr
 	}
 	switch g := grad.(type) {
-	case []T:
+	case Host[T]:
 		s.g = g
 		return s.o.prepare(s.x, g)
 	case Factored[T]:

@@ -45,9 +45,9 @@ type Options struct {
 	// with the gradient (K x p products for a factored one).
 	ClipNorm float64
 	// Device builds the steppers of parameters whose Value and Grad are
-	// not host slices but a device's memory (package optim/device does it
+	// not Host slices but a device's memory (package optim/device does it
 	// for a backend's operands). If Device is nil, every value must be a
-	// []float32 or []float64.
+	// Host[float32] or Host[float64].
 	Device Device
 	// Checked, when set, is called at the start of every Step in place of
 	// the scan of every gradient for NaN and Inf, by a caller that checks
@@ -98,7 +98,7 @@ type Solver struct {
 	// around a host parameter's.
 	slots         []Stepper
 	options       Options
-	grads         []any      // the gradients of the Step under way
+	grads         []Gradient // the gradients of the Step under way
 	host, float32 []bool     // each parameter's value is a host slice; of float32
 	red           *reduction // with Options.Comm (reduce.go)
 }
@@ -124,7 +124,7 @@ func NewSolver(params []Param, groups []Group, o Options) (*Solver, error) {
 		gs[i] = g
 	}
 	s := &Solver{params: append([]Param(nil), params...), groups: gs, member: make([]int, len(params)), options: o,
-		grads: make([]any, len(params)), host: make([]bool, len(params)), float32: make([]bool, len(params))}
+		grads: make([]Gradient, len(params)), host: make([]bool, len(params)), float32: make([]bool, len(params))}
 	seen := map[string]bool{}
 	for i, p := range s.params {
 		if err := s.checkParam(i); err != nil {
@@ -211,9 +211,9 @@ func (s *Solver) build(check bool) ([]Stepper, error) {
 		r, err := ruleOf(p, g)
 		if err == nil {
 			switch v := p.Value.(type) {
-			case []float32:
+			case Host[float32]:
 				slots[i], err = newSlot(p, r, b, v, check)
-			case []float64:
+			case Host[float64]:
 				slots[i], err = newSlot(p, r, b, v, check)
 			default: // in the device's memory, where its stepper reads the gradient
 				if slots[i], err = s.options.Device.Stepper(r, p, b); err != nil {
@@ -274,7 +274,7 @@ func ruleOf(p Param, g *Group) (Rule, error) {
 
 // newSlot returns the stepper of a host parameter by its rule r; with
 // check it requires a constrained weight to lie on its manifold.
-func newSlot[T Float](p Param, r Rule, b Binding, v []T, check bool) (_ Stepper, err error) {
+func newSlot[T Float](p Param, r Rule, b Binding, v Host[T], check bool) (_ Stepper, err error) {
 	sl := &typedSlot[T]{x: v}
 	view := p
 	if p.Constrained() {
@@ -285,9 +285,9 @@ func newSlot[T Float](p Param, r Rule, b Binding, v []T, check bool) (_ Stepper,
 		if sl.wide {
 			sl.xt, sl.gt = make([]T, len(v)), make([]T, len(v))
 			linalg.Transpose(sl.xt, v, sl.cols, sl.rows)
-			view.Shape, view.Value, view.Grad = []int{sl.rows, sl.cols}, sl.xt, nil
+			view.Shape, view.Value, view.Grad = []int{sl.rows, sl.cols}, Host[T](sl.xt), nil
 		}
-		if f := sl.m.Feasibility(view.Value.([]T)); check && !(f <= manifold.Tolerance(sl.m)) {
+		if f := sl.m.Feasibility(view.Value.(Host[T])); check && !(f <= manifold.Tolerance(sl.m)) {
 			what := "W^T W"
 			if sl.wide {
 				what = "W W^T"
@@ -319,14 +319,14 @@ type typedSlot[T Float] struct {
 	clip       []T // sqNorm's workspace
 	// gtBox holds gt, and fBox the last factored gradient (fLast), as the
 	// Stepper takes them: boxed once, not at every step.
-	gtBox, fBox any
+	gtBox, fBox Gradient
 	fLast       Factored[T]
 }
 
 // Prepare prepares the step; a wide weight's stepper sees W^T and G^T,
 // copied in first, and a factored gradient A^T B of W is B^T A for W^T:
 // its factors swap, with no copy.
-func (t *typedSlot[T]) Prepare(grad any, lr float64) error {
+func (t *typedSlot[T]) Prepare(grad Gradient, lr float64) error {
 	if _, ok := grad.(summed); ok { // RSDM's P G (PX)^T, summed over the ranks
 		o, x := t.rsdm()
 		return o.finish(x)
@@ -335,7 +335,7 @@ func (t *typedSlot[T]) Prepare(grad any, lr float64) error {
 		linalg.Transpose(t.xt, t.x, t.cols, t.rows)
 	}
 	if f, ok := grad.(factored); ok {
-		g := Factored[T]{K: f.k, A: f.a.([]T), B: f.b.([]T)}
+		g := Factored[T]{K: f.k, A: f.a.(Host[T]), B: f.b.(Host[T])}
 		if t.wide {
 			g.A, g.B = g.B, g.A
 		}
@@ -345,9 +345,9 @@ func (t *typedSlot[T]) Prepare(grad any, lr float64) error {
 		return t.Stepper.Prepare(t.fBox, lr)
 	}
 	if t.wide {
-		linalg.Transpose(t.gt, grad.([]T), t.cols, t.rows)
+		linalg.Transpose(t.gt, grad.(Host[T]), t.cols, t.rows)
 		if t.gtBox == nil {
-			t.gtBox = t.gt
+			t.gtBox = Host[T](t.gt)
 		}
 		grad = t.gtBox
 	}
@@ -531,11 +531,11 @@ func (s *Solver) ZeroGrad() error {
 	return nil
 }
 
-func zero(g any) {
+func zero(g Gradient) {
 	switch d := g.(type) {
-	case []float32:
+	case Host[float32]:
 		clear(d)
-	case []float64:
+	case Host[float64]:
 		clear(d)
 	case factored:
 		zero(d.a)

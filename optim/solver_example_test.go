@@ -25,11 +25,11 @@ func ExampleSolver() {
 		for i := range target {
 			target[i] = rng.NormFloat64()
 		}
-		return optim.Param{Name: name, Shape: []int{n, p}, Manifold: manifold.StiefelKind{}, Value: w, Grad: make([]float64, n*p)}, target
+		return optim.Param{Name: name, Shape: []int{n, p}, Manifold: manifold.StiefelKind{}, Value: optim.Host[float64](w), Grad: optim.Host[float64](make([]float64, n*p))}, target
 	}
 	big, tBig := weight("big", 64, 8)
 	small, tSmall := weight("small", 16, 4)
-	bias := optim.Param{Name: "bias", Shape: []int{4}, Value: []float64{1, 1, 1, 1}, Grad: make([]float64, 4)}
+	bias := optim.Param{Name: "bias", Shape: []int{4}, Value: optim.Host[float64]([]float64{1, 1, 1, 1}), Grad: optim.Host[float64](make([]float64, 4))}
 	tBias := []float64{0.5, -0.5, 0.25, 0}
 
 	solver, err := optim.NewSolver([]optim.Param{big, small, bias}, []optim.Group{
@@ -43,7 +43,7 @@ func ExampleSolver() {
 	}
 	gap := func(p optim.Param, target []float64) float64 { // ||W - T||^2 / 2
 		var s float64
-		for i, w := range p.Value.([]float64) {
+		for i, w := range p.Value.(optim.Host[float64]) {
 			s += (w - target[i]) * (w - target[i]) / 2
 		}
 		return s
@@ -54,8 +54,8 @@ func ExampleSolver() {
 			p optim.Param
 			t []float64
 		}{{big, tBig}, {small, tSmall}, {bias, tBias}} {
-			g := pt.p.Grad.([]float64)
-			for i, w := range pt.p.Value.([]float64) {
+			g := pt.p.Grad.(optim.Host[float64])
+			for i, w := range pt.p.Value.(optim.Host[float64]) {
 				g[i] = w - pt.t[i]
 			}
 		}
@@ -66,7 +66,7 @@ func ExampleSolver() {
 	stBig, _ := manifold.NewStiefel[float64](64, 8)
 	stSmall, _ := manifold.NewStiefel[float64](16, 4)
 	fmt.Println("every loss fell:", gap(big, tBig) < start[0] && gap(small, tSmall) < start[1] && gap(bias, tBias) < start[2])
-	fmt.Println("weights on the manifold:", stBig.Feasibility(big.Value.([]float64)) < 1e-12 && stSmall.Feasibility(small.Value.([]float64)) < 1e-12)
+	fmt.Println("weights on the manifold:", stBig.Feasibility(big.Value.(optim.Host[float64])) < 1e-12 && stSmall.Feasibility(small.Value.(optim.Host[float64])) < 1e-12)
 	fmt.Println("steps:", solver.Steps(), "last step size of the big weight's group:", solver.LR(0))
 	// Output:
 	// every loss fell: true

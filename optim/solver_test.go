@@ -24,7 +24,7 @@ func stiefelParam(name string, n, p int, seed uint64) Param {
 		w = make([]float64, n*p)
 		linalg.Transpose(w, x, a, b)
 	}
-	return Param{Name: name, Shape: []int{n, p}, Manifold: manifold.StiefelKind{}, Value: w, Grad: make([]float64, n*p)}
+	return Param{Name: name, Shape: []int{n, p}, Manifold: manifold.StiefelKind{}, Value: Host[float64](w), Grad: Host[float64](make([]float64, n*p))}
 }
 
 func plainParam(name string, n int, seed uint64) Param {
@@ -33,7 +33,7 @@ func plainParam(name string, n int, seed uint64) Param {
 	for i := range v {
 		v[i] = rng.NormFloat64()
 	}
-	return Param{Name: name, Shape: []int{n}, Value: v, Grad: make([]float64, n)}
+	return Param{Name: name, Shape: []int{n}, Value: Host[float64](v), Grad: Host[float64](make([]float64, n))}
 }
 
 // TestSolverErrors checks that NewSolver refuses every bad weight, group
@@ -41,8 +41,8 @@ func plainParam(name string, n int, seed uint64) Param {
 func TestSolverErrors(t *testing.T) {
 	good := Group{LR: 0.1, Rule: RSDMConfig{SubmanifoldSize: 3}}
 	off := stiefelParam("w", 5, 2, 1)
-	for i := range off.Value.([]float64) {
-		off.Value.([]float64)[i] = 1
+	for i := range off.Value.(Host[float64]) {
+		off.Value.(Host[float64])[i] = 1
 	}
 	kernel := stiefelParam("conv.W", 4, 18, 1) // (4, 2, 3, 3): a wide 4 x 18 matrix
 	kernel.Shape = []int{4, 2, 3, 3}
@@ -76,7 +76,7 @@ func TestSolverErrors(t *testing.T) {
 		{"r>n-kernel", []Param{kernel}, []Group{{LR: 0.1, Rule: RSDMConfig{SubmanifoldSize: 19}}}, Options{}, `weight "conv.W": optim: RSDM submanifold size r = 19 exceeds the 18 rows of the weight (of its transpose, when it is wide): the largest r it takes is 18`},
 		{"r=1", []Param{stiefelParam("w", 5, 2, 1)}, []Group{{LR: 0.1, Rule: RSDMConfig{SubmanifoldSize: 1}}}, Options{}, `weight "w": optim: RSDM submanifold size r = 1, want r >= 2`},
 		{"duplicate", []Param{plainParam("b", 3, 1), plainParam("b", 3, 2)}, []Group{good}, Options{}, `two parameters are named "b"`},
-		{"gradient", []Param{{Name: "b", Shape: []int{3}, Value: []float64{1, 2, 3}, Grad: []float32{1, 2, 3}}}, []Group{good}, Options{}, `parameter "b": value []float64 but gradient []float32`},
+		{"gradient", []Param{{Name: "b", Shape: []int{3}, Value: Host[float64]([]float64{1, 2, 3}), Grad: Host[float32]([]float32{1, 2, 3})}}, []Group{good}, Options{}, `parameter "b": value optim.Host[float64] but gradient optim.Host[float32]`},
 	} {
 		if _, err := NewSolver(tc.params, tc.groups, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
@@ -102,7 +102,7 @@ func TestSolverGroups(t *testing.T) {
 		{Rule: AdamWConfig{}, LR: 0.01, WeightDecay: 0.5},
 	}
 	// References: the slice optimizers, each on a copy.
-	copyOf := func(p Param) []float64 { return append([]float64(nil), p.Value.([]float64)...) }
+	copyOf := func(p Param) []float64 { return append([]float64(nil), p.Value.(Host[float64])...) }
 	stOf := func(p Param) *manifold.Stiefel[float64] {
 		st, _ := manifold.NewStiefel[float64](p.Shape[0], p.Shape[1])
 		return st
@@ -125,7 +125,7 @@ func TestSolverGroups(t *testing.T) {
 	rng := newRNG(11)
 	for step := 0; step < 5; step++ {
 		for i, p := range params {
-			g := p.Grad.([]float64)
+			g := p.Grad.(Host[float64])
 			for k := range g {
 				g[k] = rng.NormFloat64()
 			}
@@ -143,7 +143,7 @@ func TestSolverGroups(t *testing.T) {
 		}
 	}
 	for i, p := range params {
-		if d := firstDiff(p.Value.([]float64), refX[i]); d >= 0 {
+		if d := firstDiff(p.Value.(Host[float64]), refX[i]); d >= 0 {
 			t.Errorf("%s differs from its optimizer run alone at entry %d", p.Name, d)
 		}
 	}
@@ -185,10 +185,10 @@ func TestSolverSchedules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f0 := append([]float64(nil), frozen.Value.([]float64)...)
+	f0 := append([]float64(nil), frozen.Value.(Host[float64])...)
 	for step := 0; step < 3; step++ {
-		want := append([]float64(nil), b.Value.([]float64)...)
-		g := b.Grad.([]float64)
+		want := append([]float64(nil), b.Value.(Host[float64])...)
+		g := b.Grad.(Host[float64])
 		for i := range g {
 			g[i] = float64(i + 1)
 			want[i] -= 0.5 * math.Pow(0.5, float64(step)) * g[i]
@@ -199,11 +199,11 @@ func TestSolverSchedules(t *testing.T) {
 		if err := s.Step(); err != nil {
 			t.Fatal(err)
 		}
-		if d := firstDiff(b.Value.([]float64), want); d >= 0 {
-			t.Errorf("step %d: entry %d %v, want %v", step, d, b.Value.([]float64)[d], want[d])
+		if d := firstDiff(b.Value.(Host[float64]), want); d >= 0 {
+			t.Errorf("step %d: entry %d %v, want %v", step, d, b.Value.(Host[float64])[d], want[d])
 		}
 	}
-	if firstDiff(frozen.Value.([]float64), f0) >= 0 {
+	if firstDiff(frozen.Value.(Host[float64]), f0) >= 0 {
 		t.Error("a group with step size 0 moved")
 	}
 	if err := s.SetSteps(10); err != nil || s.LR(0) != 0.5*math.Pow(0.5, 10) {
@@ -230,10 +230,10 @@ func TestClipNorm(t *testing.T) {
 	for i := range fb {
 		fb[i] = rng.NormFloat64()
 	}
-	fact.Grad, fact.GradA, fact.GradB, fact.GradK = nil, fa, fb, k
+	fact.Grad, fact.GradA, fact.GradB, fact.GradK = nil, Host[float64](fa), Host[float64](fb), k
 	for _, p := range []Param{w, wide, b} {
-		for i := range p.Grad.([]float64) {
-			p.Grad.([]float64)[i] = 10 * rng.NormFloat64()
+		for i := range p.Grad.(Host[float64]) {
+			p.Grad.(Host[float64])[i] = 10 * rng.NormFloat64()
 		}
 	}
 	// The norms by definition: ||P_X(G)|| with the manifold's projection.
@@ -244,12 +244,12 @@ func TestClipNorm(t *testing.T) {
 		return linalg.Dot(out, out)
 	}
 	wt, gt := make([]float64, 21), make([]float64, 21)
-	linalg.Transpose(wt, wide.Value.([]float64), 3, 7)
-	linalg.Transpose(gt, wide.Grad.([]float64), 3, 7)
+	linalg.Transpose(wt, wide.Value.(Host[float64]), 3, 7)
+	linalg.Transpose(gt, wide.Grad.(Host[float64]), 3, 7)
 	full := make([]float64, 40)
 	linalg.Gemm(true, false, 10, 4, k, 1, fa, 10, fb, 4, 0, full, 4)
-	want := proj(w.Value.([]float64), w.Grad.([]float64), 9, 4) + proj(wt, gt, 7, 3) +
-		linalg.Dot(b.Grad.([]float64), b.Grad.([]float64)) + proj(fact.Value.([]float64), full, 10, 4)
+	want := proj(w.Value.(Host[float64]), w.Grad.(Host[float64]), 9, 4) + proj(wt, gt, 7, 3) +
+		linalg.Dot(b.Grad.(Host[float64]), b.Grad.(Host[float64])) + proj(fact.Value.(Host[float64]), full, 10, 4)
 	norm := math.Sqrt(want)
 	params := []Param{w, wide, b, fact}
 	s, err := NewSolver(params, []Group{{Select: Param.Constrained, LR: 0.1, Rule: RSDMConfig{SubmanifoldSize: 3, Seed: 1}}, {LR: 0.1}}, Options{ClipNorm: norm / 4})
@@ -259,20 +259,20 @@ func TestClipNorm(t *testing.T) {
 	var got float64
 	for i, o := range s.slots {
 		g, _ := params[i].gradient()
-		got += o.(interface{ sqNorm(any) float64 }).sqNorm(g)
+		got += o.(normed).sqNorm(g)
 	}
 	if math.Abs(got-want) > 1e-9*want {
 		t.Fatalf("global squared norm %v, want %v", got, want)
 	}
 	// The clipped step of b is SGD along G / 4.
-	bwant := append([]float64(nil), b.Value.([]float64)...)
-	for i, g := range b.Grad.([]float64) {
+	bwant := append([]float64(nil), b.Value.(Host[float64])...)
+	for i, g := range b.Grad.(Host[float64]) {
 		bwant[i] -= 0.1 * g / 4
 	}
 	if err := s.Step(); err != nil {
 		t.Fatal(err)
 	}
-	for i, v := range b.Value.([]float64) {
+	for i, v := range b.Value.(Host[float64]) {
 		if math.Abs(v-bwant[i]) > 1e-12 {
 			t.Fatalf("clipped SGD step: entry %d %v, want %v", i, v, bwant[i])
 		}
@@ -291,8 +291,8 @@ func TestWideWeights(t *testing.T) {
 		{Rule: RiemannianAdamConfig{}, LR: 0.05},
 	} {
 		wide := stiefelParam("w", 4, 9, 5)
-		tall := Param{Name: "w", Shape: []int{9, 4}, Manifold: manifold.StiefelKind{}, Value: make([]float64, 36), Grad: make([]float64, 36)}
-		linalg.Transpose(tall.Value.([]float64), wide.Value.([]float64), 4, 9)
+		tall := Param{Name: "w", Shape: []int{9, 4}, Manifold: manifold.StiefelKind{}, Value: Host[float64](make([]float64, 36)), Grad: Host[float64](make([]float64, 36))}
+		linalg.Transpose(tall.Value.(Host[float64]), wide.Value.(Host[float64]), 4, 9)
 		sw, err := NewSolver([]Param{wide}, []Group{g}, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -301,10 +301,10 @@ func TestWideWeights(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f0 := pr.Value(tall.Value.([]float64))
+		f0 := pr.Value(tall.Value.(Host[float64]))
 		for step := 0; step < 30; step++ {
-			pr.Grad(tall.Grad.([]float64), tall.Value.([]float64))
-			linalg.Transpose(wide.Grad.([]float64), tall.Grad.([]float64), 9, 4)
+			pr.Grad(tall.Grad.(Host[float64]), tall.Value.(Host[float64]))
+			linalg.Transpose(wide.Grad.(Host[float64]), tall.Grad.(Host[float64]), 9, 4)
 			if err := sw.Step(); err != nil {
 				t.Fatal(err)
 			}
@@ -313,15 +313,15 @@ func TestWideWeights(t *testing.T) {
 			}
 		}
 		back := make([]float64, 36)
-		linalg.Transpose(back, wide.Value.([]float64), 4, 9)
-		if d := firstDiff(back, tall.Value.([]float64)); d >= 0 {
+		linalg.Transpose(back, wide.Value.(Host[float64]), 4, 9)
+		if d := firstDiff(back, tall.Value.(Host[float64])); d >= 0 {
 			t.Errorf("%v: the wide weight's steps differ from its transpose's at entry %d", g.Rule, d)
 		}
 		st, _ := manifold.NewStiefel[float64](9, 4)
 		if f := st.Feasibility(back); f > 1e-12 {
 			t.Errorf("%v: ||W W^T - I|| = %g", g.Rule, f)
 		}
-		if f1 := pr.Value(tall.Value.([]float64)); !(f1 < f0) {
+		if f1 := pr.Value(tall.Value.(Host[float64])); !(f1 < f0) {
 			t.Errorf("%v: the objective went from %v to %v", g.Rule, f0, f1)
 		}
 	}
@@ -340,11 +340,11 @@ func TestSolverAllOrNothing(t *testing.T) {
 		for k := 0; k < 3; k++ {
 			w := stiefelParam(fmt.Sprintf("w%d", k), n, p, uint64(k))
 			ps = append(ps, w)
-			grads = append(grads, w.Grad.([]float64))
+			grads = append(grads, w.Grad.(Host[float64]))
 		}
 		b := plainParam("b", 4, 7)
 		ps = append(ps, b)
-		return ps, append(grads, b.Grad.([]float64))
+		return ps, append(grads, b.Grad.(Host[float64]))
 	}
 	gradSeq := make([][][]float64, 6)
 	for s := range gradSeq {
@@ -456,7 +456,7 @@ func firstDiff(a, b []float64) int {
 func snapshot(ps []Param, s *Solver) string {
 	var b strings.Builder
 	for _, p := range ps {
-		for _, v := range p.Value.([]float64) {
+		for _, v := range p.Value.(Host[float64]) {
 			fmt.Fprintf(&b, "%x,", math.Float64bits(v))
 		}
 	}
@@ -472,8 +472,8 @@ func TestSolverAbortsPrepared(t *testing.T) {
 	var ps []Param
 	for k := 0; k < 2; k++ {
 		w := stiefelParam(fmt.Sprintf("w%d", k), 10, 4, uint64(k))
-		for i := range w.Grad.([]float64) {
-			w.Grad.([]float64)[i] = float64((i+k)%5) - 2
+		for i := range w.Grad.(Host[float64]) {
+			w.Grad.(Host[float64])[i] = float64((i+k)%5) - 2
 		}
 		ps = append(ps, w)
 	}
@@ -482,7 +482,7 @@ func TestSolverAbortsPrepared(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad, _ := NewRSDM[float64](failingReorth{st}, RSDMConfig{LR: 0.2, SubmanifoldSize: 4, ReorthEvery: 1, Seed: 7})
-	x1 := ps[1].Value.([]float64)
+	x1 := ps[1].Value.(Host[float64])
 	s.slots[1] = &typedSlot[float64]{Stepper: &optStepper[float64]{o: bad, x: x1, lr: 0.2}, x: x1, m: st, rows: 10, cols: 4}
 	before := snapshot(ps, s)
 	if err := s.Step(); err == nil || !strings.Contains(err.Error(), `weight "w1"`) || !strings.Contains(err.Error(), "no parameter was updated") {
@@ -505,12 +505,12 @@ func TestSolverKernels(t *testing.T) {
 			// The same weight twice: as a kernel and as its matrix view.
 			k, m := stiefelParam("k", rows, cols, 3), stiefelParam("m", rows, cols, 3)
 			k.Shape = shape
-			target := stiefelParam("t", rows, cols, 4).Value.([]float64)
+			target := stiefelParam("t", rows, cols, 4).Value.(Host[float64])
 			var losses []float64
 			solvers := make([]*Solver, 2)
 			for i, p := range []Param{k, m} {
-				w, g := p.Value.([]float64), p.Grad.([]float64)
-				p.GradFunc = func() (any, error) { // the gradient of ||W - T||^2 / 2
+				w, g := p.Value.(Host[float64]), p.Grad.(Host[float64])
+				p.GradFunc = func() (Value, error) { // the gradient of ||W - T||^2 / 2
 					for j := range g {
 						g[j] = w[j] - target[j]
 					}
@@ -528,7 +528,7 @@ func TestSolverKernels(t *testing.T) {
 				}
 				return s
 			}
-			kw := k.Value.([]float64)
+			kw := k.Value.(Host[float64])
 			losses = append(losses, loss(kw))
 			for step := 0; step < 20; step++ {
 				for _, s := range solvers {
@@ -544,7 +544,7 @@ func TestSolverKernels(t *testing.T) {
 			if f, err := k.Feasibility(); err != nil || f > 1e-12 {
 				t.Errorf("%v %v: %.3g from the manifold (%v)", shape, rule, f, err)
 			}
-			for j, v := range m.Value.([]float64) {
+			for j, v := range m.Value.(Host[float64]) {
 				if kw[j] != v {
 					t.Fatalf("%v %v: the kernel and its matrix view part at entry %d: %v, %v", shape, rule, j, kw[j], v)
 				}

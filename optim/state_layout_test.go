@@ -103,7 +103,7 @@ func layoutSolver(t *testing.T) (*optim.Solver, []optim.Param, func()) {
 			for i, v := range w {
 				w32[i] = float32(v)
 			}
-			p.Value, p.Grad = w32, g32
+			p.Value, p.Grad = optim.Host[float32](w32), optim.Host[float32](g32)
 			sets = append(sets, func() {
 				for i := range w32 {
 					g32[i] = w32[i] - float32(target[i])
@@ -111,7 +111,7 @@ func layoutSolver(t *testing.T) (*optim.Solver, []optim.Param, func()) {
 			})
 		} else {
 			g := make([]float64, size)
-			p.Value, p.Grad = w, g
+			p.Value, p.Grad = optim.Host[float64](w), optim.Host[float64](g)
 			sets = append(sets, func() {
 				for i := range w {
 					g[i] = w[i] - target[i]
@@ -192,7 +192,7 @@ func TestSamplerStateNamespace(t *testing.T) {
 			w[i], target[i] = rng.NormFloat64(), rng.NormFloat64()
 		}
 		g := make([]float64, len(w))
-		p := optim.Param{Name: "w", Shape: []int{n, 3}, Manifold: manifold.StiefelKind{}, Value: w, Grad: g}
+		p := optim.Param{Name: "w", Shape: []int{n, 3}, Manifold: manifold.StiefelKind{}, Value: optim.Host[float64](w), Grad: optim.Host[float64](g)}
 		if err := p.Orthonormalize(); err != nil {
 			t.Fatal(err)
 		}
@@ -258,9 +258,9 @@ func TestStateBeforeSamplerNamespace(t *testing.T) {
 			t.Fatalf("%s has no weight %q", layoutFile, p.Name)
 		}
 		switch v := p.Value.(type) {
-		case []float32:
+		case optim.Host[float32]:
 			copy(v, w.Data.([]float32))
-		case []float64:
+		case optim.Host[float64]:
 			copy(v, w.Data.([]float64))
 		}
 	}

@@ -243,7 +243,7 @@ func TestSetLR(t *testing.T) {
 			t.Errorf("SetLR(%v) accepted", lr)
 		}
 	}
-	s, _ := NewSolver([]Param{{Name: "b", Shape: []int{2}, Value: []float64{1, 2}, Grad: []float64{0, 0}}}, []Group{{LR: 1}}, Options{})
+	s, _ := NewSolver([]Param{{Name: "b", Shape: []int{2}, Value: Host[float64]([]float64{1, 2}), Grad: Host[float64]([]float64{0, 0})}}, []Group{{LR: 1}}, Options{})
 	if s.SetLR(0, -0.1) == nil || s.SetLR(1, 0.1) == nil {
 		t.Error("Solver.SetLR accepted a negative step size or a group that does not exist")
 	}

@@ -30,15 +30,30 @@ func Params(ps []param.Param) ([]optim.Param, error) {
 		if !ok || d == nil {
 			return nil, fmt.Errorf("paramopt: %q has no dense tensor value (give it one with gorgonia.WithValue or WithInit)", p.Name())
 		}
+		v, err := hostOf(d)
+		if err != nil {
+			return nil, fmt.Errorf("paramopt: value of %q: %w", p.Name(), err)
+		}
 		n := p.Node
-		out[i] = optim.Param{Name: n.Name(), Shape: n.Shape().Clone(), Manifold: p.Manifold, Value: d.Data(),
-			GradFunc: func() (any, error) { return gradOf(n) }}
+		out[i] = optim.Param{Name: n.Name(), Shape: n.Shape().Clone(), Manifold: p.Manifold, Value: v,
+			GradFunc: func() (optim.Value, error) { return gradOf(n) }}
 	}
 	return out, nil
 }
 
+// hostOf returns the slice behind a dense tensor as an optim.Host.
+func hostOf(d *tensor.Dense) (optim.Value, error) {
+	switch s := d.Data().(type) {
+	case []float32:
+		return optim.Host[float32](s), nil
+	case []float64:
+		return optim.Host[float64](s), nil
+	}
+	return nil, fmt.Errorf("a tensor of %v, want float32 or float64", d.Dtype())
+}
+
 // gradOf returns the slice behind a node's gradient.
-func gradOf(n *G.Node) (any, error) {
+func gradOf(n *G.Node) (optim.Value, error) {
 	g, err := n.Grad()
 	if err != nil {
 		return nil, fmt.Errorf("%w (is the graph run by a tape machine with BindDualValues, after gorgonia.Grad?)", err)
@@ -47,7 +62,7 @@ func gradOf(n *G.Node) (any, error) {
 	if !ok || d == nil {
 		return nil, fmt.Errorf("gradient of %T, want a dense tensor", g)
 	}
-	return d.Data(), nil
+	return hostOf(d)
 }
 
 // NewSolver returns optim's Solver over ps, Gorgonia parameters run by a

@@ -250,7 +250,7 @@ func TestParams(t *testing.T) {
 			t.Errorf("parameter %d: %+v", i, op[i])
 		}
 	}
-	op[0].Value.([]float32)[3] = 5
+	op[0].Value.(optim.Host[float32])[3] = 5
 	if a.Value().Data().([]float32)[3] != 5 {
 		t.Error("Params's value is not the node's own slice")
 	}

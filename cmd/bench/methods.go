@@ -194,17 +194,24 @@ type ruleStep[T linalg.Float] struct {
 	lr   float64
 	x    []T
 	st   optim.Stepper
+	// g and gBox are the last gradient and it as the Stepper takes it,
+	// boxed once while the gradient's memory stays the same.
+	g    []T
+	gBox optim.Gradient
 }
 
 func (o *ruleStep[T]) Step(x, grad []T) error {
 	if o.st == nil || len(x) == 0 || &o.x[0] != &x[0] {
-		st, err := o.rule.Stepper(optim.Param{Name: "X", Shape: []int{o.n, o.p}, Manifold: manifold.StiefelKind{}, Value: x}, optim.Binding{})
+		st, err := o.rule.Stepper(optim.Param{Name: "X", Shape: []int{o.n, o.p}, Manifold: manifold.StiefelKind{}, Value: optim.Host[T](x)}, optim.Binding{})
 		if err != nil {
 			return err
 		}
 		o.st, o.x = st, x
 	}
-	if err := o.st.Prepare(grad, o.lr); err != nil {
+	if o.gBox == nil || len(grad) != len(o.g) || (len(grad) > 0 && &grad[0] != &o.g[0]) {
+		o.g, o.gBox = grad, optim.Host[T](grad)
+	}
+	if err := o.st.Prepare(o.gBox, o.lr); err != nil {
 		o.st.Abort()
 		return err
 	}

@@ -303,7 +303,7 @@ func TestGoBlockFaultsNamed(t *testing.T) {
 		t.Skip("no go command on PATH")
 	}
 	doc := "# x\n\n```go\n// given: w []float64; m manifold.Kind\n" + // a right fragment
-		"p := optim.Param{Name: \"w\", Shape: []int{2, 2}, Value: w, Manifold: m}\n_ = p\n```\n\n" +
+		"p := optim.Param{Name: \"w\", Shape: []int{2, 2}, Value: optim.Host[float64](w), Manifold: m}\n_ = p\n```\n\n" +
 		"```go\n// given: w []float64\nw.Step()\n```\n\n" + // line 11: w has no method
 		"```go\ntype T struct{}\n\nfunc (T) Name() string { return 1 }\n```\n\n" + // line 17: wrong type
 		"```go\nx := undefinedName + 1\n```\n\n" + // line 21: undefined

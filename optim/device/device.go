@@ -10,7 +10,9 @@
 // own; one inner step, QR inner retraction) or by RGD, and the other
 // parameters by SGD (with momentum), Adam or AdamW: the rules of the table
 // rules, whose steppers are built each in the rule's own file (sgd.go,
-// adam.go, rsdm.go, rgd.go). Each Step enqueues its kernels and returns
+// adam.go, rsdm.go), and every rule that writes its step once in
+// optim.StepBlocks (optim.Described: RGD, or one's own), whose description
+// described.go records as kernels. Each Step enqueues its kernels and returns
 // without waiting for them; the Q factors are Cholesky QR on the device
 // (backend.QF), and a fault the device meets is reported by the backend's
 // next Sync or CopyOut.
@@ -40,13 +42,35 @@ var _ optim.Device = (*Steppers)(nil)
 // New returns the steppers of be's operands.
 func New(be backend.Backend) *Steppers { return &Steppers{be: be, hyper: &hyperTable{be: be}} }
 
-// Check checks that p's Value and Grad are operands of as many float32 or
+// Operand is an optim.Value in a backend's memory: N elements from the
+// operand's offset, as a Param's Value or Grad.
+type Operand struct {
+	backend.Operand
+	N int
+}
+
+var _ optim.Value = Operand{}
+
+// On returns the n elements of a backend's memory at op as an optim.Value.
+func On(op backend.Operand, n int) Operand { return Operand{Operand: op, N: n} }
+
+// Len returns N.
+func (o Operand) Len() int { return o.N }
+
+// Float32 reports whether the buffer's elements are float32.
+func (o Operand) Float32() bool { return backend.DTypeOf(o.Operand) == backend.Float32 }
+
+// Check checks that p's Value and Grad are Operands of as many float32 or
 // float64 elements as its shape holds, both of one type.
 func (d *Steppers) Check(p optim.Param) (bool, error) {
-	v, ok1 := p.Value.(backend.Operand)
-	g, ok2 := p.Grad.(backend.Operand)
+	vo, ok1 := p.Value.(Operand)
+	gop, ok2 := p.Grad.(Operand)
 	if !ok1 || !ok2 {
-		return false, fmt.Errorf("value %T and gradient %T, want backend operands", p.Value, p.Grad)
+		return false, fmt.Errorf("value %T and gradient %T, want device.Operand", p.Value, p.Grad)
+	}
+	v, g := vo.Operand, gop.Operand
+	if vo.N != size(p.Shape) || gop.N != size(p.Shape) {
+		return false, fmt.Errorf("value of %d and gradient of %d elements for shape %v", vo.N, gop.N, p.Shape)
 	}
 	dt := backend.DTypeOf(v)
 	if dt != backend.Float32 && dt != backend.Float64 {
@@ -79,10 +103,11 @@ func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st opt
 		return nil, err
 	}
 	e := lookup(r)
-	if e == nil {
+	desc, described := r.(optim.Described)
+	if e == nil && !described {
 		return nil, errNotOnDevice(fmt.Sprintf("the %v rule", r), ruleNames(p.Constrained()))
 	}
-	w := &work{be: d.be, p: p, rule: r, b: b, shape: p.Shape, value: p.Value.(backend.Operand), grad: p.Grad.(backend.Operand),
+	w := &work{be: d.be, p: p, rule: r, b: b, shape: p.Shape, value: p.Value.(Operand).Operand, grad: p.Grad.(Operand).Operand,
 		table: d.hyper}
 	w.dt = backend.DTypeOf(w.value)
 	defer func() {
@@ -94,20 +119,23 @@ func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st opt
 		return nil, err
 	}
 	w.hyper = w.slot.operand()
+	if e == nil {
+		return describedStepper(w, desc)
+	}
 	return e.build(w, r)
 }
 
-// rules are the rules a device steps, each with the function that builds
-// its stepper in the rule's own file of this package. Stepper looks a rule
-// up here by its type, so that a rule of one's own (even one that embeds
-// these) is refused by name. A rule joins the device by one entry here
-// (docs/extending/rule.md).
+// rules are the rules a device steps by steppers of their own, each with
+// the function that builds it in the rule's own file of this package.
+// Stepper looks a rule up here by its type, so that a rule of one's own
+// (even one that embeds these) is refused by name. A rule that describes
+// its step in optim.StepBlocks (optim.Described: RGD) needs no entry: the
+// device runs its description (described.go).
 var rules = []deviceRule{
 	on(sgdStepper),
 	on(adamStepper),
 	on(adamWStepper),
 	on(rsdmStepper),
-	on(rgdStepper),
 }
 
 // deviceRule is an entry of rules: a rule type's name and constraint, and
@@ -147,6 +175,11 @@ func ruleNames(constrained bool) string {
 	for _, e := range rules {
 		if e.constrained == constrained {
 			names = append(names, e.name)
+		}
+	}
+	for _, r := range optim.Rules { // the rules the device runs from their descriptions
+		if _, ok := r.(optim.Described); ok && r.Constrained() == constrained && lookup(r) == nil {
+			names = append(names, r.String())
 		}
 	}
 	if len(names) < 2 {
@@ -219,9 +252,9 @@ func (w *work) commit(step backend.Func) error {
 // of w's shape and element type, on zeros: building it checks the rule's
 // settings, and its SetState the states the device's stepper takes.
 func (w *work) hostStepper() (optim.Stepper, error) {
-	p := optim.Param{Name: w.p.Name, Shape: w.shape, Manifold: w.p.Manifold, Value: make([]float64, size(w.shape))}
+	p := optim.Param{Name: w.p.Name, Shape: w.shape, Manifold: w.p.Manifold, Value: make(optim.Host[float64], size(w.shape))}
 	if w.dt == backend.Float32 {
-		p.Value = make([]float32, size(w.shape))
+		p.Value = make(optim.Host[float32], size(w.shape))
 	}
 	return w.rule.Stepper(p, w.b)
 }
@@ -283,7 +316,7 @@ func newMomentum(w *work, momentum float64) (*buffered, error) {
 
 // Prepare sets the step size and, with a counter, the step's count (from
 // which Adam's step computes the bias corrections on the device).
-func (o *buffered) Prepare(_ any, lr float64) error {
+func (o *buffered) Prepare(_ optim.Gradient, lr float64) error {
 	if o.counter == "" {
 		o.setHyper(lr)
 	} else {

@@ -111,7 +111,7 @@ func newDeviceRun[T float32 | float64](t *testing.T, be backend.Backend, groups 
 		}
 		g := make([]T, n)
 		r.values, r.grads = append(r.values, v), append(r.grads, g)
-		hp = append(hp, optim.Param{Name: s.name, Shape: s.shape, Manifold: s.manifold, Value: v, Grad: g})
+		hp = append(hp, optim.Param{Name: s.name, Shape: s.shape, Manifold: s.manifold, Value: optim.Host[T](v), Grad: optim.Host[T](g)})
 		vb, err := be.Alloc(dt, n)
 		if err != nil {
 			t.Fatal(err)
@@ -124,7 +124,7 @@ func newDeviceRun[T float32 | float64](t *testing.T, be backend.Backend, groups 
 			t.Fatal(err)
 		}
 		r.bufs = append(r.bufs, [2]backend.Buffer{vb, gb})
-		dp = append(dp, optim.Param{Name: s.name, Shape: s.shape, Manifold: s.manifold, Value: backend.At(vb, 0), Grad: backend.At(gb, 0)})
+		dp = append(dp, optim.Param{Name: s.name, Shape: s.shape, Manifold: s.manifold, Value: device.On(backend.At(vb, 0), n), Grad: device.On(backend.At(gb, 0), n)})
 	}
 	var err error
 	if r.host, err = optim.NewSolver(hp, groups, optim.Options{}); err != nil {
@@ -287,9 +287,9 @@ func TestDeviceRefuses(t *testing.T) {
 			be := newBackend()
 			w, _ := be.Alloc(backend.Float64, 12)
 			g, _ := be.Alloc(backend.Float64, 12)
-			params := []optim.Param{{Name: "w", Shape: []int{4, 3}, Manifold: c.m, Value: backend.At(w, 0), Grad: backend.At(g, 0)}}
+			params := []optim.Param{{Name: "w", Shape: []int{4, 3}, Manifold: c.m, Value: device.On(backend.At(w, 0), 12), Grad: device.On(backend.At(g, 0), 12)}}
 			if c.name == "factored" {
-				params[0].Grad, params[0].GradA, params[0].GradB, params[0].GradK = nil, backend.At(g, 0), backend.At(g, 4), 1
+				params[0].Grad, params[0].GradA, params[0].GradB, params[0].GradK = nil, device.On(backend.At(g, 0), 4), device.On(backend.At(g, 4), 3), 1
 			}
 			c.o.Device = device.New(be)
 			_, err := optim.NewSolver(params, c.groups, c.o)

@@ -27,7 +27,7 @@ func ExampleNew() {
 	for i := range gw {
 		gw[i] = float64(i%4) - 1.5
 	}
-	operand := func(h []float64) backend.Operand {
+	operand := func(h []float64) device.Operand {
 		buf, err := be.Alloc(backend.Float64, len(h))
 		if err != nil {
 			log.Fatal(err)
@@ -35,7 +35,7 @@ func ExampleNew() {
 		if err := be.CopyIn(buf, 0, h); err != nil {
 			log.Fatal(err)
 		}
-		return backend.At(buf, 0)
+		return device.On(backend.At(buf, 0), len(h))
 	}
 	groups := []optim.Group{
 		{Select: optim.Param.Constrained, LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 3, Seed: 1}},
@@ -51,8 +51,8 @@ func ExampleNew() {
 	}
 	defer onDevice.Close()
 	onHost, err := optim.NewSolver([]optim.Param{
-		{Name: "w", Shape: []int{6, 3}, Manifold: manifold.StiefelKind{}, Value: w, Grad: gw},
-		{Name: "b", Shape: []int{2}, Value: b, Grad: gb},
+		{Name: "w", Shape: []int{6, 3}, Manifold: manifold.StiefelKind{}, Value: optim.Host[float64](w), Grad: optim.Host[float64](gw)},
+		{Name: "b", Shape: []int{2}, Value: optim.Host[float64](b), Grad: optim.Host[float64](gb)},
 	}, groups, optim.Options{})
 	if err != nil {
 		log.Fatal(err)

@@ -21,7 +21,7 @@ type gdRule struct{}
 func (gdRule) String() string    { return "gd" }
 func (gdRule) Constrained() bool { return false }
 func (gdRule) Stepper(p optim.Param, _ optim.Binding) (optim.Stepper, error) {
-	return &gdHost{w: p.Value.([]float64)}, nil
+	return &gdHost{w: p.Value.(optim.Host[float64])}, nil
 }
 
 // gdHost is gdRule's host stepper; it keeps no state but its kind.
@@ -30,8 +30,11 @@ type gdHost struct {
 	lr   float64
 }
 
-func (s *gdHost) Prepare(grad any, lr float64) error { s.g, s.lr = grad.([]float64), lr; return nil }
-func (s *gdHost) Abort()                             {}
+func (s *gdHost) Prepare(grad optim.Gradient, lr float64) error {
+	s.g, s.lr = grad.(optim.Host[float64]), lr
+	return nil
+}
+func (s *gdHost) Abort() {}
 func (s *gdHost) Commit() error {
 	for i := range s.w {
 		s.w[i] -= s.lr * s.g[i]
@@ -77,7 +80,7 @@ func TestAddDeviceRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	groups := []optim.Group{{Rule: gdRule{}, LR: 0.3, Schedule: optim.Cosine{Steps: 4}}}
-	onDevice := []optim.Param{{Name: "b", Shape: []int{n}, Value: backend.At(vb, 0), Grad: backend.At(gb, 0)}}
+	onDevice := []optim.Param{{Name: "b", Shape: []int{n}, Value: On(backend.At(vb, 0), n), Grad: On(backend.At(gb, 0), n)}}
 	if _, err := optim.NewSolver(onDevice, groups, optim.Options{Device: New(be)}); !errors.Is(err, optim.ErrNotOnDevice) || !strings.Contains(err.Error(), "the gd rule does not run on a device") {
 		t.Fatalf("gd before its entry in rules: got %v, want a refusal naming it", err)
 	}
@@ -90,7 +93,7 @@ func TestAddDeviceRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	host, err := optim.NewSolver([]optim.Param{{Name: "b", Shape: []int{n}, Value: w, Grad: g}}, groups, optim.Options{})
+	host, err := optim.NewSolver([]optim.Param{{Name: "b", Shape: []int{n}, Value: optim.Host[float64](w), Grad: optim.Host[float64](g)}}, groups, optim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,8 +73,8 @@ func TestManySteppers(t *testing.T) {
 				t.Fatal(err)
 			}
 			name := fmt.Sprintf("p%d", i)
-			hp = append(hp, optim.Param{Name: name, Shape: []int{2}, Value: append([]float64(nil), values[i]...), Grad: grads[i]})
-			dp = append(dp, optim.Param{Name: name, Shape: []int{2}, Value: backend.At(v, 0), Grad: backend.At(g, 0)})
+			hp = append(hp, optim.Param{Name: name, Shape: []int{2}, Value: optim.Host[float64](append([]float64(nil), values[i]...)), Grad: optim.Host[float64](grads[i])})
+			dp = append(dp, optim.Param{Name: name, Shape: []int{2}, Value: device.On(backend.At(v, 0), 2), Grad: device.On(backend.At(g, 0), 2)})
 		}
 		var groups []optim.Group
 		for k := range 3 {
@@ -105,7 +105,7 @@ func TestManySteppers(t *testing.T) {
 			if err := be.CopyOut(got, bufs[2*i], 0); err != nil {
 				t.Fatal(err)
 			}
-			want := hp[i].Value.([]float64)
+			want := hp[i].Value.(optim.Host[float64])
 			if got[0] != want[0] || got[1] != want[1] {
 				t.Fatalf("backend %d: parameter %d is %v, the host's %v", bi, i, got, want)
 			}

@@ -98,7 +98,7 @@ func newRSDM[T optim.Float](w *work, f frame, c optim.RSDMConfig) (*rsdmStep[T],
 
 // Prepare draws the submanifold on the host, sends its rows to the device
 // and sets the step size (which the step's first Commit sends).
-func (o *rsdmStep[T]) Prepare(_ any, lr float64) error {
+func (o *rsdmStep[T]) Prepare(_ optim.Gradient, lr float64) error {
 	if err := o.host.SetLR(lr); err != nil {
 		return err
 	}

@@ -1,0 +1,144 @@
+package device_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/cpu"
+	"github.com/orthonet/orthonet/manifold"
+	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/optim/device"
+)
+
+// nesterovRGD is a throwaway rule of constrained weights written once in
+// optim.StepBlocks: RGD with Nesterov momentum, mom = rg + beta mom, the
+// step along rg + beta mom, the momentum carried to the new point. Its
+// type and one table line (optim.Register, as an entry of optim.Rules
+// is) are all it has: no device code.
+type nesterovRGD struct{ beta float64 }
+
+func (nesterovRGD) String() string    { return "nrgd-test" }
+func (nesterovRGD) Constrained() bool { return true }
+func (c nesterovRGD) Stepper(p optim.Param, b optim.Binding) (optim.Stepper, error) {
+	return optim.BindDescribed(p, b, c)
+}
+func (c nesterovRGD) Describe(b optim.StepBlocks) error {
+	rg, dir, next, mom := b.Buffer(""), b.Buffer(""), b.Buffer(""), b.Buffer(optim.StateMomentum)
+	b.Proj(rg, optim.X, optim.G)
+	b.AddScaled(mom, rg, optim.Coef{Value: c.beta}, mom)
+	b.AddScaled(dir, rg, optim.Coef{Value: c.beta}, mom)
+	b.Retract(next, optim.X, optim.Coef{Value: -1, TimesLR: true}, dir)
+	b.Proj(mom, next, mom)
+	b.Move(next)
+	return nil
+}
+
+// TestDescribedRule checks that a rule written once in optim.StepBlocks
+// runs on the host and on a device with no code of its own: the table
+// gives it by name, and a Solver on the CPU backend's device steppers
+// steps tall and wide weights as the host's does (to rounding: the Q
+// factors differ), both staying on the manifold, the host descending, and
+// the device's state restoring the host's.
+func TestDescribedRule(t *testing.T) {
+	saved := optim.Rules
+	t.Cleanup(func() { optim.Rules = saved })
+	if err := optim.Register(nesterovRGD{beta: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	rule, err := optim.ParseRuleFlags("nrgd-test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ rows, cols int }{{9, 4}, {3, 8}} {
+		testDescribedRule(t, rule, c.rows, c.cols)
+	}
+}
+
+func testDescribedRule(t *testing.T, rule optim.Rule, rows, cols int) {
+	be := cpu.New(cpu.Options{Threads: 2})
+	defer be.Close()
+	n := rows * cols
+	st, err := manifold.NewStiefel[float64](max(rows, cols), min(rows, cols))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, target, g := make([]float64, n), make([]float64, n), make([]float64, n)
+	rng := rand.New(rand.NewPCG(1, 2))
+	_ = st.Random(w, rng)
+	_ = st.Random(target, rng)
+	p := optim.Param{Name: "w", Shape: []int{rows, cols}, Manifold: manifold.StiefelKind{}, Value: optim.Host[float64](w), Grad: optim.Host[float64](g)}
+	if rows < cols { // a wide weight, as its transpose's orthonormal columns
+		if err := p.Orthonormalize(); err != nil {
+			t.Fatal(err)
+		}
+		copy(target, w)
+		target[0] += 0.5
+	}
+	bufs := make([]backend.Buffer, 2)
+	for i := range bufs {
+		if bufs[i], err = be.Alloc(backend.Float64, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := be.CopyIn(bufs[0], 0, w); err != nil {
+		t.Fatal(err)
+	}
+	groups := []optim.Group{{Rule: rule, LR: 0.2}}
+	host, err := optim.NewSolver([]optim.Param{p}, groups, optim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp := p
+	dp.Value, dp.Grad = device.On(backend.At(bufs[0], 0), n), device.On(backend.At(bufs[1], 0), n)
+	dev, err := optim.NewSolver([]optim.Param{dp}, groups, optim.Options{Device: device.New(be)})
+	if err != nil {
+		t.Fatalf("%d x %d on the device: %v", rows, cols, err)
+	}
+	defer dev.Close()
+	gap := func() float64 { return distance(w, target) }
+	before := gap()
+	for range 5 {
+		for i := range g { // the gradient of ||W - T||^2 / 2 at the host's W
+			g[i] = w[i] - target[i]
+		}
+		if err := be.CopyIn(bufs[1], 0, g); err != nil {
+			t.Fatal(err)
+		}
+		if err := dev.Step(); err != nil {
+			t.Fatal(err)
+		}
+		if err := host.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([]float64, n)
+	if err := be.CopyOut(got, bufs[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	if d := distance(got, w); d > 1e-10 {
+		t.Errorf("%d x %d: device and host %.3g apart", rows, cols, d)
+	}
+	for name, v := range map[string][]float64{"host": w, "device": got} {
+		q := optim.Param{Name: name, Shape: []int{rows, cols}, Manifold: manifold.StiefelKind{}, Value: optim.Host[float64](v)}
+		if f, err := q.Feasibility(); err != nil || f > 1e-12 {
+			t.Errorf("%d x %d: the %s's weight is %.3g off the manifold (%v)", rows, cols, name, f, err)
+		}
+	}
+	if after := gap(); !(after < before) {
+		t.Errorf("%d x %d: ||W - T|| from %.4g to %.4g, want a descent", rows, cols, before, after)
+	}
+	if err := host.SetState(dev.State()); err != nil {
+		t.Errorf("%d x %d: the device's state does not restore the host's: %v", rows, cols, err)
+	}
+}
+
+// distance returns ||a - b||_F.
+func distance(a, b []float64) float64 {
+	var s float64
+	for i := range a {
+		s += (a[i] - b[i]) * (a[i] - b[i])
+	}
+	return math.Sqrt(s)
+}
