@@ -81,10 +81,23 @@ type StepBlocks interface {
 	// X <- X - eta (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps). It is
 	// the description's last block, in place of Move.
 	Adam(m, v Ref, beta1, beta2, eps float64)
+	// Submanifold moves a weight whose points are orthonormal frames by
+	// one step of the random submanifold method with c's settings (the
+	// paper's Algorithms 1-3; c.LR is ignored, the step's size is the
+	// Solver's, and c.Seed is the rule's, from which each weight's is
+	// drawn with WeightSeed): draw the submanifold P (and undo the draw
+	// when the step is not taken), gather P X and P G, form P G (PX)^T
+	// (where a data-parallel Solver sums the ranks' products), step Y on
+	// O(r), scatter X <- U(Y) X, and re-orthonormalize every
+	// c.ReorthEvery steps. Its state is the sampler's and the inner
+	// loop's (RSDM.State), not buffers of the weight's shape, so it is a
+	// step of its own: the only block of its description.
+	Submanifold(c RSDMConfig)
 }
 
-// Described is a rule whose step is written once in StepBlocks (RGDConfig's,
-// SGDConfig's, AdamConfig's and AdamWConfig's are). Its host stepper is
+// Described is a rule whose step is written once in StepBlocks
+// (RSDMConfig's, RGDConfig's, SGDConfig's, AdamConfig's and AdamWConfig's
+// are). Its host stepper is
 // BindDescribed's, and optim/device steps it on a device (a constrained
 // weight on the Stiefel manifold with the QR retraction) from the same
 // description, with no code of its own.
@@ -103,12 +116,25 @@ func BindDescribed(p Param, b Binding, d Described) (Stepper, error) {
 		decay = 0
 	}
 	b.WeightDecay = 0
-	return bind(p, b, describe[float32](d, decay), describe[float64](d, decay))
+	return bind(p, b, describe[float32](d, decay, b.Index), describe[float64](d, decay, b.Index))
 }
 
-// describe adapts newDescribed to bind.
-func describe[T Float](d Described, decay float64) func(manifold.Manifold[T], int) (twoPhase[T], error) {
-	return func(m manifold.Manifold[T], n int) (twoPhase[T], error) { return newDescribed(m, n, d, decay) }
+// describe adapts newDescribed to bind: the stepper of the description
+// recorded, or for a StepBlocks.Submanifold step RSDM with its settings,
+// its sampler seeded from their seed and the weight's index.
+func describe[T Float](d Described, decay float64, index int) func(manifold.Manifold[T], int) (twoPhase[T], error) {
+	return func(m manifold.Manifold[T], n int) (twoPhase[T], error) {
+		o, err := newDescribed(m, n, d, decay)
+		if err != nil {
+			return nil, err
+		}
+		if o.sub == nil {
+			return o, nil
+		}
+		c := *o.sub
+		c.LR, c.Seed = 0, WeightSeed(c.Seed, index)
+		return NewRSDM(m, c)
+	}
 }
 
 // stateKinded is a rule whose States' Kind is not its name: AdamW's are
@@ -143,6 +169,9 @@ type described[T Float] struct {
 	count   int
 	// started: a step was taken, so the state buffers are saved.
 	started bool
+	// sub is the settings of a StepBlocks.Submanifold step, which RSDM
+	// takes in place of the recorded one (describe).
+	sub *RSDMConfig
 }
 
 // describedState is a state buffer: its slot, and the slot of its value
@@ -305,7 +334,7 @@ func (r *recorder[T]) Buffer(name string) Ref {
 
 // read returns the slot a block reads ref from.
 func (r *recorder[T]) read(ref Ref) int {
-	if r.o.result >= 0 || r.o.move != nil {
+	if r.o.moves() {
 		r.fail(fmt.Errorf("a block after the one that moves the weight (StepBlocks.Move, SGD or Adam), which is the last"))
 	}
 	if ref < 0 || int(ref) >= len(r.slot) {
@@ -396,9 +425,20 @@ func (r *recorder[T]) Move(src Ref) {
 
 // moved fails a second block that moves the weight.
 func (r *recorder[T]) moved() {
-	if r.o.result >= 0 || r.o.move != nil {
+	if r.o.moves() {
 		r.fail(fmt.Errorf("its description moves the weight twice"))
 	}
+}
+
+// moves reports whether a block that moves the weight was recorded.
+func (o *described[T]) moves() bool { return o.result >= 0 || o.move != nil || o.sub != nil }
+
+// Submanifold records c, whose step RSDM takes (describe): a description
+// with it has no other block.
+func (r *recorder[T]) Submanifold(c RSDMConfig) {
+	r.constrained("Submanifold")
+	r.moved()
+	r.o.sub = &c
 }
 
 // constrained fails a block of a constrained weight's in a description of
@@ -413,11 +453,14 @@ func (r *recorder[T]) constrained(block string) {
 // weight, and a Decay went into an SGD or Adam block. A state buffer that
 // only an in-place block writes needs no next value.
 func (r *recorder[T]) finish() {
-	if r.o.result < 0 && r.o.move == nil {
+	if !r.o.moves() {
 		r.fail(fmt.Errorf("its description moves nothing into the weight (StepBlocks.Move, SGD or Adam)"))
 	}
 	if r.decayed {
 		r.fail(fmt.Errorf("its StepBlocks.Decay is not followed by SGD or Adam"))
+	}
+	if r.o.sub != nil && (len(r.o.ops) > 0 || len(r.slot) > 2 || r.o.counter != "") {
+		r.fail(fmt.Errorf("StepBlocks.Submanifold is a step of its own, and its description has other blocks"))
 	}
 	for _, s := range r.o.states {
 		if !s.written {

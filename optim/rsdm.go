@@ -11,8 +11,9 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 )
 
-// RSDM, the rule "rsdm" of constrained weights. Its device stepper is
-// optim/device's rsdm.go.
+// RSDM, the rule "rsdm" of constrained weights. Its step is described once
+// (Describe: the block StepBlocks.Submanifold), from which the host's
+// stepper (RSDM, below) and optim/device's are built.
 
 // RSDMConfig holds the options of RSDM.
 type RSDMConfig struct {
@@ -49,6 +50,7 @@ type RSDMConfig struct {
 var (
 	_ Configurable = RSDMConfig{}
 	_ FactoredRule = RSDMConfig{}
+	_ Described    = RSDMConfig{}
 )
 
 // String returns "rsdm", the name ParseRule reads and its States' Kind.
@@ -98,12 +100,17 @@ func (c RSDMConfig) with(s RuleSettings) Rule {
 	return c
 }
 
-// Stepper returns RSDM for p, its sampler seeded from Seed and b.Index.
-// Its LR is ignored: the Solver gives each step its group's.
-func (c RSDMConfig) Stepper(p Param, b Binding) (Stepper, error) {
-	c.LR, c.Seed = 0, WeightSeed(c.Seed, b.Index)
-	return bind(p, b, onManifold(NewRSDM[float32], c), onManifold(NewRSDM[float64], c))
+// Describe writes RSDM's step: one StepBlocks.Submanifold step with c's
+// settings.
+func (c RSDMConfig) Describe(b StepBlocks) error {
+	b.Submanifold(c)
+	return nil
 }
+
+// Stepper returns RSDM for p, built from its description (BindDescribed),
+// its sampler seeded from Seed and b.Index. Its LR is ignored: the Solver
+// gives each step its group's.
+func (c RSDMConfig) Stepper(p Param, b Binding) (Stepper, error) { return BindDescribed(p, b, c) }
 
 // RSDM is the Riemannian random submanifold descent method (the paper's
 // Algorithms 1-3). Each step moves X only inside the orbit of a random

@@ -8,7 +8,8 @@ import (
 )
 
 // describedStepper builds the device stepper of a rule that writes its
-// step once in optim.StepBlocks (optim.Described: RGD, SGD, Adam, AdamW):
+// step once in optim.StepBlocks (optim.Described: RSDM, RGD, SGD, Adam,
+// AdamW):
 // the same description the host's stepper runs, recorded as kernels
 // (blocks, below), on a constrained weight's frame or an unconstrained
 // parameter's elements. A rule's states move between host and device
@@ -26,15 +27,21 @@ func describedStepper(w *work, d optim.Described) (optim.Stepper, error) {
 		return nil, err
 	}
 	o := &buffered{work: w, kind: kind}
-	b := &blocks{w: w, o: o, n: f.n, p: f.p, constrained: d.Constrained(), refs: []backend.Operand{f.x, f.g}}
+	b := &blocks{w: w, o: o, f: f, n: f.n, p: f.p, constrained: d.Constrained(), refs: []backend.Operand{f.x, f.g}}
 	if err := d.Describe(b); err != nil {
 		return nil, fmt.Errorf("%v: %w", d, err)
 	}
 	if b.err == nil && b.decayed {
 		b.fail(fmt.Errorf("its StepBlocks.Decay is not followed by SGD or Adam"))
 	}
+	if b.err == nil && b.sub != nil && (len(b.ks) > 0 || len(b.refs) > 2 || b.o.counter != "") {
+		b.fail(fmt.Errorf("StepBlocks.Submanifold is a step of its own, and its description has other blocks"))
+	}
 	if b.err != nil {
 		return nil, fmt.Errorf("%v: %w", d, b.err)
+	}
+	if b.sub != nil {
+		return b.sub, nil
 	}
 	step, err := w.prepare(b.ks...)
 	if err != nil {
@@ -65,10 +72,13 @@ func (w *work) describedKind(d optim.Described) (string, error) {
 // blocks records a description as kernels on a Stiefel weight's n x p
 // frame: Proj by Gemm and Symmetrize, AddScaled by backend.AddScaled (its
 // scale the step size where the coefficient takes it), Retract by
-// AddScaled and the Q factor QF, Move by Copy.
+// AddScaled and the Q factor QF, Move by Copy; Submanifold by a stepper
+// of its own (submanifold.go), which the description's stepper is.
 type blocks struct {
 	w           *work
 	o           *buffered
+	f           frame
+	sub         optim.Stepper // Submanifold's stepper
 	n, p        int
 	constrained bool
 	refs        []backend.Operand // of each optim.Ref

@@ -8,10 +8,12 @@
 // It steps constrained weights on the Stiefel manifold with the QR
 // retraction by RSDM with a sampler of rows (Permutation, Blocks or one's
 // own; one inner step, QR inner retraction) or by RGD, and the other
-// parameters by SGD (with momentum), Adam or AdamW: RSDM by the table
-// rules, whose stepper is built in rsdm.go, and every rule that writes its
-// step once in optim.StepBlocks (optim.Described: RGD, SGD, Adam, AdamW,
-// or one's own), whose description described.go records as kernels. Each Step enqueues its kernels and returns
+// parameters by SGD (with momentum), Adam or AdamW: every rule that
+// writes its step once in optim.StepBlocks (optim.Described: RSDM, RGD,
+// SGD, Adam, AdamW, or one's own), whose description described.go records
+// as kernels (StepBlocks.Submanifold, RSDM's step, as the stepper of
+// submanifold.go), and any rule given an entry of the table rules. Each
+// Step enqueues its kernels and returns
 // without waiting for them; the Q factors are Cholesky QR on the device
 // (backend.QF), and a fault the device meets is reported by the backend's
 // next Sync or CopyOut.
@@ -129,10 +131,9 @@ func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st opt
 // Stepper looks a rule up here by its type, so that a rule of one's own
 // (even one that embeds these) is refused by name. A rule that describes
 // its step in optim.StepBlocks (optim.Described: RGD, SGD, Adam, AdamW)
-// needs no entry: the device runs its description (described.go).
-var rules = []deviceRule{
-	on(rsdmStepper),
-}
+// needs no entry: the device runs its description (described.go). Every
+// rule of optim.Rules is described, so the table is empty.
+var rules []deviceRule
 
 // deviceRule is an entry of rules: a rule type's name and constraint, and
 // the builder of its steppers.

@@ -8,15 +8,30 @@ import (
 	"github.com/orthonet/orthonet/optim"
 )
 
-// rsdmStepper builds RSDM's device stepper (optim.RSDMConfig, the rule in
-// optim/rsdm.go): the step of Algorithm 1 with a sampler of rows, one
-// inner step and the QR inner retraction, its kernels backend.GatherRows,
-// Gemm, SkewStep, QF, IdentityDelta and ScatterRows.
-func rsdmStepper(w *work, c optim.RSDMConfig) (optim.Stepper, error) {
-	f, err := newFrame(w)
-	if err != nil {
-		return nil, err
+// Submanifold records the block optim.StepBlocks.Submanifold (the step
+// of a rule that describes it, RSDM's) as a stepper of its own
+// (submanifoldStepper), which the description's stepper is.
+func (b *blocks) Submanifold(c optim.RSDMConfig) {
+	b.onFrame("Submanifold")
+	if b.sub != nil {
+		b.fail(fmt.Errorf("its description moves the weight twice"))
 	}
+	if b.err != nil {
+		return
+	}
+	st, err := submanifoldStepper(b.w, b.f, c)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	b.sub = st
+}
+
+// submanifoldStepper builds the device stepper of a Submanifold step with
+// c's settings: the step of Algorithm 1 with a sampler of rows, one inner
+// step and the QR inner retraction, its kernels backend.GatherRows, Gemm,
+// SkewStep, QF, IdentityDelta and ScatterRows.
+func submanifoldStepper(w *work, f frame, c optim.RSDMConfig) (optim.Stepper, error) {
 	switch {
 	case c.Sampling != nil && !c.Sampling.Rows():
 		return nil, errNotOnDevice(fmt.Sprintf("RSDM with %v sampling", c.Sampling), "a sampler of rows")
@@ -31,7 +46,7 @@ func rsdmStepper(w *work, c optim.RSDMConfig) (optim.Stepper, error) {
 	return newRSDM[float64](w, f, c)
 }
 
-// rsdmStep is RSDM whose draws (and state) the host's RSDM makes, through
+// rsdmStep is the Submanifold step whose draws (and state) the host's RSDM makes, through
 // its hooks Draw, Undraw and Advance, so that the host and the device draw
 // the same submanifolds for the same seed.
 type rsdmStep[T optim.Float] struct {
@@ -48,7 +63,7 @@ func newRSDM[T optim.Float](w *work, f frame, c optim.RSDMConfig) (*rsdmStep[T],
 	if err != nil {
 		return nil, err
 	}
-	// The host's RSDM of the same rule, seeded as optim's own stepper is;
+	// The host's RSDM of the same settings, seeded as optim's own stepper is;
 	// Prepare gives it each step's step size.
 	c.LR, c.Seed = 0, optim.WeightSeed(c.Seed, w.b.Index)
 	host, err := optim.NewRSDM(m, c)
