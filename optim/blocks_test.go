@@ -113,3 +113,74 @@ func sameBuffers(a, b State) bool {
 	}
 	return true
 }
+
+// TestSubmanifoldRefusesOthers checks that StepBlocks.Submanifold, a step
+// of its own, is refused beside another block, on the host.
+func TestSubmanifoldRefusesOthers(t *testing.T) {
+	st, _ := manifold.NewStiefel[float64](5, 3)
+	c := RSDMConfig{SubmanifoldSize: 2}
+	for _, tc := range []struct {
+		name string
+		d    describedFunc
+		want string
+	}{
+		{"after a block", func(b StepBlocks) error { b.Proj(b.Buffer(""), X, G); b.Submanifold(c); return nil }, "step of its own"},
+		{"with a counter", func(b StepBlocks) error { b.Counter("t"); b.Submanifold(c); return nil }, "step of its own"},
+		{"then a move", func(b StepBlocks) error { b.Submanifold(c); b.Move(G); return nil }, "moves the weight twice"},
+		{"twice", func(b StepBlocks) error { b.Submanifold(c); b.Submanifold(c); return nil }, "moves the weight twice"},
+	} {
+		if _, err := newDescribed[float64](st, 0, tc.d, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestRSDMFromDescription checks that RSDM's stepper, built from its
+// description, is the host's RSDM (which a data-parallel Solver splits)
+// seeded from the rule's seed and the weight's index: it steps as
+// NewRSDM does with WeightSeed, bit for bit, in both float types.
+func TestRSDMFromDescription(t *testing.T) {
+	testRSDMFromDescription[float32](t)
+	testRSDMFromDescription[float64](t)
+}
+
+func testRSDMFromDescription[T Float](t *testing.T) {
+	const n, p, index = 7, 3, 2
+	c := RSDMConfig{SubmanifoldSize: 3, InnerSteps: 2, Momentum: 0.5, Seed: 11}
+	m, _ := manifold.NewStiefel[T](n, p)
+	rng := rand.New(rand.NewPCG(1, 2))
+	x := make([]T, n*p)
+	if err := m.Random(x, rng); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(x)
+	st, err := c.Stepper(Param{Name: "w", Shape: []int{n, p}, Manifold: manifold.StiefelKind{}, Value: Host[T](x)}, Binding{Index: index})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.(*optStepper[T]).o.(*RSDM[T]); !ok {
+		t.Fatalf("RSDM's stepper steps by %T, want *RSDM", st.(*optStepper[T]).o)
+	}
+	ref, err := NewRSDM(m, RSDMConfig{SubmanifoldSize: 3, InnerSteps: 2, Momentum: 0.5, Seed: WeightSeed(c.Seed, index), LR: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := make([]T, n*p)
+	for k := 0; k < 5; k++ {
+		for i := range g {
+			g[i] = T(rng.NormFloat64())
+		}
+		if err := st.Prepare(Host[T](g), 0.1); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.Step(want, g); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(x, want) {
+			t.Fatalf("%T step %d: the described stepper's weight differs from NewRSDM's", x, k)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package device_test
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/orthonet/orthonet/backend"
@@ -141,4 +142,38 @@ func distance(a, b []float64) float64 {
 		s += (a[i] - b[i]) * (a[i] - b[i])
 	}
 	return math.Sqrt(s)
+}
+
+// mixedSubmanifold is a description that puts StepBlocks.Submanifold, a
+// step of its own, after another block.
+type mixedSubmanifold struct{ nesterovRGD }
+
+func (mixedSubmanifold) String() string { return "mixed-test" }
+func (c mixedSubmanifold) Stepper(p optim.Param, b optim.Binding) (optim.Stepper, error) {
+	return optim.BindDescribed(p, b, c)
+}
+func (mixedSubmanifold) Describe(b optim.StepBlocks) error {
+	b.Proj(b.Buffer(""), optim.X, optim.G)
+	b.Submanifold(optim.RSDMConfig{SubmanifoldSize: 2})
+	return nil
+}
+
+// TestSubmanifoldAlone checks that a description with StepBlocks.Submanifold
+// beside another block is refused on a device, saying why, and that
+// RSDM's, which is that block alone, builds there.
+func TestSubmanifoldAlone(t *testing.T) {
+	be := cpu.New(cpu.Options{Threads: 1})
+	defer be.Close()
+	for _, c := range []struct {
+		rule optim.Rule
+		want string
+	}{{mixedSubmanifold{}, "step of its own"}, {optim.RSDMConfig{SubmanifoldSize: 2}, ""}} {
+		w, _ := be.Alloc(backend.Float64, 12)
+		g, _ := be.Alloc(backend.Float64, 12)
+		p := optim.Param{Name: "w", Shape: []int{4, 3}, Manifold: manifold.StiefelKind{}, Value: device.On(backend.At(w, 0), 12), Grad: device.On(backend.At(g, 0), 12)}
+		_, err := device.New(be).Stepper(c.rule, p, optim.Binding{})
+		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want an error saying %q (none when empty)", c.rule, err, c.want)
+		}
+	}
 }

@@ -41,15 +41,15 @@ func submanifoldStepper(w *work, f frame, c optim.RSDMConfig) (optim.Stepper, er
 		return nil, errNotOnDevice(fmt.Sprintf("RSDM with the %v inner retraction", c.Retraction), "QR")
 	}
 	if w.dt == backend.Float32 {
-		return newRSDM[float32](w, f, c)
+		return newSubmanifoldStep[float32](w, f, c)
 	}
-	return newRSDM[float64](w, f, c)
+	return newSubmanifoldStep[float64](w, f, c)
 }
 
-// rsdmStep is the Submanifold step whose draws (and state) the host's RSDM makes, through
+// submanifoldStep is the Submanifold step whose draws (and state) the host's RSDM makes, through
 // its hooks Draw, Undraw and Advance, so that the host and the device draw
 // the same submanifolds for the same seed.
-type rsdmStep[T optim.Float] struct {
+type submanifoldStep[T optim.Float] struct {
 	*work
 	host    *optim.RSDM[T]
 	rows    backend.Operand
@@ -58,7 +58,7 @@ type rsdmStep[T optim.Float] struct {
 	reorth  backend.Func
 }
 
-func newRSDM[T optim.Float](w *work, f frame, c optim.RSDMConfig) (*rsdmStep[T], error) {
+func newSubmanifoldStep[T optim.Float](w *work, f frame, c optim.RSDMConfig) (*submanifoldStep[T], error) {
 	m, err := manifold.NewStiefel[T](f.n, f.p)
 	if err != nil {
 		return nil, err
@@ -84,7 +84,7 @@ func newRSDM[T optim.Float](w *work, f frame, c optim.RSDMConfig) (*rsdmStep[T],
 	if err != nil {
 		return nil, err
 	}
-	o := &rsdmStep[T]{work: w, host: host, rows: rows[0], rowsInt: make([]int32, r)}
+	o := &submanifoldStep[T]{work: w, host: host, rows: rows[0], rowsInt: make([]int32, r)}
 	ks := []backend.Kernel{
 		backend.GatherRows{N: r, Width: p, Rows: o.rows, Src: x, Dst: px0},
 		backend.GatherRows{N: r, Width: p, Rows: o.rows, Src: f.g, Dst: pg},
@@ -113,7 +113,7 @@ func newRSDM[T optim.Float](w *work, f frame, c optim.RSDMConfig) (*rsdmStep[T],
 
 // Prepare draws the submanifold on the host, sends its rows to the device
 // and sets the step size (which the step's first Commit sends).
-func (o *rsdmStep[T]) Prepare(_ optim.Gradient, lr float64) error {
+func (o *submanifoldStep[T]) Prepare(_ optim.Gradient, lr float64) error {
 	if err := o.host.SetLR(lr); err != nil {
 		return err
 	}
@@ -132,9 +132,9 @@ func (o *rsdmStep[T]) Prepare(_ optim.Gradient, lr float64) error {
 	return nil
 }
 
-func (o *rsdmStep[T]) Abort() { o.host.Undraw() }
+func (o *submanifoldStep[T]) Abort() { o.host.Undraw() }
 
-func (o *rsdmStep[T]) Commit() error {
+func (o *submanifoldStep[T]) Commit() error {
 	reorth := o.reorth != nil && (o.host.Steps()+1)%o.host.ReorthEvery() == 0
 	o.host.Advance()
 	if reorth { // the step, then the Q factor of the weight
@@ -143,5 +143,5 @@ func (o *rsdmStep[T]) Commit() error {
 	return o.commit(o.step)
 }
 
-func (o *rsdmStep[T]) State() optim.State            { return o.host.State() }
-func (o *rsdmStep[T]) SetState(st optim.State) error { return o.host.SetState(st) }
+func (o *submanifoldStep[T]) State() optim.State            { return o.host.State() }
+func (o *submanifoldStep[T]) SetState(st optim.State) error { return o.host.SetState(st) }
