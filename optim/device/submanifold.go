@@ -46,9 +46,10 @@ func submanifoldStepper(w *work, f frame, c optim.RSDMConfig) (optim.Stepper, er
 	return newSubmanifoldStep[float64](w, f, c)
 }
 
-// submanifoldStep is the Submanifold step whose draws (and state) the host's RSDM makes, through
-// its hooks Draw, Undraw and Advance, so that the host and the device draw
-// the same submanifolds for the same seed.
+// submanifoldStep is the Submanifold step whose draws (and state) the
+// host's RSDM of the same settings makes, through its hooks Draw, Undraw
+// and Advance, so that the host and the device draw the same submanifolds
+// for the same seed.
 type submanifoldStep[T optim.Float] struct {
 	*work
 	host    *optim.RSDM[T]
