@@ -395,16 +395,17 @@ func exportTranspose(x *exporter, n *G.Node, args []*G.Node, in []string) (strin
 
 // unaryONNX maps the compiler's unary functions to ONNX ops; those ONNX has
 // no op for are composed in exportUnary.
-var unaryONNX = map[string]string{
-	"abs": "Abs", "sign": "Sign", "ceil": "Ceil", "floor": "Floor", "sin": "Sin", "cos": "Cos", "exp": "Exp",
-	"ln": "Log", "neg": "Neg", "sqrt": "Sqrt", "inv": "Reciprocal", "tanh": "Tanh", "sigmoid": "Sigmoid",
-	"softplus": "Softplus",
+var unaryONNX = map[gorgoniaop.UnaryFunc]string{
+	gorgoniaop.Abs: "Abs", gorgoniaop.Sign: "Sign", gorgoniaop.Ceil: "Ceil", gorgoniaop.Floor: "Floor",
+	gorgoniaop.Sin: "Sin", gorgoniaop.Cos: "Cos", gorgoniaop.Exp: "Exp", gorgoniaop.Ln: "Log", gorgoniaop.Neg: "Neg",
+	gorgoniaop.Sqrt: "Sqrt", gorgoniaop.Inv: "Reciprocal", gorgoniaop.Tanh: "Tanh", gorgoniaop.Sigmoid: "Sigmoid",
+	gorgoniaop.Softplus: "Softplus",
 }
 
 func exportUnary(x *exporter, n *G.Node, _ []*G.Node, in []string) (string, error) {
-	name := fmt.Sprint(n.Op())
+	name := gorgoniaop.UnaryOf(n.Op())
 	v := in[0]
-	if name == "softplus" && x.dt == onnx.Double {
+	if name == gorgoniaop.Softplus && x.dt == onnx.Double {
 		// ONNX Runtime (1.24) has no DOUBLE Softplus: max(x, 0) + log(1 + exp(-|x|)).
 		e := x.op("Exp", []string{x.op("Neg", []string{x.op("Abs", in)})})
 		return x.op("Add", []string{x.op("Relu", in), x.op("Log", []string{x.op("Add", []string{e, x.scalar(1)})})}), nil
@@ -413,17 +414,17 @@ func exportUnary(x *exporter, n *G.Node, _ []*G.Node, in []string) (string, erro
 		return x.op(op, in), nil
 	}
 	switch name {
-	case "square":
+	case gorgoniaop.Square:
 		return x.op("Mul", []string{v, v}), nil
-	case "cube":
+	case gorgoniaop.Cube:
 		return x.op("Mul", []string{v, x.op("Mul", []string{v, v})}), nil
-	case "invSqrt":
+	case gorgoniaop.InvSqrt:
 		return x.op("Reciprocal", []string{x.op("Sqrt", in)}), nil
-	case "log2":
+	case gorgoniaop.Log2:
 		return x.op("Div", []string{x.op("Log", in), x.scalar(math.Ln2)}), nil
-	case "log1p":
+	case gorgoniaop.Log1p:
 		return x.op("Log", []string{x.op("Add", []string{v, x.scalar(1)})}), nil
-	case "expm1":
+	case gorgoniaop.Expm1:
 		return x.op("Sub", []string{x.op("Exp", in), x.scalar(1)}), nil
 	}
 	return "", fmt.Errorf("%w for unary function %q at node %q", ErrNotExportable, name, n.Name())
@@ -431,13 +432,14 @@ func exportUnary(x *exporter, n *G.Node, _ []*G.Node, in []string) (string, erro
 
 // binaryONNX maps the compiler's binary functions to ONNX ops; the
 // comparisons give booleans, which exportBinary casts back to 0 and 1.
-var binaryONNX = map[string]string{
-	"+": "Add", "-": "Sub", "⊙": "Mul", "÷": "Div", "^": "Pow",
-	"<": "Less", ">": "Greater", "<=": "LessOrEqual", ">=": "GreaterOrEqual", "==": "Equal",
+var binaryONNX = map[gorgoniaop.BinaryFunc]string{
+	gorgoniaop.Add: "Add", gorgoniaop.Sub: "Sub", gorgoniaop.Mul: "Mul", gorgoniaop.Div: "Div", gorgoniaop.Pow: "Pow",
+	gorgoniaop.Lt: "Less", gorgoniaop.Gt: "Greater", gorgoniaop.Lte: "LessOrEqual", gorgoniaop.Gte: "GreaterOrEqual",
+	gorgoniaop.Eq: "Equal",
 }
 
 func exportBinary(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
-	sym, _, _ := strings.Cut(fmt.Sprint(n.Op()), " ")
+	sym := gorgoniaop.BinaryOf(n.Op())
 	out := n.Shape()
 	// The compiler takes operands of the output's size, or scalars: give
 	// ONNX's broadcasting the output's shape or a scalar.

@@ -17,6 +17,7 @@ import (
 	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/program/lower"
 )
 
 // convnet builds the network of gorgonia's examples/convnet for a batch in
@@ -94,12 +95,7 @@ func BenchmarkConvnet(b *testing.B) {
 		b.Run(fmt.Sprintf("%v/tape", dt), func(b *testing.B) {
 			m, _ := convnet(b, 32, dt)
 			m.masks(rand.New(rand.NewPCG(1, 1)))
-			vm := G.NewTapeMachine(m.g, G.BindDualValues(param.Nodes(m.params)...))
-			defer vm.Close()
-			timeCPU(b, func() error {
-				defer vm.Reset()
-				return vm.RunAll()
-			})
+			timeCPU(b, tapeRun(b, m))
 		})
 		for _, threads := range []int{0, 1} {
 			b.Run(fmt.Sprintf("%v/program-threads%d", dt, threads), func(b *testing.B) {
@@ -204,12 +200,13 @@ func BenchmarkConvnetProfile(b *testing.B) {
 			var sb strings.Builder
 			fmt.Fprintf(&sb, "%v, %d runs, %.2f ms a run in kernels\n", dt, runs, ms(total))
 			gemms := map[[3]int]float64{} // GFLOP/s of a plain GEMM of each size
+			bdt, _ := lower.DTypeOf(dt)
 			for _, k := range p.kernels {
 				if g, f, ok := convOf(k); ok {
 					oh, ow := g.Out()
 					size := [3]int{f, g.B * oh * ow, g.Patch()}
 					if _, done := gemms[size]; !done {
-						gemms[size] = gemmRate(b, be, dtypes[dt], size)
+						gemms[size] = gemmRate(b, be, bdt, size)
 					}
 				}
 			}

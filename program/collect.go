@@ -36,17 +36,17 @@ func (c *compiler) countCorrect() error {
 	case a.Targets == nil || !slices.Contains(c.cfg.Inputs, a.Targets):
 		return fmt.Errorf("program: Config.Accuracy: the targets %v are not an input", a.Targets)
 	}
-	z, t := c.vals[a.Logits], c.vals[a.Targets]
+	z, t := c.low.Values[a.Logits], c.low.Values[a.Targets]
 	switch {
 	case t == nil:
 		return fmt.Errorf("program: Config.Accuracy: the outputs do not need the targets %q", a.Targets.Name())
-	case len(z.shape) != 2 || !z.shape.Eq(t.shape) || z.vb.dt != t.vb.dt:
+	case len(z.Shape) != 2 || !z.Shape.Eq(t.Shape) || z.Buf.Type != t.Buf.Type:
 		return fmt.Errorf("program: Config.Accuracy: logits %q of shape %v and %v, targets %q of %v and %v: want one matrix shape and type",
-			a.Logits.Name(), z.shape, z.vb.dt, a.Targets.Name(), t.shape, t.vb.dt)
+			a.Logits.Name(), z.Shape, z.Buf.Type, a.Targets.Name(), t.Shape, t.Buf.Type)
 	}
-	c.correct = c.newBuf(backend.Int32, 1, true, "correct predictions")
-	c.emit(backend.CountCorrect{Rows: z.shape[0], Classes: z.shape[1], Scores: z.operand(), Targets: t.operand(),
-		Count: backend.At(c.correct, 0)})
+	c.lowCorrect = c.low.NewBuffer(backend.Int32, 1, true, "correct predictions")
+	c.low.Emit(backend.CountCorrect{Rows: z.Shape[0], Classes: z.Shape[1], Scores: z.Operand(), Targets: t.Operand(),
+		Count: backend.At(c.lowCorrect, 0)})
 	return nil
 }
 

@@ -7,10 +7,15 @@ import (
 	"strings"
 
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/internal/gorgoniaop"
+	"github.com/orthonet/orthonet/program/lower"
 )
+
+// isFloat reports whether a node of type dt holds floats.
+func isFloat(dt tensor.Dtype) bool { return dt == tensor.Float32 || dt == tensor.Float64 }
 
 // compiler holds the state of one Compile, which its phases fill in turn.
 type compiler struct {
@@ -25,41 +30,41 @@ type compiler struct {
 	targets []*G.Node // outputs, parameters and gradients
 
 	// orderNodes': the needed nodes, children first, and how many needed
-	// nodes (or outputs) take each as an argument. rewrites are the fused
-	// lowerings of nodes whose arguments they replace (see fuse).
-	needed   []*G.Node
-	users    map[*G.Node]int
-	rewrites map[*G.Node]rewrite
+	// nodes (or outputs) take each as an argument. low holds the lowering
+	// (package lower), with the fused patterns it rewrites (Fuse).
+	needed []*G.Node
+	users  map[*G.Node]int
+	low    *lower.Lowering
 
-	// lowerNodes': every node's value, the kernels against virtual buffers.
-	vals    map[*G.Node]*val
-	kernels []backend.Kernel
-	vbufs   []*vbuf
-	flags   *vbuf        // the gradients' finite flags, two per parameter
-	correct *vbuf        // Config.Accuracy's count
-	state   compileState // the step of the random draws, batch norm's statistics
+	// lowerNodes': the flags and count it emits kernels for, as the
+	// lowering's buffers; then, adopted (adopt), every node's value, the
+	// kernels against virtual buffers. A kernel that a later node's
+	// lowering replaced (accumulate) is nil in kernels until dropKernels
+	// removes it, after factoring.
+	lowFlags, lowCorrect *lower.Buffer
+	valOf                map[*lower.Value]*val // adopt's, for thinProduct
+	vals                 map[*G.Node]*val
+	kernels              []backend.Kernel
+	vbufs                []*vbuf
+	flags                *vbuf        // the gradients' finite flags, two per parameter
+	correct              *vbuf        // Config.Accuracy's count
+	state                compileState // the step of the random draws, batch norm's statistics
 	// gradKernels is, for a gradient node of one parameter, the span of
 	// kernels that form and check it, which factorGrads may replace.
 	gradKernels map[*G.Node][2]int
 	// factorR is the RSDM r that factorGrads leaves gradients factored for
 	// (Config.FactorForRSDM, or Config.Groups's), 0 for none.
 	factorR int
-	// spans is, for every lowered op node, the kernels its lowering
-	// emitted; owns says which nodes' values are buffers of their own (not
-	// views). A kernel that a later node's lowering replaced (accumulate)
-	// is nil in kernels until dropKernels removes it, after factoring.
-	spans map[*G.Node][2]int
-	owns  map[*G.Node]bool
 }
 
 // Compile compiles the part of g that computes cfg.Outputs and, unless
 // cfg.NoGrad, the gradients of cfg.Params. It runs seven phases, each a
 // function of its own over the compiler's state: check the config and
-// order the nodes (here), lower them to kernels (lower.go, the one phase a
-// new op touches), factor the gradients RSDM takes as products
-// (factor.go), chain runs of elementwise kernels (chain.go), plan the
-// memory (plan.go) and bind the parameters, inputs and outputs to their
-// buffers (here).
+// order the nodes (here), lower them to kernels (lowering.go and package
+// lower, the one package a new op touches), factor the gradients RSDM
+// takes as products (factor.go), chain runs of elementwise kernels
+// (chain.go), plan the memory (plan.go) and bind the parameters, inputs
+// and outputs to their buffers (here).
 //
 // Compile does not panic: a panic inside a phase (a bug, since every
 // lowering checks what it reads) becomes an error, which for the lowering
@@ -114,7 +119,7 @@ func checkConfig(g *G.ExprGraph, cfg Config) (*compiler, error) {
 	}
 	c := &compiler{cfg: cfg, g: g, vals: map[*G.Node]*val{}, inputs: map[*G.Node]bool{},
 		params: map[*G.Node]int{}, grads: map[*G.Node][]int{}, gradKernels: map[*G.Node][2]int{},
-		spans: map[*G.Node][2]int{}, owns: map[*G.Node]bool{}}
+		low: newLowering(g, cfg)}
 	if err := c.checkInputs(); err != nil {
 		return nil, err
 	}
@@ -191,14 +196,14 @@ func (c *compiler) checkParams() error {
 }
 
 // orderNodes orders the nodes the targets need, children first, with the
-// fused patterns (fusions) rewritten: a pattern's inner nodes are then not
-// needed. It counts every needed node's users.
+// fused patterns (lower.Lowering.Fuse) rewritten: a pattern's inner
+// nodes are then not needed. It counts every needed node's users.
 func (c *compiler) orderNodes() error {
 	order, err := c.order(c.targets)
 	if err != nil {
 		return err
 	}
-	if !c.cfg.unfused && c.fuse(order, c.targets) { // order again, without the fused patterns' inner nodes
+	if !c.cfg.unfused && c.low.Fuse(order, c.targets) { // order again, without the fused patterns' inner nodes
 		if order, err = c.order(c.targets); err != nil {
 			return err
 		}
@@ -206,7 +211,7 @@ func (c *compiler) orderNodes() error {
 	c.needed = order
 	c.users = map[*G.Node]int{}
 	for _, n := range order {
-		for _, ch := range c.children(n) {
+		for _, ch := range c.low.Children(n) {
 			c.users[ch]++
 		}
 	}
@@ -218,20 +223,11 @@ func (c *compiler) orderNodes() error {
 
 // order returns the nodes the targets depend on, children before parents.
 func (c *compiler) order(targets []*G.Node) ([]*G.Node, error) {
-	order, err := gorgoniaop.Order(c.g, targets, c.children)
+	order, err := gorgoniaop.Order(c.g, targets, c.low.Children)
 	if err != nil {
 		return nil, fmt.Errorf("program: %w", err)
 	}
 	return order, nil
-}
-
-// children returns n's arguments in order: those of its rewrite, if it
-// has one, or else args's.
-func (c *compiler) children(n *G.Node) []*G.Node {
-	if rw, ok := c.rewrites[n]; ok {
-		return rw.inputs
-	}
-	return gorgoniaop.Args(n)
 }
 
 // bindParams, the last phase, hands the planned buffers to the program:

@@ -49,7 +49,7 @@ func groupNormCase(name string, shape []int, groups int) graphCase {
 // GroupNorm and (as the identity: in inference, or with p = 0) Dropout with
 // the tape machine: values and gradients, in float64 and float32, on odd
 // shapes, on every test backend (the CUDA host model among them where cgo
-// is on). Where gorgonia's gradient op is wrong (see lower_norm.go) only
+// is on). Where gorgonia's gradient op is wrong (see lower/norm.go) only
 // the values are compared here; the gradients are checked by
 // TestNormGradients.
 func TestNormLowerings(t *testing.T) {

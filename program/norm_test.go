@@ -12,6 +12,7 @@ import (
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/program/lower"
 )
 
 var floatTypes = []tensor.Dtype{tensor.Float64, tensor.Float32}
@@ -223,7 +224,7 @@ func TestBatchNormRunningStats(t *testing.T) {
 }
 
 // TestNormGradients checks the gradients that gorgonia's own gradient ops
-// get wrong (see lower_norm.go) against their closed forms, on every test
+// get wrong (see lower/norm.go) against their closed forms, on every test
 // backend: batch norm in inference on an image batch (x's gradient is the
 // loss's weights times scale / sqrt(running variance + eps)), and group norm
 // over groups of 600 and 800 values (values against a direct float64
@@ -390,7 +391,7 @@ func TestGorgoniaDropout(t *testing.T) {
 					kept := 0
 					for i := range xv {
 						wy, wg := 0.0, 0.0
-						if backend.DropoutDraw(7, streamOf(y), 5, uint64(i)) >= p {
+						if backend.DropoutDraw(7, lower.StreamOf(y), 5, uint64(i)) >= p {
 							wy, wg = scaled(xv[i]), scaled(rv[i])
 							kept++
 						}
@@ -490,14 +491,14 @@ func TestRandomNodes(t *testing.T) {
 					return out
 				}
 				vals := runAt(3)
-				if s, want := readNode(t, prog, scalar), backend.RandomDraw(backend.DrawBinomial, 1, 0.5, 11, streamOf(scalar), 3, 0); len(s) != 1 || s[0] != want {
+				if s, want := readNode(t, prog, scalar), backend.RandomDraw(backend.DrawBinomial, 1, 0.5, 11, lower.StreamOf(scalar), 3, 0); len(s) != 1 || s[0] != want {
 					t.Errorf("scalar node: %v, want RandomDraw's %v", s, want)
 				}
 				for k, d := range dists {
 					v := vals[k]
 					var mean, m2, tail float64
 					for i, x := range v {
-						want := backend.RandomDraw(d.d, d.a, d.b, 11, streamOf(nodes[k]), 3, uint64(i))
+						want := backend.RandomDraw(d.d, d.a, d.b, 11, lower.StreamOf(nodes[k]), 3, uint64(i))
 						if dt == tensor.Float32 {
 							want = float64(float32(want))
 						}

@@ -41,6 +41,7 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/program/lower"
 )
 
 // Config says what to compile.
@@ -139,7 +140,7 @@ type Dropout struct {
 }
 
 // ErrUnknownOp reports a graph with an op the compiler cannot lower.
-var ErrUnknownOp = errors.New("program: unknown op")
+var ErrUnknownOp = lower.ErrUnknownOp
 
 // ErrMemory reports a graph whose buffers take more memory than
 // Config.MaxBytes allows.
@@ -429,7 +430,7 @@ func (p *Program) SetInput(n *G.Node, data any) error {
 	if v.vb.dt == backend.Int32 {
 		return p.setInts(n, v, data)
 	}
-	if l, ok := hostLen(data); !ok || l != v.size {
+	if l, ok := lower.HostLen(data); !ok || l != v.size {
 		return fmt.Errorf("program: input %q takes %d values of %v, got %T of %d", n.Name(), v.size, v.vb.dt, data, l)
 	}
 	return p.be.CopyIn(v.vb.phys, v.vb.physOff+v.off, data)
@@ -465,28 +466,10 @@ func (p *Program) readVal(n *G.Node) (*val, error) {
 
 // fitsRead reports an error unless dst is a host slice of v's size.
 func fitsRead(n *G.Node, v *val, dst any) error {
-	if l, ok := hostLen(dst); !ok || l != v.size {
+	if l, ok := lower.HostLen(dst); !ok || l != v.size {
 		return fmt.Errorf("program: node %q has %d values of %v, reading into %T of %d", n.Name(), v.size, v.vb.dt, dst, l)
 	}
 	return nil
-}
-
-func hostLen(a any) (int, bool) {
-	switch d := a.(type) {
-	case []float32:
-		return len(d), true
-	case []float64:
-		return len(d), true
-	case []int32:
-		return len(d), true
-	case []int:
-		return len(d), true
-	case []int64:
-		return len(d), true
-	case []bool:
-		return len(d), true
-	}
-	return 0, false
 }
 
 // Params returns the program's parameters in the order of Config.Params.

@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/program/lower"
 )
 
 // compileState is what a Compile gathers of the program's state: the step
@@ -16,14 +17,6 @@ import (
 type compileState struct {
 	step  *vbuf
 	stats []stateVal
-	bn    map[*G.BatchNormOp]*bnStats
-	units map[unitKey]*val // group norm's unit scales and zero shifts
-}
-
-// bnStats are the running statistics of one BatchNormOp.
-type bnStats struct {
-	node     *G.Node // the op's node, which names them
-	mean, vr *val
 }
 
 // stateVal is one tensor of program state: a BatchNormOp's running mean
@@ -33,15 +26,6 @@ type stateVal struct {
 	v        *val
 	op       *G.BatchNormOp
 	variance bool
-}
-
-// stepOperand returns the buffer of the step that keys the program's random
-// draws, made at its first use.
-func (c *compiler) stepOperand() backend.Operand {
-	if c.state.step == nil {
-		c.state.step = c.newBuf(backend.Float64, 1, true, "step")
-	}
-	return backend.At(c.state.step, 0)
 }
 
 // finishState hands the state gathered by Compile to the planned program.
@@ -135,7 +119,7 @@ func (p *Program) stateFor(name string, data any) (*stateVal, error) {
 	case []float64:
 		dt = backend.Float64
 	}
-	if l, _ := hostLen(data); dt != s.v.vb.dt || l != s.v.size {
+	if l, _ := lower.HostLen(data); dt != s.v.vb.dt || l != s.v.size {
 		return nil, fmt.Errorf("program: state %q has %d values of %v, not %T of %d", s.name, s.v.size, s.v.vb.dt, data, l)
 	}
 	return s, nil

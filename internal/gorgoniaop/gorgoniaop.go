@@ -1,7 +1,8 @@
 // Package gorgoniaop reads Gorgonia v0.9.18's graphs as the compiler
-// (package program) and the ONNX export (package onnxexport) both need to:
-// the nodes the outputs need, in order; a node's arguments; a leaf's value
-// on the host; an op's type name, and its fields, read by reflection (the
+// (packages program and program/lower) and the ONNX export (package
+// onnxexport) both need to: the nodes the outputs need, in order; a node's arguments; a leaf's value
+// on the host; an op's type name (OpType), the function of an elementwise
+// op (UnaryFunc, BinaryFunc), and its fields, read by reflection (the
 // op types are unexported); the window of a slice, the kind of a linear
 // algebra op and the geometry of a convolution's im2col and of a pooling.
 // The tests of both packages run every op against the tape machine, so a

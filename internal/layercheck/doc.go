@@ -3,9 +3,9 @@
 // and imports no concrete backend; the manifolds, the layers and the models
 // (manifold, param, nn, models) do not import the optimizers, which
 // package paramopt joins to them from above; the optimizers (optim) import
-// neither Gorgonia nor a backend; the compiler (program) and the ONNX
-// export (onnxexport) do not import each other, both reading Gorgonia's
-// graphs through internal/gorgoniaop. Its test reads each package's imports,
+// neither Gorgonia nor a backend; the compiler (program, over its
+// lowering, program/lower) and the ONNX export (onnxexport) do not import
+// each other, both reading Gorgonia's graphs through internal/gorgoniaop. Its test reads each package's imports,
 // transitively, from go list, for the default build, a build without cgo
 // and one with the openblas tag. It has no code of its own.
 package layercheck

@@ -36,9 +36,11 @@ var rules = []struct {
 	{"optim", "param", "optim is below the parameters; paramopt joins the two"},
 	{"optim", "backend/...", "optim steps on the host; optim/device steps in a backend's memory"},
 	{"backend", "backend/*/...", "the backends implement package backend, which names none of them"},
-	{"onnxexport", "program", "the ONNX export reads graphs through internal/gorgoniaop, as the compiler does; it compiles nothing"},
+	{"onnxexport", "program/...", "the ONNX export reads graphs through internal/gorgoniaop, as the compiler does; it compiles nothing"},
 	{"program", "onnxexport", "the compiler does not write ONNX; onnxexport is beside it, not below it"},
-	{"internal/gorgoniaop", "program", "gorgoniaop reads Gorgonia's graphs for the compiler and the exporter, below both"},
+	{"program/lower", "program", "the lowering emits kernels against virtual buffers for the compiler, which plans and runs them: below it"},
+	{"program/lower", "onnxexport", "the lowering writes no ONNX"},
+	{"internal/gorgoniaop", "program/...", "gorgoniaop reads Gorgonia's graphs for the compiler and the exporter, below both"},
 	{"internal/gorgoniaop", "onnxexport", "gorgoniaop reads Gorgonia's graphs for the compiler and the exporter, below both"},
 }
 

@@ -1,4 +1,4 @@
-package program
+package lower
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ import (
 // values and their gradients are never written whole. Each block is
 // offered with its dropout and, should that not be taken (p has another
 // user), without.
-func (c *compiler) convPoolFusions(needed []*G.Node, users map[*G.Node][]*G.Node) []fusion {
+func (l *Lowering) convPoolFusions(needed []*G.Node, users map[*G.Node][]*G.Node) []fusion {
 	var out []fusion
 	for _, p := range needed {
 		if !isOp(p, gorgoniaop.MaxPoolOp) {
@@ -47,22 +47,22 @@ func (c *compiler) convPoolFusions(needed []*G.Node, users map[*G.Node][]*G.Node
 			// The dropout, or a reshape and the dropout (a flattened
 			// block's).
 			if isOp(u, gorgoniaop.DropoutOp) {
-				if f, ok := c.convPoolFusion(p, nil, u, users); ok {
+				if f, ok := l.convPoolFusion(p, nil, u, users); ok {
 					out = append(out, f)
 				}
 			}
 			if isOp(u, gorgoniaop.ReshapeOp) {
-				for _, l := range users[u] {
-					if !isOp(l, gorgoniaop.DropoutOp) {
+				for _, drop := range users[u] {
+					if !isOp(drop, gorgoniaop.DropoutOp) {
 						continue
 					}
-					if f, ok := c.convPoolFusion(p, u, l, users); ok {
+					if f, ok := l.convPoolFusion(p, u, drop, users); ok {
 						out = append(out, f)
 					}
 				}
 			}
 		}
-		if f, ok := c.convPoolFusion(p, nil, nil, users); ok {
+		if f, ok := l.convPoolFusion(p, nil, nil, users); ok {
 			out = append(out, f)
 		}
 	}
@@ -71,16 +71,16 @@ func (c *compiler) convPoolFusions(needed []*G.Node, users map[*G.Node][]*G.Node
 
 // rectified matches a = x ⊙ (x >= 0), gorgonia.Rectify, returning x and
 // the mask.
-func (c *compiler) rectified(a *G.Node) (x, mask *G.Node, ok bool) {
-	if !isBinary(a, "⊙") {
+func (l *Lowering) rectified(a *G.Node) (x, mask *G.Node, ok bool) {
+	if !isBinary(a, gorgoniaop.Mul) {
 		return nil, nil, false
 	}
-	ch := c.children(a)
+	ch := l.Children(a)
 	x, mask = ch[0], ch[1]
-	if isBinary(x, ">=") {
+	if isBinary(x, gorgoniaop.Gte) {
 		x, mask = mask, x
 	}
-	if !isBinary(mask, ">=") || c.children(mask)[0] != x || !isZero(c.children(mask)[1]) {
+	if !isBinary(mask, gorgoniaop.Gte) || l.Children(mask)[0] != x || !isZero(l.Children(mask)[1]) {
 		return nil, nil, false
 	}
 	return x, mask, true
@@ -89,11 +89,11 @@ func (c *compiler) rectified(a *G.Node) (x, mask *G.Node, ok bool) {
 // channelBias matches z = y + repeat(b) (either order), b of shape
 // (1, F, 1, 1) for y of shape (B, F, H, W), repeated by repeatOps whose
 // counts are sizeOps. It returns y, b and the nodes in between.
-func (c *compiler) channelBias(z *G.Node) (y, b *G.Node, inner []*G.Node, ok bool) {
+func (l *Lowering) channelBias(z *G.Node) (y, b *G.Node, inner []*G.Node, ok bool) {
 	if !isOp(z, gorgoniaop.ElemBinOp) || !strings.HasPrefix(fmt.Sprint(z.Op()), "+ ") {
 		return nil, nil, nil, false
 	}
-	ch := c.children(z)
+	ch := l.Children(z)
 	for i := range 2 {
 		y, r := ch[i], ch[1-i]
 		s := y.Shape()
@@ -102,7 +102,7 @@ func (c *compiler) channelBias(z *G.Node) (y, b *G.Node, inner []*G.Node, ok boo
 		}
 		var in []*G.Node
 		for isOp(r, gorgoniaop.RepeatOp) {
-			rc := c.children(r)
+			rc := l.Children(r)
 			for _, n := range rc[1:] {
 				if !isOp(n, gorgoniaop.SizeOp) {
 					return nil, nil, nil, false
@@ -123,7 +123,7 @@ func (c *compiler) channelBias(z *G.Node) (y, b *G.Node, inner []*G.Node, ok boo
 // (B, F, H, W), the chain of sumOps from dz that leaves its axis 1 alone,
 // with the reshapes after it: the chain's last node (the bias's gradient)
 // and the nodes before it.
-func (c *compiler) channelSums(dz *G.Node, users map[*G.Node][]*G.Node) (root *G.Node, inner []*G.Node, ok bool) {
+func (l *Lowering) channelSums(dz *G.Node, users map[*G.Node][]*G.Node) (root *G.Node, inner []*G.Node, ok bool) {
 	for _, s := range users[dz] {
 		if !isOp(s, gorgoniaop.SumOp) {
 			continue
@@ -177,21 +177,21 @@ type convPoolMatch struct {
 }
 
 // convPoolFusion matches the block whose max pooling is p, with the
-// dropout l after it (nil: none), of p or of r, a reshape of p (nil:
+// dropout drop after it (nil: none), of p or of r, a reshape of p (nil:
 // none).
-func (c *compiler) convPoolFusion(p, r, l *G.Node, users map[*G.Node][]*G.Node) (fusion, bool) {
-	m, a, mask, ok := c.convPoolForward(p, r, l, users)
+func (l *Lowering) convPoolFusion(p, r, drop *G.Node, users map[*G.Node][]*G.Node) (fusion, bool) {
+	m, a, mask, ok := l.convPoolForward(p, r, drop, users)
 	if !ok {
 		return fusion{}, false
 	}
-	dz := c.convPoolOutGrad(&m, a, mask, p, r, users)
+	dz := l.convPoolOutGrad(&m, a, mask, p, r, users)
 	for _, d := range append(slices.Clone(m.cm.filter), m.cm.input...) {
 		if d.dy != dz {
 			return fusion{}, false // a gradient of the convolution's output from elsewhere
 		}
 	}
 	if m.bias != nil && dz != nil {
-		if root, sums, ok := c.channelSums(dz, users); ok { // none where b is not a parameter
+		if root, sums, ok := l.channelSums(dz, users); ok { // none where b is not a parameter
 			m.biasDB = root
 			m.inner = append(m.inner, sums...)
 		}
@@ -201,17 +201,17 @@ func (c *compiler) convPoolFusion(p, r, l *G.Node, users map[*G.Node][]*G.Node) 
 
 // convPoolForward matches the forward pass of the block whose pooling is
 // p, of a, the ReLU of the convolution (plus a bias) by mask.
-func (c *compiler) convPoolForward(p, r, l *G.Node, users map[*G.Node][]*G.Node) (m convPoolMatch, a, mask *G.Node, ok bool) {
-	a = c.children(p)[0]
-	z, mask, ok := c.rectified(a)
+func (l *Lowering) convPoolForward(p, r, drop *G.Node, users map[*G.Node][]*G.Node) (m convPoolMatch, a, mask *G.Node, ok bool) {
+	a = l.Children(p)[0]
+	z, mask, ok := l.rectified(a)
 	if !ok {
 		return m, nil, nil, false
 	}
-	y, bias, biasInner, biased := c.channelBias(z)
+	y, bias, biasInner, biased := l.channelBias(z)
 	if !biased {
 		y = z
 	}
-	cm, ok := c.matchConv(y, users)
+	cm, ok := l.matchConv(y, users)
 	if !ok {
 		return m, nil, nil, false
 	}
@@ -219,25 +219,25 @@ func (c *compiler) convPoolForward(p, r, l *G.Node, users map[*G.Node][]*G.Node)
 	if err != nil || pg.H*pg.W > 1<<28 {
 		return m, nil, nil, false
 	}
-	m = convPoolMatch{cm: cm, pg: pg, l: l, fwd: p}
+	m = convPoolMatch{cm: cm, pg: pg, l: drop, fwd: p}
 	if biased {
 		m.bias = bias
 	}
-	if l != nil {
-		if m.dropP, err = gorgoniaop.FloatField(l.Op(), "probability"); err != nil || !(m.dropP >= 0 && m.dropP < 1) {
+	if drop != nil {
+		if m.dropP, err = gorgoniaop.FloatField(drop.Op(), "probability"); err != nil || !(m.dropP >= 0 && m.dropP < 1) {
 			return m, nil, nil, false
 		}
-		if c.cfg.EvalMode {
+		if l.cfg.EvalMode {
 			m.dropP = 0
 		}
-		m.fwd = l
+		m.fwd = drop
 	}
 	m.inner = append(slices.Clone(cm.inner), y, a, mask)
 	m.inner = append(m.inner, biasInner...)
 	if biased {
 		m.inner = append(m.inner, z)
 	}
-	if l != nil {
+	if drop != nil {
 		m.inner = append(m.inner, p)
 	}
 	if r != nil {
@@ -250,13 +250,13 @@ func (c *compiler) convPoolForward(p, r, l *G.Node, users map[*G.Node][]*G.Node)
 // block's output, through the dropout and the reshape r, times the ReLU's
 // mask), sets m.dout and returns dz, the gradient of the convolution's
 // output (nil: none).
-func (c *compiler) convPoolOutGrad(m *convPoolMatch, a, mask, p, r *G.Node, users map[*G.Node][]*G.Node) *G.Node {
+func (l *Lowering) convPoolOutGrad(m *convPoolMatch, a, mask, p, r *G.Node, users map[*G.Node][]*G.Node) *G.Node {
 	for _, d := range users[a] {
 		if !isOp(d, gorgoniaop.MaxPoolDiffOp) || len(users[d]) != 1 {
 			continue
 		}
-		dch, dx := c.children(d), users[d][0]
-		if len(dch) != 3 || dch[0] != a || dch[1] != p || !isBinary(dx, "⊙") || !slices.Contains(c.children(dx), mask) {
+		dch, dx := l.Children(d), users[d][0]
+		if len(dch) != 3 || dch[0] != a || dch[1] != p || !isBinary(dx, gorgoniaop.Mul) || !slices.Contains(l.Children(dx), mask) {
 			continue
 		}
 		dp := dch[2]
@@ -266,12 +266,12 @@ func (c *compiler) convPoolOutGrad(m *convPoolMatch, a, mask, p, r *G.Node, user
 				continue
 			}
 			extra = append(extra, dp)
-			dp = c.children(dp)[0]
+			dp = l.Children(dp)[0]
 		}
 		dout := dp
 		if m.l != nil {
 			// dropoutDiff(p, l, dl), or of r
-			pch := c.children(dp)
+			pch := l.Children(dp)
 			if !isOp(dp, gorgoniaop.DropoutDiffOp) || len(pch) != 3 || pch[0] != p && pch[0] != r || pch[1] != m.l {
 				continue
 			}
@@ -289,44 +289,44 @@ func (c *compiler) convPoolOutGrad(m *convPoolMatch, a, mask, p, r *G.Node, user
 // output, and a kernel for each gradient, each of which takes the block's
 // output as an argument too, so that ConvPool is lowered first.
 func (m convPoolMatch) fusion() fusion {
-	g, f, pg, dropP, l := m.cm.g, m.cm.f, m.pg, m.dropP, m.l
+	g, f, pg, dropP, drop := m.cm.g, m.cm.f, m.pg, m.dropP, m.l
 	grads := len(m.cm.filter) > 0 || len(m.cm.input) > 0 || m.biasDB != nil
-	var arg *vbuf // what ConvPool records for the gradients, lowered first
+	var arg *Buffer // what ConvPool records for the gradients, lowered first
 	argOp := func() backend.Operand { return backend.At(arg, 0) }
 	inputs := []*G.Node{m.cm.x, m.cm.w}
 	if m.bias != nil {
 		inputs = append(inputs, m.bias)
 	}
-	fu := fusion{roots: map[*G.Node]rewrite{m.fwd: {inputs: inputs, lower: func(c *compiler, n *G.Node, in []*val, out *val) error {
-		k := backend.ConvPool{Geom: g, F: f, Pool: pg, X: in[0].operand(), W: in[1].operand(), Y: out.operand()}
+	fu := fusion{roots: map[*G.Node]rewrite{m.fwd: {inputs: inputs, lower: func(l *Lowering, n *G.Node, in []*Value, out *Value) error {
+		k := backend.ConvPool{Geom: g, F: f, Pool: pg, X: in[0].Operand(), W: in[1].Operand(), Y: out.Operand()}
 		if m.bias != nil {
-			k.Bias = in[2].operand()
+			k.Bias = in[2].Operand()
 		}
 		if dropP > 0 {
-			k.DropP, k.Seed, k.Stream, k.Step = dropP, c.cfg.DropoutSeed, streamOf(l), c.stepOperand()
+			k.DropP, k.Seed, k.Stream, k.Step = dropP, l.cfg.DropoutSeed, StreamOf(drop), l.StepOperand()
 		}
 		if grads {
-			arg = c.newBuf(backend.Int32, out.size, false, n.Name()+" arg")
+			arg = l.NewBuffer(backend.Int32, out.Size, false, n.Name()+" arg")
 			k.Arg = argOp()
 		}
-		c.emit(k)
+		l.Emit(k)
 		return nil
 	}}}, inner: m.inner}
 	for _, d := range m.cm.filter {
-		fu.roots[d.node] = rewrite{inputs: []*G.Node{m.cm.x, m.dout, m.fwd}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
-			c.emit(backend.ConvPoolGradFilter{Geom: g, F: f, Pool: pg, DropP: dropP, X: in[0].operand(), DY: in[1].operand(), Arg: argOp(), DW: out.operand()})
+		fu.roots[d.node] = rewrite{inputs: []*G.Node{m.cm.x, m.dout, m.fwd}, lower: func(l *Lowering, _ *G.Node, in []*Value, out *Value) error {
+			l.Emit(backend.ConvPoolGradFilter{Geom: g, F: f, Pool: pg, DropP: dropP, X: in[0].Operand(), DY: in[1].Operand(), Arg: argOp(), DW: out.Operand()})
 			return nil
 		}}
 	}
 	for _, d := range m.cm.input {
-		fu.roots[d.node] = rewrite{inputs: []*G.Node{m.dout, m.cm.w, m.fwd}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
-			c.emit(backend.ConvPoolGradInput{Geom: g, F: f, Pool: pg, DropP: dropP, DY: in[0].operand(), Arg: argOp(), W: in[1].operand(), DX: out.operand()})
+		fu.roots[d.node] = rewrite{inputs: []*G.Node{m.dout, m.cm.w, m.fwd}, lower: func(l *Lowering, _ *G.Node, in []*Value, out *Value) error {
+			l.Emit(backend.ConvPoolGradInput{Geom: g, F: f, Pool: pg, DropP: dropP, DY: in[0].Operand(), Arg: argOp(), W: in[1].Operand(), DX: out.Operand()})
 			return nil
 		}}
 	}
 	if m.biasDB != nil {
-		fu.roots[m.biasDB] = rewrite{inputs: []*G.Node{m.dout, m.fwd}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
-			c.emit(backend.ConvPoolGradBias{Pool: pg, DropP: dropP, DY: in[0].operand(), Arg: argOp(), DB: out.operand()})
+		fu.roots[m.biasDB] = rewrite{inputs: []*G.Node{m.dout, m.fwd}, lower: func(l *Lowering, _ *G.Node, in []*Value, out *Value) error {
+			l.Emit(backend.ConvPoolGradBias{Pool: pg, DropP: dropP, DY: in[0].Operand(), Arg: argOp(), DB: out.Operand()})
 			return nil
 		}}
 	}

@@ -1,4 +1,4 @@
-package program
+package lower
 
 import (
 	"fmt"
@@ -11,16 +11,16 @@ import (
 
 // lowerFused lowers an op that carries its own lowering (fused.Lowering:
 // orthonet's fused ops, and any other that implements it) to its kernel.
-func (c *compiler) lowerFused(n *G.Node, in []*val, out *val) error {
+func (l *Lowering) lowerFused(n *G.Node, in []*Value, out *Value) error {
 	op := n.Op().(fused.Lowering)
 	shapes, args := make([][]int, len(in)), make([]backend.Operand, len(in))
 	for i, v := range in {
-		shapes[i], args[i] = v.shape, v.operand()
+		shapes[i], args[i] = v.Shape, v.Operand()
 	}
-	k := op.Kernel(shapes, args, out.operand())
+	k := op.Kernel(shapes, args, out.Operand())
 	if err := k.Check(); err != nil {
 		return fmt.Errorf("%v: %w", op, err)
 	}
-	c.emit(k)
+	l.Emit(k)
 	return nil
 }

@@ -1,9 +1,8 @@
-package program
+package lower
 
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -18,41 +17,41 @@ import (
 // gorgonia.Conv2d with its gradients into convolution kernels.
 
 // im2col lowers im2colOp.
-func (c *compiler) im2col(n *G.Node, in []*val, out *val) error {
-	g, err := gorgoniaop.ConvGeomOf(n.Op(), in[0].shape)
+func (l *Lowering) im2col(n *G.Node, in []*Value, out *Value) error {
+	g, err := gorgoniaop.ConvGeomOf(n.Op(), in[0].Shape)
 	if err != nil {
 		return err
 	}
-	if want := gorgoniaop.ColShape(g); !want.Eq(out.shape) {
-		return fmt.Errorf("im2col of %v gives %v, the node %v", in[0].shape, want, out.shape)
+	if want := gorgoniaop.ColShape(g); !want.Eq(out.Shape) {
+		return fmt.Errorf("im2col of %v gives %v, the node %v", in[0].Shape, want, out.Shape)
 	}
-	c.emit(backend.Im2col{Geom: g, Src: in[0].operand(), Dst: out.operand()})
+	l.Emit(backend.Im2col{Geom: g, Src: in[0].Operand(), Dst: out.Operand()})
 	return nil
 }
 
 // col2im lowers col2imOp, im2col's gradient: its images' shape is the op's.
-func (c *compiler) col2im(n *G.Node, in []*val, out *val) error {
-	g, err := gorgoniaop.ConvGeomOf(n.Op(), out.shape)
+func (l *Lowering) col2im(n *G.Node, in []*Value, out *Value) error {
+	g, err := gorgoniaop.ConvGeomOf(n.Op(), out.Shape)
 	if err != nil {
 		return err
 	}
-	if want := gorgoniaop.ColShape(g); !want.Eq(in[0].shape) {
-		return fmt.Errorf("col2im of %v into %v, want %v", in[0].shape, out.shape, want)
+	if want := gorgoniaop.ColShape(g); !want.Eq(in[0].Shape) {
+		return fmt.Errorf("col2im of %v into %v, want %v", in[0].Shape, out.Shape, want)
 	}
-	c.emit(backend.Col2im{Geom: g, Src: in[0].operand(), Dst: out.operand()})
+	l.Emit(backend.Col2im{Geom: g, Src: in[0].Operand(), Dst: out.Operand()})
 	return nil
 }
 
 // pool lowers maxPoolOp and avgPoolOp.
-func (c *compiler) pool(n *G.Node, in []*val, out *val) error {
-	g, err := gorgoniaop.PoolGeomOf(n.Op(), in[0].shape, out.shape)
+func (l *Lowering) pool(n *G.Node, in []*Value, out *Value) error {
+	g, err := gorgoniaop.PoolGeomOf(n.Op(), in[0].Shape, out.Shape)
 	if err != nil {
 		return err
 	}
 	if gorgoniaop.OpName(n.Op()) == gorgoniaop.MaxPoolOp {
-		c.emit(backend.MaxPool{Geom: g, X: in[0].operand(), Y: out.operand()})
+		l.Emit(backend.MaxPool{Geom: g, X: in[0].Operand(), Y: out.Operand()})
 	} else {
-		c.emit(backend.AvgPool{Geom: g, X: in[0].operand(), Y: out.operand()})
+		l.Emit(backend.AvgPool{Geom: g, X: in[0].Operand(), Y: out.Operand()})
 	}
 	return nil
 }
@@ -61,46 +60,46 @@ func (c *compiler) pool(n *G.Node, in []*val, out *val) error {
 // pooling's input, its output and the output's gradient. (gorgonia's
 // backward reads the window positions its forward op recorded; the max
 // pooling's gradient finds them again from the input and the output.)
-func (c *compiler) poolGrad(n *G.Node, in []*val, out *val) error {
+func (l *Lowering) poolGrad(n *G.Node, in []*Value, out *Value) error {
 	if len(in) != 3 {
 		return fmt.Errorf("pooling gradient of %d arguments, want 3", len(in))
 	}
-	g, err := gorgoniaop.PoolGeomOf(n.Op(), in[0].shape, in[2].shape)
+	g, err := gorgoniaop.PoolGeomOf(n.Op(), in[0].Shape, in[2].Shape)
 	if err != nil {
 		return err
 	}
 	if gorgoniaop.OpName(n.Op()) == gorgoniaop.MaxPoolDiffOp {
-		c.emit(backend.MaxPoolGrad{Geom: g, X: in[0].operand(), Y: in[1].operand(), DY: in[2].operand(), DX: out.operand()})
+		l.Emit(backend.MaxPoolGrad{Geom: g, X: in[0].Operand(), Y: in[1].Operand(), DY: in[2].Operand(), DX: out.Operand()})
 	} else {
-		c.emit(backend.AvgPoolGrad{Geom: g, DY: in[2].operand(), DX: out.operand()})
+		l.Emit(backend.AvgPoolGrad{Geom: g, DY: in[2].Operand(), DX: out.Operand()})
 	}
 	return nil
 }
 
 // globalAvgPool lowers globalAveragePoolOp: the sum over each image's
 // channel, divided by its area. (gorgonia gives the op no gradient.)
-func (c *compiler) globalAvgPool(n *G.Node, in []*val, out *val) error {
-	s := in[0].shape
-	if len(s) != 4 || out.size != s[0]*s[1] {
-		return fmt.Errorf("global average pooling of %v into %v", s, out.shape)
+func (l *Lowering) globalAvgPool(n *G.Node, in []*Value, out *Value) error {
+	s := in[0].Shape
+	if len(s) != 4 || out.Size != s[0]*s[1] {
+		return fmt.Errorf("global average pooling of %v into %v", s, out.Shape)
 	}
-	c.emit(backend.Reduce{Op: backend.Sum, Outer: s[0] * s[1], Mid: s[2] * s[3], Inner: 1, Src: in[0].operand(), Dst: out.operand()})
-	area := c.newBuf(out.vb.dt, 1, true, n.Name()+" area")
-	area.init = []float64{float64(s[2] * s[3])}
-	if area.dt == backend.Float32 {
-		area.init = []float32{float32(s[2] * s[3])}
+	l.Emit(backend.Reduce{Op: backend.Sum, Outer: s[0] * s[1], Mid: s[2] * s[3], Inner: 1, Src: in[0].Operand(), Dst: out.Operand()})
+	area := l.NewBuffer(out.Buf.Type, 1, true, n.Name()+" area")
+	area.Init = []float64{float64(s[2] * s[3])}
+	if area.Type == backend.Float32 {
+		area.Init = []float32{float32(s[2] * s[3])}
 	}
-	c.emit(backend.Zip{Op: backend.Div, N: out.size, A: out.operand(), B: backend.At(area, 0), BScalar: true, Dst: out.operand()})
+	l.Emit(backend.Zip{Op: backend.Div, N: out.Size, A: out.Operand(), B: backend.At(area, 0), BScalar: true, Dst: out.Operand()})
 	return nil
 }
 
 // A rewrite lowers a node from other arguments than its own: inputs taken
 // from further down the graph, so that the nodes in between (a pattern's
-// inner nodes) are neither ordered nor lowered. The compiler's children
-// and lower consult c.rewrites.
+// inner nodes) are neither ordered nor lowered. Children and Lower follow
+// l.rewrites.
 type rewrite struct {
 	inputs []*G.Node
-	lower  func(c *compiler, n *G.Node, in []*val, out *val) error
+	lower  func(l *Lowering, n *G.Node, in []*Value, out *Value) error
 }
 
 // A fusion is rewrites taken together or not at all, with the inner nodes
@@ -114,19 +113,20 @@ type fusion struct {
 // among the nodes a compilation needs, users mapping every node to the
 // needed nodes that take it as an argument. A pattern that contains
 // another comes before it.
-var fusions = []func(c *compiler, needed []*G.Node, users map[*G.Node][]*G.Node) []fusion{
-	(*compiler).convPoolFusions,
-	(*compiler).convFusions,
-	(*compiler).rectifyPoolFusions,
+var fusions = []func(l *Lowering, needed []*G.Node, users map[*G.Node][]*G.Node) []fusion{
+	(*Lowering).convPoolFusions,
+	(*Lowering).convFusions,
+	(*Lowering).rectifyPoolFusions,
 }
 
-// fuse takes every fusion whose inner nodes nothing else needs: neither
+// Fuse takes every fusion whose inner nodes nothing else needs: neither
 // another needed node nor the caller (targets: outputs, parameters and
-// gradients). It reports whether it took any.
-func (c *compiler) fuse(needed, targets []*G.Node) bool {
+// gradients), and records its rewrites, which Children and Lower then
+// follow. It reports whether it took any.
+func (l *Lowering) Fuse(needed, targets []*G.Node) bool {
 	users := map[*G.Node][]*G.Node{}
 	for _, n := range needed {
-		for _, ch := range c.children(n) {
+		for _, ch := range l.Children(n) {
 			if !slices.Contains(users[ch], n) {
 				users[ch] = append(users[ch], n)
 			}
@@ -140,7 +140,7 @@ func (c *compiler) fuse(needed, targets []*G.Node) bool {
 	took := false
 	for _, find := range fusions {
 	candidates:
-		for _, f := range find(c, needed, users) {
+		for _, f := range find(l, needed, users) {
 			mine := map[*G.Node]bool{}
 			for r := range f.roots {
 				mine[r] = true
@@ -163,11 +163,11 @@ func (c *compiler) fuse(needed, targets []*G.Node) bool {
 					}
 				}
 			}
-			if c.rewrites == nil {
-				c.rewrites = map[*G.Node]rewrite{}
+			if l.rewrites == nil {
+				l.rewrites = map[*G.Node]rewrite{}
 			}
 			for r, rw := range f.roots {
-				c.rewrites[r] = rw
+				l.rewrites[r] = rw
 			}
 			for n := range mine {
 				taken[n] = true
@@ -176,6 +176,15 @@ func (c *compiler) fuse(needed, targets []*G.Node) bool {
 		}
 	}
 	return took
+}
+
+// Children returns n's arguments in order: those of its rewrite, if it
+// has one, or else its own.
+func (l *Lowering) Children(n *G.Node) []*G.Node {
+	if rw, ok := l.rewrites[n]; ok {
+		return rw.inputs
+	}
+	return gorgoniaop.Args(n)
 }
 
 // isOp reports whether n is an op node of the named gorgonia type.
@@ -215,10 +224,10 @@ func isTranspose(n *G.Node, pattern ...int) bool {
 //
 // which become one Conv (inputs x and W), one ConvGradFilter (x, dy) and
 // one ConvGradInput (dy, W): no im2col matrix, no transposes.
-func (c *compiler) convFusions(needed []*G.Node, users map[*G.Node][]*G.Node) []fusion {
+func (l *Lowering) convFusions(needed []*G.Node, users map[*G.Node][]*G.Node) []fusion {
 	var out []fusion
 	for _, y := range needed {
-		if m, ok := c.matchConv(y, users); ok {
+		if m, ok := l.matchConv(y, users); ok {
 			out = append(out, m.fusion())
 		}
 	}
@@ -244,19 +253,19 @@ type convGrad struct{ node, dy *G.Node }
 // fusion returns the match's rewrites as convFusions lowers them.
 func (m convMatch) fusion() fusion {
 	g, f := m.g, m.f
-	fu := fusion{roots: map[*G.Node]rewrite{m.y: {inputs: []*G.Node{m.x, m.w}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
-		c.emit(backend.Conv{Geom: g, F: f, X: in[0].operand(), W: in[1].operand(), Y: out.operand()})
+	fu := fusion{roots: map[*G.Node]rewrite{m.y: {inputs: []*G.Node{m.x, m.w}, lower: func(l *Lowering, _ *G.Node, in []*Value, out *Value) error {
+		l.Emit(backend.Conv{Geom: g, F: f, X: in[0].Operand(), W: in[1].Operand(), Y: out.Operand()})
 		return nil
 	}}}, inner: m.inner}
 	for _, d := range m.filter {
-		fu.roots[d.node] = rewrite{inputs: []*G.Node{m.x, d.dy}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
-			c.emit(backend.ConvGradFilter{Geom: g, F: f, X: in[0].operand(), DY: in[1].operand(), DW: out.operand()})
+		fu.roots[d.node] = rewrite{inputs: []*G.Node{m.x, d.dy}, lower: func(l *Lowering, _ *G.Node, in []*Value, out *Value) error {
+			l.Emit(backend.ConvGradFilter{Geom: g, F: f, X: in[0].Operand(), DY: in[1].Operand(), DW: out.Operand()})
 			return nil
 		}}
 	}
 	for _, d := range m.input {
-		fu.roots[d.node] = rewrite{inputs: []*G.Node{d.dy, m.w}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
-			c.emit(backend.ConvGradInput{Geom: g, F: f, DY: in[0].operand(), W: in[1].operand(), DX: out.operand()})
+		fu.roots[d.node] = rewrite{inputs: []*G.Node{d.dy, m.w}, lower: func(l *Lowering, _ *G.Node, in []*Value, out *Value) error {
+			l.Emit(backend.ConvGradInput{Geom: g, F: f, DY: in[0].Operand(), W: in[1].Operand(), DX: out.Operand()})
 			return nil
 		}}
 	}
@@ -264,35 +273,35 @@ func (m convMatch) fusion() fusion {
 }
 
 // matchConv matches the pattern at y, the forward output.
-func (c *compiler) matchConv(y *G.Node, users map[*G.Node][]*G.Node) (convMatch, bool) {
-	cm, patch, ok := c.matchConvForward(y)
+func (l *Lowering) matchConv(y *G.Node, users map[*G.Node][]*G.Node) (convMatch, bool) {
+	cm, patch, ok := l.matchConvForward(y)
 	if !ok {
 		return convMatch{}, false
 	}
 	// The gradients: each product of a dc with the patches.
 	for _, dw := range users[patch] {
-		if dw == cm.inner[1] || !isProduct(dw, true, false) || c.arg(dw, 1) != patch {
+		if dw == cm.inner[1] || !isProduct(dw, true, false) || l.arg(dw, 1) != patch {
 			continue
 		}
-		dc := c.arg(dw, 0)
-		tr := c.arg(dc, 0)
+		dc := l.arg(dw, 0)
+		tr := l.arg(dc, 0)
 		if !isOp(dc, gorgoniaop.ReshapeOp) || !isTranspose(tr, 0, 2, 3, 1) {
 			continue
 		}
-		dy := c.arg(tr, 0)
+		dy := l.arg(tr, 0)
 		if !dy.Shape().Eq(y.Shape()) {
 			continue
 		}
 		cm.filter = append(cm.filter, convGrad{dw, dy})
 		cm.inner = append(cm.inner, dc, tr)
-		c.matchConvInputGrads(&cm, dw, dc, dy, users)
+		l.matchConvInputGrads(&cm, dw, dc, dy, users)
 	}
 	return cm, true
 }
 
 // arg returns argument i of n, nil where it has none.
-func (c *compiler) arg(n *G.Node, i int) *G.Node {
-	if ch := c.children(n); i < len(ch) {
+func (l *Lowering) arg(n *G.Node, i int) *G.Node {
+	if ch := l.Children(n); i < len(ch) {
 		return ch[i]
 	}
 	return nil
@@ -301,27 +310,27 @@ func (c *compiler) arg(n *G.Node, i int) *G.Node {
 // matchConvForward matches y = transpose(reshape(reshape(im2col(x)) w^T)),
 // the forward pass of gorgonia.Conv2d, and returns the match without its
 // gradients, and the patches' node, which the filter's gradients read.
-func (c *compiler) matchConvForward(y *G.Node) (convMatch, *G.Node, bool) {
+func (l *Lowering) matchConvForward(y *G.Node) (convMatch, *G.Node, bool) {
 	if !isTranspose(y, 0, 3, 1, 2) {
 		return convMatch{}, nil, false
 	}
-	r1 := c.arg(y, 0)
+	r1 := l.arg(y, 0)
 	if !isOp(r1, gorgoniaop.ReshapeOp) {
 		return convMatch{}, nil, false
 	}
-	m := c.arg(r1, 0)
+	m := l.arg(r1, 0)
 	if !isProduct(m, false, true) {
 		return convMatch{}, nil, false
 	}
-	patch, w := c.arg(m, 0), c.arg(m, 1)
+	patch, w := l.arg(m, 0), l.arg(m, 1)
 	if !isOp(patch, gorgoniaop.ReshapeOp) {
 		return convMatch{}, nil, false
 	}
-	im := c.arg(patch, 0)
+	im := l.arg(patch, 0)
 	if !isOp(im, gorgoniaop.Im2colOp) {
 		return convMatch{}, nil, false
 	}
-	x := c.arg(im, 0)
+	x := l.arg(im, 0)
 	g, err := gorgoniaop.ConvGeomOf(im.Op(), x.Shape())
 	if err != nil || !gorgoniaop.ColShape(g).Eq(im.Shape()) {
 		return convMatch{}, nil, false
@@ -341,9 +350,9 @@ func (c *compiler) matchConvForward(y *G.Node) (convMatch, *G.Node, bool) {
 // matchConvInputGrads adds to cm the gradients of the input that dc (the
 // filter's gradient dw's other factor, from dy) feeds: dc w, reshaped, then
 // col2im of cm's geometry.
-func (c *compiler) matchConvInputGrads(cm *convMatch, dw, dc, dy *G.Node, users map[*G.Node][]*G.Node) {
+func (l *Lowering) matchConvInputGrads(cm *convMatch, dw, dc, dy *G.Node, users map[*G.Node][]*G.Node) {
 	for _, dp := range users[dc] {
-		if dp == dw || !isProduct(dp, false, false) || c.arg(dp, 1) != cm.w || len(users[dp]) != 1 {
+		if dp == dw || !isProduct(dp, false, false) || l.arg(dp, 1) != cm.w || len(users[dp]) != 1 {
 			continue
 		}
 		r2 := users[dp][0]
@@ -364,13 +373,12 @@ func (c *compiler) matchConvInputGrads(cm *convMatch, dw, dc, dy *G.Node, users 
 
 // isBinary reports whether n is the elementwise op sym (gorgonia's symbol:
 // "⊙", ">=") returning values of its arguments' type.
-func isBinary(n *G.Node, sym string) bool {
+func isBinary(n *G.Node, sym gorgoniaop.BinaryFunc) bool {
 	if !isOp(n, gorgoniaop.ElemBinOp) {
 		return false
 	}
-	s, _, _ := strings.Cut(fmt.Sprint(n.Op()), " ")
 	same, err := gorgoniaop.BoolField(n.Op(), "retSame")
-	return s == sym && (err == nil && same || sym == "⊙")
+	return gorgoniaop.BinaryOf(n.Op()) == sym && (err == nil && same || sym == gorgoniaop.Mul)
 }
 
 // isZero reports whether n is a constant scalar 0.
@@ -378,7 +386,7 @@ func isZero(n *G.Node) bool {
 	if !isOp(n, gorgoniaop.ConstantScalar) {
 		return false
 	}
-	v, err := hostData(n)
+	v, err := HostData(n)
 	if err != nil {
 		return false
 	}
@@ -396,43 +404,43 @@ func isZero(n *G.Node) bool {
 // dx = m ⊙ maxPoolDiff(a, p, dp): the pooling p and dx become one
 // MaxPool and one MaxPoolGrad of x with Rectify set, the mask m and the
 // rectified a never written.
-func (c *compiler) rectifyPoolFusions(needed []*G.Node, users map[*G.Node][]*G.Node) []fusion {
+func (l *Lowering) rectifyPoolFusions(needed []*G.Node, users map[*G.Node][]*G.Node) []fusion {
 	var out []fusion
 	for _, p := range needed {
 		if !isOp(p, gorgoniaop.MaxPoolOp) {
 			continue
 		}
-		a := c.children(p)[0]
-		if !isBinary(a, "⊙") {
+		a := l.Children(p)[0]
+		if !isBinary(a, gorgoniaop.Mul) {
 			continue
 		}
-		ach := c.children(a)
+		ach := l.Children(a)
 		x, m := ach[0], ach[1]
-		if isBinary(x, ">=") {
+		if isBinary(x, gorgoniaop.Gte) {
 			x, m = m, x
 		}
-		if !isBinary(m, ">=") || c.children(m)[0] != x || !isZero(c.children(m)[1]) {
+		if !isBinary(m, gorgoniaop.Gte) || l.Children(m)[0] != x || !isZero(l.Children(m)[1]) {
 			continue
 		}
 		g, err := gorgoniaop.PoolGeomOf(p.Op(), x.Shape(), p.Shape())
 		if err != nil {
 			continue
 		}
-		f := fusion{roots: map[*G.Node]rewrite{p: {inputs: []*G.Node{x}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
-			c.emit(backend.MaxPool{Geom: g, Rectify: true, X: in[0].operand(), Y: out.operand()})
+		f := fusion{roots: map[*G.Node]rewrite{p: {inputs: []*G.Node{x}, lower: func(l *Lowering, _ *G.Node, in []*Value, out *Value) error {
+			l.Emit(backend.MaxPool{Geom: g, Rectify: true, X: in[0].Operand(), Y: out.Operand()})
 			return nil
 		}}}, inner: []*G.Node{a, m}}
 		for _, d := range users[a] {
 			if !isOp(d, gorgoniaop.MaxPoolDiffOp) || len(users[d]) != 1 {
 				continue
 			}
-			dch := c.children(d)
+			dch := l.Children(d)
 			dx := users[d][0]
-			if len(dch) != 3 || dch[0] != a || dch[1] != p || !isBinary(dx, "⊙") || !slices.Contains(c.children(dx), m) {
+			if len(dch) != 3 || dch[0] != a || dch[1] != p || !isBinary(dx, gorgoniaop.Mul) || !slices.Contains(l.Children(dx), m) {
 				continue
 			}
-			f.roots[dx] = rewrite{inputs: []*G.Node{x, p, dch[2]}, lower: func(c *compiler, _ *G.Node, in []*val, out *val) error {
-				c.emit(backend.MaxPoolGrad{Geom: g, Rectify: true, X: in[0].operand(), Y: in[1].operand(), DY: in[2].operand(), DX: out.operand()})
+			f.roots[dx] = rewrite{inputs: []*G.Node{x, p, dch[2]}, lower: func(l *Lowering, _ *G.Node, in []*Value, out *Value) error {
+				l.Emit(backend.MaxPoolGrad{Geom: g, Rectify: true, X: in[0].Operand(), Y: in[1].Operand(), DY: in[2].Operand(), DX: out.Operand()})
 				return nil
 			}}
 			f.inner = append(f.inner, d)

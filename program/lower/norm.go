@@ -1,4 +1,4 @@
-package program
+package lower
 
 import (
 	"fmt"
@@ -28,10 +28,10 @@ import (
 //     (its pairwise merge passes the means for the second moments); the
 //     lowering normalizes with the groups' exact mean and variance.
 
-// streamOf is the stream of the random draws of a gorgonia node (a
+// StreamOf is the stream of the random draws of a gorgonia node (a
 // dropoutOp's, a random node's): 2^32 plus its ID, apart from the streams of
 // Config.Dropout's masks (their positions in the list).
-func streamOf(n *G.Node) uint64 { return 1<<32 + uint64(n.ID()) }
+func StreamOf(n *G.Node) uint64 { return 1<<32 + uint64(n.ID()) }
 
 // bnSettings are a BatchNormOp's settings as Compile reads them.
 type bnSettings struct {
@@ -40,8 +40,8 @@ type bnSettings struct {
 }
 
 // bnSettingsOf reads op's settings; its mode is Config.EvalMode's.
-func (c *compiler) bnSettingsOf(op *G.BatchNormOp) (bnSettings, error) {
-	s := bnSettings{training: !c.cfg.EvalMode}
+func (l *Lowering) bnSettingsOf(op *G.BatchNormOp) (bnSettings, error) {
+	s := bnSettings{training: !l.cfg.EvalMode}
 	var err1, err2 error
 	s.momentum, err1 = gorgoniaop.FloatField(op, "momentum")
 	s.eps, err2 = gorgoniaop.FloatField(op, "epsilon")
@@ -64,36 +64,36 @@ func bnShape(s tensor.Shape) (batch, ch, spatial int, err error) {
 // Config.EvalMode) with the batch's statistics, moving the running ones; in
 // inference with the running ones. The running statistics are program
 // state (Program.StateNames).
-func (c *compiler) batchNorm(n *G.Node, in []*val, out *val) error {
+func (l *Lowering) batchNorm(n *G.Node, in []*Value, out *Value) error {
 	op, ok := n.Op().(*G.BatchNormOp)
 	if !ok {
 		return fmt.Errorf("op %T is not gorgonia's BatchNormOp", n.Op())
 	}
-	set, err := c.bnSettingsOf(op)
+	set, err := l.bnSettingsOf(op)
 	if err != nil {
 		return err
 	}
 	x := in[0]
-	b, ch, sp, err := bnShape(x.shape)
+	b, ch, sp, err := bnShape(x.Shape)
 	if err != nil {
 		return err
 	}
 	if set.training && b*sp < 2 {
-		return fmt.Errorf("batch norm in training over %d value(s) per channel (shape %v): the unbiased running variance needs at least 2", b*sp, x.shape)
+		return fmt.Errorf("batch norm in training over %d value(s) per channel (shape %v): the unbiased running variance needs at least 2", b*sp, x.Shape)
 	}
-	run, err := c.bnRunning(op, n, ch, x.vb.dt)
+	run, err := l.bnRunning(op, n, ch, x.Buf.Type)
 	if err != nil {
 		return err
 	}
-	c.emit(backend.BatchNorm{Batch: b, C: ch, Spatial: sp, Momentum: set.momentum, Eps: set.eps, Training: set.training,
-		X: x.operand(), Y: out.operand(), Mean: run.mean.operand(), Var: run.vr.operand()})
+	l.Emit(backend.BatchNorm{Batch: b, C: ch, Spatial: sp, Momentum: set.momentum, Eps: set.eps, Training: set.training,
+		X: x.Operand(), Y: out.Operand(), Mean: run.mean.Operand(), Var: run.vr.Operand()})
 	return nil
 }
 
 // batchNormGrad lowers gorgonia's batchnormDiffOp (arguments x and the
 // gradient of the op's output): the derivative of the forward, in the
 // forward's mode.
-func (c *compiler) batchNormGrad(n *G.Node, in []*val, out *val) error {
+func (l *Lowering) batchNormGrad(n *G.Node, in []*Value, out *Value) error {
 	f := gorgoniaop.Field(n.Op(), "BatchNormOp")
 	if !f.IsValid() || !f.CanInterface() {
 		return fmt.Errorf("op %T has no BatchNormOp (gorgonia's internals changed?)", n.Op())
@@ -102,24 +102,24 @@ func (c *compiler) batchNormGrad(n *G.Node, in []*val, out *val) error {
 	if !ok || op == nil {
 		return fmt.Errorf("op %T has no BatchNormOp", n.Op())
 	}
-	set, err := c.bnSettingsOf(op)
+	set, err := l.bnSettingsOf(op)
 	if err != nil {
 		return err
 	}
-	if len(in) != 2 || in[1].size != in[0].size {
+	if len(in) != 2 || in[1].Size != in[0].Size {
 		return fmt.Errorf("batch norm gradient of %d arguments", len(in))
 	}
 	x := in[0]
-	b, ch, sp, err := bnShape(x.shape)
+	b, ch, sp, err := bnShape(x.Shape)
 	if err != nil {
 		return err
 	}
-	run, err := c.bnRunning(op, nil, ch, x.vb.dt)
+	run, err := l.bnRunning(op, nil, ch, x.Buf.Type)
 	if err != nil {
 		return err
 	}
-	c.emit(backend.BatchNormGrad{Batch: b, C: ch, Spatial: sp, Eps: set.eps, Training: set.training,
-		X: x.operand(), DY: in[1].operand(), Var: run.vr.operand(), DX: out.operand()})
+	l.Emit(backend.BatchNormGrad{Batch: b, C: ch, Spatial: sp, Eps: set.eps, Training: set.training,
+		X: x.Operand(), DY: in[1].Operand(), Var: run.vr.Operand(), DX: out.Operand()})
 	return nil
 }
 
@@ -130,18 +130,18 @@ func (c *compiler) batchNormGrad(n *G.Node, in []*val, out *val) error {
 // in training, from mean 0 and variance 1 (where a training VM's
 // SetTraining(true) resets them) and, in inference, from the op's values at
 // Compile (its Stats: a tape machine's, or a program's after StoreParams).
-func (c *compiler) bnRunning(op *G.BatchNormOp, node *G.Node, ch int, dt backend.DType) (*bnStats, error) {
-	if r, ok := c.state.bn[op]; ok {
+func (l *Lowering) bnRunning(op *G.BatchNormOp, node *G.Node, ch int, dt backend.DType) (*bnStats, error) {
+	if r, ok := l.bn[op]; ok {
 		if node != nil && node != r.node {
 			return nil, fmt.Errorf("one BatchNormOp at two nodes, %q and %q: gorgonia would share its running statistics between them; build a BatchNorm for each", r.node.Name(), node.Name())
 		}
-		if r.mean.size != ch {
-			return nil, fmt.Errorf("batch norm of %d channels whose running statistics have %d", ch, r.mean.size)
+		if r.mean.Size != ch {
+			return nil, fmt.Errorf("batch norm of %d channels whose running statistics have %d", ch, r.mean.Size)
 		}
 		return r, nil
 	}
 	if node == nil {
-		for _, m := range c.g.AllNodes() {
+		for _, m := range l.cfg.Graph.AllNodes() {
 			if o, ok := m.Op().(*G.BatchNormOp); ok && o == op {
 				node = m
 				break
@@ -159,39 +159,39 @@ func (c *compiler) bnRunning(op *G.BatchNormOp, node *G.Node, ch int, dt backend
 	}
 	r := &bnStats{node: node}
 	var err error
-	if r.mean, err = c.newState(node.Name()+"/running_mean", op, false, mean, ch, dt); err != nil {
+	if r.mean, err = l.newState(node.Name()+"/running_mean", op, false, mean, ch, dt); err != nil {
 		return nil, err
 	}
-	if r.vr, err = c.newState(node.Name()+"/running_var", op, true, vr, ch, dt); err != nil {
+	if r.vr, err = l.newState(node.Name()+"/running_var", op, true, vr, ch, dt); err != nil {
 		return nil, err
 	}
-	if c.state.bn == nil {
-		c.state.bn = map[*G.BatchNormOp]*bnStats{}
+	if l.bn == nil {
+		l.bn = map[*G.BatchNormOp]*bnStats{}
 	}
-	c.state.bn[op] = r
+	l.bn[op] = r
 	return r, nil
 }
 
 // newState makes a resident buffer of program state: its own, holding
 // init's values, or the shared program's of the same name.
-func (c *compiler) newState(name string, op *G.BatchNormOp, variance bool, init *tensor.Dense, size int, dt backend.DType) (*val, error) {
-	v := &val{shape: tensor.Shape{size}, size: size, vb: c.newBuf(dt, size, true, name)}
-	if share := c.cfg.Share; share != nil {
-		var o *val
+func (l *Lowering) newState(name string, op *G.BatchNormOp, variance bool, init *tensor.Dense, size int, dt backend.DType) (*Value, error) {
+	v := &Value{Shape: tensor.Shape{size}, Size: size, Buf: l.NewBuffer(dt, size, true, name)}
+	if l.cfg.Sharing {
+		var o *SharedState
 		var names []string
-		for _, s := range share.states {
-			names = append(names, s.name)
-			if s.name == name {
-				o = s.v
+		for i, s := range l.cfg.SharedStates {
+			names = append(names, s.Name)
+			if s.Name == name {
+				o = &l.cfg.SharedStates[i]
 			}
 		}
 		switch {
 		case o == nil:
 			return nil, fmt.Errorf("the program of Config.Share has no state %q (it has %q): share a program compiled from a graph with the same batch norms, or compile without Share", name, names)
-		case o.vb.dt != dt || o.size != size:
-			return nil, fmt.Errorf("state %q has %d values of %v, the shared program's %d of %v", name, size, dt, o.size, o.vb.dt)
+		case o.Type != dt || o.Size != size:
+			return nil, fmt.Errorf("state %q has %d values of %v, the shared program's %d of %v", name, size, dt, o.Size, o.Type)
 		}
-		v.vb.phys, v.vb.physOff = o.vb.phys, o.vb.physOff+o.off
+		v.Buf.Alias = o.At
 	} else {
 		reset := 0.0 // a training VM's reset: mean 0, variance 1
 		if variance {
@@ -201,22 +201,22 @@ func (c *compiler) newState(name string, op *G.BatchNormOp, variance bool, init 
 		switch d := init.Data().(type) {
 		case []float32:
 			ok = dt == backend.Float32 && len(d) == size
-			v.vb.init = append([]float32(nil), d...)
-			if !c.cfg.EvalMode {
-				v.vb.init = filled(make([]float32, size), float32(reset))
+			v.Buf.Init = append([]float32(nil), d...)
+			if !l.cfg.EvalMode {
+				v.Buf.Init = filled(make([]float32, size), float32(reset))
 			}
 		case []float64:
 			ok = dt == backend.Float64 && len(d) == size
-			v.vb.init = append([]float64(nil), d...)
-			if !c.cfg.EvalMode {
-				v.vb.init = filled(make([]float64, size), reset)
+			v.Buf.Init = append([]float64(nil), d...)
+			if !l.cfg.EvalMode {
+				v.Buf.Init = filled(make([]float64, size), reset)
 			}
 		}
 		if !ok {
 			return nil, fmt.Errorf("state %q: the op's running statistics are %v of shape %v, want %d values of %v", name, init.Dtype(), init.Shape(), size, dt)
 		}
 	}
-	c.state.stats = append(c.state.stats, stateVal{name: name, v: v, op: op, variance: variance})
+	l.States = append(l.States, State{Name: name, Value: v, Op: op, Variance: variance})
 	return v, nil
 }
 
@@ -225,7 +225,7 @@ func (c *compiler) newState(name string, op *G.BatchNormOp, variance bool, init 
 // sample is a row of consecutive values, which LayerNorm normalizes with a
 // unit scale and a zero shift (the op's scale and shift are ops of their
 // own), and whose gradient LayerNormGrad takes.
-func (c *compiler) groupNorm(n *G.Node, in []*val, out *val) error {
+func (l *Lowering) groupNorm(n *G.Node, in []*Value, out *Value) error {
 	op := n.Op()
 	groups, err := gorgoniaop.IntField(op, "numGroups")
 	if err != nil {
@@ -236,49 +236,49 @@ func (c *compiler) groupNorm(n *G.Node, in []*val, out *val) error {
 		return err
 	}
 	x := in[0]
-	if len(x.shape) < 2 || groups < 1 || x.shape[1]%groups != 0 {
-		return fmt.Errorf("group norm of %d groups of shape %v: want (batch, channels, ...) with the channels a multiple of the groups", groups, x.shape)
+	if len(x.Shape) < 2 || groups < 1 || x.Shape[1]%groups != 0 {
+		return fmt.Errorf("group norm of %d groups of shape %v: want (batch, channels, ...) with the channels a multiple of the groups", groups, x.Shape)
 	}
-	rows := x.shape[0] * groups
-	d := x.size / rows
-	ones, err := c.units(x.vb.dt, d, 1)
+	rows := x.Shape[0] * groups
+	d := x.Size / rows
+	ones, err := l.units(x.Buf.Type, d, 1)
 	if err != nil {
 		return err
 	}
 	if gorgoniaop.OpName(op) == gorgoniaop.GroupNormDiffOp {
-		if len(in) != 2 || in[1].size != x.size {
+		if len(in) != 2 || in[1].Size != x.Size {
 			return fmt.Errorf("group norm gradient of %d arguments", len(in))
 		}
-		c.emit(backend.LayerNormGrad{Rows: rows, D: d, Eps: eps, X: x.operand(), Gamma: ones.operand(), DY: in[1].operand(), DX: out.operand()})
+		l.Emit(backend.LayerNormGrad{Rows: rows, D: d, Eps: eps, X: x.Operand(), Gamma: ones.Operand(), DY: in[1].Operand(), DX: out.Operand()})
 		return nil
 	}
-	zeros, err := c.units(x.vb.dt, d, 0)
+	zeros, err := l.units(x.Buf.Type, d, 0)
 	if err != nil {
 		return err
 	}
-	c.emit(backend.LayerNorm{Rows: rows, D: d, Eps: eps, X: x.operand(), Gamma: ones.operand(), Beta: zeros.operand(), Y: out.operand()})
+	l.Emit(backend.LayerNorm{Rows: rows, D: d, Eps: eps, X: x.Operand(), Gamma: ones.Operand(), Beta: zeros.Operand(), Y: out.Operand()})
 	return nil
 }
 
 // units returns a constant of n values v of type dt, one for each.
-func (c *compiler) units(dt backend.DType, n int, v float64) (*val, error) {
+func (l *Lowering) units(dt backend.DType, n int, v float64) (*Value, error) {
 	key := unitKey{dt, n, v}
-	if u, ok := c.state.units[key]; ok {
+	if u, ok := l.unitVals[key]; ok {
 		return u, nil
 	}
-	u := &val{shape: tensor.Shape{n}, size: n, vb: c.newBuf(dt, n, true, fmt.Sprintf("%v x %d", v, n))}
+	u := &Value{Shape: tensor.Shape{n}, Size: n, Buf: l.NewBuffer(dt, n, true, fmt.Sprintf("%v x %d", v, n))}
 	switch dt {
 	case backend.Float32:
-		u.vb.init = filled(make([]float32, n), float32(v))
+		u.Buf.Init = filled(make([]float32, n), float32(v))
 	case backend.Float64:
-		u.vb.init = filled(make([]float64, n), v)
+		u.Buf.Init = filled(make([]float64, n), v)
 	default:
 		return nil, fmt.Errorf("constant of %v", dt)
 	}
-	if c.state.units == nil {
-		c.state.units = map[unitKey]*val{}
+	if l.unitVals == nil {
+		l.unitVals = map[unitKey]*Value{}
 	}
-	c.state.units[key] = u
+	l.unitVals[key] = u
 	return u, nil
 }
 
@@ -303,17 +303,17 @@ type unitKey struct {
 // Config.DropoutSeed, the op's node and the step (backend.Dropout); the
 // gradient draws the forward's mask again. Otherwise both are the identity,
 // a view of the argument.
-func (c *compiler) dropout(n *G.Node, in []*val, out *val) error {
+func (l *Lowering) dropout(n *G.Node, in []*Value, out *Value) error {
 	op := n.Op()
 	p, err := gorgoniaop.FloatField(op, "probability")
 	if err != nil {
 		return err
 	}
-	training := !c.cfg.EvalMode
+	training := !l.cfg.EvalMode
 	src, fwd := in[0], n
 	if gorgoniaop.OpName(op) == gorgoniaop.DropoutDiffOp {
-		ch := c.children(n)
-		if len(in) != 3 || len(ch) != 3 || in[2].size != src.size {
+		ch := l.Children(n)
+		if len(in) != 3 || len(ch) != 3 || in[2].Size != src.Size {
 			return fmt.Errorf("dropout gradient of %d arguments", len(in))
 		}
 		src, fwd = in[2], ch[1] // the gradient of the forward node's output
@@ -322,10 +322,10 @@ func (c *compiler) dropout(n *G.Node, in []*val, out *val) error {
 		return fmt.Errorf("dropout of probability %v, want [0, 1)", p)
 	}
 	if !training || p == 0 {
-		c.view(n, src, 0)
+		l.View(n, src, 0)
 		return nil
 	}
-	c.emit(backend.Dropout{N: out.size, P: p, Seed: c.cfg.DropoutSeed, Stream: streamOf(fwd), X: src.operand(), Y: out.operand(), Step: c.stepOperand()})
+	l.Emit(backend.Dropout{N: out.Size, P: p, Seed: l.cfg.DropoutSeed, Stream: StreamOf(fwd), X: src.Operand(), Y: out.Operand(), Step: l.StepOperand()})
 	return nil
 }
 
@@ -336,7 +336,7 @@ var randomDists = [...]backend.RandomDist{backend.DrawUniform, backend.DrawGauss
 // random lowers gorgonia's randomOp (UniformRandomNode and its kin): the
 // program draws the node's values at every Run from Config.DropoutSeed,
 // the node and the step (backend.Random).
-func (c *compiler) random(n *G.Node, _ []*val, out *val) error {
+func (l *Lowering) random(n *G.Node, _ []*Value, out *Value) error {
 	op := n.Op()
 	which, err := gorgoniaop.IntField(op, "which")
 	if err != nil {
@@ -353,8 +353,8 @@ func (c *compiler) random(n *G.Node, _ []*val, out *val) error {
 	if which < 0 || which >= len(randomDists) {
 		return fmt.Errorf("random op of kind %d (gorgonia's internals changed?)", which)
 	}
-	k := backend.Random{Dist: randomDists[which], N: out.size, A: a, B: b, Seed: c.cfg.DropoutSeed, Stream: streamOf(n),
-		Dst: out.operand(), Step: c.stepOperand()}
+	k := backend.Random{Dist: randomDists[which], N: out.Size, A: a, B: b, Seed: l.cfg.DropoutSeed, Stream: StreamOf(n),
+		Dst: out.Operand(), Step: l.StepOperand()}
 	if k.Dist == backend.DrawBinomial {
 		if !(a >= 0 && a < backend.MaxTrials+1) || !(b >= 0 && b <= 1) {
 			return fmt.Errorf("binomial of %v trials of probability %v: want 0 to %d trials (whole ones) and a probability in [0, 1]", a, b, backend.MaxTrials)
@@ -364,6 +364,6 @@ func (c *compiler) random(n *G.Node, _ []*val, out *val) error {
 	if err := k.Check(); err != nil {
 		return err
 	}
-	c.emit(k)
+	l.Emit(k)
 	return nil
 }
