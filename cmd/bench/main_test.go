@@ -313,12 +313,21 @@ func (tableRGD) String() string            { return "rgdtable" }
 func (tableRGD) Settings() []optim.Setting { return nil }
 
 // TestMethodsFromRules checks that bench's methods come from the rule
-// table: every constrained rule of optim.Rules is run by a preset, a rule
-// registered with optim.Register is a method of its name that -methods
-// takes and that descends, and an unconstrained rule is none.
+// table: every constrained rule of optim.Rules is a method, run by a preset
+// or under its own name (a built-in rule needs no preset: TestMethodsDescend
+// runs it), each method's name is one method's, a rule registered with
+// optim.Register is a method of its name that -methods takes and that
+// descends, and an unconstrained rule is none.
 func TestMethodsFromRules(t *testing.T) {
-	if got := methodNames(); len(got) != len(presets) {
-		t.Errorf("methods %v: the built-in rules added %d beyond the presets", got, len(got)-len(presets))
+	names := methodNames()
+	if sorted := slices.Sorted(slices.Values(names)); len(slices.Compact(sorted)) != len(names) {
+		t.Errorf("methods %v: a name twice (a rule named like a preset)", names)
+	}
+	for _, r := range optim.Rules {
+		byPreset := slices.ContainsFunc(presets, func(p struct{ name, rule string }) bool { return p.rule == r.String() })
+		if ran := byPreset || slices.Contains(names, r.String()); ran != r.Constrained() {
+			t.Errorf("rule %s (constrained: %v): a method of bench %v, want %v (methods %v)", r, r.Constrained(), ran, r.Constrained(), names)
+		}
 	}
 	saved := optim.Rules
 	t.Cleanup(func() { optim.Rules = saved })

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	cudabackend "github.com/orthonet/orthonet/backend/cuda"
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/optim"
 )
 
 // TestSelectDevice checks what each -device setting picks, and the line
@@ -259,5 +261,65 @@ func TestAutoDeviceTakesCPU(t *testing.T) {
 				t.Errorf("-device cuda wrote -out %s: %v", out, err)
 			}
 		})
+	}
+}
+
+// TestEveryRuleTrains trains the small FFN of TestTrainLearns with each
+// constrained rule of optim.Rules (-optim NAME, with -r 8 where the rule
+// takes it), on the CPU for three epochs and on the host model of the device
+// for one: each learns the generated set (80% or more, 50% after the one
+// epoch; chance is 10%) and keeps its weights on the manifold, and a rule the device refuses is
+// refused there with optim.ErrNotOnDevice, naming it. A rule added to the
+// table is run here with no edit (docs/extending/rule.md). -short skips the
+// host model.
+func TestEveryRuleTrains(t *testing.T) {
+	dir := mnistDir(t, 400, 200)
+	t.Setenv(cudabackend.StandInEnv, "1")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	for _, name := range optim.RuleNames(true) {
+		for _, d := range []struct{ device, epochs string }{{"cpu", "3"}, {"cuda", "1"}} {
+			device, epochs, least := d.device, d.epochs, map[string]float64{"cpu": 80, "cuda": 50}[d.device]
+			t.Run(name+"/"+device, func(t *testing.T) {
+				if device == "cuda" && testing.Short() {
+					t.Skip("the host model of the device is slow: not with -short")
+				}
+				args := []string{"-dataset", "mnist", "-data", dir, "-out", t.TempDir(), "-hidden", "32", "-depth", "2",
+					"-optim", name, "-batch", "10", "-epochs", epochs, "-device", device}
+				if r, err := optim.ParseRuleFlags(name, nil); err != nil {
+					t.Fatal(err)
+				} else if slices.ContainsFunc(optim.SettingsOf(r), func(s optim.Setting) bool { return s.Name == "r" }) {
+					args = append(args, "-r", "8")
+				}
+				c, err := parseFlags(args, io.Discard)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := selectDevice(&c, io.Discard); err != nil || c.device != device {
+					t.Fatalf("-device %s: %v (got %s)", device, err, c.device)
+				}
+				var out bytes.Buffer
+				err = run(context.Background(), c, &out, hooks{})
+				if device == "cuda" && errors.Is(err, optim.ErrNotOnDevice) {
+					if !strings.Contains(err.Error(), name) {
+						t.Errorf("the device's refusal does not name %s: %v", name, err)
+					}
+					t.Logf("refused on the device: %v", err)
+					return
+				}
+				if err != nil {
+					t.Fatalf("%v\n%s", err, out.String())
+				}
+				m := regexp.MustCompile(`test accuracy: ([0-9.]+)%`).FindStringSubmatch(out.String())
+				if m == nil {
+					t.Fatalf("no accuracy line in:\n%s", out.String())
+				}
+				if acc, _ := strconv.ParseFloat(m[1], 64); acc < least {
+					t.Errorf("test accuracy %.2f%% on a learnable set, want >= %g%%", acc, least)
+				}
+				if feasible(t, out.String(), `fc\d.W`, 1e-4) == 0 {
+					t.Errorf("no feasibility line in:\n%s", out.String())
+				}
+			})
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/optim"
+	"github.com/orthonet/orthonet/optim/optflag"
 )
 
 // TestFlagTable checks the flag table from which parseArgs, resumable and
@@ -110,26 +111,50 @@ const oldFlags = `batch int "16";channels int "64";clip-norm float "0";cpuprofil
 	`r int "300";resume string "";resume-other-data  "false";rgd-momentum float "0.9";sampling string "perm";save-every int "1000";` +
 	`schedule string "cosine";seed uint "1";time-limit duration "0s";warmup int "500";weight-decay float "0";`
 
-// TestRuleFlagsUnchanged checks that the flags defined from the rule
-// table, with train's own, have the names, types and defaults train had
-// before (and -resume-other-data and -max-memory, added since), and that each rule flag's usage names the rules that take it.
+// TestRuleFlagsUnchanged checks that train's flags keep the names, types
+// and defaults they had before the rules' flags came from optim.Rules (and
+// -resume-other-data and -max-memory, added since), that a flag beyond
+// those is a setting's flag of optim.Rules (optflag.Table: a rule added to
+// the table brings its own, with no edit here), and that each rule flag's
+// usage names the rules that take it.
 func TestRuleFlagsUnchanged(t *testing.T) {
 	_, fs, err := parseArgs(nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got strings.Builder
-	fs.VisitAll(func(f *flag.Flag) {
+	show := func(f *flag.Flag) string {
 		name, _ := flag.UnquoteUsage(f)
-		fmt.Fprintf(&got, "%s %s %q;", f.Name, name, f.DefValue)
-	})
-	if got.String() != oldFlags {
-		t.Errorf("train's flags are now\n%s\nwant\n%s", strings.ReplaceAll(got.String(), ";", "\n"), strings.ReplaceAll(oldFlags, ";", "\n"))
+		return fmt.Sprintf("%s %s %q", f.Name, name, f.DefValue)
 	}
-	for name, rules := range map[string]string{"r": "rsdm", "sampling": "rsdm", "rgd-momentum": "rgd", "momentum": "sgd"} {
-		if u := fs.Lookup(name).Usage; !strings.Contains(u, "(rules: "+rules+")") {
-			t.Errorf("-%s: usage %q does not name its rules %s", name, u, rules)
+	now, had := map[string]string{}, map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { now[f.Name] = show(f) })
+	for _, old := range strings.Split(strings.TrimSuffix(oldFlags, ";"), ";") {
+		name := strings.Fields(old)[0]
+		if now[name] != old {
+			t.Errorf("-%s is now %q, want %q (a checkpoint reparses it)", name, now[name], old)
 		}
+		delete(now, name)
+		had[name] = true
+	}
+	table, err := optflag.Table(optim.Rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range table {
+		name := f.Setting.Name
+		own := flag.NewFlagSet("rule", flag.ContinueOnError)
+		f.Define(own)
+		if got, ok := now[name]; ok && got != show(own.Lookup(name)) {
+			t.Errorf("-%s, a flag added since: %q, want the setting's %q", name, got, show(own.Lookup(name)))
+		}
+		delete(now, name)
+		if u := fs.Lookup(name).Usage; !strings.Contains(u, "(rules: "+strings.Join(f.Rules, ", ")+")") &&
+			(!had[name] || strings.Contains(u, "(rules: ")) { // but train's own flag of that name (-seed)
+			t.Errorf("-%s: usage %q does not name its rules %s", name, u, f.Rules)
+		}
+	}
+	for _, got := range now {
+		t.Errorf("flag %q: added since, and not a setting of optim.Rules", got)
 	}
 }
 
@@ -181,7 +206,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-dataset", "svhn"}, `-dataset "svhn": want one of mnist, fashion-mnist, cifar10`},
-		{[]string{"-optim", "adam"}, `-optim "adam": want one of rsdm, rgd`},
+		{[]string{"-optim", "adam"}, `-optim "adam": want one of ` + strings.Join(optim.RuleNames(true), ", ")},
 		{[]string{"-model", "vit", "-dim", "10", "-heads", "4"}, "-heads 4 must divide -dim 10"},
 		{[]string{"-dropout", "1"}, "-dropout 1: want 0 <= p < 1"},
 		{[]string{"-engine", "tape", "-device", "cuda"}, "the tape engine runs on the CPU only; -device cuda needs -engine program"},
