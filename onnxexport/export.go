@@ -581,13 +581,9 @@ func (x *exporter) batchedMatMul(a, b string, as, bs tensor.Shape, tA, tB bool) 
 }
 
 func exportSoftmax(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
-	op := n.Op()
-	isLog, err := gorgoniaop.BoolField(op, "isLog")
-	if err != nil {
-		return "", err
-	}
-	axis, err := gorgoniaop.IntField(op, "axis")
-	if err != nil {
+	f := gorgoniaop.FieldsOf(n.Op())
+	isLog, axis := f.Bool("isLog"), f.Int("axis")
+	if err := f.Err(); err != nil {
 		return "", err
 	}
 	s := args[0].Shape()

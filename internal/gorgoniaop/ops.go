@@ -62,10 +62,9 @@ const (
 
 // LinAlgOf reads a linAlgBinOp's kind and whether it transposes A and B.
 func LinAlgOf(op G.Op) (kind int, tA, tB bool, err error) {
-	kind, err1 := IntField(op, "āBinaryOperator")
-	tA, err2 := BoolField(op, "transA")
-	tB, err3 := BoolField(op, "transB")
-	return kind, tA, tB, errors.Join(err1, err2, err3)
+	f := FieldsOf(op)
+	kind, tA, tB = f.Int("āBinaryOperator"), f.Bool("transA"), f.Bool("transB")
+	return kind, tA, tB, f.Err()
 }
 
 // ConvGeomOf reads an im2colOp's (or col2imOp's, which embeds one)

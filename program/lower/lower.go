@@ -538,9 +538,9 @@ func (l *Lowering) reduce(n *G.Node, in []*Value, out *Value, rop backend.Reduce
 // (arguments x, y = softmax(x), dy).
 func (l *Lowering) softmax(n *G.Node, in []*Value, out *Value) error {
 	op := n.Op()
-	isLog, err1 := gorgoniaop.BoolField(op, "isLog")
-	axis, err2 := gorgoniaop.IntField(op, "axis")
-	if err := errors.Join(err1, err2); err != nil {
+	f := gorgoniaop.FieldsOf(op)
+	isLog, axis := f.Bool("isLog"), f.Int("axis")
+	if err := f.Err(); err != nil {
 		return err
 	}
 	x := in[0]
