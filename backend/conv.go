@@ -117,16 +117,18 @@ func im2colHost[T Float](p *Pool, k Im2col) Func {
 	return p.split(g.B, pp*kk, func(lo, hi int) { unfold(g, x, lo, hi-lo, col[lo*pp*kk:], colLayout{pp * kk, 1, kk}) }).loop()
 }
 
-// geomArgs are a geometry's launch arguments (ConvGeom in kernels.cu).
-func geomArgs(g ConvGeom) []any {
+// convGeomOf returns a geometry as the kernels take it (ConvGeom in
+// kernels.cu).
+func convGeomOf(g ConvGeom) convGeom {
 	oh, ow := g.Out()
-	return []any{g.B, g.C, g.H, g.W, g.KH, g.KW, g.PadH, g.PadW, g.StrideH, g.StrideW, g.DilH, g.DilW, oh, ow}
+	return convGeom{B: g.B, C: g.C, H: g.H, W: g.W, Kh: g.KH, Kw: g.KW, Padh: g.PadH, Padw: g.PadW,
+		Strideh: g.StrideH, Stridew: g.StrideW, Dilh: g.DilH, Dilw: g.DilW, Oh: oh, Ow: ow}
 }
 
 // unfoldDevice launches on_unfold over n images from x into col.
 func unfoldDevice(p Planner, g ConvGeom, n int, l colLayout, x, col uint64) {
 	_, pp, kk := g.sizes()
-	elementwise(p, "on_unfold", n*kk*pp, append(geomArgs(g), n, l.J, l.K, l.P, x, col)...)
+	elementwise(p, "on_unfold", n*kk*pp, unfoldArgs{G: convGeomOf(g), N: n, Sj: l.J, Sk: l.K, Sp: l.P, X: x, Col: col})
 }
 
 // Col2im writes into Dst (B, C, H, W) the sum, over every window element of
@@ -174,7 +176,7 @@ func col2imHost[T Float](p *Pool, k Col2im) Func {
 // foldDevice launches on_fold over n images from col into dx, which it
 // writes (not adds to).
 func foldDevice(p Planner, g ConvGeom, n int, l colLayout, col, dx uint64) {
-	elementwise(p, "on_fold", n*g.C*g.H*g.W, append(geomArgs(g), n, l.J, l.K, l.P, col, dx)...)
+	elementwise(p, "on_fold", n*g.C*g.H*g.W, foldArgs{G: convGeomOf(g), N: n, Sj: l.J, Sk: l.K, Sp: l.P, Col: col, Dx: dx})
 }
 
 // Conv writes into Y (B, F, OutH, OutW) the convolution of the images X
@@ -223,10 +225,17 @@ func (k Conv) Device(p Planner) {
 }
 
 func convHost[T Float](p *Pool, k Conv) Func {
-	if winograd[T](k.Geom, k.F) {
-		return convWinogradHost[T](p, k)
+	return byWinograd[T](p, k, k.Geom, k.F, convWinogradHost[T], convDirectHost[T])
+}
+
+// byWinograd returns the instance of k, a convolution (or one of its
+// gradients) of geometry g and f filters, that computes it in T: by
+// Winograd's F(2x2, 3x3) where winograd chooses it, else direct.
+func byWinograd[T Float, K Kernel](p *Pool, k K, g ConvGeom, f int, wino, direct func(*Pool, K) Func) Func {
+	if winograd[T](g, f) {
+		return wino(p, k)
 	}
-	return convDirectHost[T](p, k)
+	return direct(p, k)
 }
 
 func convDirectHost[T Float](p *Pool, k Conv) Func {
@@ -281,31 +290,61 @@ func (k ConvGradInput) Host(p *Pool) (Func, error) {
 // Device multiplies each image's output gradient by the filter in one
 // strided batched GEMM per chunk (n K x P blocks) and folds them.
 func (k ConvGradInput) Device(p Planner) {
-	g, f := k.Geom, k.F
+	_, pp, _ := k.Geom.sizes()
+	inputGradDevice(p, k.Geom, k.F, k.Chunk, k.W, k.DX, func(b0, _ int) uint64 {
+		return p.Addr(At(k.DY.Buf, k.DY.Off+b0*k.F*pp))
+	})
+}
+
+// inputGradDevice adds the steps that write into DX the gradient of a
+// convolution's images from its filter W (F x K), a chunk of images at a
+// time: the n output gradients of images b0 on (F x P each, side by side)
+// at the address outGrads returns, times W in one strided batched GEMM,
+// folded into the images' gradients.
+func inputGradDevice(p Planner, g ConvGeom, f, chunk int, w, dx Operand, outGrads func(b0, n int) uint64) {
 	_, pp, kk := g.sizes()
-	nb := deviceImages(g, k.Chunk)
-	col := p.Scratch(DTypeOf(k.DX), kk*nb*pp)
+	nb := deviceImages(g, chunk)
+	col := p.Scratch(DTypeOf(dx), kk*nb*pp)
 	for b0 := 0; b0 < g.B; b0 += nb {
 		n := min(nb, g.B-b0)
-		p.Gemm(DeviceGemm{TransA: true, M: kk, N: pp, K: f, Alpha: 1, A: p.Addr(k.W), LDA: kk,
-			B: p.Addr(At(k.DY.Buf, k.DY.Off+b0*f*pp)), LDB: pp, C: col, LDC: pp, StrideB: f * pp, StrideC: kk * pp, Batch: n})
-		foldDevice(p, g, n, colLayout{kk * pp, pp, 1}, col, p.Addr(At(k.DX.Buf, k.DX.Off+b0*g.C*g.H*g.W)))
+		rows := outGrads(b0, n)
+		p.Gemm(DeviceGemm{TransA: true, M: kk, N: pp, K: f, Alpha: 1, A: p.Addr(w), LDA: kk,
+			B: rows, LDB: pp, C: col, LDC: pp, StrideB: f * pp, StrideC: kk * pp, Batch: n})
+		foldDevice(p, g, n, colLayout{kk * pp, pp, 1}, col, p.Addr(At(dx.Buf, dx.Off+b0*g.C*g.H*g.W)))
 	}
 }
 
 func convGradInputHost[T Float](p *Pool, k ConvGradInput) Func {
-	if winograd[T](k.Geom, k.F) {
-		return convGradInputWinogradHost[T](p, k)
-	}
-	return convGradInputDirectHost[T](p, k)
+	return byWinograd[T](p, k, k.Geom, k.F, convGradInputWinogradHost[T], convGradInputDirectHost[T])
 }
 
 func convGradInputDirectHost[T Float](p *Pool, k ConvGradInput) Func {
-	g, f := k.Geom, k.F
-	s := newConvSplit(p, g, k.Chunk)
-	_, pp, _ := g.sizes()
-	image, chunk := gatheredRows(hostData[T](k.DY)[:g.B*f*pp], rowSpace[T](s, f, pp), f, pp)
-	return inputGradHost(p, g, f, s, k.W, k.DX, image, chunk)
+	return gradDirectHost(p, k.Geom, k.F, k.Chunk, k.W, k.DX, dyRows[T](k.Geom, k.F, k.DY), inputGradHost[T])
+}
+
+// outRows gives a convolution's gradient kernel the output gradients of
+// its images, (F x P) each, for s's parts: an image's, and a chunk's side
+// by side (F x nP), either of which may be in part q's workspace.
+type outRows[T Float] func(s convSplit) (image func(q, b int) []T, chunk func(q, b0, n int) []T)
+
+// dyRows returns the outRows of the output gradients dy, (B, F, P): an
+// image's read in place, a chunk's gathered.
+func dyRows[T Float](g ConvGeom, f int, dy Operand) outRows[T] {
+	return func(s convSplit) (func(q, b int) []T, func(q, b0, n int) []T) {
+		_, pp, _ := g.sizes()
+		return gatheredRows(hostData[T](dy)[:g.B*f*pp], rowSpace[T](s, f, pp), f, pp)
+	}
+}
+
+// gradDirectHost returns the direct (im2col) instance of a convolution's
+// gradient, of geometry g, f filters and chunks of chunk images: grad
+// (inputGradHost or filterGradHost) on the operands a and b, from the
+// output gradients that rows gives.
+func gradDirectHost[T Float](p *Pool, g ConvGeom, f, chunk int, a, b Operand, rows outRows[T],
+	grad func(*Pool, ConvGeom, int, convSplit, Operand, Operand, func(q, b int) []T, func(q, b0, n int) []T) Func) Func {
+	s := newConvSplit(p, g, chunk)
+	image, chunks := rows(s)
+	return grad(p, g, f, s, a, b, image, chunks)
 }
 
 // inputGradHost returns a Func that writes into DX the gradient of a
@@ -381,7 +420,7 @@ func (k ConvGradFilter) Device(p Planner) {
 	f := k.F
 	_, pp, _ := k.Geom.sizes()
 	filterGradDevice(p, k.Geom, f, k.Chunk, k.X, k.DW, func(b0, n int, rows uint64) {
-		elementwise(p, "on_gather_planes", n*f*pp, n, f, pp, p.Addr(At(k.DY.Buf, k.DY.Off+b0*f*pp)), rows)
+		elementwise(p, "on_gather_planes", n*f*pp, gatherPlanesArgs{N: n, F: f, P: pp, Src: At(k.DY.Buf, k.DY.Off+b0*f*pp), Dst: rows})
 	})
 }
 
@@ -410,18 +449,11 @@ func filterGradDevice(p Planner, g ConvGeom, f, chunk int, x, dw Operand, outGra
 }
 
 func convGradFilterHost[T Float](p *Pool, k ConvGradFilter) Func {
-	if winograd[T](k.Geom, k.F) {
-		return convGradFilterWinogradHost[T](p, k)
-	}
-	return convGradFilterDirectHost[T](p, k)
+	return byWinograd[T](p, k, k.Geom, k.F, convGradFilterWinogradHost[T], convGradFilterDirectHost[T])
 }
 
 func convGradFilterDirectHost[T Float](p *Pool, k ConvGradFilter) Func {
-	g, f := k.Geom, k.F
-	s := newConvSplit(p, g, k.Chunk)
-	_, pp, _ := g.sizes()
-	image, chunk := gatheredRows(hostData[T](k.DY)[:g.B*f*pp], rowSpace[T](s, f, pp), f, pp)
-	return filterGradHost(p, g, f, s, k.X, k.DW, image, chunk)
+	return gradDirectHost(p, k.Geom, k.F, k.Chunk, k.X, k.DW, dyRows[T](k.Geom, k.F, k.DY), filterGradHost[T])
 }
 
 // filterGradHost returns a Func that accumulates into DW (F x K) the

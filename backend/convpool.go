@@ -122,8 +122,8 @@ func (k ConvPool) Device(p Planner) {
 		unfoldDevice(p, g, n, colLayout{kk * pp, pp, 1}, p.Addr(At(k.X.Buf, k.X.Off+b0*g.C*g.H*g.W)), col)
 		p.Gemm(DeviceGemm{M: f, N: pp, K: kk, Alpha: 1, A: p.Addr(k.W), LDA: kk, B: col, LDB: pp,
 			C: cs, LDC: pp, StrideB: kk * pp, StrideC: f * pp, Batch: n})
-		elementwise(p, "on_conv_pool", n*f*op, append(poolArgs(k.Pool), n, b0*f*op, k.DropP, k.Seed, k.Stream,
-			k.Step, cs, k.Bias, addrAt(p, k.Y, b0*f*op), addrAt(p, k.Arg, b0*f*op))...)
+		elementwise(p, "on_conv_pool", n*f*op, convPoolArgs{G: poolGeomOf(k.Pool), N: n, Base: b0 * f * op, P: k.DropP, Seed: k.Seed, Stream: k.Stream,
+			Step: k.Step, C: cs, Bias: k.Bias, Y: addrAt(p, k.Y, b0*f*op), Arg: addrAt(p, k.Arg, b0*f*op)})
 	}
 }
 
@@ -228,36 +228,30 @@ func (k ConvPoolGradInput) Host(p *Pool) (Func, error) {
 // Device forms a chunk's output gradients (on_pool_route), multiplies each
 // image's by the filter in one strided batched GEMM and folds them.
 func (k ConvPoolGradInput) Device(p Planner) {
-	g, f := k.Geom, k.F
-	_, pp, kk := g.sizes()
-	dt := DTypeOf(k.DX)
-	nb := deviceImages(g, k.Chunk)
-	col, rows := p.Scratch(dt, kk*nb*pp), p.Scratch(dt, f*nb*pp)
-	for b0 := 0; b0 < g.B; b0 += nb {
-		n := min(nb, g.B-b0)
-		routeDevice(p, k.Pool, k.DropP, k.DY, k.Arg, b0, n, f*pp, pp, rows)
-		p.Gemm(DeviceGemm{TransA: true, M: kk, N: pp, K: f, Alpha: 1, A: p.Addr(k.W), LDA: kk,
-			B: rows, LDB: pp, C: col, LDC: pp, StrideB: f * pp, StrideC: kk * pp, Batch: n})
-		foldDevice(p, g, n, colLayout{kk * pp, pp, 1}, col, p.Addr(At(k.DX.Buf, k.DX.Off+b0*g.C*g.H*g.W)))
-	}
+	_, pp, _ := k.Geom.sizes()
+	rows := p.Scratch(DTypeOf(k.DX), k.F*deviceImages(k.Geom, k.Chunk)*pp)
+	inputGradDevice(p, k.Geom, k.F, k.Chunk, k.W, k.DX, func(b0, n int) uint64 {
+		routeDevice(p, k.Pool, k.DropP, k.DY, k.Arg, b0, n, k.F*pp, pp, rows)
+		return rows
+	})
 }
 
 func convPoolGradInputHost[T Float](p *Pool, k ConvPoolGradInput) Func {
-	g, f := k.Geom, k.F
 	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
-	if winograd[T](g, f) {
+	return byWinograd[T](p, k, k.Geom, k.F, func(p *Pool, k ConvPoolGradInput) Func {
 		return convPoolGradInputWinogradHost(p, k, rt)
-	}
-	return convPoolGradInputDirect(p, k, rt)
+	}, func(p *Pool, k ConvPoolGradInput) Func {
+		return gradDirectHost(p, k.Geom, k.F, k.Chunk, k.W, k.DX, routedRows(k.Geom, k.F, rt), inputGradHost[T])
+	})
 }
 
-// convPoolGradInputDirect is ConvPoolGradInput's Host by im2col.
-func convPoolGradInputDirect[T Float](p *Pool, k ConvPoolGradInput, rt poolRouter[T]) Func {
-	g, f := k.Geom, k.F
-	s := newConvSplit(p, g, k.Chunk)
-	_, pp, _ := g.sizes()
-	image, chunk := rt.rows(workspaces[T](s.parts, f*s.nb*pp), pp)
-	return inputGradHost(p, g, f, s, k.W, k.DX, image, chunk)
+// routedRows returns the outRows that rt routes from a ConvPool's output
+// gradients, into the parts' workspaces.
+func routedRows[T Float](g ConvGeom, f int, rt poolRouter[T]) outRows[T] {
+	return func(s convSplit) (func(q, b int) []T, func(q, b0, n int) []T) {
+		_, pp, _ := g.sizes()
+		return rt.rows(workspaces[T](s.parts, f*s.nb*pp), pp)
+	}
 }
 
 // routeDevice launches on_pool_route: the gradients of n images'
@@ -265,8 +259,8 @@ func convPoolGradInputDirect[T Float](p *Pool, k ConvPoolGradInput, rt poolRoute
 // dst + j sj + f sf, a thread per element.
 func routeDevice(p Planner, pg PoolGeom, dropP float64, dy, arg Operand, b0, n, sj, sf int, dst uint64) {
 	off := b0 * pg.C * pg.OutH * pg.OutW
-	elementwise(p, "on_pool_route", n*pg.C*pg.H*pg.W, append(poolArgs(pg), n, sj, sf, dropP,
-		addrAt(p, dy, off), addrAt(p, arg, off), dst)...)
+	elementwise(p, "on_pool_route", n*pg.C*pg.H*pg.W, poolRouteArgs{G: poolGeomOf(pg), N: n, Sj: sj, Sf: sf, P: dropP,
+		Dy: addrAt(p, dy, off), Arg: addrAt(p, arg, off), Dst: dst})
 }
 
 // ConvPoolGradFilter writes into DW, F x (C KH KW), the gradient of
@@ -311,21 +305,12 @@ func (k ConvPoolGradFilter) Device(p Planner) {
 }
 
 func convPoolGradFilterHost[T Float](p *Pool, k ConvPoolGradFilter) Func {
-	g, f := k.Geom, k.F
 	rt := newPoolRouter[T](k.Pool, k.DY, k.Arg, k.DropP)
-	if winograd[T](g, f) {
+	return byWinograd[T](p, k, k.Geom, k.F, func(p *Pool, k ConvPoolGradFilter) Func {
 		return convPoolGradFilterWinogradHost(p, k, rt)
-	}
-	return convPoolGradFilterDirect(p, k, rt)
-}
-
-// convPoolGradFilterDirect is ConvPoolGradFilter's Host by im2col.
-func convPoolGradFilterDirect[T Float](p *Pool, k ConvPoolGradFilter, rt poolRouter[T]) Func {
-	g, f := k.Geom, k.F
-	s := newConvSplit(p, g, k.Chunk)
-	_, pp, _ := g.sizes()
-	image, chunk := rt.rows(workspaces[T](s.parts, f*s.nb*pp), pp)
-	return filterGradHost(p, g, f, s, k.X, k.DW, image, chunk)
+	}, func(p *Pool, k ConvPoolGradFilter) Func {
+		return gradDirectHost(p, k.Geom, k.F, k.Chunk, k.X, k.DW, routedRows(k.Geom, k.F, rt), filterGradHost[T])
+	})
 }
 
 // ConvPoolGradBias writes into DB (Pool.C elements) the gradient of
@@ -358,7 +343,7 @@ func (k ConvPoolGradBias) Host(p *Pool) (Func, error) {
 // Device launches on_pool_bias_grad, a thread per filter that sums in the
 // CPU's order.
 func (k ConvPoolGradBias) Device(p Planner) {
-	elementwise(p, "on_pool_bias_grad", k.Pool.C, append(poolArgs(k.Pool), k.DropP, k.DY, k.Arg, k.DB)...)
+	elementwise(p, "on_pool_bias_grad", k.Pool.C, poolBiasGradArgs{G: poolGeomOf(k.Pool), P: k.DropP, Dy: k.DY, Arg: k.Arg, Db: k.DB})
 }
 
 func convPoolGradBiasHost[T Float](p *Pool, k ConvPoolGradBias) Func {

@@ -86,16 +86,10 @@ func (k Copy) Device(p Planner) {
 	if n == 0 {
 		return
 	}
-	args := []any{len(shape), n, k.Add}
-	for _, list := range [][]int{shape, ss, ds} {
-		for i := range MaxDims {
-			v := 0
-			if i < len(list) {
-				v = list[i]
-			}
-			args = append(args, v)
-		}
-	}
+	a := copyArgs{Nd: len(shape), N: n, Add: k.Add, Src: k.Src, Dst: k.Dst}
+	copy(a.Shape[:], shape)
+	copy(a.Ss[:], ss)
+	copy(a.Ds[:], ds)
 	// Every offset of either view lies between the sums of its negative
 	// and of its positive strides times the axes' lengths less one.
 	extents := []int{n}
@@ -110,7 +104,7 @@ func (k Copy) Device(p Planner) {
 		}
 		extents = append(extents, -lo+1, hi+1)
 	}
-	elementwise(p, indexed(p, "on_copy", extents...), n, append(args, k.Src, k.Dst)...)
+	elementwise(p, indexed(p, "on_copy", extents...), n, a)
 }
 
 // checkDestination refuses a destination view that reaches one element
@@ -388,7 +382,8 @@ func rowsDevice(p Planner, n, width int, rows, src, dst Operand, gather bool) {
 		m = src
 	}
 	limit := (m.Buf.Len() - m.Off) / width
-	elementwise(p, indexed(p, "on_rows", n*width, limit*width), n*width, n, width, limit, gather, rows, src, dst, p.Fault())
+	elementwise(p, indexed(p, "on_rows", n*width, limit*width), n*width,
+		rowsArgs{N: n, Width: width, Limit: limit, Gather: gather, Rows: rows, Src: src, Dst: dst, Fault: p.Fault()})
 }
 
 func copyRows[T Float](n, width int, rows, src, dst Operand, gather bool) Func {
@@ -444,7 +439,8 @@ func (k Take) Host(p *Pool) (Func, error) {
 
 // Device launches on_take, a thread per destination element.
 func (k Take) Device(p Planner) {
-	elementwise(p, "on_take", k.Outer*k.N*k.Inner, k.Outer, k.Axis, k.Inner, k.N, k.Indices, k.Src, k.Dst, p.Fault())
+	elementwise(p, "on_take", k.Outer*k.N*k.Inner,
+		takeArgs{Outer: k.Outer, Axis: k.Axis, Inner: k.Inner, N: k.N, Idx: k.Indices, Src: k.Src, Dst: k.Dst, Fault: p.Fault()})
 }
 
 func takeHost[T Float](p *Pool, k Take) Func {
@@ -515,9 +511,10 @@ func (k TakeGrad) Device(p Planner) {
 	dt := DTypeOf(k.DX)
 	offsets, cursor, order := p.Scratch(Int32, k.Axis+1), p.Scratch(Int32, k.Axis), p.Scratch(Int32, max(k.N, 1))
 	p.SetType(Int32)
-	p.Launch("on_take_index", 1, k.Axis, k.N, k.Indices, offsets, cursor, order, p.Fault())
+	p.Launch("on_take_index", 1, takeIndexArgs{Axis: k.Axis, N: k.N, Idx: k.Indices, Offsets: offsets, Cursor: cursor, Order: order, Fault: p.Fault()})
 	p.SetType(dt)
-	elementwise(p, "on_take_grad", k.Outer*k.Axis*k.Inner, k.Outer, k.Axis, k.Inner, k.N, offsets, order, k.DY, k.DX)
+	elementwise(p, "on_take_grad", k.Outer*k.Axis*k.Inner,
+		takeGradArgs{Outer: k.Outer, Axis: k.Axis, Inner: k.Inner, N: k.N, Offsets: offsets, Order: order, Dy: k.DY, Dx: k.DX})
 }
 
 func takeGradHost[T Float](p *Pool, k TakeGrad) Func {

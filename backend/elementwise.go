@@ -12,13 +12,11 @@ var _ = []defined{Map{}, Zip{}, Fill{}, Compare{}}
 
 // UnaryOp is an elementwise function of one argument. Its constants and
 // CPU definitions (unary_ops.go) and the UNARY_OPS list of kernels.cu are
-// generated from one table, ops in gen/elementwise/table.go. To add one: its line at
+// generated from one table, ops in gen/table.go. To add one: its line at
 // the end of the table (its CPU function, if not from package math, here
 // below), go generate ./backend, and a reference for it in backend/cpu's
 // elementwise tests.
 type UnaryOp uint8
-
-//go:generate go run ./gen/elementwise
 
 // definition is the CPU definition of an elementwise function: its name,
 // its function in each float type (F32 and F64), and its cost relative to
@@ -145,7 +143,9 @@ func (k Map) Check() error {
 func (k Map) Host(p *Pool) (Func, error) { return onFloats(p, k, mapHost[float32], mapHost[float64]) }
 
 // Device launches on_map, whose function is unary() in kernels.cu.
-func (k Map) Device(p Planner) { elementwise(p, "on_map", k.N, int(k.Op), k.N, k.Src, k.Dst) }
+func (k Map) Device(p Planner) {
+	elementwise(p, "on_map", k.N, mapArgs{Op: int(k.Op), N: k.N, Src: k.Src, Dst: k.Dst})
+}
 
 func mapHost[T Float](p *Pool, k Map) Func {
 	f := in[func(T) T](unaries[k.Op])
@@ -161,7 +161,7 @@ func mapHost[T Float](p *Pool, k Map) Func {
 // BinaryOp is an elementwise function of two arguments. Comparisons give 1
 // where they hold and 0 elsewhere, in the operands' type. Its constants and
 // CPU definitions (binary_ops.go) and the BINARY_OPS list of kernels.cu are
-// generated from one table, gen/elementwise/table.go, as UnaryOp's are: its
+// generated from one table, gen/table.go, as UnaryOp's are: its
 // line at the end of binaryOps, its generic CPU function here below, go
 // generate ./backend, and a reference in backend/cpu's elementwise tests.
 type BinaryOp uint8
@@ -272,7 +272,7 @@ func (k Zip) Host(p *Pool) (Func, error) { return onFloats(p, k, zipHost[float32
 
 // Device launches on_zip, whose function is binary() in kernels.cu.
 func (k Zip) Device(p Planner) {
-	elementwise(p, "on_zip", k.N, int(k.Op), k.N, k.AScalar, k.BScalar, k.A, k.B, k.Dst)
+	elementwise(p, "on_zip", k.N, zipArgs{Op: int(k.Op), N: k.N, Ascalar: k.AScalar, Bscalar: k.BScalar, A: k.A, B: k.B, Dst: k.Dst})
 }
 
 func zipHost[T Float](p *Pool, k Zip) Func {
@@ -367,7 +367,7 @@ func (k Fill) Host(*Pool) (Func, error) {
 // Device launches on_fill in the destination's type.
 func (k Fill) Device(p Planner) {
 	p.SetType(DTypeOf(k.Dst))
-	elementwise(p, "on_fill", k.N, k.N, k.Value, k.Dst)
+	elementwise(p, "on_fill", k.N, fillArgs{N: k.N, V: k.Value, Dst: k.Dst})
 }
 
 func fillHost[E Float | int32](d []E, v E) Func {
@@ -416,7 +416,7 @@ func (k Compare) Host(p *Pool) (Func, error) {
 
 // Device launches on_compare, whose comparison is binary() in kernels.cu.
 func (k Compare) Device(p Planner) {
-	elementwise(p, "on_compare", k.N, int(k.Op), k.N, k.AScalar, k.BScalar, k.A, k.B, k.Dst)
+	elementwise(p, "on_compare", k.N, compareArgs{Op: int(k.Op), N: k.N, Ascalar: k.AScalar, Bscalar: k.BScalar, A: k.A, B: k.B, Dst: k.Dst})
 }
 
 func compareHost[T Float](p *Pool, k Compare) Func {

@@ -59,8 +59,8 @@ func (k SoftmaxCrossEntropy) Host(p *Pool) (Func, error) {
 // rows' losses in order (on_ce).
 func (k SoftmaxCrossEntropy) Device(p Planner) {
 	part := p.Scratch(Float64, k.Rows)
-	p.Launch("on_ce_rows", k.Rows, k.Rows, k.Classes, k.Z, k.T, part)
-	p.Launch("on_ce", 1, k.Rows, part, k.Loss)
+	p.Launch("on_ce_rows", k.Rows, ceRowsArgs{Rows: k.Rows, Classes: k.Classes, Z: k.Z, T: k.T, Part: part})
+	p.Launch("on_ce", 1, ceArgs{Rows: k.Rows, Part: part, Loss: k.Loss})
 }
 
 // rowLSE returns the maximum and log-sum-exp of a row, in float64.
@@ -114,7 +114,7 @@ func (k SoftmaxCrossEntropyGrad) Host(p *Pool) (Func, error) {
 
 // Device takes a block per row (on_ce_grad).
 func (k SoftmaxCrossEntropyGrad) Device(p Planner) {
-	p.Launch("on_ce_grad", k.Rows, k.Rows, k.Classes, k.Z, k.T, k.G, k.DZ)
+	p.Launch("on_ce_grad", k.Rows, ceGradArgs{Rows: k.Rows, Classes: k.Classes, Z: k.Z, T: k.T, G: k.G, Dz: k.DZ})
 }
 
 func ceGradHost[T Float](_ *Pool, k SoftmaxCrossEntropyGrad) Func {
@@ -159,7 +159,7 @@ func (k LayerNorm) Host(p *Pool) (Func, error) {
 
 // Device takes a block per row (on_layer_norm).
 func (k LayerNorm) Device(p Planner) {
-	p.Launch("on_layer_norm", k.Rows, k.Rows, k.D, k.Eps, k.X, k.Gamma, k.Beta, k.Y)
+	p.Launch("on_layer_norm", k.Rows, lnArgs(k))
 }
 
 // rowStats returns the mean and 1/sqrt(var + eps) of a row, in float64.
@@ -218,7 +218,7 @@ func (k LayerNormGrad) Host(p *Pool) (Func, error) {
 
 // Device takes a block per row (on_layer_norm_grad).
 func (k LayerNormGrad) Device(p Planner) {
-	p.Launch("on_layer_norm_grad", k.Rows, k.Rows, k.D, k.Eps, k.X, k.Gamma, k.DY, k.DX)
+	p.Launch("on_layer_norm_grad", k.Rows, lnGradArgs{Rows: k.Rows, D: k.D, Eps: k.Eps, X: k.X, Gamma: k.Gamma, Dy: k.DY, Dx: k.DX})
 }
 
 func layerNormGradHost[T Float](p *Pool, k LayerNormGrad) Func {
@@ -270,15 +270,16 @@ func (k LayerNormParamGrad) Host(p *Pool) (Func, error) {
 // many rows and few columns.
 func (k LayerNormParamGrad) Device(p Planner) {
 	stats := p.Scratch(Float64, 2*k.Rows)
-	p.Launch("on_layer_norm_stats", k.Rows, k.Rows, k.D, k.Eps, k.X, stats)
+	p.Launch("on_layer_norm_stats", k.Rows, lnStatsArgs{Rows: k.Rows, D: k.D, Eps: k.Eps, X: k.X, Stats: stats})
 	if k.D >= splitCols || k.Rows < 2*splitRows {
-		elementwise(p, "on_layer_norm_param", k.D, k.Rows, k.D, k.X, k.DY, stats, k.DParams)
+		elementwise(p, "on_layer_norm_param", k.D, lnParamArgs{Rows: k.Rows, D: k.D, X: k.X, Dy: k.DY, Stats: stats, Dp: k.DParams})
 		return
 	}
 	chunks := chunksOf(k.Rows)
 	part := p.Scratch(Float64, chunks*2*k.D)
-	p.Launch("on_layer_norm_param_partial", chunks*((k.D+DeviceThreads-1)/DeviceThreads), k.Rows, k.D, chunks, k.X, k.DY, stats, part)
-	elementwise(p, "on_sum_parts", 2*k.D, 2*k.D, chunks, part, k.DParams)
+	p.Launch("on_layer_norm_param_partial", chunks*((k.D+DeviceThreads-1)/DeviceThreads),
+		lnPartArgs{Rows: k.Rows, D: k.D, Chunks: chunks, X: k.X, Dy: k.DY, Stats: stats, Part: part})
+	elementwise(p, "on_sum_parts", 2*k.D, partsArgs{Cols: 2 * k.D, Chunks: chunks, Part: part, Dst: k.DParams})
 }
 
 func layerNormParamGradHost[T Float](p *Pool, k LayerNormParamGrad) Func {
@@ -502,7 +503,7 @@ func attentionDevice(p Planner, seqs, t, heads, d int, scale float64, q, k, v, o
 	for h := range heads {
 		product(false, true, t, t, dh, scale, head(qa, h), d, t*d, head(ka, h), d, t*d, pb(h), t, t*t)
 	}
-	alongAxis(p, "on_softmax", heads*blocks/t, 1, false, heads*blocks/t, t, 1, pw, pw)
+	alongAxis(p, "on_softmax", heads*blocks/t, 1, softmaxArgs{Outer: heads * blocks / t, Axis: t, Inner: 1, Src: pw, Dst: pw})
 	if dout.Buf == nil {
 		for h := range heads {
 			product(false, false, t, dh, t, 1, pb(h), t, t*t, head(va, h), d, t*d, head(oa, h), d, t*d)
@@ -519,7 +520,7 @@ func attentionDevice(p Planner, seqs, t, heads, d int, scale float64, q, k, v, o
 		product(false, true, t, t, dh, 1, head(doa, h), d, t*d, head(va, h), d, t*d, dpb(h), t, t*t)
 	}
 	// dS = P (dP - rowsum(dP P)), in place of dP
-	alongAxis(p, "on_softmax_grad", heads*blocks/t, 1, false, heads*blocks/t, t, 1, pw, dpw, dpw)
+	alongAxis(p, "on_softmax_grad", heads*blocks/t, 1, softmaxGradArgs{Outer: heads * blocks / t, Axis: t, Inner: 1, Y: pw, Dy: dpw, Dx: dpw})
 	for h := range heads {
 		// dQ = scale dS K, dK = scale dS^T Q
 		product(false, false, t, dh, t, scale, dpb(h), t, t*t, head(ka, h), d, t*d, head(dq, h), d, t*d)
@@ -537,11 +538,7 @@ type BiasAct struct {
 
 // Check checks the operands.
 func (k BiasAct) Check() error {
-	if k.Act > ActGELU {
-		return fmt.Errorf("backend: bias-act: unknown activation %d", k.Act)
-	}
-	n := k.Rows * k.N
-	return checkSized(k, []int{k.Rows, k.N}, DTypeOf(k.Y), "X", k.X, n, "bias", k.Bias, k.N, "Y", k.Y, n)
+	return checkBiasAct(k, k.Act, k.Rows, k.N, k.X, k.Bias, "Y", k.Y)
 }
 
 // Host adds and applies the activation row by row.
@@ -551,18 +548,42 @@ func (k BiasAct) Host(p *Pool) (Func, error) {
 
 // Device launches on_bias_act.
 func (k BiasAct) Device(p Planner) {
-	elementwise(p, indexed(p, "on_bias_act", k.Rows*k.N), k.Rows*k.N, k.Rows, k.N, int(k.Act), false, k.X, k.Bias, k.X, k.Y)
+	biasActDevice(p, biasActArgs{Rows: k.Rows, N: k.N, Act: int(k.Act), Grad: false, X: k.X, Bias: k.Bias, Dy: k.X, Out: k.Y})
+}
+
+// checkBiasAct checks a BiasAct or BiasActGrad k: its activation, x
+// (rows x n), the bias (n) and the rows x n operands of named (name,
+// operand, ...), all of the last one's type.
+func checkBiasAct(k Kernel, act Activation, rows, n int, x, bias Operand, named ...any) error {
+	if act > ActGELU {
+		return fmt.Errorf("backend: %s: unknown activation %d", Name(k), act)
+	}
+	ops := []any{"X", x, rows * n, "bias", bias, n}
+	for i := 0; i+1 < len(named); i += 2 {
+		ops = append(ops, named[i], named[i+1], rows*n)
+	}
+	return checkSized(k, []int{rows, n}, DTypeOf(named[len(named)-1].(Operand)), ops...)
+}
+
+// biasActDevice launches on_bias_act, a thread per element.
+func biasActDevice(p Planner, a biasActArgs) {
+	elementwise(p, indexed(p, "on_bias_act", a.Rows*a.N), a.Rows*a.N, a)
+}
+
+// actCost is the cost of an activation relative to an addition, for
+// splitting loops.
+func actCost(act Activation) int {
+	if act == ActGELU {
+		return 16
+	}
+	return 1
 }
 
 func biasActHost[T Float](p *Pool, k BiasAct) Func {
 	n, w := k.Rows*k.N, k.N
 	x, bias, y := hostData[T](k.X)[:n], hostData[T](k.Bias)[:w], hostData[T](k.Y)[:n]
 	f := in[func(T) T](unaries[activations[k.Act]])
-	cost := 1
-	if k.Act == ActGELU {
-		cost = 16
-	}
-	return p.split(k.Rows, cost*w, func(lo, hi int) {
+	return p.split(k.Rows, actCost(k.Act)*w, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr, yr := x[r*w:(r+1)*w], y[r*w:(r+1)*w]
 			for j, v := range xr {
@@ -582,11 +603,7 @@ type BiasActGrad struct {
 
 // Check checks the operands.
 func (k BiasActGrad) Check() error {
-	if k.Act > ActGELU {
-		return fmt.Errorf("backend: bias-act-grad: unknown activation %d", k.Act)
-	}
-	n := k.Rows * k.N
-	return checkSized(k, []int{k.Rows, k.N}, DTypeOf(k.DX), "X", k.X, n, "bias", k.Bias, k.N, "DY", k.DY, n, "DX", k.DX, n)
+	return checkBiasAct(k, k.Act, k.Rows, k.N, k.X, k.Bias, "DY", k.DY, "DX", k.DX)
 }
 
 // Host computes the gradient row by row.
@@ -596,17 +613,13 @@ func (k BiasActGrad) Host(p *Pool) (Func, error) {
 
 // Device launches on_bias_act with its gradient flag.
 func (k BiasActGrad) Device(p Planner) {
-	elementwise(p, indexed(p, "on_bias_act", k.Rows*k.N), k.Rows*k.N, k.Rows, k.N, int(k.Act), true, k.X, k.Bias, k.DY, k.DX)
+	biasActDevice(p, biasActArgs{Rows: k.Rows, N: k.N, Act: int(k.Act), Grad: true, X: k.X, Bias: k.Bias, Dy: k.DY, Out: k.DX})
 }
 
 func biasActGradHost[T Float](p *Pool, k BiasActGrad) Func {
 	n, w := k.Rows*k.N, k.N
 	x, bias, dy, dx := hostData[T](k.X)[:n], hostData[T](k.Bias)[:w], hostData[T](k.DY)[:n], hostData[T](k.DX)[:n]
-	cost := 1
-	if k.Act == ActGELU {
-		cost = 16
-	}
-	s := p.split(k.Rows, cost*w, func(lo, hi int) {
+	s := p.split(k.Rows, actCost(k.Act)*w, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr, dyr, dxr := x[r*w:(r+1)*w], dy[r*w:(r+1)*w], dx[r*w:(r+1)*w]
 			switch k.Act {
@@ -661,7 +674,8 @@ func (k YOLODecode) Host(p *Pool) (Func, error) {
 
 // Device launches on_yolo, a thread per element.
 func (k YOLODecode) Device(p Planner) {
-	elementwise(p, "on_yolo", k.Batch*k.Grid*k.Grid*k.Boxes*k.Attrs, k.Batch, k.Boxes, k.Attrs, k.Grid, k.Stride, k.Anchors, k.Src, k.Dst)
+	elementwise(p, "on_yolo", k.Batch*k.Grid*k.Grid*k.Boxes*k.Attrs,
+		yoloArgs(k))
 }
 
 func yoloHost[T Float](p *Pool, k YOLODecode) Func {

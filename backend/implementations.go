@@ -27,6 +27,8 @@ type defined interface {
 	DeviceKernel
 }
 
+//go:generate go run ./gen
+
 // DeviceThreads is the block size of every launch (NT in kernels.cu).
 const DeviceThreads = 256
 
@@ -40,7 +42,9 @@ type Planner interface {
 	// type's suffix) on grid blocks (at least 1, at most 4096) of
 	// DeviceThreads threads. args are the fields of its argument struct:
 	// ints, bools, float64s, Operands (their device addresses; no buffer
-	// is 0) and device addresses (uint64).
+	// is 0) and device addresses (uint64), or its Go struct (of
+	// kernel_args.go, which gen writes with kernels.cu's struct
+	// from one table), whose fields in order are those values.
 	Launch(name string, grid int, args ...any)
 	// Scratch returns the address of n elements of dt of device memory
 	// that the backend keeps for this kernel, zero before its first run.

@@ -56,8 +56,8 @@ func (k QF) Device(p Planner) {
 		r := p.Scratch(Float64, k.N*k.N)
 		for range 2 {
 			p.Gemm(gram)
-			p.Launch("on_cholesky", 1, k.N, tol, g, r, p.Fault())
-			elementwise(p, "on_trsm", k.M, k.M, k.N, a, r, p.Fault())
+			p.Launch("on_cholesky", 1, cholArgs{N: k.N, Tol: tol, G: g, R: r, Fault: p.Fault()})
+			elementwise(p, "on_trsm", k.M, trsmArgs{M: k.M, N: k.N, A: a, R: r, Fault: p.Fault()})
 		}
 		return
 	}
@@ -65,9 +65,9 @@ func (k QF) Device(p Planner) {
 	diag := p.Scratch(Float64, k.N)
 	for range 2 {
 		p.Gemm(gram)
-		elementwise(p, "on_diag_save", k.N, k.N, g, diag)
+		elementwise(p, "on_diag_save", k.N, diagArgs{N: k.N, G: g, D: diag})
 		p.Potrf(k.N, g, info)
-		p.Launch("on_potrf_check", 1, k.N, tol, info, g, diag, p.Fault())
+		p.Launch("on_potrf_check", 1, potrfCheckArgs{N: k.N, Tol: tol, Info: info, R: g, D: diag, Fault: p.Fault()})
 		p.Trsm(k.M, k.N, g, a)
 	}
 }

@@ -42,19 +42,31 @@ func (k BatchNorm) Host(p *Pool) (Func, error) {
 	return onFloats(p, k, batchNormHost[float32], batchNormHost[float64])
 }
 
+// normStats adds the launches that write a batch normalization's
+// statistics per channel into scratch memory, whose address it returns: in
+// training the batch's (on_batch_norm_stats, s), else from the running
+// ones (on_batch_norm_running, r).
+func normStats(p Planner, training bool, s bnStatsArgs, r bnRunArgs) uint64 {
+	st := p.Scratch(Float64, 4*s.C)
+	s.St, r.St = st, st
+	if training {
+		p.Launch("on_batch_norm_stats", s.C, s)
+	} else {
+		elementwise(p, "on_batch_norm_running", r.C, r)
+	}
+	return st
+}
+
 // Device takes a block per channel for the statistics (on_batch_norm_stats,
 // which also moves the running ones) or reads the running ones
 // (on_batch_norm_running), then normalizes elementwise
 // (on_batch_norm_apply).
 func (k BatchNorm) Device(p Planner) {
-	st := p.Scratch(Float64, 4*k.C)
-	if k.Training {
-		p.Launch("on_batch_norm_stats", k.C, k.Batch, k.C, k.Spatial, true, k.Momentum, k.Eps, k.X, Operand{}, k.Mean, k.Var, st)
-	} else {
-		elementwise(p, "on_batch_norm_running", k.C, k.C, k.Eps, k.Mean, k.Var, st)
-	}
+	st := normStats(p, k.Training,
+		bnStatsArgs{Batch: k.Batch, C: k.C, Spatial: k.Spatial, Update: true, Momentum: k.Momentum, Eps: k.Eps, X: k.X, Mean: k.Mean, Var: k.Var},
+		bnRunArgs{C: k.C, Eps: k.Eps, Mean: k.Mean, Var: k.Var})
 	n := k.Batch * k.C * k.Spatial
-	elementwise(p, "on_batch_norm_apply", n, n, k.C, k.Spatial, k.X, st, k.Y)
+	elementwise(p, "on_batch_norm_apply", n, bnApplyArgs{N: n, C: k.C, Spatial: k.Spatial, X: k.X, St: st, Y: k.Y})
 }
 
 func batchNormHost[T Float](p *Pool, k BatchNorm) Func {
@@ -178,14 +190,11 @@ func (k BatchNormGrad) Host(p *Pool) (Func, error) {
 // (on_batch_norm_running), then the gradient elementwise
 // (on_batch_norm_grad_apply).
 func (k BatchNormGrad) Device(p Planner) {
-	st := p.Scratch(Float64, 4*k.C)
-	if k.Training {
-		p.Launch("on_batch_norm_stats", k.C, k.Batch, k.C, k.Spatial, false, 0.0, k.Eps, k.X, k.DY, Operand{}, Operand{}, st)
-	} else {
-		elementwise(p, "on_batch_norm_running", k.C, k.C, k.Eps, Operand{}, k.Var, st)
-	}
+	st := normStats(p, k.Training, bnStatsArgs{Batch: k.Batch, C: k.C, Spatial: k.Spatial, Eps: k.Eps, X: k.X, Dy: k.DY},
+		bnRunArgs{C: k.C, Eps: k.Eps, Var: k.Var})
 	n := k.Batch * k.C * k.Spatial
-	elementwise(p, "on_batch_norm_grad_apply", n, n, k.C, k.Spatial, k.Training, k.X, k.DY, st, k.DX)
+	elementwise(p, "on_batch_norm_grad_apply", n,
+		bnGradArgs{N: n, C: k.C, Spatial: k.Spatial, Training: k.Training, X: k.X, Dy: k.DY, St: st, Dx: k.DX})
 }
 
 func batchNormGradHost[T Float](p *Pool, k BatchNormGrad) Func {

@@ -70,8 +70,11 @@ func checkPool(k Kernel, g PoolGeom, dt DType, ops ...any) error {
 
 func (g PoolGeom) sizes() (in, out int) { return g.B * g.C * g.H * g.W, g.B * g.C * g.OutH * g.OutW }
 
-func poolArgs(g PoolGeom) []any {
-	return []any{g.B, g.C, g.H, g.W, g.KH, g.KW, g.PadH, g.PadW, g.StrideH, g.StrideW, g.OutH, g.OutW}
+// poolGeomOf returns a geometry as the kernels take it (PoolGeom in
+// kernels.cu).
+func poolGeomOf(g PoolGeom) poolGeom {
+	return poolGeom{B: g.B, C: g.C, H: g.H, W: g.W, Kh: g.KH, Kw: g.KW, Padh: g.PadH, Padw: g.PadW,
+		Strideh: g.StrideH, Stridew: g.StrideW, Oh: g.OutH, Ow: g.OutW}
 }
 
 // MaxPool writes into Y (B, C, OutH, OutW) the largest element of each
@@ -100,17 +103,28 @@ func (k MaxPool) Host(p *Pool) (Func, error) {
 // Device launches on_max_pool, a thread per output element.
 func (k MaxPool) Device(p Planner) {
 	_, out := k.Geom.sizes()
-	elementwise(p, "on_max_pool", out, append(poolArgs(k.Geom), k.Rectify, k.X, k.Y)...)
+	elementwise(p, "on_max_pool", out, maxPoolArgs{G: poolGeomOf(k.Geom), Rect: k.Rectify, X: k.X, Y: k.Y})
 }
 
 func maxPoolHost[T Float](p *Pool, k MaxPool) Func {
 	g := k.Geom
 	in, out := g.sizes()
 	x, y := hostData[T](k.X)[:in], hostData[T](k.Y)[:out]
+	return perPlane(p, g, g.OutH*g.OutW, func(i, o plane) { maxPlane(g, k.Rectify, x[i.lo:i.hi], y[o.lo:o.hi]) })
+}
+
+// plane is the elements [lo, hi) of a (B, C, rows, columns) array that
+// one image and channel hold.
+type plane struct{ lo, hi int }
+
+// perPlane returns a Func that runs f on every image and channel of g (its
+// input plane i, H x W, and output plane o, OutH x OutW), split across the
+// pool's threads, at a cost of cost times a window's size each.
+func perPlane(p *Pool, g PoolGeom, cost int, f func(i, o plane)) Func {
 	hw, ohw := g.H*g.W, g.OutH*g.OutW
-	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
+	return p.split(g.B*g.C, cost*g.KH*g.KW, func(lo, hi int) {
 		for pl := lo; pl < hi; pl++ {
-			maxPlane(g, k.Rectify, x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw])
+			f(plane{pl * hw, (pl + 1) * hw}, plane{pl * ohw, (pl + 1) * ohw})
 		}
 	}).loop()
 }
@@ -145,19 +159,16 @@ func (k MaxPoolGrad) Host(p *Pool) (Func, error) {
 // as the CPU adds them.
 func (k MaxPoolGrad) Device(p Planner) {
 	in, _ := k.Geom.sizes()
-	elementwise(p, "on_max_pool_grad", in, append(poolArgs(k.Geom), k.Rectify, k.X, k.Y, k.DY, k.DX)...)
+	elementwise(p, "on_max_pool_grad", in, maxPoolGradArgs{G: poolGeomOf(k.Geom), Rect: k.Rectify, X: k.X, Y: k.Y, Dy: k.DY, Dx: k.DX})
 }
 
 func maxPoolGradHost[T Float](p *Pool, k MaxPoolGrad) Func {
 	g := k.Geom
 	in, out := g.sizes()
 	x, y, dy, dx := hostData[T](k.X)[:in], hostData[T](k.Y)[:out], hostData[T](k.DY)[:out], hostData[T](k.DX)[:in]
-	hw, ohw := g.H*g.W, g.OutH*g.OutW
-	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
-		for pl := lo; pl < hi; pl++ {
-			maxPlaneGrad(g, k.Rectify, x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw], dy[pl*ohw:(pl+1)*ohw], dx[pl*hw:(pl+1)*hw])
-		}
-	}).loop()
+	return perPlane(p, g, g.OutH*g.OutW, func(i, o plane) {
+		maxPlaneGrad(g, k.Rectify, x[i.lo:i.hi], y[o.lo:o.hi], dy[o.lo:o.hi], dx[i.lo:i.hi])
+	})
 }
 
 // AvgPool writes into Y (B, C, OutH, OutW) gorgonia's average pooling: the
@@ -182,24 +193,21 @@ func (k AvgPool) Host(p *Pool) (Func, error) {
 // Device launches on_avg_pool, a thread per output element.
 func (k AvgPool) Device(p Planner) {
 	_, out := k.Geom.sizes()
-	elementwise(p, "on_avg_pool", out, append(poolArgs(k.Geom), k.X, k.Y)...)
+	elementwise(p, "on_avg_pool", out, poolArgs{G: poolGeomOf(k.Geom), X: k.X, Y: k.Y})
 }
 
 func avgPoolHost[T Float](p *Pool, k AvgPool) Func {
 	g := k.Geom
 	in, out := g.sizes()
 	x, y := hostData[T](k.X)[:in], hostData[T](k.Y)[:out]
-	hw, ohw := g.H*g.W, g.OutH*g.OutW
-	return p.split(g.B*g.C, ohw*g.KH*g.KW, func(lo, hi int) {
-		for pl := lo; pl < hi; pl++ {
-			plane, dst := x[pl*hw:(pl+1)*hw], y[pl*ohw:(pl+1)*ohw]
-			for yy := range g.OutH {
-				for xx := range g.OutW {
-					dst[yy*g.OutW+xx] = windowSum(g, plane, yy, xx) / T(g.W)
-				}
+	return perPlane(p, g, g.OutH*g.OutW, func(i, o plane) {
+		src, dst := x[i.lo:i.hi], y[o.lo:o.hi]
+		for yy := range g.OutH {
+			for xx := range g.OutW {
+				dst[yy*g.OutW+xx] = windowSum(g, src, yy, xx) / T(g.W)
 			}
 		}
-	}).loop()
+	})
 }
 
 // windowSum returns the sum of window (y, x) of plane in row-major order,
@@ -245,32 +253,29 @@ func (k AvgPoolGrad) Host(p *Pool) (Func, error) {
 // Device launches on_avg_pool_grad, a thread per plane: the second pass
 // reads what it has written.
 func (k AvgPoolGrad) Device(p Planner) {
-	elementwise(p, "on_avg_pool_grad", k.Geom.B*k.Geom.C, append(poolArgs(k.Geom), k.DY, k.DX)...)
+	elementwise(p, "on_avg_pool_grad", k.Geom.B*k.Geom.C, avgPoolGradArgs{G: poolGeomOf(k.Geom), Dy: k.DY, Dx: k.DX})
 }
 
 func avgPoolGradHost[T Float](p *Pool, k AvgPoolGrad) Func {
 	g := k.Geom
 	in, out := g.sizes()
 	dy, dx := hostData[T](k.DY)[:out], hostData[T](k.DX)[:in]
-	hw, ohw := g.H*g.W, g.OutH*g.OutW
-	return p.split(g.B*g.C, hw*g.KH*g.KW, func(lo, hi int) {
-		for pl := lo; pl < hi; pl++ {
-			src, dst := dy[pl*ohw:(pl+1)*ohw], dx[pl*hw:(pl+1)*hw]
-			clear(dst)
-			for yy := range g.OutH {
-				for xx := range g.OutW {
-					if h0, h1, w0, w1 := g.window(yy, xx); h0 < h1 && w0 < w1 {
-						dst[(h1-1)*g.W+w1-1] += src[yy*g.OutW+xx]
-					}
-				}
-			}
-			for h := range g.H {
-				for w := range g.W {
-					dst[h*g.W+w] = windowSum(g, dst, h, w) / T(g.W)
+	return perPlane(p, g, g.H*g.W, func(i, o plane) {
+		src, dst := dy[o.lo:o.hi], dx[i.lo:i.hi]
+		clear(dst)
+		for yy := range g.OutH {
+			for xx := range g.OutW {
+				if h0, h1, w0, w1 := g.window(yy, xx); h0 < h1 && w0 < w1 {
+					dst[(h1-1)*g.W+w1-1] += src[yy*g.OutW+xx]
 				}
 			}
 		}
-	}).loop()
+		for h := range g.H {
+			for w := range g.W {
+				dst[h*g.W+w] = windowSum(g, dst, h, w) / T(g.W)
+			}
+		}
+	})
 }
 
 // lowest returns the lowest finite value of T.

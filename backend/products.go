@@ -77,7 +77,8 @@ func (k Gemm) Device(p Planner) {
 	}
 	if k.K == 0 {
 		n, reach := k.Batches()*k.M*k.N, (k.Batches()-1)*k.StrideC+(k.M-1)*k.LDC+k.N
-		elementwise(p, indexed(p, "on_scale_strided", n, reach), n, k.Batches(), k.M, k.N, k.LDC, k.StrideC, k.Beta, k.C)
+		elementwise(p, indexed(p, "on_scale_strided", n, reach), n,
+			scaleArgs{Batch: k.Batches(), M: k.M, N: k.N, Ldc: k.LDC, Stride: k.StrideC, Beta: k.Beta, C: k.C})
 		return
 	}
 	p.Gemm(DeviceGemm{TransA: k.TransA, TransB: k.TransB, M: k.M, N: k.N, K: k.K, Alpha: k.Alpha, Beta: k.Beta,

@@ -43,7 +43,7 @@ func (k DropoutMask) Host(p *Pool) (Func, error) {
 // Device launches on_dropout_mask, which draws as DropoutDraw does.
 func (k DropoutMask) Device(p Planner) {
 	p.SetType(DTypeOf(k.Dst))
-	elementwise(p, "on_dropout_mask", k.N, k.N, k.P, k.Seed, k.Stream, k.Step, k.Dst)
+	elementwise(p, "on_dropout_mask", k.N, maskArgs{N: k.N, P: k.P, Seed: k.Seed, Stream: k.Stream, Step: k.Step, Dst: k.Dst})
 }
 
 func dropoutMaskHost[T Float](p *Pool, k DropoutMask) Func {
@@ -114,7 +114,7 @@ func (k Dropout) Host(p *Pool) (Func, error) {
 
 // Device launches on_dropout, which draws as DropoutDraw does.
 func (k Dropout) Device(p Planner) {
-	elementwise(p, "on_dropout", k.N, k.N, k.P, k.Seed, k.Stream, k.Step, k.X, k.Y)
+	elementwise(p, "on_dropout", k.N, dropArgs{N: k.N, P: k.P, Seed: k.Seed, Stream: k.Stream, Step: k.Step, X: k.X, Y: k.Y})
 }
 
 func dropoutHost[T Float](p *Pool, k Dropout) Func {
@@ -215,7 +215,8 @@ func (k Random) Host(p *Pool) (Func, error) {
 // Device launches on_random, which draws as RandomDraw does.
 func (k Random) Device(p Planner) {
 	p.SetType(DTypeOf(k.Dst))
-	elementwise(p, "on_random", k.N, int(k.Dist), k.N, k.A, k.B, k.Seed, k.Stream, k.Step, k.Dst)
+	elementwise(p, "on_random", k.N,
+		randomArgs{Dist: int(k.Dist), N: k.N, A: k.A, B: k.B, Seed: k.Seed, Stream: k.Stream, Step: k.Step, Dst: k.Dst})
 }
 
 func randomHost[T Float](p *Pool, k Random) Func {

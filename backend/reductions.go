@@ -50,9 +50,9 @@ func (k Reduce) Host(p *Pool) (Func, error) {
 // Device takes a block per row where Inner is 1, else a thread per output;
 // a few sums over many rows are split into chunks first.
 func (k Reduce) Device(p Planner) {
-	op := int(k.Op)
+	a := reduceArgs{Op: int(k.Op), Outer: k.Outer, Mid: k.Mid, Inner: k.Inner, Src: k.Src, Dst: k.Dst}
 	if k.Inner == 1 {
-		p.Launch("on_reduce_rows", k.Outer, op, k.Outer, k.Mid, k.Inner, k.Src, k.Dst)
+		p.Launch("on_reduce_rows", k.Outer, a)
 		return
 	}
 	if k.Op == Sum && k.Outer*k.Inner < splitCols && k.Mid >= 2*splitRows {
@@ -60,11 +60,12 @@ func (k Reduce) Device(p Planner) {
 		// by blocks of their own, then the chunks' sums added in order.
 		cols, chunks := k.Outer*k.Inner, chunksOf(k.Mid)
 		part := p.Scratch(Float64, chunks*cols)
-		p.Launch("on_sum_partial", chunks*((cols+DeviceThreads-1)/DeviceThreads), k.Outer, k.Mid, k.Inner, chunks, k.Src, part)
-		elementwise(p, "on_sum_parts", cols, cols, chunks, part, k.Dst)
+		p.Launch("on_sum_partial", chunks*((cols+DeviceThreads-1)/DeviceThreads),
+			partialArgs{Outer: k.Outer, Mid: k.Mid, Inner: k.Inner, Chunks: chunks, Src: k.Src, Part: part})
+		elementwise(p, "on_sum_parts", cols, partsArgs{Cols: cols, Chunks: chunks, Part: part, Dst: k.Dst})
 		return
 	}
-	elementwise(p, indexed(p, "on_reduce_mid", k.Outer*k.Mid*k.Inner), k.Outer*k.Inner, op, k.Outer, k.Mid, k.Inner, k.Src, k.Dst)
+	elementwise(p, indexed(p, "on_reduce_mid", k.Outer*k.Mid*k.Inner), k.Outer*k.Inner, a)
 }
 
 // A sum down a middle axis is split on a device into chunks of at least
@@ -178,7 +179,8 @@ func (k Softmax) Host(p *Pool) (Func, error) {
 
 // Device launches on_softmax (on_softmax_rows where Inner is 1).
 func (k Softmax) Device(p Planner) {
-	alongAxis(p, lanes(p, "on_softmax", k.Outer, k.Axis, k.Inner), k.Outer, k.Inner, k.Log, k.Outer, k.Axis, k.Inner, k.Src, k.Dst)
+	alongAxis(p, lanes(p, "on_softmax", k.Outer, k.Axis, k.Inner), k.Outer, k.Inner,
+		softmaxArgs{Log: k.Log, Outer: k.Outer, Axis: k.Axis, Inner: k.Inner, Src: k.Src, Dst: k.Dst})
 }
 
 // lanes returns the name of a kernel along the middle axis for alongAxis:
@@ -247,7 +249,8 @@ func (k SoftmaxGrad) Host(p *Pool) (Func, error) {
 
 // Device launches on_softmax_grad (on_softmax_grad_rows where Inner is 1).
 func (k SoftmaxGrad) Device(p Planner) {
-	alongAxis(p, lanes(p, "on_softmax_grad", k.Outer, k.Axis, k.Inner), k.Outer, k.Inner, k.Log, k.Outer, k.Axis, k.Inner, k.Y, k.DY, k.DX)
+	alongAxis(p, lanes(p, "on_softmax_grad", k.Outer, k.Axis, k.Inner), k.Outer, k.Inner,
+		softmaxGradArgs{Log: k.Log, Outer: k.Outer, Axis: k.Axis, Inner: k.Inner, Y: k.Y, Dy: k.DY, Dx: k.DX})
 }
 
 func softmaxGradHost[T Float](p *Pool, k SoftmaxGrad) Func {
@@ -317,7 +320,7 @@ func (k CheckFinite) Device(p Planner) {
 	dt := DTypeOf(k.Src)
 	p.SetType(dt)
 	if dt != Int32 { // integers are finite
-		elementwise(p, "on_check_finite", k.N, k.N, k.Src, k.Flag)
+		elementwise(p, "on_check_finite", k.N, finiteArgs(k))
 	}
 }
 
@@ -353,8 +356,8 @@ func (k CheckProduct) Device(p Planner) {
 		limit = math.MaxFloat32 / 2
 	}
 	ws := p.Scratch(Float64, 2) // two 64-bit words, zero between runs
-	elementwise(p, "on_absmax", k.RA*(k.CA+k.CB), k.RA*k.CA, k.RA*k.CB, k.A, k.B, ws)
-	p.Launch("on_product_verdict", 1, k.RA, limit, ws, k.Flag)
+	elementwise(p, "on_absmax", k.RA*(k.CA+k.CB), absMaxArgs{Na: k.RA * k.CA, Nb: k.RA * k.CB, A: k.A, B: k.B, Ws: ws})
+	p.Launch("on_product_verdict", 1, verdictArgs{Ra: k.RA, Limit: limit, Ws: ws, Flag: k.Flag})
 }
 
 func checkProductHost[T Float](p *Pool, k CheckProduct) Func {
@@ -461,7 +464,7 @@ func (k CountCorrect) Host(p *Pool) (Func, error) {
 
 // Device counts with one block, a thread per row (on_count_correct).
 func (k CountCorrect) Device(p Planner) {
-	p.Launch("on_count_correct", 1, k.Rows, k.Classes, k.Scores, k.Targets, k.Count)
+	p.Launch("on_count_correct", 1, correctArgs{Rows: k.Rows, Classes: k.Classes, S: k.Scores, T: k.Targets, Count: k.Count})
 }
 
 func countCorrectHost[T Float](_ *Pool, k CountCorrect) Func {
@@ -516,7 +519,7 @@ func (k Sparsemax) Host(p *Pool) (Func, error) {
 // counting, for each element, the elements at least as large and their
 // sum, without a sort.
 func (k Sparsemax) Device(p Planner) {
-	p.Launch("on_sparsemax", k.Rows, k.Rows, k.Cols, k.Src, k.Dst)
+	p.Launch("on_sparsemax", k.Rows, sparsemaxArgs(k))
 }
 
 func sparsemaxHost[T Float](p *Pool, k Sparsemax) Func {
@@ -581,7 +584,7 @@ func (k SparsemaxGrad) Host(p *Pool) (Func, error) {
 
 // Device takes a block per row (on_sparsemax_grad).
 func (k SparsemaxGrad) Device(p Planner) {
-	p.Launch("on_sparsemax_grad", k.Rows, k.Rows, k.Cols, k.Y, k.DY, k.DX)
+	p.Launch("on_sparsemax_grad", k.Rows, sparsemaxGradArgs{Rows: k.Rows, Cols: k.Cols, Y: k.Y, Dy: k.DY, Dx: k.DX})
 }
 
 func sparsemaxGradHost[T Float](p *Pool, k SparsemaxGrad) Func {

@@ -43,7 +43,7 @@ func (k SGDStep) Host(p *Pool) (Func, error) {
 
 // Device launches on_sgd.
 func (k SGDStep) Device(p Planner) {
-	elementwise(p, "on_sgd", k.N, k.N, k.Momentum, k.Decay, k.W, k.G, k.Mom, k.LR)
+	elementwise(p, "on_sgd", k.N, sgdArgs{N: k.N, Momentum: k.Momentum, Decay: k.Decay, W: k.W, G: k.G, Mom: k.Mom, Lr: k.LR})
 }
 
 func sgdHost[T Float](p *Pool, k SGDStep) Func {
@@ -97,7 +97,8 @@ func (k AdamStep) Host(p *Pool) (Func, error) {
 
 // Device launches on_adam.
 func (k AdamStep) Device(p Planner) {
-	elementwise(p, "on_adam", k.N, k.N, k.Beta1, k.Beta2, k.Eps, k.Decay, k.W, k.G, k.M, k.V, k.Hyper)
+	elementwise(p, "on_adam", k.N,
+		adamArgs{N: k.N, B1: k.Beta1, B2: k.Beta2, Eps: k.Eps, Decay: k.Decay, W: k.W, G: k.G, M: k.M, V: k.V, Hyper: k.Hyper})
 }
 
 func adamHost[T Float](p *Pool, k AdamStep) Func {
@@ -140,7 +141,7 @@ func (k AddScaled) Host(p *Pool) (Func, error) {
 
 // Device launches on_add_scaled.
 func (k AddScaled) Device(p Planner) {
-	elementwise(p, "on_add_scaled", k.N, k.N, k.Alpha, k.X, k.Y, k.Dst, k.Scale)
+	elementwise(p, "on_add_scaled", k.N, addScaledArgs(k))
 }
 
 func addScaledHost[T Float](p *Pool, k AddScaled) Func {
@@ -190,7 +191,7 @@ func (k SkewStep) Host(p *Pool) (Func, error) {
 // Device launches on_skew in B's type.
 func (k SkewStep) Device(p Planner) {
 	p.SetType(DTypeOf(k.B))
-	elementwise(p, indexed(p, "on_skew", k.R*k.R), k.R*k.R, k.R, k.B, k.Y, k.LR)
+	elementwise(p, indexed(p, "on_skew", k.R*k.R), k.R*k.R, skewArgs{R: k.R, B: k.B, Y: k.Y, Lr: k.LR})
 }
 
 func skewHost[T Float](_ *Pool, k SkewStep) Func {
@@ -237,7 +238,7 @@ func (k IdentityDelta) Host(p *Pool) (Func, error) {
 // Device launches on_identity_delta in Dst's type.
 func (k IdentityDelta) Device(p Planner) {
 	p.SetType(DTypeOf(k.Dst))
-	elementwise(p, indexed(p, "on_identity_delta", k.R*k.R), k.R*k.R, k.R, k.Y, k.Dst)
+	elementwise(p, indexed(p, "on_identity_delta", k.R*k.R), k.R*k.R, deltaArgs(k))
 }
 
 func identityDeltaHost[T Float](_ *Pool, k IdentityDelta) Func {
@@ -272,7 +273,7 @@ func (k Symmetrize) Host(p *Pool) (Func, error) {
 
 // Device launches on_symmetrize.
 func (k Symmetrize) Device(p Planner) {
-	elementwise(p, indexed(p, "on_symmetrize", k.N*k.N), k.N*k.N, k.N, k.A)
+	elementwise(p, indexed(p, "on_symmetrize", k.N*k.N), k.N*k.N, symArgs(k))
 }
 
 func symmetrizeHost[T Float](_ *Pool, k Symmetrize) Func {

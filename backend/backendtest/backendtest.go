@@ -288,7 +288,7 @@ func productCases(dt backend.DType, g gen) []Case {
 // domains, alone and as a chain's middle step, and one in place.
 func mapCases(dt backend.DType, g gen) []Case {
 	l := caseList{dt: dt}
-	for op := backend.UnaryOp(1); op.String() != fmt.Sprintf("UnaryOp(%d)", op); op++ {
+	for _, op := range backend.UnaryOps() {
 		x := g.normal(1000, 3)
 		switch op {
 		case backend.Log, backend.Sqrt, backend.InverseSqrt, backend.Log2:
@@ -317,7 +317,7 @@ func mapCases(dt backend.DType, g gen) []Case {
 // scalar or not, alone and as a chain's last step.
 func zipCases(dt backend.DType, g gen) []Case {
 	l := caseList{dt: dt}
-	for op := backend.Add; op <= backend.GELUGrad; op++ {
+	for _, op := range backend.BinaryOps() {
 		for _, sc := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
 			x, y := g.halves(777), g.halves(777)
 			if op == backend.Pow {

@@ -10,16 +10,9 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 )
 
-// chainOps lists every unary and binary function (their String is not a
-// number's).
+// chainOps lists every unary and binary function.
 func chainOps() (unary []backend.UnaryOp, binary []backend.BinaryOp) {
-	for op := backend.UnaryOp(1); !strings.HasPrefix(op.String(), "UnaryOp("); op++ {
-		unary = append(unary, op)
-	}
-	for op := backend.BinaryOp(1); !strings.HasPrefix(op.String(), "BinaryOp("); op++ {
-		binary = append(binary, op)
-	}
-	return unary, binary
+	return backend.UnaryOps(), backend.BinaryOps()
 }
 
 // randomChain returns a chain of steps steps over inputs inputs (those in
@@ -54,8 +47,7 @@ func randomChain(r *rand.Rand, steps, inputs int, scalar uint8) backend.Chain {
 // one element to several blocks and parts of a loop, on one and on several
 // threads; and that a run allocates nothing.
 func TestChainMatchesSteps(t *testing.T) {
-	t.Run("float32", testChainMatchesSteps[float32])
-	t.Run("float64", testChainMatchesSteps[float64])
+	floats(t, testChainMatchesSteps[float32], testChainMatchesSteps[float64])
 }
 
 func testChainMatchesSteps[T num](t *testing.T) {

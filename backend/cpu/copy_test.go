@@ -95,8 +95,7 @@ func copyRef(c copyCase, src, dst []float64) {
 }
 
 func TestCopy(t *testing.T) {
-	t.Run("float32", testCopy[float32])
-	t.Run("float64", testCopy[float64])
+	floats(t, testCopy[float32], testCopy[float64])
 }
 
 func testCopy[T num](t *testing.T) {

@@ -103,22 +103,19 @@ func TestRefsCoverEveryFunction(t *testing.T) {
 	for _, u := range unaryRefs {
 		unary = append(unary, u.op)
 	}
-	covers(t, "UnaryOp", unary)
+	covers(t, backend.UnaryOps(), unary)
 	var binary []backend.BinaryOp
 	for _, b := range binaryRefs {
 		binary = append(binary, b.op)
 	}
-	covers(t, "BinaryOp", binary)
+	covers(t, backend.BinaryOps(), binary)
 }
 
-// covers fails t where a function of kind (UnaryOp or BinaryOp) has no
-// reference in refs.
-func covers[O interface {
-	~uint8
-	String() string
-}](t *testing.T, kind string, refs []O) {
+// covers fails t where a function of all (every UnaryOp or BinaryOp) has
+// no reference in refs.
+func covers[O backend.UnaryOp | backend.BinaryOp](t *testing.T, all, refs []O) {
 	t.Helper()
-	for op := O(1); op.String() != fmt.Sprintf("%s(%d)", kind, op); op++ {
+	for _, op := range all {
 		if !slices.Contains(refs, op) {
 			t.Errorf("no reference for %v", op)
 		}
@@ -126,8 +123,7 @@ func covers[O interface {
 }
 
 func TestMap(t *testing.T) {
-	t.Run("float32", testMap[float32])
-	t.Run("float64", testMap[float64])
+	floats(t, testMap[float32], testMap[float64])
 }
 
 func testMap[T num](t *testing.T) {
@@ -219,8 +215,7 @@ func b2f(b bool) float64 {
 }
 
 func TestZip(t *testing.T) {
-	t.Run("float32", testZip[float32])
-	t.Run("float64", testZip[float64])
+	floats(t, testZip[float32], testZip[float64])
 }
 
 func testZip[T num](t *testing.T) {
@@ -317,8 +312,7 @@ func testZip[T num](t *testing.T) {
 }
 
 func TestReduce(t *testing.T) {
-	t.Run("float32", testReduce[float32])
-	t.Run("float64", testReduce[float64])
+	floats(t, testReduce[float32], testReduce[float64])
 }
 
 func testReduce[T num](t *testing.T) {
@@ -402,111 +396,109 @@ func softmaxRef(x []float64, outer, axis, inner int, log bool) []float64 {
 
 var softmaxShapes = [][3]int{{1, 1, 1}, {3, 7, 1}, {2, 5, 3}, {7, 65, 2}, {1, 257, 1}, {5, 3, 7}}
 
-func TestSoftmax(t *testing.T) {
-	t.Run("float32", testSoftmax[float32])
-	t.Run("float64", testSoftmax[float64])
-}
-
-func testSoftmax[T num](t *testing.T) {
+// eachSoftmaxCase runs f in a subtest for every shape of softmaxShapes
+// (si its index), plain and log, on inputs up to 3 and up to 1e4.
+func eachSoftmaxCase(t *testing.T, f func(t *testing.T, si, outer, axis, inner int, log bool, scale float64)) {
 	for si, s := range softmaxShapes {
 		for _, log := range []bool{false, true} {
 			for _, scale := range []float64{3, 1e4} {
-				outer, axis, inner := s[0], s[1], s[2]
-				t.Run(fmt.Sprintf("%dx%dx%d_log%v_scale%g", outer, axis, inner, log, scale), func(t *testing.T) {
-					n := outer * axis * inner
-					x := uniform[T](rng(uint64(si)), n, -scale, scale)
-					want := softmaxRef(wide(x), outer, axis, inner, log)
-					tol := make([]float64, n)
-					for i, w := range want {
-						want[i] = round[T](w)
-						tol[i] = 8 * eps[T]()
-						if log {
-							tol[i] *= 1 + math.Abs(w)
-						}
-					}
-					onEach(t, func(t *testing.T, b *cpu.Backend) []T {
-						db := load(t, b, make([]T, n))
-						run(t, b, backend.Softmax{Log: log, Outer: outer, Axis: axis, Inner: inner,
-							Src: backend.At(load(t, b, x), 0), Dst: backend.At(db, 0)})
-						got := read[T](t, b, db)
-						for i, v := range got {
-							if math.IsNaN(float64(v)) || !log && math.IsInf(float64(v), 0) {
-								t.Fatalf("softmax element %d is %v", i, v)
-							}
-						}
-						near(t, "Dst", got, want, tol)
-						return got
-					})
+				t.Run(fmt.Sprintf("%dx%dx%d_log%v_scale%g", s[0], s[1], s[2], log, scale), func(t *testing.T) {
+					f(t, si, s[0], s[1], s[2], log, scale)
 				})
 			}
 		}
 	}
 }
 
+func TestSoftmax(t *testing.T) {
+	floats(t, testSoftmax[float32], testSoftmax[float64])
+}
+
+func testSoftmax[T num](t *testing.T) {
+	eachSoftmaxCase(t, func(t *testing.T, si, outer, axis, inner int, log bool, scale float64) {
+		n := outer * axis * inner
+		x := uniform[T](rng(uint64(si)), n, -scale, scale)
+		want := softmaxRef(wide(x), outer, axis, inner, log)
+		tol := make([]float64, n)
+		for i, w := range want {
+			want[i] = round[T](w)
+			tol[i] = 8 * eps[T]()
+			if log {
+				tol[i] *= 1 + math.Abs(w)
+			}
+		}
+		onEach(t, func(t *testing.T, b *cpu.Backend) []T {
+			db := load(t, b, make([]T, n))
+			run(t, b, backend.Softmax{Log: log, Outer: outer, Axis: axis, Inner: inner,
+				Src: backend.At(load(t, b, x), 0), Dst: backend.At(db, 0)})
+			got := read[T](t, b, db)
+			for i, v := range got {
+				if math.IsNaN(float64(v)) || !log && math.IsInf(float64(v), 0) {
+					t.Fatalf("softmax element %d is %v", i, v)
+				}
+			}
+			near(t, "Dst", got, want, tol)
+			return got
+		})
+	})
+}
+
 func TestSoftmaxGrad(t *testing.T) {
-	t.Run("float32", testSoftmaxGrad[float32])
-	t.Run("float64", testSoftmaxGrad[float64])
+	floats(t, testSoftmaxGrad[float32], testSoftmaxGrad[float64])
 }
 
 // testSoftmaxGrad checks SoftmaxGrad against its formula, with Y the
 // softmax of inputs up to 1e4.
 func testSoftmaxGrad[T num](t *testing.T) {
-	for si, s := range softmaxShapes {
-		for _, log := range []bool{false, true} {
-			for _, scale := range []float64{3, 1e4} {
-				outer, axis, inner := s[0], s[1], s[2]
-				t.Run(fmt.Sprintf("%dx%dx%d_log%v_scale%g", outer, axis, inner, log, scale), func(t *testing.T) {
-					n := outer * axis * inner
-					r := rng(uint64(si))
-					y := make([]T, n)
-					for i, v := range softmaxRef(wide(uniform[T](r, n, -scale, scale)), outer, axis, inner, log) {
-						y[i] = T(v)
+	eachSoftmaxCase(t, func(t *testing.T, si, outer, axis, inner int, log bool, scale float64) {
+		n := outer * axis * inner
+		r := rng(uint64(si))
+		y := make([]T, n)
+		for i, v := range softmaxRef(wide(uniform[T](r, n, -scale, scale)), outer, axis, inner, log) {
+			y[i] = T(v)
+		}
+		dy := uniform[T](r, n, -1, 1)
+		want, tol := make([]float64, n), make([]float64, n)
+		for o := 0; o < outer; o++ {
+			for i := 0; i < inner; i++ {
+				at := func(j int) int { return (o*axis+j)*inner + i }
+				var dot, mag float64
+				for j := 0; j < axis; j++ {
+					if log {
+						dot += float64(dy[at(j)])
+						mag += math.Abs(float64(dy[at(j)]))
+					} else {
+						dot += float64(dy[at(j)]) * float64(y[at(j)])
+						mag += math.Abs(float64(dy[at(j)]) * float64(y[at(j)]))
 					}
-					dy := uniform[T](r, n, -1, 1)
-					want, tol := make([]float64, n), make([]float64, n)
-					for o := 0; o < outer; o++ {
-						for i := 0; i < inner; i++ {
-							at := func(j int) int { return (o*axis+j)*inner + i }
-							var dot, mag float64
-							for j := 0; j < axis; j++ {
-								if log {
-									dot += float64(dy[at(j)])
-									mag += math.Abs(float64(dy[at(j)]))
-								} else {
-									dot += float64(dy[at(j)]) * float64(y[at(j)])
-									mag += math.Abs(float64(dy[at(j)]) * float64(y[at(j)]))
-								}
-							}
-							for j := 0; j < axis; j++ {
-								yj, dyj := float64(y[at(j)]), float64(dy[at(j)])
-								if log {
-									want[at(j)] = dyj - math.Exp(yj)*dot
-									tol[at(j)] = 4 * eps[T]() * (math.Abs(dyj) + math.Exp(yj)*mag)
-								} else {
-									want[at(j)] = yj * (dyj - dot)
-									tol[at(j)] = 4 * eps[T]() * yj * (math.Abs(dyj) + mag)
-								}
-								want[at(j)] = round[T](want[at(j)])
-							}
-						}
+				}
+				for j := 0; j < axis; j++ {
+					yj, dyj := float64(y[at(j)]), float64(dy[at(j)])
+					if log {
+						want[at(j)] = dyj - math.Exp(yj)*dot
+						tol[at(j)] = 4 * eps[T]() * (math.Abs(dyj) + math.Exp(yj)*mag)
+					} else {
+						want[at(j)] = yj * (dyj - dot)
+						tol[at(j)] = 4 * eps[T]() * yj * (math.Abs(dyj) + mag)
 					}
-					onEach(t, func(t *testing.T, b *cpu.Backend) []T {
-						db := load(t, b, make([]T, n))
-						run(t, b, backend.SoftmaxGrad{Log: log, Outer: outer, Axis: axis, Inner: inner,
-							Y: backend.At(load(t, b, y), 0), DY: backend.At(load(t, b, dy), 0), DX: backend.At(db, 0)})
-						got := read[T](t, b, db)
-						for i, v := range got {
-							if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-								t.Fatalf("gradient element %d is %v", i, v)
-							}
-						}
-						near(t, "DX", got, want, tol)
-						return got
-					})
-				})
+					want[at(j)] = round[T](want[at(j)])
+				}
 			}
 		}
-	}
+		onEach(t, func(t *testing.T, b *cpu.Backend) []T {
+			db := load(t, b, make([]T, n))
+			run(t, b, backend.SoftmaxGrad{Log: log, Outer: outer, Axis: axis, Inner: inner,
+				Y: backend.At(load(t, b, y), 0), DY: backend.At(load(t, b, dy), 0), DX: backend.At(db, 0)})
+			got := read[T](t, b, db)
+			for i, v := range got {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					t.Fatalf("gradient element %d is %v", i, v)
+				}
+			}
+			near(t, "DX", got, want, tol)
+			return got
+		})
+	})
 }
 
 // TestSoftmaxGradFiniteDifferences checks that SoftmaxGrad is the

@@ -82,8 +82,7 @@ func gemmCases() []gemmCase {
 }
 
 func TestGemm(t *testing.T) {
-	t.Run("float32", testGemm[float32])
-	t.Run("float64", testGemm[float64])
+	floats(t, testGemm[float32], testGemm[float64])
 }
 
 func testGemm[T num](t *testing.T) {

@@ -12,6 +12,12 @@ import (
 // num is the element type of the float kernels under test.
 type num interface{ float32 | float64 }
 
+// floats runs a test's instances for float32 and float64 as subtests.
+func floats(t *testing.T, f32, f64 func(*testing.T)) {
+	t.Run("float32", f32)
+	t.Run("float64", f64)
+}
+
 // dtypeOf returns the backend type of T.
 func dtypeOf[T num]() backend.DType {
 	var z T

@@ -47,8 +47,7 @@ func testFill[T num](t *testing.T) {
 }
 
 func TestCheckFinite(t *testing.T) {
-	t.Run("float32", testCheckFinite[float32])
-	t.Run("float64", testCheckFinite[float64])
+	floats(t, testCheckFinite[float32], testCheckFinite[float64])
 }
 
 // testCheckFinite puts one NaN or infinity at every position of vectors of
@@ -88,8 +87,7 @@ func b2i(b bool) int32 {
 }
 
 func TestCheckProduct(t *testing.T) {
-	t.Run("float32", testCheckProduct[float32])
-	t.Run("float64", testCheckProduct[float64])
+	floats(t, testCheckProduct[float32], testCheckProduct[float64])
 }
 
 func testCheckProduct[T num](t *testing.T) {
@@ -139,8 +137,7 @@ func testCheckProduct[T num](t *testing.T) {
 }
 
 func TestGatherScatterRows(t *testing.T) {
-	t.Run("float32", testRows[float32])
-	t.Run("float64", testRows[float64])
+	floats(t, testRows[float32], testRows[float64])
 }
 
 func testRows[T num](t *testing.T) {
@@ -228,8 +225,7 @@ func testRows[T num](t *testing.T) {
 }
 
 func TestQF(t *testing.T) {
-	t.Run("float32", testQF[float32])
-	t.Run("float64", testQF[float64])
+	floats(t, testQF[float32], testQF[float64])
 }
 
 // checkQ checks that q (m x n) has orthonormal columns and that R = Q^T a

@@ -51,16 +51,7 @@ func configure(t *testing.T, edit func(*standin.Config)) {
 	if onGPU() {
 		t.Skip("a setting of the host model")
 	}
-	c := standin.DefaultConfig()
-	edit(&c)
-	if err := standin.Configure(c); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := standin.Configure(standin.DefaultConfig()); err != nil {
-			t.Error(err)
-		}
-	})
+	cuda.Pretend(t, edit)
 }
 
 // TestKernelsAgreeWithCPU runs every kernel through backend/cuda and
@@ -225,6 +216,19 @@ func TestMemoryFlat(t *testing.T) {
 // value, and every later one.
 func TestRowFault(t *testing.T) {
 	b := start(t, cuda.Options{})
+	gatherBadRow(t, b)
+	if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "row index 4 (entry 1") {
+		t.Fatalf("Sync after a bad row: %v, want the row index 4 at entry 1", err)
+	}
+	if err := b.Sync(); err == nil {
+		t.Fatal("a second Sync forgot the fault")
+	}
+}
+
+// gatherBadRow runs on b, without waiting, a gather of rows 1 and 4 of a
+// matrix of 4 rows: row index 4, entry 1 of the indices, is out of range.
+func gatherBadRow(t *testing.T, b backend.Backend) {
+	t.Helper()
 	rows, _ := b.Alloc(backend.Int32, 2)
 	src, _ := b.Alloc(backend.Float32, 12)
 	dst, _ := b.Alloc(backend.Float32, 6)
@@ -238,12 +242,6 @@ func TestRowFault(t *testing.T) {
 	if err := f(); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "row index 4 (entry 1") {
-		t.Fatalf("Sync after a bad row: %v, want the row index 4 at entry 1", err)
-	}
-	if err := b.Sync(); err == nil {
-		t.Fatal("a second Sync forgot the fault")
-	}
 }
 
 // TestCloseReportsFault checks that Close reports a bad row index that no
@@ -253,19 +251,7 @@ func TestCloseReportsFault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, _ := be.Alloc(backend.Int32, 2)
-	src, _ := be.Alloc(backend.Float32, 12)
-	dst, _ := be.Alloc(backend.Float32, 6)
-	if err := be.CopyIn(rows, 0, []int32{1, 4}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := be.Prepare(backend.GatherRows{N: 2, Width: 3, Rows: backend.At(rows, 0), Src: backend.At(src, 0), Dst: backend.At(dst, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f(); err != nil {
-		t.Fatal(err)
-	}
+	gatherBadRow(t, be)
 	if err := be.Close(); err == nil || !strings.Contains(err.Error(), "row index 4 (entry 1") {
 		t.Fatalf("Close after an unwaited bad row: %v, want the row index 4 at entry 1", err)
 	}

@@ -3,7 +3,6 @@
 package cuda
 
 import (
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,13 +16,7 @@ import (
 // instance divides in 64 bits: the instructions the planner's choice saves.
 // Without NVRTC on the machine it skips, unless ORTHONET_REQUIRE_NVRTC=1.
 func TestX32KernelsDivideIn32Bits(t *testing.T) {
-	a, err := loadCompiler(dl{})
-	if err != nil {
-		if os.Getenv("ORTHONET_REQUIRE_NVRTC") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	a := nvrtcOrSkip(t)
 	img, err := compile(a, 75, false)
 	if err != nil {
 		t.Fatal(err)

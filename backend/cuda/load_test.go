@@ -16,6 +16,21 @@ import (
 	"github.com/orthonet/orthonet/internal/cudak/standin"
 )
 
+// nvrtcOrSkip returns NVRTC as the backend finds it, or skips the test
+// where the machine has none, unless ORTHONET_REQUIRE_NVRTC=1 (then it
+// fails).
+func nvrtcOrSkip(t *testing.T) *api {
+	t.Helper()
+	a, err := loadCompiler(dl{})
+	if err != nil {
+		if os.Getenv("ORTHONET_REQUIRE_NVRTC") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return a
+}
+
 // pretend sets the host model for one test and restores its default after.
 func pretend(t *testing.T, edit func(*standin.Config)) {
 	t.Helper()
@@ -264,13 +279,7 @@ func TestCompile(t *testing.T) {
 // has every kernel the source defines. Without NVRTC on the machine it
 // skips, unless ORTHONET_REQUIRE_NVRTC=1.
 func TestKernelsCompileWithNVRTC(t *testing.T) {
-	a, err := loadCompiler(dl{})
-	if err != nil {
-		if os.Getenv("ORTHONET_REQUIRE_NVRTC") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	a := nvrtcOrSkip(t)
 	t.Log(strings.Join(a.where, ", "))
 	names := regexp.MustCompile(`(?m)^KERNEL(?:_SYNC)?\((\w+),`).FindAllStringSubmatch(cudak.Source, -1)
 	if len(names) < 40 {

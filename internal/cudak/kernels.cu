@@ -2,7 +2,10 @@
 //
 // Each kernel takes one argument, a struct of 8-byte fields (pointers, long
 // long, double), which package cudak fills as 64-bit words: the layout needs
-// no padding rules on either side. Kernels are compiled by NVRTC for the GPU
+// no padding rules on either side. A struct whose line ends "from
+// backend/gen/args_table.go" is written by go generate ./backend from that
+// table, which also writes the Go struct a kernel's Device method launches
+// with (backend/kernel_args.go): edit the table, not the line. Kernels are compiled by NVRTC for the GPU
 // and, with the host definitions of standin/host.h (ORTHONET_EMU), by the C++
 // compiler into the host model of the device, so that the same source is
 // tested without a GPU.
@@ -89,7 +92,7 @@ template <typename T> __device__ __forceinline__ T gelu_deriv(T x) {
   return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * (T)GELU_C * ((T)1 + (T)3 * (T)0.044715 * x * x);
 }
 
-// BEGIN UNARY_OPS: written by go generate ./backend from backend/gen/elementwise/table.go; edit the table, not these lines.
+// BEGIN UNARY_OPS: written by go generate ./backend from backend/gen/table.go; edit the table, not these lines.
 // UNARY_OPS lists backend.UnaryOp's functions, in the order of its
 // constants: each is its name and its value at x.
 #define UNARY_OPS(X)                                     \
@@ -133,7 +136,7 @@ template <typename T> __device__ __forceinline__ T unary(int op, T x) {
   return x;
 }
 
-// BEGIN BINARY_OPS: written by go generate ./backend from backend/gen/elementwise/table.go; edit the table, not these lines.
+// BEGIN BINARY_OPS: written by go generate ./backend from backend/gen/table.go; edit the table, not these lines.
 // BINARY_OPS lists backend.BinaryOp's functions, in the order of its
 // constants: each is its name and its value at x and y.
 #define BINARY_OPS(X)                \
@@ -197,7 +200,7 @@ template <typename T> __device__ T block_max(T v, T *sh) { return block_reduce(v
 
 // ---- elementwise (backend/elementwise.go, backend/chain.go) ------------------------------------
 
-template <typename T> struct MapArgs { i64 op, n; const T *src; T *dst; };
+template <typename T> struct MapArgs { i64 op, n; const T *src; T *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void map_k(const MapArgs<T> &a) {
   int op = (int)a.op;
   GRID_LOOP(i, a.n) a.dst[i] = unary(op, a.src[i]);
@@ -205,7 +208,7 @@ template <typename T> __device__ void map_k(const MapArgs<T> &a) {
 KERNEL(on_map_f32, MapArgs<float>) { map_k(a); }
 KERNEL(on_map_f64, MapArgs<double>) { map_k(a); }
 
-template <typename T> struct ZipArgs { i64 op, n, ascalar, bscalar; const T *a; const T *b; T *dst; };
+template <typename T> struct ZipArgs { i64 op, n; i64 ascalar, bscalar; const T *a; const T *b; T *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void zip_k(const ZipArgs<T> &a) {
   int op = (int)a.op;
   GRID_LOOP(i, a.n) {
@@ -216,7 +219,7 @@ template <typename T> __device__ void zip_k(const ZipArgs<T> &a) {
 KERNEL(on_zip_f32, ZipArgs<float>) { zip_k(a); }
 KERNEL(on_zip_f64, ZipArgs<double>) { zip_k(a); }
 
-template <typename T> struct FillArgs { i64 n; double v; T *dst; };
+template <typename T> struct FillArgs { i64 n; double v; T *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void fill_k(const FillArgs<T> &a) {
   T v = (T)a.v;
   GRID_LOOP(i, a.n) a.dst[i] = v;
@@ -226,7 +229,7 @@ KERNEL(on_fill_f64, FillArgs<double>) { fill_k(a); }
 KERNEL(on_fill_i32, FillArgs<int>) { fill_k(a); }
 
 // Compare: binary()'s comparisons, as 0/1 ints.
-template <typename T> struct CompareArgs { i64 op, n, ascalar, bscalar; const T *a; const T *b; int *dst; };
+template <typename T> struct CompareArgs { i64 op, n; i64 ascalar, bscalar; const T *a; const T *b; int *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void compare_k(const CompareArgs<T> &a) {
   int op = (int)a.op;
   GRID_LOOP(i, a.n) {
@@ -267,7 +270,7 @@ KERNEL(on_chain_f64, ChainArgs<double>) { chain_k(a); }
 // ---- copies (backend/copies.go) -----------------------------------------------------------------
 
 // Copy: a strided view into a strided view, axes simplified by the planner.
-template <typename T> struct CopyArgs { i64 nd, n, add; i64 shape[8], ss[8], ds[8]; const T *src; T *dst; };
+template <typename T> struct CopyArgs { i64 nd, n; i64 add; i64 shape[8], ss[8], ds[8]; const T *src; T *dst; }; // from backend/gen/args_table.go
 // U is the index type, S that of the (signed) offsets.
 template <typename T, typename U, typename S> __device__ void copy_k(const CopyArgs<T> &a) {
   GRID_LOOP_T(U, i, a.n) {
@@ -298,7 +301,7 @@ __device__ void fault_row(u64 *fault, i64 r, i64 entry, i64 limit) {
   }
 }
 
-template <typename T> struct RowsArgs { i64 n, width, limit, gather; const int *rows; const T *src; T *dst; u64 *fault; };
+template <typename T> struct RowsArgs { i64 n, width, limit; i64 gather; const int *rows; const T *src; T *dst; u64 *fault; }; // from backend/gen/args_table.go
 template <typename T, typename U> __device__ void rows_k(const RowsArgs<T> &a) {
   U width = (U)a.width;
   GRID_LOOP_T(U, i, a.n * a.width) {
@@ -320,7 +323,7 @@ KERNEL(on_rows_x32_f64, RowsArgs<double>) { rows_k<double, u32>(a); }
 
 // Take: a thread per destination element (o, i, in) of an (outer, n, inner)
 // array, from src[o, idx[i], in]; a bad index records fault 1 and is skipped.
-template <typename T> struct TakeArgs { i64 outer, axis, inner, n; const int *idx; const T *src; T *dst; u64 *fault; };
+template <typename T> struct TakeArgs { i64 outer, axis, inner, n; const int *idx; const T *src; T *dst; u64 *fault; }; // from backend/gen/args_table.go
 template <typename T> __device__ void take_k(const TakeArgs<T> &a) {
   GRID_LOOP(e, a.outer * a.n * a.inner) {
     i64 in = e % a.inner, row = e / a.inner, i = row % a.n, o = row / a.n;
@@ -341,8 +344,8 @@ KERNEL(on_take_f64, TakeArgs<double>) { take_k(a); }
 // chunks of NT, then chunk by chunk each entry's place after those of its
 // index in earlier chunks (cursor) and earlier in its chunk. A bad index
 // records fault 1 and its entry is left out.
-struct TakeIndexArgs { i64 axis, n; const int *idx; int *offsets; int *cursor; int *order; u64 *fault; };
-__device__ void take_index_k(const TakeIndexArgs &a) {
+template <typename T> struct TakeIndexArgs { i64 axis, n; const int *idx; int *offsets; int *cursor; int *order; u64 *fault; }; // from backend/gen/args_table.go
+__device__ void take_index_k(const TakeIndexArgs<int> &a) {
   SHARED(int, sh, NT);
   int tid = (int)threadIdx.x;
   for (i64 r = tid; r < a.axis; r += NT) a.cursor[r] = 0;
@@ -394,11 +397,11 @@ __device__ void take_index_k(const TakeIndexArgs &a) {
     if (valid && last) a.cursor[r] += rank + 1;
   }
 }
-KERNEL_SYNC(on_take_index_i32, TakeIndexArgs) { take_index_k(a); }
+KERNEL_SYNC(on_take_index_i32, TakeIndexArgs<int>) { take_index_k(a); }
 
 // TakeGrad, second half: a thread per element (o, r, in) of dx adds its
 // entries' elements of dy in order, in the element type (as the CPU does).
-template <typename T> struct TakeGradArgs { i64 outer, axis, inner, n; const int *offsets; const int *order; const T *dy; T *dx; };
+template <typename T> struct TakeGradArgs { i64 outer, axis, inner, n; const int *offsets; const int *order; const T *dy; T *dx; }; // from backend/gen/args_table.go
 template <typename T> __device__ void take_grad_k(const TakeGradArgs<T> &a) {
   GRID_LOOP(e, a.outer * a.axis * a.inner) {
     i64 in = e % a.inner, row = e / a.inner, r = row % a.axis, o = row / a.axis;
@@ -413,7 +416,7 @@ KERNEL(on_take_grad_f64, TakeGradArgs<double>) { take_grad_k(a); }
 // ---- reductions and softmax (backend/reductions.go) ---------------------------------------------
 
 // Reduce with Inner == 1: a block per row of Mid elements.
-template <typename T> struct ReduceArgs { i64 op, outer, mid, inner; const T *src; T *dst; };
+template <typename T> struct ReduceArgs { i64 op, outer, mid, inner; const T *src; T *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void reduce_rows_k(const ReduceArgs<T> &a) {
   SHARED(double, shd, NT);
   SHARED(T, sht, NT);
@@ -440,7 +443,7 @@ KERNEL_SYNC(on_reduce_rows_f64, ReduceArgs<double>) { reduce_rows_k(a); }
 // Reduce (sum) with Inner > 1 over a long middle axis, first stage: block
 // (c, b) sums rows [c*mid/chunks, (c+1)*mid/chunks) of columns b*NT.. into
 // part[c][o*inner + in], in double.
-template <typename T> struct PartialArgs { i64 outer, mid, inner, chunks; const T *src; double *part; };
+template <typename T> struct PartialArgs { i64 outer, mid, inner, chunks; const T *src; double *part; }; // from backend/gen/args_table.go
 template <typename T> __device__ void sum_partial_k(const PartialArgs<T> &a) {
   i64 cols = a.outer * a.inner, colBlocks = (cols + NT - 1) / NT;
   for (i64 blk = blockIdx.x; blk < colBlocks * a.chunks; blk += gridDim.x) {
@@ -458,7 +461,7 @@ KERNEL(on_sum_partial_f32, PartialArgs<float>) { sum_partial_k(a); }
 KERNEL(on_sum_partial_f64, PartialArgs<double>) { sum_partial_k(a); }
 
 // Second stage: dst[col] = the chunks' partial sums, in order.
-template <typename T> struct PartsArgs { i64 cols, chunks; const double *part; T *dst; };
+template <typename T> struct PartsArgs { i64 cols, chunks; const double *part; T *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void sum_parts_k(const PartsArgs<T> &a) {
   GRID_LOOP(col, a.cols) {
     double s = 0;
@@ -499,7 +502,7 @@ KERNEL(on_reduce_mid_x32_f64, ReduceArgs<double>) { reduce_mid_k<double, u32>(a)
 // the neighbouring elements. Sums are in double; the per-element math is
 // in the element type (expf for float32 data: within 2 ulp, where the CPU
 // backend rounds exp's double result to float32 in the end).
-template <typename T> struct SoftmaxArgs { i64 log, outer, axis, inner; const T *src; T *dst; };
+template <typename T> struct SoftmaxArgs { i64 log; i64 outer, axis, inner; const T *src; T *dst; }; // from backend/gen/args_table.go
 template <typename T, typename U> __device__ void softmax_k(const SoftmaxArgs<T> &a) {
   U inner = (U)a.inner, axis = (U)a.axis;
   GRID_LOOP_T(U, lane, a.outer * a.inner) {
@@ -552,7 +555,7 @@ template <typename T> __device__ void softmax_rows_k(const SoftmaxArgs<T> &a) {
 KERNEL_SYNC(on_softmax_rows_f32, SoftmaxArgs<float>) { softmax_rows_k(a); }
 KERNEL_SYNC(on_softmax_rows_f64, SoftmaxArgs<double>) { softmax_rows_k(a); }
 
-template <typename T> struct SoftmaxGradArgs { i64 log, outer, axis, inner; const T *y; const T *dy; T *dx; };
+template <typename T> struct SoftmaxGradArgs { i64 log; i64 outer, axis, inner; const T *y; const T *dy; T *dx; }; // from backend/gen/args_table.go
 template <typename T> __device__ __forceinline__ T softmax_grad_at(bool log, T y, T dy, T dot) {
   return log ? dy - m_exp(y) * dot : y * (dy - dot);
 }
@@ -593,7 +596,7 @@ template <typename T> __device__ void softmax_grad_rows_k(const SoftmaxGradArgs<
 KERNEL_SYNC(on_softmax_grad_rows_f32, SoftmaxGradArgs<float>) { softmax_grad_rows_k(a); }
 KERNEL_SYNC(on_softmax_grad_rows_f64, SoftmaxGradArgs<double>) { softmax_grad_rows_k(a); }
 
-template <typename T> struct FiniteArgs { i64 n; const T *src; int *flag; };
+template <typename T> struct FiniteArgs { i64 n; const T *src; int *flag; }; // from backend/gen/args_table.go
 template <typename T> __device__ void finite_k(const FiniteArgs<T> &a) {
   bool bad = false;
   GRID_LOOP(i, a.n) bad |= !finite_bits(a.src[i]);
@@ -606,7 +609,7 @@ KERNEL(on_check_finite_f64, FiniteArgs<double>) { finite_k(a); }
 // |x| (integer order is magnitude order, NaN above +Inf), into ws[0] and ws[1].
 // Each block reduces its threads' maxima first, then one thread makes the
 // block's one atomicMax on each word.
-template <typename T> struct AbsMaxArgs { i64 na, nb; const T *a; const T *b; u64 *ws; };
+template <typename T> struct AbsMaxArgs { i64 na, nb; const T *a; const T *b; u64 *ws; }; // from backend/gen/args_table.go
 template <typename T> __device__ void absmax_k(const AbsMaxArgs<T> &a) {
   SHARED(u64, sh, NT);
   u64 ma = 0, mb = 0;
@@ -625,7 +628,7 @@ KERNEL_SYNC(on_absmax_f32, AbsMaxArgs<float>) { absmax_k(a); }
 KERNEL_SYNC(on_absmax_f64, AbsMaxArgs<double>) { absmax_k(a); }
 
 // CheckProduct, second half (one thread): the bound, then ws back to zero.
-template <typename T> struct VerdictArgs { i64 ra; double limit; u64 *ws; int *flag; };
+template <typename T> struct VerdictArgs { i64 ra; double limit; u64 *ws; int *flag; }; // from backend/gen/args_table.go
 template <typename T> __device__ void verdict_k(const VerdictArgs<T> &a) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
   double x = bits_value(a.ws[0], (T)0), y = bits_value(a.ws[1], (T)0);
@@ -646,7 +649,7 @@ template <typename T> __device__ i64 argmax_row(const T *x, i64 n) {
     if (x[j] > x[best]) best = j;
   return best;
 }
-template <typename T> struct CorrectArgs { i64 rows, classes; const T *s; const T *t; int *count; };
+template <typename T> struct CorrectArgs { i64 rows, classes; const T *s; const T *t; int *count; }; // from backend/gen/args_table.go
 template <typename T> __device__ void count_correct_k(const CorrectArgs<T> &a) {
   SHARED(double, sh, NT);
   double c = 0;
@@ -662,7 +665,7 @@ KERNEL_SYNC(on_count_correct_f64, CorrectArgs<double>) { count_correct_k(a); }
 // exceeds the sum of the k elements at least z_j (z the row less its
 // maximum); tau = (sum of the support - 1) / its size. Counts and sums in
 // double; O(cols^2 / NT) per thread.
-template <typename T> struct SparsemaxArgs { i64 rows, cols; const T *src; T *dst; };
+template <typename T> struct SparsemaxArgs { i64 rows, cols; const T *src; T *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void sparsemax_k(const SparsemaxArgs<T> &a) {
   SHARED(double, shd, NT);
   SHARED(T, sht, NT);
@@ -702,7 +705,7 @@ KERNEL_SYNC(on_sparsemax_f64, SparsemaxArgs<double>) { sparsemax_k(a); }
 
 // SparsemaxGrad: a block per row; dx = s (dy - sum(s dy) / sum(s)), s the
 // support (y != 0), the sums in double.
-template <typename T> struct SparsemaxGradArgs { i64 rows, cols; const T *y; const T *dy; T *dx; };
+template <typename T> struct SparsemaxGradArgs { i64 rows, cols; const T *y; const T *dy; T *dx; }; // from backend/gen/args_table.go
 template <typename T> __device__ void sparsemax_grad_k(const SparsemaxGradArgs<T> &a) {
   SHARED(double, shd, NT);
   for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
@@ -728,7 +731,7 @@ KERNEL_SYNC(on_sparsemax_grad_f64, SparsemaxGradArgs<double>) { sparsemax_grad_k
 
 // scale_strided is a product over an empty inner dimension: C = beta C over
 // a strided batch of m x n matrices (0 where beta is 0, C not read).
-template <typename T> struct ScaleArgs { i64 batch, m, n, ldc, stride; double beta; T *c; };
+template <typename T> struct ScaleArgs { i64 batch, m, n, ldc, stride; double beta; T *c; }; // from backend/gen/args_table.go
 template <typename T, typename U> __device__ void scale_strided_k(const ScaleArgs<T> &a) {
   T beta = (T)a.beta;
   U m = (U)a.m, n = (U)a.n;
@@ -749,7 +752,7 @@ KERNEL(on_scale_strided_x32_f64, ScaleArgs<double>) { scale_strided_k<double, u3
 // n x n) = R^T R, by one block; a pivot that is not above tol times its
 // diagonal entry of G (a column all but in the span of those before it)
 // records fault 2 with its index and stops.
-template <typename T> struct CholArgs { i64 n; double tol; const T *g; double *r; u64 *fault; };
+template <typename T> struct CholArgs { i64 n; double tol; const T *g; double *r; u64 *fault; }; // from backend/gen/args_table.go
 template <typename T> __device__ void chol_k(const CholArgs<T> &a) {
   SHARED(int, bad, 1);
   SHARED(double, d, 1);
@@ -789,7 +792,7 @@ KERNEL_SYNC(on_cholesky_f32, CholArgs<float>) { chol_k(a); }
 KERNEL_SYNC(on_cholesky_f64, CholArgs<double>) { chol_k(a); }
 
 // A (m x n) = A R^-1 for the upper R (double): a thread per row, in double.
-template <typename T> struct TrsmArgs { i64 m, n; T *a; const double *r; u64 *fault; };
+template <typename T> struct TrsmArgs { i64 m, n; T *a; const double *r; u64 *fault; }; // from backend/gen/args_table.go
 template <typename T> __device__ void trsm_k(const TrsmArgs<T> &a) {
   if (a.fault[0] == 2) return; // the factorization failed: leave A
   GRID_LOOP(row, a.m) {
@@ -806,7 +809,7 @@ KERNEL(on_trsm_f64, TrsmArgs<double>) { trsm_k(a); }
 
 // diag_save copies the diagonal of the n x n G into d (double), for
 // potrf_check.
-template <typename T> struct DiagArgs { i64 n; const T *g; double *d; };
+template <typename T> struct DiagArgs { i64 n; const T *g; double *d; }; // from backend/gen/args_table.go
 template <typename T> __device__ void diag_save_k(const DiagArgs<T> &a) {
   GRID_LOOP(k, a.n) a.d[k] = (double)a.g[k * a.n + k];
 }
@@ -822,7 +825,7 @@ KERNEL(on_diag_save_f64, DiagArgs<double>) { diag_save_k(a); }
 struct MinOp {
   template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return b < a ? b : a; }
 };
-template <typename T> struct PotrfCheckArgs { i64 n; double tol; int *info; const T *r; const double *d; u64 *fault; };
+template <typename T> struct PotrfCheckArgs { i64 n; double tol; int *info; const T *r; const double *d; u64 *fault; }; // from backend/gen/args_table.go
 template <typename T> __device__ void potrf_check_k(const PotrfCheckArgs<T> &a) {
   SHARED(i64, sh, NT);
   if (blockIdx.x != 0) return;
@@ -867,7 +870,7 @@ template <typename T> __device__ double block_lse(const T *z, i64 n, double *shd
 
 // SoftmaxCrossEntropy, first half: a block per row, each row's loss
 // sum_j t_j (lse - z_j) into part[r], in double.
-template <typename T> struct CERowsArgs { i64 rows, classes; const T *z; const T *t; double *part; };
+template <typename T> struct CERowsArgs { i64 rows, classes; const T *z; const T *t; double *part; }; // from backend/gen/args_table.go
 template <typename T> __device__ void ce_rows_k(const CERowsArgs<T> &a) {
   SHARED(double, shd, NT);
   SHARED(T, sht, NT);
@@ -883,7 +886,7 @@ KERNEL_SYNC(on_ce_rows_f32, CERowsArgs<float>) { ce_rows_k(a); }
 KERNEL_SYNC(on_ce_rows_f64, CERowsArgs<double>) { ce_rows_k(a); }
 
 // Second half, one block: the mean of the rows' losses.
-template <typename T> struct CEArgs { i64 rows; const double *part; T *loss; };
+template <typename T> struct CEArgs { i64 rows; const double *part; T *loss; }; // from backend/gen/args_table.go
 template <typename T> __device__ void ce_k(const CEArgs<T> &a) {
   SHARED(double, sh, NT);
   double s = 0;
@@ -895,7 +898,7 @@ KERNEL_SYNC(on_ce_f32, CEArgs<float>) { ce_k(a); }
 KERNEL_SYNC(on_ce_f64, CEArgs<double>) { ce_k(a); }
 
 // SoftmaxCrossEntropyGrad: a block per row.
-template <typename T> struct CEGradArgs { i64 rows, classes; const T *z; const T *t; const T *g; T *dz; };
+template <typename T> struct CEGradArgs { i64 rows, classes; const T *z; const T *t; const T *g; T *dz; }; // from backend/gen/args_table.go
 template <typename T> __device__ void ce_grad_k(const CEGradArgs<T> &a) {
   SHARED(double, shd, NT);
   SHARED(T, sht, NT);
@@ -926,7 +929,7 @@ template <typename T> __device__ void row_stats(const T *x, i64 d, double eps, d
   rstd = 1 / sqrt(block_sum(v, sh) / (double)d + eps);
 }
 
-template <typename T> struct LNArgs { i64 rows, d; double eps; const T *x; const T *gamma; const T *beta; T *y; };
+template <typename T> struct LNArgs { i64 rows, d; double eps; const T *x; const T *gamma; const T *beta; T *y; }; // from backend/gen/args_table.go
 template <typename T> __device__ void ln_k(const LNArgs<T> &a) {
   SHARED(double, sh, NT);
   for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
@@ -941,7 +944,7 @@ template <typename T> __device__ void ln_k(const LNArgs<T> &a) {
 KERNEL_SYNC(on_layer_norm_f32, LNArgs<float>) { ln_k(a); }
 KERNEL_SYNC(on_layer_norm_f64, LNArgs<double>) { ln_k(a); }
 
-template <typename T> struct LNGradArgs { i64 rows, d; double eps; const T *x; const T *gamma; const T *dy; T *dx; };
+template <typename T> struct LNGradArgs { i64 rows, d; double eps; const T *x; const T *gamma; const T *dy; T *dx; }; // from backend/gen/args_table.go
 template <typename T> __device__ void ln_grad_k(const LNGradArgs<T> &a) {
   SHARED(double, sh, NT);
   for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
@@ -968,7 +971,7 @@ KERNEL_SYNC(on_layer_norm_grad_f32, LNGradArgs<float>) { ln_grad_k(a); }
 KERNEL_SYNC(on_layer_norm_grad_f64, LNGradArgs<double>) { ln_grad_k(a); }
 
 // LayerNormParamGrad, first half: mean and rstd of every row into stats.
-template <typename T> struct LNStatsArgs { i64 rows, d; double eps; const T *x; double *stats; };
+template <typename T> struct LNStatsArgs { i64 rows, d; double eps; const T *x; double *stats; }; // from backend/gen/args_table.go
 template <typename T> __device__ void ln_stats_k(const LNStatsArgs<T> &a) {
   SHARED(double, sh, NT);
   for (i64 r = blockIdx.x; r < a.rows; r += gridDim.x) {
@@ -984,7 +987,7 @@ KERNEL_SYNC(on_layer_norm_stats_f32, LNStatsArgs<float>) { ln_stats_k(a); }
 KERNEL_SYNC(on_layer_norm_stats_f64, LNStatsArgs<double>) { ln_stats_k(a); }
 
 // LayerNormParamGrad, second half: a thread per column, down the rows.
-template <typename T> struct LNParamArgs { i64 rows, d; const T *x; const T *dy; const double *stats; T *dp; };
+template <typename T> struct LNParamArgs { i64 rows, d; const T *x; const T *dy; const double *stats; T *dp; }; // from backend/gen/args_table.go
 template <typename T> __device__ void ln_param_k(const LNParamArgs<T> &a) {
   GRID_LOOP(j, a.d) {
     double dg = 0, db = 0;
@@ -1003,7 +1006,7 @@ KERNEL(on_layer_norm_param_f64, LNParamArgs<double>) { ln_param_k(a); }
 // LayerNormParamGrad over many rows, first stage: block (c, b) sums, for
 // columns b*NT.. and rows of chunk c, dy * xhat and dy into part[c][j] and
 // part[c][d + j].
-template <typename T> struct LNPartArgs { i64 rows, d, chunks; const T *x; const T *dy; const double *stats; double *part; };
+template <typename T> struct LNPartArgs { i64 rows, d, chunks; const T *x; const T *dy; const double *stats; double *part; }; // from backend/gen/args_table.go
 template <typename T> __device__ void ln_param_partial_k(const LNPartArgs<T> &a) {
   i64 colBlocks = (a.d + NT - 1) / NT;
   for (i64 blk = blockIdx.x; blk < colBlocks * a.chunks; blk += gridDim.x) {
@@ -1023,7 +1026,7 @@ template <typename T> __device__ void ln_param_partial_k(const LNPartArgs<T> &a)
 KERNEL(on_layer_norm_param_partial_f32, LNPartArgs<float>) { ln_param_partial_k(a); }
 KERNEL(on_layer_norm_param_partial_f64, LNPartArgs<double>) { ln_param_partial_k(a); }
 
-template <typename T> struct BiasActArgs { i64 rows, n, act, grad; const T *x; const T *bias; const T *dy; T *out; };
+template <typename T> struct BiasActArgs { i64 rows, n, act; i64 grad; const T *x; const T *bias; const T *dy; T *out; }; // from backend/gen/args_table.go
 template <typename T, typename U> __device__ void bias_act_k(const BiasActArgs<T> &a) {
   U n = (U)a.n;
   GRID_LOOP_T(U, i, a.rows * a.n) {
@@ -1046,7 +1049,7 @@ KERNEL(on_bias_act_x32_f64, BiasActArgs<double>) { bias_act_k<double, u32>(a); }
 
 // YOLODecode: a thread per element of the (batch, cells * boxes, attrs)
 // destination.
-template <typename T> struct YoloArgs { i64 batch, boxes, attrs, grid; double stride; const T *anchors; const T *src; T *dst; };
+template <typename T> struct YoloArgs { i64 batch, boxes, attrs, grid; double stride; const T *anchors; const T *src; T *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void yolo_k(const YoloArgs<T> &a) {
   i64 cells = a.grid * a.grid;
   T stride = (T)a.stride;
@@ -1067,7 +1070,7 @@ KERNEL(on_yolo_f64, YoloArgs<double>) { yolo_k(a); }
 
 // ---- optimizer steps (backend/step.go) ----------------------------------------------------------
 
-template <typename T> struct SGDArgs { i64 n; double momentum, decay; T *w; const T *g; T *mom; const double *lr; };
+template <typename T> struct SGDArgs { i64 n; double momentum, decay; T *w; const T *g; T *mom; const double *lr; }; // from backend/gen/args_table.go
 template <typename T> __device__ void sgd_k(const SGDArgs<T> &a) {
   double lrd = a.lr[0];
   T lr = (T)lrd, mu = (T)a.momentum, f = (T)(1 - lrd * a.decay);
@@ -1121,7 +1124,7 @@ __device__ double pow_count(double x, double n) {
 
 // Hyper holds the step size and the step count, from which each thread
 // computes the bias corrections.
-template <typename T> struct AdamArgs { i64 n; double b1, b2, eps, decay; T *w; const T *g; T *m; T *v; const double *hyper; };
+template <typename T> struct AdamArgs { i64 n; double b1, b2, eps, decay; T *w; const T *g; T *m; T *v; const double *hyper; }; // from backend/gen/args_table.go
 template <typename T> __device__ void adam_k(const AdamArgs<T> &a) {
   double lr = a.hyper[0], c1 = 1 - pow_count(a.b1, a.hyper[1]), c2 = 1 - pow_count(a.b2, a.hyper[1]);
   T f = (T)(1 - lr * a.decay);
@@ -1144,7 +1147,7 @@ template <typename T> __device__ void adam_k(const AdamArgs<T> &a) {
 KERNEL(on_adam_f32, AdamArgs<float>) { adam_k(a); }
 KERNEL(on_adam_f64, AdamArgs<double>) { adam_k(a); }
 
-template <typename T> struct AddScaledArgs { i64 n; double alpha; const T *x; const T *y; T *dst; const double *scale; };
+template <typename T> struct AddScaledArgs { i64 n; double alpha; const T *x; const T *y; T *dst; const double *scale; }; // from backend/gen/args_table.go
 template <typename T> __device__ void add_scaled_k(const AddScaledArgs<T> &a) {
   T s = (T)(a.scale ? a.alpha * a.scale[0] : a.alpha);
   GRID_LOOP(i, a.n) a.dst[i] = a.x[i] + s * a.y[i];
@@ -1152,7 +1155,7 @@ template <typename T> __device__ void add_scaled_k(const AddScaledArgs<T> &a) {
 KERNEL(on_add_scaled_f32, AddScaledArgs<float>) { add_scaled_k(a); }
 KERNEL(on_add_scaled_f64, AddScaledArgs<double>) { add_scaled_k(a); }
 
-template <typename T> struct SkewArgs { i64 r; const T *b; double *y; const double *lr; };
+template <typename T> struct SkewArgs { i64 r; const T *b; double *y; const double *lr; }; // from backend/gen/args_table.go
 template <typename T, typename U> __device__ void skew_k(const SkewArgs<T> &a) {
   double lr = a.lr[0];
   U r = (U)a.r;
@@ -1168,7 +1171,7 @@ KERNEL(on_skew_f64, SkewArgs<double>) { skew_k<double, i64>(a); }
 KERNEL(on_skew_x32_f32, SkewArgs<float>) { skew_k<float, u32>(a); }
 KERNEL(on_skew_x32_f64, SkewArgs<double>) { skew_k<double, u32>(a); }
 
-template <typename T> struct DeltaArgs { i64 r; const double *y; T *dst; };
+template <typename T> struct DeltaArgs { i64 r; const double *y; T *dst; }; // from backend/gen/args_table.go
 template <typename T, typename U> __device__ void delta_k(const DeltaArgs<T> &a) {
   U r = (U)a.r;
   GRID_LOOP_T(U, k, a.r * a.r) {
@@ -1181,7 +1184,7 @@ KERNEL(on_identity_delta_f64, DeltaArgs<double>) { delta_k<double, i64>(a); }
 KERNEL(on_identity_delta_x32_f32, DeltaArgs<float>) { delta_k<float, u32>(a); }
 KERNEL(on_identity_delta_x32_f64, DeltaArgs<double>) { delta_k<double, u32>(a); }
 
-template <typename T> struct SymArgs { i64 n; T *a; };
+template <typename T> struct SymArgs { i64 n; T *a; }; // from backend/gen/args_table.go
 template <typename T, typename U> __device__ void sym_k(const SymArgs<T> &a) {
   U n = (U)a.n;
   GRID_LOOP_T(U, k, a.n * a.n) {
@@ -1208,7 +1211,7 @@ __device__ __forceinline__ u64 mix64(u64 z) {
   return z ^ (z >> 31);
 }
 
-template <typename T> struct MaskArgs { i64 n; double p; u64 seed, stream; const double *step; T *dst; };
+template <typename T> struct MaskArgs { i64 n; double p; u64 seed, stream; const double *step; T *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void mask_k(const MaskArgs<T> &a) {
   u64 h = mix64(mix64(mix64(a.seed) ^ a.stream) ^ (u64)a.step[0]);
   T keep = (T)(1 / (1 - a.p));
@@ -1234,7 +1237,7 @@ __device__ __forceinline__ double unit_draw(u64 key, u64 i) { return (double)(mi
 __device__ __forceinline__ u64 stream_key(u64 seed, u64 stream, u64 step) { return mix64(mix64(mix64(seed) ^ stream) ^ step); }
 
 // dropout: y = x / (1 - p) where the draw is at least p, else 0.
-template <typename T> struct DropArgs { i64 n; double p; u64 seed, stream; const double *step; const T *x; T *y; };
+template <typename T> struct DropArgs { i64 n; double p; u64 seed, stream; const double *step; const T *x; T *y; }; // from backend/gen/args_table.go
 template <typename T> __device__ void dropout_k(const DropArgs<T> &a) {
   u64 key = stream_key(a.seed, a.stream, (u64)a.step[0]);
   T keep = (T)(1 - a.p);
@@ -1297,7 +1300,7 @@ __device__ double cos_2pi(double t) {
 
 // random: dist 1 uniform on [a, b), 2 normal of mean a and deviation b
 // (Box-Muller), 3 binomial of a trials of probability b.
-template <typename T> struct RandomArgs { i64 dist, n; double a, b; u64 seed, stream; const double *step; T *dst; };
+template <typename T> struct RandomArgs { i64 dist, n; double a, b; u64 seed, stream; const double *step; T *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void random_k(const RandomArgs<T> &a) {
   u64 key = stream_key(a.seed, a.stream, (u64)a.step[0]);
   GRID_LOOP(i, a.n) {
@@ -1330,7 +1333,7 @@ __device__ __forceinline__ i64 bn_at(i64 j, i64 ch, i64 c, i64 spatial) { return
 // the sum of squared deviations into st[4ch+2], with dy the sums of dy and
 // of (x - mean) dy into st[4ch+2] and st[4ch+3]. With update, the running
 // mean and (unbiased) variance move towards the batch's by momentum.
-template <typename T> struct BNStatsArgs { i64 batch, c, spatial, update; double momentum, eps; const T *x; const T *dy; T *mean; T *var; double *st; };
+template <typename T> struct BNStatsArgs { i64 batch, c, spatial; i64 update; double momentum, eps; const T *x; const T *dy; T *mean; T *var; double *st; }; // from backend/gen/args_table.go
 template <typename T> __device__ void bn_stats_k(const BNStatsArgs<T> &a) {
   SHARED(double, sh, NT);
   i64 n = a.batch * a.spatial;
@@ -1371,7 +1374,7 @@ KERNEL_SYNC(on_batch_norm_stats_f64, BNStatsArgs<double>) { bn_stats_k(a); }
 
 // bn_running: the running mean (where there is one) and 1/sqrt(var + eps)
 // into st as bn_stats lays them out.
-template <typename T> struct BNRunArgs { i64 c; double eps; const T *mean; const T *var; double *st; };
+template <typename T> struct BNRunArgs { i64 c; double eps; const T *mean; const T *var; double *st; }; // from backend/gen/args_table.go
 template <typename T> __device__ void bn_running_k(const BNRunArgs<T> &a) {
   GRID_LOOP(ch, a.c) {
     if (a.mean) a.st[4 * ch] = (double)a.mean[ch];
@@ -1382,7 +1385,7 @@ KERNEL(on_batch_norm_running_f32, BNRunArgs<float>) { bn_running_k(a); }
 KERNEL(on_batch_norm_running_f64, BNRunArgs<double>) { bn_running_k(a); }
 
 // bn_apply: y = (x - mean) rstd, in the element type.
-template <typename T> struct BNApplyArgs { i64 n, c, spatial; const T *x; const double *st; T *y; };
+template <typename T> struct BNApplyArgs { i64 n, c, spatial; const T *x; const double *st; T *y; }; // from backend/gen/args_table.go
 template <typename T> __device__ void bn_apply_k(const BNApplyArgs<T> &a) {
   GRID_LOOP(i, a.n) {
     i64 ch = i / a.spatial % a.c;
@@ -1395,7 +1398,7 @@ KERNEL(on_batch_norm_apply_f64, BNApplyArgs<double>) { bn_apply_k(a); }
 
 // bn_grad_apply: in training dx = (dy - sum(dy)/n - (x - mean) k) rstd with
 // k = sum((x - mean) dy) rstd^2 / n, in inference dx = dy rstd.
-template <typename T> struct BNGradArgs { i64 n, c, spatial, training; const T *x; const T *dy; const double *st; T *dx; };
+template <typename T> struct BNGradArgs { i64 n, c, spatial; i64 training; const T *x; const T *dy; const double *st; T *dx; }; // from backend/gen/args_table.go
 template <typename T> __device__ void bn_grad_apply_k(const BNGradArgs<T> &a) {
   double count = (double)(a.n / a.c);
   GRID_LOOP(i, a.n) {
@@ -1420,11 +1423,11 @@ __device__ __forceinline__ i64 imax(i64 a, i64 b) { return a > b ? a : b; }
 
 // The geometry of a convolution as gorgonia's im2col takes it (backend.ConvGeom),
 // with its output's height and width.
-struct ConvGeom { i64 b, c, h, w, kh, kw, padh, padw, strideh, stridew, dilh, dilw, oh, ow; };
+struct ConvGeom { i64 b, c, h, w, kh, kw, padh, padw, strideh, stridew, dilh, dilw, oh, ow; }; // from backend/gen/args_table.go
 
 // unfold writes the windows of n images of x into col: tap k = (c kh + i) kw + j
 // of output position p of image n at n sj + k sk + p sp, 0 in the padding.
-template <typename T> struct UnfoldArgs { ConvGeom g; i64 n, sj, sk, sp; const T *x; T *col; };
+template <typename T> struct UnfoldArgs { ConvGeom g; i64 n, sj, sk, sp; const T *x; T *col; }; // from backend/gen/args_table.go
 template <typename T> __device__ void unfold_k(const UnfoldArgs<T> &a) {
   const ConvGeom &g = a.g;
   i64 p = g.oh * g.ow, kk = g.c * g.kh * g.kw;
@@ -1442,7 +1445,7 @@ KERNEL(on_unfold_f64, UnfoldArgs<double>) { unfold_k(a); }
 
 // fold writes into every element of n images of dx the sum of its taps in col
 // (unfold's layout), in the order of their output positions.
-template <typename T> struct FoldArgs { ConvGeom g; i64 n, sj, sk, sp; const T *col; T *dx; };
+template <typename T> struct FoldArgs { ConvGeom g; i64 n, sj, sk, sp; const T *col; T *dx; }; // from backend/gen/args_table.go
 template <typename T> __device__ void fold_k(const FoldArgs<T> &a) {
   const ConvGeom &g = a.g;
   GRID_LOOP(i, a.n * g.c * g.h * g.w) {
@@ -1465,7 +1468,7 @@ KERNEL(on_fold_f32, FoldArgs<float>) { fold_k(a); }
 KERNEL(on_fold_f64, FoldArgs<double>) { fold_k(a); }
 
 // gather_planes copies the (n, f, p) array src into the f x (n p) matrix dst.
-template <typename T> struct GatherPlanesArgs { i64 n, f, p; const T *src; T *dst; };
+template <typename T> struct GatherPlanesArgs { i64 n, f, p; const T *src; T *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void gather_planes_k(const GatherPlanesArgs<T> &a) {
   GRID_LOOP(i, a.n * a.f * a.p) {
     i64 q = i % a.p, r = (i / a.p) % a.f, j = i / (a.p * a.f);
@@ -1476,7 +1479,7 @@ KERNEL(on_gather_planes_f32, GatherPlanesArgs<float>) { gather_planes_k(a); }
 KERNEL(on_gather_planes_f64, GatherPlanesArgs<double>) { gather_planes_k(a); }
 
 // The geometry of a pooling (backend.PoolGeom).
-struct PoolGeom { i64 b, c, h, w, kh, kw, padh, padw, strideh, stridew, oh, ow; };
+struct PoolGeom { i64 b, c, h, w, kh, kw, padh, padw, strideh, stridew, oh, ow; }; // from backend/gen/args_table.go
 
 __device__ __forceinline__ float lowest(float) { return -3.40282346638528859811704183484516925440e+38f; }
 __device__ __forceinline__ double lowest(double) { return -1.797693134862315708145274237317043567981e+308; }
@@ -1510,7 +1513,7 @@ template <typename T> __device__ T pool_max(const PoolGeom &g, bool rect, const 
   return m;
 }
 
-template <typename T> struct MaxPoolArgs { PoolGeom g; i64 rect; const T *x; T *y; };
+template <typename T> struct MaxPoolArgs { PoolGeom g; i64 rect; const T *x; T *y; }; // from backend/gen/args_table.go
 template <typename T> __device__ void max_pool_k(const MaxPoolArgs<T> &a) {
   const PoolGeom &g = a.g;
   GRID_LOOP(i, g.b * g.c * g.oh * g.ow) {
@@ -1525,7 +1528,7 @@ KERNEL(on_max_pool_f64, MaxPoolArgs<double>) { max_pool_k(a); }
 // windows, the gradients of those that took it: whose output y it is the
 // first element equal to (none where y is the lowest finite value); with
 // rect, the elements rectified and the sum times their step.
-template <typename T> struct MaxPoolGradArgs { PoolGeom g; i64 rect; const T *x; const T *y; const T *dy; T *dx; };
+template <typename T> struct MaxPoolGradArgs { PoolGeom g; i64 rect; const T *x; const T *y; const T *dy; T *dx; }; // from backend/gen/args_table.go
 template <typename T> __device__ void max_pool_grad_k(const MaxPoolGradArgs<T> &a) {
   const PoolGeom &g = a.g;
   bool rect = a.rect != 0;
@@ -1570,7 +1573,7 @@ template <typename T> __device__ T window_sum(const PoolGeom &g, const T *plane,
 }
 
 // avg_pool: gorgonia's average, the window's sum over the input's width.
-template <typename T> struct PoolArgs { PoolGeom g; const T *x; T *y; };
+template <typename T> struct PoolArgs { PoolGeom g; const T *x; T *y; }; // from backend/gen/args_table.go
 template <typename T> __device__ void avg_pool_k(const PoolArgs<T> &a) {
   const PoolGeom &g = a.g;
   GRID_LOOP(i, g.b * g.c * g.oh * g.ow) {
@@ -1583,7 +1586,7 @@ KERNEL(on_avg_pool_f64, PoolArgs<double>) { avg_pool_k(a); }
 
 // avg_pool_grad: gorgonia's avgPoolDiffOp (backend.AvgPoolGrad), a thread per
 // plane, for its second pass reads what it has written.
-template <typename T> struct AvgPoolGradArgs { PoolGeom g; const T *dy; T *dx; };
+template <typename T> struct AvgPoolGradArgs { PoolGeom g; const T *dy; T *dx; }; // from backend/gen/args_table.go
 template <typename T> __device__ void avg_pool_grad_k(const AvgPoolGradArgs<T> &a) {
   const PoolGeom &g = a.g;
   GRID_LOOP(pl, g.b * g.c) {
@@ -1610,17 +1613,7 @@ KERNEL(on_avg_pool_grad_f64, AvgPoolGradArgs<double>) { avg_pool_grad_k(a); }
 // window's largest element and the first element equal to it recorded in arg
 // (pos<<2 | step<<1 | keep, or -1), then dropped out with the draws of
 // pooled element base + i, as the CPU computes them.
-template <typename T> struct ConvPoolArgs {
-  PoolGeom g;
-  i64 n, base;
-  double p;
-  u64 seed, stream;
-  const double *step;
-  const T *c;
-  const T *bias;
-  T *y;
-  int *arg;
-};
+template <typename T> struct ConvPoolArgs { PoolGeom g; i64 n, base; double p; u64 seed, stream; const double *step; const T *c; const T *bias; T *y; int *arg; }; // from backend/gen/args_table.go
 template <typename T> __device__ void conv_pool_k(const ConvPoolArgs<T> &a) {
   const PoolGeom &g = a.g;
   bool drop = a.p > 0;
@@ -1675,7 +1668,7 @@ template <typename T> __device__ __forceinline__ T pool_routed(T dy, int arg, do
 // gradients dy of their pooled elements and conv_pool's arg: a thread per
 // element (plane f of image j at dst + j sj + f sf) sums, in the order of
 // the windows, what those that took it route there.
-template <typename T> struct PoolRouteArgs { PoolGeom g; i64 n, sj, sf; double p; const T *dy; const int *arg; T *dst; };
+template <typename T> struct PoolRouteArgs { PoolGeom g; i64 n, sj, sf; double p; const T *dy; const int *arg; T *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void pool_route_k(const PoolRouteArgs<T> &a) {
   const PoolGeom &g = a.g;
   GRID_LOOP(i, a.n * g.c * g.h * g.w) {
@@ -1699,7 +1692,7 @@ KERNEL(on_pool_route_f64, PoolRouteArgs<double>) { pool_route_k(a); }
 
 // pool_bias_grad: a thread per filter sums what the pooled elements' gradients
 // route to its outputs, image by image in the order of the elements.
-template <typename T> struct PoolBiasGradArgs { PoolGeom g; double p; const T *dy; const int *arg; T *db; };
+template <typename T> struct PoolBiasGradArgs { PoolGeom g; double p; const T *dy; const int *arg; T *db; }; // from backend/gen/args_table.go
 template <typename T> __device__ void pool_bias_grad_k(const PoolBiasGradArgs<T> &a) {
   const PoolGeom &g = a.g;
   i64 op = g.oh * g.ow;

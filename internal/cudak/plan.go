@@ -11,6 +11,7 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
+	"reflect"
 	"unsafe"
 
 	"github.com/orthonet/orthonet/backend"
@@ -57,18 +58,13 @@ type Launch struct {
 	Args   []uint64
 }
 
-// Gemm is a strided batched matrix product as cuBLAS takes it: column-major
-// C = Alpha op(A) op(B) + Beta C, op(A) M x K and op(B) K x N, for Batch
-// matrices; with Beta = 0, C is not read.
+// Gemm is a strided batched matrix product as cuBLAS takes it: the fields
+// of backend.DeviceGemm, but column-major, C = Alpha op(A) op(B) + Beta C,
+// op(A) M x K and op(B) K x N, for Batch matrices (at least 1, and the
+// strides 0 for one); with Beta = 0, C is not read.
 type Gemm struct {
-	F64                       bool
-	TransA, TransB            bool
-	M, N, K                   int
-	Alpha, Beta               float64
-	A, B, C                   uint64
-	LDA, LDB, LDC             int
-	StrideA, StrideB, StrideC int
-	Batch                     int
+	F64 bool
+	backend.DeviceGemm
 }
 
 // Potrf is cuSOLVER's Cholesky factorization of the symmetric N x N matrix
@@ -171,7 +167,9 @@ func (p *planner) SetType(dt backend.DType) { p.dt, p.sfx = dt, suffix(dt) }
 
 // words encodes kernel arguments as the words of an argument struct:
 // integers and booleans as int64, floats as float64, operands and
-// addresses as device addresses.
+// addresses as device addresses, and a struct (package backend's
+// argument structs, kernel_args.go) or an array as its fields or elements
+// in order.
 func (p *planner) words(args ...any) []uint64 {
 	w := make([]uint64, 0, len(args))
 	for _, a := range args {
@@ -191,12 +189,34 @@ func (p *planner) words(args ...any) []uint64 {
 		case backend.Operand:
 			w = append(w, p.Addr(v))
 		default:
+			if r := reflect.ValueOf(a); r.Kind() == reflect.Struct || r.Kind() == reflect.Array {
+				w = append(w, p.words(elements(r)...)...)
+				continue
+			}
 			if p.err == nil {
 				p.err = fmt.Errorf("cudak: kernel argument of type %T", a)
 			}
 		}
 	}
 	return w
+}
+
+// elements returns the fields of a struct, or the elements of an array,
+// in order.
+func elements(r reflect.Value) []any {
+	n := r.Len
+	if r.Kind() == reflect.Struct {
+		n = r.NumField
+	}
+	e := make([]any, n())
+	for i := range e {
+		if r.Kind() == reflect.Struct {
+			e[i] = r.Field(i).Interface()
+		} else {
+			e[i] = r.Index(i).Interface()
+		}
+	}
+	return e
 }
 
 // Addr returns the device address of an operand, 0 for one without a
@@ -269,10 +289,10 @@ func (p *planner) Gemm(g backend.DeviceGemm) {
 	if batch == 1 {
 		sa, sb, sc = 0, 0, 0
 	}
-	p.steps = append(p.steps, Gemm{
-		F64: p.dt == backend.Float64, TransA: g.TransB, TransB: g.TransA, M: g.N, N: g.M, K: g.K, Alpha: g.Alpha, Beta: g.Beta,
+	p.steps = append(p.steps, Gemm{F64: p.dt == backend.Float64, DeviceGemm: backend.DeviceGemm{
+		TransA: g.TransB, TransB: g.TransA, M: g.N, N: g.M, K: g.K, Alpha: g.Alpha, Beta: g.Beta,
 		A: g.B, B: g.A, C: g.C, LDA: g.LDB, LDB: g.LDA, LDC: g.LDC, StrideA: sb, StrideB: sa, StrideC: sc, Batch: batch,
-	})
+	}})
 }
 
 // Potrf adds cuSOLVER's Cholesky factorization.

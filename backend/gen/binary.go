@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"go/format"
 	"go/token"
 	"strings"
 )
@@ -39,39 +37,22 @@ func binaryGoFile(bops []binop) ([]byte, error) {
 	if err := checkBinary(bops, ops); err != nil {
 		return nil, err
 	}
-	var b bytes.Buffer
-	b.WriteString(header)
-	b.WriteString("// The elementwise functions of two arguments (Zip's), from the table in\n")
-	b.WriteString("// backend/gen/elementwise/table.go, which also writes kernels.cu's BINARY_OPS.\n")
-	consts := make([][2]string, len(bops))
-	for i, o := range bops {
-		consts[i] = [2]string{o.Const, o.Doc}
-	}
-	writeConsts(&b, "BinaryOp", consts)
-	b.WriteString("\n// binaries are the BinaryOps' CPU definitions.\nvar binaries = [...]binary{\n")
+	f := opFile{Type: "BinaryOp", What: "two arguments (Zip's)", List: "BINARY_OPS", Table: "binaries", Elem: "binary"}
 	for _, o := range bops {
-		fmt.Fprintf(&b, "\t%s: {%q, %s[float32], %s[float64], %d},\n", o.Const, o.Name, o.CPU, o.CPU, o.Cost)
+		f.Consts = append(f.Consts, [2]string{o.Const, o.Doc})
+		f.Entries = append(f.Entries, fmt.Sprintf("{%q, %s[float32], %s[float64], %d}", o.Name, o.CPU, o.CPU, o.Cost))
 	}
-	b.WriteString("}\n")
-	src, err := format.Source(b.Bytes())
-	if err != nil {
-		return nil, fmt.Errorf("the generated Go does not parse (a CPU function of the binary table?): %w", err)
-	}
-	return src, nil
+	return f.source()
 }
 
 // binaryList returns the BINARY_OPS list, each entry the constant's name
 // in capitals and its value at x and y.
 func binaryList(bops []binop) string {
-	lines := []string{
-		"// BINARY_OPS lists backend.BinaryOp's functions, in the order of its",
-		"// constants: each is its name and its value at x and y.",
-		"#define BINARY_OPS(X)",
-	}
+	var entries [][2]string
 	for _, o := range bops {
-		lines = append(lines, fmt.Sprintf("  X(%s, %s)", strings.ToUpper(o.Const), o.CUDA))
+		entries = append(entries, [2]string{strings.ToUpper(o.Const), o.CUDA})
 	}
-	return aligned(lines)
+	return xList("BINARY_OPS", "BinaryOp", "x and y", entries)
 }
 
 // spliceBinary returns the CUDA source src with the lines between its

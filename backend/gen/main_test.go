@@ -8,36 +8,69 @@ import (
 	"go/printer"
 	"go/token"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// The generated files, from this folder.
-const (
-	goPath  = "../../unary_ops.go"
-	binPath = "../../binary_ops.go"
-	cuPath  = "../../../internal/cudak/kernels.cu"
-)
+// cuPath is kernels.cu, from this folder.
+const cuPath = "../" + cudaFile
 
-// TestGeneratedFilesCurrent checks that backend/unary_ops.go,
-// backend/binary_ops.go and the UNARY_OPS and BINARY_OPS lists of
-// kernels.cu are what the tables generate now: a table, Go file or list
-// edited without go generate ./backend fails here.
+// TestGeneratedFilesCurrent checks that the generated Go files of package
+// backend and the lists and argument structs of kernels.cu are what the
+// tables generate now: a table, generated file or list edited without go
+// generate ./backend fails here.
 func TestGeneratedFilesCurrent(t *testing.T) {
-	want, err := goFile(ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := os.ReadFile(goPath); err != nil || !bytes.Equal(got, want) {
-		t.Errorf("%s is not what table.go generates (%v): run go generate ./backend", goPath, err)
+	for _, o := range outputs {
+		want, err := o.gen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(filepath.Join("..", o.file)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("backend/%s is not what the tables generate (%v): run go generate ./backend", o.file, err)
+		}
 	}
 	cu, err := os.ReadFile(cuPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if spliced, err := splice(string(cu), ops); err != nil || spliced != string(cu) {
-		t.Errorf("the UNARY_OPS list of %s is not what table.go generates (%v): run go generate ./backend", cuPath, err)
+	if c, err := cudaSource(string(cu)); err != nil || c != string(cu) {
+		t.Errorf("the lists or argument structs of %s are not what the tables generate (%v): run go generate ./backend", cuPath, err)
+	}
+}
+
+// TestRunWritesAll runs the generator on a copy of package backend's
+// generated files and kernels.cu, the copies made stale, and checks that it
+// writes each back to what the tables generate.
+func TestRunWritesAll(t *testing.T) {
+	dir := t.TempDir()
+	backend := filepath.Join(dir, "backend")
+	if err := os.MkdirAll(filepath.Join(dir, "internal", "cudak"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(backend, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cu, err := os.ReadFile(cuPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := strings.Replace(string(cu), "  X(NEG, -x)", "  X(NEG, x)", 1)
+	if err := os.WriteFile(filepath.Join(backend, cudaFile), []byte(stale), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(backend); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range outputs {
+		want, _ := o.gen()
+		if got, err := os.ReadFile(filepath.Join(backend, o.file)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: not written (%v)", o.file, err)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(backend, cudaFile)); err != nil || !bytes.Equal(got, cu) {
+		t.Errorf("kernels.cu not written back to the tables' (%v)", err)
 	}
 }
 
@@ -140,23 +173,10 @@ func lastOfGoFile(src []byte, table string) (constant, comment, entry string, er
 	return constant, comment, entry, nil
 }
 
-// TestBinaryFilesCurrent checks the binary family's generated Go file and
-// CUDA list, and that a line added to its table comes last in both.
-func TestBinaryFilesCurrent(t *testing.T) {
-	want, err := binaryGoFile(binaryOps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := os.ReadFile(binPath); err != nil || !bytes.Equal(got, want) {
-		t.Errorf("%s is not what table.go generates (%v): run go generate ./backend", binPath, err)
-	}
-	cu, err := os.ReadFile(cuPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if spliced, err := spliceBinary(string(cu), binaryOps); err != nil || spliced != string(cu) {
-		t.Errorf("the BINARY_OPS list of %s is not what table.go generates (%v): run go generate ./backend", cuPath, err)
-	}
+// TestAddedBinaryOp checks that a line added to the binary table comes last
+// in the Go file and the BINARY_OPS list, and that tables the list cannot
+// be generated from are refused.
+func TestAddedBinaryOp(t *testing.T) {
 	more := append(binaryOps[:len(binaryOps):len(binaryOps)], binop{"Hypot", "hypot", "hypot", 8, "m_hypot(x, y)", "sqrt(a^2 + b^2)"})
 	g, err := binaryGoFile(more)
 	if err != nil {
