@@ -581,20 +581,10 @@ func (x *exporter) batchedMatMul(a, b string, as, bs tensor.Shape, tA, tB bool) 
 }
 
 func exportSoftmax(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
-	f := gorgoniaop.FieldsOf(n.Op())
-	isLog, axis := f.Bool("isLog"), f.Int("axis")
-	if err := f.Err(); err != nil {
-		return "", err
-	}
 	s := args[0].Shape()
-	if axis == -1 { // the axis gorgonia's softmaxOp picks for the shape, as the compiler does
-		axis = s.Dims() - 1
-		if s.IsColVec() || (s.IsVector() && !s.IsRowVec()) {
-			axis = 0
-		}
-	}
-	if axis < 0 || axis >= s.Dims() {
-		return "", fmt.Errorf("softmax along axis %d of shape %v", axis, s)
+	isLog, axis, err := gorgoniaop.SoftmaxOf(n.Op(), s) // the axis the compiler takes
+	if err != nil {
+		return "", err
 	}
 	kind := "Softmax"
 	if isLog {

@@ -67,6 +67,27 @@ func LinAlgOf(op G.Op) (kind int, tA, tB bool, err error) {
 	return kind, tA, tB, f.Err()
 }
 
+// SoftmaxOf reads a softmaxOp's (or softmaxDiffOp's) settings for an
+// argument of shape x: whether it is a log-softmax, and its axis (for -1,
+// the one gorgonia's softmaxOp picks for the shape).
+func SoftmaxOf(op G.Op, x tensor.Shape) (isLog bool, axis int, err error) {
+	f := FieldsOf(op)
+	isLog, axis = f.Bool("isLog"), f.Int("axis")
+	if err := f.Err(); err != nil {
+		return false, 0, err
+	}
+	if axis == -1 {
+		axis = x.Dims() - 1
+		if x.IsColVec() || (x.IsVector() && !x.IsRowVec()) {
+			axis = 0
+		}
+	}
+	if axis < 0 || axis >= x.Dims() {
+		return false, 0, fmt.Errorf("softmax along axis %d of shape %v", axis, x)
+	}
+	return isLog, axis, nil
+}
+
 // ConvGeomOf reads an im2colOp's (or col2imOp's, which embeds one)
 // geometry for images of shape x.
 func ConvGeomOf(op G.Op, x tensor.Shape) (backend.ConvGeom, error) {

@@ -537,21 +537,10 @@ func (l *Lowering) reduce(n *G.Node, in []*Value, out *Value, rop backend.Reduce
 // softmax lowers SoftMax / LogSoftMax, and their gradient softmaxDiffOp
 // (arguments x, y = softmax(x), dy).
 func (l *Lowering) softmax(n *G.Node, in []*Value, out *Value) error {
-	op := n.Op()
-	f := gorgoniaop.FieldsOf(op)
-	isLog, axis := f.Bool("isLog"), f.Int("axis")
-	if err := f.Err(); err != nil {
+	op, x := n.Op(), in[0]
+	isLog, axis, err := gorgoniaop.SoftmaxOf(op, x.Shape)
+	if err != nil {
 		return err
-	}
-	x := in[0]
-	if axis == -1 { // the axis gorgonia's softmaxOp picks for the shape
-		axis = x.Shape.Dims() - 1
-		if x.Shape.IsColVec() || (x.Shape.IsVector() && !x.Shape.IsRowVec()) {
-			axis = 0
-		}
-	}
-	if axis < 0 || axis >= x.Shape.Dims() {
-		return fmt.Errorf("softmax along axis %d of shape %v", axis, x.Shape)
 	}
 	outer, inner := x.Shape[:axis].TotalSize(), x.Shape[axis+1:].TotalSize()
 	if gorgoniaop.OpName(op) == gorgoniaop.SoftmaxOp {
