@@ -379,12 +379,9 @@ func exportSlice(x *exporter, n *G.Node, args []*G.Node, in []string) (string, e
 }
 
 func exportTranspose(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
-	pattern, err := gorgoniaop.IntsField(n.Op(), "pattern")
+	pattern, err := gorgoniaop.TransposeOf(n.Op(), args[0].Shape())
 	if err != nil {
 		return "", err
-	}
-	if len(pattern) != len(args[0].Shape()) {
-		return "", fmt.Errorf("transpose %v of shape %v", pattern, args[0].Shape())
 	}
 	perm := make([]int64, len(pattern))
 	for i, p := range pattern {

@@ -88,6 +88,19 @@ func SoftmaxOf(op G.Op, x tensor.Shape) (isLog bool, axis int, err error) {
 	return isLog, axis, nil
 }
 
+// TransposeOf reads a transposeOp's pattern for an argument of shape x: one
+// axis of x for each axis of the result.
+func TransposeOf(op G.Op, x tensor.Shape) ([]int, error) {
+	pattern, err := IntsField(op, "pattern")
+	if err != nil {
+		return nil, err
+	}
+	if len(pattern) != len(x) {
+		return nil, fmt.Errorf("transpose %v of shape %v", pattern, x)
+	}
+	return pattern, nil
+}
+
 // ConvGeomOf reads an im2colOp's (or col2imOp's, which embeds one)
 // geometry for images of shape x.
 func ConvGeomOf(op G.Op, x tensor.Shape) (backend.ConvGeom, error) {

@@ -591,13 +591,10 @@ func (l *Lowering) repeat(n *G.Node, in []*Value, out *Value) error {
 }
 
 func (l *Lowering) transpose(n *G.Node, in []*Value, out *Value) error {
-	pattern, err := gorgoniaop.IntsField(n.Op(), "pattern")
+	x := in[0]
+	pattern, err := gorgoniaop.TransposeOf(n.Op(), x.Shape)
 	if err != nil {
 		return err
-	}
-	x := in[0]
-	if len(pattern) != len(x.Shape) {
-		return fmt.Errorf("transpose %v of shape %v", pattern, x.Shape)
 	}
 	xst := x.Shape.CalcStrides()
 	ss := make([]int, len(pattern))
