@@ -342,16 +342,9 @@ func exportConstant(x *exporter, n *G.Node, _ []*G.Node, _ []string) (string, er
 }
 
 func exportSize(x *exporter, n *G.Node, args []*G.Node, _ []string) (string, error) {
-	axis, err := gorgoniaop.IntField(n.Op(), "axis")
+	v, err := gorgoniaop.SizeOf(n.Op(), args[0].Shape())
 	if err != nil {
 		return "", err
-	}
-	v := 1.0
-	if s := args[0].Shape(); len(s) > 0 {
-		if axis < 0 || axis >= len(s) {
-			return "", fmt.Errorf("size of axis %d of shape %v", axis, s)
-		}
-		v = float64(s[axis])
 	}
 	return x.reshape(x.scalar(v), tensor.Shape{}, n.Shape()), nil
 }

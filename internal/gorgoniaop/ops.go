@@ -88,6 +88,22 @@ func SoftmaxOf(op G.Op, x tensor.Shape) (isLog bool, axis int, err error) {
 	return isLog, axis, nil
 }
 
+// SizeOf returns the value of a sizeOp (gorgonia.SizeOf) whose argument
+// has shape x: the length of the op's axis, 1 for a scalar.
+func SizeOf(op G.Op, x tensor.Shape) (float64, error) {
+	axis, err := IntField(op, "axis")
+	if err != nil {
+		return 0, err
+	}
+	if len(x) == 0 {
+		return 1, nil
+	}
+	if axis < 0 || axis >= len(x) {
+		return 0, fmt.Errorf("size of axis %d of shape %v", axis, x)
+	}
+	return float64(x[axis]), nil
+}
+
 // TransposeOf reads a transposeOp's pattern for an argument of shape x: one
 // axis of x for each axis of the result.
 func TransposeOf(op G.Op, x tensor.Shape) ([]int, error) {

@@ -291,16 +291,9 @@ func (l *Lowering) Constant(n *G.Node) error {
 // axisSize lowers gorgonia.SizeOf: the length of an axis of its argument, known
 // at compile time.
 func (l *Lowering) axisSize(n *G.Node, in []*Value) error {
-	axis, err := gorgoniaop.IntField(n.Op(), "axis")
+	v, err := gorgoniaop.SizeOf(n.Op(), in[0].Shape)
 	if err != nil {
 		return err
-	}
-	v := 1.0
-	if s := in[0].Shape; len(s) > 0 {
-		if axis < 0 || axis >= len(s) {
-			return fmt.Errorf("size of axis %d of shape %v", axis, s)
-		}
-		v = float64(s[axis])
 	}
 	out, err := l.NewValue(n, true)
 	if err != nil {
