@@ -3,8 +3,10 @@
 // onnxexport) both need to: the nodes the outputs need, in order; a node's arguments; a leaf's value
 // on the host; an op's type name (OpType), the function of an elementwise
 // op (UnaryFunc, BinaryFunc), and its fields, read by reflection (the
-// op types are unexported); the window of a slice, the kind of a linear
-// algebra op and the geometry of a convolution's im2col and of a pooling.
+// op types are unexported; Fields reads several and checks once); the
+// window of a slice, the kind of a linear algebra op, a softmax's axis, a
+// transpose's pattern, the value of SizeOf, and the geometry of a
+// convolution's im2col and of a pooling.
 // The tests of both packages run every op against the tape machine, so a
 // change of Gorgonia's internals fails there, not silently.
 package gorgoniaop
