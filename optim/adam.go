@@ -2,13 +2,12 @@ package optim
 
 import (
 	"fmt"
-
-	"github.com/orthonet/orthonet/internal/update"
 )
 
 // Adam, the rule "adam" of unconstrained parameters (AdamW, in adamw.go,
-// is Adam with a default weight decay). Its device stepper is
-// optim/device's adam.go (the kernel backend.AdamStep).
+// is Adam with a default weight decay), described once
+// (AdamConfig.Describe): optim/device steps it from its description (the
+// kernel backend.AdamStep).
 
 // AdamConfig holds the options of Adam; as a Rule it steps unconstrained
 // parameters, with its group's decoupled weight decay.
@@ -35,7 +34,29 @@ func (AdamConfig) Constrained() bool { return false }
 // ignored.
 func (c AdamConfig) Stepper(p Param, b Binding) (Stepper, error) {
 	c.LR = 0
-	return bind(p, b, ofSize(NewAdam[float32], c), ofSize(NewAdam[float64], c))
+	if err := c.defaults(); err != nil {
+		return nil, err
+	}
+	return BindDescribed(p, b, c)
+}
+
+var _ Described = AdamConfig{}
+
+// Describe writes Adam's step, which the host and optim/device both run:
+// the group's decoupled weight decay, then Adam's moments and step with
+// bias correction at the step count t (StepBlocks.Adam).
+func (c AdamConfig) Describe(b StepBlocks) error { return c.describe(b, b.WeightDecay()) }
+
+// describe writes Adam's step with the weight decay decay.
+func (c AdamConfig) describe(b StepBlocks, decay float64) error {
+	if err := c.defaults(); err != nil {
+		return err
+	}
+	b.Counter(StateStepCount)
+	m, v := b.Buffer(StateFirstMoment), b.Buffer(StateSecondMoment)
+	b.Decay(decay)
+	b.Adam(m, v, c.Beta1, c.Beta2, c.Eps)
+	return nil
 }
 
 // defaults fills in the zero settings and checks every setting.
@@ -60,12 +81,12 @@ func (c *AdamConfig) defaults() error {
 
 // Adam is Adam with bias correction (Kingma and Ba 2015) for an
 // unconstrained parameter. The moments are updated in float64 and stored in
-// the parameter's element type.
+// the parameter's element type. Its step is AdamConfig.Describe's; its
+// State holds the step count (StateStepCount) and, once a step has been
+// taken, the moments (StateFirstMoment, StateSecondMoment).
 type Adam[T Float] struct {
-	cfg  AdamConfig
-	n    int
-	m, v []T // nil before the first step
-	t    int
+	*described[T]
+	cfg AdamConfig
 }
 
 // NewAdam returns Adam for parameters of n entries.
@@ -76,7 +97,12 @@ func NewAdam[T Float](n int, cfg AdamConfig) (*Adam[T], error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Adam[T]{cfg: cfg, n: n}, nil
+	d, err := newDescribed[T](nil, n, cfg, 0)
+	if err != nil {
+		return nil, err
+	}
+	d.lr = cfg.LR
+	return &Adam[T]{described: d, cfg: cfg}, nil
 }
 
 // Config returns the optimizer's settings, with the defaults filled in.
@@ -84,30 +110,3 @@ func (o *Adam[T]) Config() AdamConfig { return o.cfg }
 
 // Step updates w from its gradient g. On error w is unchanged.
 func (o *Adam[T]) Step(w, g []T) error { return step[T](o, checkPlain(o.n, w, g), w, g) }
-
-func (o *Adam[T]) prepare(_, _ []T) error { return nil }
-func (o *Adam[T]) abort()                 {}
-
-func (o *Adam[T]) commit(w, g []T) {
-	if o.m == nil {
-		o.m, o.v = make([]T, len(w)), make([]T, len(w))
-	}
-	o.t++
-	c1, c2 := update.AdamCorrections(o.cfg.Beta1, o.cfg.Beta2, float64(o.t))
-	update.Adam(w, g, o.m, o.v, o.cfg.LR, o.cfg.Beta1, o.cfg.Beta2, o.cfg.Eps, c1, c2)
-}
-
-// SetLR changes the step size, for a schedule; it must be finite and >= 0
-// (0 freezes the weight).
-func (o *Adam[T]) SetLR(lr float64) error { return setLR(&o.cfg.LR, lr) }
-
-// State returns a copy of the optimizer's state: the step count
-// (StateStepCount) and, once a step has been taken, the moments
-// (StateFirstMoment, StateSecondMoment).
-func (o *Adam[T]) State() State { return momentState(AdamConfig{}.String(), o.t, o.m, o.v) }
-
-// SetState restores a state returned by State of an Adam with the same
-// configuration and size. On error the optimizer is unchanged.
-func (o *Adam[T]) SetState(st State) error {
-	return restoreMoments(st, AdamConfig{}.String(), o.n, &o.t, &o.m, &o.v)
-}

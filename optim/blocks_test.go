@@ -39,7 +39,7 @@ func TestDescribedRefuses(t *testing.T) {
 		}, "overwrites its point"},
 		{"its own error", func(StepBlocks) error { return errTest }, errTest.Error()},
 	} {
-		if _, err := newDescribed[float64](st, tc.d); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := newDescribed[float64](st, 0, tc.d, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error saying %q", tc.name, err, tc.want)
 		}
 	}

@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/orthonet/orthonet/internal/linalg"
@@ -12,7 +13,11 @@ import (
 func (s *Solver) clipGrads() error {
 	var total float64
 	for i, o := range s.slots { // typedSlots: NewSolver refuses clipping on a device
-		total += o.(normed).sqNorm(s.grads[i])
+		sq, err := o.(normed).sqNorm(s.grads[i])
+		if err != nil {
+			return fmt.Errorf("optim: %s: gradient clipping: %w; no parameter was updated", s.params[i].describe(), err)
+		}
+		total += sq
 	}
 	norm := math.Sqrt(total)
 	if !(norm > s.options.ClipNorm) {
@@ -27,7 +32,9 @@ func (s *Solver) clipGrads() error {
 
 // normed is a stepper that measures its gradient for clipping: a host
 // parameter's typedSlot.
-type normed interface{ sqNorm(g Gradient) float64 }
+type normed interface {
+	sqNorm(g Gradient) (float64, error)
+}
 
 var _ normed = (*typedSlot[float32])(nil)
 
@@ -51,11 +58,17 @@ func scale(g Gradient, c float64) {
 // unconstrained parameter, of its Riemannian gradient P_X(G) for a
 // constrained one. With M = X^T G for the column-orthonormal X (W^T for a
 // wide W), ||P_X(G)||^2 is ||G||^2 - ||sym(M)||^2 on the Stiefel manifold
-// and ||G||^2 - ||M||^2 on the Grassmann manifold.
-func (t *typedSlot[T]) sqNorm(g Gradient) float64 {
+// and ||G||^2 - ||M||^2 on the Grassmann manifold; on another manifold it
+// is the Euclidean norm of its own projection (sqNormProj).
+func (t *typedSlot[T]) sqNorm(g Gradient) (float64, error) {
 	if t.m == nil {
 		gs := g.(Host[T])
-		return linalg.Dot(gs, gs)
+		return linalg.Dot(gs, gs), nil
+	}
+	_, stiefel := t.m.(*manifold.Stiefel[T])
+	_, grass := t.m.(*manifold.Grassmann[T])
+	if !stiefel && !grass {
+		return t.sqNormProj(g)
 	}
 	x := t.x
 	n, p := t.m.Dims() // of the column-orthonormal view
@@ -94,7 +107,6 @@ func (t *typedSlot[T]) sqNorm(g Gradient) float64 {
 		linalg.Gemm(true, false, p, p, k, 1, ax, p, b, p, 0, m, p)
 	}
 	var mm float64
-	_, grass := t.m.(*manifold.Grassmann[T])
 	for i := 0; i < p; i++ {
 		for j := 0; j < p; j++ {
 			e := float64(m[i*p+j])
@@ -104,5 +116,39 @@ func (t *typedSlot[T]) sqNorm(g Gradient) float64 {
 			mm += e * e
 		}
 	}
-	return max(gg-mm, 0)
+	return max(gg-mm, 0), nil
+}
+
+// sqNormProj returns ||P_X(G)||^2 on a manifold other than Stiefel and
+// Grassmann, by the manifold's own projection (Proj, which with the
+// Euclidean metric maps G to the Riemannian gradient): of the view's X and
+// G, a factored gradient multiplied out.
+func (t *typedSlot[T]) sqNormProj(g Gradient) (float64, error) {
+	n, p := t.m.Dims() // of the column-orthonormal view
+	np := n * p
+	t.clip = linalg.Grow(t.clip, 3*np)
+	xv, gv, pg := t.clip[:np], t.clip[np:2*np], t.clip[2*np:3*np]
+	if t.wide {
+		linalg.Transpose(xv, t.x, p, n)
+	} else {
+		copy(xv, t.x)
+	}
+	switch gr := g.(type) {
+	case Host[T]:
+		if t.wide {
+			linalg.Transpose(gv, gr, p, n)
+		} else {
+			copy(gv, gr)
+		}
+	case factored:
+		a, b := []T(gr.a.(Host[T])), []T(gr.b.(Host[T]))
+		if t.wide { // the view's gradient is B^T A
+			a, b = b, a
+		}
+		linalg.Gemm(true, false, n, p, gr.k, 1, a, n, b, p, 0, gv, p)
+	}
+	if err := t.m.Proj(pg, xv, gv); err != nil {
+		return 0, fmt.Errorf("measuring the Riemannian gradient on %s: %w", manifoldName(t.m), err)
+	}
+	return linalg.Dot(pg, pg), nil
 }

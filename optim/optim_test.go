@@ -318,7 +318,7 @@ func TestDeterminism(t *testing.T) {
 		}
 		return x
 	}
-	for _, s := range []Sampler{Permutation, Orthogonal, Blocks} {
+	for _, s := range Samplers {
 		a, b, c := final(1, s), final(1, s), final(2, s)
 		same, differ := true, false
 		for i := range a {

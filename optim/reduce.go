@@ -196,7 +196,7 @@ func (t *typedSlot[T]) segment(end *int) (segment, error) {
 	seg := segment{off: *end, n: len(t.x)}
 	if o, _ := t.rsdm(); o != nil {
 		if !o.cfg.Sampling.Rows() {
-			return seg, fmt.Errorf("RSDM's %v sampler draws dense frames in floating point, which ranks may round apart: %w (sample rows: perm or blocks)", o.cfg.Sampling, ErrNotDistributed)
+			return seg, fmt.Errorf("RSDM's %v sampler draws dense frames in floating point, which ranks may round apart: %w (sample rows: %s)", o.cfg.Sampling, ErrNotDistributed, rowSamplers())
 		}
 		o.split, seg.n, seg.rsdm = true, o.r*o.r, true
 	}

@@ -702,3 +702,27 @@ func ExampleOptions_dataParallel() {
 	// a step all-reduces 128 bytes of P G (PX)^T, not 512 of G
 	// both ranks hold the same weight: true
 }
+
+// TestDataParallelRefusesNamesRowSamplers: the refusal of a dense sampler
+// names, as those to use instead, every sampler of optim.Samplers that
+// draws rows and none that does not.
+func TestDataParallelRefusesNamesRowSamplers(t *testing.T) {
+	w := newShardModel[float64](t, false, dpGroups(optim.RGDConfig{}, optim.SGDConfig{}), optim.Options{}).params
+	for _, dense := range optim.Samplers {
+		if dense.Rows() {
+			continue
+		}
+		rule := optim.RSDMConfig{SubmanifoldSize: 3, Sampling: dense}
+		_, err := optim.NewSolver(w, dpGroups(rule, optim.SGDConfig{}), optim.Options{Comm: dist.NewSingle()})
+		msg := fmt.Sprint(err)
+		_, instead, ok := strings.Cut(msg, "sample rows: ")
+		if !errors.Is(err, optim.ErrNotDistributed) || !ok {
+			t.Fatalf("%v: %v, want ErrNotDistributed naming the samplers of rows", dense, err)
+		}
+		for _, s := range optim.Samplers {
+			if named := strings.Contains(instead, s.String()); named != s.Rows() {
+				t.Errorf("%v: %q names %v: %v, want %v", dense, instead, s, named, s.Rows())
+			}
+		}
+	}
+}

@@ -6,8 +6,8 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 )
 
-// RGD, the rule "rgd" of constrained weights. Its device stepper is
-// optim/device's rgd.go.
+// RGD, the rule "rgd" of constrained weights, described once
+// (RGDConfig.Describe): optim/device steps it from its description.
 
 // RGDConfig holds the options of Riemannian gradient descent, those of
 // SGD: the step size eta (LR) and the heavy-ball coefficient beta
@@ -80,7 +80,7 @@ func NewRGD[T Float](m manifold.Manifold[T], cfg RGDConfig) (*RGD[T], error) {
 	if err := checkMomentum(cfg.Momentum); err != nil {
 		return nil, err
 	}
-	d, err := newDescribed(m, Described(cfg))
+	d, err := newDescribed(m, 0, Described(cfg), 0)
 	if err != nil {
 		return nil, err
 	}

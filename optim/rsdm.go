@@ -2,6 +2,7 @@ package optim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -175,6 +176,9 @@ func NewRSDM[T Float](m manifold.Manifold[T], cfg RSDMConfig) (*RSDM[T], error) 
 	if cfg.Momentum > 0 && cfg.InnerSteps == 1 {
 		return nil, fmt.Errorf("optim: RSDM momentum needs InnerSteps > 1: momentum acts within one submanifold (Algorithm 3)")
 	}
+	if err := checkFrames(m, n, p); err != nil {
+		return nil, err
+	}
 	inner, err := manifold.NewStiefel[float64](r, r)
 	if err != nil {
 		return nil, err
@@ -200,6 +204,42 @@ func NewRSDM[T Float](m manifold.Manifold[T], cfg RSDMConfig) (*RSDM[T], error) 
 	o.omega, o.y, o.yprev, o.ynew, o.v, o.tmp = make([]float64, rr), make([]float64, rr), make([]float64, rr),
 		make([]float64, rr), make([]float64, rr), make([]float64, rr)
 	return o, nil
+}
+
+// checkFrames refuses a manifold whose points are not orthonormal n x p
+// frames (X^T X = I): RSDM's step X <- U X keeps X^T X as it is, so on
+// other points it need not descend. It checks a point that m draws.
+func checkFrames[T Float](m manifold.Manifold[T], n, p int) error {
+	x := make([]T, n*p)
+	if err := m.Random(x, rand.New(rand.NewPCG(1, 2))); err != nil {
+		return fmt.Errorf("optim: RSDM: drawing a point of %s to check that its points are orthonormal frames: %w", manifoldName(m), err)
+	}
+	var d float64 // ||X^T X - I||_F^2
+	for i := 0; i < p; i++ {
+		for j := 0; j < p; j++ {
+			var s float64
+			for k := 0; k < n; k++ {
+				s += float64(x[k*p+i]) * float64(x[k*p+j])
+			}
+			if i == j {
+				s--
+			}
+			d += s * s
+		}
+	}
+	if d = math.Sqrt(d); !(d <= manifold.Tolerance(m)) {
+		return fmt.Errorf("optim: RSDM steps weights whose points are orthonormal frames (X^T X = I: the Stiefel and Grassmann manifolds), "+
+			"and a point of %s has ||X^T X - I||_F = %.3g; RGD and Riemannian Adam step it by its projection and retraction", manifoldName(m), d)
+	}
+	return nil
+}
+
+// manifoldName names m in a message: its String, else its type.
+func manifoldName(m any) string {
+	if s, ok := m.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("the manifold %T", m)
 }
 
 // NewCoordinateDescent returns Riemannian coordinate descent: RSDM with

@@ -3,6 +3,7 @@ package optim
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/orthonet/orthonet/internal/linalg"
 	"github.com/orthonet/orthonet/manifold"
@@ -76,6 +77,21 @@ var Samplers = []Sampler{Permutation, Orthogonal, Blocks}
 
 // ParseSampler returns the sampler of Samplers whose String is name.
 func ParseSampler(name string) (Sampler, error) { return parse("sampler", name, Samplers) }
+
+// rowSamplers names the samplers of Samplers that draw rows (Rows):
+// "perm or blocks".
+func rowSamplers() string {
+	var names []string
+	for _, s := range Samplers {
+		if s.Rows() {
+			names = append(names, s.String())
+		}
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 type permutation struct{}
 

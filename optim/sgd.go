@@ -2,12 +2,11 @@ package optim
 
 import (
 	"fmt"
-
-	"github.com/orthonet/orthonet/internal/update"
 )
 
-// SGD, the rule "sgd" of unconstrained parameters. Its device stepper is
-// optim/device's sgd.go (the kernel backend.SGDStep).
+// SGD, the rule "sgd" of unconstrained parameters, described once
+// (SGDConfig.Describe): optim/device steps it from its description (the
+// kernel backend.SGDStep).
 
 // SGDConfig holds the options of SGD; as a Rule it steps unconstrained
 // parameters, with its group's decoupled weight decay.
@@ -38,17 +37,36 @@ func (c SGDConfig) with(s RuleSettings) Rule { c.Momentum = s.Momentum; return c
 // Stepper returns SGD for p, with the group's weight decay; LR is ignored.
 func (c SGDConfig) Stepper(p Param, b Binding) (Stepper, error) {
 	c.LR = 0
-	return bind(p, b, ofSize(NewSGD[float32], c), ofSize(NewSGD[float64], c))
+	if err := checkMomentum(c.Momentum); err != nil {
+		return nil, err
+	}
+	return BindDescribed(p, b, c)
+}
+
+var _ Described = SGDConfig{}
+
+// Describe writes SGD's step, which the host and optim/device both run:
+// the group's decoupled weight decay X <- (1 - eta wd) X, then with
+// momentum mu mom <- mu mom + G and X <- X - eta mom (PyTorch's heavy
+// ball), else X <- X - eta G.
+func (c SGDConfig) Describe(b StepBlocks) error {
+	if err := checkMomentum(c.Momentum); err != nil {
+		return err
+	}
+	mom := None
+	if c.Momentum != 0 {
+		mom = b.Buffer(StateMomentum)
+	}
+	b.Decay(b.WeightDecay())
+	b.SGD(mom, c.Momentum)
+	return nil
 }
 
 // SGD is stochastic gradient descent for an unconstrained parameter, with
 // optional heavy-ball momentum as PyTorch's SGD has it: v = mu v + g,
-// w -= lr v.
-type SGD[T Float] struct {
-	cfg SGDConfig
-	n   int
-	mom []T // nil before the first step with momentum
-}
+// w -= lr v. Its step is SGDConfig.Describe's; its State holds the
+// momentum buffer (StateMomentum) once a step with momentum was taken.
+type SGD[T Float] struct{ *described[T] }
 
 // NewSGD returns SGD for parameters of n entries.
 func NewSGD[T Float](n int, cfg SGDConfig) (*SGD[T], error) {
@@ -61,32 +79,13 @@ func NewSGD[T Float](n int, cfg SGDConfig) (*SGD[T], error) {
 	if err := checkMomentum(cfg.Momentum); err != nil {
 		return nil, err
 	}
-	return &SGD[T]{cfg: cfg, n: n}, nil
+	d, err := newDescribed[T](nil, n, cfg, 0)
+	if err != nil {
+		return nil, err
+	}
+	d.lr = cfg.LR
+	return &SGD[T]{d}, nil
 }
 
 // Step updates w from its gradient g. On error w is unchanged.
 func (o *SGD[T]) Step(w, g []T) error { return step[T](o, checkPlain(o.n, w, g), w, g) }
-
-func (o *SGD[T]) prepare(_, _ []T) error { return nil }
-func (o *SGD[T]) abort()                 {}
-
-func (o *SGD[T]) commit(w, g []T) {
-	if o.cfg.Momentum != 0 && o.mom == nil {
-		o.mom = make([]T, len(w))
-	}
-	update.SGD(w, g, o.mom, T(o.cfg.LR), T(o.cfg.Momentum))
-}
-
-// SetLR changes the step size, for a schedule; it must be finite and >= 0
-// (0 freezes the weight).
-func (o *SGD[T]) SetLR(lr float64) error { return setLR(&o.cfg.LR, lr) }
-
-// State returns a copy of the optimizer's state: the momentum buffer
-// (StateMomentum), once a step with momentum has been taken.
-func (o *SGD[T]) State() State { return momentumState(SGDConfig{}.String(), o.mom) }
-
-// SetState restores a state returned by State of an SGD with the same
-// configuration and size. On error the optimizer is unchanged.
-func (o *SGD[T]) SetState(st State) error {
-	return restoreMomentum(st, SGDConfig{}.String(), o.cfg.Momentum, &o.mom, o.n)
-}

@@ -288,11 +288,7 @@ func newSlot[T Float](p Param, r Rule, b Binding, v Host[T], check bool) (_ Step
 			view.Shape, view.Value, view.Grad = []int{sl.rows, sl.cols}, Host[T](sl.xt), nil
 		}
 		if f := sl.m.Feasibility(view.Value.(Host[T])); check && !(f <= manifold.Tolerance(sl.m)) {
-			what := "W^T W"
-			if sl.wide {
-				what = "W W^T"
-			}
-			return nil, fmt.Errorf("optim: %s: marked as constrained but ||%s - I||_F = %.3g: put it on its manifold first (optim.Param.Orthonormalize, or param.Param.Orthonormalize for a Gorgonia node)", p.describe(), what, f)
+			return nil, fmt.Errorf("optim: %s: marked as constrained but %s = %.3g: put it on its manifold first (optim.Param.Orthonormalize, or param.Param.Orthonormalize for a Gorgonia node)", p.describe(), offBy(sl.m, sl.wide), f)
 		}
 	}
 	if sl.Stepper, err = r.Stepper(view, b); err != nil {
@@ -321,6 +317,21 @@ type typedSlot[T Float] struct {
 	// Stepper takes them: boxed once, not at every step.
 	gtBox, fBox Gradient
 	fLast       Factored[T]
+}
+
+// offBy names what m's Feasibility measures of a weight: ||W^T W - I||_F
+// (||W W^T - I||_F for a wide one) on the Stiefel and Grassmann manifolds,
+// else its distance from m's own constraint.
+func offBy[T Float](m manifold.Manifold[T], wide bool) string {
+	_, stiefel := m.(*manifold.Stiefel[T])
+	_, grass := m.(*manifold.Grassmann[T])
+	switch {
+	case (stiefel || grass) && wide:
+		return "||W W^T - I||_F"
+	case stiefel || grass:
+		return "||W^T W - I||_F"
+	}
+	return "its distance from " + manifoldName(m) + " (its Feasibility)"
 }
 
 // Prepare prepares the step; a wide weight's stepper sees W^T and G^T,

@@ -175,7 +175,7 @@ func TestStatePhase(t *testing.T) {
 	x0 := make([]float64, n*p)
 	_ = st.Random(x0, newRNG(3))
 	g := make([]float64, n*p)
-	for _, sampling := range []Sampler{Permutation, Orthogonal, Blocks} {
+	for _, sampling := range Samplers {
 		cfg := RSDMConfig{LR: 0.3, SubmanifoldSize: 4, Sampling: sampling, Momentum: 0.7, InnerSteps: inner, Seed: 9}
 		steps := func(o *RSDM[float64], x []float64, count int) {
 			for i := 0; i < count; i++ {

@@ -8,26 +8,30 @@ import (
 )
 
 // describedStepper builds the device stepper of a rule that writes its
-// step once in optim.StepBlocks (optim.Described, as optim.RGDConfig
-// does): the same description the host's stepper runs, recorded as
-// kernels (blocks, below). A rule's states move between host and device
-// under the names its description gives its state buffers.
+// step once in optim.StepBlocks (optim.Described: RGD, SGD, Adam, AdamW):
+// the same description the host's stepper runs, recorded as kernels
+// (blocks, below), on a constrained weight's frame or an unconstrained
+// parameter's elements. A rule's states move between host and device
+// under the names its description gives its state buffers and counter.
 func describedStepper(w *work, d optim.Described) (optim.Stepper, error) {
-	f, err := newFrame(w)
+	f := frame{x: w.value, g: w.grad, n: size(w.shape), p: 1, in: backend.Sequence(nil), out: backend.Sequence(nil)}
+	if d.Constrained() {
+		var err error
+		if f, err = newFrame(w); err != nil {
+			return nil, err
+		}
+	}
+	kind, err := w.describedKind(d)
 	if err != nil {
 		return nil, err
 	}
-	host, err := w.hostStepper()
-	if err != nil {
-		return nil, err
-	}
-	if host.State().Kind != d.String() { // a rule that wraps another's stepper, refused by name
-		return nil, errNotOnDevice(fmt.Sprintf("the %v rule", d), ruleNames(true))
-	}
-	o := &buffered{work: w, kind: d.String()}
-	b := &blocks{w: w, o: o, n: f.n, p: f.p, refs: []backend.Operand{f.x, f.g}}
+	o := &buffered{work: w, kind: kind}
+	b := &blocks{w: w, o: o, n: f.n, p: f.p, constrained: d.Constrained(), refs: []backend.Operand{f.x, f.g}}
 	if err := d.Describe(b); err != nil {
 		return nil, fmt.Errorf("%v: %w", d, err)
+	}
+	if b.err == nil && b.decayed {
+		b.fail(fmt.Errorf("its StepBlocks.Decay is not followed by SGD or Adam"))
 	}
 	if b.err != nil {
 		return nil, fmt.Errorf("%v: %w", d, b.err)
@@ -40,18 +44,41 @@ func describedStepper(w *work, d optim.Described) (optim.Stepper, error) {
 	return o, nil
 }
 
+// describedKind returns the Kind of the States of d's host stepper, which
+// builds from d's description: a rule that wraps another's stepper (one
+// of one's own that embeds a Described rule) is refused by name.
+func (w *work) describedKind(d optim.Described) (string, error) {
+	host, err := w.hostStepper()
+	if err != nil {
+		return "", err
+	}
+	ref, err := optim.BindDescribed(w.hostParam(), w.b, d)
+	if err != nil {
+		return "", err
+	}
+	if kind := ref.State().Kind; host.State().Kind == kind {
+		return kind, nil
+	}
+	return "", errNotOnDevice(fmt.Sprintf("the %v rule", d), ruleNames(d.Constrained()))
+}
+
 // blocks records a description as kernels on a Stiefel weight's n x p
 // frame: Proj by Gemm and Symmetrize, AddScaled by backend.AddScaled (its
 // scale the step size where the coefficient takes it), Retract by
 // AddScaled and the Q factor QF, Move by Copy.
 type blocks struct {
-	w    *work
-	o    *buffered
-	n, p int
-	refs []backend.Operand // of each optim.Ref
-	pp   backend.Operand   // Proj's p x p workspace
-	ks   []backend.Kernel
-	err  error
+	w           *work
+	o           *buffered
+	n, p        int
+	constrained bool
+	refs        []backend.Operand // of each optim.Ref
+	pp          backend.Operand   // Proj's p x p workspace
+	ks          []backend.Kernel
+	err         error
+	// decay is Decay's rate, which the next SGD or Adam kernel takes
+	// (decayed).
+	decay   float64
+	decayed bool
 }
 
 var _ optim.StepBlocks = (*blocks)(nil)
@@ -86,6 +113,7 @@ func (b *blocks) ref(r optim.Ref) backend.Operand {
 
 // Proj sets dst = v - x sym(x^T v), the tangent part of v at x.
 func (b *blocks) Proj(dst, x, v optim.Ref) {
+	b.onFrame("Proj")
 	n, p := b.n, b.p
 	if b.pp.Buf == nil {
 		ops, err := b.w.alloc(b.w.dt, p*p)
@@ -124,8 +152,77 @@ func (b *blocks) AddScaled(dst, x optim.Ref, a optim.Coef, y optim.Ref) {
 
 // Retract sets dst = qf(x + a v), the QR retraction.
 func (b *blocks) Retract(dst, x optim.Ref, a optim.Coef, v optim.Ref) {
+	b.onFrame("Retract")
 	d := b.ref(dst)
 	b.ks = append(b.ks, b.addScaled(d, b.ref(x), a, b.ref(v)), backend.QF{M: b.n, N: b.p, A: d})
 }
 
 func (b *blocks) Move(src optim.Ref) { b.ks = append(b.ks, b.copy(b.refs[optim.X], b.ref(src))) }
+
+// onFrame fails a block of a constrained weight's in an unconstrained
+// parameter's description.
+func (b *blocks) onFrame(block string) {
+	if !b.constrained {
+		b.fail(fmt.Errorf("StepBlocks.%s steps a weight on a manifold, and this parameter is unconstrained", block))
+	}
+}
+
+// WeightDecay returns the group's decoupled weight decay (0 for a
+// constrained weight, as on the host).
+func (b *blocks) WeightDecay() float64 {
+	if b.constrained {
+		return 0
+	}
+	return b.w.b.WeightDecay
+}
+
+// Counter makes the stepper count its steps under name; its Prepare
+// writes the step's count beside the step size (Adam's t).
+func (b *blocks) Counter(name string) {
+	if b.o.counter != "" {
+		b.fail(fmt.Errorf("two step counters, %q and %q", b.o.counter, name))
+	}
+	b.o.counter = name
+}
+
+// Decay keeps the rate for the kernel of the SGD or Adam block after it,
+// which applies it first.
+func (b *blocks) Decay(rate float64) {
+	if b.decayed {
+		b.fail(fmt.Errorf("two StepBlocks.Decay blocks"))
+	}
+	b.decay, b.decayed = rate, true
+}
+
+// inPlace starts the kernel of an in-place move and returns the rate of
+// the Decay before it.
+func (b *blocks) inPlace(block string) float64 {
+	if b.constrained {
+		b.fail(fmt.Errorf("StepBlocks.%s steps an unconstrained parameter, and this weight is on a manifold", block))
+	}
+	decay := 0.0
+	if b.decayed {
+		decay, b.decayed = b.decay, false
+	}
+	return decay
+}
+
+// SGD is the kernel backend.SGDStep, in place on the parameter.
+func (b *blocks) SGD(mom optim.Ref, mu float64) {
+	k := backend.SGDStep{N: b.n, Momentum: mu, Decay: b.inPlace("SGD"), W: b.refs[optim.X], G: b.refs[optim.G], LR: b.w.hyper}
+	if mom != optim.None {
+		k.Mom = b.ref(mom)
+	}
+	b.ks = append(b.ks, k)
+}
+
+// Adam is the kernel backend.AdamStep, in place on the parameter and its
+// moments, at the step count the stepper's Prepare writes.
+func (b *blocks) Adam(m, v optim.Ref, beta1, beta2, eps float64) {
+	decay := b.inPlace("Adam")
+	if b.o.counter == "" {
+		b.fail(fmt.Errorf("StepBlocks.Adam before a step counter (StepBlocks.Counter)"))
+	}
+	b.ks = append(b.ks, backend.AdamStep{N: b.n, Beta1: beta1, Beta2: beta2, Eps: eps, Decay: decay,
+		W: b.refs[optim.X], G: b.refs[optim.G], M: b.ref(m), V: b.ref(v), Hyper: b.w.hyper})
+}

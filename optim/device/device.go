@@ -8,11 +8,10 @@
 // It steps constrained weights on the Stiefel manifold with the QR
 // retraction by RSDM with a sampler of rows (Permutation, Blocks or one's
 // own; one inner step, QR inner retraction) or by RGD, and the other
-// parameters by SGD (with momentum), Adam or AdamW: the rules of the table
-// rules, whose steppers are built each in the rule's own file (sgd.go,
-// adam.go, rsdm.go), and every rule that writes its step once in
-// optim.StepBlocks (optim.Described: RGD, or one's own), whose description
-// described.go records as kernels. Each Step enqueues its kernels and returns
+// parameters by SGD (with momentum), Adam or AdamW: RSDM by the table
+// rules, whose stepper is built in rsdm.go, and every rule that writes its
+// step once in optim.StepBlocks (optim.Described: RGD, SGD, Adam, AdamW,
+// or one's own), whose description described.go records as kernels. Each Step enqueues its kernels and returns
 // without waiting for them; the Q factors are Cholesky QR on the device
 // (backend.QF), and a fault the device meets is reported by the backend's
 // next Sync or CopyOut.
@@ -129,12 +128,9 @@ func (d *Steppers) Stepper(r optim.Rule, p optim.Param, b optim.Binding) (st opt
 // the function that builds it in the rule's own file of this package.
 // Stepper looks a rule up here by its type, so that a rule of one's own
 // (even one that embeds these) is refused by name. A rule that describes
-// its step in optim.StepBlocks (optim.Described: RGD) needs no entry: the
-// device runs its description (described.go).
+// its step in optim.StepBlocks (optim.Described: RGD, SGD, Adam, AdamW)
+// needs no entry: the device runs its description (described.go).
 var rules = []deviceRule{
-	on(sgdStepper),
-	on(adamStepper),
-	on(adamWStepper),
 	on(rsdmStepper),
 }
 
@@ -251,12 +247,16 @@ func (w *work) commit(step backend.Func) error {
 // hostStepper returns the host's stepper of the same rule for a parameter
 // of w's shape and element type, on zeros: building it checks the rule's
 // settings, and its SetState the states the device's stepper takes.
-func (w *work) hostStepper() (optim.Stepper, error) {
+func (w *work) hostStepper() (optim.Stepper, error) { return w.rule.Stepper(w.hostParam(), w.b) }
+
+// hostParam returns a parameter of w's shape and element type on the
+// host, of zeros.
+func (w *work) hostParam() optim.Param {
 	p := optim.Param{Name: w.p.Name, Shape: w.shape, Manifold: w.p.Manifold, Value: make(optim.Host[float64], size(w.shape))}
 	if w.dt == backend.Float32 {
 		p.Value = make(optim.Host[float32], size(w.shape))
 	}
-	return w.rule.Stepper(p, w.b)
+	return p
 }
 
 // Close frees the stepper's buffers and its slot of the hyperparameters.
@@ -303,15 +303,6 @@ func newBuffered(w *work, counter string, names ...string) (*buffered, error) {
 		return nil, err
 	}
 	return &buffered{work: w, kind: host.State().Kind, counter: counter, names: names, bufs: bufs}, nil
-}
-
-// newMomentum returns the buffered stepper of a rule with heavy-ball
-// momentum (SGD, RGD): its buffer, the momentum, when momentum is not 0.
-func newMomentum(w *work, momentum float64) (*buffered, error) {
-	if momentum == 0 {
-		return newBuffered(w, "")
-	}
-	return newBuffered(w, "", optim.StateMomentum)
 }
 
 // Prepare sets the step size and, with a counter, the step's count (from
