@@ -188,11 +188,7 @@ func ExampleLinear_Forward() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	vm := G.NewTapeMachine(g)
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		log.Fatal(err)
-	}
+	runOnce(g)
 	w := l.W.Node.Value().Data().([]float64)
 	b := l.B.Node.Value().Data().([]float64)
 	out := y.Value().Data().([]float64)
@@ -219,11 +215,7 @@ func ExampleLayerNorm() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	vm := G.NewTapeMachine(g)
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		log.Fatal(err)
-	}
+	runOnce(g)
 	v := y.Value().Data().([]float64)
 	fmt.Printf("x: %v\n", x.Value().Data())
 	fmt.Printf("row 0: %.3f\nrow 1: %.3f\n", v[:4], v[4:])
@@ -252,11 +244,7 @@ func ExampleAttention() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	vm := G.NewTapeMachine(g)
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		log.Fatal(err)
-	}
+	runOnce(g)
 	finite := true
 	for _, v := range y.Value().Data().([]float32) {
 		finite = finite && !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0)
@@ -368,11 +356,7 @@ func ExampleCrossEntropy() {
 	if _, err := G.Grad(loss, logits); err != nil {
 		log.Fatal(err)
 	}
-	vm := G.NewTapeMachine(g, G.BindDualValues(logits))
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		log.Fatal(err)
-	}
+	runOnce(g, G.BindDualValues(logits))
 	host, err := nn.CrossEntropyLoss(raw, labels, classes)
 	if err != nil {
 		log.Fatal(err)
@@ -395,12 +379,18 @@ func ExampleGELU() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	vm := G.NewTapeMachine(g)
+	runOnce(g)
+	fmt.Printf("GELU(%v) = %.4f\n", x.Value().Data(), y.Value().Data())
+	// Output:
+	// GELU([-2 -1 0 1 2]) = [-0.0454 -0.1588 0.0000 0.8412 1.9546]
+}
+
+// runOnce runs g once on Gorgonia's tape machine, as the Example above does
+// in its loop.
+func runOnce(g *G.ExprGraph, opts ...G.VMOpt) {
+	vm := G.NewTapeMachine(g, opts...)
 	defer vm.Close()
 	if err := vm.RunAll(); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("GELU(%v) = %.4f\n", x.Value().Data(), y.Value().Data())
-	// Output:
-	// GELU([-2 -1 0 1 2]) = [-0.0454 -0.1588 0.0000 0.8412 1.9546]
 }

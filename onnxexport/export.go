@@ -342,16 +342,9 @@ func exportConstant(x *exporter, n *G.Node, _ []*G.Node, _ []string) (string, er
 }
 
 func exportSize(x *exporter, n *G.Node, args []*G.Node, _ []string) (string, error) {
-	axis, err := gorgoniaop.IntField(n.Op(), "axis")
+	v, err := gorgoniaop.SizeOf(n.Op(), args[0].Shape())
 	if err != nil {
 		return "", err
-	}
-	v := 1.0
-	if s := args[0].Shape(); len(s) > 0 {
-		if axis < 0 || axis >= len(s) {
-			return "", fmt.Errorf("size of axis %d of shape %v", axis, s)
-		}
-		v = float64(s[axis])
 	}
 	return x.reshape(x.scalar(v), tensor.Shape{}, n.Shape()), nil
 }
@@ -379,12 +372,9 @@ func exportSlice(x *exporter, n *G.Node, args []*G.Node, in []string) (string, e
 }
 
 func exportTranspose(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
-	pattern, err := gorgoniaop.IntsField(n.Op(), "pattern")
+	pattern, err := gorgoniaop.TransposeOf(n.Op(), args[0].Shape())
 	if err != nil {
 		return "", err
-	}
-	if len(pattern) != len(args[0].Shape()) {
-		return "", fmt.Errorf("transpose %v of shape %v", pattern, args[0].Shape())
 	}
 	perm := make([]int64, len(pattern))
 	for i, p := range pattern {
@@ -581,24 +571,10 @@ func (x *exporter) batchedMatMul(a, b string, as, bs tensor.Shape, tA, tB bool) 
 }
 
 func exportSoftmax(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
-	op := n.Op()
-	isLog, err := gorgoniaop.BoolField(op, "isLog")
-	if err != nil {
-		return "", err
-	}
-	axis, err := gorgoniaop.IntField(op, "axis")
-	if err != nil {
-		return "", err
-	}
 	s := args[0].Shape()
-	if axis == -1 { // the axis gorgonia's softmaxOp picks for the shape, as the compiler does
-		axis = s.Dims() - 1
-		if s.IsColVec() || (s.IsVector() && !s.IsRowVec()) {
-			axis = 0
-		}
-	}
-	if axis < 0 || axis >= s.Dims() {
-		return "", fmt.Errorf("softmax along axis %d of shape %v", axis, s)
+	isLog, axis, err := gorgoniaop.SoftmaxOf(n.Op(), s) // the axis the compiler takes
+	if err != nil {
+		return "", err
 	}
 	kind := "Softmax"
 	if isLog {

@@ -431,44 +431,29 @@ func (r *rgGen) unary(name string, x *G.Node) (*G.Node, error) {
 		}
 		return G.NewConstant(1.0)
 	}
-	chain := func(fs ...func(*G.Node) (*G.Node, error)) (*G.Node, error) {
-		y := x
-		var err error
-		for _, f := range fs {
-			if y, err = f(y); err != nil {
-				return nil, err
-			}
-		}
-		return y, nil
-	}
 	onePlus := func(a *G.Node) (*G.Node, error) { return G.Add(one(), a) }
-	switch name {
-	case "Tanh":
-		return G.Tanh(x)
-	case "Sigmoid":
-		return G.Sigmoid(x)
-	case "Neg":
-		return G.Neg(x)
-	case "Square":
-		return G.Square(x)
-	case "Sin":
-		return G.Sin(x)
-	case "Cos":
-		return G.Cos(x)
-	case "Softplus":
-		return G.Softplus(x)
-	case "Exp(Tanh)":
-		return chain(G.Tanh, G.Exp)
-	case "Log1p(Square)":
-		return chain(G.Square, G.Log1p)
-	case "Log(Sigmoid)": // gorgonia rewrites it to -Softplus(-x)
-		return chain(G.Sigmoid, G.Log)
-	case "Sqrt(1+Square)":
-		return chain(G.Square, onePlus, G.Sqrt)
-	case "1+Square":
-		return chain(G.Square, onePlus)
+	// Each function is a chain of Gorgonia's, applied in turn.
+	chains := map[string][]func(*G.Node) (*G.Node, error){
+		"Tanh": {G.Tanh}, "Sigmoid": {G.Sigmoid}, "Neg": {G.Neg}, "Square": {G.Square},
+		"Sin": {G.Sin}, "Cos": {G.Cos}, "Softplus": {G.Softplus},
+		"Exp(Tanh)":      {G.Tanh, G.Exp},
+		"Log1p(Square)":  {G.Square, G.Log1p},
+		"Log(Sigmoid)":   {G.Sigmoid, G.Log}, // gorgonia rewrites it to -Softplus(-x)
+		"Sqrt(1+Square)": {G.Square, onePlus, G.Sqrt},
+		"1+Square":       {G.Square, onePlus},
 	}
-	return nil, fmt.Errorf("no unary function %q", name)
+	fs, ok := chains[name]
+	if !ok {
+		return nil, fmt.Errorf("no unary function %q", name)
+	}
+	y := x
+	for _, f := range fs {
+		var err error
+		if y, err = f(y); err != nil {
+			return nil, err
+		}
+	}
+	return y, nil
 }
 
 // TestRandomGraphs runs the fixed cases and randomGraphCount graphs of one

@@ -3,6 +3,7 @@ package training_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -97,3 +98,29 @@ func Example() {
 }
 
 var _ data.Dataset = (*points)(nil)
+
+// A training command of one's own defines the shared flags with its
+// defaults, adds its own, and applies the parsed values to its Config.
+func ExampleFlags() {
+	fs := flag.NewFlagSet("mytrain", flag.ContinueOnError)
+	f := training.Flags{Out: "runs/mytrain", Device: "auto", R: 16, LR: 0.2, LROther: 0.003, Seed: 1}
+	f.Define(fs)
+	hidden := fs.Int("hidden", 64, "width of the hidden layer") // a flag of the command's own
+	if err := fs.Parse([]string{"-device", "cpu", "-lr", "0.1", "-hidden", "32"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	cfg := training.Config{
+		Groups: []optim.Group{
+			{Select: optim.Param.Constrained, LR: f.LR, Rule: optim.RSDMConfig{SubmanifoldSize: f.R, Seed: f.Seed}},
+			{Rule: optim.AdamConfig{}, LR: f.LROther},
+		},
+		Settings: map[string]string{"hidden": fmt.Sprint(*hidden)},
+	}
+	f.Apply(&cfg)
+	fmt.Println(cfg.Out, cfg.Device, cfg.Seed)
+	fmt.Println(cfg.Settings)
+	// Output:
+	// runs/mytrain cpu 1
+	// map[hidden:32 lr:0.1 lr-other:0.003 r:16 seed:1]
+}

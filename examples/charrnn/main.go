@@ -19,11 +19,10 @@ import (
 
 // options are the command's flags.
 type options struct {
-	out, resume, device, dist string
+	training.Flags            // -out, -resume, -device, -r, -lr, -lr-other, -seed
+	dist                      string
 	steps, hidden, seq, batch int
-	r, keep, saveEvery        int
-	lr, lrOther               float64
-	seed                      uint64
+	keep, saveEvery           int
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -36,21 +35,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "charrnn trains Gorgonia's character-level LSTM (examples/charRNN) on an embedded text through package training,\nits cell-write gate's recurrent weight on the Stiefel manifold stepped by RSDM, the rest by Adam.\n\nUsage: go run ./examples/charrnn [flags]")
 		fs.PrintDefaults()
 	}
-	var o options
-	fs.StringVar(&o.out, "out", "checkpoints/charrnn", "folder under which the run folder is made")
-	fs.StringVar(&o.resume, "resume", "", "go on from a checkpoint: latest, a run folder or a .safetensors file")
-	fs.StringVar(&o.device, "device", "auto", "auto, cpu or cuda")
+	o := options{Flags: training.Flags{Out: "checkpoints/charrnn", Device: "auto", R: 50, LR: 0.2, LROther: 0.01, Seed: 1}}
+	o.Define(fs)
 	fs.StringVar(&o.dist, "dist", "single", "single or mpi (one rank of 'mpirun -np N charrnn -dist mpi')")
 	fs.IntVar(&o.steps, "steps", 200, "training steps in all")
 	fs.IntVar(&o.hidden, "hidden", 100, "LSTM hidden width (the Stiefel weight is hidden x hidden)")
 	fs.IntVar(&o.seq, "seq", 16, "characters per unrolled sequence")
 	fs.IntVar(&o.batch, "batch", 8, "sequences per batch (over all ranks)")
-	fs.IntVar(&o.r, "r", 50, "RSDM submanifold size")
 	fs.IntVar(&o.keep, "keep", 3, "step checkpoints kept")
 	fs.IntVar(&o.saveEvery, "save-every", 50, "steps between checkpoints")
-	fs.Float64Var(&o.lr, "lr", 0.2, "RSDM step size")
-	fs.Float64Var(&o.lrOther, "lr-other", 0.01, "Adam step size of the other parameters")
-	fs.Uint64Var(&o.seed, "seed", 1, "seed of the weights, the order and RSDM's samples")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -105,7 +98,7 @@ func train(ctx context.Context, o options, comm dist.Communicator, log io.Writer
 		return training.Eval{}, &training.SettingError{Err: fmt.Errorf("-batch %d is not divisible by the %d ranks", o.batch, comm.Size())}
 	}
 	g := G.NewGraph()
-	m, err := buildModel(g, modelConfig{Vocab: trainSet.NumClasses(), Hidden: o.hidden, SeqLen: o.seq, Batch: o.batch / comm.Size()}, rand.New(rand.NewPCG(o.seed, 0x63686172)))
+	m, err := buildModel(g, modelConfig{Vocab: trainSet.NumClasses(), Hidden: o.hidden, SeqLen: o.seq, Batch: o.batch / comm.Size()}, rand.New(rand.NewPCG(o.Seed, 0x63686172)))
 	if err != nil {
 		return training.Eval{}, &training.SettingError{Err: err}
 	}
@@ -114,16 +107,16 @@ func train(ctx context.Context, o options, comm dist.Communicator, log io.Writer
 	}
 	model := training.Model{Loss: m.loss, Params: m.params, Inputs: m.inputs(),
 		Feed: func(b training.Batch, set func(*G.Node, any) error) error { return m.feed(b.X, set) }}
-	cfg := training.Config{Train: trainSet, Test: testSet, Batch: o.batch, Epochs: 1 << 20, MaxSteps: o.steps, Seed: o.seed,
+	cfg := training.Config{Train: trainSet, Test: testSet, Batch: o.batch, Epochs: 1 << 20, MaxSteps: o.steps,
 		Groups: []optim.Group{
-			{Select: optim.Param.Constrained, LR: o.lr, Rule: optim.RSDMConfig{SubmanifoldSize: o.r, Seed: o.seed}},
-			{Rule: optim.AdamConfig{}, LR: o.lrOther},
+			{Select: optim.Param.Constrained, LR: o.LR, Rule: optim.RSDMConfig{SubmanifoldSize: o.R, Seed: o.Seed}},
+			{Rule: optim.AdamConfig{}, LR: o.LROther},
 		},
-		Device: o.device, Out: o.out, Resume: o.resume, SaveEvery: o.saveEvery, Keep: o.keep, EvalEvery: 25,
-		Settings: map[string]string{"hidden": fmt.Sprint(o.hidden), "seq": fmt.Sprint(o.seq), "batch": fmt.Sprint(o.batch),
-			"r": fmt.Sprint(o.r), "lr": fmt.Sprint(o.lr), "lr-other": fmt.Sprint(o.lrOther), "seed": fmt.Sprint(o.seed)},
-		Log: log, Bar: true, Describe: fmt.Sprintf("charrnn (LSTM of %d, %d characters a sequence, vocabulary %d) on %d training and %d test sequences, batch %d, %d steps",
+		SaveEvery: o.saveEvery, Keep: o.keep, EvalEvery: 25, Log: log, Bar: true,
+		Settings: map[string]string{"hidden": fmt.Sprint(o.hidden), "seq": fmt.Sprint(o.seq), "batch": fmt.Sprint(o.batch)},
+		Describe: fmt.Sprintf("charrnn (LSTM of %d, %d characters a sequence, vocabulary %d) on %d training and %d test sequences, batch %d, %d steps",
 			o.hidden, o.seq, trainSet.NumClasses(), trainSet.Len(), testSet.Len(), o.batch, o.steps)}
+	o.Apply(&cfg) // -out, -resume, -device and -seed, and the flags a resumed run must keep
 	if comm.Size() > 1 {
 		cfg.Comm = comm
 	}

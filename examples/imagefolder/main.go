@@ -18,12 +18,11 @@ import (
 
 // options are the command's flags.
 type options struct {
-	data, out, resume, device string
-	size, channels, batch     int
-	steps, epochs, r          int
-	lr, lrOther               float64
-	seed                      uint64
-	skip                      bool
+	training.Flags        // -out, -resume, -device, -r, -lr, -lr-other, -seed
+	data                  string
+	size, channels, batch int
+	steps, epochs         int
+	skip                  bool
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -36,20 +35,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "imagefolder trains a small convolutional network written in plain Gorgonia on a folder of images,\nDIR/train/CLASS/*.png|jpg and DIR/test/CLASS/*, through package training: its dense hidden weight\non the Stiefel manifold stepped by RSDM, the rest by Adam. scripts/idx2folder writes such a folder.\n\nUsage: go run ./examples/imagefolder -data DIR [flags]")
 		fs.PrintDefaults()
 	}
-	var o options
+	o := options{Flags: training.Flags{Out: "checkpoints/imagefolder", Device: "auto", R: 32, LR: 0.2, LROther: 0.003, Seed: 1}}
+	o.Define(fs)
 	fs.StringVar(&o.data, "data", "", "the image folder: DIR/train/CLASS/* and DIR/test/CLASS/* (required)")
-	fs.StringVar(&o.out, "out", "checkpoints/imagefolder", "folder under which the run folder is made")
-	fs.StringVar(&o.resume, "resume", "", "go on from a checkpoint: latest, a run folder or a .safetensors file")
-	fs.StringVar(&o.device, "device", "auto", "auto, cpu or cuda")
 	fs.IntVar(&o.size, "size", 28, "side every image is resized to")
 	fs.IntVar(&o.channels, "channels", 1, "1 (grayscale) or 3 (RGB)")
 	fs.IntVar(&o.batch, "batch", 32, "batch size")
 	fs.IntVar(&o.steps, "steps", 0, "stop after this many steps in all (0: -epochs decides)")
 	fs.IntVar(&o.epochs, "epochs", 1, "passes over the training images")
-	fs.IntVar(&o.r, "r", 32, "RSDM submanifold size")
-	fs.Float64Var(&o.lr, "lr", 0.2, "RSDM step size")
-	fs.Float64Var(&o.lrOther, "lr-other", 0.003, "Adam step size of the other parameters")
-	fs.Uint64Var(&o.seed, "seed", 1, "seed of the weights, the order and RSDM's samples")
 	fs.BoolVar(&o.skip, "skip", false, "skip faulty image files (counted) instead of refusing the folder")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -80,23 +73,23 @@ func train(ctx context.Context, o options, log io.Writer) (training.Eval, error)
 		fmt.Fprintf(log, "skipped %d faulty files (-skip), the first: %s\n", n, append(trainSet.Skipped, testSet.Skipped...)[0])
 	}
 	g := G.NewGraph()
-	loss, logits, x, y, params, err := buildModel(g, o.batch, o.channels, o.size, o.size, trainSet.Classes, rand.New(rand.NewPCG(o.seed, 0x696d67)))
+	loss, logits, x, y, params, err := buildModel(g, o.batch, o.channels, o.size, o.size, trainSet.Classes, rand.New(rand.NewPCG(o.Seed, 0x696d67)))
 	if err != nil {
 		return training.Eval{}, &training.SettingError{Err: err}
 	}
 	if _, err := G.Grad(loss, param.Nodes(params)...); err != nil {
 		return training.Eval{}, err
 	}
-	cfg := training.Config{Train: trainSet, Test: testSet, Batch: o.batch, Epochs: o.epochs, MaxSteps: o.steps, Seed: o.seed,
+	cfg := training.Config{Train: trainSet, Test: testSet, Batch: o.batch, Epochs: o.epochs, MaxSteps: o.steps,
 		Groups: []optim.Group{
-			{Select: optim.Param.Constrained, LR: o.lr, Rule: optim.RSDMConfig{SubmanifoldSize: o.r, Seed: o.seed}},
-			{Rule: optim.AdamConfig{}, LR: o.lrOther},
+			{Select: optim.Param.Constrained, LR: o.LR, Rule: optim.RSDMConfig{SubmanifoldSize: o.R, Seed: o.Seed}},
+			{Rule: optim.AdamConfig{}, LR: o.LROther},
 		},
-		Device: o.device, Out: o.out, Resume: o.resume, SaveEvery: 50, Log: log, Bar: true,
-		Settings: map[string]string{"size": fmt.Sprint(o.size), "channels": fmt.Sprint(o.channels), "batch": fmt.Sprint(o.batch),
-			"r": fmt.Sprint(o.r), "lr": fmt.Sprint(o.lr), "lr-other": fmt.Sprint(o.lrOther), "seed": fmt.Sprint(o.seed)},
+		SaveEvery: 50, Log: log, Bar: true,
+		Settings:  map[string]string{"size": fmt.Sprint(o.size), "channels": fmt.Sprint(o.channels), "batch": fmt.Sprint(o.batch)},
 		MayChange: map[string]bool{},
 		Describe: fmt.Sprintf("imagefolder's convnet on %s (%d classes, %d training and %d test images of %dx%dx%d), batch %d",
 			o.data, trainSet.Classes, trainSet.N, testSet.N, o.channels, o.size, o.size, o.batch)}
+	o.Apply(&cfg) // -out, -resume, -device and -seed, and the flags a resumed run must keep
 	return training.Run(ctx, training.Model{Loss: loss, Logits: logits, Input: x, Labels: y, Params: params}, cfg)
 }

@@ -3,13 +3,16 @@
 // onnxexport) both need to: the nodes the outputs need, in order; a node's arguments; a leaf's value
 // on the host; an op's type name (OpType), the function of an elementwise
 // op (UnaryFunc, BinaryFunc), and its fields, read by reflection (the
-// op types are unexported); the window of a slice, the kind of a linear
-// algebra op and the geometry of a convolution's im2col and of a pooling.
+// op types are unexported; Fields reads several and checks once); the
+// window of a slice, the kind of a linear algebra op, a softmax's axis, a
+// transpose's pattern, the value of SizeOf, and the geometry of a
+// convolution's im2col and of a pooling.
 // The tests of both packages run every op against the tape machine, so a
 // change of Gorgonia's internals fails there, not silently.
 package gorgoniaop
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -83,4 +86,41 @@ func IntsField(op G.Op, name string) ([]int, error) {
 		out[i] = int(e.Int())
 	}
 	return out, nil
+}
+
+// Fields reads the fields of one op's struct by name and keeps the errors of
+// the reads that failed until Err, as bufio.Scanner keeps its error: a
+// lowering reads every field it needs, then checks once. A failed read
+// returns the zero value.
+type Fields struct {
+	op   G.Op
+	errs []error
+}
+
+// FieldsOf returns a reader of op's fields.
+func FieldsOf(op G.Op) *Fields { return &Fields{op: op} }
+
+// Int reads the named integer field (IntField).
+func (f *Fields) Int(name string) int { return keep(f, IntField, name) }
+
+// Float reads the named float field (FloatField).
+func (f *Fields) Float(name string) float64 { return keep(f, FloatField, name) }
+
+// Bool reads the named bool field (BoolField).
+func (f *Fields) Bool(name string) bool { return keep(f, BoolField, name) }
+
+// Ints reads the named slice of integers (IntsField).
+func (f *Fields) Ints(name string) []int { return keep(f, IntsField, name) }
+
+// Err returns the errors of the reads that failed, joined, or nil; each
+// names the op's type and the field.
+func (f *Fields) Err() error { return errors.Join(f.errs...) }
+
+// keep reads one field with read and keeps its error.
+func keep[T any](f *Fields, read func(G.Op, string) (T, error), name string) T {
+	v, err := read(f.op, name)
+	if err != nil {
+		f.errs = append(f.errs, err)
+	}
+	return v
 }

@@ -62,10 +62,59 @@ const (
 
 // LinAlgOf reads a linAlgBinOp's kind and whether it transposes A and B.
 func LinAlgOf(op G.Op) (kind int, tA, tB bool, err error) {
-	kind, err1 := IntField(op, "āBinaryOperator")
-	tA, err2 := BoolField(op, "transA")
-	tB, err3 := BoolField(op, "transB")
-	return kind, tA, tB, errors.Join(err1, err2, err3)
+	f := FieldsOf(op)
+	kind, tA, tB = f.Int("āBinaryOperator"), f.Bool("transA"), f.Bool("transB")
+	return kind, tA, tB, f.Err()
+}
+
+// SoftmaxOf reads a softmaxOp's (or softmaxDiffOp's) settings for an
+// argument of shape x: whether it is a log-softmax, and its axis (for -1,
+// the one gorgonia's softmaxOp picks for the shape).
+func SoftmaxOf(op G.Op, x tensor.Shape) (isLog bool, axis int, err error) {
+	f := FieldsOf(op)
+	isLog, axis = f.Bool("isLog"), f.Int("axis")
+	if err := f.Err(); err != nil {
+		return false, 0, err
+	}
+	if axis == -1 {
+		axis = x.Dims() - 1
+		if x.IsColVec() || (x.IsVector() && !x.IsRowVec()) {
+			axis = 0
+		}
+	}
+	if axis < 0 || axis >= x.Dims() {
+		return false, 0, fmt.Errorf("softmax along axis %d of shape %v", axis, x)
+	}
+	return isLog, axis, nil
+}
+
+// SizeOf returns the value of a sizeOp (gorgonia.SizeOf) whose argument
+// has shape x: the length of the op's axis, 1 for a scalar.
+func SizeOf(op G.Op, x tensor.Shape) (float64, error) {
+	axis, err := IntField(op, "axis")
+	if err != nil {
+		return 0, err
+	}
+	if len(x) == 0 {
+		return 1, nil
+	}
+	if axis < 0 || axis >= len(x) {
+		return 0, fmt.Errorf("size of axis %d of shape %v", axis, x)
+	}
+	return float64(x[axis]), nil
+}
+
+// TransposeOf reads a transposeOp's pattern for an argument of shape x: one
+// axis of x for each axis of the result.
+func TransposeOf(op G.Op, x tensor.Shape) ([]int, error) {
+	pattern, err := IntsField(op, "pattern")
+	if err != nil {
+		return nil, err
+	}
+	if len(pattern) != len(x) {
+		return nil, fmt.Errorf("transpose %v of shape %v", pattern, x)
+	}
+	return pattern, nil
 }
 
 // ConvGeomOf reads an im2colOp's (or col2imOp's, which embeds one)

@@ -291,16 +291,9 @@ func (l *Lowering) Constant(n *G.Node) error {
 // axisSize lowers gorgonia.SizeOf: the length of an axis of its argument, known
 // at compile time.
 func (l *Lowering) axisSize(n *G.Node, in []*Value) error {
-	axis, err := gorgoniaop.IntField(n.Op(), "axis")
+	v, err := gorgoniaop.SizeOf(n.Op(), in[0].Shape)
 	if err != nil {
 		return err
-	}
-	v := 1.0
-	if s := in[0].Shape; len(s) > 0 {
-		if axis < 0 || axis >= len(s) {
-			return fmt.Errorf("size of axis %d of shape %v", axis, s)
-		}
-		v = float64(s[axis])
 	}
 	out, err := l.NewValue(n, true)
 	if err != nil {
@@ -537,21 +530,10 @@ func (l *Lowering) reduce(n *G.Node, in []*Value, out *Value, rop backend.Reduce
 // softmax lowers SoftMax / LogSoftMax, and their gradient softmaxDiffOp
 // (arguments x, y = softmax(x), dy).
 func (l *Lowering) softmax(n *G.Node, in []*Value, out *Value) error {
-	op := n.Op()
-	isLog, err1 := gorgoniaop.BoolField(op, "isLog")
-	axis, err2 := gorgoniaop.IntField(op, "axis")
-	if err := errors.Join(err1, err2); err != nil {
+	op, x := n.Op(), in[0]
+	isLog, axis, err := gorgoniaop.SoftmaxOf(op, x.Shape)
+	if err != nil {
 		return err
-	}
-	x := in[0]
-	if axis == -1 { // the axis gorgonia's softmaxOp picks for the shape
-		axis = x.Shape.Dims() - 1
-		if x.Shape.IsColVec() || (x.Shape.IsVector() && !x.Shape.IsRowVec()) {
-			axis = 0
-		}
-	}
-	if axis < 0 || axis >= x.Shape.Dims() {
-		return fmt.Errorf("softmax along axis %d of shape %v", axis, x.Shape)
 	}
 	outer, inner := x.Shape[:axis].TotalSize(), x.Shape[axis+1:].TotalSize()
 	if gorgoniaop.OpName(op) == gorgoniaop.SoftmaxOp {
@@ -602,13 +584,10 @@ func (l *Lowering) repeat(n *G.Node, in []*Value, out *Value) error {
 }
 
 func (l *Lowering) transpose(n *G.Node, in []*Value, out *Value) error {
-	pattern, err := gorgoniaop.IntsField(n.Op(), "pattern")
+	x := in[0]
+	pattern, err := gorgoniaop.TransposeOf(n.Op(), x.Shape)
 	if err != nil {
 		return err
-	}
-	x := in[0]
-	if len(pattern) != len(x.Shape) {
-		return fmt.Errorf("transpose %v of shape %v", pattern, x.Shape)
 	}
 	xst := x.Shape.CalcStrides()
 	ss := make([]int, len(pattern))

@@ -41,14 +41,9 @@ type bnSettings struct {
 
 // bnSettingsOf reads op's settings; its mode is Config.EvalMode's.
 func (l *Lowering) bnSettingsOf(op *G.BatchNormOp) (bnSettings, error) {
-	s := bnSettings{training: !l.cfg.EvalMode}
-	var err1, err2 error
-	s.momentum, err1 = gorgoniaop.FloatField(op, "momentum")
-	s.eps, err2 = gorgoniaop.FloatField(op, "epsilon")
-	if err1 != nil {
-		return s, err1
-	}
-	return s, err2
+	f := gorgoniaop.FieldsOf(op)
+	s := bnSettings{momentum: f.Float("momentum"), eps: f.Float("epsilon"), training: !l.cfg.EvalMode}
+	return s, f.Err()
 }
 
 // bnShape splits the shape of a batch norm's input into the batch, the
@@ -227,12 +222,9 @@ func (l *Lowering) newState(name string, op *G.BatchNormOp, variance bool, init 
 // own), and whose gradient LayerNormGrad takes.
 func (l *Lowering) groupNorm(n *G.Node, in []*Value, out *Value) error {
 	op := n.Op()
-	groups, err := gorgoniaop.IntField(op, "numGroups")
-	if err != nil {
-		return err
-	}
-	eps, err := gorgoniaop.FloatField(op, "epsilon")
-	if err != nil {
+	f := gorgoniaop.FieldsOf(op)
+	groups, eps := f.Int("numGroups"), f.Float("epsilon")
+	if err := f.Err(); err != nil {
 		return err
 	}
 	x := in[0]
@@ -337,17 +329,9 @@ var randomDists = [...]backend.RandomDist{backend.DrawUniform, backend.DrawGauss
 // program draws the node's values at every Run from Config.DropoutSeed,
 // the node and the step (backend.Random).
 func (l *Lowering) random(n *G.Node, _ []*Value, out *Value) error {
-	op := n.Op()
-	which, err := gorgoniaop.IntField(op, "which")
-	if err != nil {
-		return err
-	}
-	a, err := gorgoniaop.FloatField(op, "a")
-	if err != nil {
-		return err
-	}
-	b, err := gorgoniaop.FloatField(op, "b")
-	if err != nil {
+	f := gorgoniaop.FieldsOf(n.Op())
+	which, a, b := f.Int("which"), f.Float("a"), f.Float("b")
+	if err := f.Err(); err != nil {
 		return err
 	}
 	if which < 0 || which >= len(randomDists) {

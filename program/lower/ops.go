@@ -1,7 +1,6 @@
 package lower
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -100,9 +99,9 @@ func (l *Lowering) identity(n *G.Node, in []*Value, out *Value) error {
 // contracted), b to (contracted, free) where they are not laid out so
 // already, and one GEMM multiplies them.
 func (l *Lowering) tensordot(n *G.Node, in []*Value, out *Value) error {
-	aAxes, err1 := gorgoniaop.IntsField(n.Op(), "aAxes")
-	bAxes, err2 := gorgoniaop.IntsField(n.Op(), "bAxes")
-	if err := errors.Join(err1, err2); err != nil {
+	f := gorgoniaop.FieldsOf(n.Op())
+	aAxes, bAxes := f.Ints("aAxes"), f.Ints("bAxes")
+	if err := f.Err(); err != nil {
 		return err
 	}
 	a, b := in[0], in[1]
@@ -346,13 +345,12 @@ func (l *Lowering) yolo(n *G.Node, in []*Value, out *Value) error {
 	if train {
 		return fmt.Errorf("YOLOv3 in training mode (given targets): gorgonia v0.9.18 matches its boxes to the targets on the host, in float32, and defines no gradient for it; the compiler takes YOLOv3 without targets (decoding) only")
 	}
-	masks, err1 := gorgoniaop.IntsField(op, "masks")
-	netSize, err2 := gorgoniaop.IntField(op, "dimensions")
-	classes, err3 := gorgoniaop.IntField(op, "numClasses")
-	af := gorgoniaop.Field(op, "anchors")
-	if err := errors.Join(err1, err2, err3); err != nil {
+	f := gorgoniaop.FieldsOf(op)
+	masks, netSize, classes := f.Ints("masks"), f.Int("dimensions"), f.Int("numClasses")
+	if err := f.Err(); err != nil {
 		return err
 	}
+	af := gorgoniaop.Field(op, "anchors")
 	if af.Kind() != reflect.Slice || af.Type().Elem().Kind() != reflect.Float32 {
 		return fmt.Errorf("op %T has no []float32 field \"anchors\" (gorgonia's internals changed?)", op)
 	}
