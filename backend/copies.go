@@ -422,13 +422,7 @@ type Take struct {
 
 // Check checks the operands; the indices are checked when the kernel runs.
 func (k Take) Check() error {
-	if err := checkSized(k, []int{k.Outer, k.Axis, k.Inner}, 0); err != nil {
-		return err
-	}
-	if k.N < 0 {
-		return fmt.Errorf("backend: take: %d indices", k.N)
-	}
-	return checkAll(k, Int32, "indices", k.Indices, k.N, DTypeOf(k.Dst), "source", k.Src, k.Outer*k.Axis*k.Inner,
+	return checkTake(k, k.Outer, k.Axis, k.Inner, k.N, k.Indices, DTypeOf(k.Dst), "source", k.Src, k.Outer*k.Axis*k.Inner,
 		"destination", k.Dst, k.Outer*k.N*k.Inner)
 }
 
@@ -474,6 +468,19 @@ func checkIndices(what string, idx []int32, n int) error {
 	return nil
 }
 
+// checkTake checks the sizes of k, Take or TakeGrad (outer, axis and inner
+// positive, n not negative), its n indices and its other operands, ops, as
+// checkAll does.
+func checkTake(k Kernel, outer, axis, inner, n int, indices Operand, ops ...any) error {
+	if err := checkSized(k, []int{outer, axis, inner}, 0); err != nil {
+		return err
+	}
+	if n < 0 {
+		return fmt.Errorf("backend: %s: %d indices", Name(k), n)
+	}
+	return checkAll(k, Int32, append([]any{"indices", indices, n}, ops...)...)
+}
+
 // TakeGrad is the gradient of Take: DX, an (Outer, Axis, Inner) array, is
 // zero but for DX[:, r, :] = the sum of DY[:, i, :] over the entries i
 // with Indices[i] = r, DY being an (Outer, N, Inner) array (a scatter-add).
@@ -487,13 +494,7 @@ type TakeGrad struct {
 
 // Check checks the operands; the indices are checked when the kernel runs.
 func (k TakeGrad) Check() error {
-	if err := checkSized(k, []int{k.Outer, k.Axis, k.Inner}, 0); err != nil {
-		return err
-	}
-	if k.N < 0 {
-		return fmt.Errorf("backend: take-grad: %d indices", k.N)
-	}
-	return checkAll(k, Int32, "indices", k.Indices, k.N, DTypeOf(k.DX), "DY", k.DY, k.Outer*k.N*k.Inner,
+	return checkTake(k, k.Outer, k.Axis, k.Inner, k.N, k.Indices, DTypeOf(k.DX), "DY", k.DY, k.Outer*k.N*k.Inner,
 		"DX", k.DX, k.Outer*k.Axis*k.Inner)
 }
 

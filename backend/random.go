@@ -29,10 +29,7 @@ func (k DropoutMask) Check() error {
 	if !(k.P >= 0 && k.P < 1) {
 		return fmt.Errorf("backend: dropout-mask: probability %v, want [0, 1)", k.P)
 	}
-	if err := checkFloatDst(k, k.Dst); err != nil {
-		return err
-	}
-	return checkAll(k, 0, "destination", k.Dst, k.N, Float64, "step", k.Step, 1)
+	return checkDraws(k, k.N, k.Dst, k.Step)
 }
 
 // Host draws every entry with DropoutDraw.
@@ -201,10 +198,7 @@ func (k Random) Check() error {
 	default:
 		return fmt.Errorf("backend: random: unknown distribution %d", k.Dist)
 	}
-	if err := checkFloatDst(k, k.Dst); err != nil {
-		return err
-	}
-	return checkAll(k, 0, "destination", k.Dst, k.N, Float64, "step", k.Step, 1)
+	return checkDraws(k, k.N, k.Dst, k.Step)
 }
 
 // Host draws every element with RandomDraw.
@@ -371,4 +365,13 @@ func cos2pi(t float64) float64 {
 	}
 	x := float64(twoPi * a)
 	return sign * horner(cosSeries[:], float64(x*x))
+}
+
+// checkDraws checks the operands of k, a kernel that draws n values into
+// dst: dst holds n float32 or float64 elements, step one float64.
+func checkDraws(k Kernel, n int, dst, step Operand) error {
+	if err := checkFloatDst(k, dst); err != nil {
+		return err
+	}
+	return checkAll(k, 0, "destination", dst, n, Float64, "step", step, 1)
 }
