@@ -105,16 +105,15 @@ func (k Im2col) Host(p *Pool) (Func, error) {
 
 // Device launches on_unfold in Im2col's layout, a thread per element.
 func (k Im2col) Device(p Planner) {
-	g := k.Geom
-	_, pp, kk := g.sizes()
-	unfoldDevice(p, g, g.B, colLayout{pp * kk, 1, kk}, p.Addr(k.Src), p.Addr(k.Dst))
+	unfoldDevice(p, k.Geom, k.Geom.B, k.Geom.im2colLayout(), p.Addr(k.Src), p.Addr(k.Dst))
 }
 
 func im2colHost[T Float](p *Pool, k Im2col) Func {
 	g := k.Geom
 	in, pp, kk := g.sizes()
 	x, col := hostData[T](k.Src)[:in], hostData[T](k.Dst)[:g.B*pp*kk]
-	return p.split(g.B, pp*kk, func(lo, hi int) { unfold(g, x, lo, hi-lo, col[lo*pp*kk:], colLayout{pp * kk, 1, kk}) }).loop()
+	l := g.im2colLayout()
+	return p.split(g.B, pp*kk, func(lo, hi int) { unfold(g, x, lo, hi-lo, col[lo*l.J:], l) }).loop()
 }
 
 // convGeomOf returns a geometry as the kernels take it (ConvGeom in
@@ -155,21 +154,19 @@ func (k Col2im) Host(p *Pool) (Func, error) {
 
 // Device launches on_fold, a thread per input element that sums its taps.
 func (k Col2im) Device(p Planner) {
-	g := k.Geom
-	_, pp, kk := g.sizes()
-	foldDevice(p, g, g.B, colLayout{pp * kk, 1, kk}, p.Addr(k.Src), p.Addr(k.Dst))
+	foldDevice(p, k.Geom, k.Geom.B, k.Geom.im2colLayout(), p.Addr(k.Src), p.Addr(k.Dst))
 }
 
 func col2imHost[T Float](p *Pool, k Col2im) Func {
 	g := k.Geom
 	in, pp, kk := g.sizes()
 	col, dx := hostData[T](k.Src)[:g.B*pp*kk], hostData[T](k.Dst)[:in]
-	per := in / g.B
+	per, l := in/g.B, g.im2colLayout()
 	// fold leaves col as it is: in Im2col's layout only a 1 x 1 kernel
 	// without padding takes its shifted path, which then zeroes nothing.
 	return p.split(g.B, pp*kk, func(lo, hi int) {
 		clear(dx[lo*per : hi*per])
-		fold(g, col[lo*pp*kk:], colLayout{pp * kk, 1, kk}, dx, lo, hi-lo)
+		fold(g, col[lo*l.J:], l, dx, lo, hi-lo)
 	}).loop()
 }
 
@@ -495,6 +492,12 @@ func filterGradHost[T Float](p *Pool, g ConvGeom, f int, s convSplit, x, dw Oper
 // the fused kernels' chunk of n images is (P, n P, 1) (K x nP, every
 // image's positions side by side) or (K P, P, 1) (n K x P blocks).
 type colLayout struct{ J, K, P int }
+
+// im2colLayout returns Im2col's layout of g's windows, (OutH OutW K, 1, K).
+func (g ConvGeom) im2colLayout() colLayout {
+	_, pp, kk := g.sizes()
+	return colLayout{pp * kk, 1, kk}
+}
 
 // taps returns, for a tap at offset off (from the padding's edge: the tap's
 // position in the first window minus the padding) with stride s over an
