@@ -155,43 +155,41 @@ func testRows[T num](t *testing.T) {
 			scattered[off+int(row)*width+j] = float64(small[off+i*width+j])
 		}
 	}
-	t.Run("gather", func(t *testing.T) {
-		onEach(t, func(t *testing.T, b *cpu.Backend) []T {
-			db := load(t, b, small)
-			run(t, b, backend.GatherRows{N: len(idx), Width: width, Rows: backend.At(load(t, b, idx), 0),
-				Src: backend.At(load(t, b, mat), off), Dst: backend.At(db, off)})
-			got := read[T](t, b, db)
-			near(t, "Dst", got, gathered, nil)
-			return got
+	// Each direction: what Dst holds before and after, what Src holds, and
+	// the kernel that moves rows of width elements from Src to Dst.
+	dirs := []struct {
+		name     string
+		dst, src []T
+		want     []float64
+		kernel   func(n int, rows, src, dst backend.Operand) backend.Kernel
+	}{
+		{"gather", small, mat, gathered, func(n int, rows, src, dst backend.Operand) backend.Kernel {
+			return backend.GatherRows{N: n, Width: width, Rows: rows, Src: src, Dst: dst}
+		}},
+		{"scatter", mat, small, scattered, func(n int, rows, src, dst backend.Operand) backend.Kernel {
+			return backend.ScatterRows{N: n, Width: width, Rows: rows, Src: src, Dst: dst}
+		}},
+	}
+	for _, d := range dirs {
+		t.Run(d.name, func(t *testing.T) {
+			onEach(t, func(t *testing.T, b *cpu.Backend) []T {
+				db := load(t, b, d.dst)
+				run(t, b, d.kernel(len(idx), backend.At(load(t, b, idx), 0), backend.At(load(t, b, d.src), off), backend.At(db, off)))
+				got := read[T](t, b, db)
+				near(t, "Dst", got, d.want, nil)
+				return got
+			})
 		})
-	})
-	t.Run("scatter", func(t *testing.T) {
-		onEach(t, func(t *testing.T, b *cpu.Backend) []T {
-			db := load(t, b, mat)
-			run(t, b, backend.ScatterRows{N: len(idx), Width: width, Rows: backend.At(load(t, b, idx), 0),
-				Src: backend.At(load(t, b, small), off), Dst: backend.At(db, off)})
-			got := read[T](t, b, db)
-			near(t, "Dst", got, scattered, nil)
-			return got
-		})
-	})
+	}
 	// An index outside the matrix is an error naming it, and changes
 	// nothing: the indices are all checked before any row moves.
 	for _, bad := range []int32{-1, rows, 1 << 30} {
 		for _, b := range backends(t) {
 			bi := append([]int32(nil), idx...)
 			bi[len(bi)-1] = bad
-			for _, gather := range []bool{true, false} {
-				var k backend.Kernel
-				var db backend.Buffer
-				var want []T
-				if gather {
-					db, want = load(t, b, small), small
-					k = backend.GatherRows{N: len(bi), Width: width, Rows: backend.At(load(t, b, bi), 0), Src: backend.At(load(t, b, mat), off), Dst: backend.At(db, off)}
-				} else {
-					db, want = load(t, b, mat), mat
-					k = backend.ScatterRows{N: len(bi), Width: width, Rows: backend.At(load(t, b, bi), 0), Src: backend.At(load(t, b, small), off), Dst: backend.At(db, off)}
-				}
+			for _, d := range dirs {
+				db := load(t, b, d.dst)
+				k := d.kernel(len(bi), backend.At(load(t, b, bi), 0), backend.At(load(t, b, d.src), off), backend.At(db, off))
 				f, err := b.Prepare(k)
 				if err != nil {
 					t.Fatal(err)
@@ -200,7 +198,7 @@ func testRows[T num](t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), fmt.Sprint(bad)) {
 					t.Errorf("%s with index %d: error %v, want one naming the index", backend.Name(k), bad, err)
 				}
-				near(t, backend.Name(k)+" Dst after the error", read[T](t, b, db), wide(want), nil)
+				near(t, backend.Name(k)+" Dst after the error", read[T](t, b, db), wide(d.dst), nil)
 			}
 		}
 	}
