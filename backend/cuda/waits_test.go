@@ -69,19 +69,9 @@ func TestCopyOutAll(t *testing.T) {
 		t.Errorf("refused reads waited %d times", w)
 	}
 
-	rows, _ := b.Alloc(backend.Int32, 1)
-	if err := b.CopyIn(rows, 0, []int32{99}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := b.Prepare(backend.GatherRows{N: 1, Width: 1, Rows: backend.At(rows, 0), Src: backend.At(f32, 0), Dst: backend.At(f32, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f(); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.CopyOutAll([]backend.Read{{Dst: d, Src: i32}}); err == nil || !strings.Contains(err.Error(), "row index 99") {
-		t.Errorf("CopyOutAll after a bad row index: %v, want the row index 99", err)
+	gatherBadRow(t, b)
+	if err := b.CopyOutAll([]backend.Read{{Dst: d, Src: i32}}); err == nil || !strings.Contains(err.Error(), "row index 4") {
+		t.Errorf("CopyOutAll after a bad row index: %v, want the row index 4", err)
 	}
 }
 
