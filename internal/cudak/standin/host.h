@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 typedef long long i64;
 typedef unsigned long long u64;
@@ -104,23 +105,12 @@ inline u64 atomicCAS(u64 *p, u64 cmp, u64 v) {
   if (old == cmp) *p = v;
   return old;
 }
-inline double atomicAdd(double *p, double v) {
-  double old = *p;
-  *p = old + v;
-  return old;
-}
-inline float atomicAdd(float *p, float v) {
-  float old = *p;
-  *p = old + v;
-  return old;
-}
-inline int atomicAdd(int *p, int v) {
-  int old = *p;
-  *p = old + v;
-  return old;
-}
-inline u64 atomicAdd(u64 *p, u64 v) {
-  u64 old = *p;
+// atomicAdd for the types CUDA has it for; v converts to *p's type, as
+// it does to the argument of CUDA's overload.
+template <class T>
+  requires std::is_same_v<T, double> || std::is_same_v<T, float> || std::is_same_v<T, int> || std::is_same_v<T, u64>
+inline T atomicAdd(T *p, std::type_identity_t<T> v) {
+  T old = *p;
   *p = old + v;
   return old;
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -163,6 +164,45 @@ static nvrtcResult compile(Program *p, int nopts, const char *const *opts) {
 
 using namespace model_nvrtc;
 
+// Output is what a compile leaves to read, each by two calls: its size
+// (nvrtcGet...Size) and its bytes.
+enum class Output { log, ptx, cubin };
+
+// output finds the bytes of program prog's output o for a call that writes
+// to dst, or the error NVRTC gives: the log exists once a compile has run,
+// whether it failed or not; PTX only after a compile that succeeded; a
+// CUBIN only after one for a real architecture (sm_XY). The caller holds mu.
+static nvrtcResult output(nvrtcProgram prog, const void *dst, Output o, std::string_view *bytes) {
+  Program *p = live(prog);
+  if (p == nullptr || (o == Output::log ? p->state == Program::fresh : p->state != Program::compiled))
+    return NVRTC_ERROR_INVALID_PROGRAM;
+  if (dst == nullptr || (o == Output::cubin && !p->real)) return NVRTC_ERROR_INVALID_INPUT;
+  switch (o) {
+  case Output::log: *bytes = std::string_view(p->log.c_str(), p->log.size() + 1); break; // with its NUL
+  case Output::ptx: *bytes = p->ptx; break;
+  case Output::cubin: *bytes = p->cubin; break;
+  }
+  return NVRTC_SUCCESS;
+}
+
+// output_size writes the size of program prog's output o into size.
+static nvrtcResult output_size(nvrtcProgram prog, size_t *size, Output o) {
+  std::lock_guard<std::mutex> l(mu);
+  std::string_view b;
+  if (nvrtcResult r = output(prog, size, o, &b)) return r;
+  *size = b.size();
+  return NVRTC_SUCCESS;
+}
+
+// output_bytes copies program prog's output o into dst.
+static nvrtcResult output_bytes(nvrtcProgram prog, char *dst, Output o) {
+  std::lock_guard<std::mutex> l(mu);
+  std::string_view b;
+  if (nvrtcResult r = output(prog, dst, o, &b)) return r;
+  std::memcpy(dst, b.data(), b.size());
+  return NVRTC_SUCCESS;
+}
+
 extern "C" {
 
 nvrtcResult nvrtcVersion(int *major, int *minor) {
@@ -246,61 +286,11 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int nopts, const char *const 
   return compile(p, nopts, opts);
 }
 
-// The log exists once a compile has run, whether it failed or not.
-nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t *size) {
-  std::lock_guard<std::mutex> l(mu);
-  Program *p = live(prog);
-  if (p == nullptr || p->state == Program::fresh) return NVRTC_ERROR_INVALID_PROGRAM;
-  if (size == nullptr) return NVRTC_ERROR_INVALID_INPUT;
-  *size = p->log.size() + 1;
-  return NVRTC_SUCCESS;
-}
-
-nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log) {
-  std::lock_guard<std::mutex> l(mu);
-  Program *p = live(prog);
-  if (p == nullptr || p->state == Program::fresh) return NVRTC_ERROR_INVALID_PROGRAM;
-  if (log == nullptr) return NVRTC_ERROR_INVALID_INPUT;
-  std::memcpy(log, p->log.c_str(), p->log.size() + 1);
-  return NVRTC_SUCCESS;
-}
-
-// PTX exists only after a compile that succeeded.
-nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t *size) {
-  std::lock_guard<std::mutex> l(mu);
-  Program *p = live(prog);
-  if (p == nullptr || p->state != Program::compiled) return NVRTC_ERROR_INVALID_PROGRAM;
-  if (size == nullptr) return NVRTC_ERROR_INVALID_INPUT;
-  *size = p->ptx.size();
-  return NVRTC_SUCCESS;
-}
-
-nvrtcResult nvrtcGetPTX(nvrtcProgram prog, char *ptx) {
-  std::lock_guard<std::mutex> l(mu);
-  Program *p = live(prog);
-  if (p == nullptr || p->state != Program::compiled) return NVRTC_ERROR_INVALID_PROGRAM;
-  if (ptx == nullptr) return NVRTC_ERROR_INVALID_INPUT;
-  std::memcpy(ptx, p->ptx.data(), p->ptx.size());
-  return NVRTC_SUCCESS;
-}
-
-// A CUBIN exists only after a compile for a real architecture (sm_XY).
-nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t *size) {
-  std::lock_guard<std::mutex> l(mu);
-  Program *p = live(prog);
-  if (p == nullptr || p->state != Program::compiled) return NVRTC_ERROR_INVALID_PROGRAM;
-  if (size == nullptr || !p->real) return NVRTC_ERROR_INVALID_INPUT;
-  *size = p->cubin.size();
-  return NVRTC_SUCCESS;
-}
-
-nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin) {
-  std::lock_guard<std::mutex> l(mu);
-  Program *p = live(prog);
-  if (p == nullptr || p->state != Program::compiled) return NVRTC_ERROR_INVALID_PROGRAM;
-  if (cubin == nullptr || !p->real) return NVRTC_ERROR_INVALID_INPUT;
-  std::memcpy(cubin, p->cubin.data(), p->cubin.size());
-  return NVRTC_SUCCESS;
-}
+nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t *size) { return output_size(prog, size, Output::log); }
+nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log) { return output_bytes(prog, log, Output::log); }
+nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t *size) { return output_size(prog, size, Output::ptx); }
+nvrtcResult nvrtcGetPTX(nvrtcProgram prog, char *ptx) { return output_bytes(prog, ptx, Output::ptx); }
+nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t *size) { return output_size(prog, size, Output::cubin); }
+nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin) { return output_bytes(prog, cubin, Output::cubin); }
 
 } // extern "C"
