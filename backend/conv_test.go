@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/backendtest"
 )
 
 // TestConvChecks checks the convolution and pooling kernels' Check: exact
 // operands pass; an operand one element short fails naming it; a geometry
 // whose kernel does not fit, a stride of 0 or a negative chunk fails.
 func TestConvChecks(t *testing.T) {
-	f := func(n int) backend.Operand { return backend.At(buf{backend.Float32, n}, 0) }
+	f := func(n int) backend.Operand { return backend.At(backendtest.Extent(backend.Float32, n), 0) }
 	g := backend.ConvGeom{B: 2, C: 3, H: 5, W: 4, KH: 3, KW: 2, PadH: 1, StrideH: 2, StrideW: 1, DilH: 1, DilW: 2}
 	oh, ow := g.Out() // 3 x 2
 	in, cols, out, w := 2*3*5*4, 2*oh*ow*g.Patch(), 2*7*oh*ow, 7*g.Patch()
@@ -35,7 +36,7 @@ func TestConvChecks(t *testing.T) {
 			i := 0
 			short := backend.MapOperands(k, func(op backend.Operand) backend.Operand {
 				if i++; i-1 == j {
-					op.Buf = buf{backend.Float32, op.Buf.Len() - 1}
+					op.Buf = backendtest.Extent(backend.Float32, op.Buf.Len()-1)
 				}
 				return op
 			})

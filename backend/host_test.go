@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/backendtest"
 	"github.com/orthonet/orthonet/backend/cpu"
 )
 
@@ -144,7 +145,7 @@ func TestRunHostRefuses(t *testing.T) {
 		t.Error("HostSlice took a []int64")
 	}
 	src, _ := backend.HostSlice(make([]float64, 4))
-	if err := backend.RunHost(backend.Map{Op: backend.GELU, N: 4, Src: backend.At(src, 0), Dst: backend.At(buf{backend.Float64, 4}, 0)}); err == nil || !strings.Contains(err.Error(), "not a host buffer") {
+	if err := backend.RunHost(backend.Map{Op: backend.GELU, N: 4, Src: backend.At(src, 0), Dst: backend.At(backendtest.Extent(backend.Float64, 4), 0)}); err == nil || !strings.Contains(err.Error(), "not a host buffer") {
 		t.Errorf("a buffer that is not a host one: error %v", err)
 	}
 	if err := backend.RunHost(backend.Map{Op: backend.GELU, N: 5, Src: backend.At(src, 0), Dst: backend.At(src, 0)}); err == nil {

@@ -6,16 +6,8 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/backendtest"
 )
-
-// buf is a buffer with no memory, for checking extents.
-type buf struct {
-	dt backend.DType
-	n  int
-}
-
-func (b buf) DType() backend.DType { return b.dt }
-func (b buf) Len() int             { return b.n }
 
 func TestDType(t *testing.T) {
 	for _, c := range []struct {
@@ -35,7 +27,7 @@ func TestDType(t *testing.T) {
 func TestOpNames(t *testing.T) {
 	// The named functions are numbered from 1 without gaps, each with its
 	// own name; Check refuses exactly the unnamed ones.
-	one := backend.At(buf{backend.Float32, 1}, 0)
+	one := backend.At(backendtest.Extent(backend.Float32, 1), 0)
 	seen := map[string]bool{}
 	last := true // whether op-1 is named
 	for op := backend.UnaryOp(0); op < 255; op++ {
@@ -62,7 +54,7 @@ func TestOpNames(t *testing.T) {
 }
 
 func TestCheckOperand(t *testing.T) {
-	b := buf{backend.Float32, 10}
+	b := backendtest.Extent(backend.Float32, 10)
 	for _, c := range []struct {
 		op   backend.Operand
 		dt   backend.DType
@@ -114,9 +106,9 @@ func exact(t *testing.T, name string, dts []backend.DType, extents [][2]int, nam
 	t.Helper()
 	ops := make([]backend.Operand, len(extents))
 	for i, e := range extents {
-		ops[i] = backend.At(buf{dts[i], e[1] - e[0] + 1}, -e[0])
+		ops[i] = backend.At(backendtest.Extent(dts[i], e[1]-e[0]+1), -e[0])
 		if e[1] < e[0] { // reaches nothing
-			ops[i] = backend.At(buf{dts[i], 0}, 0)
+			ops[i] = backend.At(backendtest.Extent(dts[i], 0), 0)
 		}
 	}
 	if err := build(ops).Check(); err != nil {
@@ -127,7 +119,7 @@ func exact(t *testing.T, name string, dts []backend.DType, extents [][2]int, nam
 			continue
 		}
 		short := append([]backend.Operand(nil), ops...)
-		short[i].Buf = buf{dts[i], ops[i].Buf.Len() - 1} // the top element missing
+		short[i].Buf = backendtest.Extent(dts[i], ops[i].Buf.Len()-1) // the top element missing
 		if err := build(short).Check(); err == nil || !strings.Contains(err.Error(), names[i]) {
 			t.Errorf("%s with %s short at the end: %v", name, names[i], err)
 		}
@@ -140,7 +132,7 @@ func exact(t *testing.T, name string, dts []backend.DType, extents [][2]int, nam
 		if dts[i] == backend.Float64 {
 			wrong = backend.Int32
 		}
-		other[i].Buf = buf{wrong, ops[i].Buf.Len()}
+		other[i].Buf = backendtest.Extent(wrong, ops[i].Buf.Len())
 		if err := build(other).Check(); err == nil || !strings.Contains(err.Error(), "buffer of") {
 			t.Errorf("%s with %s of %v: %v", name, names[i], wrong, err)
 		}
@@ -173,8 +165,8 @@ func TestGemmCheck(t *testing.T) {
 						LDA: lda, LDB: ldb, LDC: ldc, Batch: batch, StrideA: sa, StrideB: sb, StrideC: sc}
 				})
 			// A leading dimension below the columns is refused.
-			g := backend.Gemm{TransA: tA, TransB: tB, M: m, N: n, K: k, A: backend.At(buf{f, 1000}, 0), B: backend.At(buf{f, 1000}, 0),
-				C: backend.At(buf{f, 1000}, 0), LDA: ca - 1, LDB: ldb, LDC: ldc}
+			big := backend.At(backendtest.Extent(f, 1000), 0)
+			g := backend.Gemm{TransA: tA, TransB: tB, M: m, N: n, K: k, A: big, B: big, C: big, LDA: ca - 1, LDB: ldb, LDC: ldc}
 			if err := g.Check(); err == nil || !strings.Contains(err.Error(), "leading dimension of A") {
 				t.Errorf("LDA %d of %d columns: %v", ca-1, ca, err)
 			}
@@ -206,7 +198,7 @@ func TestCopyCheck(t *testing.T) {
 				return backend.Copy{Shape: c.shape, Src: ops[0], Dst: ops[1], SrcStrides: c.ss, DstStrides: c.ds}
 			})
 	}
-	ok := backend.At(buf{f, 100}, 50)
+	ok := backend.At(backendtest.Extent(f, 100), 50)
 	for _, c := range []struct {
 		k    backend.Copy
 		want string
@@ -215,8 +207,8 @@ func TestCopyCheck(t *testing.T) {
 		{backend.Copy{Shape: []int{3, 2}, Src: ok, Dst: ok, SrcStrides: []int{2, 1}, DstStrides: []int{2}}, "strides"},
 		{backend.Copy{Shape: []int{3, -1}, Src: ok, Dst: ok, SrcStrides: []int{2, 1}, DstStrides: []int{2, 1}}, "negative axis"},
 		{backend.Copy{Shape: []int{3, 0}, Src: ok, Dst: backend.Operand{}, SrcStrides: []int{2, 1}, DstStrides: []int{2, 1}}, "copy destination: no buffer"},
-		{backend.Copy{Shape: []int{0}, Src: ok, Dst: backend.At(buf{f, 3}, 4), SrcStrides: []int{1}, DstStrides: []int{1}}, "copy destination"},
-		{backend.Copy{Shape: []int{0}, Src: ok, Dst: backend.At(buf{backend.Float32, 3}, 0), SrcStrides: []int{1}, DstStrides: []int{1}}, "buffer of float64, want float32"},
+		{backend.Copy{Shape: []int{0}, Src: ok, Dst: backend.At(backendtest.Extent(f, 3), 4), SrcStrides: []int{1}, DstStrides: []int{1}}, "copy destination"},
+		{backend.Copy{Shape: []int{0}, Src: ok, Dst: backend.At(backendtest.Extent(backend.Float32, 3), 0), SrcStrides: []int{1}, DstStrides: []int{1}}, "buffer of float64, want float32"},
 		{backend.Copy{Shape: make([]int, backend.MaxDims+1), Src: ok, Dst: ok, SrcStrides: make([]int, backend.MaxDims+1), DstStrides: make([]int, backend.MaxDims+1)}, "at most"},
 	} {
 		if err := c.k.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -281,8 +273,8 @@ func TestChecks(t *testing.T) {
 	}
 	// Fill, CheckFinite's source and QF take any type.
 	for _, dt := range []backend.DType{backend.Float32, backend.Float64, backend.Int32} {
-		b := backend.At(buf{dt, 12}, 0)
-		flag := backend.At(buf{i, 1}, 0)
+		b := backend.At(backendtest.Extent(dt, 12), 0)
+		flag := backend.At(backendtest.Extent(i, 1), 0)
 		for _, k := range []backend.Kernel{backend.Fill{N: 12, Dst: b}, backend.CheckFinite{N: 12, Src: b, Flag: flag}, backend.QF{M: 4, N: 3, A: b}} {
 			if err := k.Check(); err != nil {
 				t.Errorf("%s of %v: %v", backend.Name(k), dt, err)
@@ -294,7 +286,7 @@ func TestChecks(t *testing.T) {
 			}
 		}
 	}
-	f12, flag := backend.At(buf{f, 12}, 0), backend.At(buf{i, 1}, 0)
+	f12, flag := backend.At(backendtest.Extent(f, 12), 0), backend.At(backendtest.Extent(i, 1), 0)
 	for _, k := range []backend.Kernel{
 		backend.CheckFinite{N: 3, Src: f12, Flag: f12},
 		backend.GatherRows{N: 2, Width: 3, Rows: f12, Src: f12, Dst: f12},
@@ -332,7 +324,7 @@ func TestKernelNames(t *testing.T) {
 // TestMapOperands checks that MapOperands rewrites every Operand field of
 // a copy and leaves the other fields and the kernel itself alone.
 func TestMapOperands(t *testing.T) {
-	k := backend.Gemm{M: 2, A: backend.At(buf{backend.Float32, 9}, 1), C: backend.At(buf{backend.Float32, 9}, 3)}
+	k := backend.Gemm{M: 2, A: backend.At(backendtest.Extent(backend.Float32, 9), 1), C: backend.At(backendtest.Extent(backend.Float32, 9), 3)}
 	got := backend.MapOperands(k, func(op backend.Operand) backend.Operand { op.Off += 10; return op }).(backend.Gemm)
 	if got.M != 2 || got.A.Off != 11 || got.B.Off != 10 || got.C.Off != 13 || k.A.Off != 1 {
 		t.Errorf("MapOperands gave %+v from %+v", got, k)
@@ -344,7 +336,7 @@ func TestMapOperands(t *testing.T) {
 func TestOperands(t *testing.T) {
 	bufs := make([]backend.Operand, 3)
 	for i := range bufs {
-		bufs[i] = backend.At(buf{backend.Float32, 1}, i+1)
+		bufs[i] = backend.At(backendtest.Extent(backend.Float32, 1), i+1)
 	}
 	for _, c := range []struct {
 		k    backend.Kernel
@@ -376,7 +368,7 @@ func TestOperands(t *testing.T) {
 // and without (a race over which write lands), and accepts its legal
 // neighbours: views that only look alike, and overlapping sources.
 func TestCopyOverlap(t *testing.T) {
-	src, ok := backend.At(buf{backend.Float32, 1000}, 0), backend.At(buf{backend.Float32, 2000}, 500)
+	src, ok := backend.At(backendtest.Extent(backend.Float32, 1000), 0), backend.At(backendtest.Extent(backend.Float32, 2000), 500)
 	for _, c := range []struct {
 		name       string
 		shape      []int
@@ -418,7 +410,7 @@ func TestCopyOverlap(t *testing.T) {
 	// A large view that the sorted strides cannot prove one-to-one is
 	// visited: strides 2 and 3 over (1024, 2) never collide (odd against
 	// even offsets), over (1024, 3) they do.
-	big := backend.At(buf{backend.Float32, 3 * 2048}, 0)
+	big := backend.At(backendtest.Extent(backend.Float32, 3*2048), 0)
 	if err := (backend.Copy{Shape: []int{1024, 2}, Src: big, Dst: big, SrcStrides: []int{2, 1}, DstStrides: []int{2, 3}}).Check(); err != nil {
 		t.Errorf("shape (1024, 2), strides (2, 3): %v", err)
 	}
@@ -435,7 +427,7 @@ func TestCopyOverlap(t *testing.T) {
 // buffer, and one element, where the scalar is the whole operand.
 func TestZipScalarDestination(t *testing.T) {
 	f := backend.Float32
-	b, other := buf{f, 20}, buf{f, 21}
+	b, other := backendtest.Extent(f, 20), backendtest.Extent(f, 21)
 	for _, c := range []struct {
 		name             string
 		n                int

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/backendtest"
 )
 
 // TestNormChecks checks the operands of the batch norm, dropout and random
@@ -35,7 +36,7 @@ func TestNormChecks(t *testing.T) {
 		random := func(dst, step backend.Operand) backend.Kernel {
 			return backend.Random{Dist: backend.DrawBinomial, N: n, A: 3, B: 0.5, Dst: dst, Step: step}
 		}
-		dst, step := backend.At(buf{dt, n + 1}, 1), backend.At(buf{d, 1}, 0)
+		dst, step := backend.At(backendtest.Extent(dt, n+1), 1), backend.At(backendtest.Extent(d, 1), 0)
 		if err := random(dst, step).Check(); err != nil {
 			t.Errorf("random of %v with exact operands: %v", dt, err)
 		}
@@ -44,16 +45,16 @@ func TestNormChecks(t *testing.T) {
 			want      string
 		}{
 			{backend.At(dst.Buf, 2), step, "random destination"},
-			{dst, backend.At(buf{d, 0}, 0), "random step"},
-			{dst, backend.At(buf{f, 1}, 0), "random step: buffer of float32"},
+			{dst, backend.At(backendtest.Extent(d, 0), 0), "random step"},
+			{dst, backend.At(backendtest.Extent(f, 1), 0), "random step: buffer of float32"},
 		} {
 			if err := random(c.dst, c.step).Check(); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("random of %v: %v, want an error naming %q", dt, err, c.want)
 			}
 		}
 	}
-	x, ch, step := backend.At(buf{f, n}, 0), backend.At(buf{f, c}, 0), backend.At(buf{d, 1}, 0)
-	ints := backend.At(buf{backend.Int32, n}, 0)
+	x, ch, step := backend.At(backendtest.Extent(f, n), 0), backend.At(backendtest.Extent(f, c), 0), backend.At(backendtest.Extent(d, 1), 0)
+	ints := backend.At(backendtest.Extent(backend.Int32, n), 0)
 	for _, k := range []struct {
 		k    backend.Kernel
 		want string

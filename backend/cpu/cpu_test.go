@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/backendtest"
 	"github.com/orthonet/orthonet/backend/cpu"
 )
 
@@ -39,7 +40,7 @@ func TestAlloc(t *testing.T) {
 			t.Errorf("Alloc(%v, %d): no error", c.dt, c.n)
 		}
 	}
-	if err := b.Free(foreign{backend.Float32, 3}); err == nil {
+	if err := b.Free(backendtest.Extent(backend.Float32, 3)); err == nil {
 		t.Error("freeing a buffer of another backend: no error")
 	}
 }
@@ -96,13 +97,13 @@ func TestCopyInOut(t *testing.T) {
 		{"in: past the end", func() error { return b.CopyIn(f32, 5, []float32{1, 2, 3}) }, "3 elements at 5 into a buffer of 7"},
 		{"in: negative offset", func() error { return b.CopyIn(f32, -1, []float32{1}) }, "at -1"},
 		{"in: []int", func() error { return b.CopyIn(f32, 0, []int{1}) }, "[]int"},
-		{"in: foreign buffer", func() error { return b.CopyIn(foreign{backend.Float32, 7}, 0, []float32{1}) }, "not a buffer of this backend"},
+		{"in: foreign buffer", func() error { return b.CopyIn(backendtest.Extent(backend.Float32, 7), 0, []float32{1}) }, "not a buffer of this backend"},
 		{"out: float32 from float64", func() error { return b.CopyOut(make([]float32, 1), f64, 0) }, "float32 out of a buffer of float64"},
 		{"out: past the end", func() error { return b.CopyOut(make([]float32, 3), f32, 5) }, "3 elements at 5 out of a buffer of 7"},
 		{"out: offset past the end", func() error { return b.CopyOut(make([]float64, 1), f64, 8) }, "1 elements at 8 out of a buffer of 7"},
 		{"out: negative offset", func() error { return b.CopyOut(make([]int32, 1), i32, -1) }, "at -1 out of a buffer of 7"},
 		{"out: []int", func() error { return b.CopyOut(make([]int, 1), i32, 0) }, "[]int"},
-		{"out: foreign buffer", func() error { return b.CopyOut(make([]float32, 1), foreign{backend.Float32, 7}, 0) }, "not a buffer of this backend"},
+		{"out: foreign buffer", func() error { return b.CopyOut(make([]float32, 1), backendtest.Extent(backend.Float32, 7), 0) }, "not a buffer of this backend"},
 	} {
 		err := c.err()
 		if err == nil || !strings.Contains(err.Error(), c.want) {

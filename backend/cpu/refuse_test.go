@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/backendtest"
 	"github.com/orthonet/orthonet/backend/cpu"
 )
 
@@ -22,15 +23,6 @@ func prepare(t *testing.T, b backend.Backend, k backend.Kernel) (f backend.Func,
 	}()
 	return b.Prepare(k)
 }
-
-// foreign is a buffer of another backend.
-type foreign struct {
-	dt backend.DType
-	n  int
-}
-
-func (f foreign) DType() backend.DType { return f.dt }
-func (f foreign) Len() int             { return f.n }
 
 // unknownKernel is a kernel no backend implements.
 type unknownKernel struct{ Op backend.Operand }
@@ -153,7 +145,7 @@ func TestPrepareRefuses(t *testing.T) {
 				wantErr(t, name+" one element short", with(tk.k, i, short), name)
 				wantErr(t, name+" without a buffer", with(tk.k, i, backend.Operand{}), name)
 				wantErr(t, name+" at a negative offset", with(tk.k, i, backend.At(op.Buf, -1)), name)
-				wantErr(t, name+" of another backend", with(tk.k, i, backend.At(foreign{op.Buf.DType(), op.Buf.Len()}, op.Off)), "not a buffer of this backend")
+				wantErr(t, name+" of another backend", with(tk.k, i, backend.At(backendtest.Extent(op.Buf.DType(), op.Buf.Len()), op.Off)), "not a buffer of this backend")
 				// Another type: refused where the kernel's types must
 				// agree or be int32.
 				other := backend.Float64
@@ -214,7 +206,7 @@ func TestPrepareRefuses(t *testing.T) {
 		if !errors.Is(err, backend.ErrUnsupported) {
 			t.Errorf("a kernel of an unknown type: error %v, want ErrUnsupported", err)
 		}
-		wantErr(t, "an unknown kernel on a foreign buffer", unknownKernel{backend.At(foreign{backend.Float32, 4}, 0)}, "not a buffer of this backend")
+		wantErr(t, "an unknown kernel on a foreign buffer", unknownKernel{backend.At(backendtest.Extent(backend.Float32, 4), 0)}, "not a buffer of this backend")
 	})
 	t.Run("sizes", func(t *testing.T) {
 		buf, _ := b.Alloc(backend.Float32, 64)

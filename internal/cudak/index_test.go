@@ -5,17 +5,8 @@ import (
 	"testing"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/backendtest"
 )
-
-// sized is a buffer of n elements with no memory (the planner only needs
-// addresses).
-type sized struct {
-	dt backend.DType
-	n  int
-}
-
-func (b sized) DType() backend.DType { return b.dt }
-func (b sized) Len() int             { return b.n }
 
 // addresses is a Device that gives every operand a made-up address.
 type addresses struct{ index64 bool }
@@ -31,8 +22,8 @@ func (a addresses) Index64() bool                            { return a.index64 
 // for 64-bit arithmetic.
 func TestIndexWidth(t *testing.T) {
 	const big = math.MaxInt32 + 1
-	f32 := func(n int) backend.Operand { return backend.At(sized{backend.Float32, n}, 0) }
-	i32 := func(n int) backend.Operand { return backend.At(sized{backend.Int32, n}, 0) }
+	f32 := func(n int) backend.Operand { return backend.At(backendtest.Extent(backend.Float32, n), 0) }
+	i32 := func(n int) backend.Operand { return backend.At(backendtest.Extent(backend.Int32, n), 0) }
 	cases := []struct {
 		name   string
 		k      backend.Kernel
@@ -49,7 +40,7 @@ func TestIndexWidth(t *testing.T) {
 		{"bias", backend.BiasAct{Rows: 4, N: 6, X: f32(24), Bias: f32(6), Y: f32(24)}, true, "on_bias_act"},
 		{"reduce", backend.Reduce{Op: backend.Max, Outer: 2, Mid: 3, Inner: 5, Src: f32(30), Dst: f32(10)}, true, "on_reduce_mid"},
 		{"softmax lanes", backend.Softmax{Outer: 2, Axis: 3, Inner: 5, Src: f32(30), Dst: f32(30)}, true, "on_softmax"},
-		{"skew", backend.SkewStep{R: 4, B: f32(16), Y: backend.At(sized{backend.Float64, 16}, 0), LR: backend.At(sized{backend.Float64, 1}, 0)}, true, "on_skew"},
+		{"skew", backend.SkewStep{R: 4, B: f32(16), Y: backend.At(backendtest.Extent(backend.Float64, 16), 0), LR: backend.At(backendtest.Extent(backend.Float64, 1), 0)}, true, "on_skew"},
 	}
 	for _, c := range cases {
 		for _, index64 := range []bool{false, true} {
