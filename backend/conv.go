@@ -72,11 +72,16 @@ func (g ConvGeom) sizes() (in, p, k int) {
 	return g.B * g.C * g.H * g.W, oh * ow, g.Patch()
 }
 
-func checkConv(k Kernel, g ConvGeom, f, chunk int) error {
+// checkConv checks a fused convolution kernel's geometry, its f filters
+// and its chunks of images, then its operands as checkAll does.
+func checkConv(k Kernel, g ConvGeom, f, chunk int, dt DType, ops ...any) error {
 	if f < 1 || chunk < 0 {
 		return fmt.Errorf("backend: %s: %d filters, chunks of %d images", Name(k), f, chunk)
 	}
-	return g.check(k)
+	if err := g.check(k); err != nil {
+		return err
+	}
+	return checkAll(k, dt, ops...)
 }
 
 // Im2col writes into Dst, a (B, OutH, OutW, C KH KW) array, the windows of
@@ -191,11 +196,8 @@ type Conv struct {
 
 // Check checks the geometry and the operands.
 func (k Conv) Check() error {
-	if err := checkConv(k, k.Geom, k.F, k.Chunk); err != nil {
-		return err
-	}
 	in, p, kk := k.Geom.sizes()
-	return checkAll(k, DTypeOf(k.Y), "X", k.X, in, "W", k.W, k.F*kk, "Y", k.Y, k.Geom.B*k.F*p)
+	return checkConv(k, k.Geom, k.F, k.Chunk, DTypeOf(k.Y), "X", k.X, in, "W", k.W, k.F*kk, "Y", k.Y, k.Geom.B*k.F*p)
 }
 
 // Host unfolds a chunk of images at a time into a thread's workspace and
@@ -269,11 +271,8 @@ type ConvGradInput struct {
 
 // Check checks the geometry and the operands.
 func (k ConvGradInput) Check() error {
-	if err := checkConv(k, k.Geom, k.F, k.Chunk); err != nil {
-		return err
-	}
 	in, p, kk := k.Geom.sizes()
-	return checkAll(k, DTypeOf(k.DX), "DY", k.DY, k.Geom.B*k.F*p, "W", k.W, k.F*kk, "DX", k.DX, in)
+	return checkConv(k, k.Geom, k.F, k.Chunk, DTypeOf(k.DX), "DY", k.DY, k.Geom.B*k.F*p, "W", k.W, k.F*kk, "DX", k.DX, in)
 }
 
 // Host multiplies a chunk of images' output gradients by the filter into a
@@ -395,11 +394,8 @@ type ConvGradFilter struct {
 
 // Check checks the geometry and the operands.
 func (k ConvGradFilter) Check() error {
-	if err := checkConv(k, k.Geom, k.F, k.Chunk); err != nil {
-		return err
-	}
 	in, p, kk := k.Geom.sizes()
-	return checkAll(k, DTypeOf(k.DW), "X", k.X, in, "DY", k.DY, k.Geom.B*k.F*p, "DW", k.DW, k.F*kk)
+	return checkConv(k, k.Geom, k.F, k.Chunk, DTypeOf(k.DW), "X", k.X, in, "DY", k.DY, k.Geom.B*k.F*p, "DW", k.DW, k.F*kk)
 }
 
 // Host unfolds a chunk of images at a time into a thread's workspace and

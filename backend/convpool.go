@@ -49,10 +49,11 @@ type ConvPool struct {
 // maxPlaneArg bounds the convolution's output planes that Arg can index.
 const maxPlaneArg = 1 << 28
 
-// checkConvPool checks a ConvPool's or its gradients' geometries: the
-// pooling's input is the convolution's output.
-func checkConvPool(k Kernel, g ConvGeom, f, chunk int, pg PoolGeom, dropP float64) error {
-	if err := checkConv(k, g, f, chunk); err != nil {
+// checkConvPool checks a ConvPool's or its gradients' geometries (the
+// pooling's input is the convolution's output) and dropout probability,
+// then their operands as checkAll does.
+func checkConvPool(k Kernel, g ConvGeom, f, chunk int, pg PoolGeom, dropP float64, dt DType, ops ...any) error {
+	if err := checkConv(k, g, f, chunk, dt); err != nil {
 		return err
 	}
 	if err := pg.check(k); err != nil {
@@ -68,18 +69,16 @@ func checkConvPool(k Kernel, g ConvGeom, f, chunk int, pg PoolGeom, dropP float6
 	if !(dropP >= 0 && dropP < 1) {
 		return fmt.Errorf("backend: %s: dropout probability %v, want [0, 1)", Name(k), dropP)
 	}
-	return nil
+	return checkAll(k, dt, ops...)
 }
 
 // Check checks the geometries, the probability and the operands.
 func (k ConvPool) Check() error {
-	if err := checkConvPool(k, k.Geom, k.F, k.Chunk, k.Pool, k.DropP); err != nil {
-		return err
-	}
 	in, _, kk := k.Geom.sizes()
 	_, out := k.Pool.sizes()
 	dt := DTypeOf(k.Y)
-	if err := checkAll(k, dt, "X", k.X, in, "W", k.W, k.F*kk, "Y", k.Y, out); err != nil {
+	if err := checkConvPool(k, k.Geom, k.F, k.Chunk, k.Pool, k.DropP,
+		dt, "X", k.X, in, "W", k.W, k.F*kk, "Y", k.Y, out); err != nil {
 		return err
 	}
 	if k.Bias.Buf != nil {
@@ -209,12 +208,10 @@ type ConvPoolGradInput struct {
 
 // Check checks the geometries and the operands.
 func (k ConvPoolGradInput) Check() error {
-	if err := checkConvPool(k, k.Geom, k.F, k.Chunk, k.Pool, k.DropP); err != nil {
-		return err
-	}
 	in, _, kk := k.Geom.sizes()
 	_, out := k.Pool.sizes()
-	return checkAll(k, DTypeOf(k.DX), "DY", k.DY, out, "W", k.W, k.F*kk, "DX", k.DX, in, Int32, "arg", k.Arg, out)
+	return checkConvPool(k, k.Geom, k.F, k.Chunk, k.Pool, k.DropP,
+		DTypeOf(k.DX), "DY", k.DY, out, "W", k.W, k.F*kk, "DX", k.DX, in, Int32, "arg", k.Arg, out)
 }
 
 // Host forms a chunk's output gradients in a thread's workspace (F x nP,
@@ -278,12 +275,10 @@ type ConvPoolGradFilter struct {
 
 // Check checks the geometries and the operands.
 func (k ConvPoolGradFilter) Check() error {
-	if err := checkConvPool(k, k.Geom, k.F, k.Chunk, k.Pool, k.DropP); err != nil {
-		return err
-	}
 	in, _, kk := k.Geom.sizes()
 	_, out := k.Pool.sizes()
-	return checkAll(k, DTypeOf(k.DW), "X", k.X, in, "DY", k.DY, out, "DW", k.DW, k.F*kk, Int32, "arg", k.Arg, out)
+	return checkConvPool(k, k.Geom, k.F, k.Chunk, k.Pool, k.DropP,
+		DTypeOf(k.DW), "X", k.X, in, "DY", k.DY, out, "DW", k.DW, k.F*kk, Int32, "arg", k.Arg, out)
 }
 
 // Host unfolds a chunk of images at a time, forms their output gradients
