@@ -57,12 +57,12 @@ func (g ConvGeom) Check() error {
 	return nil
 }
 
-// check is Check for kernel k.
-func (g ConvGeom) check(k Kernel) error {
+// check is Check for kernel k, then checks k's operands as checkAll does.
+func (g ConvGeom) check(k Kernel, dt DType, ops ...any) error {
 	if err := g.Check(); err != nil {
 		return fmt.Errorf("backend: %s: %w", Name(k), err)
 	}
-	return nil
+	return checkAll(k, dt, ops...)
 }
 
 // sizes returns the elements of the input, of one output plane and of one
@@ -78,10 +78,7 @@ func checkConv(k Kernel, g ConvGeom, f, chunk int, dt DType, ops ...any) error {
 	if f < 1 || chunk < 0 {
 		return fmt.Errorf("backend: %s: %d filters, chunks of %d images", Name(k), f, chunk)
 	}
-	if err := g.check(k); err != nil {
-		return err
-	}
-	return checkAll(k, dt, ops...)
+	return g.check(k, dt, ops...)
 }
 
 // Im2col writes into Dst, a (B, OutH, OutW, C KH KW) array, the windows of
@@ -96,11 +93,8 @@ type Im2col struct {
 
 // Check checks the geometry and the operands.
 func (k Im2col) Check() error {
-	if err := k.Geom.check(k); err != nil {
-		return err
-	}
 	in, p, kk := k.Geom.sizes()
-	return checkAll(k, DTypeOf(k.Dst), "source", k.Src, in, "destination", k.Dst, k.Geom.B*p*kk)
+	return k.Geom.check(k, DTypeOf(k.Dst), "source", k.Src, in, "destination", k.Dst, k.Geom.B*p*kk)
 }
 
 // Host unfolds the images, split across the pool's threads.
@@ -145,11 +139,8 @@ type Col2im struct {
 
 // Check checks the geometry and the operands.
 func (k Col2im) Check() error {
-	if err := k.Geom.check(k); err != nil {
-		return err
-	}
 	in, p, kk := k.Geom.sizes()
-	return checkAll(k, DTypeOf(k.Dst), "source", k.Src, k.Geom.B*p*kk, "destination", k.Dst, in)
+	return k.Geom.check(k, DTypeOf(k.Dst), "source", k.Src, k.Geom.B*p*kk, "destination", k.Dst, in)
 }
 
 // Host folds image by image, split across the pool's threads.

@@ -56,7 +56,7 @@ func checkConvPool(k Kernel, g ConvGeom, f, chunk int, pg PoolGeom, dropP float6
 	if err := checkConv(k, g, f, chunk, dt); err != nil {
 		return err
 	}
-	if err := pg.check(k); err != nil {
+	if err := pg.check(k, dt); err != nil {
 		return err
 	}
 	oh, ow := g.Out()
@@ -320,7 +320,7 @@ type ConvPoolGradBias struct {
 
 // Check checks the geometry and the operands.
 func (k ConvPoolGradBias) Check() error {
-	if err := k.Pool.check(k); err != nil {
+	if err := k.Pool.check(k, 0); err != nil {
 		return err
 	}
 	if !(k.DropP >= 0 && k.DropP < 1) {

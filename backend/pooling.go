@@ -43,12 +43,12 @@ func (g PoolGeom) Check() error {
 	return nil
 }
 
-// check is Check for kernel k.
-func (g PoolGeom) check(k Kernel) error {
+// check is Check for kernel k, then checks k's operands as checkAll does.
+func (g PoolGeom) check(k Kernel, dt DType, ops ...any) error {
 	if err := g.Check(); err != nil {
 		return fmt.Errorf("backend: %s: %w", Name(k), err)
 	}
-	return nil
+	return checkAll(k, dt, ops...)
 }
 
 // window returns the input rows [h0, h1) and columns [w0, w1) of output
@@ -57,15 +57,6 @@ func (g PoolGeom) window(y, x int) (h0, h1, w0, w1 int) {
 	h0, w0 = y*g.StrideH-g.PadH, x*g.StrideW-g.PadW
 	h1, w1 = min(h0+g.KH, g.H), min(w0+g.KW, g.W)
 	return max(h0, 0), h1, max(w0, 0), w1
-}
-
-// checkPool checks a pooling kernel's geometry and its operands: in has the
-// input's elements, out the output's.
-func checkPool(k Kernel, g PoolGeom, dt DType, ops ...any) error {
-	if err := g.check(k); err != nil {
-		return err
-	}
-	return checkAll(k, dt, ops...)
 }
 
 func (g PoolGeom) sizes() (in, out int) { return g.B * g.C * g.H * g.W, g.B * g.C * g.OutH * g.OutW }
@@ -92,7 +83,7 @@ type MaxPool struct {
 // Check checks the geometry and the operands.
 func (k MaxPool) Check() error {
 	in, out := k.Geom.sizes()
-	return checkPool(k, k.Geom, DTypeOf(k.Y), "X", k.X, in, "Y", k.Y, out)
+	return k.Geom.check(k, DTypeOf(k.Y), "X", k.X, in, "Y", k.Y, out)
 }
 
 // Host pools plane by plane, split across the pool's threads.
@@ -145,7 +136,7 @@ type MaxPoolGrad struct {
 // Check checks the geometry and the operands.
 func (k MaxPoolGrad) Check() error {
 	in, out := k.Geom.sizes()
-	return checkPool(k, k.Geom, DTypeOf(k.DX), "X", k.X, in, "Y", k.Y, out, "DY", k.DY, out, "DX", k.DX, in)
+	return k.Geom.check(k, DTypeOf(k.DX), "X", k.X, in, "Y", k.Y, out, "DY", k.DY, out, "DX", k.DX, in)
 }
 
 // Host adds each output gradient at its window's largest element, plane
@@ -182,7 +173,7 @@ type AvgPool struct {
 // Check checks the geometry and the operands.
 func (k AvgPool) Check() error {
 	in, out := k.Geom.sizes()
-	return checkPool(k, k.Geom, DTypeOf(k.Y), "X", k.X, in, "Y", k.Y, out)
+	return k.Geom.check(k, DTypeOf(k.Y), "X", k.X, in, "Y", k.Y, out)
 }
 
 // Host averages plane by plane, split across the pool's threads.
@@ -241,7 +232,7 @@ type AvgPoolGrad struct {
 // Check checks the geometry and the operands.
 func (k AvgPoolGrad) Check() error {
 	in, out := k.Geom.sizes()
-	return checkPool(k, k.Geom, DTypeOf(k.DX), "DY", k.DY, out, "DX", k.DX, in)
+	return k.Geom.check(k, DTypeOf(k.DX), "DY", k.DY, out, "DX", k.DX, in)
 }
 
 // Host runs gorgonia's two passes plane by plane, the planes split across
