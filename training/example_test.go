@@ -3,7 +3,6 @@ package training_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -100,27 +99,26 @@ func Example() {
 var _ data.Dataset = (*points)(nil)
 
 // A training command of one's own defines the shared flags with its
-// defaults, adds its own, and applies the parsed values to its Config.
+// defaults, adds its own, and applies the parsed values to its Config:
+// the usual two optimizer groups, and the settings a resumed run keeps.
 func ExampleFlags() {
-	fs := flag.NewFlagSet("mytrain", flag.ContinueOnError)
 	f := training.Flags{Out: "runs/mytrain", Device: "auto", R: 16, LR: 0.2, LROther: 0.003, Seed: 1}
-	f.Define(fs)
+	fs := f.FlagSet("mytrain", "mytrain trains my model.\n\nUsage: mytrain [flags]", os.Stderr)
 	hidden := fs.Int("hidden", 64, "width of the hidden layer") // a flag of the command's own
 	if err := fs.Parse([]string{"-device", "cpu", "-lr", "0.1", "-hidden", "32"}); err != nil {
-		fmt.Println(err)
+		fmt.Println("exit status", training.ParseExitCode(err)) // 0 after -h, 2 for a bad flag
 		return
 	}
-	cfg := training.Config{
-		Groups: []optim.Group{
-			{Select: optim.Param.Constrained, LR: f.LR, Rule: optim.RSDMConfig{SubmanifoldSize: f.R, Seed: f.Seed}},
-			{Rule: optim.AdamConfig{}, LR: f.LROther},
-		},
-		Settings: map[string]string{"hidden": fmt.Sprint(*hidden)},
-	}
+	cfg := training.Config{Groups: f.Groups(), Settings: map[string]string{"hidden": fmt.Sprint(*hidden)}}
 	f.Apply(&cfg)
 	fmt.Println(cfg.Out, cfg.Device, cfg.Seed)
 	fmt.Println(cfg.Settings)
+	for _, g := range cfg.Groups {
+		fmt.Printf("%T lr %g\n", g.Rule, g.LR)
+	}
 	// Output:
 	// runs/mytrain cpu 1
 	// map[hidden:32 lr:0.1 lr-other:0.003 r:16 seed:1]
+	// optim.RSDMConfig lr 0.1
+	// optim.AdamConfig lr 0.003
 }
