@@ -16,14 +16,7 @@ func TestEvaluatorAgreesWithTrainer(t *testing.T) {
 	train, test := blobs(160, 12, 4, 1), blobs(40, 12, 4, 1)
 	c := smallConfig(t.TempDir(), train, test)
 	c.Epochs = 1
-	tr, err := New(classifier(t, 8, 12, 16, 4), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if _, err := tr.Fit(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	tr, _ := fit(t, classifier(t, 8, 12, 16, 4), c)
 	want, err := tr.Evaluate(context.Background(), test)
 	if err != nil {
 		t.Fatal(err)
