@@ -144,17 +144,17 @@ func declOf(name, typ string, names []string, sc scope) (decl, error) {
 	if sc.parts[typ] {
 		d.Go = goName(typ)
 	}
-	mark, length := "", ""
+	mark, size := "", ""
 	for i, n := range names {
 		n = strings.TrimSpace(n)
 		if len(n) > 0 && (n[0] == '@' || n[0] == '?') {
 			n, mark = n[1:], n[:1]
 		}
 		m := identifier.FindStringSubmatch(n)
-		if m == nil || i > 0 && m[2] != length {
+		if m == nil || i > 0 && m[2] != size {
 			return decl{}, fmt.Errorf("%s: field name %q is not an identifier, or an array's length not its declaration's", name, n)
 		}
-		length = m[2]
+		size = m[2]
 		d.Names = append(d.Names, m[1])
 	}
 	switch {
@@ -169,14 +169,14 @@ func declOf(name, typ string, names []string, sc scope) (decl, error) {
 	default:
 		return decl{}, fmt.Errorf("%s: type %q (or an address mark on a scalar) not one of the table's", name, typ)
 	}
-	if length != "" {
-		n := length
-		if l, ok := sc.lengths[length]; ok {
-			n = l.Go
-		} else if macroName.MatchString(length) {
-			return decl{}, fmt.Errorf("%s: array length %s not one of the table's lengths", name, length)
+	if size != "" {
+		goSize := size
+		if l, ok := sc.lengths[size]; ok {
+			goSize = l.Go
+		} else if macroName.MatchString(size) {
+			return decl{}, fmt.Errorf("%s: array length %s not one of the table's lengths", name, size)
 		}
-		d.Length, d.Go = length, "["+n+"]"+d.Go
+		d.Length, d.Go = size, "["+goSize+"]"+d.Go
 	}
 	return d, nil
 }
