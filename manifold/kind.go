@@ -156,17 +156,9 @@ func Of[T Float](k Kind, rows, cols int) (m Manifold[T], wide bool, err error) {
 // weight of any finite starting values (Gaussian, Xavier, a loaded matrix)
 // becomes a point within Tolerance of the manifold.
 func Orthonormalize[T Float](k Kind, rows, cols int, w []T) error {
-	m, wide, err := Of[T](k, rows, cols)
+	m, x, wide, err := columnView(k, rows, cols, w)
 	if err != nil {
 		return err
-	}
-	if err := checkLen("w", w, rows, cols); err != nil {
-		return err
-	}
-	x := w
-	if wide {
-		x = make([]T, len(w))
-		linalg.Transpose(x, w, rows, cols)
 	}
 	if err := m.Orthonormalize(x); err != nil {
 		return err
@@ -184,19 +176,29 @@ func Orthonormalize[T Float](k Kind, rows, cols int, w []T) error {
 // its manifold: ||X^T X - I||_F of its column-orthonormal view X (the
 // weight, or its transpose when it is wide), in float64.
 func Feasibility[T Float](k Kind, rows, cols int, w []T) (float64, error) {
-	m, wide, err := Of[T](k, rows, cols)
+	m, x, _, err := columnView(k, rows, cols, w)
 	if err != nil {
 		return 0, err
 	}
-	if err := checkLen("w", w, rows, cols); err != nil {
-		return 0, err
+	return m.Feasibility(x), nil
+}
+
+// columnView returns the manifold of w, a rows x cols weight of kind k,
+// and the weight's column-orthonormal view on it: w itself, or a copy of
+// its transpose when the weight is wide (then wide is true).
+func columnView[T Float](k Kind, rows, cols int, w []T) (m Manifold[T], x []T, wide bool, err error) {
+	if m, wide, err = Of[T](k, rows, cols); err != nil {
+		return nil, nil, false, err
 	}
-	x := w
+	if err := checkLen("w", w, rows, cols); err != nil {
+		return nil, nil, false, err
+	}
+	x = w
 	if wide {
 		x = make([]T, len(w))
 		linalg.Transpose(x, w, rows, cols)
 	}
-	return m.Feasibility(x), nil
+	return m, x, wide, nil
 }
 
 // Tolerance is how far from m (in Feasibility) a point may be and still be
