@@ -18,9 +18,11 @@ func (f describedFunc) Stepper(p Param, b Binding) (Stepper, error) { return Bin
 func (f describedFunc) Describe(b StepBlocks) error                 { return f(b) }
 
 // TestDescribedRefuses checks that a description that cannot be run is
-// refused when the stepper is built, saying why.
+// refused when the stepper is built, saying why; among them
+// StepBlocks.Submanifold, a step of its own, beside another block.
 func TestDescribedRefuses(t *testing.T) {
 	st, _ := manifold.NewStiefel[float64](5, 3)
+	c := RSDMConfig{SubmanifoldSize: 2}
 	for _, tc := range []struct {
 		name string
 		d    describedFunc
@@ -38,6 +40,10 @@ func TestDescribedRefuses(t *testing.T) {
 			return nil
 		}, "overwrites its point"},
 		{"its own error", func(StepBlocks) error { return errTest }, errTest.Error()},
+		{"submanifold after a block", func(b StepBlocks) error { b.Proj(b.Buffer(""), X, G); b.Submanifold(c); return nil }, "step of its own"},
+		{"submanifold with a counter", func(b StepBlocks) error { b.Counter("t"); b.Submanifold(c); return nil }, "step of its own"},
+		{"submanifold then a move", func(b StepBlocks) error { b.Submanifold(c); b.Move(G); return nil }, "moves the weight twice"},
+		{"submanifold twice", func(b StepBlocks) error { b.Submanifold(c); b.Submanifold(c); return nil }, "moves the weight twice"},
 	} {
 		if _, err := newDescribed[float64](st, 0, tc.d, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error saying %q", tc.name, err, tc.want)
@@ -112,27 +118,6 @@ func sameBuffers(a, b State) bool {
 		}
 	}
 	return true
-}
-
-// TestSubmanifoldRefusesOthers checks that StepBlocks.Submanifold, a step
-// of its own, is refused beside another block, on the host.
-func TestSubmanifoldRefusesOthers(t *testing.T) {
-	st, _ := manifold.NewStiefel[float64](5, 3)
-	c := RSDMConfig{SubmanifoldSize: 2}
-	for _, tc := range []struct {
-		name string
-		d    describedFunc
-		want string
-	}{
-		{"after a block", func(b StepBlocks) error { b.Proj(b.Buffer(""), X, G); b.Submanifold(c); return nil }, "step of its own"},
-		{"with a counter", func(b StepBlocks) error { b.Counter("t"); b.Submanifold(c); return nil }, "step of its own"},
-		{"then a move", func(b StepBlocks) error { b.Submanifold(c); b.Move(G); return nil }, "moves the weight twice"},
-		{"twice", func(b StepBlocks) error { b.Submanifold(c); b.Submanifold(c); return nil }, "moves the weight twice"},
-	} {
-		if _, err := newDescribed[float64](st, 0, tc.d, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: got %v, want an error saying %q", tc.name, err, tc.want)
-		}
-	}
 }
 
 // TestRSDMFromDescription checks that RSDM's stepper, built from its

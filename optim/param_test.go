@@ -2,7 +2,6 @@ package optim
 
 import (
 	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -10,67 +9,10 @@ import (
 	"github.com/orthonet/orthonet/manifold"
 )
 
-// sphere is a manifold of this test's own, the unit sphere S^(n-1) as the
-// n x 1 points of St(n,1), with its own projection and retraction
-// (normalization): a manifold.Kind that orthonet does not define.
-type sphere struct{}
-
-func (sphere) String() string { return "sphere" }
-func (sphere) Float32(n, p int) (manifold.Manifold[float32], error) {
-	return &sphereOf[float32]{n: n}, nil
-}
-func (sphere) Float64(n, p int) (manifold.Manifold[float64], error) {
-	return &sphereOf[float64]{n: n}, nil
-}
-
-type sphereOf[T Float] struct{ n int }
-
-func (s *sphereOf[T]) Dims() (int, int) { return s.n, 1 }
-func (s *sphereOf[T]) Proj(dst, x, v []T) error {
-	var d float64
-	for i := range x {
-		d += float64(x[i]) * float64(v[i])
-	}
-	for i := range x {
-		dst[i] = v[i] - T(d)*x[i]
-	}
-	return nil
-}
-func (s *sphereOf[T]) Retract(dst, x, v []T) error {
-	for i := range x {
-		dst[i] = x[i] + v[i]
-	}
-	return s.Orthonormalize(dst)
-}
-func (s *sphereOf[T]) Random(dst []T, rng *rand.Rand) error {
-	for i := range dst {
-		dst[i] = T(rng.NormFloat64())
-	}
-	return s.Orthonormalize(dst)
-}
-func (s *sphereOf[T]) Feasibility(x []T) float64 {
-	var d float64
-	for _, v := range x {
-		d += float64(v) * float64(v)
-	}
-	return math.Abs(d - 1)
-}
-func (s *sphereOf[T]) Orthonormalize(x []T) error {
-	var d float64
-	for _, v := range x {
-		d += float64(v) * float64(v)
-	}
-	norm := math.Sqrt(d)
-	for i := range x {
-		x[i] = T(float64(x[i]) / norm)
-	}
-	return nil
-}
-
 // TestOrthonormalize checks that NewSolver refuses a Gaussian weight,
 // naming Param.Orthonormalize, and takes it once that call has put it on
 // its manifold: tall and wide Stiefel weights, a Grassmann one and one on a
-// manifold of the test's own.
+// manifold of the tests' own (oblique, frames_test.go).
 func TestOrthonormalize(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -80,7 +22,7 @@ func TestOrthonormalize(t *testing.T) {
 		{"tall", []int{7, 3}, manifold.StiefelKind{}},
 		{"wide", []int{3, 7}, manifold.StiefelKind{}},
 		{"grassmann", []int{6, 2}, manifold.GrassmannKind{}},
-		{"sphere", []int{5, 1}, sphere{}},
+		{"oblique", []int{6, 2}, oblique{}},
 	} {
 		rng := newRNG(3)
 		n := tc.shape[0] * tc.shape[1]

@@ -107,6 +107,109 @@ func testStateResume[T Float](t *testing.T) {
 	}
 }
 
+// TestDescribedResume checks, for every rule of Rules written in
+// StepBlocks (Described), as ParseRuleFlags builds it with its settings'
+// defaults, that a Solver stopped mid-run, whose State a fresh Solver takes
+// (SetState), ends bit for bit where one that never stopped does, in
+// float32 and float64.
+func TestDescribedResume(t *testing.T) {
+	described := 0
+	for _, r := range Rules {
+		if _, ok := r.(Described); !ok {
+			continue
+		}
+		described++
+		rule, err := ParseRuleFlags(r.String(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(r.String()+"/float64", func(t *testing.T) { describedResume[float64](t, rule) })
+		t.Run(r.String()+"/float32", func(t *testing.T) { describedResume[float32](t, rule) })
+	}
+	if described == 0 {
+		t.Error("no rule of Rules is Described")
+	}
+}
+
+// describedResume runs rule on a Stiefel weight with as many rows as the
+// rule's step needs (FactoredRule), or on a bias with its group's weight
+// decay, pulled towards a fixed target.
+func describedResume[T Float](t *testing.T, rule Rule) {
+	const total, cols = 9, 3
+	rng := newRNG(7)
+	group := Group{Rule: rule, LR: 0.05, WeightDecay: 0.01}
+	shape := []int{11}
+	x0 := make([]T, 11)
+	for i := range x0 {
+		x0[i] = T(rng.NormFloat64())
+	}
+	var m manifold.Kind
+	if rule.Constrained() {
+		rows := 2 * cols
+		if f, ok := rule.(FactoredRule); ok {
+			if r, ok := f.FactorsGradients(); ok {
+				rows = max(rows, r)
+			}
+		}
+		st, err := manifold.NewStiefel[T](rows, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shape, x0, m, group.WeightDecay = []int{rows, cols}, make([]T, rows*cols), manifold.StiefelKind{}, 0
+		if err := st.Random(x0, rng); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target := make([]T, len(x0))
+	for i := range target {
+		target[i] = T(rng.NormFloat64())
+	}
+	type run struct {
+		s    *Solver
+		x, g []T
+	}
+	start := func(x []T) run {
+		r := run{x: slices.Clone(x), g: make([]T, len(x))}
+		p := Param{Name: "w", Shape: shape, Manifold: m, Value: Host[T](r.x), Grad: Host[T](r.g)}
+		var err error
+		if r.s, err = NewSolver([]Param{p}, []Group{group}, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	step := func(r run, _ int) {
+		for i := range r.g {
+			r.g[i] = r.x[i] - target[i]
+		}
+		if err := r.s.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type saved struct {
+		states []State
+		x      []T
+	}
+	testval.StraightThenResumed(t, total, []int{0, 1, 4}, testval.Resumable[run, saved]{
+		Start: func() run { return start(x0) },
+		Step:  step,
+		Save: func(r run) saved {
+			s := saved{r.s.State(), slices.Clone(r.x)}
+			for i := range 3 { // the state must be a copy
+				step(r, i)
+			}
+			return s
+		},
+		Resume: func(s saved) run {
+			r := start(s.x)
+			if err := r.s.SetState(s.states); err != nil {
+				t.Fatalf("SetState: %v", err)
+			}
+			return r
+		},
+		Result: func(r run) any { return r.x },
+	})
+}
+
 // TestStateErrors checks that a state of another kind or shape is refused
 // with an error naming the fault, and leaves the optimizer as it was.
 func TestStateErrors(t *testing.T) {

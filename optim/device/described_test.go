@@ -77,47 +77,20 @@ func testDescribedRule(t *testing.T, rule optim.Rule, rows, cols int) {
 		copy(target, w)
 		target[0] += 0.5
 	}
-	bufs := make([]backend.Buffer, 2)
-	for i := range bufs {
-		if bufs[i], err = be.Alloc(backend.Float64, n); err != nil {
-			t.Fatal(err)
-		}
+	l := device.NewLockstep[float64](t, be, p)
+	if err := l.Start([]optim.Group{{Rule: rule, LR: 0.2}}); err != nil {
+		t.Fatalf("%d x %d: %v", rows, cols, err)
 	}
-	if err := be.CopyIn(bufs[0], 0, w); err != nil {
-		t.Fatal(err)
-	}
-	groups := []optim.Group{{Rule: rule, LR: 0.2}}
-	host, err := optim.NewSolver([]optim.Param{p}, groups, optim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dp := p
-	dp.Value, dp.Grad = device.On(backend.At(bufs[0], 0), n), device.On(backend.At(bufs[1], 0), n)
-	dev, err := optim.NewSolver([]optim.Param{dp}, groups, optim.Options{Device: device.New(be)})
-	if err != nil {
-		t.Fatalf("%d x %d on the device: %v", rows, cols, err)
-	}
-	defer dev.Close()
+	defer l.Dev.Close()
 	gap := func() float64 { return distance(w, target) }
 	before := gap()
 	for range 5 {
 		for i := range g { // the gradient of ||W - T||^2 / 2 at the host's W
 			g[i] = w[i] - target[i]
 		}
-		if err := be.CopyIn(bufs[1], 0, g); err != nil {
-			t.Fatal(err)
-		}
-		if err := dev.Step(); err != nil {
-			t.Fatal(err)
-		}
-		if err := host.Step(); err != nil {
-			t.Fatal(err)
-		}
+		l.Step(t)
 	}
-	got := make([]float64, n)
-	if err := be.CopyOut(got, bufs[0], 0); err != nil {
-		t.Fatal(err)
-	}
+	got := l.DevValue(t)
 	if d := distance(got, w); d > 1e-10 {
 		t.Errorf("%d x %d: device and host %.3g apart", rows, cols, d)
 	}
@@ -130,7 +103,7 @@ func testDescribedRule(t *testing.T, rule optim.Rule, rows, cols int) {
 	if after := gap(); !(after < before) {
 		t.Errorf("%d x %d: ||W - T|| from %.4g to %.4g, want a descent", rows, cols, before, after)
 	}
-	if err := host.SetState(dev.State()); err != nil {
+	if err := l.Host.SetState(l.Dev.State()); err != nil {
 		t.Errorf("%d x %d: the device's state does not restore the host's: %v", rows, cols, err)
 	}
 }

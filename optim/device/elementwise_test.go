@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/optim/device"
@@ -47,58 +46,28 @@ func TestDescribedElementwiseRule(t *testing.T) {
 	for i := range w {
 		w[i] = float32(rng.NormFloat64())
 	}
-	bufs := make([]backend.Buffer, 2)
-	for i := range bufs {
-		var err error
-		if bufs[i], err = be.Alloc(backend.Float32, n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := be.CopyIn(bufs[0], 0, w); err != nil {
-		t.Fatal(err)
-	}
-	p := optim.Param{Name: "b", Shape: []int{n}, Value: optim.Host[float32](w), Grad: optim.Host[float32](g)}
-	dp := p
-	dp.Value, dp.Grad = device.On(backend.At(bufs[0], 0), n), device.On(backend.At(bufs[1], 0), n)
-	for _, bad := range []optim.Param{p, dp} {
+	l := device.NewLockstep[float32](t, be, optim.Param{Name: "b", Shape: []int{n}, Value: optim.Host[float32](w), Grad: optim.Host[float32](g)})
+	for _, bad := range []optim.Param{l.HostParam, l.DevParam} {
 		_, err := optim.NewSolver([]optim.Param{bad}, []optim.Group{{Rule: doubleDecaySGD{decayAlone: true}, LR: 0.1}}, optim.Options{Device: device.New(be)})
 		if err == nil || !strings.Contains(err.Error(), "Decay is not followed") {
 			t.Errorf("a Decay alone, %T: %v, want it refused", bad.Value, err)
 		}
 	}
-	groups := []optim.Group{{Rule: doubleDecaySGD{}, LR: 0.1, WeightDecay: 0.05}}
-	host, err := optim.NewSolver([]optim.Param{p}, groups, optim.Options{})
-	if err != nil {
+	if err := l.Start([]optim.Group{{Rule: doubleDecaySGD{}, LR: 0.1, WeightDecay: 0.05}}); err != nil {
 		t.Fatal(err)
 	}
-	dev, err := optim.NewSolver([]optim.Param{dp}, groups, optim.Options{Device: device.New(be)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	defer l.Dev.Close()
 	w0 := slices.Clone(w)
 	for range 4 {
 		for i := range g {
 			g[i] = float32(rng.NormFloat64())
 		}
-		if err := be.CopyIn(bufs[1], 0, g); err != nil {
-			t.Fatal(err)
-		}
-		if err := dev.Step(); err != nil {
-			t.Fatal(err)
-		}
-		if err := host.Step(); err != nil {
-			t.Fatal(err)
-		}
+		l.Step(t)
 	}
-	got := make([]float32, n)
-	if err := be.CopyOut(got, bufs[0], 0); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(got, w) || slices.Equal(w, w0) {
+	if got := l.DevValue(t); !slices.Equal(got, w) || slices.Equal(w, w0) {
 		t.Errorf("device %v, host %v (from %v): want equal and moved", got, w, w0)
 	}
-	if err := host.SetState(dev.State()); err != nil {
+	if err := l.Host.SetState(l.Dev.State()); err != nil {
 		t.Errorf("the device's state does not restore the host's: %v", err)
 	}
 }

@@ -73,52 +73,30 @@ func TestAddDeviceRule(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 2})
 	defer be.Close()
 	const n = 6
-	vb, _ := be.Alloc(backend.Float64, n)
-	gb, _ := be.Alloc(backend.Float64, n)
 	w, g := []float64{1, -2, 3, 0.5, 0.25, -7}, make([]float64, n)
-	if err := be.CopyIn(vb, 0, w); err != nil {
-		t.Fatal(err)
-	}
+	l := NewLockstep[float64](t, be, optim.Param{Name: "b", Shape: []int{n}, Value: optim.Host[float64](w), Grad: optim.Host[float64](g)})
 	groups := []optim.Group{{Rule: gdRule{}, LR: 0.3, Schedule: optim.Cosine{Steps: 4}}}
-	onDevice := []optim.Param{{Name: "b", Shape: []int{n}, Value: On(backend.At(vb, 0), n), Grad: On(backend.At(gb, 0), n)}}
-	if _, err := optim.NewSolver(onDevice, groups, optim.Options{Device: New(be)}); !errors.Is(err, optim.ErrNotOnDevice) || !strings.Contains(err.Error(), "the gd rule does not run on a device") {
+	if _, err := optim.NewSolver([]optim.Param{l.DevParam}, groups, optim.Options{Device: New(be)}); !errors.Is(err, optim.ErrNotOnDevice) || !strings.Contains(err.Error(), "the gd rule does not run on a device") {
 		t.Fatalf("gd before its entry in rules: got %v, want a refusal naming it", err)
 	}
 
 	saved := rules
 	rules = append(slices.Clip(rules), on(gdStepper))
 	t.Cleanup(func() { rules = saved })
-	dev, err := optim.NewSolver(onDevice, groups, optim.Options{Device: New(be)})
-	if err != nil {
+	if err := l.Start(groups); err != nil {
 		t.Fatal(err)
 	}
-	defer dev.Close()
-	host, err := optim.NewSolver([]optim.Param{{Name: "b", Shape: []int{n}, Value: optim.Host[float64](w), Grad: optim.Host[float64](g)}}, groups, optim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	defer l.Dev.Close()
 	for k := range 4 {
 		for i := range g {
 			g[i] = float64(i*k%5) - 1.5
 		}
-		if err := be.CopyIn(gb, 0, g); err != nil {
-			t.Fatal(err)
-		}
-		if err := dev.Step(); err != nil {
-			t.Fatal(err)
-		}
-		if err := host.Step(); err != nil {
-			t.Fatal(err)
-		}
+		l.Step(t)
 	}
-	got := make([]float64, n)
-	if err := be.CopyOut(got, vb, 0); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(got, w) {
+	if got := l.DevValue(t); !slices.Equal(got, w) {
 		t.Errorf("gd on the device: %v, on the host %v", got, w)
 	}
-	if st := dev.State()[0]; st.Kind != "gd" {
+	if st := l.Dev.State()[0]; st.Kind != "gd" {
 		t.Errorf("the device's state is of kind %q, want the host's gd", st.Kind)
 	}
 }

@@ -2,6 +2,7 @@ package optflag
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -10,34 +11,100 @@ import (
 	"github.com/orthonet/orthonet/optim"
 )
 
-// clash is a rule whose setting "r" has another default than RSDM's.
-type clash struct{ optim.RGDConfig }
-
-func (clash) String() string { return "clash" }
-func (clash) Settings() []optim.Setting {
-	return []optim.Setting{optim.NewSetting("r", 4, "another r", func(*clash, int) error { return nil })}
+// clash is a rule whose setting name has another default (of another
+// type) than the built-in rule's setting of that name.
+type clash struct {
+	optim.RGDConfig
+	name string
 }
 
-// TestTable checks the flags of the built-in rules, each once with the
-// rules that take it, and refuses one flag for two defaults.
+func (clash) String() string { return "clash" }
+func (c clash) Settings() []optim.Setting {
+	return []optim.Setting{optim.NewSetting(c.name, "another", "another default", func(*clash, string) error { return nil })}
+}
+
+// TestTable checks Table(optim.Rules) against the rules' own Settings: a
+// flag for each setting name, in the order the table first gives it, with
+// the setting of the first rule that declares it and the rules that take
+// it in table order; that each rule is built from the flags' defaults;
+// that a flag takes every sampler of optim.Samplers by name; and that one
+// flag for two defaults is refused.
 func TestTable(t *testing.T) {
 	flags, err := Table(optim.Rules)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
+	var got, want []string
 	for _, f := range flags {
-		got = append(got, f.Setting.Name+":"+strings.Join(f.Rules, ","))
+		got = append(got, f.Setting.Name)
 	}
-	if want := []string{"r:rsdm", "sampling:rsdm", "seed:rsdm", "rgd-momentum:rgd", "momentum:sgd"}; !slices.Equal(got, want) {
-		t.Errorf("Table(optim.Rules) = %v, want %v", got, want)
+	for _, r := range optim.Rules {
+		for _, s := range optim.SettingsOf(r) {
+			if !slices.Contains(want, s.Name) {
+				want = append(want, s.Name)
+			}
+		}
 	}
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Fatalf("Table(optim.Rules) gives the flags %q, want the rules' settings %q", got, want)
+	}
+	for _, f := range flags {
+		var takers []string
+		var first optim.Setting
+		for _, r := range optim.Rules {
+			if i := slices.IndexFunc(optim.SettingsOf(r), func(s optim.Setting) bool { return s.Name == f.Setting.Name }); i >= 0 {
+				if takers == nil {
+					first = optim.SettingsOf(r)[i]
+				}
+				takers = append(takers, r.String())
+			}
+		}
+		if !slices.Equal(f.Rules, takers) {
+			t.Errorf("-%s: rules %v, want those that declare it, %v", f.Setting.Name, f.Rules, takers)
+		}
+		if f.Setting.Default != first.Default || f.Setting.Usage != first.Usage {
+			t.Errorf("-%s: default %v and usage %q, want %s's, %v and %q", f.Setting.Name, f.Setting.Default, f.Setting.Usage, takers[0], first.Default, first.Usage)
+		}
+	}
+
+	fs := flag.NewFlagSet("cmd", flag.ContinueOnError)
+	if _, err := Define(fs, optim.Rules); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range optim.Rules {
+		if got, err := Rule(fs, r.String()); err != nil || got.String() != r.String() {
+			t.Errorf("rule %s from the flags' defaults: %v, %v", r, got, err)
+		}
+	}
+	samplers := 0
+	for _, f := range flags {
+		if !slices.ContainsFunc(optim.Samplers, func(s optim.Sampler) bool { return s.String() == f.Setting.Default }) {
+			continue
+		}
+		samplers++
+		for _, s := range optim.Samplers {
+			if err := fs.Set(f.Setting.Name, s.String()); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range f.Rules {
+				if _, err := Rule(fs, name); err != nil {
+					t.Errorf("-%s %s with rule %s: %v", f.Setting.Name, s, name, err)
+				}
+			}
+		}
+	}
+	if samplers == 0 {
+		t.Errorf("no flag's default is a sampler of optim.Samplers: no command can choose one")
+	}
+
 	shared, err := Table([]optim.Rule{optim.SGDConfig{}, optim.AdamConfig{}, sgdToo{}})
 	if err != nil || len(shared) != 1 || !slices.Equal(shared[0].Rules, []string{"sgd", "sgd2"}) {
 		t.Errorf("a setting two rules share: %+v, %v; want one flag of both", shared, err)
 	}
-	if _, err := Table(append(slices.Clip(optim.Rules), clash{})); err == nil || !strings.Contains(err.Error(), "-r is a setting of rsdm with default 300") {
-		t.Errorf("two defaults of -r: error %v", err)
+	first := flags[0]
+	clashMsg := fmt.Sprintf("-%s is a setting of %s with default %v", first.Setting.Name, strings.Join(first.Rules, ", "), first.Setting.Default)
+	if _, err := Table(append(slices.Clip(optim.Rules), clash{name: first.Setting.Name})); err == nil || !strings.Contains(err.Error(), clashMsg) {
+		t.Errorf("two defaults of -%s: error %v, want one saying %q", first.Setting.Name, err, clashMsg)
 	}
 }
 
