@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/orthonet/orthonet/training"
 	"io"
 	"math/rand/v2"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/training"
 )
 
 // subcommands are the commands that use a checkpoint of train instead of
