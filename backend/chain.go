@@ -7,13 +7,6 @@ import (
 
 var _ defined = Chain{}
 
-// MaxChainInputs and MaxChainSteps bound a Chain: the operands it reads
-// and the functions it applies.
-const (
-	MaxChainInputs = 8
-	MaxChainSteps  = 16
-)
-
 // ChainStep is one function of a Chain: Unary of register A, or Binary of
 // registers A and B; exactly one of Unary and Binary is set. Registers 0 to
 // MaxChainInputs-1 hold the inputs' elements, and register
@@ -147,14 +140,11 @@ func (k Chain) Host(p *Pool) (Func, error) {
 // Device launches on_chain, whose steps are unary() and binary() in
 // kernels.cu.
 func (k Chain) Device(p Planner) {
-	args := []any{k.N, k.Steps.Len, int(k.Scalar)}
-	for _, st := range k.Steps.At {
-		args = append(args, chainCode(st))
+	a := chainArgs{N: k.N, Steps: k.Steps.Len, Scalars: int(k.Scalar), In: k.Inputs(), Dst: k.Dst}
+	for s, st := range k.Steps.At {
+		a.Code[s] = chainCode(st)
 	}
-	for _, op := range k.Inputs() {
-		args = append(args, op)
-	}
-	elementwise(p, "on_chain", k.N, append(args, k.Dst)...)
+	elementwise(p, "on_chain", k.N, a)
 }
 
 // chainCode packs a step into the int on_chain reads: the binary function

@@ -2,6 +2,13 @@
 
 package backend
 
+// The lengths of the argument structs' arrays, each the value of
+// kernels.cu's macro that its comment names.
+const (
+	MaxChainInputs = 8  // CHAIN_INPUTS: the operands a Chain reads
+	MaxChainSteps  = 16 // CHAIN_STEPS: the functions a Chain applies
+)
+
 // The argument structs of backend/elementwise.go's kernels.
 
 // mapArgs are the fields of kernels.cu's MapArgs, in order.
@@ -34,6 +41,16 @@ type compareArgs struct {
 	A                Operand
 	B                Operand
 	Dst              Operand
+}
+
+// The argument structs of backend/chain.go's kernels.
+
+// chainArgs are the fields of kernels.cu's ChainArgs, in order.
+type chainArgs struct {
+	N, Steps, Scalars int
+	Code              [MaxChainSteps]int
+	In                [MaxChainInputs]Operand
+	Dst               Operand
 }
 
 // The argument structs of backend/copies.go's kernels.

@@ -12,7 +12,6 @@ import (
 	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/models"
-	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
 )
@@ -20,20 +19,16 @@ import (
 // paperFFN builds the paper's FFN (1024 inputs, five 1024-wide Stiefel
 // layers, 10 classes) for a batch, with its loss and gradients.
 func paperFFN(tb testing.TB, batch, width int) *model {
-	g := G.NewGraph()
-	dt := tensor.Float32
-	x := G.NewMatrix(g, dt, G.WithShape(batch, width), G.WithName("x"), G.WithValue(fill(dt, []int{batch, width}, 1)))
-	y := G.NewMatrix(g, dt, G.WithShape(batch, 10), G.WithName("y"), G.WithValue(onehotValue(dt, batch, 10, 2)))
-	m, err := models.NewFFN(g, models.FFNConfig{In: width, Hidden: width, Classes: 10, Depth: 5, Bias: true}, dt, rand.New(rand.NewPCG(3, 3)))
+	g, x, y, rng := classifierInputs(tensor.Float32, []int{batch, width}, 1)
+	ffn, err := models.NewFFN(g, models.FFNConfig{In: width, Hidden: width, Classes: 10, Depth: 5, Bias: true}, tensor.Float32, rng)
+	m, err := classifierOn(g, x, y, ffn, err)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	logits := G.Must(m.Forward(x))
-	loss := G.Must(nn.CrossEntropy(logits, y))
-	if _, err := G.Grad(loss, m.Nodes()...); err != nil {
+	if _, err := G.Grad(m.loss, ffn.Nodes()...); err != nil {
 		tb.Fatal(err)
 	}
-	return &model{g: g, inputs: []*G.Node{x, y}, logits: logits, loss: loss, params: m.Params()}
+	return m
 }
 
 // BenchmarkFFN times one forward and backward pass of the paper's FFN

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -267,20 +266,9 @@ func TestExportONNXPatches(t *testing.T) {
 
 // absOp is an op that Compile lowers (it carries its kernel) but that has
 // no ONNX export: a stand-in for an op added to the compiler alone.
-type absOp struct{}
+type absOp struct{ elementwise }
 
-func (absOp) Arity() int { return 1 }
-func (absOp) Type() hm.Type {
-	a := hm.TypeVariable('a')
-	return hm.NewFnType(a, a)
-}
-func (absOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	return in[0].(tensor.Shape).Clone(), nil
-}
 func (o absOp) Do(v ...G.Value) (G.Value, error) { return fused.Do(o, v...) }
-func (absOp) ReturnsPtr() bool                   { return false }
-func (absOp) CallsExtern() bool                  { return false }
-func (absOp) OverwritesInput() int               { return -1 }
 func (absOp) WriteHash(h hash.Hash)              { _, _ = h.Write([]byte("absOp")) }
 func (absOp) Hashcode() uint32                   { return 7 }
 func (absOp) String() string                     { return "absOp" }

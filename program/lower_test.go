@@ -208,21 +208,29 @@ func TestBinaryXent(t *testing.T) {
 	}})
 }
 
-// panicOp is an op of one's own whose lowering (fused.Lowering) panics
-// at Compile, or whose kernel panics at Run.
-type panicOp struct{ atRun bool }
+// elementwise holds the methods that the tests' ops of one's own (panicOp,
+// absOp) share: one argument, a result of its type and shape.
+type elementwise struct{}
 
-func (panicOp) Arity() int            { return 1 }
-func (panicOp) Type() hm.Type         { a := hm.TypeVariable('a'); return hm.NewFnType(a, a) }
-func (panicOp) ReturnsPtr() bool      { return false }
-func (panicOp) CallsExtern() bool     { return false }
-func (panicOp) OverwritesInput() int  { return -1 }
-func (panicOp) String() string        { return "Panic" }
-func (panicOp) WriteHash(h hash.Hash) { _, _ = h.Write([]byte("Panic")) }
-func (o panicOp) Hashcode() uint32    { h := fnv.New32a(); o.WriteHash(h); return h.Sum32() }
-func (panicOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+func (elementwise) Arity() int           { return 1 }
+func (elementwise) Type() hm.Type        { a := hm.TypeVariable('a'); return hm.NewFnType(a, a) }
+func (elementwise) ReturnsPtr() bool     { return false }
+func (elementwise) CallsExtern() bool    { return false }
+func (elementwise) OverwritesInput() int { return -1 }
+func (elementwise) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	return in[0].(tensor.Shape).Clone(), nil
 }
+
+// panicOp is an op of one's own whose lowering (fused.Lowering) panics
+// at Compile, or whose kernel panics at Run.
+type panicOp struct {
+	elementwise
+	atRun bool
+}
+
+func (panicOp) String() string                      { return "Panic" }
+func (panicOp) WriteHash(h hash.Hash)               { _, _ = h.Write([]byte("Panic")) }
+func (o panicOp) Hashcode() uint32                  { h := fnv.New32a(); o.WriteHash(h); return h.Sum32() }
 func (panicOp) Do(vals ...G.Value) (G.Value, error) { return vals[0], nil }
 func (o panicOp) Kernel(shapes [][]int, in []backend.Operand, out backend.Operand) backend.Kernel {
 	if !o.atRun {

@@ -54,27 +54,44 @@ func classifier(g *G.ExprGraph, inputs []*G.Node, logits *G.Node, err error, par
 	return &model{g: g, inputs: inputs, logits: logits, loss: loss, params: params}, nil
 }
 
+// classifierInputs returns a graph with an input x of shape, filled from
+// seed, one-hot targets y of 10 classes (seed+1) for its first axis, and
+// the random source of the weights (seed+2).
+func classifierInputs(dt tensor.Dtype, shape []int, seed uint64) (g *G.ExprGraph, x, y *G.Node, rng *rand.Rand) {
+	g = G.NewGraph()
+	batch := shape[0]
+	x = G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName("x"), G.WithValue(fill(dt, shape, seed)))
+	y = G.NewMatrix(g, dt, G.WithShape(batch, 10), G.WithName("y"), G.WithValue(onehotValue(dt, batch, 10, seed+1)))
+	return g, x, y, rand.New(rand.NewPCG(seed+2, seed+2))
+}
+
+// forwarder is a model of package models whose Forward takes one input.
+type forwarder interface {
+	Forward(x *G.Node) (*G.Node, error)
+	Params() []param.Param
+}
+
+// classifierOn makes the classifier of m (or the error building it) on
+// the input x and targets y of g.
+func classifierOn[M forwarder](g *G.ExprGraph, x, y *G.Node, m M, err error) (*model, error) {
+	if err != nil {
+		return nil, err
+	}
+	logits, err := m.Forward(x)
+	return classifier(g, []*G.Node{x, y}, logits, err, m.Params())
+}
+
 func modelCases() []modelCase {
 	return []modelCase{
 		{"ffn", func(dt tensor.Dtype) (*model, error) {
-			g := G.NewGraph()
-			const batch, in = 5, 24
-			x := G.NewMatrix(g, dt, G.WithShape(batch, in), G.WithName("x"), G.WithValue(fill(dt, []int{batch, in}, 1)))
-			y := G.NewMatrix(g, dt, G.WithShape(batch, 10), G.WithName("y"), G.WithValue(onehotValue(dt, batch, 10, 2)))
-			m, err := models.NewFFN(g, models.FFNConfig{In: in, Hidden: 16, Classes: 10, Depth: 3, Bias: true}, dt, rand.New(rand.NewPCG(3, 3)))
-			if err != nil {
-				return nil, err
-			}
-			logits, err := m.Forward(x)
-			return classifier(g, []*G.Node{x, y}, logits, err, m.Params())
+			g, x, y, rng := classifierInputs(dt, []int{5, 24}, 1)
+			m, err := models.NewFFN(g, models.FFNConfig{In: 24, Hidden: 16, Classes: 10, Depth: 3, Bias: true}, dt, rng)
+			return classifierOn(g, x, y, m, err)
 		}},
 		{"vit", func(dt tensor.Dtype) (*model, error) {
-			g := G.NewGraph()
 			cfg := models.ViTConfig{Image: 8, Patch: 4, Channels: 1, Dim: 16, Depth: 2, Heads: 2, MLP: 12, Classes: 10, Dropout: 0.2}
-			const batch = 3
-			x := G.NewTensor(g, dt, 3, G.WithShape(batch, cfg.Tokens(), cfg.PatchDim()), G.WithName("x"), G.WithValue(fill(dt, []int{batch, cfg.Tokens(), cfg.PatchDim()}, 4)))
-			y := G.NewMatrix(g, dt, G.WithShape(batch, 10), G.WithName("y"), G.WithValue(onehotValue(dt, batch, 10, 5)))
-			m, err := models.NewViT(g, cfg, dt, rand.New(rand.NewPCG(6, 6)))
+			g, x, y, rng := classifierInputs(dt, []int{3, cfg.Tokens(), cfg.PatchDim()}, 4)
+			m, err := models.NewViT(g, cfg, dt, rng)
 			if err != nil {
 				return nil, err
 			}
@@ -86,31 +103,15 @@ func modelCases() []modelCase {
 			return c, err
 		}},
 		{"cnn", func(dt tensor.Dtype) (*model, error) {
-			g := G.NewGraph()
-			const batch = 3
-			cfg := models.CNNConfig{InChannels: 2, Height: 8, Width: 7, Channels: 3, Depth: 2, Classes: 10, Bias: true}
-			x := G.NewTensor(g, dt, 4, G.WithShape(batch, 2, 8, 7), G.WithName("x"), G.WithValue(fill(dt, []int{batch, 2, 8, 7}, 12)))
-			y := G.NewMatrix(g, dt, G.WithShape(batch, 10), G.WithName("y"), G.WithValue(onehotValue(dt, batch, 10, 13)))
-			m, err := models.NewCNN(g, cfg, dt, rand.New(rand.NewPCG(14, 14)))
-			if err != nil {
-				return nil, err
-			}
-			logits, err := m.Forward(x)
-			return classifier(g, []*G.Node{x, y}, logits, err, m.Params())
+			g, x, y, rng := classifierInputs(dt, []int{3, 2, 8, 7}, 12)
+			m, err := models.NewCNN(g, models.CNNConfig{InChannels: 2, Height: 8, Width: 7, Channels: 3, Depth: 2, Classes: 10, Bias: true}, dt, rng)
+			return classifierOn(g, x, y, m, err)
 		}},
 		{"rnn", func(dt tensor.Dtype) (*model, error) {
 			// 2-channel images read row by row, the recurrent weight on O(6).
-			g := G.NewGraph()
-			const batch = 3
-			cfg := models.RNNConfig{In: 8, Hidden: 6, Steps: 4, Classes: 10, Channels: 2}
-			x := G.NewMatrix(g, dt, G.WithShape(batch, 32), G.WithName("x"), G.WithValue(fill(dt, []int{batch, 32}, 15)))
-			y := G.NewMatrix(g, dt, G.WithShape(batch, 10), G.WithName("y"), G.WithValue(onehotValue(dt, batch, 10, 16)))
-			m, err := models.NewRNN(g, cfg, dt, rand.New(rand.NewPCG(17, 17)))
-			if err != nil {
-				return nil, err
-			}
-			logits, err := m.Forward(x)
-			return classifier(g, []*G.Node{x, y}, logits, err, m.Params())
+			g, x, y, rng := classifierInputs(dt, []int{3, 32}, 15)
+			m, err := models.NewRNN(g, models.RNNConfig{In: 8, Hidden: 6, Steps: 4, Classes: 10, Channels: 2}, dt, rng)
+			return classifierOn(g, x, y, m, err)
 		}},
 		{"custom", func(dt tensor.Dtype) (*model, error) {
 			// Only Gorgonia ops: a Stiefel weight, a softmax attention-like

@@ -34,10 +34,9 @@ type solver interface {
 // optimizer, and its evaluation graph: orthonet's compiled program, or
 // Gorgonia's tape machine.
 type engine interface {
+	forward
 	// set puts data into the training graph's input n.
 	set(n *G.Node, data any) error
-	// evalSet puts data into the evaluation graph's input n.
-	evalSet(n *G.Node, data any) error
 	// run runs the forward and backward pass of training step step on the
 	// inputs set and returns the loss and, with logits, the number of
 	// correct predictions among labels (or -1 where the engine does not
@@ -52,21 +51,28 @@ type engine interface {
 	// way (around checkpoints and reads of the node values).
 	store() error
 	load() error
-	// evaluate runs the evaluation graph on its inputs and returns its
-	// logits (nil without) and loss (NaN without).
-	evaluate() (logits []float32, loss float64, err error)
 	// compiled returns the program checkpoints load into, nil for the tape.
 	compiled() checkpoint.Program
 	report(w io.Writer)
 	close()
 }
 
-// newBackend returns the backend of device: the GPU's or the CPU's.
-func newBackend(c *Config) (backend.Backend, error) {
-	if c.Device == "cuda" {
-		return cudabackend.New(cudabackend.Options{Profile: c.KernelProfile})
+// forward runs an evaluation graph: what evaluating needs of an engine.
+type forward interface {
+	// evalSet puts data into the evaluation graph's input n.
+	evalSet(n *G.Node, data any) error
+	// evaluate runs the evaluation graph on its inputs and returns its
+	// logits (nil without) and loss (NaN without).
+	evaluate() (logits []float32, loss float64, err error)
+}
+
+// newBackend returns the backend of device, cuda or cpu (with threads);
+// profile times the GPU's kernels.
+func newBackend(device string, threads int, profile bool) (backend.Backend, error) {
+	if device == "cuda" {
+		return cudabackend.New(cudabackend.Options{Profile: profile})
 	}
-	return cpu.New(cpu.Options{Threads: c.Threads}), nil
+	return cpu.New(cpu.Options{Threads: threads}), nil
 }
 
 // inputsOf returns the input nodes of m.
@@ -83,16 +89,15 @@ func inputsOf(m *Model) []*G.Node {
 // programEngine runs the graphs as compiled programs on the CPU backend or
 // a GPU, the optimizer stepping there too.
 type programEngine struct {
-	be          backend.Backend
-	prog, eprog *program.Program
-	s           *optim.Solver
-	m, ev       *Model
-	lossHost    []float32
-	lossAny     any
-	counts      bool // the program counts correct predictions
-	logits      []float32
-	evLogits    []float32
-	evLoss      []float32
+	be       backend.Backend
+	prog     *program.Program
+	eval     *evalProgram
+	s        *optim.Solver
+	m        *Model
+	lossHost []float32
+	lossAny  any
+	counts   bool // the program counts correct predictions
+	logits   []float32
 	// With KernelProfile on a backend that counts its launches, copies and
 	// waits: their totals over the runs and the optimizer's steps.
 	counter        backend.Counter
@@ -120,7 +125,7 @@ func (s countedSolver) Step() error {
 func newProgramEngine(c *Config, m, ev *Model) (*programEngine, error) {
 	e := &programEngine{m: m}
 	var err error
-	if e.be, err = newBackend(c); err != nil {
+	if e.be, err = newBackend(c.Device, c.Threads, c.KernelProfile); err != nil {
 		return nil, err
 	}
 	outputs := []*G.Node{m.Loss}
@@ -140,7 +145,7 @@ func newProgramEngine(c *Config, m, ev *Model) (*programEngine, error) {
 		e.close()
 		return nil, fmt.Errorf("training: compiling the training graph: %w", err)
 	}
-	if err = e.compileEval(ev, c.MaxBytes); err != nil {
+	if e.eval, err = compileEval(e.be, ev, e.prog, c.MaxBytes); err != nil {
 		e.close()
 		return nil, err
 	}
@@ -167,26 +172,57 @@ func dropoutSeed(c *Config) uint64 {
 	return c.Seed ^ 0x64726f706f7574 ^ uint64(c.rank())<<56 // "dropout"
 }
 
-// compileEval compiles the forward pass of ev, its parameters the training
-// program's.
-func (e *programEngine) compileEval(ev *Model, maxBytes int64) error {
+// evalProgram is the forward pass of an evaluation model compiled on its
+// own (NoGrad, EvalMode), with buffers for its logits and loss.
+type evalProgram struct {
+	prog   *program.Program
+	ev     *Model
+	logits []float32
+	loss   []float32
+}
+
+// compileEval compiles the forward pass of ev on be, its parameters those
+// of share where share is not nil (the training program's), within
+// maxBytes (program.Config.MaxBytes).
+func compileEval(be backend.Backend, ev *Model, share *program.Program, maxBytes int64) (*evalProgram, error) {
+	p := &evalProgram{ev: ev}
 	outputs := []*G.Node{}
 	if ev.Logits != nil {
 		outputs = append(outputs, ev.Logits)
-		e.evLogits = make([]float32, tensor.Shape(ev.Logits.Shape()).TotalSize())
+		p.logits = make([]float32, tensor.Shape(ev.Logits.Shape()).TotalSize())
 	}
 	if ev.Loss != nil {
 		outputs = append(outputs, ev.Loss)
-		e.evLoss = make([]float32, 1)
+		p.loss = make([]float32, 1)
 	}
 	var err error
-	e.eprog, err = program.Compile(graphOf(ev), program.Config{Backend: e.be, Outputs: outputs,
-		Params: ev.Params, NoGrad: true, EvalMode: true, Inputs: inputsOf(ev), Share: e.prog, MaxBytes: maxBytes})
+	p.prog, err = program.Compile(graphOf(ev), program.Config{Backend: be, Outputs: outputs,
+		Params: ev.Params, NoGrad: true, EvalMode: true, Inputs: inputsOf(ev), Share: share, MaxBytes: maxBytes})
 	if err != nil {
-		return fmt.Errorf("training: compiling the evaluation graph: %w", err)
+		return nil, fmt.Errorf("training: compiling the evaluation graph: %w", err)
 	}
-	e.ev = ev
-	return nil
+	return p, nil
+}
+
+func (p *evalProgram) evalSet(n *G.Node, data any) error { return p.prog.SetInput(n, data) }
+
+func (p *evalProgram) evaluate() ([]float32, float64, error) {
+	if err := p.prog.Run(); err != nil {
+		return nil, 0, err
+	}
+	loss := nan()
+	if p.loss != nil {
+		if err := p.prog.Read(p.ev.Loss, p.loss); err != nil {
+			return nil, 0, err
+		}
+		loss = float64(p.loss[0])
+	}
+	if p.logits != nil {
+		if err := p.prog.Read(p.ev.Logits, p.logits); err != nil {
+			return nil, 0, err
+		}
+	}
+	return p.logits, loss, nil
 }
 
 // graphOf returns the graph of m.
@@ -209,7 +245,7 @@ func (e *programEngine) set(n *G.Node, data any) error {
 	return err
 }
 
-func (e *programEngine) evalSet(n *G.Node, data any) error { return e.eprog.SetInput(n, data) }
+func (e *programEngine) evalSet(n *G.Node, data any) error { return e.eval.evalSet(n, data) }
 
 // run reads, in one wait on a device, the loss, the count of correct
 // predictions and the gradients' finite flags, which the Solver's next
@@ -258,24 +294,7 @@ func (e *programEngine) store() error                 { return e.prog.StoreParam
 func (e *programEngine) load() error                  { return e.prog.LoadParams() }
 func (e *programEngine) compiled() checkpoint.Program { return e.prog }
 
-func (e *programEngine) evaluate() ([]float32, float64, error) {
-	if err := e.eprog.Run(); err != nil {
-		return nil, 0, err
-	}
-	loss := nan()
-	if e.evLoss != nil {
-		if err := e.eprog.Read(e.ev.Loss, e.evLoss); err != nil {
-			return nil, 0, err
-		}
-		loss = float64(e.evLoss[0])
-	}
-	if e.evLogits != nil {
-		if err := e.eprog.Read(e.ev.Logits, e.evLogits); err != nil {
-			return nil, 0, err
-		}
-	}
-	return e.evLogits, loss, nil
-}
+func (e *programEngine) evaluate() ([]float32, float64, error) { return e.eval.evaluate() }
 
 // report prints the kernel profile of the training program: the kinds of
 // kernel that took the most time per step.
@@ -350,8 +369,8 @@ func (e *programEngine) close() {
 	if e.s != nil {
 		e.s.Close()
 	}
-	if e.eprog != nil {
-		e.eprog.Close()
+	if e.eval != nil {
+		e.eval.prog.Close()
 	}
 	if e.prog != nil {
 		e.prog.Close()
@@ -502,6 +521,12 @@ func (e *tapeEngine) evaluate() ([]float32, float64, error) {
 	if vm == e.vm {
 		_ = e.s.ZeroGrad() // the run added gradients: drop them
 	}
+	return tapeOutputs(ev)
+}
+
+// tapeOutputs returns the logits (nil without) and loss (NaN without) that
+// a tape machine's run of ev left in its nodes.
+func tapeOutputs(ev *Model) ([]float32, float64, error) {
 	loss := nan()
 	if ev.Loss != nil && ev.Loss.Value() != nil {
 		loss = scalar(ev.Loss.Value())

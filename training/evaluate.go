@@ -7,7 +7,6 @@ import (
 	"math"
 
 	"github.com/orthonet/orthonet/data"
-	"github.com/orthonet/orthonet/nn"
 	"github.com/orthonet/orthonet/param"
 )
 
@@ -189,149 +188,47 @@ func CheckFinite(ps []param.Param) error {
 // Predict returns the logits (n x classes) of the n examples in x (n times
 // the example size values).
 func (t *Trainer) Predict(x []float32) ([]float32, error) {
-	if t.ev.Logits == nil {
-		return nil, errors.New("training: Predict: the model has no logits")
+	ev, err := t.evaluation()
+	if err != nil {
+		return nil, err
 	}
-	d := t.exampleLen
-	if d == 0 || len(x)%d != 0 {
-		return nil, fmt.Errorf("training: Predict: %d values are not whole examples of %d", len(x), d)
+	if err := ev.checkPredict(x); err != nil {
+		return nil, err
 	}
 	if err := t.checkFinite(); err != nil {
 		return nil, err
 	}
-	n := len(x) / d
-	set := &sliceSet{x: x, n: n, shape: t.c.Train.Shape(), classes: t.classes}
-	out := make([]float32, 0, n*t.classes)
-	_, err := t.evaluateOn(context.Background(), set, n, func(z []float32, _ []int) { out = append(out, z...) })
-	return out, err
-}
-
-// sliceSet is a data set of unlabelled examples held in a slice (Predict's).
-type sliceSet struct {
-	x       []float32
-	n       int
-	shape   []int
-	classes int
-}
-
-func (s *sliceSet) Len() int        { return s.n }
-func (s *sliceSet) Shape() []int    { return s.shape }
-func (s *sliceSet) NumClasses() int { return s.classes }
-func (s *sliceSet) Example(i int, x []float32) (int, error) {
-	d := len(s.x) / s.n
-	copy(x, s.x[i*d:(i+1)*d])
-	return 0, nil
+	return ev.predict(t.eng, x)
 }
 
 // evaluateOn returns the loss, accuracy and metrics of the evaluation
-// model over the first count examples of set; the last chunk is
-// zero-padded and its padding ignored. With logits the loss is their
-// cross-entropy; without, the graph's loss over the whole batches only.
+// model over the first count examples of set (evaluation.run), and the
+// feasibility.
 func (t *Trainer) evaluateOn(ctx context.Context, set data.Dataset, count int, observe func([]float32, []int)) (Eval, error) {
-	if err := t.evalBuffers(); err != nil {
+	ev, err := t.evaluation()
+	if err != nil {
 		return Eval{}, err
 	}
-	for _, m := range t.c.Metrics {
-		m.Reset()
+	e, err := ev.run(ctx, t.eng, set, count, observe)
+	if err != nil {
+		return Eval{}, err
 	}
-	var sum evalSum
-	labels := make([]int, t.evBatch)
-	for lo := 0; lo < count; lo += t.evBatch {
-		if err := ctx.Err(); err != nil {
-			return Eval{}, err
-		}
-		if err := t.evaluateChunk(set, lo, min(t.evBatch, count-lo), labels, &sum, observe); err != nil {
-			return Eval{}, err
-		}
-	}
-	e := Eval{Loss: sum.loss / float64(max(sum.lossN, 1)), Accuracy: sum.correct / float64(count), Examples: count, Feasibility: t.feasibility()}
-	if sum.lossN == 0 {
-		e.Loss = nan()
-	}
-	if len(t.c.Metrics) > 0 {
-		e.Metrics = map[string]float64{}
-		for _, m := range t.c.Metrics {
-			e.Metrics[m.Name()] = m.Value()
-		}
-	}
+	e.Feasibility = t.feasibility()
 	return e, nil
 }
 
-// evalSum accumulates an evaluation's chunks: the correct predictions,
-// and the loss summed over lossN examples.
-type evalSum struct {
-	correct, loss float64
-	lossN         int
-}
-
-// evaluateChunk evaluates the n examples of set from lo on (n at most the
-// evaluation batch; the rest of the batch zero) and adds them to sum.
-func (t *Trainer) evaluateChunk(set data.Dataset, lo, n int, labels []int, sum *evalSum, observe func([]float32, []int)) error {
-	k, d := set.NumClasses(), t.exampleLen
-	for i := 0; i < n; i++ {
-		y, err := set.Example(lo+i, t.evImages[i*d:(i+1)*d])
-		if err != nil {
-			return fmt.Errorf("training: evaluating: example %d: %w", lo+i, err)
-		}
-		labels[i] = y
-	}
-	clear(t.evImages[n*d:])
-	clear(labels[n:])
-	b := Batch{X: t.evImages, Labels: labels[:n], Size: n, Classes: k, RNG: t.rng}
-	if err := feedModel(t.ev, b, t.evOnehot, t.eng.evalSet); err != nil {
-		return fmt.Errorf("training: evaluating: %w", err)
-	}
-	z, loss, err := t.eng.evaluate()
-	if err != nil {
-		return fmt.Errorf("training: evaluating: %w", err)
-	}
-	if z == nil { // the graph's loss, of whole batches only
-		if n == t.evBatch {
-			sum.loss += loss * float64(n)
-			sum.lossN += n
-		}
-		return nil
-	}
-	if err := checkLabels(labels[:n], k); err != nil {
-		return err
-	}
-	z = z[:n*k]
-	acc, err := nn.Accuracy(z, labels[:n], k)
-	if err != nil {
-		return fmt.Errorf("training: evaluating: %w", err)
-	}
-	ce, err := nn.CrossEntropyLoss(z, labels[:n], k)
-	if err != nil {
-		return fmt.Errorf("training: evaluating: %w", err)
-	}
-	sum.correct += math.Round(acc * float64(n))
-	sum.loss += ce * float64(n)
-	sum.lossN += n
-	for _, m := range t.c.Metrics {
-		m.Observe(z, labels[:n], k)
-	}
-	if observe != nil {
-		observe(z, labels[:n])
-	}
-	return nil
-}
-
-// evalBuffers makes the evaluation batch's buffers once.
-func (t *Trainer) evalBuffers() error {
-	if t.evImages != nil {
-		return nil
+// evaluation returns the Trainer's evaluation, made at the first use.
+func (t *Trainer) evaluation() (*evaluation, error) {
+	if t.eval != nil {
+		return t.eval, nil
 	}
 	b := t.c.shard() // the training graph's batch
 	if t.ev != t.m {
 		var err error
 		if b, err = modelBatch(t.ev, t.c.Train); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	t.evBatch = b
-	t.evImages = make([]float32, b*t.exampleLen)
-	if t.ev.Labels != nil {
-		t.evOnehot = make([]float32, b*t.classes)
-	}
-	return nil
+	t.eval = newEvaluation(t.ev, b, t.c.Train.Shape(), t.classes, t.c.Metrics, t.rng)
+	return t.eval, nil
 }

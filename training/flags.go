@@ -1,16 +1,21 @@
 package training
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+
+	"github.com/orthonet/orthonet/optim"
 )
 
 // Flags are the flags a training command of one's own usually shares with
 // the examples: where run folders go, what to resume, the device, the seed,
 // and the settings of the usual two optimizer groups (RSDM on the
 // Stiefel-constrained weights, Adam on the rest). Set each field to its
-// default, call Define, parse, build the Config's Groups from R, LR and
-// LROther, and Apply the rest; the command's own flags stay its own.
+// default, make the flag set (FlagSet, or Define on one's own), add the
+// command's own flags, parse, and Apply the values to the Config, its
+// Groups from Groups or the command's own.
 type Flags struct {
 	Out     string  // -out: the folder under which the run folder is made (Config.Out)
 	Resume  string  // -resume: latest, a run folder or a .safetensors file (Config.Resume)
@@ -33,9 +38,43 @@ func (f *Flags) Define(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.Seed, "seed", f.Seed, "seed of the weights, the order and RSDM's samples")
 }
 
+// FlagSet returns the flag set of the command name, with the flags
+// defined (Define). It returns errors from Parse (flag.ContinueOnError,
+// ParseExitCode) and prints on stderr why a flag is refused, or on -h
+// usage (what the command does and how to call it) and then the flags.
+func (f *Flags) FlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, usage)
+		fs.PrintDefaults()
+	}
+	f.Define(fs)
+	return fs
+}
+
+// ParseExitCode is a command's exit status when its flags did not parse
+// (err from flag.FlagSet.Parse): 0 for -h (flag.ErrHelp), else 2.
+func ParseExitCode(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
+// Groups returns the usual two optimizer groups of the flags: RSDM (r R,
+// step size LR, seeded by Seed) on the constrained parameters, Adam (step
+// size LROther) on the rest.
+func (f *Flags) Groups() []optim.Group {
+	return []optim.Group{
+		{Select: optim.Param.Constrained, LR: f.LR, Rule: optim.RSDMConfig{SubmanifoldSize: f.R, Seed: f.Seed}},
+		{Rule: optim.AdamConfig{}, LR: f.LROther},
+	}
+}
+
 // Apply writes the flags into cfg: its Out, Resume, Device and Seed, and
 // r, lr, lr-other and seed into its Settings, so that a resumed run refuses
-// other values. cfg.Groups are the caller's.
+// other values. cfg.Groups are the caller's (Groups).
 func (f *Flags) Apply(cfg *Config) {
 	cfg.Out, cfg.Resume, cfg.Device, cfg.Seed = f.Out, f.Resume, f.Device, f.Seed
 	if cfg.Settings == nil {

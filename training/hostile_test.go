@@ -179,14 +179,7 @@ func TestResumeAllowOtherData(t *testing.T) {
 	rc.Epochs, rc.Resume, rc.AllowOtherData = 2, "latest", true
 	var log strings.Builder
 	rc.Log = &log
-	tr, err := New(classifier(t, 8, 12, 16, 4), rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if _, err := tr.Fit(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	tr, _ := fit(t, classifier(t, 8, 12, 16, 4), rc)
 	if ch := tr.Progress().DataChanges; len(ch) != 1 || !strings.Contains(ch[0], "step 12: resumed on other data") || !strings.Contains(log.String(), "warning:") {
 		t.Errorf("data changes %q, log %q: want the resume at step 12 recorded and warned of", ch, log.String())
 	}

@@ -67,11 +67,12 @@ type Trainer struct {
 	resumePath string
 	dataID     DataInfo
 
-	// The batch buffers of training and evaluation.
-	images, evImages []float32
-	labels           []int
-	onehot, evOnehot []float32
-	evBatch          int
+	// The batch buffers of training, and the evaluation (made at its
+	// first use).
+	images []float32
+	labels []int
+	onehot []float32
+	eval   *evaluation
 
 	// Per-session loop state, set by begin, beginEpoch and timed.
 	steps      int // batches per epoch
@@ -96,7 +97,7 @@ func New(m Model, c Config) (_ *Trainer, err error) {
 	ev := m.Eval
 	if ev == nil {
 		ev = &m
-	} else if err := checkEvalModel(ev, &c); err != nil {
+	} else if err := checkEvalModel(ev, c.Train); err != nil {
 		return nil, err
 	}
 	t := &Trainer{c: c, m: &m, ev: ev, sync: make([]float64, 2), classes: c.Train.NumClasses()}
@@ -202,20 +203,20 @@ func checkModel(m *Model, c *Config) error {
 	return checkInputs(m, c.shard(), c.Train)
 }
 
-// checkEvalModel refuses an evaluation model without the input, outputs or
-// parameters evaluation needs.
-func checkEvalModel(ev *Model, c *Config) error {
+// checkEvalModel refuses an evaluation model of examples of d without the
+// input, outputs or parameters evaluation needs.
+func checkEvalModel(ev *Model, d data.Dataset) error {
 	switch {
 	case ev.Logits == nil && ev.Loss == nil:
 		return errors.New("training: Model.Eval has neither Logits nor Loss")
 	case ev.Feed == nil && ev.Input == nil:
 		return errors.New("training: Model.Eval.Input is nil (or set its Feed and Inputs)")
 	}
-	b, err := modelBatch(ev, c.Train)
+	b, err := modelBatch(ev, d)
 	if err != nil {
 		return err
 	}
-	return checkInputs(ev, b, c.Train)
+	return checkInputs(ev, b, d)
 }
 
 // checkInputs checks that m's Input takes b examples of d and its Labels

@@ -73,18 +73,25 @@ func smallConfig(out string, train, test *data.Set) Config {
 		}}
 }
 
-func TestFitLearns(t *testing.T) {
-	train, test := blobs(160, 12, 4, 1), blobs(40, 12, 4, 1)
-	out := t.TempDir()
-	tr, err := New(classifier(t, 8, 12, 16, 4), smallConfig(out, train, test))
+// fit builds a Trainer of m as c says, closed when t ends, and fits it; it
+// returns the Trainer and the final evaluation.
+func fit(t *testing.T, m Model, c Config) (*Trainer, Eval) {
+	t.Helper()
+	tr, err := New(m, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.Close()
+	t.Cleanup(func() { tr.Close() })
 	final, err := tr.Fit(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tr, final
+}
+
+func TestFitLearns(t *testing.T) {
+	train, test := blobs(160, 12, 4, 1), blobs(40, 12, 4, 1)
+	tr, final := fit(t, classifier(t, 8, 12, 16, 4), smallConfig(t.TempDir(), train, test))
 	if final.Accuracy < 0.9 {
 		t.Errorf("test accuracy %.3f after 3 epochs on separable blobs, want >= 0.9", final.Accuracy)
 	}

@@ -7,12 +7,15 @@ package main
 // Planner.Launch, and in internal/cudak/kernels.cu each struct's line,
 // rewritten where it stands. The planner fills a struct as 64-bit words in
 // the order of its fields, so the two sides must list the same fields in
-// one order: written from one entry, they do.
+// one order: written from one entry, they do. The lengths an entry names
+// are written on both sides too: a Go constant in kernel_args.go and the
+// #define line of kernels.cu's macro.
 
 import (
 	"bytes"
 	"fmt"
 	"go/format"
+	"go/token"
 	"regexp"
 	"slices"
 	"strings"
@@ -32,11 +35,19 @@ type args struct {
 	Fields string
 }
 
+// length is a length of the tables' arrays, named on both sides.
+type length struct {
+	C   string // its macro in kernels.cu
+	Go  string // its constant in package backend
+	N   int
+	Doc string // what it bounds, the constant's comment
+}
+
 // decl is one declaration of an argument struct: a type and its names.
 type decl struct {
 	C, Go  string   // the names' type in C and in Go
 	Names  []string // in C
-	Length string   // an array's length, or ""
+	Length string   // an array's length in C (a number or a macro), or ""
 }
 
 // goTypes are the Go types of the scalar C types a table may use; a
@@ -48,27 +59,55 @@ var goTypes = map[string]string{"i64": "int", "bool": "bool", "double": "float64
 var cTypes = map[string]bool{"T *": true, "const T *": true, "double *": true, "const double *": true,
 	"int *": true, "const int *": true, "u64 *": true}
 
-// marker ends a struct's line in kernels.cu: what the generator rewrites.
+// marker ends a struct's or a length's line in kernels.cu: what the
+// generator rewrites.
 const marker = " // from backend/gen/args_table.go"
 
-// parts returns the structs of fams that are parts of others (a name not
-// ending in Args: a geometry), which a table may use as a field's type.
-func parts(fams []family) map[string]bool {
-	ps := map[string]bool{}
+// scope is what a table's declarations may name besides the types of
+// goTypes and cTypes.
+type scope struct {
+	parts   map[string]bool   // the structs that are parts of others
+	lengths map[string]length // the named lengths, by macro
+}
+
+// scopeOf returns the scope of fams: its structs that are parts of others
+// (a name not ending in Args: a geometry), which a table may use as a
+// field's type, and the lengths lens, which it may use as an array's. It
+// refuses a length that is not a macro's name in capitals, an exported Go
+// name and a positive number, and a macro or constant twice.
+func scopeOf(fams []family, lens []length) (scope, error) {
+	sc := scope{parts: map[string]bool{}, lengths: map[string]length{}}
 	for _, f := range fams {
 		for _, a := range f.Structs {
 			if !strings.HasSuffix(a.Name, "Args") {
-				ps[a.Name] = true
+				sc.parts[a.Name] = true
 			}
 		}
 	}
-	return ps
+	seen := map[string]bool{}
+	for _, l := range lens {
+		if !macroName.MatchString(l.C) || !token.IsIdentifier(l.Go) || !token.IsExported(l.Go) || l.N < 1 {
+			return scope{}, fmt.Errorf("length %s (%s = %d): want a macro's name in capitals, an exported Go name and a positive number", l.C, l.Go, l.N)
+		}
+		for _, n := range []string{l.C, l.Go} {
+			if seen[n] {
+				return scope{}, fmt.Errorf("length %s twice", n)
+			}
+			seen[n] = true
+		}
+		sc.lengths[l.C] = l
+	}
+	return sc, nil
 }
 
+// macroName matches a named length's macro.
+var macroName = regexp.MustCompile(`^[A-Z][A-Z_0-9]*$`)
+
 // parse returns a struct's declarations, refusing a type not in goTypes,
-// cTypes or parts, a name that is not an identifier, a pointer declaration
-// of more than one name, and a name twice.
-func parse(a args, parts map[string]bool) ([]decl, error) {
+// cTypes or the scope's parts, a name that is not an identifier, a length
+// not a number or one of the scope's, a pointer declaration of more than
+// one name, and a name twice.
+func parse(a args, sc scope) ([]decl, error) {
 	var ds []decl
 	seen := map[string]bool{}
 	for _, part := range strings.Split(a.Fields, ";") {
@@ -80,7 +119,7 @@ func parse(a args, parts map[string]bool) ([]decl, error) {
 			typ, rest = f[0], strings.TrimSpace(part[len(f[0]):]) // "i64 op, n"
 		}
 		names := strings.Split(rest, ",")
-		d, err := declOf(a.Name, typ, names, parts)
+		d, err := declOf(a.Name, typ, names, sc)
 		if err != nil {
 			return nil, err
 		}
@@ -96,32 +135,27 @@ func parse(a args, parts map[string]bool) ([]decl, error) {
 }
 
 // declOf returns the declaration of names of type typ (a C type of the
-// table, or a struct of parts), the names as the table gives them: marked
-// @ or ?, or with an array's length ("shape[8]", the same for every name).
-func declOf(name, typ string, names []string, parts map[string]bool) (decl, error) {
+// table, or a struct of the scope's parts), the names as the table gives
+// them: marked @ or ?, or with an array's length ("shape[8]",
+// "in[CHAIN_INPUTS]", the same for every name).
+func declOf(name, typ string, names []string, sc scope) (decl, error) {
 	typ = strings.Join(strings.Fields(strings.ReplaceAll(typ, "*", " *")), " ")
 	d := decl{C: typ, Go: goTypes[typ]}
-	if parts[typ] {
+	if sc.parts[typ] {
 		d.Go = goName(typ)
 	}
-	mark, length := "", ""
+	mark, size := "", ""
 	for i, n := range names {
 		n = strings.TrimSpace(n)
 		if len(n) > 0 && (n[0] == '@' || n[0] == '?') {
 			n, mark = n[1:], n[:1]
 		}
 		m := identifier.FindStringSubmatch(n)
-		if m == nil || i > 0 && m[2] != length {
+		if m == nil || i > 0 && m[2] != size {
 			return decl{}, fmt.Errorf("%s: field name %q is not an identifier, or an array's length not its declaration's", name, n)
 		}
-		length = m[2]
+		size = m[2]
 		d.Names = append(d.Names, m[1])
-	}
-	if length != "" {
-		if d.Go == "" || mark != "" {
-			return decl{}, fmt.Errorf("%s: an array of %q, want of a scalar type", name, typ)
-		}
-		d.Length, d.Go = length, "["+length+"]"+d.Go
 	}
 	switch {
 	case d.Go != "" && mark == "":
@@ -134,6 +168,15 @@ func declOf(name, typ string, names []string, parts map[string]bool) (decl, erro
 		return decl{}, fmt.Errorf("%s: a pointer declaration of more than one name (%s)", name, strings.Join(d.Names, ", "))
 	default:
 		return decl{}, fmt.Errorf("%s: type %q (or an address mark on a scalar) not one of the table's", name, typ)
+	}
+	if size != "" {
+		goSize := size
+		if l, ok := sc.lengths[size]; ok {
+			goSize = l.Go
+		} else if macroName.MatchString(size) {
+			return decl{}, fmt.Errorf("%s: array length %s not one of the table's lengths", name, size)
+		}
+		d.Length, d.Go = size, "["+goSize+"]"+d.Go
 	}
 	return d, nil
 }
@@ -153,10 +196,22 @@ func goName(c string) string {
 // goField returns the Go name of a field: its C name capitalized.
 func goField(n string) string { return strings.ToUpper(n[:1]) + n[1:] }
 
-// argsGoFile returns backend/kernel_args.go.
-func argsGoFile(fams []family) ([]byte, error) {
+// argsGoFile returns backend/kernel_args.go: the constants of lens and
+// the Go structs of fams.
+func argsGoFile(fams []family, lens []length) ([]byte, error) {
+	sc, err := scopeOf(fams, lens)
+	if err != nil {
+		return nil, err
+	}
 	var b bytes.Buffer
 	b.WriteString(header("args_table.go"))
+	if len(lens) > 0 {
+		b.WriteString("// The lengths of the argument structs' arrays, each the value of\n// kernels.cu's macro that its comment names.\nconst (\n")
+		for _, l := range lens {
+			fmt.Fprintf(&b, "\t%s = %d // %s: %s\n", l.Go, l.N, l.C, l.Doc)
+		}
+		b.WriteString(")\n")
+	}
 	seen := map[string]bool{}
 	for _, f := range fams {
 		fmt.Fprintf(&b, "\n// The argument structs of %s's kernels.\n", f.File)
@@ -165,7 +220,7 @@ func argsGoFile(fams []family) ([]byte, error) {
 				return nil, fmt.Errorf("%s: struct %s twice", f.File, a.Name)
 			}
 			seen[a.Name] = true
-			ds, err := parse(a, parts(fams))
+			ds, err := parse(a, sc)
 			if err != nil {
 				return nil, err
 			}
@@ -222,24 +277,36 @@ func cLine(a args, ds []decl) string {
 
 // identifier matches a field's name (in C; capitalized, in Go), with an
 // array's length.
-var identifier = regexp.MustCompile(`^([A-Za-z_][A-Za-z_0-9]*)(?:\[([1-9][0-9]*)\])?$`)
+var identifier = regexp.MustCompile(`^([A-Za-z_][A-Za-z_0-9]*)(?:\[([1-9][0-9]*|[A-Z][A-Z_0-9]*)\])?$`)
 
-// structLine matches a line that defines a struct in one line.
-var structLine = regexp.MustCompile(`^(?:template <typename T> )?struct (\w+) \{.*\};.*$`)
+// structLine matches a line that defines a struct in one line, or a
+// macro.
+var structLine = regexp.MustCompile(`^(?:(?:template <typename T> )?struct (\w+) \{.*\};|#define (\w+) ).*$`)
 
 // spliceArgs returns the CUDA source src with every table struct's line
-// rewritten from the table; a struct of the tables that src does not
-// define in one line, or defines twice, and a line marked as written from
-// the tables whose struct they lack, are errors.
-func spliceArgs(src string, fams []family) (string, error) {
-	want := map[string]string{}
+// and every length's #define line rewritten from the tables; a struct or
+// length of the tables that src does not define in one line, or defines
+// twice, and a line marked as written from the tables whose struct or
+// length they lack, are errors.
+func spliceArgs(src string, fams []family, lens []length) (string, error) {
+	sc, err := scopeOf(fams, lens)
+	if err != nil {
+		return "", err
+	}
+	want := map[string]string{} // each line, by its struct's or macro's name
+	var order [][2]string       // each name and its table, in order
+	for _, l := range lens {
+		want[l.C] = fmt.Sprintf("#define %s %d", l.C, l.N) + marker
+		order = append(order, [2]string{l.C, "lengths"})
+	}
 	for _, f := range fams {
 		for _, a := range f.Structs {
-			ds, err := parse(a, parts(fams))
+			ds, err := parse(a, sc)
 			if err != nil {
 				return "", err
 			}
 			want[a.Name] = cLine(a, ds)
+			order = append(order, [2]string{a.Name, f.File})
 		}
 	}
 	lines := strings.Split(src, "\n")
@@ -249,21 +316,20 @@ func spliceArgs(src string, fams []family) (string, error) {
 		if m == nil {
 			continue
 		}
-		w, ok := want[m[1]]
+		name := m[1] + m[2]
+		w, ok := want[name]
 		if !ok {
 			if strings.HasSuffix(l, marker) {
-				return "", fmt.Errorf("line %d: struct %s marked as written from the tables, which lack it", i+1, m[1])
+				return "", fmt.Errorf("line %d: %s marked as written from the tables, which lack it", i+1, name)
 			}
 			continue
 		}
-		found[m[1]]++
+		found[name]++
 		lines[i] = w
 	}
-	for _, f := range fams {
-		for _, a := range f.Structs {
-			if found[a.Name] != 1 {
-				return "", fmt.Errorf("struct %s (%s) defined in %d lines, want one", a.Name, f.File, found[a.Name])
-			}
+	for _, n := range order {
+		if found[n[0]] != 1 {
+			return "", fmt.Errorf("%s (%s) defined in %d lines, want one", n[0], n[1], found[n[0]])
 		}
 	}
 	return strings.Join(lines, "\n"), nil

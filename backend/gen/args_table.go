@@ -13,14 +13,19 @@ package main
 // kernels.cu's struct is the line written from the same entry: to add a
 // field, add it here and run go generate ./backend. A struct whose name
 // does not end in Args is a part of others (a geometry), a field's type
-// in the entries after it; a field name may carry an array's length
-// (shape[8]).
+// in the entries after it; a field name may carry an array's length, a
+// number (shape[8]) or one of lengths (code[CHAIN_STEPS]); an array's
+// element is a scalar, a geometry or a pointer (const T *in[CHAIN_INPUTS]:
+// in Go, an array of Operands).
 var families = []family{
 	{"backend/elementwise.go", []args{
 		{"MapArgs", "i64 op, n; const T *src; T *dst"},
 		{"ZipArgs", "i64 op, n; bool ascalar, bscalar; const T *a; const T *b; T *dst"},
 		{"FillArgs", "i64 n; double v; T *dst"},
 		{"CompareArgs", "i64 op, n; bool ascalar, bscalar; const T *a; const T *b; int *dst"},
+	}},
+	{"backend/chain.go", []args{
+		{"ChainArgs", "i64 n, steps, scalars; i64 code[CHAIN_STEPS]; const T *in[CHAIN_INPUTS]; T *dst"},
 	}},
 	{"backend/copies.go", []args{
 		{"CopyArgs", "i64 nd, n; bool add; i64 shape[8], ss[8], ds[8]; const T *src; T *dst"},
@@ -100,4 +105,13 @@ var families = []family{
 		{"BNApplyArgs", "i64 n, c, spatial; const T *x; const double *@st; T *y"},
 		{"BNGradArgs", "i64 n, c, spatial; bool training; const T *x; const T *dy; const double *@st; T *dx"},
 	}},
+}
+
+// lengths are the arrays' lengths that a table names: each a macro of
+// kernels.cu, whose #define line go generate ./backend writes, and a Go
+// constant of package backend of the same value, which it writes in
+// backend/kernel_args.go.
+var lengths = []length{
+	{"CHAIN_INPUTS", "MaxChainInputs", 8, "the operands a Chain reads"},
+	{"CHAIN_STEPS", "MaxChainSteps", 16, "the functions a Chain applies"},
 }

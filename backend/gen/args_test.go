@@ -16,8 +16,9 @@ import (
 // Launch, elementwise or alongAxis) of a kernel whose argument struct in
 // kernels.cu (its KERNEL line) the tables write: it must pass that
 // struct's Go struct, so that no such launch lists its words by hand or
-// packs another struct's; and every argument struct of the tables (not a
-// part of others, a geometry) is launched.
+// packs another struct's; every argument struct of the tables (not a
+// part of others, a geometry) is launched; and every kernel's struct is
+// the tables', none written by hand.
 func TestLaunchesUseTables(t *testing.T) {
 	cu, err := os.ReadFile(cuPath)
 	if err != nil {
@@ -31,6 +32,11 @@ func TestLaunchesUseTables(t *testing.T) {
 	for _, f := range families {
 		for _, a := range f.Structs {
 			tabled[a.Name] = true
+		}
+	}
+	for k, s := range structOf {
+		if !tabled[s] {
+			t.Errorf("kernel %s takes %s, which the tables lack", k, s)
 		}
 	}
 	files, err := filepath.Glob("../*.go")
@@ -149,7 +155,7 @@ func passedStruct(call *ast.CallExpr, built map[string]string) string {
 // that nothing else of the CUDA source changes.
 func TestArgsAddedField(t *testing.T) {
 	fams := []family{{"backend/x.go", []args{{"SGDArgs", "i64 n; double momentum, decay; T *w; const T *g; i64 extra; T *mom; const double *lr"}}}}
-	g, err := argsGoFile(fams)
+	g, err := argsGoFile(fams, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +163,7 @@ func TestArgsAddedField(t *testing.T) {
 		t.Errorf("the Go struct lacks the added field in its place:\n%s", g)
 	}
 	src := "before\ntemplate <typename T> struct SGDArgs { i64 n; };\nafter\n"
-	c, err := spliceArgs(src, fams)
+	c, err := spliceArgs(src, fams, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,37 +173,79 @@ func TestArgsAddedField(t *testing.T) {
 	}
 }
 
+// TestArgsNamedLength checks that an array whose length a table names comes
+// into the Go struct with the length's constant, which the Go file defines,
+// and into the C line with its macro, whose #define line is rewritten to
+// the table's value; and that an array of pointers is one of Operands, or
+// with its name marked @, of addresses.
+func TestArgsNamedLength(t *testing.T) {
+	fams := []family{{"backend/x.go", []args{{"XArgs", "i64 n; i64 code[STEPS]; const T *in[INPUTS]; u64 *@ws[2]; T *dst"}}}}
+	lens := []length{{"INPUTS", "MaxInputs", 4, "the inputs"}, {"STEPS", "MaxSteps", 6, "the steps"}}
+	g, err := argsGoFile(fams, lens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`\n\tMaxInputs += 4 // INPUTS: the inputs\n\tMaxSteps += 6 // STEPS: the steps\n`,
+		`\n\tN +int\n\tCode +\[MaxSteps\]int\n\tIn +\[MaxInputs\]Operand\n\tWs +\[2\]uint64\n\tDst +Operand\n`,
+	} {
+		if !regexp.MustCompile(want).Match(g) {
+			t.Errorf("the Go file does not match %q:\n%s", want, g)
+		}
+	}
+	src := "#define INPUTS 3\n#define STEPS 6 // steps\ntemplate <typename T> struct XArgs { i64 n; };\n#define OTHER 1\n"
+	c, err := spliceArgs(src, fams, lens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "#define INPUTS 4" + marker + "\n#define STEPS 6" + marker +
+		"\ntemplate <typename T> struct XArgs { i64 n; i64 code[STEPS]; const T *in[INPUTS]; u64 *ws[2]; T *dst; };" + marker + "\n#define OTHER 1\n"
+	if c != want {
+		t.Errorf("spliced:\n%s\nwant:\n%s", c, want)
+	}
+}
+
 // TestArgsRefused checks that tables the structs cannot be written from, and a
-// CUDA source that lacks a struct's line or keeps a marked line of a struct
-// the tables lack, are refused with an error that names the problem.
+// CUDA source that lacks a struct's or a length's line or keeps a marked line
+// of one the tables lack, are refused with an error that names the problem.
 func TestArgsRefused(t *testing.T) {
 	one := func(fields string) []family { return []family{{"backend/x.go", []args{{"XArgs", fields}}}} }
 	line := "template <typename T> struct XArgs { i64 n; };\n"
+	define := "#define STEPS 4\n"
+	steps := []length{{"STEPS", "MaxSteps", 4, "the steps"}}
 	for _, c := range []struct {
 		name string
 		fams []family
+		lens []length
 		src  string
 		want string
 	}{
-		{"unknown type", one("float x"), line, "not one of the table's"},
-		{"address of a scalar", one("i64 @n"), line, "not one of the table's"},
-		{"two pointers", one("T *a, b"), line, "more than one name"},
-		{"name twice", one("i64 n; double n"), line, "field n twice"},
-		{"bad name", one("i64 1n"), line, "not an identifier"},
-		{"no line", one("i64 n"), "struct YArgs { i64 n; };\n", "defined in 0 lines"},
-		{"two lines", one("i64 n"), line + line, "defined in 2 lines"},
-		{"stale marked line", one("i64 n"), line + "template <typename T> struct ZArgs { i64 n; };" + marker + "\n", "ZArgs marked"},
+		{"unknown type", one("float x"), nil, line, "not one of the table's"},
+		{"address of a scalar", one("i64 @n"), nil, line, "not one of the table's"},
+		{"two pointers", one("T *a, b"), nil, line, "more than one name"},
+		{"name twice", one("i64 n; double n"), nil, line, "field n twice"},
+		{"bad name", one("i64 1n"), nil, line, "not an identifier"},
+		{"no line", one("i64 n"), nil, "struct YArgs { i64 n; };\n", "defined in 0 lines"},
+		{"two lines", one("i64 n"), nil, line + line, "defined in 2 lines"},
+		{"stale marked line", one("i64 n"), nil, line + "template <typename T> struct ZArgs { i64 n; };" + marker + "\n", "ZArgs marked"},
+		{"unknown length", one("i64 code[STEPS]"), nil, line, "STEPS not one of the table's lengths"},
+		{"length not a macro", one("i64 n"), []length{{"steps", "MaxSteps", 4, ""}}, define + line, "want a macro's name"},
+		{"length unexported", one("i64 n"), []length{{"STEPS", "maxSteps", 4, ""}}, define + line, "want a macro's name"},
+		{"length zero", one("i64 n"), []length{{"STEPS", "MaxSteps", 0, ""}}, define + line, "want a macro's name"},
+		{"length twice", one("i64 n"), []length{{"STEPS", "MaxSteps", 4, ""}, {"STEPS", "MaxOther", 4, ""}}, define + line, "length STEPS twice"},
+		{"no define", one("i64 code[STEPS]"), steps, line, "STEPS (lengths) defined in 0 lines"},
+		{"stale marked define", one("i64 n"), nil, line + "#define STEPS 4" + marker + "\n", "STEPS marked"},
 	} {
-		_, err := spliceArgs(c.src, c.fams)
+		_, err := spliceArgs(c.src, c.fams, c.lens)
 		if err == nil {
-			_, err = argsGoFile(c.fams)
+			_, err = argsGoFile(c.fams, c.lens)
 		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
 		}
 	}
 	twice := []family{{"backend/x.go", []args{{"XArgs", "i64 n"}}}, {"backend/y.go", []args{{"XArgs", "i64 n"}}}}
-	if _, err := argsGoFile(twice); err == nil || !strings.Contains(err.Error(), "XArgs twice") {
+	if _, err := argsGoFile(twice, nil); err == nil || !strings.Contains(err.Error(), "XArgs twice") {
 		t.Errorf("a struct in two families: %v", err)
 	}
 }

@@ -8,7 +8,8 @@
 // backend/binary_ops.go and the BINARY_OPS list; each list between its
 // BEGIN and END lines. A family's lists keep one order: a kernel passes a
 // constant's value to CUDA, which selects the case of that number. The
-// kernels' argument structs come from args_table.go (args.go). Run it with
+// kernels' argument structs, and the lengths of their arrays that a table
+// names, come from args_table.go (args.go). Run it with
 // go generate ./backend.
 package main
 
@@ -73,7 +74,7 @@ var outputs = []struct {
 }{
 	{"unary_ops.go", func() ([]byte, error) { return goFile(ops) }},
 	{"binary_ops.go", func() ([]byte, error) { return binaryGoFile(binaryOps) }},
-	{"kernel_args.go", func() ([]byte, error) { return argsGoFile(families) }},
+	{"kernel_args.go", func() ([]byte, error) { return argsGoFile(families, lengths) }},
 }
 
 // cudaFile is the CUDA source whose lists and argument structs the tables
@@ -127,7 +128,7 @@ func cudaSource(src string) (string, error) {
 		c, err = spliceBinary(c, binaryOps)
 	}
 	if err == nil {
-		c, err = spliceArgs(c, families)
+		c, err = spliceArgs(c, families, lengths)
 	}
 	return c, err
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/orthonet/orthonet/training"
 	"io"
 	"io/fs"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
 	"github.com/orthonet/orthonet/param"
+	"github.com/orthonet/orthonet/training"
 )
 
 // evalFlags are train eval's flags.
@@ -103,18 +103,18 @@ func runEval(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	eng, err := t.startEngine(evalBatch(t.c, set), stdout)
+	eng, net, err := t.startEngine(evalBatch(t.c, set), stdout)
 	if err != nil {
 		return err
 	}
-	defer eng.close()
+	defer eng.Close()
 	fmt.Fprintf(stdout, "evaluating %s\non %d %s images of %s (%s)\n", t.describe(), set.N, e.split, t.c.dataset, strings.Join(set.Files, ", "))
 	r, err := measure(eng, set)
 	if err != nil {
 		return err
 	}
 	printEval(stdout, e.split, r, t.classes)
-	for _, p := range param.Constrained(eng.net.Params()) {
+	for _, p := range param.Constrained(net.Params()) {
 		fmt.Fprintf(stdout, "||W^T W - I||_F of %s: %.2e\n", p.Name(), training.Feasibility(p))
 	}
 	return writeEvalReport(dir, r, t.classes, stdout)
@@ -153,10 +153,10 @@ func evalSet(e evalFlags, t *trained, w io.Writer) (*data.Set, error) {
 
 // measure evaluates net on the whole of set: the loss and accuracy, the
 // confusion matrix and every example's prediction.
-func measure(eng *evalEngine, set *data.Set) (evalReport, error) {
+func measure(eng *training.Evaluator, set *data.Set) (evalReport, error) {
 	r := evalReport{n: set.N, conf: newConfusion(set.Classes)}
 	var err error
-	r.m, err = evaluateWith(eng, set, set.N, func(logits []float32, labels []int) {
+	r.m, err = eng.EvaluateWith(context.Background(), set, func(logits []float32, labels []int) {
 		for i, y := range labels {
 			p := argmax(logits[i*set.Classes : (i+1)*set.Classes])
 			r.conf[y][p]++

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/training"
 )
 
 // predictBatch is how many images one run of the network classifies.
@@ -77,11 +78,11 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	p.top = min(p.top, t.info.Classes)
-	eng, err := t.startEngine(predictBatch, stderr)
+	eng, _, err := t.startEngine(predictBatch, stderr)
 	if err != nil {
 		return err
 	}
-	defer eng.close()
+	defer eng.Close()
 	want := t.set()
 	failed := 0
 	for _, path := range p.files {
@@ -105,13 +106,12 @@ func runPredict(args []string, stdout, stderr io.Writer) error {
 }
 
 // classify prints the top classes of every image of set, read from path.
-func (p predictFlags) classify(eng *evalEngine, t *trained, path string, set *data.Set, stdout io.Writer) error {
+func (p predictFlags) classify(eng *training.Evaluator, t *trained, path string, set *data.Set, stdout io.Writer) error {
 	d, k := set.Dim(), t.info.Classes
 	enc := json.NewEncoder(stdout)
 	for lo := 0; lo < set.N; lo += predictBatch {
 		n := min(predictBatch, set.N-lo)
-		eng.net.fill(set.X[lo*d:(lo+n)*d], n)
-		z, err := eng.evaluate()
+		z, err := eng.Predict(set.X[lo*d : (lo+n)*d])
 		if err != nil {
 			return fmt.Errorf("classifying %s: %w", path, err)
 		}

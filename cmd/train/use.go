@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/orthonet/orthonet/training"
 	"io"
 	"math/rand/v2"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/data"
+	"github.com/orthonet/orthonet/training"
 )
 
 // subcommands are the commands that use a checkpoint of train instead of
@@ -219,16 +219,17 @@ func (t *trained) checkMemory(b int, images bool) error {
 
 // startEngine builds the checkpoint's network for batches of b images
 // (network), settles -device (saying which it took on log) and returns an
-// evaluation engine for the network.
-func (t *trained) startEngine(b int, log io.Writer) (*evalEngine, error) {
+// evaluator of the network, and the network.
+func (t *trained) startEngine(b int, log io.Writer) (*training.Evaluator, *network, error) {
 	net, err := t.network(b, false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := selectDevice(&t.c, log); err != nil {
-		return nil, &usageError{err}
+		return nil, nil, &usageError{err}
 	}
-	return newEvalEngine(t.c, net)
+	ev, err := newEvaluator(t.c, net)
+	return ev, net, err
 }
 
 // argmax returns the index of the largest value.

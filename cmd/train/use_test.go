@@ -261,13 +261,12 @@ func testLogits(t *testing.T, tr *trained, n int) (images, logits []float32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := newEvalEngine(tr.c, net)
+	eng, err := newEvaluator(tr.c, net)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer eng.close()
-	net.fill(test.X, n)
-	if logits, err = eng.evaluate(); err != nil {
+	defer eng.Close()
+	if logits, err = eng.Predict(test.X[:n*test.Dim()]); err != nil {
 		t.Fatal(err)
 	}
 	return test.X, logits

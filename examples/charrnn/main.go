@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -12,7 +11,6 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"github.com/orthonet/orthonet/dist"
-	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
 	"github.com/orthonet/orthonet/training"
 )
@@ -29,14 +27,8 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // run parses args, trains, and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("charrnn", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "charrnn trains Gorgonia's character-level LSTM (examples/charRNN) on an embedded text through package training,\nits cell-write gate's recurrent weight on the Stiefel manifold stepped by RSDM, the rest by Adam.\n\nUsage: go run ./examples/charrnn [flags]")
-		fs.PrintDefaults()
-	}
 	o := options{Flags: training.Flags{Out: "checkpoints/charrnn", Device: "auto", R: 50, LR: 0.2, LROther: 0.01, Seed: 1}}
-	o.Define(fs)
+	fs := o.FlagSet("charrnn", "charrnn trains Gorgonia's character-level LSTM (examples/charRNN) on an embedded text through package training,\nits cell-write gate's recurrent weight on the Stiefel manifold stepped by RSDM, the rest by Adam.\n\nUsage: go run ./examples/charrnn [flags]", stderr)
 	fs.StringVar(&o.dist, "dist", "single", "single or mpi (one rank of 'mpirun -np N charrnn -dist mpi')")
 	fs.IntVar(&o.steps, "steps", 200, "training steps in all")
 	fs.IntVar(&o.hidden, "hidden", 100, "LSTM hidden width (the Stiefel weight is hidden x hidden)")
@@ -45,10 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.keep, "keep", 3, "step checkpoints kept")
 	fs.IntVar(&o.saveEvery, "save-every", 50, "steps between checkpoints")
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+		return training.ParseExitCode(err)
 	}
 	comm, err := dist.Open(o.dist)
 	if err != nil {
@@ -108,10 +97,7 @@ func train(ctx context.Context, o options, comm dist.Communicator, log io.Writer
 	model := training.Model{Loss: m.loss, Params: m.params, Inputs: m.inputs(),
 		Feed: func(b training.Batch, set func(*G.Node, any) error) error { return m.feed(b.X, set) }}
 	cfg := training.Config{Train: trainSet, Test: testSet, Batch: o.batch, Epochs: 1 << 20, MaxSteps: o.steps,
-		Groups: []optim.Group{
-			{Select: optim.Param.Constrained, LR: o.LR, Rule: optim.RSDMConfig{SubmanifoldSize: o.R, Seed: o.Seed}},
-			{Rule: optim.AdamConfig{}, LR: o.LROther},
-		},
+		Groups:    o.Groups(), // RSDM on the Stiefel weight, Adam on the rest
 		SaveEvery: o.saveEvery, Keep: o.keep, EvalEvery: 25, Log: log, Bar: true,
 		Settings: map[string]string{"hidden": fmt.Sprint(o.hidden), "seq": fmt.Sprint(o.seq), "batch": fmt.Sprint(o.batch)},
 		Describe: fmt.Sprintf("charrnn (LSTM of %d, %d characters a sequence, vocabulary %d) on %d training and %d test sequences, batch %d, %d steps",

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -11,7 +10,6 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"github.com/orthonet/orthonet/data"
-	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
 	"github.com/orthonet/orthonet/training"
 )
@@ -29,14 +27,8 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // run parses args, trains, and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("imagefolder", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "imagefolder trains a small convolutional network written in plain Gorgonia on a folder of images,\nDIR/train/CLASS/*.png|jpg and DIR/test/CLASS/*, through package training: its dense hidden weight\non the Stiefel manifold stepped by RSDM, the rest by Adam. scripts/idx2folder writes such a folder.\n\nUsage: go run ./examples/imagefolder -data DIR [flags]")
-		fs.PrintDefaults()
-	}
 	o := options{Flags: training.Flags{Out: "checkpoints/imagefolder", Device: "auto", R: 32, LR: 0.2, LROther: 0.003, Seed: 1}}
-	o.Define(fs)
+	fs := o.FlagSet("imagefolder", "imagefolder trains a small convolutional network written in plain Gorgonia on a folder of images,\nDIR/train/CLASS/*.png|jpg and DIR/test/CLASS/*, through package training: its dense hidden weight\non the Stiefel manifold stepped by RSDM, the rest by Adam. scripts/idx2folder writes such a folder.\n\nUsage: go run ./examples/imagefolder -data DIR [flags]", stderr)
 	fs.StringVar(&o.data, "data", "", "the image folder: DIR/train/CLASS/* and DIR/test/CLASS/* (required)")
 	fs.IntVar(&o.size, "size", 28, "side every image is resized to")
 	fs.IntVar(&o.channels, "channels", 1, "1 (grayscale) or 3 (RGB)")
@@ -45,10 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.epochs, "epochs", 1, "passes over the training images")
 	fs.BoolVar(&o.skip, "skip", false, "skip faulty image files (counted) instead of refusing the folder")
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+		return training.ParseExitCode(err)
 	}
 	if o.data == "" {
 		fmt.Fprintln(stderr, "imagefolder: -data DIR is required (DIR/train/CLASS/* and DIR/test/CLASS/*)")
@@ -81,10 +70,7 @@ func train(ctx context.Context, o options, log io.Writer) (training.Eval, error)
 		return training.Eval{}, err
 	}
 	cfg := training.Config{Train: trainSet, Test: testSet, Batch: o.batch, Epochs: o.epochs, MaxSteps: o.steps,
-		Groups: []optim.Group{
-			{Select: optim.Param.Constrained, LR: o.LR, Rule: optim.RSDMConfig{SubmanifoldSize: o.R, Seed: o.Seed}},
-			{Rule: optim.AdamConfig{}, LR: o.LROther},
-		},
+		Groups:    o.Groups(), // RSDM on the Stiefel weight, Adam on the rest
 		SaveEvery: 50, Log: log, Bar: true,
 		Settings:  map[string]string{"size": fmt.Sprint(o.size), "channels": fmt.Sprint(o.channels), "batch": fmt.Sprint(o.batch)},
 		MayChange: map[string]bool{},

@@ -2,10 +2,11 @@
 //
 // Each kernel takes one argument, a struct of 8-byte fields (pointers, long
 // long, double), which package cudak fills as 64-bit words: the layout needs
-// no padding rules on either side. A struct whose line ends "from
+// no padding rules on either side. A struct or #define whose line ends "from
 // backend/gen/args_table.go" is written by go generate ./backend from that
 // table, which also writes the Go struct a kernel's Device method launches
-// with (backend/kernel_args.go): edit the table, not the line. Kernels are compiled by NVRTC for the GPU
+// with and the constant of each length (backend/kernel_args.go): edit the
+// table, not the line. Kernels are compiled by NVRTC for the GPU
 // and, with the host definitions of standin/host.h (ORTHONET_EMU), by the C++
 // compiler into the host model of the device, so that the same source is
 // tested without a GPU.
@@ -241,15 +242,11 @@ KERNEL(on_compare_f32, CompareArgs<float>) { compare_k(a); }
 KERNEL(on_compare_f64, CompareArgs<double>) { compare_k(a); }
 
 // Chain: up to CHAIN_STEPS of unary() and binary() on CHAIN_INPUTS inputs,
-// each step's result a register of the element type (backend/chain.go).
-#define CHAIN_INPUTS 8
-#define CHAIN_STEPS 16
-template <typename T> struct ChainArgs {
-  i64 n, steps, scalars;
-  i64 code[CHAIN_STEPS]; // binary op | unary op << 8 | register A << 16 | register B << 24
-  const T *in[CHAIN_INPUTS];
-  T *dst;
-};
+// each step's result a register of the element type (backend/chain.go);
+// code[s] is step s: binary op | unary op << 8 | register A << 16 | register B << 24.
+#define CHAIN_INPUTS 8 // from backend/gen/args_table.go
+#define CHAIN_STEPS 16 // from backend/gen/args_table.go
+template <typename T> struct ChainArgs { i64 n, steps, scalars; i64 code[CHAIN_STEPS]; const T *in[CHAIN_INPUTS]; T *dst; }; // from backend/gen/args_table.go
 template <typename T> __device__ void chain_k(const ChainArgs<T> &a) {
   int steps = (int)a.steps;
   GRID_LOOP(i, a.n) {
