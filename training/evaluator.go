@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/data"
@@ -19,7 +20,8 @@ import (
 // only, on trained weights.
 
 // Evaluator runs a model forward only on the weights its parameter nodes
-// hold (a checkpoint's, loaded with checkpoint.File.LoadNodes): no
+// hold when NewEvaluator is called (a checkpoint's, loaded with
+// checkpoint.File.LoadNodes; other weights want a new Evaluator): no
 // gradients, no optimizer, no run folder. It evaluates and predicts as a
 // Trainer does, for a command that uses a trained model rather than
 // training one. It is not safe for concurrent use.
@@ -32,16 +34,17 @@ type Evaluator struct {
 	vm   G.VM
 }
 
-// EvalConfig says what examples an Evaluator takes and where it runs.
-type EvalConfig struct {
+// EvaluatorConfig says what examples an Evaluator takes and where it runs.
+type EvaluatorConfig struct {
 	// Shape is the shape of one example and Classes the number of classes,
 	// as a data set of them gives (data.Dataset). Required.
 	Shape   []int
 	Classes int
-	// Device is cpu (the default) or cuda; SelectDevice settles auto.
+	// Device is cpu (the default) or cuda; SelectDevice settles auto
+	// first.
 	Device string
 	// Engine is program (orthonet's compiled executor, the default) or
-	// tape (Gorgonia's tape machine, on the CPU).
+	// tape (Gorgonia's tape machine, on the CPU only).
 	Engine string
 	// MaxBytes bounds the memory of the compiled program
 	// (program.Config.MaxBytes).
@@ -54,17 +57,23 @@ type EvalConfig struct {
 // NewEvaluator compiles the forward pass of m as c says. m needs Logits or
 // Loss, and Input or Feed with Inputs; its Eval is not used: m is the
 // evaluation model.
-func NewEvaluator(m Model, c EvalConfig) (*Evaluator, error) {
-	if len(c.Shape) == 0 || shapeLen(c.Shape) < 1 {
-		return nil, fmt.Errorf("training: NewEvaluator: examples of shape %v", c.Shape)
+func NewEvaluator(m Model, c EvaluatorConfig) (*Evaluator, error) {
+	if err := c.check(); err != nil {
+		return nil, err
 	}
 	desc := &sliceSet{shape: c.Shape, classes: c.Classes}
-	if err := checkEvalModel(&m, desc); err != nil {
+	if err := checkEvalModel(&m, desc, "NewEvaluator: the model"); err != nil {
 		return nil, err
 	}
 	b, err := modelBatch(&m, desc)
 	if err != nil {
 		return nil, err
+	}
+	if m.Logits != nil {
+		if got, want := tensor.Shape(m.Logits.Shape()).TotalSize(), b*c.Classes; got != want {
+			return nil, fmt.Errorf("training: NewEvaluator: logits %q hold %d values (shape %v); a batch of %d examples of %d classes has %d",
+				m.Logits.Name(), got, m.Logits.Shape(), b, c.Classes, want)
+		}
 	}
 	e := &Evaluator{m: &m, eval: newEvaluation(&m, b, c.Shape, c.Classes, c.Metrics, rand.New(rand.NewPCG(0, 0)))}
 	if c.Engine == "tape" {
@@ -83,8 +92,29 @@ func NewEvaluator(m Model, c EvalConfig) (*Evaluator, error) {
 	return e, nil
 }
 
+// check refuses a configuration NewEvaluator cannot run, naming the field.
+func (c EvaluatorConfig) check() error {
+	switch {
+	case len(c.Shape) == 0 || shapeLen(c.Shape) < 1:
+		return fmt.Errorf("training: NewEvaluator: examples of shape %v", c.Shape)
+	case c.Classes < 1:
+		return fmt.Errorf("training: NewEvaluator: %d classes, want at least 1", c.Classes)
+	case c.Device == "auto":
+		return errors.New("training: NewEvaluator: device auto: settle it first with SelectDevice")
+	case c.Device != "" && c.Device != "cpu" && c.Device != "cuda":
+		return fmt.Errorf("training: NewEvaluator: device %q: want cpu or cuda", c.Device)
+	case c.Engine != "" && c.Engine != "program" && c.Engine != "tape":
+		return fmt.Errorf("training: NewEvaluator: engine %q: want program or tape", c.Engine)
+	case c.Engine == "tape" && c.Device == "cuda":
+		return errors.New("training: NewEvaluator: the tape engine runs on the CPU only; device cuda needs engine program")
+	case c.MaxBytes < 0:
+		return fmt.Errorf("training: NewEvaluator: MaxBytes %d must not be negative", c.MaxBytes)
+	}
+	return nil
+}
+
 // Evaluate measures the model on every example of set: the loss, the
-// accuracy, EvalConfig.Metrics and the feasibility of its weights.
+// accuracy, EvaluatorConfig.Metrics and the feasibility of its weights.
 func (e *Evaluator) Evaluate(ctx context.Context, set data.Dataset) (Eval, error) {
 	return e.EvaluateWith(ctx, set, nil)
 }
@@ -97,6 +127,9 @@ func (e *Evaluator) EvaluateWith(ctx context.Context, set data.Dataset, observe 
 	}
 	if !equalShapes(set.Shape(), e.eval.shape) {
 		return Eval{}, fmt.Errorf("training: Evaluate: examples of shape %v, the model takes %v", set.Shape(), e.eval.shape)
+	}
+	if k := set.NumClasses(); k != e.eval.classes {
+		return Eval{}, fmt.Errorf("training: Evaluate: a data set of %d classes, the model's logits have %d", k, e.eval.classes)
 	}
 	m, err := e.eval.run(ctx, e.fw, set, set.Len(), observe)
 	if err != nil {
@@ -239,6 +272,9 @@ func (e *evaluation) chunk(fw forward, set data.Dataset, lo, n int, sum *evalSum
 	}
 	if err := checkLabels(labels[:n], k); err != nil {
 		return err
+	}
+	if len(z) < n*k || len(z)%e.batch != 0 || len(z)/e.batch != k {
+		return fmt.Errorf("training: evaluating: the logits hold %d values for a batch of %d, not %d classes a row", len(z), e.batch, k)
 	}
 	z = z[:n*k]
 	acc, err := nn.Accuracy(z, labels[:n], k)

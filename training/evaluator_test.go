@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	G "gorgonia.org/gorgonia"
+
 	"github.com/orthonet/orthonet/param"
 )
 
@@ -37,7 +39,7 @@ func TestEvaluatorAgreesWithTrainer(t *testing.T) {
 				t.Fatal(err)
 			}
 			ev, err := NewEvaluator(Model{Logits: m.Logits, Input: m.Input, Params: m.Params},
-				EvalConfig{Shape: test.Shape(), Classes: 4, Device: "cpu", Engine: engine})
+				EvaluatorConfig{Shape: test.Shape(), Classes: 4, Device: "cpu", Engine: engine})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,17 +73,25 @@ func TestEvaluatorAgreesWithTrainer(t *testing.T) {
 func TestEvaluatorRefuses(t *testing.T) {
 	m := classifier(t, 5, 12, 16, 4)
 	fwd := Model{Logits: m.Logits, Input: m.Input, Params: m.Params}
-	cfg := EvalConfig{Shape: []int{1, 1, 12}, Classes: 4, Device: "cpu"}
+	cfg := EvaluatorConfig{Shape: []int{1, 1, 12}, Classes: 4, Device: "cpu"}
 	for _, tc := range []struct {
 		name string
 		m    Model
-		c    EvalConfig
+		c    EvaluatorConfig
 		want string
 	}{
-		{"no shape", fwd, EvalConfig{Classes: 4}, "examples of shape"},
-		{"no outputs", Model{Input: m.Input, Params: m.Params}, cfg, "neither Logits nor Loss"},
-		{"no input", Model{Logits: m.Logits, Params: m.Params}, cfg, "Input is nil"},
-		{"other examples", fwd, EvalConfig{Shape: []int{1, 1, 7}, Classes: 4}, "does not hold whole examples"},
+		{"no shape", fwd, EvaluatorConfig{Classes: 4}, "examples of shape"},
+		{"no outputs", Model{Input: m.Input, Params: m.Params}, cfg, "NewEvaluator: the model has neither Logits nor Loss"},
+		{"no input", Model{Logits: m.Logits, Params: m.Params}, cfg, "the model has no Input"},
+		{"feed without inputs", Model{Logits: m.Logits, Params: m.Params, Feed: func(Batch, func(*G.Node, any) error) error { return nil }}, cfg,
+			"has a Feed but no Inputs"},
+		{"other examples", fwd, EvaluatorConfig{Shape: []int{1, 1, 7}, Classes: 4}, "does not hold whole examples"},
+		{"no classes", fwd, EvaluatorConfig{Shape: []int{1, 1, 12}}, "0 classes"},
+		{"other classes", fwd, EvaluatorConfig{Shape: []int{1, 1, 12}, Classes: 5}, "a batch of 5 examples of 5 classes"},
+		{"device auto", fwd, EvaluatorConfig{Shape: []int{1, 1, 12}, Classes: 4, Device: "auto"}, "SelectDevice"},
+		{"device typo", fwd, EvaluatorConfig{Shape: []int{1, 1, 12}, Classes: 4, Device: "gpu"}, `device "gpu"`},
+		{"engine typo", fwd, EvaluatorConfig{Shape: []int{1, 1, 12}, Classes: 4, Engine: "Tape"}, `engine "Tape"`},
+		{"tape on cuda", fwd, EvaluatorConfig{Shape: []int{1, 1, 12}, Classes: 4, Device: "cuda", Engine: "tape"}, "CPU only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev, err := NewEvaluator(tc.m, tc.c)
@@ -104,5 +114,8 @@ func TestEvaluatorRefuses(t *testing.T) {
 	}
 	if _, err := ev.Evaluate(context.Background(), blobs(10, 8, 4, 1)); err == nil || !strings.Contains(err.Error(), "examples of shape") {
 		t.Errorf("Evaluate of examples of 8 values: %v, want a refusal naming the shapes", err)
+	}
+	if _, err := ev.Evaluate(context.Background(), blobs(10, 12, 3, 1)); err == nil || !strings.Contains(err.Error(), "3 classes") {
+		t.Errorf("Evaluate of a set of 3 classes: %v, want a refusal naming the classes", err)
 	}
 }

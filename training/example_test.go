@@ -148,7 +148,7 @@ func ExampleEvaluator() {
 		return
 	}
 	ev, err := training.NewEvaluator(training.Model{Logits: fwd.Logits, Input: fwd.Input, Params: fwd.Params},
-		training.EvalConfig{Shape: test.Shape(), Classes: test.NumClasses(), Device: "cpu"})
+		training.EvaluatorConfig{Shape: test.Shape(), Classes: test.NumClasses(), Device: "cpu"})
 	if err != nil {
 		fmt.Println(err)
 		return

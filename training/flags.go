@@ -39,9 +39,10 @@ func (f *Flags) Define(fs *flag.FlagSet) {
 }
 
 // FlagSet returns the flag set of the command name, with the flags
-// defined (Define). It returns errors from Parse (flag.ContinueOnError,
-// ParseExitCode) and prints on stderr why a flag is refused, or on -h
-// usage (what the command does and how to call it) and then the flags.
+// defined (Define). Its Parse returns an error rather than exiting
+// (flag.ContinueOnError; ParseExitCode gives the exit status) and prints
+// on stderr why a flag is refused, or on -h usage (what the command does
+// and how to call it) and then the flags.
 func (f *Flags) FlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -97,7 +97,7 @@ func New(m Model, c Config) (_ *Trainer, err error) {
 	ev := m.Eval
 	if ev == nil {
 		ev = &m
-	} else if err := checkEvalModel(ev, c.Train); err != nil {
+	} else if err := checkEvalModel(ev, c.Train, "Model.Eval"); err != nil {
 		return nil, err
 	}
 	t := &Trainer{c: c, m: &m, ev: ev, sync: make([]float64, 2), classes: c.Train.NumClasses()}
@@ -204,13 +204,15 @@ func checkModel(m *Model, c *Config) error {
 }
 
 // checkEvalModel refuses an evaluation model of examples of d without the
-// input, outputs or parameters evaluation needs.
-func checkEvalModel(ev *Model, d data.Dataset) error {
+// input or outputs evaluation needs; what names the model in the error.
+func checkEvalModel(ev *Model, d data.Dataset, what string) error {
 	switch {
 	case ev.Logits == nil && ev.Loss == nil:
-		return errors.New("training: Model.Eval has neither Logits nor Loss")
+		return fmt.Errorf("training: %s has neither Logits nor Loss", what)
 	case ev.Feed == nil && ev.Input == nil:
-		return errors.New("training: Model.Eval.Input is nil (or set its Feed and Inputs)")
+		return fmt.Errorf("training: %s has no Input (or set its Feed and Inputs)", what)
+	case ev.Feed != nil && len(ev.Inputs) == 0:
+		return fmt.Errorf("training: %s has a Feed but no Inputs", what)
 	}
 	b, err := modelBatch(ev, d)
 	if err != nil {

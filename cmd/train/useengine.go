@@ -19,7 +19,7 @@ var (
 // newEvaluator returns an evaluator that runs net forward only, on -engine
 // and -device.
 func newEvaluator(c config, net *network) (*training.Evaluator, error) {
-	return training.NewEvaluator(net.model(c, nil, nil), training.EvalConfig{Shape: net.set.Shape(), Classes: net.set.Classes,
+	return training.NewEvaluator(net.model(c, nil, nil), training.EvaluatorConfig{Shape: net.set.Shape(), Classes: net.set.Classes,
 		Device: c.device, Engine: c.engine, MaxBytes: c.maxMemory})
 }
 
