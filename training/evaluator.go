@@ -44,7 +44,9 @@ type EvaluatorConfig struct {
 	// first.
 	Device string
 	// Engine is program (orthonet's compiled executor, the default) or
-	// tape (Gorgonia's tape machine, on the CPU only).
+	// tape (Gorgonia's tape machine, on the CPU only). The tape runs the
+	// whole graph of the outputs, its gradients too where the model was
+	// built with them (G.Grad); the program runs the forward pass only.
 	Engine string
 	// MaxBytes bounds the memory of the compiled program
 	// (program.Config.MaxBytes).
