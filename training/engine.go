@@ -233,6 +233,20 @@ func graphOf(m *Model) *G.ExprGraph {
 	return m.Loss.Graph()
 }
 
+// forwardGraph returns the part of the evaluation model m's graph that its
+// outputs (Logits, Loss) need: its forward pass, without the gradients
+// G.Grad may have added, which a tape machine of the whole graph would
+// compute on every run.
+func forwardGraph(m *Model) *G.ExprGraph {
+	var outs []*G.Node
+	for _, n := range []*G.Node{m.Logits, m.Loss} {
+		if n != nil {
+			outs = append(outs, n)
+		}
+	}
+	return graphOf(m).ExactSubgraphRoots(outs...)
+}
+
 // set copies an input in, counting the copy with the run's work where the
 // device's work is counted.
 func (e *programEngine) set(n *G.Node, data any) error {
@@ -405,7 +419,7 @@ func newTapeEngine(c *Config, m, ev *Model) (*tapeEngine, error) {
 			e.close()
 			return nil, err
 		}
-		e.evm = G.NewTapeMachine(graphOf(ev), G.EvalMode())
+		e.evm = G.NewTapeMachine(forwardGraph(ev), G.EvalMode())
 	}
 	opts := c.Options
 	if c.Comm != nil {

@@ -44,9 +44,8 @@ type EvaluatorConfig struct {
 	// first.
 	Device string
 	// Engine is program (orthonet's compiled executor, the default) or
-	// tape (Gorgonia's tape machine, on the CPU only). The tape runs the
-	// whole graph of the outputs, its gradients too where the model was
-	// built with them (G.Grad); the program runs the forward pass only.
+	// tape (Gorgonia's tape machine, on the CPU only). Either runs the
+	// forward pass only, not the gradients G.Grad may have added.
 	Engine string
 	// MaxBytes bounds the memory of the compiled program
 	// (program.Config.MaxBytes).
@@ -79,7 +78,7 @@ func NewEvaluator(m Model, c EvaluatorConfig) (*Evaluator, error) {
 	}
 	e := &Evaluator{m: &m, eval: newEvaluation(&m, b, c.Shape, c.Classes, c.Metrics, rand.New(rand.NewPCG(0, 0)))}
 	if c.Engine == "tape" {
-		e.vm = G.NewTapeMachine(graphOf(&m), G.EvalMode())
+		e.vm = G.NewTapeMachine(forwardGraph(&m), G.EvalMode())
 		e.fw = tapeForward{e.vm, &m}
 		return e, nil
 	}

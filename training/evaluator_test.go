@@ -119,3 +119,38 @@ func TestEvaluatorRefuses(t *testing.T) {
 		t.Errorf("Evaluate of a set of 3 classes: %v, want a refusal naming the classes", err)
 	}
 }
+
+// TestTapeEvaluatorRunsForwardOnly checks that the tape Evaluator of a
+// model built with its gradients (G.Grad) computes none of them: every
+// node its outputs do not need, and that held no value (an operation, not
+// an input or a constant), holds none after Evaluate.
+func TestTapeEvaluatorRunsForwardOnly(t *testing.T) {
+	m := classifier(t, 5, 12, 16, 4)
+	fwd := Model{Logits: m.Logits, Input: m.Input, Params: m.Params}
+	needed := map[int64]bool{}
+	for _, n := range forwardGraph(&fwd).AllNodes() {
+		needed[n.ID()] = true
+	}
+	var rest []*G.Node
+	for _, n := range graphOf(&fwd).AllNodes() {
+		if !needed[n.ID()] && n.Value() == nil {
+			rest = append(rest, n)
+		}
+	}
+	if len(rest) == 0 {
+		t.Fatal("the classifier's graph has no operation beyond its forward pass: no gradients to leave out")
+	}
+	ev, err := NewEvaluator(fwd, EvaluatorConfig{Shape: []int{1, 1, 12}, Classes: 4, Device: "cpu", Engine: "tape"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	if _, err := ev.Evaluate(context.Background(), blobs(10, 12, 4, 1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range rest {
+		if n.Value() != nil {
+			t.Errorf("node %s, which the logits do not need, was computed", n)
+		}
+	}
+}
