@@ -57,10 +57,18 @@ func (g ConvGeom) Check() error {
 	return nil
 }
 
-// check is Check for kernel k, then checks k's operands as checkAll does.
-func (g ConvGeom) check(k Kernel, dt DType, ops ...any) error {
+// checkFor is Check, its error naming kernel k.
+func (g ConvGeom) checkFor(k Kernel) error {
 	if err := g.Check(); err != nil {
 		return fmt.Errorf("backend: %s: %w", Name(k), err)
+	}
+	return nil
+}
+
+// check is checkFor, then checks k's operands as checkAll does.
+func (g ConvGeom) check(k Kernel, dt DType, ops ...any) error {
+	if err := g.checkFor(k); err != nil {
+		return err
 	}
 	return checkAll(k, dt, ops...)
 }
@@ -72,13 +80,22 @@ func (g ConvGeom) sizes() (in, p, k int) {
 	return g.B * g.C * g.H * g.W, oh * ow, g.Patch()
 }
 
-// checkConv checks a fused convolution kernel's geometry, its f filters
-// and its chunks of images, then its operands as checkAll does.
+// checkConv is checkConvGeom, then checks the kernel's operands as
+// checkAll does.
 func checkConv(k Kernel, g ConvGeom, f, chunk int, dt DType, ops ...any) error {
+	if err := checkConvGeom(k, g, f, chunk); err != nil {
+		return err
+	}
+	return checkAll(k, dt, ops...)
+}
+
+// checkConvGeom checks a fused convolution kernel's geometry, its f
+// filters and its chunks of images.
+func checkConvGeom(k Kernel, g ConvGeom, f, chunk int) error {
 	if f < 1 || chunk < 0 {
 		return fmt.Errorf("backend: %s: %d filters, chunks of %d images", Name(k), f, chunk)
 	}
-	return g.check(k, dt, ops...)
+	return g.checkFor(k)
 }
 
 // Im2col writes into Dst, a (B, OutH, OutW, C KH KW) array, the windows of

@@ -53,10 +53,10 @@ const maxPlaneArg = 1 << 28
 // pooling's input is the convolution's output) and dropout probability,
 // then their operands as checkAll does.
 func checkConvPool(k Kernel, g ConvGeom, f, chunk int, pg PoolGeom, dropP float64, dt DType, ops ...any) error {
-	if err := checkConv(k, g, f, chunk, dt); err != nil {
+	if err := checkConvGeom(k, g, f, chunk); err != nil {
 		return err
 	}
-	if err := pg.check(k, dt); err != nil {
+	if err := pg.checkFor(k); err != nil {
 		return err
 	}
 	oh, ow := g.Out()
@@ -320,7 +320,7 @@ type ConvPoolGradBias struct {
 
 // Check checks the geometry and the operands.
 func (k ConvPoolGradBias) Check() error {
-	if err := k.Pool.check(k, 0); err != nil {
+	if err := k.Pool.checkFor(k); err != nil {
 		return err
 	}
 	if !(k.DropP >= 0 && k.DropP < 1) {

@@ -43,10 +43,18 @@ func (g PoolGeom) Check() error {
 	return nil
 }
 
-// check is Check for kernel k, then checks k's operands as checkAll does.
-func (g PoolGeom) check(k Kernel, dt DType, ops ...any) error {
+// checkFor is Check, its error naming kernel k.
+func (g PoolGeom) checkFor(k Kernel) error {
 	if err := g.Check(); err != nil {
 		return fmt.Errorf("backend: %s: %w", Name(k), err)
+	}
+	return nil
+}
+
+// check is checkFor, then checks k's operands as checkAll does.
+func (g PoolGeom) check(k Kernel, dt DType, ops ...any) error {
+	if err := g.checkFor(k); err != nil {
+		return err
 	}
 	return checkAll(k, dt, ops...)
 }
