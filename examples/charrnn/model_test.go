@@ -16,6 +16,7 @@ import (
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
 	"github.com/orthonet/orthonet/program"
+	"github.com/orthonet/orthonet/training"
 )
 
 // build builds the model on a graph of its own with gradients, its weights
@@ -148,10 +149,7 @@ func TestTrain(t *testing.T) {
 	cfg := modelConfig{Vocab: set.NumClasses(), Hidden: H, SeqLen: T, Batch: B}
 	g, m := build(t, cfg, 1)
 	prog := compile(t, g, m)
-	solver, err := program.NewSolver(prog, []optim.Group{
-		{Select: optim.Param.Constrained, LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: H / 2, Seed: 1}},
-		{Rule: optim.AdamConfig{}, LR: 1e-2},
-	}, optim.Options{})
+	solver, err := program.NewSolver(prog, (&training.Flags{R: H / 2, LR: 0.2, LROther: 1e-2, Seed: 1}).Groups(), optim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,10 +283,7 @@ func BenchmarkStep(b *testing.B) {
 	cfg := modelConfig{Vocab: set.NumClasses(), SeqLen: T, Batch: B}
 	g, m := build(b, cfg, 1)
 	prog := compile(b, g, m)
-	solver, err := program.NewSolver(prog, []optim.Group{
-		{Select: optim.Param.Constrained, LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 50, Seed: 1}},
-		{Rule: optim.AdamConfig{}, LR: 1e-2},
-	}, optim.Options{})
+	solver, err := program.NewSolver(prog, (&training.Flags{R: 50, LR: 0.2, LROther: 1e-2, Seed: 1}).Groups(), optim.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

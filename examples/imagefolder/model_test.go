@@ -15,6 +15,7 @@ import (
 	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/param"
 	"github.com/orthonet/orthonet/program"
+	"github.com/orthonet/orthonet/training"
 )
 
 // net is one build of the model with its gradients.
@@ -58,10 +59,7 @@ func (n *net) compile(t testing.TB) *program.Program {
 // (r = 32) on the Stiefel weight and Adam on the rest.
 func (n *net) solver(t testing.TB, prog *program.Program) *optim.Solver {
 	t.Helper()
-	s, err := program.NewSolver(prog, []optim.Group{
-		{Select: optim.Param.Constrained, LR: 0.2, Rule: optim.RSDMConfig{SubmanifoldSize: 32, Seed: 1}},
-		{Rule: optim.AdamConfig{}, LR: 3e-3},
-	}, optim.Options{})
+	s, err := program.NewSolver(prog, (&training.Flags{R: 32, LR: 0.2, LROther: 3e-3, Seed: 1}).Groups(), optim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
