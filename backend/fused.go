@@ -538,7 +538,7 @@ type BiasAct struct {
 
 // Check checks the operands.
 func (k BiasAct) Check() error {
-	return checkBiasAct(k, k.Act, k.Rows, k.N, k.X, k.Bias, "Y", k.Y)
+	return checkBiasAct(k, k.Act, k.Rows, k.N, DTypeOf(k.Y), k.X, k.Bias, "Y", k.Y)
 }
 
 // Host adds and applies the activation row by row.
@@ -553,8 +553,8 @@ func (k BiasAct) Device(p Planner) {
 
 // checkBiasAct checks a BiasAct or BiasActGrad k: its activation, x
 // (rows x n), the bias (n) and the rows x n operands of named (name,
-// operand, ...), all of the last one's type.
-func checkBiasAct(k Kernel, act Activation, rows, n int, x, bias Operand, named ...any) error {
+// operand, ...), all of type dt.
+func checkBiasAct(k Kernel, act Activation, rows, n int, dt DType, x, bias Operand, named ...any) error {
 	if act > ActGELU {
 		return fmt.Errorf("backend: %s: unknown activation %d", Name(k), act)
 	}
@@ -562,7 +562,7 @@ func checkBiasAct(k Kernel, act Activation, rows, n int, x, bias Operand, named 
 	for i := 0; i+1 < len(named); i += 2 {
 		ops = append(ops, named[i], named[i+1], rows*n)
 	}
-	return checkSized(k, []int{rows, n}, DTypeOf(named[len(named)-1].(Operand)), ops...)
+	return checkSized(k, []int{rows, n}, dt, ops...)
 }
 
 // biasActDevice launches on_bias_act, a thread per element.
@@ -603,7 +603,7 @@ type BiasActGrad struct {
 
 // Check checks the operands.
 func (k BiasActGrad) Check() error {
-	return checkBiasAct(k, k.Act, k.Rows, k.N, k.X, k.Bias, "DY", k.DY, "DX", k.DX)
+	return checkBiasAct(k, k.Act, k.Rows, k.N, DTypeOf(k.DX), k.X, k.Bias, "DY", k.DY, "DX", k.DX)
 }
 
 // Host computes the gradient row by row.

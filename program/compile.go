@@ -7,15 +7,11 @@ import (
 	"strings"
 
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
 	"github.com/orthonet/orthonet/internal/gorgoniaop"
 	"github.com/orthonet/orthonet/program/lower"
 )
-
-// isFloat reports whether a node of type dt holds floats.
-func isFloat(dt tensor.Dtype) bool { return dt == tensor.Float32 || dt == tensor.Float64 }
 
 // compiler holds the state of one Compile, which its phases fill in turn.
 type compiler struct {
@@ -42,7 +38,6 @@ type compiler struct {
 	// lowering replaced (accumulate) is nil in kernels until dropKernels
 	// removes it, after factoring.
 	lowFlags, lowCorrect *lower.Buffer
-	valOf                map[*lower.Value]*val // adopt's, for thinProduct
 	vals                 map[*G.Node]*val
 	kernels              []backend.Kernel
 	vbufs                []*vbuf
@@ -172,7 +167,7 @@ func (c *compiler) checkParams() error {
 			return fmt.Errorf("program: parameter %d has no node", i)
 		case n.Op() != nil:
 			return fmt.Errorf("program: parameter %q is not a leaf node", n.Name())
-		case !isFloat(n.Dtype()):
+		case !lower.IsFloat(n.Dtype()):
 			return fmt.Errorf("program: parameter %q holds %v: parameters are float32 or float64", n.Name(), n.Dtype())
 		case dup:
 			return fmt.Errorf("program: parameter %q is listed twice", n.Name())

@@ -164,13 +164,13 @@ func (c *compiler) adopt() {
 		bufs[b] = vb
 		c.vbufs = append(c.vbufs, vb)
 	}
-	c.valOf = map[*lower.Value]*val{}
+	valOf := map[*lower.Value]*val{}
 	adopt := func(v *lower.Value) *val {
-		if w, ok := c.valOf[v]; ok {
+		if w, ok := valOf[v]; ok {
 			return w
 		}
 		w := &val{shape: v.Shape, size: v.Size, vb: bufs[v.Buf], off: v.Off}
-		c.valOf[v] = w
+		valOf[v] = w
 		return w
 	}
 	for n, v := range c.low.Values {
@@ -197,11 +197,11 @@ func (c *compiler) adopt() {
 // thinProduct reports whether g is the matrix product A^T B, and returns
 // A's and B's values (lower.Lowering.ThinProduct).
 func (c *compiler) thinProduct(g *G.Node) (a, b *val, ok bool) {
-	la, lb, ok := c.low.ThinProduct(g)
-	if !ok {
+	if _, _, ok := c.low.ThinProduct(g); !ok {
 		return nil, nil, false
 	}
-	return c.valOf[la], c.valOf[lb], true
+	ch := c.low.Children(g)
+	return c.vals[ch[0]], c.vals[ch[1]], true
 }
 
 // dropKernels removes the kernels that accumulate replaced (nil).

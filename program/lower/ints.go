@@ -3,7 +3,6 @@ package lower
 import (
 	"fmt"
 	"math"
-	"reflect"
 	"slices"
 
 	G "gorgonia.org/gorgonia"
@@ -35,8 +34,8 @@ func DTypeOf(dt tensor.Dtype) (backend.DType, bool) {
 	return 0, false
 }
 
-// isFloat reports whether a node of type dt holds floats.
-func isFloat(dt tensor.Dtype) bool { return dt == tensor.Float32 || dt == tensor.Float64 }
+// IsFloat reports whether a node of type dt holds floats.
+func IsFloat(dt tensor.Dtype) bool { return dt == tensor.Float32 || dt == tensor.Float64 }
 
 // intOperands lists the ops that take integer or boolean operands: the
 // positions of their arguments that may be integers, and whether their
@@ -62,7 +61,7 @@ func checkInts(n *G.Node, name gorgoniaop.OpType, in []*Value) error {
 			return fmt.Errorf("program: node %q (op %v): argument %d holds integers or booleans, which the compiler takes only as ByIndices' indices, CTCLoss's targets and lengths, and Reshape's argument", n.Name(), n.Op(), i)
 		}
 	}
-	if dt, ok := nodeDtype(n); ok && !isFloat(dt) && !allowed.result {
+	if dt, ok := nodeDtype(n); ok && !IsFloat(dt) && !allowed.result {
 		return fmt.Errorf("program: node %q (op %v) gives %v values: the compiler gives integers or booleans only as comparisons with retSame false", n.Name(), n.Op(), dt)
 	}
 	return nil
@@ -153,7 +152,7 @@ func HostData(n *G.Node) (any, error) {
 		return nil, fmt.Errorf("program: %w", err)
 	case ok:
 		return data, nil
-	case !isFloat(n.Dtype()):
+	case !IsFloat(n.Dtype()):
 		return intData(n.Name(), n.Value().Data())
 	}
 	return nil, fmt.Errorf("program: leaf %q holds %T, want float32 or float64 values", n.Name(), n.Value().Data())
@@ -162,9 +161,19 @@ func HostData(n *G.Node) (any, error) {
 // HostLen returns the length of a host slice of values a program takes
 // or gives: []float32, []float64, []int32, []int, []int64 or []bool.
 func HostLen(a any) (int, bool) {
-	switch a.(type) {
-	case []float32, []float64, []int32, []int, []int64, []bool:
-		return reflect.ValueOf(a).Len(), true
+	switch d := a.(type) {
+	case []float32:
+		return len(d), true
+	case []float64:
+		return len(d), true
+	case []int32:
+		return len(d), true
+	case []int:
+		return len(d), true
+	case []int64:
+		return len(d), true
+	case []bool:
+		return len(d), true
 	}
 	return 0, false
 }
