@@ -2,7 +2,6 @@ package optim
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -221,20 +220,7 @@ func checkFrames[T Float](m manifold.Manifold[T], n, p int) error {
 	if err := m.Random(x, rand.New(rand.NewPCG(1, 2))); err != nil {
 		return fmt.Errorf("optim: RSDM: drawing a point of %s to check that its points are orthonormal frames: %w", manifoldName(m), err)
 	}
-	var d float64 // ||X^T X - I||_F^2
-	for i := 0; i < p; i++ {
-		for j := 0; j < p; j++ {
-			var s float64
-			for k := 0; k < n; k++ {
-				s += float64(x[k*p+i]) * float64(x[k*p+j])
-			}
-			if i == j {
-				s--
-			}
-			d += s * s
-		}
-	}
-	if d = math.Sqrt(d); !(d <= manifold.Tolerance(m)) {
+	if d := linalg.GramError(n, p, x, make([]float64, n*p+p*p)); !(d <= manifold.Tolerance(m)) {
 		return fmt.Errorf("optim: RSDM steps weights whose points are orthonormal frames (X^T X = I: the Stiefel and Grassmann manifolds), "+
 			"and a point of %s has ||X^T X - I||_F = %.3g; RGD and Riemannian Adam step it by its projection and retraction", manifoldName(m), d)
 	}

@@ -524,18 +524,15 @@ func (e *tapeEngine) compiled() checkpoint.Program { return nil }
 func (e *tapeEngine) report(io.Writer)             {}
 
 func (e *tapeEngine) evaluate() ([]float32, float64, error) {
-	vm, ev := e.evm, e.ev
-	if vm == nil { // the training graph itself
-		vm = e.vm
+	if e.evm != nil { // an evaluation model of its own
+		return tapeForward{e.evm, e.ev}.evaluate()
 	}
-	vm.Reset()
-	if err := vm.RunAll(); err != nil {
+	e.vm.Reset() // the training graph itself
+	if err := e.vm.RunAll(); err != nil {
 		return nil, 0, err
 	}
-	if vm == e.vm {
-		_ = e.s.ZeroGrad() // the run added gradients: drop them
-	}
-	return tapeOutputs(ev)
+	_ = e.s.ZeroGrad() // the run added gradients: drop them
+	return tapeOutputs(e.ev)
 }
 
 // tapeOutputs returns the logits (nil without) and loss (NaN without) that

@@ -26,7 +26,6 @@ import (
 // Trainer does, for a command that uses a trained model rather than
 // training one. It is not safe for concurrent use.
 type Evaluator struct {
-	m    *Model
 	fw   forward
 	eval *evaluation
 	be   backend.Backend
@@ -76,7 +75,7 @@ func NewEvaluator(m Model, c EvaluatorConfig) (*Evaluator, error) {
 				m.Logits.Name(), got, m.Logits.Shape(), b, c.Classes, want)
 		}
 	}
-	e := &Evaluator{m: &m, eval: newEvaluation(&m, b, c.Shape, c.Classes, c.Metrics, rand.New(rand.NewPCG(0, 0)))}
+	e := &Evaluator{eval: newEvaluation(&m, b, c.Shape, c.Classes, c.Metrics, rand.New(rand.NewPCG(0, 0)))}
 	if c.Engine == "tape" {
 		e.vm = G.NewTapeMachine(forwardGraph(&m), G.EvalMode())
 		e.fw = tapeForward{e.vm, &m}
@@ -136,7 +135,7 @@ func (e *Evaluator) EvaluateWith(ctx context.Context, set data.Dataset, observe 
 	if err != nil {
 		return Eval{}, err
 	}
-	m.Feasibility = MaxFeasibility(e.m.Params)
+	m.Feasibility = MaxFeasibility(e.eval.ev.Params)
 	return m, nil
 }
 
