@@ -22,6 +22,10 @@ func describedStepper(w *work, d optim.Described) (optim.Stepper, error) {
 			return nil, err
 		}
 	}
+	// describedKind binds d on the host first, which refuses a description
+	// whose blocks are out of order (a Decay not followed by SGD or Adam,
+	// Adam before a counter, a second move, Submanifold beside other
+	// blocks): what blocks records is a description the host accepted.
 	kind, err := w.describedKind(d)
 	if err != nil {
 		return nil, err
@@ -30,12 +34,6 @@ func describedStepper(w *work, d optim.Described) (optim.Stepper, error) {
 	b := &blocks{w: w, o: o, f: f, n: f.n, p: f.p, constrained: d.Constrained(), refs: []backend.Operand{f.x, f.g}}
 	if err := d.Describe(b); err != nil {
 		return nil, fmt.Errorf("%v: %w", d, err)
-	}
-	if b.err == nil && b.decayed {
-		b.fail(fmt.Errorf("its StepBlocks.Decay is not followed by SGD or Adam"))
-	}
-	if b.err == nil && b.sub != nil && (len(b.ks) > 0 || len(b.refs) > 2 || b.o.counter != "") {
-		b.fail(fmt.Errorf("StepBlocks.Submanifold is a step of its own, and its description has other blocks"))
 	}
 	if b.err != nil {
 		return nil, fmt.Errorf("%v: %w", d, b.err)
@@ -123,7 +121,6 @@ func (b *blocks) ref(r optim.Ref) backend.Operand {
 
 // Proj sets dst = v - x sym(x^T v), the tangent part of v at x.
 func (b *blocks) Proj(dst, x, v optim.Ref) {
-	b.onFrame("Proj")
 	n, p := b.n, b.p
 	if b.pp.Buf == nil {
 		ops, err := b.w.alloc(b.w.dt, p*p)
@@ -162,20 +159,11 @@ func (b *blocks) AddScaled(dst, x optim.Ref, a optim.Coef, y optim.Ref) {
 
 // Retract sets dst = qf(x + a v), the QR retraction.
 func (b *blocks) Retract(dst, x optim.Ref, a optim.Coef, v optim.Ref) {
-	b.onFrame("Retract")
 	d := b.ref(dst)
 	b.ks = append(b.ks, b.addScaled(d, b.ref(x), a, b.ref(v)), backend.QF{M: b.n, N: b.p, A: d})
 }
 
 func (b *blocks) Move(src optim.Ref) { b.ks = append(b.ks, b.copy(b.refs[optim.X], b.ref(src))) }
-
-// onFrame fails a block of a constrained weight's in an unconstrained
-// parameter's description.
-func (b *blocks) onFrame(block string) {
-	if !b.constrained {
-		b.fail(fmt.Errorf("StepBlocks.%s steps a weight on a manifold, and this parameter is unconstrained", block))
-	}
-}
 
 // WeightDecay returns the group's decoupled weight decay (0 for a
 // constrained weight, as on the host).
@@ -188,28 +176,15 @@ func (b *blocks) WeightDecay() float64 {
 
 // Counter makes the stepper count its steps under name; its Prepare
 // writes the step's count beside the step size (Adam's t).
-func (b *blocks) Counter(name string) {
-	if b.o.counter != "" {
-		b.fail(fmt.Errorf("two step counters, %q and %q", b.o.counter, name))
-	}
-	b.o.counter = name
-}
+func (b *blocks) Counter(name string) { b.o.counter = name }
 
 // Decay keeps the rate for the kernel of the SGD or Adam block after it,
 // which applies it first.
-func (b *blocks) Decay(rate float64) {
-	if b.decayed {
-		b.fail(fmt.Errorf("two StepBlocks.Decay blocks"))
-	}
-	b.decay, b.decayed = rate, true
-}
+func (b *blocks) Decay(rate float64) { b.decay, b.decayed = rate, true }
 
 // inPlace starts the kernel of an in-place move and returns the rate of
 // the Decay before it.
-func (b *blocks) inPlace(block string) float64 {
-	if b.constrained {
-		b.fail(fmt.Errorf("StepBlocks.%s steps an unconstrained parameter, and this weight is on a manifold", block))
-	}
+func (b *blocks) inPlace() float64 {
 	decay := 0.0
 	if b.decayed {
 		decay, b.decayed = b.decay, false
@@ -219,7 +194,7 @@ func (b *blocks) inPlace(block string) float64 {
 
 // SGD is the kernel backend.SGDStep, in place on the parameter.
 func (b *blocks) SGD(mom optim.Ref, mu float64) {
-	k := backend.SGDStep{N: b.n, Momentum: mu, Decay: b.inPlace("SGD"), W: b.refs[optim.X], G: b.refs[optim.G], LR: b.w.hyper}
+	k := backend.SGDStep{N: b.n, Momentum: mu, Decay: b.inPlace(), W: b.refs[optim.X], G: b.refs[optim.G], LR: b.w.hyper}
 	if mom != optim.None {
 		k.Mom = b.ref(mom)
 	}
@@ -229,10 +204,7 @@ func (b *blocks) SGD(mom optim.Ref, mu float64) {
 // Adam is the kernel backend.AdamStep, in place on the parameter and its
 // moments, at the step count the stepper's Prepare writes.
 func (b *blocks) Adam(m, v optim.Ref, beta1, beta2, eps float64) {
-	decay := b.inPlace("Adam")
-	if b.o.counter == "" {
-		b.fail(fmt.Errorf("StepBlocks.Adam before a step counter (StepBlocks.Counter)"))
-	}
+	decay := b.inPlace()
 	b.ks = append(b.ks, backend.AdamStep{N: b.n, Beta1: beta1, Beta2: beta2, Eps: eps, Decay: decay,
 		W: b.refs[optim.X], G: b.refs[optim.G], M: b.ref(m), V: b.ref(v), Hyper: b.w.hyper})
 }

@@ -117,36 +117,53 @@ func distance(a, b []float64) float64 {
 	return math.Sqrt(s)
 }
 
-// mixedSubmanifold is a description that puts StepBlocks.Submanifold, a
-// step of its own, after another block.
-type mixedSubmanifold struct{ nesterovRGD }
+// badDescription is a rule whose description is fn, on constrained
+// weights or unconstrained parameters.
+type badDescription struct {
+	constrained bool
+	fn          func(optim.StepBlocks)
+}
 
-func (mixedSubmanifold) String() string { return "mixed-test" }
-func (c mixedSubmanifold) Stepper(p optim.Param, b optim.Binding) (optim.Stepper, error) {
+func (badDescription) String() string      { return "bad-test" }
+func (c badDescription) Constrained() bool { return c.constrained }
+func (c badDescription) Stepper(p optim.Param, b optim.Binding) (optim.Stepper, error) {
 	return optim.BindDescribed(p, b, c)
 }
-func (mixedSubmanifold) Describe(b optim.StepBlocks) error {
-	b.Proj(b.Buffer(""), optim.X, optim.G)
-	b.Submanifold(optim.RSDMConfig{SubmanifoldSize: 2})
-	return nil
-}
+func (c badDescription) Describe(b optim.StepBlocks) error { c.fn(b); return nil }
 
-// TestSubmanifoldAlone checks that a description with StepBlocks.Submanifold
-// beside another block is refused on a device, saying why, and that
-// RSDM's, which is that block alone, builds there.
-func TestSubmanifoldAlone(t *testing.T) {
+// TestDescriptionsRefused checks that a description whose blocks are out
+// of order is refused on a device with the host's words (the device
+// records only what optim.BindDescribed accepted), and that RSDM's,
+// StepBlocks.Submanifold alone, builds there.
+func TestDescriptionsRefused(t *testing.T) {
 	be := cpu.New(cpu.Options{Threads: 1})
 	defer be.Close()
+	sub := optim.RSDMConfig{SubmanifoldSize: 2}
 	for _, c := range []struct {
+		name string
 		rule optim.Rule
 		want string
-	}{{mixedSubmanifold{}, "step of its own"}, {optim.RSDMConfig{SubmanifoldSize: 2}, ""}} {
+	}{
+		{"submanifold after a block", badDescription{true, func(b optim.StepBlocks) { b.Proj(b.Buffer(""), optim.X, optim.G); b.Submanifold(sub) }}, "step of its own"},
+		{"submanifold twice", badDescription{true, func(b optim.StepBlocks) { b.Submanifold(sub); b.Submanifold(sub) }}, "moves the weight twice"},
+		{"two moves", badDescription{true, func(b optim.StepBlocks) { r := b.Buffer(""); b.Move(r); b.Move(r) }}, "moves the weight twice"},
+		{"proj of a parameter", badDescription{false, func(b optim.StepBlocks) { b.Proj(b.Buffer(""), optim.X, optim.G); b.Move(optim.G) }}, "this parameter is unconstrained"},
+		{"sgd of a weight", badDescription{true, func(b optim.StepBlocks) { b.SGD(optim.None, 0) }}, "this weight is on a manifold"},
+		{"decay alone", badDescription{false, func(b optim.StepBlocks) { b.Decay(0.1); b.Move(optim.G) }}, "Decay is not followed"},
+		{"two decays", badDescription{false, func(b optim.StepBlocks) { b.Decay(0.1); b.Decay(0.1); b.SGD(optim.None, 0) }}, "two StepBlocks.Decay"},
+		{"two counters", badDescription{false, func(b optim.StepBlocks) { b.Counter("t"); b.Counter("u"); b.SGD(optim.None, 0) }}, "two step counters"},
+		{"adam without a counter", badDescription{false, func(b optim.StepBlocks) { b.Adam(b.Buffer("m"), b.Buffer("v"), 0.9, 0.999, 1e-8) }}, "before a step counter"},
+		{"rsdm", sub, ""},
+	} {
 		w, _ := be.Alloc(backend.Float64, 12)
 		g, _ := be.Alloc(backend.Float64, 12)
-		p := optim.Param{Name: "w", Shape: []int{4, 3}, Manifold: manifold.StiefelKind{}, Value: device.On(backend.At(w, 0), 12), Grad: device.On(backend.At(g, 0), 12)}
+		p := optim.Param{Name: "w", Shape: []int{4, 3}, Value: device.On(backend.At(w, 0), 12), Grad: device.On(backend.At(g, 0), 12)}
+		if c.rule.Constrained() {
+			p.Manifold = manifold.StiefelKind{}
+		}
 		_, err := device.New(be).Stepper(c.rule, p, optim.Binding{})
 		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: got %v, want an error saying %q (none when empty)", c.rule, err, c.want)
+			t.Errorf("%s: got %v, want an error saying %q (none when empty)", c.name, err, c.want)
 		}
 	}
 }

@@ -12,10 +12,6 @@ import (
 // of a rule that describes it, RSDM's) as a stepper of its own
 // (submanifoldStepper), which the description's stepper is.
 func (b *blocks) Submanifold(c optim.RSDMConfig) {
-	b.onFrame("Submanifold")
-	if b.sub != nil {
-		b.fail(fmt.Errorf("its description moves the weight twice"))
-	}
 	if b.err != nil {
 		return
 	}
