@@ -319,9 +319,13 @@ func ExampleAccuracy() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(acc)
+	correct, err := nn.Correct(logits, []int{1, 0, 2, 0}, 3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(acc, correct)
 	// Output:
-	// 0.75
+	// 0.75 3
 }
 
 // CrossEntropyLoss is the host-side value of the CrossEntropy node: equal

@@ -173,6 +173,17 @@ func OneHot[T float32 | float64](dst []T, labels []int, classes int) error {
 // Accuracy returns the fraction of rows of the (batch, classes) row-major
 // logits whose largest entry is at the label.
 func Accuracy[T float32 | float64](logits []T, labels []int, classes int) (float64, error) {
+	c, err := Correct(logits, labels, classes)
+	if err != nil {
+		return 0, err
+	}
+	return float64(c) / float64(len(labels)), nil
+}
+
+// Correct returns the number of rows of the (batch, classes) row-major
+// logits whose largest entry (the first of equal ones) is at the label:
+// Accuracy's numerator, which sums over batches without rounding.
+func Correct[T float32 | float64](logits []T, labels []int, classes int) (int, error) {
 	if len(labels) == 0 || len(logits) != len(labels)*classes {
 		return 0, fmt.Errorf("nn: accuracy: %d logits for %d labels of %d classes", len(logits), len(labels), classes)
 	}
@@ -189,7 +200,7 @@ func Accuracy[T float32 | float64](logits []T, labels []int, classes int) (float
 			correct++
 		}
 	}
-	return float64(correct) / float64(len(labels)), nil
+	return correct, nil
 }
 
 // CrossEntropyLoss returns the mean softmax cross-entropy of the rows of the

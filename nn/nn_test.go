@@ -217,18 +217,26 @@ func TestCrossEntropy(t *testing.T) {
 }
 
 func TestAccuracyAndOneHot(t *testing.T) {
-	logits := []float32{0.1, 0.9, 0.0, 2, 1, 0, 0, 0, 5}
+	// The last row ties its first two entries: the first counts.
+	logits := []float32{0.1, 0.9, 0.0, 2, 1, 0, 0, 0, 5, 4, 4, 1}
 	for _, tc := range []struct {
-		labels []int
-		want   float64
-	}{{[]int{1, 0, 2}, 1}, {[]int{0, 0, 2}, 2.0 / 3}, {[]int{2, 1, 0}, 0}} {
-		got, err := Accuracy(logits, tc.labels, 3)
-		if err != nil || math.Abs(got-tc.want) > 1e-12 {
-			t.Errorf("Accuracy(%v) = %g, %v; want %g", tc.labels, got, err, tc.want)
+		labels  []int
+		correct int
+	}{{[]int{1, 0, 2, 0}, 4}, {[]int{0, 0, 2, 1}, 2}, {[]int{2, 1, 0, 2}, 0}} {
+		c, err := Correct(logits, tc.labels, 3)
+		if err != nil || c != tc.correct {
+			t.Errorf("Correct(%v) = %d, %v; want %d", tc.labels, c, err, tc.correct)
+		}
+		want := float64(tc.correct) / 4
+		if got, err := Accuracy(logits, tc.labels, 3); err != nil || math.Abs(got-want) > 1e-12 {
+			t.Errorf("Accuracy(%v) = %g, %v; want %g", tc.labels, got, err, want)
 		}
 	}
 	if _, err := Accuracy(logits, []int{1, 2}, 3); err == nil {
 		t.Error("Accuracy accepted mismatched lengths")
+	}
+	if _, err := Correct(logits, nil, 3); err == nil {
+		t.Error("Correct accepted no labels")
 	}
 	dst := make([]float32, 6)
 	if err := OneHot(dst, []int{1, 3}, 3); err == nil || !strings.Contains(err.Error(), "label 3 of example 1") {

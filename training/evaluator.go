@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 
 	G "gorgonia.org/gorgonia"
@@ -222,7 +221,7 @@ func (e *evaluation) run(ctx context.Context, fw forward, set data.Dataset, coun
 			return Eval{}, err
 		}
 	}
-	m := Eval{Loss: sum.loss / float64(max(sum.lossN, 1)), Accuracy: sum.correct / float64(count), Examples: count}
+	m := Eval{Loss: sum.loss / float64(max(sum.lossN, 1)), Accuracy: float64(sum.correct) / float64(count), Examples: count}
 	if sum.lossN == 0 {
 		m.Loss = nan()
 	}
@@ -238,8 +237,8 @@ func (e *evaluation) run(ctx context.Context, fw forward, set data.Dataset, coun
 // evalSum accumulates an evaluation's chunks: the correct predictions,
 // and the loss summed over lossN examples.
 type evalSum struct {
-	correct, loss float64
-	lossN         int
+	correct, lossN int
+	loss           float64
 }
 
 // chunk evaluates the n examples of set from lo on (n at most the batch;
@@ -277,7 +276,7 @@ func (e *evaluation) chunk(fw forward, set data.Dataset, lo, n int, sum *evalSum
 		return fmt.Errorf("training: evaluating: the logits hold %d values for a batch of %d, not %d classes a row", len(z), e.batch, k)
 	}
 	z = z[:n*k]
-	acc, err := nn.Accuracy(z, labels[:n], k)
+	correct, err := nn.Correct(z, labels[:n], k)
 	if err != nil {
 		return fmt.Errorf("training: evaluating: %w", err)
 	}
@@ -285,7 +284,7 @@ func (e *evaluation) chunk(fw forward, set data.Dataset, lo, n int, sum *evalSum
 	if err != nil {
 		return fmt.Errorf("training: evaluating: %w", err)
 	}
-	sum.correct += math.Round(acc * float64(n))
+	sum.correct += correct
 	sum.loss += ce * float64(n)
 	sum.lossN += n
 	for _, m := range e.metrics {

@@ -922,11 +922,11 @@ func evaluate(tr *trainer, a, ev *net, testSet *data.Set, bs *batches, dt tensor
 		if err != nil {
 			return 0, err
 		}
-		acc, err := nn.Accuracy(out[:k*classes], ys[:k], classes)
+		c, err := nn.Correct(out[:k*classes], ys[:k], classes)
 		if err != nil {
 			return 0, err
 		}
-		correct += int(math.Round(acc * float64(k))) // acc is the k rows' correct / k
+		correct += c
 	}
 	return 100 * float64(correct) / float64(testSet.N), nil
 }
