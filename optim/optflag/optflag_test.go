@@ -152,5 +152,30 @@ func TestInapplicable(t *testing.T) {
 				}
 			}
 		}
+	} // Every flag, set to its default, against every rule alone: it is
+	// inapplicable exactly when the rule declares no setting of its name.
+	all, err := Table(optim.Rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range optim.Rules {
+		for _, f := range all {
+			fs := flag.NewFlagSet("cmd", flag.ContinueOnError)
+			flags, err := Define(fs, optim.Rules)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := f.Setting.Name
+			if err := fs.Parse([]string{fmt.Sprintf("-%s=%v", name, f.Setting.Default)}); err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			if !slices.ContainsFunc(optim.SettingsOf(r), func(s optim.Setting) bool { return s.Name == name }) {
+				want = []string{name}
+			}
+			if got := Inapplicable(fs, flags, r.String()); !slices.Equal(got, want) {
+				t.Errorf("-%s with %v: inapplicable %v, want %v", name, r, got, want)
+			}
+		}
 	}
 }
