@@ -45,6 +45,9 @@ type EvaluatorConfig struct {
 	// tape (Gorgonia's tape machine, on the CPU only). Either runs the
 	// forward pass only, not the gradients G.Grad may have added.
 	Engine string
+	// Threads, when above 0, bounds the CPU backend's threads, as
+	// Config.Threads does the Trainer's.
+	Threads int
 	// MaxBytes bounds the memory of the compiled program
 	// (program.Config.MaxBytes).
 	MaxBytes int64
@@ -80,7 +83,7 @@ func NewEvaluator(m Model, c EvaluatorConfig) (*Evaluator, error) {
 		e.fw = tapeForward{e.vm, &m}
 		return e, nil
 	}
-	if e.be, err = newBackend(c.Device, 0, false); err != nil {
+	if e.be, err = newBackend(c.Device, c.Threads, false); err != nil {
 		return nil, err
 	}
 	if e.prog, err = compileEval(e.be, &m, nil, c.MaxBytes); err != nil {
@@ -106,8 +109,8 @@ func (c EvaluatorConfig) check() error {
 		return fmt.Errorf("training: NewEvaluator: engine %q: want program or tape", c.Engine)
 	case c.Engine == "tape" && c.Device == "cuda":
 		return errors.New("training: NewEvaluator: the tape engine runs on the CPU only; device cuda needs engine program")
-	case c.MaxBytes < 0:
-		return fmt.Errorf("training: NewEvaluator: MaxBytes %d must not be negative", c.MaxBytes)
+	case c.MaxBytes < 0 || c.Threads < 0:
+		return fmt.Errorf("training: NewEvaluator: MaxBytes %d and Threads %d must not be negative", c.MaxBytes, c.Threads)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func TestEvaluatorAgreesWithTrainer(t *testing.T) {
 				t.Fatal(err)
 			}
 			ev, err := NewEvaluator(Model{Logits: m.Logits, Input: m.Input, Params: m.Params},
-				EvaluatorConfig{Shape: test.Shape(), Classes: 4, Device: "cpu", Engine: engine})
+				EvaluatorConfig{Shape: test.Shape(), Classes: 4, Device: "cpu", Engine: engine, Threads: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,6 +91,7 @@ func TestEvaluatorRefuses(t *testing.T) {
 		{"device auto", fwd, EvaluatorConfig{Shape: []int{1, 1, 12}, Classes: 4, Device: "auto"}, "SelectDevice"},
 		{"device typo", fwd, EvaluatorConfig{Shape: []int{1, 1, 12}, Classes: 4, Device: "gpu"}, `device "gpu"`},
 		{"engine typo", fwd, EvaluatorConfig{Shape: []int{1, 1, 12}, Classes: 4, Engine: "Tape"}, `engine "Tape"`},
+		{"negative threads", fwd, EvaluatorConfig{Shape: []int{1, 1, 12}, Classes: 4, Threads: -2}, "Threads -2"},
 		{"tape on cuda", fwd, EvaluatorConfig{Shape: []int{1, 1, 12}, Classes: 4, Device: "cuda", Engine: "tape"}, "CPU only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

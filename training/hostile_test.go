@@ -90,6 +90,7 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"no train set", nil, func(c *Config) { c.Train = nil }, "Config.Train is nil"},
 		{"batch 0", nil, func(c *Config) { c.Batch = 0 }, "batch 0"},
+		{"negative threads", nil, func(c *Config) { c.Threads = -1 }, "Threads -1"},
 		{"bad device", nil, func(c *Config) { c.Device = "tpu" }, `device "tpu"`},
 		{"tape on cuda", nil, func(c *Config) { c.Engine, c.Device = "tape", "cuda" }, "tape engine runs on the CPU"},
 		{"wrong example size", nil, func(c *Config) { c.Train = blobs(96, 10, 4, 2); c.Test = nil }, "takes 96 values"},

@@ -295,6 +295,8 @@ func (c Config) withDefaults() (Config, error) {
 	case c.MaxSteps < 0 || c.SaveEvery < 0 || c.Keep < 1 || c.EvalSubset < 0 || c.EvalEvery < -1:
 		return c, fmt.Errorf("training: MaxSteps %d, SaveEvery %d, EvalSubset %d must not be negative, Keep %d at least 1, EvalEvery %d at least -1",
 			c.MaxSteps, c.SaveEvery, c.EvalSubset, c.Keep, c.EvalEvery)
+	case c.Threads < 0:
+		return c, fmt.Errorf("training: Threads %d must not be negative (0: every CPU)", c.Threads)
 	case c.TimeLimit < 0 || c.EvalInterval < 0:
 		return c, fmt.Errorf("training: TimeLimit %v and EvalInterval %v must not be negative", c.TimeLimit, c.EvalInterval)
 	case c.Device != "auto" && c.Device != "cpu" && c.Device != "cuda":

@@ -152,7 +152,8 @@ func TestInapplicable(t *testing.T) {
 				}
 			}
 		}
-	} // Every flag, set to its default, against every rule alone: it is
+	}
+	// Every flag, set to its default, against every rule alone: it is
 	// inapplicable exactly when the rule declares no setting of its name.
 	all, err := Table(optim.Rules)
 	if err != nil {
