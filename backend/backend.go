@@ -40,10 +40,11 @@ import (
 // DType is the element type of a buffer.
 type DType uint8
 
+// The element types of buffers.
 const (
-	Float32 DType = iota + 1
-	Float64
-	Int32
+	Float32 DType = iota + 1 // float32
+	Float64                  // float64
+	Int32                    // int32: indices, labels and flags
 )
 
 // String returns the type's name: float32, float64 or int32.

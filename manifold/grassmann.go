@@ -25,6 +25,7 @@ func NewGrassmann[T Float](n, p int) (*Grassmann[T], error) {
 	return &Grassmann[T]{frame: frame[T]{n: n, p: p}}, nil
 }
 
+// String names the manifold and its dimensions: "Grassmann(n, p)".
 func (g *Grassmann[T]) String() string { return fmt.Sprintf("Grassmann(%d, %d)", g.n, g.p) }
 
 // Proj writes (I - X X^T) v into dst, the horizontal projection at x; applied

@@ -27,6 +27,7 @@ func NewStiefel[T Float](n, p int) (*Stiefel[T], error) {
 	return &Stiefel[T]{frame: frame[T]{n: n, p: p}}, nil
 }
 
+// String names the manifold and its dimensions: "Stiefel(n, p)".
 func (s *Stiefel[T]) String() string { return fmt.Sprintf("Stiefel(%d, %d)", s.n, s.p) }
 
 // Proj writes v - X sym(X^T v) into dst, the tangent projection at x; applied

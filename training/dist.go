@@ -29,7 +29,10 @@ import (
 // accuracy): the ranks end alike, with no need to abort the others.
 type SharedError struct{ Err error }
 
+// Error returns the wrapped error's message.
 func (e *SharedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
 func (e *SharedError) Unwrap() error { return e.Err }
 
 // shared returns the SharedError of format and a.

@@ -23,6 +23,7 @@ type InterruptedError struct {
 	Discarded bool
 }
 
+// Error says what stopped the run, where, and how to go on from it.
 func (e *InterruptedError) Error() string {
 	what := "interrupted"
 	if e.Signal == syscall.SIGTERM {

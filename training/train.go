@@ -263,7 +263,10 @@ func (c *cause) Unwrap() error { return c.err }
 // split): a command exits 2 for it, as for a bad flag.
 type SettingError struct{ Err error }
 
+// Error returns the wrapped error's message.
 func (e *SettingError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
 func (e *SettingError) Unwrap() error { return e.Err }
 
 // withDefaults returns c with its defaults filled in, or an error naming a
