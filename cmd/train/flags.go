@@ -77,6 +77,11 @@ type flagDef struct {
 	// resumable: a resumed run may change the flag, which changes none of
 	// the steps it takes.
 	resumable bool
+	// perRank, where not empty, says why the flag's value may differ
+	// between the ranks of -dist mpi: a place on the rank's own machine,
+	// or what the rank alone prints or writes. Every other flag decides
+	// the steps, the collective calls or their sizes, and must agree.
+	perRank string
 	// choices, where not nil, are the values the flag takes.
 	choices []string
 	// when, where not nil, says when the flag applies: given where it does
@@ -209,7 +214,8 @@ func modelFlags(c *config) []flagDef {
 		{name: "dataset", define: val(&c.dataset, "fashion-mnist"), choices: append(slices.Clone(data.Datasets), "folder"),
 			usage: "data set: mnist, fashion-mnist, cifar10, or folder (-data DIR holds DIR/train/CLASS/* and DIR/test/CLASS/*, PNG or JPEG, read at the size and channels of the first image)"},
 		{name: "data", define: val(&c.dataDir, ""), resumable: true,
-			usage: "folder of the data set's files (default: /usr/share/datasets/fashion-mnist for fashion-mnist, data/NAME otherwise)"},
+			perRank: "the data set's folder on the rank's machine (the data itself is compared)",
+			usage:   "folder of the data set's files (default: /usr/share/datasets/fashion-mnist for fashion-mnist, data/NAME otherwise)"},
 	}
 }
 
@@ -269,8 +275,9 @@ func runFlags(c *config) []flagDef {
 		{name: "min-accuracy", define: val(&c.minAccuracy, 0.0), resumable: true, usage: "exit with an error if the final test accuracy (percent) is below this"},
 		{name: "limit-train", define: val(&c.limitTrain, 0), usage: "use only the first N training examples (0: all)"},
 		{name: "limit-test", define: val(&c.limitTest, 0), usage: "use only the first N test examples (0: all)"},
-		{name: "download", define: val(&c.download, false), resumable: true, usage: "download MNIST or CIFAR-10 into -data first (SHA-256 checked)"},
-		{name: "out", define: val(&c.out, "checkpoints"), resumable: true,
+		{name: "download", define: val(&c.download, false), resumable: true,
+			perRank: "whether the rank fetches the files into its -data first (the data itself is compared)", usage: "download MNIST or CIFAR-10 into -data first (SHA-256 checked)"},
+		{name: "out", define: val(&c.out, "checkpoints"), resumable: true, perRank: "rank 0 alone writes the run folder",
 			usage: "folder under which the run's folder is created (also by -resume from a checkpoint that is not its run's newest)"},
 		{name: "save-every", define: val(&c.saveEvery, 1000), resumable: true,
 			usage: "save a checkpoint every N steps (0: only at the end of each epoch, on a new best test accuracy and on Ctrl-C)"},
@@ -280,17 +287,19 @@ func runFlags(c *config) []flagDef {
 		{name: "resume-other-data", define: val(&c.otherData, false), resumable: true,
 			usage: "with -resume, go on although the data differ from the checkpoint's at the same sizes (refused otherwise, exit 2); the run's progress records it"},
 		{name: "device", define: val(&c.device, "auto"), resumable: true, choices: devices,
-			usage: "auto (an NVIDIA GPU where one is usable, else the CPU; it says which and why), cpu, or cuda (the GPU, or an error naming what is missing; with -engine program; ORTHONET_CUDA_STANDIN=1 runs it on the host model of the device)"},
+			perRank: "-dist mpi trains on the CPU whatever it says",
+			usage:   "auto (an NVIDIA GPU where one is usable, else the CPU; it says which and why), cpu, or cuda (the GPU, or an error naming what is missing; with -engine program; ORTHONET_CUDA_STANDIN=1 runs it on the host model of the device)"},
 		{name: "engine", define: val(&c.engine, "program"), resumable: true, choices: engines,
 			usage: "what runs the graphs: program (orthonet's compiled executor) or tape (Gorgonia's tape machine, the reference; CPU only)"},
 		{name: "kernel-profile", define: val(&c.kernelProfile, false), resumable: true,
-			when:  only("engine", "program", "runs no kernels of its own (-engine program's flag)"),
-			usage: "time every kernel of the compiled training program and print where a step's time goes at the end (-engine program)"},
+			perRank: "what the rank measures of its own kernels (rank 0 alone prints)",
+			when:    only("engine", "program", "runs no kernels of its own (-engine program's flag)"),
+			usage:   "time every kernel of the compiled training program and print where a step's time goes at the end (-engine program)"},
 		{name: "nonfinite", define: val(&c.nonFinite, "stop"), resumable: true, choices: []string{"stop", "skip"},
 			usage: "on a NaN or Inf loss or gradient: stop, or skip the batch (counted in metrics.csv and the summary; the run stops after 10 in a row)"},
 		{name: "dist", define: val(&c.dist, "single"), resumable: true, choices: []string{"single", "mpi"},
 			usage: "single (one process) or mpi (one rank of 'mpirun -np N train -dist mpi ...': each rank trains on its -batch/N rows of every global batch of -batch, rank 0 writes; CPU only)"},
-		{name: "cpuprofile", define: val(&c.cpuProfile, ""), resumable: true, usage: "write a Go CPU profile of the run to this new file (go tool pprof reads it; a file there already is refused, exit 2)"},
+		{name: "cpuprofile", define: val(&c.cpuProfile, ""), resumable: true, perRank: "each rank's own profile file", usage: "write a Go CPU profile of the run to this new file (go tool pprof reads it; a file there already is refused, exit 2)"},
 		{name: "max-memory", define: val(&c.maxMemoryArg, "auto"), resumable: true, usage: maxMemoryUsage},
 	}
 }
@@ -316,6 +325,18 @@ func parseMaxMemory(v string) (int64, error) {
 	}
 	return b, nil
 }
+
+// perRank lists the flags whose values may differ between the ranks of
+// -dist mpi (flagDef.perRank).
+var perRank = func() map[string]bool {
+	m := map[string]bool{}
+	for _, d := range flagTable(new(config)) {
+		if d.perRank != "" {
+			m[d.name] = true
+		}
+	}
+	return m
+}()
 
 // resumable lists the flags a resumed run may change (flagDef.resumable).
 var resumable = func() map[string]bool {

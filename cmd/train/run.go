@@ -104,7 +104,7 @@ func trainingConfig(c config, train, test *data.Set, w io.Writer) training.Confi
 		Groups: groups, Options: opts, Device: c.device, Engine: c.engine, Threads: c.blasShare, KernelProfile: c.kernelProfile,
 		EvalEvery: c.evalEvery, EvalSubset: c.evalSubset, EvalInterval: c.evalInterval, TimeLimit: c.timeLimit,
 		NonFinite: nonFinite, MinAccuracy: c.minAccuracy, Out: c.out, SaveEvery: c.saveEvery, Keep: c.keep,
-		Resume: c.resume, ResumeFile: c.resumed, Settings: c.flags, MayChange: resumable, PerRank: map[string]bool{},
+		Resume: c.resume, ResumeFile: c.resumed, Settings: c.flags, MayChange: resumable, PerRank: perRank,
 		Log: w, Bar: true,
 		Describe: fmt.Sprintf("%s on %s (%d train, %d test images of %dx%dx%d), %s/%s r=%d lr=%g, %s lr=%g, batch %d, %d epochs",
 			c.model, c.dataset, train.N, test.N, train.C, train.H, train.W, c.optim, c.sampling, c.r, c.lr, c.other, c.lrOther, c.batch, c.epochs)}
@@ -116,23 +116,7 @@ func trainingConfig(c config, train, test *data.Set, w io.Writer) training.Confi
 		// has saved since (checkpoint.OpenRunOf).
 		tc.Resume, tc.ResumeFile = c.resumeArg, nil
 	}
-	for name := range perRank {
-		tc.PerRank[name] = true
-	}
 	return tc
-}
-
-// perRank names the flags whose values may differ between the ranks of a
-// data-parallel run, and why: each is a place on the rank's own machine or
-// what the rank alone prints or writes. Every other flag decides the steps,
-// the collective calls or their sizes, and must agree.
-var perRank = map[string]string{
-	"data":           "the data set's folder on the rank's machine (the data itself is compared)",
-	"download":       "whether the rank fetches the files into its -data first (the data itself is compared)",
-	"out":            "rank 0 alone writes the run folder",
-	"cpuprofile":     "each rank's own profile file",
-	"device":         "-dist mpi trains on the CPU whatever it says",
-	"kernel-profile": "what the rank measures of its own kernels (rank 0 alone prints)",
 }
 
 // checkShards refuses a -batch that the ranks cannot split, telling a new
