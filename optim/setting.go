@@ -38,7 +38,7 @@ type Configurable interface {
 
 // FactoredRule is a Rule that can step a weight along its gradient's
 // factors (Factored) instead of the formed gradient: a caller that can
-// keep the factors (program.Config.FactorForRSDM) asks it whether to.
+// keep the factors (program.Config.Groups) asks it whether to.
 type FactoredRule interface {
 	Rule
 	// FactorsGradients returns the size r that a factored step's cost

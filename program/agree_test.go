@@ -55,7 +55,6 @@ type sideConfig struct {
 	groups   []optim.Group // the solver's; nil: no steps
 	noGrad   bool          // the forward pass only
 	evalMode bool          // batch norm and dropout in inference
-	factor   int           // Config.FactorForRSDM, for a program
 	ask      bool          // Config.Groups = groups, for a program
 	runs     int           // a program's Runs per run, 1 if 0 (a second must not accumulate)
 	// unchained keeps a program's elementwise kernels apart
@@ -175,7 +174,7 @@ func newProgramSide(be backend.Backend, m *model, cfg sideConfig) (*programSide,
 		}
 	}
 	prog, err := Compile(m.g, Config{Backend: be, Outputs: []*G.Node{m.logits, m.loss}, Params: m.params, Inputs: m.inputs,
-		NoGrad: cfg.noGrad, EvalMode: cfg.evalMode, FactorForRSDM: cfg.factor, Groups: map[bool][]optim.Group{true: cfg.groups}[cfg.ask],
+		NoGrad: cfg.noGrad, EvalMode: cfg.evalMode, Groups: map[bool][]optim.Group{true: cfg.groups}[cfg.ask],
 		unchained: cfg.unchained, chainOnHost: cfg.chainOnHost})
 	if err != nil {
 		return nil, fmt.Errorf("Compile on %s: %w", be.Name(), err)

@@ -35,7 +35,7 @@ func paperFFN(tb testing.TB, batch, width int) *model {
 // (batch 16, float32) on Gorgonia's tape machine and as a compiled program
 // on the CPU backend: with the default threads, with one (no loop split
 // across goroutines), and leaving the Stiefel weights' gradients factored
-// as cmd/train does for RSDM (Config.FactorForRSDM).
+// as cmd/train does for RSDM (Config.Groups).
 func BenchmarkFFN(b *testing.B) {
 	b.Run("tape", func(b *testing.B) {
 		benchRuns(b, tapeRun(b, paperFFN(b, 16, 1024)))
@@ -49,7 +49,11 @@ func BenchmarkFFN(b *testing.B) {
 			m := paperFFN(b, 16, 1024)
 			be := cpu.New(cpu.Options{Threads: v.threads})
 			defer be.Close()
-			benchRuns(b, m.compile(b, be, Config{FactorForRSDM: map[bool]int{true: 300}[v.factor]}).Run)
+			var c Config
+			if v.factor {
+				c.Groups = []optim.Group{{Rule: optim.RSDMConfig{SubmanifoldSize: 300}}}
+			}
+			benchRuns(b, m.compile(b, be, c).Run)
 		})
 	}
 }

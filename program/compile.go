@@ -48,7 +48,7 @@ type compiler struct {
 	// kernels that form and check it, which factorGrads may replace.
 	gradKernels map[*G.Node][2]int
 	// factorR is the RSDM r that factorGrads leaves gradients factored for
-	// (Config.FactorForRSDM, or Config.Groups's), 0 for none.
+	// (Config.Groups's), 0 for none.
 	factorR int
 }
 

@@ -8,14 +8,11 @@ import (
 )
 
 // factorGrads, the factoring phase, leaves the gradients that
-// Config.FactorForRSDM (or Config.Groups, groupsFactor) asks for as their
+// Config.Groups asks for (groupsFactor) as their
 // factors (see factor): the kernels that formed and checked such a gradient
 // give way to one check of its factors.
 func (c *compiler) factorGrads() {
-	if c.factorR = c.cfg.FactorForRSDM; c.factorR <= 0 {
-		c.factorR = groupsFactor(c.cfg.Groups, c.cfg.Backend)
-	}
-	if c.factorR <= 0 {
+	if c.factorR = groupsFactor(c.cfg.Groups, c.cfg.Backend); c.factorR <= 0 {
 		return
 	}
 	var kept []backend.Kernel
@@ -39,8 +36,8 @@ func (c *compiler) factorGrads() {
 }
 
 // factor reports whether the gradient g of parameter i stays factored:
-// Config.FactorForRSDM or Config.Groups asks for it, g is a product A^T B that nothing else
-// uses, and an RSDM step costs less from the factors (see FactorForRSDM).
+// Config.Groups asks for it, g is a product A^T B that nothing else
+// uses, and an RSDM step costs less from the factors (see Config.Groups).
 // It then keeps the factors' buffers to the end of the run and returns the
 // kernel that checks them.
 func (c *compiler) factor(i int, g *G.Node) (backend.Kernel, bool) {

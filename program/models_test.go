@@ -176,22 +176,14 @@ func TestModelsAgree(t *testing.T) {
 	}
 }
 
-// factorR returns Config.FactorForRSDM for cfg's RSDM, or 0.
-func factorR(factor bool, groups []optim.Group) int {
-	if !factor {
-		return 0
-	}
-	return groups[0].Rule.(optim.RSDMConfig).SubmanifoldSize
-}
-
 // compareModel runs mc on the tape machine with optim's Solver and as a
 // program on be with its Solver, two steps, and checks that they agree to
 // tol (agree); with factor the program leaves the gradients of thin-product
-// weights factored (Config.FactorForRSDM). It returns agree's largest
+// weights factored (Config.Groups). It returns agree's largest
 // difference.
 func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtype, cfg []optim.Group, factor bool, tol float64) float64 {
 	build := func() (*model, error) { return mc.build(dt) }
-	ref, got := newSides(t, mc.name, build, onTape(sideConfig{groups: cfg}), compiled(be, sideConfig{groups: cfg, factor: factorR(factor, cfg)}))
+	ref, got := newSides(t, mc.name, build, onTape(sideConfig{groups: cfg}), compiled(be, sideConfig{groups: cfg, ask: factor}))
 	worst := agree(t, mc.name, ref, got, 2, tol)
 	factored := 0
 	for _, p := range got.(*programSide).prog.Params() {
@@ -200,13 +192,13 @@ func compareModel(t *testing.T, be backend.Backend, mc modelCase, dt tensor.Dtyp
 		}
 	}
 	if factor && mc.name == "ffn" && factored == 0 {
-		t.Error("FactorForRSDM left no FFN gradient factored")
+		t.Error("RSDM's groups left no FFN gradient factored")
 	}
 	return worst
 }
 
 // TestFactorGrads checks the factoring phase on the FFN: with
-// FactorForRSDM every gradient it leaves factored loses the product that
+// RSDM's groups every gradient it leaves factored loses the product that
 // formed it and its check, which one check of the factors replaces, and
 // nothing else changes (the same kernels otherwise, in the same order).
 func TestFactorGrads(t *testing.T) {
@@ -219,7 +211,10 @@ func TestFactorGrads(t *testing.T) {
 		if _, err := G.Grad(m.loss, param.Nodes(m.params)...); err != nil {
 			t.Fatal(err)
 		}
-		return m.compile(t, be, Config{FactorForRSDM: r})
+		if r == 0 {
+			return m.compile(t, be, Config{})
+		}
+		return m.compile(t, be, Config{Groups: []optim.Group{{Rule: optim.RSDMConfig{SubmanifoldSize: r}}}})
 	}
 	plain, factored := compile(0), compile(5)
 	var k int // the number of gradients left factored
@@ -229,7 +224,7 @@ func TestFactorGrads(t *testing.T) {
 		}
 	}
 	if k == 0 {
-		t.Fatal("FactorForRSDM left no FFN gradient factored")
+		t.Fatal("RSDM's groups left no FFN gradient factored")
 	}
 	got, want := kernelTypes(factored), kernelTypes(plain)
 	if got["gemm"] != want["gemm"]-k {
@@ -261,8 +256,8 @@ func TestFactorGrads(t *testing.T) {
 func isCheck(name string) bool { return name == "check-product" || name == "check-finite" }
 
 // TestGroupsAskForFactors checks that Config.Groups leaves the FFN's
-// gradients factored exactly where FactorForRSDM with its RSDM's r does, on
-// a backend whose buffers live on the host, and nowhere for a rule that
+// gradients factored for RSDM's r on every backend whose buffers live on
+// the host alike, nowhere for an r too large to gain, for a rule that
 // steps whole gradients, for two constrained groups of different r, or on
 // a device (the CUDA backend on the host model, where cgo is on).
 func TestGroupsAskForFactors(t *testing.T) {
@@ -284,12 +279,13 @@ func TestGroupsAskForFactors(t *testing.T) {
 		return ks
 	}
 	rest := optim.Group{LR: 0.1}
+	host := testBackends(t)[0]
+	factored := factoredOf(host, Config{Groups: groups(rsdm(5), rest)})
+	if slices.Equal(factored, factoredOf(host, Config{})) {
+		t.Fatal("RSDM's groups of r = 5 left no FFN gradient factored")
+	}
 	for bi, be := range testBackends(t) {
-		want := factoredOf(be, Config{FactorForRSDM: 5})
-		none := factoredOf(be, Config{})
-		if slices.Equal(want, none) && bi == 0 {
-			t.Fatal("FactorForRSDM 5 left no FFN gradient factored")
-		}
+		want, none := factored, factoredOf(be, Config{})
 		if !onHost(be) {
 			want = none // a device's RSDM takes whole gradients
 		}
@@ -299,6 +295,7 @@ func TestGroupsAskForFactors(t *testing.T) {
 			want   []int
 		}{
 			{"rsdm", groups(rsdm(5), rest), want},
+			{"rsdm of an r no product is cheaper for", groups(rsdm(1000), rest), none},
 			{"rgd", groups(optim.Group{LR: 0.1, Rule: optim.RGDConfig{}}, rest), none},
 			{"two r", []optim.Group{{Select: func(p optim.Param) bool { return p.Constrained() && p.Name == "fc1.W" }, LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 5}}, groups(rsdm(4), rest)[0], rest}, none},
 		} {

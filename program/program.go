@@ -64,22 +64,18 @@ type Config struct {
 	// Profile times every kernel of every Run (see Profile); it costs two
 	// clock readings per kernel.
 	Profile bool
-	// FactorForRSDM, when above 0, is the submanifold size r of the RSDM
-	// steps that will take the gradients. The gradient of a constrained n x p
-	// weight that is a product A^T B (a linear layer's, over a batch of K
-	// rows) is then left as its two factors wherever a step costs less from
-	// them: RSDM needs only P G (PX)^T = (A P^T)^T (B (PX)^T), O(K r (p + r))
-	// work against O(K n p) to form G, so wherever r (p + r) < n p. Such a
-	// weight's Param.Grad has no buffer; GradA and GradB hold the factors
-	// (optim.Factored), and only RSDM steps it. Groups asks for the same
-	// without naming r.
-	FactorForRSDM int
 	// Groups, when set, are the optimizer groups the program's Solver will
-	// step it with (NewSolver). Where FactorForRSDM is 0 and the backend's
-	// buffers live on the host (the CPU backend), a constrained rule that
-	// steps from a gradient's factors for less (optim.FactoredRule: RSDM)
-	// then gets them, as FactorForRSDM would with the rule's r: the same
-	// r for every constrained group, else none.
+	// step it with (NewSolver). Where the backend's buffers live on the
+	// host (the CPU backend) and every constrained group's rule steps from
+	// a gradient's factors for less (optim.FactoredRule: RSDM) with one
+	// submanifold size r, the gradient of a constrained n x p weight that
+	// is a product A^T B (a linear layer's, over a batch of K rows) is left
+	// as its two factors wherever a step costs less from them: RSDM needs
+	// only P G (PX)^T = (A P^T)^T (B (PX)^T), O(K r (p + r)) work against
+	// O(K n p) to form G, so wherever r (p + r) < n p. Such a weight's
+	// Param.Grad has no buffer; GradA and GradB hold the factors
+	// (optim.Factored), and only such a rule steps it. Without Groups every
+	// gradient is formed.
 	Groups []optim.Group
 	// Share, when set, is a compiled program on the same backend whose
 	// parameter buffers this program uses for its parameters of the same
@@ -159,7 +155,7 @@ type Param struct {
 	Value, Grad backend.Operand
 	Size        int
 	// GradA and GradB, for a weight whose gradient the program leaves
-	// factored (Config.FactorForRSDM), are the K x n and K x p factors of its
+	// factored (Config.Groups), are the K x n and K x p factors of its
 	// gradient A^T B, with K = GradK.
 	GradA, GradB backend.Operand
 	GradK        int

@@ -81,7 +81,7 @@ func BenchmarkLoop(b *testing.B) {
 		m := benchFFN(b)
 		set := benchSet(benchBatch * (b.N + 2))
 		prog, err := program.Compile(m.Loss.Graph(), program.Config{Backend: cpu.New(cpu.Options{}), Outputs: []*G.Node{m.Loss, m.Logits},
-			Params: m.Params, Inputs: []*G.Node{m.Input, m.Labels}, FactorForRSDM: 300, Accuracy: program.Accuracy{Logits: m.Logits, Targets: m.Labels}})
+			Params: m.Params, Inputs: []*G.Node{m.Input, m.Labels}, Groups: benchGroups(), Accuracy: program.Accuracy{Logits: m.Logits, Targets: m.Labels}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -405,12 +405,13 @@ func grads(p *program.Program, dt tensor.Dtype) ([][]float64, error) {
 const dropoutSeed = 1
 
 // compile compiles n's model for training, its Stiefel weight's gradient
-// left as factors where RSDM with submanifold size r costs less from them
-// (program.Config.FactorForRSDM, as cmd/train compiles), or with eval
-// forward only in inference mode (its dropout the identity).
-func compile(n *net, be backend.Backend, eval bool, r int, profile bool) (*program.Program, error) {
+// left as factors where the groups' RSDM costs less from them on the CPU
+// (program.Config.Groups, as cmd/train compiles; nil groups form every
+// gradient), or with eval forward only in inference mode (its dropout the
+// identity).
+func compile(n *net, be backend.Backend, eval bool, groups []optim.Group, profile bool) (*program.Program, error) {
 	return program.Compile(n.g, program.Config{Backend: be, Outputs: []*G.Node{n.m.Out, n.loss}, Params: n.params,
-		Inputs: []*G.Node{n.m.X, n.y}, NoGrad: eval, EvalMode: eval, DropoutSeed: dropoutSeed, FactorForRSDM: r, Profile: profile})
+		Inputs: []*G.Node{n.m.X, n.y}, NoGrad: eval, EvalMode: eval, DropoutSeed: dropoutSeed, Groups: groups, Profile: profile})
 }
 
 // trainer is a model compiled for training on a backend of its own, with
@@ -422,14 +423,18 @@ type trainer struct {
 }
 
 // newTrainer opens the backend named name, compiles n for training on it
-// (compile's r and profile) and binds a Solver of o's groups to the
-// program. The caller closes it.
-func newTrainer(n *net, name string, r int, profile bool, o options) (*trainer, error) {
+// (with factor, its gradients factored for o's groups; profile) and binds
+// a Solver of o's groups to the program. The caller closes it.
+func newTrainer(n *net, name string, factor, profile bool, o options) (*trainer, error) {
 	be, err := newBackend(name)
 	if err != nil {
 		return nil, err
 	}
-	prog, err := compile(n, be, false, r, profile)
+	var fg []optim.Group
+	if factor {
+		fg = groups(o)
+	}
+	prog, err := compile(n, be, false, fg, profile)
 	if err != nil {
 		be.Close()
 		return nil, fmt.Errorf("compiling on %s: %w", name, err)
@@ -461,16 +466,6 @@ func printProfile(p *program.Program, stepTime time.Duration, steps int) {
 	for _, k := range ks {
 		fmt.Fprintf(os.Stderr, "%10v %3d  %s\n", k.PerRun, k.Count, k.Kernel)
 	}
-}
-
-// factorFor returns the r the compiler factors the Stiefel weight's gradient
-// for: RSDM's on the CPU; none on a device, whose steppers take whole
-// gradients.
-func factorFor(o options) int {
-	if o.backend == "cpu" {
-		return o.r
-	}
-	return 0
 }
 
 // compareDropout is the dropout probability of compare: the one at which
@@ -533,7 +528,7 @@ func compare(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 		return nil, err
 	}
 	defer be.Close()
-	prog, err := compile(a, be, false, 0, false)
+	prog, err := compile(a, be, false, nil, false)
 	if err != nil {
 		return nil, fmt.Errorf("compiling: %w", err)
 	}
@@ -692,7 +687,7 @@ func devices(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 				return nil, err
 			}
 		}
-		tr, err := newTrainer(n, names[i], 0, false, o)
+		tr, err := newTrainer(n, names[i], false, false, o)
 		if err != nil {
 			return nil, err
 		}
@@ -792,7 +787,7 @@ func train(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr, err := newTrainer(a, o.backend, factorFor(o), o.profile, o)
+	tr, err := newTrainer(a, o.backend, true, o.profile, o)
 	if err != nil {
 		return nil, err
 	}
@@ -897,7 +892,7 @@ func evaluate(tr *trainer, a, ev *net, testSet *data.Set, bs *batches, dt tensor
 	if err := copyParams(ev, a); err != nil {
 		return 0, err
 	}
-	eprog, err := compile(ev, tr.be, true, 0, false)
+	eprog, err := compile(ev, tr.be, true, nil, false)
 	if err != nil {
 		return 0, fmt.Errorf("compiling the evaluation: %w", err)
 	}
@@ -991,7 +986,7 @@ func throughput(ex Example, dt tensor.Dtype, o options) (*Report, error) {
 			return ts.Step()
 		}
 	} else {
-		tr, err := newTrainer(n, o.backend, factorFor(o), o.profile, o)
+		tr, err := newTrainer(n, o.backend, true, o.profile, o)
 		if err != nil {
 			return nil, err
 		}
