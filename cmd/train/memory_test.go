@@ -256,9 +256,10 @@ func TestNetSizerIsBuilt(t *testing.T) {
 
 // TestRuleBuffersMatchState checks the state buffers that memory.go counts
 // (ruleBuffers) for every rule of optim.Rules, with the settings train
-// gives it: as many as the buffers of the weight's size in its stepper's
+// gives it, against the buffers of the weight's size in its stepper's
 // State after a step on a 320 x 3 weight (320 rows: RSDM's default r is
-// 300).
+// 300): as many for a Described rule, whose description they are counted
+// on, and no fewer for another, counted as Riemannian Adam.
 func TestRuleBuffersMatchState(t *testing.T) {
 	for _, r := range optim.Rules {
 		t.Run(r.String(), func(t *testing.T) {
@@ -276,7 +277,8 @@ func TestRuleBuffersMatchState(t *testing.T) {
 			}
 			kept := stateBuffersAfterStep(t, rule(c), 320, 3)
 			t.Logf("%v: %d state buffers, %d workspaces; its State holds %d", r, state, work, kept)
-			if state != kept {
+			_, described := r.(optim.Described)
+			if state != kept && (described || state < kept) {
 				t.Errorf("%v: memory.go counts %d state buffers of the weight's size, its stepper's State holds %d", r, state, kept)
 			}
 		})
