@@ -420,12 +420,21 @@ func exportUnary(x *exporter, n *G.Node, _ []*G.Node, in []string) (string, erro
 	return "", fmt.Errorf("%w for unary function %q at node %q", ErrNotExportable, name, n.Name())
 }
 
-// binaryONNX maps the compiler's binary functions to ONNX ops; the
-// comparisons give booleans, which exportBinary casts back to 0 and 1.
-var binaryONNX = map[gorgoniaop.BinaryFunc]string{
-	gorgoniaop.Add: "Add", gorgoniaop.Sub: "Sub", gorgoniaop.Mul: "Mul", gorgoniaop.Div: "Div", gorgoniaop.Pow: "Pow",
-	gorgoniaop.Lt: "Less", gorgoniaop.Gt: "Greater", gorgoniaop.Lte: "LessOrEqual", gorgoniaop.Gte: "GreaterOrEqual",
-	gorgoniaop.Eq: "Equal",
+// binaryONNX maps the compiler's binary functions to ONNX ops.
+var binaryONNX = map[gorgoniaop.BinaryFunc]binaryExport{
+	gorgoniaop.Add: {op: "Add"}, gorgoniaop.Sub: {op: "Sub"}, gorgoniaop.Mul: {op: "Mul"}, gorgoniaop.Div: {op: "Div"},
+	gorgoniaop.Pow: {op: "Pow"},
+	gorgoniaop.Lt:  {op: "Less", compare: true}, gorgoniaop.Gt: {op: "Greater", compare: true},
+	gorgoniaop.Lte: {op: "LessOrEqual", compare: true}, gorgoniaop.Gte: {op: "GreaterOrEqual", compare: true},
+	gorgoniaop.Eq: {op: "Equal", compare: true}, gorgoniaop.Ne: {op: "Equal", not: true, compare: true},
+}
+
+// binaryExport is an entry of binaryONNX: the ONNX op, whether its
+// boolean result is negated (Not), and whether it is a comparison, whose
+// boolean exportBinary casts back to 0 and 1 in the element type.
+type binaryExport struct {
+	op           string
+	not, compare bool
 }
 
 func exportBinary(x *exporter, n *G.Node, args []*G.Node, in []string) (string, error) {
@@ -446,16 +455,15 @@ func exportBinary(x *exporter, n *G.Node, args []*G.Node, in []string) (string, 
 			return "", fmt.Errorf("elementwise %s of shapes %v and %v into %v", sym, args[0].Shape(), args[1].Shape(), out)
 		}
 	}
-	if sym == "!=" {
-		return x.op("Cast", []string{x.op("Not", []string{x.op("Equal", ops)})}, onnx.Int("to", int64(x.dt))), nil
-	}
-	op, ok := binaryONNX[sym]
+	e, ok := binaryONNX[sym]
 	if !ok {
 		return "", fmt.Errorf("%w for binary function %q at node %q", ErrNotExportable, sym, n.Name())
 	}
-	v := x.op(op, ops)
-	switch op {
-	case "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Equal":
+	v := x.op(e.op, ops)
+	if e.not {
+		v = x.op("Not", []string{v})
+	}
+	if e.compare {
 		v = x.op("Cast", []string{v}, onnx.Int("to", int64(x.dt)))
 	}
 	return v, nil

@@ -180,22 +180,8 @@ func (l *Lowering) lower(n *G.Node, in []*Value) error {
 	if _, ok := op.(fused.Lowering); ok {
 		name = gorgoniaop.Fused // an op with its own lowering, whatever its type's name
 	}
-	switch name {
-	case gorgoniaop.ConstantScalar, gorgoniaop.ConstantTensor:
-		return l.Constant(n)
-	case gorgoniaop.SizeOp:
-		return l.axisSize(n, in)
-	case gorgoniaop.ReshapeOp:
-		if in[0].Size != n.DataSize() {
-			return fmt.Errorf("reshape of %d values to %v", in[0].Size, n.Shape())
-		}
-		l.View(n, in[0], 0)
-		return nil
-	case gorgoniaop.SliceOp:
-		if err := checkInts(n, name, in); err != nil {
-			return err
-		}
-		return l.slice(n, in)
+	if lower, ok := notOwnValue[name]; ok {
+		return lower(l, n, in)
 	}
 	lower, ok := lowerings[name]
 	if !ok {
@@ -209,6 +195,30 @@ func (l *Lowering) lower(n *G.Node, in []*Value) error {
 		return err
 	}
 	return lower(l, n, in, out)
+}
+
+// notOwnValue lower the ops whose value is not a new one of their own:
+// constants, sizes, and views of their argument (Reshape, Slice).
+var notOwnValue = map[gorgoniaop.OpType]func(l *Lowering, n *G.Node, in []*Value) error{
+	gorgoniaop.ConstantScalar: func(l *Lowering, n *G.Node, _ []*Value) error { return l.Constant(n) },
+	gorgoniaop.ConstantTensor: func(l *Lowering, n *G.Node, _ []*Value) error { return l.Constant(n) },
+	gorgoniaop.SizeOp:         (*Lowering).axisSize,
+	gorgoniaop.ReshapeOp:      (*Lowering).reshape,
+	gorgoniaop.SliceOp: func(l *Lowering, n *G.Node, in []*Value) error {
+		if err := checkInts(n, gorgoniaop.SliceOp, in); err != nil {
+			return err
+		}
+		return l.slice(n, in)
+	},
+}
+
+// reshape makes n a view of its argument, of n's shape.
+func (l *Lowering) reshape(n *G.Node, in []*Value) error {
+	if in[0].Size != n.DataSize() {
+		return fmt.Errorf("reshape of %d values to %v", in[0].Size, n.Shape())
+	}
+	l.View(n, in[0], 0)
+	return nil
 }
 
 // lowerings lower the ops that write a value of their own, out.
@@ -239,11 +249,11 @@ var lowerings = map[gorgoniaop.OpType]func(l *Lowering, n *G.Node, in []*Value, 
 	gorgoniaop.GlobalAveragePoolOp: (*Lowering).globalAvgPool,
 }
 
-// Lowered returns the op types of the lowerings table, sorted: those
-// that write a value of their own. Lower also knows constants, SizeOf,
-// Reshape and Slice, which it lowers apart.
+// Lowered returns the op types Lower knows, sorted: those of its
+// tables, the ops that write a value of their own and those that do not
+// (constants, SizeOf, Reshape and Slice).
 func Lowered() []gorgoniaop.OpType {
-	types := slices.Collect(maps.Keys(lowerings))
+	types := slices.Concat(slices.Collect(maps.Keys(lowerings)), slices.Collect(maps.Keys(notOwnValue)))
 	slices.Sort(types)
 	return types
 }
