@@ -66,18 +66,21 @@ func TestConvergence(t *testing.T) {
 	pca := func(n, p int) func(*rand.Rand) problem.Problem[float64] {
 		return func(rng *rand.Rand) problem.Problem[float64] { return problem.NewPCA[float64](n, p, rng) }
 	}
+	// core runs RGD, RSDM with every sampler of Samplers (rsdm-NAME, seeded
+	// 1, 2, ... in the table's order), RSDM-momentum and coordinate descent.
 	core := func(lrRGD, lrRSDM float64, r int) []method {
-		return []method{
+		ms := []method{
 			{"rgd", rgd(RGDConfig{LR: lrRGD})},
 			{"rgd-momentum", rgd(RGDConfig{LR: lrRGD, Momentum: 0.5})},
-			{"rsdm-p", rsdm(RSDMConfig{LR: lrRSDM, SubmanifoldSize: r, Seed: 1})},
-			{"rsdm-o", rsdm(RSDMConfig{LR: lrRSDM, SubmanifoldSize: r, Sampling: Orthogonal, Seed: 2})},
-			{"rsdm-blocks", rsdm(RSDMConfig{LR: lrRSDM, SubmanifoldSize: r, Sampling: Blocks, Seed: 3})},
-			{"rsdm-momentum", rsdm(RSDMConfig{LR: lrRSDM / 2, SubmanifoldSize: r, Momentum: 0.5, InnerSteps: 5, Seed: 4})},
-			{"coordinate", func(m manifold.Manifold[float64]) (Optimizer[float64], error) {
-				return NewCoordinateDescent(m, lrRSDM, 5)
-			}},
 		}
+		for i, s := range Samplers {
+			ms = append(ms, method{"rsdm-" + s.String(), rsdm(RSDMConfig{LR: lrRSDM, SubmanifoldSize: r, Sampling: s, Seed: uint64(i + 1)})})
+		}
+		return append(ms,
+			method{"rsdm-momentum", rsdm(RSDMConfig{LR: lrRSDM / 2, SubmanifoldSize: r, Momentum: 0.5, InnerSteps: 5, Seed: 4})},
+			method{"coordinate", func(m manifold.Manifold[float64]) (Optimizer[float64], error) {
+				return NewCoordinateDescent(m, lrRSDM, 5)
+			}})
 	}
 	var setups []setup
 	setups = append(setups,

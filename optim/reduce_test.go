@@ -187,6 +187,31 @@ var dpRules = []struct {
 	{"radam+adamw", optim.RiemannianAdamConfig{}, optim.AdamWConfig{}, false},
 }
 
+// TestDataParallelRulesCoverRowSamplers checks that dpRules steps RSDM
+// with every sampler of optim.Samplers that draws rows, so that the
+// data-parallel tests do not leave a new one out silently (a dense sampler
+// is refused there: TestDataParallelRefusesNamesRowSamplers).
+func TestDataParallelRulesCoverRowSamplers(t *testing.T) {
+	for _, s := range optim.Samplers {
+		if !s.Rows() {
+			continue
+		}
+		covered := false
+		for _, r := range dpRules {
+			if c, ok := r.constrained.(optim.RSDMConfig); ok {
+				sampling := c.Sampling
+				if sampling == nil {
+					sampling = optim.Permutation
+				}
+				covered = covered || sampling.String() == s.String()
+			}
+		}
+		if !covered {
+			t.Errorf("no rule of dpRules (optim/reduce_test.go) samples with %v, a sampler of rows of optim.Samplers: add a line for it", s)
+		}
+	}
+}
+
 func dpGroups(constrained, flat optim.Rule) []optim.Group {
 	return []optim.Group{
 		{Select: optim.Param.Constrained, Rule: constrained, LR: 0.2},

@@ -207,15 +207,10 @@ func TestAutoDeviceTakesCPU(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	data := hostileData(t)
 	base := []string{"-dataset", "mnist", "-data", data, "-hidden", "32", "-depth", "2", "-lr", "0.2", "-batch", "10", "-eval-every", "-1"}
-	for _, tc := range []struct {
-		name string
-		args []string
-		want string // in the refusal
-	}{
+	for _, tc := range append([]autoCase{
 		{"orth", []string{"-r", "8", "-sampling", "orth"}, "RSDM with orth sampling does not run on a device"},
 		{"clip", []string{"-r", "8", "-clip-norm", "1"}, "gradient clipping (ClipNorm 1) reads every gradient on the host"},
-		{"radam", []string{"-optim", "radam", "-lr", "0.01"}, "the radam rule does not run on a device"},
-	} {
+	}, refusedRuleCases()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append(append([]string{}, base...), tc.args...)
 			outs := map[string]string{}
@@ -262,6 +257,34 @@ func TestAutoDeviceTakesCPU(t *testing.T) {
 			}
 		})
 	}
+}
+
+// autoCase is a setting of TestAutoDeviceTakesCPU: its name, its flags and
+// what the device's refusal says.
+type autoCase struct {
+	name string
+	args []string
+	want string // in the refusal
+}
+
+// refusedRuleCases returns a case of TestAutoDeviceTakesCPU for each rule
+// of optim.Rules that the device refuses, those that are not
+// optim.Described (optim/device steps the Described rules from their
+// descriptions, and its table of rules of their own is empty): the rule
+// by -optim (a constrained rule) or -other, with a step size of 0.01.
+func refusedRuleCases() []autoCase {
+	var cases []autoCase
+	for _, r := range optim.Rules {
+		if _, ok := r.(optim.Described); ok {
+			continue
+		}
+		args := []string{"-other", r.String(), "-lr-other", "0.01"}
+		if r.Constrained() {
+			args = []string{"-optim", r.String(), "-lr", "0.01"}
+		}
+		cases = append(cases, autoCase{r.String(), args, "the " + r.String() + " rule does not run on a device"})
+	}
+	return cases
 }
 
 // TestEveryRuleTrains trains the small FFN of TestTrainLearns with each

@@ -19,6 +19,8 @@ import (
 
 	"github.com/orthonet/orthonet/checkpoint"
 	"github.com/orthonet/orthonet/internal/datatest"
+	"github.com/orthonet/orthonet/manifold"
+	"github.com/orthonet/orthonet/optim"
 	"github.com/orthonet/orthonet/training"
 )
 
@@ -250,4 +252,71 @@ func TestNetSizerIsBuilt(t *testing.T) {
 			t.Errorf("%v: footprint %+v, %v: want parameters of 12 bytes each (three float32 copies) and more", args, f, err)
 		}
 	}
+}
+
+// TestRuleBuffersMatchState checks the state buffers that memory.go counts
+// (ruleBuffers) for every rule of optim.Rules, with the settings train
+// gives it, against the buffers of the weight's size in its stepper's
+// State after a step on a 320 x 3 weight (320 rows: RSDM's default r is
+// 300): as many for a Described rule, whose description they are counted
+// on, and no fewer for another, counted as Riemannian Adam.
+func TestRuleBuffersMatchState(t *testing.T) {
+	for _, r := range optim.Rules {
+		t.Run(r.String(), func(t *testing.T) {
+			flag, rule := "-other", func(c config) optim.Rule { return c.otherRule }
+			if r.Constrained() {
+				flag, rule = "-optim", func(c config) optim.Rule { return c.rule }
+			}
+			c, err := parseFlags([]string{flag, r.String()}, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			state, work, err := ruleBuffers(rule(c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := stateBuffersAfterStep(t, rule(c), 320, 3)
+			t.Logf("%v: %d state buffers, %d workspaces; its State holds %d", r, state, work, kept)
+			_, described := r.(optim.Described)
+			if state != kept && (described || state < kept) {
+				t.Errorf("%v: memory.go counts %d state buffers of the weight's size, its stepper's State holds %d", r, state, kept)
+			}
+		})
+	}
+}
+
+// stateBuffersAfterStep returns the buffers of n*p entries in the State
+// of r's stepper of an n x p float32 weight (on the Stiefel manifold for a
+// constrained rule) after one step.
+func stateBuffersAfterStep(t *testing.T, r optim.Rule, n, p int) int64 {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(3, 4))
+	x, g := make([]float32, n*p), make([]float32, n*p)
+	for i := range x {
+		x[i], g[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+	}
+	w := optim.Param{Name: "w", Shape: []int{n, p}, Value: optim.Host[float32](x)}
+	if r.Constrained() {
+		w.Manifold = manifold.StiefelKind{}
+		if err := w.Orthonormalize(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := r.Stepper(w, optim.Binding{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(optim.Host[float32](g), 0.01); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var kept int64
+	for _, b := range s.State().Buffers {
+		if reflect.ValueOf(b).Len() == n*p {
+			kept++
+		}
+	}
+	return kept
 }

@@ -262,14 +262,19 @@ func sameState(a, b optim.State, tol float64) error {
 // run are refused by the Solver, naming them, with the same message on
 // every backend.
 func TestDeviceRefuses(t *testing.T) {
-	for _, c := range []struct {
+	type refusal struct {
 		name   string
 		groups []optim.Group
 		o      optim.Options
 		want   string
-		m      manifold.Kind
-	}{
-		{"radam", []optim.Group{{Rule: optim.RiemannianAdamConfig{}, LR: 0.1}}, optim.Options{}, "the radam rule does not run on a device", nil},
+		m      manifold.Kind // nil: Stiefel, or none for an unconstrained rule
+	}
+	var refusals []refusal
+	for _, r := range notDescribed() {
+		refusals = append(refusals, refusal{name: r.String(), groups: []optim.Group{{Rule: r, LR: 0.1}},
+			want: "the " + r.String() + " rule does not run on a device"})
+	}
+	for _, c := range append(refusals, []refusal{
 		{"orthogonal", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2, Sampling: optim.Orthogonal}}}, optim.Options{}, "orth sampling", nil},
 		{"inner steps", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2, InnerSteps: 3, Momentum: 0.5}}}, optim.Options{}, "inner steps", nil},
 		{"cayley", []optim.Group{{Rule: optim.RGDConfig{}, LR: 0.1}}, optim.Options{}, "stiefel (cayley retraction) manifold", manifold.StiefelKind{Retraction: manifold.Cayley}},
@@ -278,8 +283,8 @@ func TestDeviceRefuses(t *testing.T) {
 		{"r > n", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 5}}}, optim.Options{}, "exceeds", nil},
 		{"own rule", []optim.Group{{LR: 0.1, Rule: ownRule{}}}, optim.Options{}, "the own rule does not run on a device", nil},
 		{"factored", []optim.Group{{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 2}}}, optim.Options{}, `weight "w" has a factored gradient, which the steppers on a device do not take`, nil},
-	} {
-		if c.m == nil {
+	}...) {
+		if c.m == nil && c.groups[0].Rule.Constrained() {
 			c.m = manifold.StiefelKind{}
 		}
 		var first string
@@ -309,6 +314,20 @@ func TestDeviceRefuses(t *testing.T) {
 			be.Close()
 		}
 	}
+}
+
+// notDescribed returns the rules of optim.Rules that are not
+// optim.Described: those a device refuses (it steps the Described rules
+// from their descriptions, and its own table of rules with steppers of
+// their own is empty).
+func notDescribed() []optim.Rule {
+	var out []optim.Rule
+	for _, r := range optim.Rules {
+		if _, ok := r.(optim.Described); !ok {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // ownRule is a rule of the test's own, which the device does not run.
