@@ -30,19 +30,17 @@ func TestStateResume(t *testing.T) {
 
 func testStateResume[T Float](t *testing.T) {
 	const n, p, total = 24, 6, 23
-	cases := []struct {
+	type resumeCase struct {
 		name string
 		make func(m manifold.Manifold[T]) (stepper[T], error)
-	}{
-		{"rsdm-perm", func(m manifold.Manifold[T]) (stepper[T], error) {
-			return NewRSDM(m, RSDMConfig{LR: 0.3, SubmanifoldSize: 5, Seed: 4})
-		}},
-		{"rsdm-orth", func(m manifold.Manifold[T]) (stepper[T], error) {
-			return NewRSDM(m, RSDMConfig{LR: 0.3, SubmanifoldSize: 5, Sampling: Orthogonal, Seed: 4})
-		}},
-		{"rsdm-blocks", func(m manifold.Manifold[T]) (stepper[T], error) {
-			return NewRSDM(m, RSDMConfig{LR: 0.3, SubmanifoldSize: 7, Sampling: Blocks, Seed: 4})
-		}},
+	}
+	var cases []resumeCase
+	for _, s := range Samplers { // RSDM with every sampler, r = 7 not dividing n
+		cases = append(cases, resumeCase{"rsdm-" + s.String(), func(m manifold.Manifold[T]) (stepper[T], error) {
+			return NewRSDM(m, RSDMConfig{LR: 0.3, SubmanifoldSize: 7, Sampling: s, Seed: 4})
+		}})
+	}
+	cases = append(cases, []resumeCase{
 		{"rsdm-momentum-orth", func(m manifold.Manifold[T]) (stepper[T], error) {
 			return NewRSDM(m, RSDMConfig{LR: 0.3, SubmanifoldSize: 5, Sampling: Orthogonal, Momentum: 0.8, InnerSteps: 4, Seed: 4})
 		}},
@@ -55,7 +53,7 @@ func testStateResume[T Float](t *testing.T) {
 		{"riemannian-adam", func(m manifold.Manifold[T]) (stepper[T], error) {
 			return NewRiemannianAdam(m, RiemannianAdamConfig{LR: 0.05})
 		}},
-	}
+	}...)
 	st, _ := manifold.NewStiefel[T](n, p)
 	pr := problem.NewPCA[T](n, p, newRNG(2))
 	x0 := make([]T, n*p)

@@ -41,9 +41,7 @@ func deviceConfigs() map[string][]optim.Group {
 		c.Select = constrained
 		return []optim.Group{c, rest(u)}
 	}
-	return map[string][]optim.Group{
-		"rsdm-perm+sgd": two(optim.Group{LR: 0.4, Rule: optim.RSDMConfig{SubmanifoldSize: 3, Seed: 5}},
-			optim.Group{Rule: optim.SGDConfig{}, LR: 0.1}),
+	cfgs := map[string][]optim.Group{
 		"rsdm-blocks+sgd-momentum-decay": two(optim.Group{LR: 0.3, Rule: optim.RSDMConfig{SubmanifoldSize: 3, Sampling: optim.Blocks, Seed: 2}},
 			optim.Group{Rule: optim.SGDConfig{Momentum: 0.9}, LR: 0.1, WeightDecay: 0.01}),
 		"rsdm-reorth+adam-schedule": two(optim.Group{LR: 0.3, Rule: optim.RSDMConfig{SubmanifoldSize: 4, ReorthEvery: 2}},
@@ -53,6 +51,13 @@ func deviceConfigs() map[string][]optim.Group {
 		"rgd-momentum+sgd": two(optim.Group{Rule: optim.RGDConfig{Momentum: 0.8}, LR: 0.2},
 			optim.Group{Rule: optim.SGDConfig{}, LR: 0.05}),
 	}
+	for _, sm := range optim.Samplers { // every sampler of rows, which a device runs
+		if sm.Rows() {
+			cfgs["rsdm-"+sm.String()+"+sgd"] = two(optim.Group{LR: 0.4, Rule: optim.RSDMConfig{SubmanifoldSize: 3, Sampling: sm, Seed: 5}},
+				optim.Group{Rule: optim.SGDConfig{}, LR: 0.1})
+		}
+	}
+	return cfgs
 }
 
 // deviceRun is one set of parameters stepped on the host and on a device.
