@@ -105,113 +105,59 @@ func mulSat(a, b int64) int64 {
 	return a * b
 }
 
-// ruleSlots returns the values of a parameter's size, per parameter,
-// that training by the rule r keeps besides the gradient: its state
-// buffers twice (the Solver's and a checkpoint's) and its workspaces once
-// (ruleBuffers).
+// ruleSlots returns the values of a parameter's size, per parameter, that
+// the rule r keeps from step to step (and saves): the named buffers of a
+// Described rule's description (stateCount), Riemannian Adam's two
+// moments for another rule (r nil too). RSDM keeps none of the weight's
+// size: its state is r x r and r x p (and, with a dense sampler, an r x n
+// frame within an inner loop). Workspaces, which the steppers allocate
+// once, are not counted.
 func ruleSlots(r optim.Rule) (int64, error) {
-	state, work, err := ruleBuffers(r)
-	return 2*state + work, err
-}
-
-// radamState and radamWork are the buffers of a weight's size that
-// Riemannian Adam's stepper keeps (optim/radam.go), the most of orthonet's
-// rules: its two moments, and five workspaces (the Riemannian gradient,
-// the direction, the new point and the moments' next values). A rule that
-// is not optim.Described is counted as keeping as many.
-const radamState, radamWork = 2, 5
-
-// ruleBuffers returns the buffers of a parameter's size that the host's
-// stepper of r keeps: state buffers, kept from step to step and saved, and
-// workspaces. A Described rule's are counted on its description
-// (bufferCount); another rule (r nil too) is counted as Riemannian Adam.
-func ruleBuffers(r optim.Rule) (state, work int64, err error) {
 	d, ok := r.(optim.Described)
 	if !ok {
-		return radamState, radamWork, nil
+		return radamState, nil
 	}
-	b := bufferCount{named: map[optim.Ref]bool{}}
-	if err := d.Describe(&b); err != nil {
-		return 0, 0, fmt.Errorf("the %v rule's step: %w", r, err)
+	var c stateCount
+	if err := d.Describe(&c); err != nil {
+		return 0, fmt.Errorf("the %v rule's step: %w", r, err)
 	}
-	return b.state, b.work, nil
+	return c.n, nil
 }
 
-// bufferCount is an optim.StepBlocks that counts the buffers of the
-// weight's size that the host's stepper of a description keeps
-// (optim.BindDescribed): the named buffers (state), and as workspaces the
-// unnamed ones, the next value of a state buffer that Proj, AddScaled or
-// Retract writes (swapped in when the step is committed), Retract's
-// direction a v, and for a Submanifold step RSDM's re-orthonormalized
-// point (its other buffers are r x p and r x r, r <= n, and go uncounted).
-type bufferCount struct {
-	state, work int64
-	refs        optim.Ref // the buffers given beyond X and G
-	// named holds the state buffers, true once their next value is
-	// counted.
-	named   map[optim.Ref]bool
-	retract bool // Retract's direction is counted
+// radamState is the number of buffers of a weight's size that Riemannian
+// Adam keeps from step to step (optim/radam.go: its two moments), the
+// count of a rule that is not optim.Described.
+const radamState = 2
+
+// stateCount is an optim.StepBlocks that counts a description's state
+// buffers: those it asks StepBlocks.Buffer for by name.
+type stateCount struct {
+	n    int64
+	refs optim.Ref // the buffers given beyond X and G
 }
 
-var _ optim.StepBlocks = (*bufferCount)(nil)
+var _ optim.StepBlocks = (*stateCount)(nil)
 
-// Buffer counts a state buffer (name set) or a workspace.
-func (b *bufferCount) Buffer(name string) optim.Ref {
-	b.refs++
-	ref := optim.G + b.refs
-	if name == "" {
-		b.work++
-	} else {
-		b.state++
-		b.named[ref] = false
+// Buffer counts a state buffer (name set).
+func (c *stateCount) Buffer(name string) optim.Ref {
+	if name != "" {
+		c.n++
 	}
-	return ref
+	c.refs++
+	return optim.G + c.refs
 }
 
-// write counts the next value of dst where it is a state buffer that no
-// block wrote before.
-func (b *bufferCount) write(dst optim.Ref) {
-	if written, ok := b.named[dst]; ok && !written {
-		b.named[dst] = true
-		b.work++
-	}
-}
-
-// Proj counts the next value of dst (write).
-func (b *bufferCount) Proj(dst, _, _ optim.Ref) { b.write(dst) }
-
-// AddScaled counts the next value of dst (write).
-func (b *bufferCount) AddScaled(dst, _ optim.Ref, _ optim.Coef, _ optim.Ref) { b.write(dst) }
-
-// Retract counts the next value of dst (write) and, once, the direction.
-func (b *bufferCount) Retract(dst, _ optim.Ref, _ optim.Coef, _ optim.Ref) {
-	b.write(dst)
-	if !b.retract {
-		b.retract = true
-		b.work++
-	}
-}
-
-// Move keeps nothing.
-func (b *bufferCount) Move(optim.Ref) {}
-
-// WeightDecay returns 0: the rate does not change what is kept.
-func (b *bufferCount) WeightDecay() float64 { return 0 }
-
-// Counter keeps a number, not a buffer.
-func (b *bufferCount) Counter(string) {}
-
-// Decay keeps nothing.
-func (b *bufferCount) Decay(float64) {}
-
-// SGD updates its state buffer in place: nothing more is kept.
-func (b *bufferCount) SGD(optim.Ref, float64) {}
-
-// Adam updates its state buffers in place: nothing more is kept.
-func (b *bufferCount) Adam(_, _ optim.Ref, _, _, _ float64) {}
-
-// Submanifold counts RSDM's re-orthonormalized point, a workspace.
-func (b *bufferCount) Submanifold(optim.RSDMConfig) { b.work++ }
+// The other blocks keep no buffer of their own.
+func (c *stateCount) Proj(_, _, _ optim.Ref)                              {}
+func (c *stateCount) AddScaled(_, _ optim.Ref, _ optim.Coef, _ optim.Ref) {}
+func (c *stateCount) Retract(_, _ optim.Ref, _ optim.Coef, _ optim.Ref)   {}
+func (c *stateCount) Move(optim.Ref)                                      {}
+func (c *stateCount) WeightDecay() float64                                { return 0 }
+func (c *stateCount) Counter(string)                                      {}
+func (c *stateCount) Decay(float64)                                       {}
+func (c *stateCount) SGD(optim.Ref, float64)                              {}
+func (c *stateCount) Adam(_, _ optim.Ref, _, _, _ float64)                {}
+func (c *stateCount) Submanifold(optim.RSDMConfig)                        {}
 
 // trainSlots returns the values per parameter that the rules of -optim and
 // -other keep besides the gradient (ruleSlots), the larger of the two.
@@ -241,7 +187,7 @@ func forward(n sizer, set *data.Set, b int) (int64, error) {
 // trainFootprint returns what training c's network takes on images of
 // train's shape: the parameters three times (the graph's values, the
 // program's and a checkpoint's), their gradients, the optimizers' state
-// twice (the solver's and a checkpoint's) and their workspaces (trainSlots),
+// twice (the solver's and a checkpoint's, trainSlots),
 // the activations
 // of a training batch twice (values and gradients) and half those of an
 // evaluation batch (a forward-only program reuses its temporaries by
@@ -271,7 +217,7 @@ func trainFootprint(c config, train, test *data.Set) (footprint, error) {
 	if err != nil {
 		return footprint{}, err
 	}
-	f := footprint{params: mulSat(p, 3*elemBytes), state: mulSat(p, (1+slots)*elemBytes), acts: addSat(mulSat(step, 2), eval/2)}
+	f := footprint{params: mulSat(p, 3*elemBytes), state: mulSat(p, (1+2*slots)*elemBytes), acts: addSat(mulSat(step, 2), eval/2)}
 	for _, s := range []*data.Set{train, test} {
 		if s != nil {
 			f.data = addSat(f.data, mulSat(int64(len(s.X)), 4))

@@ -255,7 +255,7 @@ func TestNetSizerIsBuilt(t *testing.T) {
 }
 
 // TestRuleBuffersMatchState checks the state buffers that memory.go counts
-// (ruleBuffers) for every rule of optim.Rules, with the settings train
+// (ruleSlots) for every rule of optim.Rules, with the settings train
 // gives it, against the buffers of the weight's size in its stepper's
 // State after a step on a 320 x 3 weight (320 rows: RSDM's default r is
 // 300): as many for a Described rule, whose description they are counted
@@ -271,12 +271,12 @@ func TestRuleBuffersMatchState(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			state, work, err := ruleBuffers(rule(c))
+			state, err := ruleSlots(rule(c))
 			if err != nil {
 				t.Fatal(err)
 			}
 			kept := stateBuffersAfterStep(t, rule(c), 320, 3)
-			t.Logf("%v: %d state buffers, %d workspaces; its State holds %d", r, state, work, kept)
+			t.Logf("%v: %d state buffers; its State holds %d", r, state, kept)
 			_, described := r.(optim.Described)
 			if state != kept && (described || state < kept) {
 				t.Errorf("%v: memory.go counts %d state buffers of the weight's size, its stepper's State holds %d", r, state, kept)
