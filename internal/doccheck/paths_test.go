@@ -66,21 +66,35 @@ func docPathExists(names map[string]bool, file, name string) bool {
 	return names[name] || names[path.Join(path.Dir(file), name)]
 }
 
-// moduleFiles returns the files git knows in the module (tracked, and
-// untracked but not ignored), by path from the root and by base name.
+// moduleFiles returns the module's files (knownFiles) by path from the
+// root and by base name.
 func moduleFiles(t *testing.T) map[string]bool {
 	t.Helper()
-	cmd := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Skipf("git ls-files: %v (the files git knows are the module's)", err)
-	}
 	names := map[string]bool{}
-	for _, f := range strings.Fields(string(out)) {
+	for _, f := range knownFiles(t) {
 		names[f], names[path.Base(f)] = true, true
 	}
 	return names
+}
+
+// knownFiles returns the files git knows in the module (tracked, and
+// untracked but not ignored) that the work tree holds, by path from the
+// root; without git, it skips t.
+func knownFiles(t *testing.T) []string {
+	t.Helper()
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Skipf("git ls-files in %s: %v (the module's files are those git knows)", root, err)
+	}
+	var files []string
+	for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		if _, err := os.Stat(filepath.Join(root, f)); err == nil { // not deleted in the work tree
+			files = append(files, f)
+		}
+	}
+	return files
 }
 
 // firstLine returns p's first line, for a message.
