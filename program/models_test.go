@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/orthonet/orthonet/backend"
+	"github.com/orthonet/orthonet/backend/cpu"
 	"github.com/orthonet/orthonet/internal/testval"
 	"github.com/orthonet/orthonet/manifold"
 	"github.com/orthonet/orthonet/models"
@@ -256,19 +257,25 @@ func TestFactorGrads(t *testing.T) {
 func isCheck(name string) bool { return name == "check-product" || name == "check-finite" }
 
 // TestGroupsAskForFactors checks that Config.Groups leaves the FFN's
-// gradients factored for RSDM's r on every backend whose buffers live on
-// the host alike, nowhere for an r too large to gain, for a rule that
-// steps whole gradients, for two constrained groups of different r, or on
-// a device (the CUDA backend on the host model, where cgo is on).
+// gradients factored where RSDM's r gains, on every CPU backend: a
+// constrained weight's (a linear layer's, a product over the batch),
+// n x p, where r (p + r) < n p, so fc1 alone at r = 12 and every one at
+// r = 5; and nowhere for an r too large to gain, for a rule that steps
+// whole gradients, for two constrained groups of different r, or on a
+// device (the CUDA backend on the host model, where cgo is on).
 func TestGroupsAskForFactors(t *testing.T) {
 	rsdm := func(r int) optim.Group {
 		return optim.Group{LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: r, Seed: 1}}
 	}
-	factoredOf := func(be backend.Backend, cfg Config) []int {
-		m, err := modelCases()[0].build(tensor.Float64) // the FFN
+	ffn := func() *model {
+		m, err := modelCases()[0].build(tensor.Float64)
 		if err != nil {
 			t.Fatal(err)
 		}
+		return m
+	}
+	factoredOf := func(be backend.Backend, cfg Config) []int {
+		m := ffn()
 		if _, err := G.Grad(m.loss, param.Nodes(m.params)...); err != nil {
 			t.Fatal(err)
 		}
@@ -278,30 +285,39 @@ func TestGroupsAskForFactors(t *testing.T) {
 		}
 		return ks
 	}
-	rest := optim.Group{LR: 0.1}
-	host := testBackends(t)[0]
-	factored := factoredOf(host, Config{Groups: groups(rsdm(5), rest)})
-	if slices.Equal(factored, factoredOf(host, Config{})) {
-		t.Fatal("RSDM's groups of r = 5 left no FFN gradient factored")
-	}
-	for bi, be := range testBackends(t) {
-		want, none := factored, factoredOf(be, Config{})
-		if !onHost(be) {
-			want = none // a device's RSDM takes whole gradients
+	// gains returns each parameter's factors' K (the batch) where r gains.
+	gains := func(be backend.Backend, r int) []int {
+		m := ffn()
+		_, onCPU := be.(*cpu.Backend)
+		ks := make([]int, len(m.params))
+		for i, p := range m.params {
+			if s := p.Node.Shape(); onCPU && p.Constrained() && r*(s[1]+r) < s[0]*s[1] {
+				ks[i] = m.inputs[0].Shape()[0]
+			}
 		}
+		return ks
+	}
+	rest := optim.Group{LR: 0.1}
+	for bi, be := range testBackends(t) {
+		none := make([]int, len(ffn().params))
 		for _, c := range []struct {
 			name   string
 			groups []optim.Group
 			want   []int
 		}{
-			{"rsdm", groups(rsdm(5), rest), want},
+			{"rsdm r=5", groups(rsdm(5), rest), gains(be, 5)},
+			{"rsdm r=12", groups(rsdm(12), rest), gains(be, 12)},
 			{"rsdm of an r no product is cheaper for", groups(rsdm(1000), rest), none},
 			{"rgd", groups(optim.Group{LR: 0.1, Rule: optim.RGDConfig{}}, rest), none},
 			{"two r", []optim.Group{{Select: func(p optim.Param) bool { return p.Constrained() && p.Name == "fc1.W" }, LR: 0.1, Rule: optim.RSDMConfig{SubmanifoldSize: 5}}, groups(rsdm(4), rest)[0], rest}, none},
+			{"no groups", nil, none},
 		} {
 			if got := factoredOf(be, Config{Groups: c.groups}); !slices.Equal(got, c.want) {
 				t.Errorf("backend %d (%s), %s: factors of each gradient %v, want %v", bi, be.Name(), c.name, got, c.want)
 			}
 		}
+	}
+	if !slices.ContainsFunc(gains(testBackends(t)[0], 12), func(k int) bool { return k > 0 }) || slices.Equal(gains(testBackends(t)[0], 5), gains(testBackends(t)[0], 12)) {
+		t.Fatal("the FFN's shapes no longer tell r = 5 from r = 12")
 	}
 }
