@@ -14,12 +14,15 @@ import (
 	"time"
 )
 
-// TestExtendingChecklists follows two checklists of docs/extending in a
+// TestExtendingChecklists follows three checklists of docs/extending in a
 // copy of the module and holds them to their counts: a rule of constrained
 // weights written once in optim.StepBlocks is one new file and one changed
 // line of optim.Rules (rule.md), after which train -optim names it, the CPU
-// and the host model of the GPU train with it and a resume is bit-exact;
-// a binary elementwise function is one line of backend/gen's table, its CPU
+// and the host model of the GPU train with it and a resume is bit-exact; a
+// sampler of rows is one new file, one changed line of optim.Samplers and
+// a line in dpRules (sampler.md), after which its draws, resume,
+// convergence, data-parallel steps and device steps are tested; a binary
+// elementwise function is one line of backend/gen's table, its CPU
 // function and its test reference, then go generate (kernel.md), after
 // which the CPU's tests and the host model's zip and chain cases pass with
 // it. A required edit a checklist does not name fails here. It builds most
@@ -37,6 +40,13 @@ func TestExtendingChecklists(t *testing.T) {
 	// The rule: its file, and one changed line in optim.Rules.
 	write(t, filepath.Join(dir, "optim", "throwaway.go"), throwawayRule)
 	appendToList(t, filepath.Join(dir, "optim", "rule.go"), "Rules", "ThrowawayConfig{}")
+
+	// The sampler: its file, one changed line in optim.Samplers, and a
+	// line in dpRules (a sampler of rows in data-parallel training).
+	write(t, filepath.Join(dir, "optim", "shuffled.go"), throwawaySampler)
+	appendToList(t, filepath.Join(dir, "optim", "sampler.go"), "Samplers", "Shuffled")
+	appendToList(t, filepath.Join(dir, "optim", "reduce_test.go"), "dpRules",
+		`{"rsdm-shuffled+sgd", optim.RSDMConfig{SubmanifoldSize: 4, Sampling: optim.Shuffled, Seed: 7}, optim.SGDConfig{}, false}`)
 
 	// The binary op: its table line, its CPU function, its reference.
 	appendToList(t, filepath.Join(dir, "backend", "gen", "table.go"), "binaryOps",
@@ -79,14 +89,21 @@ func TestExtendingChecklists(t *testing.T) {
 	}
 	// One run a -run pattern: go test splits a pattern at its slashes
 	// before its bars.
-	out := run("test", "-count=1", "-v", "./backend/gen/...", "./backend", "./backend/cpu", "./internal/cudak", "./optim", "./optim/optflag",
-		"-run", "TestGeneratedFilesCurrent|TestSectionsFollowGoFiles|TestRefsCoverEveryFunction|TestZip|TestChain|TestParse|TestDescribedResume|TestTable")
+	out := run("test", "-count=1", "-v", "./backend/gen/...", "./backend", "./backend/cpu", "./internal/cudak", "./optim", "./optim/optflag", "./optim/device",
+		"-run", "TestGeneratedFilesCurrent|TestSectionsFollowGoFiles|TestRefsCoverEveryFunction|TestZip|TestChain|TestParse|TestDescribedResume|TestTable|"+
+			"TestSamplerDraws|TestStateResume|TestDeterminism|TestRSDMReorthFailure|TestStatePhase|TestDataParallel|TestDeviceAgrees")
+	out += run("test", "-count=1", "-v", "./optim", "-run", "TestConvergence/.*/rsdm-shuffled")
 	out += run("test", "-count=1", "-v", "./cmd/train", "-run", "TestEveryRuleTrains/throwaway/")
 	out += run("test", "-count=1", "-v", "./backend/cuda", "-run", "TestKernelsAgreeWithCPU/order=3,maxgrid=0/float/(zip|chain)/throwaway")
 	for _, want := range []string{
 		"--- PASS: TestGeneratedFilesCurrent",
 		"--- PASS: TestRefsCoverEveryFunction",
 		"--- PASS: TestDescribedResume/throwaway/float32",
+		"--- PASS: TestSamplerDraws/shuffled/",
+		"--- PASS: TestStateResume/rsdm-shuffled/float32",
+		"--- PASS: TestDataParallelMatchesOneProcess/rsdm-shuffled+sgd/float64",
+		"--- PASS: TestDeviceAgrees/backend0/rsdm-shuffled+sgd/float32",
+		"--- PASS: TestConvergence/pca-30x10/rsdm-shuffled",
 		"--- PASS: TestEveryRuleTrains/throwaway/cpu",
 		"--- PASS: TestEveryRuleTrains/throwaway/cuda",
 		"--- PASS: TestKernelsAgreeWithCPU/order=3,maxgrid=0/float64/zip/throwaway/",
@@ -124,6 +141,36 @@ func (c ThrowawayConfig) Describe(b StepBlocks) error {
 	b.Retract(next, X, Coef{Value: -1, TimesLR: true}, dir)
 	b.Proj(mom, next, mom)
 	b.Move(next)
+	return nil
+}
+`
+
+// throwawaySampler is the new file of the sampler: the first r rows of a
+// uniformly random permutation of the n, nothing else. (Rows drawn
+// cyclically contiguous from a random start do not do: pairs n/2 apart
+// never share a draw, and TestConvergence finds RSDM stuck on Procrustes.)
+const throwawaySampler = `package optim
+
+import "math/rand/v2"
+
+// Shuffled draws the first r rows of a uniformly random permutation.
+var Shuffled Sampler = shuffled{}
+
+type shuffled struct{}
+
+func (shuffled) String() string { return "shuffled" }
+func (shuffled) Rows() bool     { return true }
+func (shuffled) Start(n, r int) (Draws, error) {
+	return &shuffledDraws{positionless{Shuffled}, n}, nil
+}
+
+type shuffledDraws struct {
+	positionless
+	n int
+}
+
+func (d *shuffledDraws) Draw(rng *rand.Rand, p *Submanifold) error {
+	copy(p.Rows, rng.Perm(d.n))
 	return nil
 }
 `
